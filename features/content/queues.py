@@ -1,0 +1,1 @@
+QUEUES = {"content": {"timeout": 600}}

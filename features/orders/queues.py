@@ -1,0 +1,1 @@
+QUEUES = {"orders-sync": {}}

@@ -1,0 +1,1 @@
+QUEUES = {"repricer": {"attempts": 1}}

@@ -1,0 +1,40 @@
+"""Optima queues: RQ queues declared in settings, under an environment prefix.
+
+Public API (stable names; everything else is internal)::
+
+    from queues import enqueue, enqueue_call, get_queue
+    from queues import UnknownQueue, QueueUnavailable, InvalidJob, PermanentError, RetryAfter
+
+The functions are imported lazily so that ``import queues`` never imports rq before settings
+have exported the key prefix.
+"""
+from .exceptions import InvalidJob, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue
+
+__all__ = [
+    "enqueue",
+    "enqueue_call",
+    "get_queue",
+    "queue_names",
+    "InvalidJob",
+    "PermanentError",
+    "QueuesError",
+    "QueueUnavailable",
+    "RetryAfter",
+    "UnknownQueue",
+]
+
+_LAZY = {
+    "enqueue": ("queues.enqueueing", "enqueue"),
+    "enqueue_call": ("queues.enqueueing", "enqueue_call"),
+    "get_queue": ("queues.registry", "get_queue"),
+    "queue_names": ("queues.registry", "queue_names"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'queues' has no attribute {name!r}")

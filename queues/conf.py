@@ -1,0 +1,222 @@
+"""Every setting of the queues app, read in one place.
+
+``queue_settings()`` is the cached accessor; the cache is cleared on Django's ``setting_changed``
+so ``override_settings`` works. ``validate()`` is the single validator: system checks
+(``queues/checks.py``) report its problems, and start-up refuses to use a broken configuration
+with the same messages. docs/settings.md documents each value.
+"""
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+# Job options: the built-in global defaults. Overridable globally (settings.OPTIMA_QUEUE_DEFAULTS),
+# per queue (settings.OPTIMA_QUEUES[name] or a feature app's QUEUES) and per enqueue.
+JOB_DEFAULTS = {
+    "attempts": 5,  # runs in all, first included (1 = no retry)
+    "backoff": 1.0,  # seconds before the first retry; doubles on each further retry
+    "backoff_max": None,  # seconds; cap of one backoff delay (None: no cap)
+    "jitter": 0.0,  # fraction 0..1 of each delay added at random (0: exact schedule)
+    "timeout": 180,  # seconds one attempt may run before it is stopped
+    "result_ttl": 24 * 3600,  # seconds a completed job is kept
+    "completed_max": 1000,  # completed jobs kept per queue at most (oldest go first)
+    "failure_ttl": -1,  # seconds a dead job is kept; -1: forever (removed by an operator)
+    "non_retryable": (),  # dotted paths of exception classes that dead-letter at once
+}
+
+# Infrastructure options (settings.OPTIMA_QUEUES_OPTIONS), with units.
+OPTION_DEFAULTS = {
+    "SOCKET_TIMEOUT": 2.0,  # seconds a web/enqueue Redis command may take
+    "SOCKET_CONNECT_TIMEOUT": 1.0,  # seconds to open a Redis connection
+    "HEALTH_CHECK_INTERVAL": 15,  # seconds between PINGs on idle pooled connections
+    "HEALTH_TIMEOUT": 0.5,  # seconds each /healthz Redis probe may take (connect, then PING)
+}
+
+PREFIX_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+QUEUE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One configuration problem: the check id, the message and what to do about it."""
+
+    id: str
+    msg: str
+    hint: str = ""
+    level: str = "error"  # or "warning"
+
+
+def _did_you_mean(word, choices):
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"Did you mean {close[0]!r}? " if close else ""
+
+
+def validate_prefix(prefix):
+    """Problems of a QUEUE_PREFIX value (E001)."""
+    if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
+        return [
+            Problem(
+                "queues.E001",
+                f"QUEUE_PREFIX must match [a-z0-9][a-z0-9_-]{{0,63}}, got {prefix!r}.",
+                "Use lower-case letters, digits, '-' and '_', e.g. 'optima' or 'optima-stage'.",
+            )
+        ]
+    return []
+
+
+def validate_job_options(where, options, *, allow_none=False):
+    """Problems of one job-options dict. ``where`` names it in messages, e.g.
+    ``OPTIMA_QUEUES['orders-sync']``."""
+    if not isinstance(options, dict):
+        return [
+            Problem(
+                "queues.E008",
+                f"{where} must be a dict of job options, got {type(options).__name__} {options!r}.",
+                f"Use a dict with keys among: {', '.join(JOB_DEFAULTS)}.",
+            )
+        ]
+    problems = []
+    for key, value in options.items():
+        if key not in JOB_DEFAULTS:
+            problems.append(
+                Problem(
+                    "queues.E002",
+                    f"{where} has an unknown option {key!r}.",
+                    f"{_did_you_mean(key, JOB_DEFAULTS)}Valid options: {', '.join(JOB_DEFAULTS)}.",
+                )
+            )
+            continue
+        if value is None and (allow_none or key == "backoff_max"):
+            continue
+        problems.extend(_validate_job_option(where, key, value))
+    return problems
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _validate_job_option(where, key, value):
+    label = f"{where}[{key!r}]"
+    if key == "attempts":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return [
+                Problem(
+                    "queues.E003",
+                    f"{label} must be an integer >= 1, got {value!r}.",
+                    "attempts counts every run, the first included: 1 disables retries, 5 is the default.",
+                )
+            ]
+        return []
+    if key in ("backoff", "backoff_max", "timeout"):
+        if not _is_number(value) or value <= 0:
+            return [Problem("queues.E005", f"{label} must be a number of seconds > 0, got {value!r}.",
+                            f"Set {key} to a positive number of seconds, or remove it for the default.")]
+        return []
+    if key == "jitter":
+        if not _is_number(value) or not 0 <= value <= 1:
+            return [Problem("queues.E005", f"{label} must be a fraction between 0 and 1, got {value!r}.",
+                            "0 keeps the exact schedule; 0.2 adds up to 20% of each delay at random.")]
+        return []
+    if key in ("result_ttl", "failure_ttl"):
+        if not isinstance(value, int) or isinstance(value, bool) or (value <= 0 and value != -1):
+            return [Problem("queues.E005", f"{label} must be a whole number of seconds > 0 or -1 (forever), got {value!r}.",
+                            f"Set {key} to e.g. 86400, or -1 to keep jobs until removed.")]
+        return []
+    if key == "completed_max":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return [Problem("queues.E005", f"{label} must be an integer >= 0, got {value!r}.",
+                            "It is how many completed jobs a queue keeps; 1000 is the default.")]
+        return []
+    if key == "non_retryable":
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            return [Problem("queues.E005", f"{label} must be a list of dotted exception class paths, got {value!r}.",
+                            "E.g. ['myapp.errors.BadInput'].")]
+        problems = []
+        for path in value:
+            try:
+                cls = import_string(path) if isinstance(path, str) else path
+                ok = isinstance(cls, type) and issubclass(cls, BaseException)
+            except ImportError:
+                ok = False
+            if not ok:
+                problems.append(Problem("queues.E007", f"{label} lists {path!r}, which is not an importable exception class.",
+                                        "Give the dotted path of an exception class, e.g. 'requests.HTTPError'."))
+        return problems
+    return []
+
+
+def validate_queue_name(name, where="OPTIMA_QUEUES"):
+    if not isinstance(name, str) or not QUEUE_NAME_RE.fullmatch(name):
+        return [
+            Problem(
+                "queues.E004",
+                f"{where} declares a queue named {name!r}, which is not a valid queue name.",
+                "Queue names match [a-z0-9][a-z0-9_-]*: lower-case letters, digits, '-' and '_', "
+                "starting with a letter or digit (e.g. 'orders-sync').",
+            )
+        ]
+    return []
+
+
+def validate():
+    """All problems of the current configuration, in a stable order."""
+    problems = list(validate_prefix(getattr(settings, "QUEUE_PREFIX", "optima")))
+    import rq.defaults
+
+    prefix = getattr(settings, "QUEUE_PREFIX", "optima")
+    if not problems and rq.defaults.RQ_KEY_PREFIX != prefix:
+        problems.append(
+            Problem(
+                "queues.E006",
+                f"rq was imported with key prefix {rq.defaults.RQ_KEY_PREFIX!r} but QUEUE_PREFIX is {prefix!r}: "
+                "RQ's keys would escape the environment's prefix.",
+                "Export RQ_KEY_PREFIX = QUEUE_PREFIX in os.environ at the top of settings.py, before anything "
+                "imports rq (see optima_site/settings.py).",
+            )
+        )
+    problems.extend(validate_job_options("OPTIMA_QUEUE_DEFAULTS", getattr(settings, "OPTIMA_QUEUE_DEFAULTS", {})))
+    declared = getattr(settings, "OPTIMA_QUEUES", {})
+    if not isinstance(declared, dict):
+        problems.append(Problem("queues.E008", f"OPTIMA_QUEUES must be a dict of queue name -> options, got {declared!r}.",
+                                "E.g. OPTIMA_QUEUES = {'default': {}, 'orders-sync': {'attempts': 3}}."))
+    from .registry import app_declarations
+
+    sources = [("OPTIMA_QUEUES", declared if isinstance(declared, dict) else {})]
+    sources += [(f"{label}.queues.QUEUES", decl) for label, decl in app_declarations()]
+    for where, decl in sources:
+        for name, options in decl.items():
+            problems.extend(validate_queue_name(name, where))
+            problems.extend(validate_job_options(f"{where}[{name!r}]", options))
+    return problems
+
+
+@functools.lru_cache(maxsize=None)
+def options():
+    """Infrastructure options: OPTION_DEFAULTS updated with settings.OPTIMA_QUEUES_OPTIONS."""
+    merged = dict(OPTION_DEFAULTS)
+    merged.update(getattr(settings, "OPTIMA_QUEUES_OPTIONS", {}))
+    return merged
+
+
+def prefix():
+    return getattr(settings, "QUEUE_PREFIX", "optima")
+
+
+def app_key(*parts):
+    """A Redis key of this app's own, under the environment prefix: ``<prefix>:optima:<parts>``."""
+    return ":".join((prefix(), "optima") + tuple(str(p) for p in parts))
+
+
+@receiver(setting_changed)
+def _clear_caches(*, setting, **kwargs):
+    if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
+        options.cache_clear()
+        from . import registry
+
+        registry.reset()

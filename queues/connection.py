@@ -1,0 +1,117 @@
+"""Redis clients: one for the queues, a separate one for cache-like traffic.
+
+The queues' client serves enqueueing, the panel and metrics; workers build their own connection
+from the same settings (RQ widens its socket timeout for blocking pops). The cache client
+(``CACHE_REDIS_URL``, defaulting to the queues' URL) is always a distinct client with its own pool,
+so a blocking worker command can never hold up a rate limiter or cache read.
+
+Passwords never leave this module unmasked: ``mask_url`` is what logs, errors and pages show.
+"""
+import functools
+import threading
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from django.conf import settings
+
+from . import conf
+from .exceptions import QueueUnavailable
+
+_lock = threading.Lock()
+
+
+def mask_url(url):
+    """The URL with any password replaced by ``***`` (user names stay: they help debugging)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable Redis URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def client_kwargs():
+    """Timeouts applied to every client this app creates (seconds)."""
+    opts = conf.options()
+    return {
+        "socket_timeout": opts["SOCKET_TIMEOUT"],
+        "socket_connect_timeout": opts["SOCKET_CONNECT_TIMEOUT"],
+        "health_check_interval": opts["HEALTH_CHECK_INTERVAL"],
+    }
+
+
+def queues_url():
+    return getattr(settings, "QUEUES_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def cache_url():
+    return getattr(settings, "CACHE_REDIS_URL", None) or queues_url()
+
+
+class _MaskedRedis(redis.Redis):
+    """A Redis client whose repr never shows the password."""
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {mask_url(getattr(self, '_optima_url', '?'))}>"
+
+
+def _make_client(url):
+    client = _MaskedRedis.from_url(url, **client_kwargs())
+    client._optima_url = url
+    return client
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_client(kind, url, _opts):
+    return _make_client(url)
+
+
+def get_connection():
+    """The queues' Redis client (lazy: nothing connects until the first command)."""
+    return _cached_client("queues", queues_url(), tuple(sorted(client_kwargs().items())))
+
+
+def get_cache_connection():
+    """The client for cache, rate limiters and other shared traffic: never the queues' pool."""
+    return _cached_client("cache", cache_url(), tuple(sorted(client_kwargs().items())))
+
+
+def reset():
+    _cached_client.cache_clear()
+
+
+def unavailable(exc, url=None):
+    """A QueueUnavailable for a redis error, naming the masked URL and never the password."""
+    url = mask_url(url or queues_url())
+    reason = type(exc).__name__
+    return QueueUnavailable(
+        f"Queue Redis at {url} is unavailable ({reason}). Check that it runs and that REDIS_URL is right."
+    )
+
+
+def django_rq_config():
+    """A django-rq connection config for the queues' Redis.
+
+    HOST-style on purpose: django-rq passes client options (our timeouts) only for that form,
+    not for 'URL' configs.
+    """
+    parts = urlsplit(queues_url())
+    db = parts.path.lstrip("/") or "0"
+    cfg = {
+        "HOST": parts.hostname or "127.0.0.1",
+        "PORT": parts.port or 6379,
+        "DB": int(db) if db.isdigit() else 0,
+        "USERNAME": parts.username or None,
+        "PASSWORD": parts.password,
+        "SSL": parts.scheme == "rediss",
+        "REDIS_CLIENT_KWARGS": client_kwargs(),
+    }
+    if parts.scheme == "rediss":
+        cfg["SSL_CERT_REQS"] = "required"
+    return cfg

@@ -1,0 +1,237 @@
+"""Enqueueing: validation first, then one atomic write (or none).
+
+Everything that can be wrong with a job — unknown queue, a function that cannot be imported by
+path, a non-JSON argument, a bad option — is refused here, before anything reaches Redis, with an
+error naming the argument, the value and the fix. Inside ``transaction.atomic()`` the write waits
+for the commit (a rollback enqueues nothing; delayed jobs too), but the caller gets the job id at
+once either way: the Job object is built now and saved at commit.
+"""
+import datetime as dt
+import math
+import uuid
+
+import redis
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+from rq.exceptions import DuplicateJobError
+
+from . import conf
+from .connection import unavailable
+from .exceptions import InvalidJob
+from .registry import get_config, get_queue
+
+RESERVED = ("attempts", "timeout", "job_id", "delay", "at", "unique")
+
+# Atomic "is the job behind this uniqueness key still waiting?" check-and-set: returns the waiting
+# job's id, or reserves the key for the new id and returns nil.
+_UNIQUE_LUA = """
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local status = redis.call('HGET', ARGV[3] .. cur, 'status')
+  if status == 'queued' or status == 'scheduled' or status == 'deferred' then
+    return cur
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return false
+"""
+
+
+def func_path(func):
+    """The dotted path a worker imports ``func`` by; refuses what cannot be imported back."""
+    if isinstance(func, str):
+        path = func
+        try:
+            import_string(path)
+        except ImportError as exc:
+            raise InvalidJob(
+                f"func {path!r} cannot be imported ({exc}). Give the dotted path of a module-level "
+                "function, e.g. 'features.orders.jobs.sync_orders'."
+            ) from None
+        return path
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if not callable(func) or not module or not qualname or "<" in qualname:
+        raise InvalidJob(
+            f"func {func!r} is not a module-level function: workers import jobs by dotted path, "
+            "so lambdas, nested functions and bound methods cannot be jobs. Move it to module level."
+        )
+    return f"{module}.{qualname}"
+
+
+def _check_json(value, where):
+    """Refuse anything that JSON would not give back unchanged (Sidekiq's job_util rule)."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidJob(f"{where} is {value!r}, which JSON cannot carry. Pass a finite number or None.")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidJob(
+                    f"{where} has a key {key!r} of type {type(key).__name__}; JSON object keys must be strings."
+                    " Convert the keys with str()."
+                )
+            _check_json(item, f"{where}[{key!r}]")
+        return
+    hint = {
+        "datetime": "pass value.isoformat() and parse it in the job",
+        "date": "pass value.isoformat()",
+        "Decimal": "pass str(value) and rebuild the Decimal in the job",
+        "UUID": "pass str(value)",
+        "set": "pass sorted(list(value))",
+        "bytes": "pass a base64 string",
+    }.get(type(value).__name__, "pass an id and load the object inside the job")
+    raise InvalidJob(
+        f"{where} is of type {type(value).__name__}, which is not JSON-serializable "
+        f"(jobs are stored as JSON): {hint}."
+    )
+
+
+def _check_args(args, kwargs):
+    if not isinstance(args, (list, tuple)):
+        raise InvalidJob(f"args must be a list or tuple, got {type(args).__name__} {args!r}.")
+    if not isinstance(kwargs, dict):
+        raise InvalidJob(f"kwargs must be a dict, got {type(kwargs).__name__} {kwargs!r}.")
+    for i, value in enumerate(args):
+        _check_json(value, f"argument {i} (positional)")
+    for key, value in kwargs.items():
+        _check_json(value, f"argument {key!r} (keyword)")
+
+
+def _check_option(problems):
+    if problems:
+        p = problems[0]
+        raise InvalidJob(f"{p.msg} {p.hint}")
+
+
+def _resolve_when(delay, at):
+    """-> aware UTC datetime for a delayed job, or None for an immediate one."""
+    if delay is not None and at is not None:
+        raise InvalidJob(f"Give delay or at, not both (got delay={delay!r}, at={at!r}).")
+    if delay is not None:
+        if isinstance(delay, dt.timedelta):
+            seconds = delay.total_seconds()
+        elif isinstance(delay, (int, float)) and not isinstance(delay, bool):
+            seconds = float(delay)
+        else:
+            raise InvalidJob(f"delay must be seconds (a number) or a timedelta, got {type(delay).__name__} {delay!r}.")
+        if seconds < 0 or not math.isfinite(seconds):
+            raise InvalidJob(f"delay must be >= 0 seconds, got {delay!r}.")
+        if seconds == 0:
+            return None
+        return timezone.now() + dt.timedelta(seconds=seconds)
+    if at is not None:
+        if not isinstance(at, dt.datetime):
+            raise InvalidJob(f"at must be a datetime, got {type(at).__name__} {at!r}.")
+        if timezone.is_naive(at):
+            raise InvalidJob(
+                f"at={at!r} is a naive datetime; pass an aware one (e.g. django.utils.timezone.now() + "
+                "timedelta(...)) so the time is not guessed."
+            )
+        return at.astimezone(dt.timezone.utc)
+    return None
+
+
+def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=None, at=None, unique=None, **kwargs):
+    """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
+
+    ``attempts``, ``timeout``, ``job_id``, ``delay``, ``at`` and ``unique`` are options, not job
+    arguments: use ``enqueue_call`` when the job itself takes keyword arguments of those names.
+    """
+    return enqueue_call(
+        name, func, args=args, kwargs=kwargs, attempts=attempts, timeout=timeout, job_id=job_id,
+        delay=delay, at=at, unique=unique,
+    )
+
+
+def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=None, job_id=None, delay=None,
+                 at=None, unique=None, meta=None):
+    """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
+    kwargs = {} if kwargs is None else kwargs
+    config = get_config(name)
+    path = func_path(func)
+    _check_args(args, kwargs)
+    overrides = {k: v for k, v in (("attempts", attempts), ("timeout", timeout)) if v is not None}
+    _check_option(conf.validate_job_options(f"enqueue({name!r}, ...)", overrides))
+    when = _resolve_when(delay, at)
+    if job_id is not None and (not isinstance(job_id, str) or not job_id or ":" in job_id or len(job_id) > 200):
+        raise InvalidJob(f"job_id must be a non-empty string without ':' (at most 200 chars), got {job_id!r}.")
+    if unique is not None and unique is not False:
+        if unique is True:
+            if job_id is None:
+                raise InvalidJob("unique=True needs a job_id: pass unique='<key>' or job_id='<id>'.")
+            unique = job_id
+        if not isinstance(unique, str) or not unique:
+            raise InvalidJob(f"unique must be a non-empty string key (e.g. 'cabinet-42'), got {unique!r}.")
+    if meta is not None:
+        _check_json(meta, "meta")
+
+    options = dict(config.options)
+    options.update(overrides)
+    queue = get_queue(name)
+    job_meta = dict(meta or {})
+    job_meta.update({"queue": name, "attempts_allowed": options["attempts"], "attempt": 1})
+    job = queue.create_job(
+        path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
+        failure_ttl=options["failure_ttl"], job_id=job_id or uuid.uuid4().hex, meta=job_meta,
+    )
+
+    if unique:
+        existing = _reserve_unique(queue, name, unique, job.id, when)
+        if existing is not None:
+            try:
+                return queue.fetch_job(existing) or job.__class__(existing, connection=queue.connection)
+            except redis.RedisError as exc:
+                raise unavailable(exc) from exc
+
+    def write():
+        try:
+            if when is None:
+                queue.enqueue_job(job)
+            else:
+                queue.schedule_job(job, when)
+        except DuplicateJobError:
+            raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+
+    if _in_transaction():
+        transaction.on_commit(write)
+    else:
+        write()
+    return job
+
+
+def _in_transaction(using=DEFAULT_DB_ALIAS):
+    return connections[using].in_atomic_block
+
+
+def _reserve_unique(queue, name, key, job_id, when):
+    """The id of a still-waiting job holding ``key``, or None after reserving it for ``job_id``."""
+    lock_key = conf.app_key("unique", name, key)
+    ttl = 7 * 24 * 3600
+    if when is not None:
+        ttl += max(0, int((when - timezone.now()).total_seconds()))
+    try:
+        return _to_str(
+            queue.connection.eval(
+                _UNIQUE_LUA, 1, lock_key, job_id, ttl, queue.job_class.redis_job_namespace_prefix,
+            )
+        )
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+
+
+def _to_str(value):
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else value
+

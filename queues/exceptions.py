@@ -1,0 +1,51 @@
+"""Exceptions of the public API (re-exported from ``queues``)."""
+
+
+class QueuesError(Exception):
+    """Base class of every error this app raises."""
+
+
+class UnknownQueue(QueuesError, KeyError):
+    """A queue name that nobody declared. The message lists the declared queues."""
+
+    def __init__(self, name, known):
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(name)
+
+    def __str__(self):
+        known = ", ".join(repr(n) for n in self.known) or "(none)"
+        return (
+            f"Unknown queue {self.name!r}. Declared queues: {known}. "
+            "Declare it in settings.OPTIMA_QUEUES or in a feature app's queues.py (QUEUES = {...})."
+        )
+
+
+class QueueUnavailable(QueuesError):
+    """The queues' Redis could not be reached. The message carries the URL with its password masked."""
+
+
+class InvalidJob(QueuesError, ValueError):
+    """An enqueue was refused before anything reached Redis (bad argument, bad option)."""
+
+
+class PermanentError(Exception):
+    """Raise from a job to dead-letter it at once: retrying cannot help (a 4xx, bad data)."""
+
+
+class RetryAfter(Exception):
+    """Raise from a job to schedule its next attempt ``seconds`` from now instead of the backoff.
+
+    Typical use: an HTTP 429 answer with a ``Retry-After`` header. See docs/lifecycle.md for how
+    it counts against the attempts.
+    """
+
+    def __init__(self, seconds, message=""):
+        try:
+            seconds = float(seconds)
+        except (TypeError, ValueError):
+            raise ValueError(f"RetryAfter(seconds) must be a number of seconds >= 0, got {seconds!r}.") from None
+        if seconds < 0:
+            raise ValueError(f"RetryAfter(seconds) must be a number of seconds >= 0, got {seconds!r}.")
+        self.seconds = seconds
+        super().__init__(message or f"retry after {seconds:g}s")

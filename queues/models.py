@@ -1,0 +1,72 @@
+"""Database models of the queues app.
+
+``DeadLetter`` mirrors jobs that reached the dead letter (see ``queues/deadletter.py``);
+``AuditEntry`` records every operator action (see ``queues/audit.py``).
+"""
+from django.conf import settings
+from django.db import models
+
+
+class DeadLetter(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open", "open"
+        RETRIED = "retried", "retried"
+        DISCARDED = "discarded", "discarded"
+
+    prefix = models.CharField(max_length=64)
+    queue = models.CharField(max_length=200, db_index=True)
+    job_id = models.CharField(max_length=200)
+    func_path = models.CharField(max_length=500, db_index=True)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    exc_type = models.CharField(max_length=300, blank=True, db_index=True)
+    exc_message = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    attempts_made = models.PositiveIntegerField(default=0)
+    attempts_allowed = models.PositiveIntegerField(default=0)
+    reason = models.CharField(max_length=32, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    first_failed_at = models.DateTimeField(null=True, blank=True)
+    dead_at = models.DateTimeField(db_index=True)
+    worker = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
+    times_dead = models.PositiveIntegerField(default=1)
+    retried_as = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["prefix", "job_id"], name="queues_deadletter_unique_job")]
+        indexes = [models.Index(fields=["prefix", "status", "-dead_at"], name="queues_dl_status_dead")]
+        ordering = ["-dead_at", "-id"]
+        permissions = [("act_on_deadletter", "Can retry and discard dead letters")]
+
+    def __str__(self):
+        return f"{self.queue}:{self.job_id} ({self.status})"
+
+
+class AuditEntry(models.Model):
+    class Outcome(models.TextChoices):
+        OK = "ok", "ok"
+        PARTIAL = "partial", "partial"
+        ERROR = "error", "error"
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    identity = models.CharField(max_length=200, help_text="user name, or the basic-auth identity")
+    action = models.CharField(max_length=64, db_index=True)
+    queue = models.CharField(max_length=200, blank=True, db_index=True)
+    job_ids = models.JSONField(default=list, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.OK)
+    detail = models.TextField(blank=True)
+    prefix = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+        permissions = [
+            ("view_queue_panel", "Can view the queue panel"),
+            ("act_on_queue_panel", "Can act in the queue panel (pause, requeue, delete, empty)"),
+        ]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.identity} {self.action} {self.queue}"

@@ -1,0 +1,129 @@
+"""Shared fixtures: the Redis of the session, clean prefix per test, real worker processes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.session_env import PREFIX, delete_prefix_keys
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def admin_redis():
+    """A client with full rights on the session's Redis (not confined to the prefix)."""
+    client = redis.Redis.from_url(os.environ["OPTIMA_TEST_ADMIN_REDIS_URL"])
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def queue_redis():
+    """The queues' own client, as the app uses it (the prefix-confined ACL user)."""
+    from queues.connection import get_connection
+
+    return get_connection()
+
+
+@pytest.fixture(autouse=True)
+def _clean_prefix(admin_redis):
+    """Each test starts and ends with no key under the session prefix."""
+    delete_prefix_keys(admin_redis)
+    yield
+    delete_prefix_keys(admin_redis)
+
+
+def _db_url():
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    user = s.get("USER") or ""
+    password = s.get("PASSWORD") or ""
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = s.get("HOST") or "127.0.0.1"
+    port = s.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{s['NAME']}"
+
+
+@pytest.fixture
+def subprocess_env(settings):
+    """Environment for a child ``manage.py`` process that shares this test's Redis and database."""
+    env = dict(os.environ)
+    env["DATABASE_URL"] = _db_url()
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class WorkerProcess:
+    """A real ``manage.py rqworker`` child process."""
+
+    def __init__(self, args, env, log_path):
+        self.args = args
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def signal(self, sig):
+        self.process.send_signal(sig)
+
+    def wait(self, timeout=30):
+        return self.process.wait(timeout)
+
+    def stop(self, timeout=30):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+    def output(self):
+        self._log.flush()
+        return Path(self.log_path).read_text(errors="replace")
+
+
+@pytest.fixture
+def start_worker(subprocess_env, tmp_path):
+    """``start_worker("default", "--burst", env={...})`` -> WorkerProcess; all stopped at teardown."""
+    started = []
+
+    def start(*args, env=None, command="rqworker"):
+        log = tmp_path / f"{command}-{len(started)}.log"
+        proc = WorkerProcess([command, *args], dict(subprocess_env, **(env or {})), log)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
+    """Poll ``predicate`` until truthy; returns its value. Fails the test on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+__all__ = ["PREFIX", "wait_for"]

@@ -1,0 +1,75 @@
+"""Test-session environment, set up before Django reads its settings (a ``-p`` plugin).
+
+- REDIS_URL unset: a throwaway redis-server (devtools.redis_server) on a free port, stopped at exit.
+- A unique ``QUEUE_PREFIX`` per run (``test-<hex>``), so runs sharing a Redis never mix.
+- The suite then talks to Redis as an ACL user allowed only ``~<prefix>:*`` keys and
+  ``&<prefix>:*`` channels: any key or channel escaping the prefix fails loudly. The admin URL
+  (``OPTIMA_TEST_ADMIN_REDIS_URL``) is kept for what needs more (scans of the whole keyspace,
+  outage tests, clean-up).
+"""
+import os
+import secrets
+import uuid
+
+import redis
+
+_server = None
+
+os.environ.setdefault("OPTIMA_ENV", "test")
+PREFIX = os.environ.get("OPTIMA_TEST_PREFIX") or f"test-{uuid.uuid4().hex[:10]}"
+os.environ["QUEUE_PREFIX"] = PREFIX
+os.environ["RQ_KEY_PREFIX"] = PREFIX
+
+if not os.environ.get("REDIS_URL"):
+    from devtools.redis_server import RedisServer
+
+    _server = RedisServer().start()
+    os.environ["REDIS_URL"] = _server.url
+
+ADMIN_URL = os.environ["REDIS_URL"]
+os.environ["OPTIMA_TEST_ADMIN_REDIS_URL"] = ADMIN_URL
+_admin = redis.Redis.from_url(ADMIN_URL)
+ACL_USER = PREFIX
+_password = secrets.token_hex(16)
+_admin.execute_command(
+    "ACL", "SETUSER", ACL_USER, "reset", "on", f">{_password}", f"~{PREFIX}:*", "resetchannels",
+    f"&{PREFIX}:*", "+@all",
+)
+_parts = redis.connection.parse_url(ADMIN_URL)
+_host = _parts.get("host", "127.0.0.1")
+_port = _parts.get("port", 6379)
+_db = _parts.get("db", 0)
+_scheme = "rediss" if ADMIN_URL.startswith("rediss://") else "redis"
+os.environ["REDIS_URL"] = f"{_scheme}://{ACL_USER}:{_password}@{_host}:{_port}/{_db}"
+os.environ.pop("CACHE_REDIS_URL", None)
+
+
+def delete_prefix_keys(client, prefix=PREFIX):
+    for keys in _chunks(client.scan_iter(match=f"{prefix}:*", count=1000), 500):
+        client.delete(*keys)
+
+
+def _chunks(iterable, size):
+    chunk = []
+    for item in iterable:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def pytest_report_header(config):
+    where = "private redis-server" if _server else "REDIS_URL"
+    return f"queues: QUEUE_PREFIX={PREFIX}, Redis from {where}, ACL user {ACL_USER} confined to {PREFIX}:*"
+
+
+def pytest_unconfigure(config):
+    try:
+        delete_prefix_keys(_admin)
+        _admin.execute_command("ACL", "DELUSER", ACL_USER)
+    except redis.RedisError:
+        pass
+    if _server is not None:
+        _server.stop()
