@@ -1,0 +1,5 @@
+"""At-least-once, graceful shutdown, Redis outages (placeholder: filled by the lifecycle work)."""
+
+
+class ResilienceMixin:
+    pass
