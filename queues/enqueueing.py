@@ -192,12 +192,15 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
             except redis.RedisError as exc:
                 raise unavailable(exc) from exc
 
+    explicit_id = job_id is not None
+
     def write():
         try:
+            # An explicit job_id must not silently overwrite a job of the same id.
             if when is None:
-                queue.enqueue_job(job)
+                queue.enqueue_job(job, unique=explicit_id)
             else:
-                queue.schedule_job(job, when)
+                queue.schedule_job(job, when, unique=explicit_id)
         except DuplicateJobError:
             raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
         except redis.RedisError as exc:
