@@ -1,0 +1,100 @@
+"""System checks of the queue configuration (ids listed in docs/checks.md)."""
+from django.core.checks import Error, run_checks
+from django.test import override_settings
+
+
+def queue_errors():
+    return [e for e in run_checks() if e.id.startswith("queues.")]
+
+
+def test_good_configuration_has_no_queue_errors():
+    assert queue_errors() == []
+
+
+@override_settings(QUEUE_PREFIX="Optima Prod")
+def test_invalid_prefix_is_e001():
+    assert queue_errors() == [
+        Error(
+            "QUEUE_PREFIX must match [a-z0-9][a-z0-9_-]{0,63}, got 'Optima Prod'.",
+            hint="Use lower-case letters, digits, '-' and '_', e.g. 'optima' or 'optima-stage'.",
+            id="queues.E001",
+        )
+    ]
+
+
+@override_settings(OPTIMA_QUEUES={"default": {"atempts": 3}})
+def test_unknown_option_key_is_e002_with_did_you_mean():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E002"]
+    assert errors[0].msg == "OPTIMA_QUEUES['default'] has an unknown option 'atempts'."
+    assert errors[0].hint.startswith("Did you mean 'attempts'? Valid options: attempts, backoff")
+
+
+@override_settings(OPTIMA_QUEUES={"orders-sync": {"attempts": 0}})
+def test_non_positive_attempts_is_e003_naming_value_and_fix():
+    assert queue_errors() == [
+        Error(
+            "OPTIMA_QUEUES['orders-sync']['attempts'] must be an integer >= 1, got 0.",
+            hint="attempts counts every run, the first included: 1 disables retries, 5 is the default.",
+            id="queues.E003",
+        )
+    ]
+
+
+@override_settings(OPTIMA_QUEUE_DEFAULTS={"attempts": -2})
+def test_non_positive_global_attempts_is_e003():
+    errors = queue_errors()
+    assert [(e.id, e.msg) for e in errors] == [
+        ("queues.E003", "OPTIMA_QUEUE_DEFAULTS['attempts'] must be an integer >= 1, got -2.")
+    ]
+
+
+@override_settings(OPTIMA_QUEUES={"Orders Sync": {}})
+def test_queue_name_outside_the_allowed_pattern_is_e004():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E004"]
+    assert "'Orders Sync'" in errors[0].msg
+    assert "[a-z0-9][a-z0-9_-]*" in errors[0].hint
+
+
+@override_settings(OPTIMA_QUEUES={"default": {"timeout": -1, "jitter": 2}})
+def test_bad_option_values_are_e005():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E005", "queues.E005"]
+    assert errors[0].msg == "OPTIMA_QUEUES['default']['timeout'] must be a number of seconds > 0, got -1."
+    assert errors[1].msg == "OPTIMA_QUEUES['default']['jitter'] must be a fraction between 0 and 1, got 2."
+
+
+@override_settings(QUEUE_PREFIX="another-env")
+def test_rq_imported_with_another_prefix_is_e006():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E006"]
+    assert "'another-env'" in errors[0].msg
+
+
+@override_settings(OPTIMA_QUEUES={"default": {"non_retryable": ["no.such.Error", "json.JSONDecodeError"]}})
+def test_non_retryable_entry_that_is_not_an_exception_class_is_e007():
+    errors = queue_errors()
+    assert [(e.id, e.msg) for e in errors] == [
+        ("queues.E007", "OPTIMA_QUEUES['default']['non_retryable'] lists 'no.such.Error', which is not an "
+                        "importable exception class.")
+    ]
+
+
+@override_settings(OPTIMA_QUEUES={"default": 5})
+def test_queue_options_that_are_not_a_dict_are_e008():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E008"]
+
+
+@override_settings(OPTIMA_QUEUES={"default": {"attempts": 0}})
+def test_using_a_broken_configuration_raises_the_same_message():
+    import pytest
+    from django.core.exceptions import ImproperlyConfigured
+
+    import queues
+
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        queues.get_queue("default")
+    assert "OPTIMA_QUEUES['default']['attempts'] must be an integer >= 1, got 0." in str(excinfo.value)
+    assert "queues.E003" in str(excinfo.value)
