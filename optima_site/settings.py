@@ -126,6 +126,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Error pages mask passwords inside URL-valued settings (QUEUES_REDIS_URL, cache LOCATION).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "queues.connection.MaskingExceptionReporterFilter"
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -115,3 +115,23 @@ def django_rq_config():
     if parts.scheme == "rediss":
         cfg["SSL_CERT_REQS"] = "required"
     return cfg
+
+
+try:
+    from django.views.debug import SafeExceptionReporterFilter as _BaseFilter
+except ImportError:  # pragma: no cover
+    _BaseFilter = object
+
+
+class MaskingExceptionReporterFilter(_BaseFilter):
+    """Django's filter, plus: any setting value that is a URL with a password is shown masked.
+
+    Django hides settings whose *name* looks secret; ``QUEUES_REDIS_URL`` or a cache ``LOCATION``
+    carry their password in the value. Set ``DEFAULT_EXCEPTION_REPORTER_FILTER`` to this class.
+    """
+
+    def cleanse_setting(self, key, value):
+        value = super().cleanse_setting(key, value)
+        if isinstance(value, str) and "://" in value and "@" in value:
+            return mask_url(value)
+        return value

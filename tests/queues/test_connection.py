@@ -1,0 +1,90 @@
+"""Connections: lazy, bounded in time, separate clients, passwords never shown."""
+import logging
+import socket
+
+import pytest
+from django.test import Client, override_settings
+from django.views.debug import ExceptionReporter
+
+import queues
+from queues.connection import get_cache_connection, get_connection, mask_url
+from tests.jobs import sample
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def silent_redis():
+    """A TCP port that accepts connections and never answers (a hung Redis)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(50)
+    yield f"redis://:s3cr3t-pw@127.0.0.1:{server.getsockname()[1]}/0"
+    server.close()
+
+
+@pytest.mark.parametrize(
+    "url, masked",
+    [
+        ("redis://:s3cr3t@host:6379/0", "redis://:***@host:6379/0"),
+        ("rediss://app:s3cr3t@host:6380/2", "rediss://app:***@host:6380/2"),
+        ("redis://host:6379/0", "redis://host:6379/0"),
+    ],
+)
+def test_mask_url_hides_the_password_only(url, masked):
+    assert mask_url(url) == masked
+
+
+def test_queue_and_cache_clients_are_distinct_with_distinct_pools():
+    assert get_connection() is not get_cache_connection()
+    assert get_connection().connection_pool is not get_cache_connection().connection_pool
+
+
+def test_repr_of_the_client_excludes_the_password():
+    with override_settings(QUEUES_REDIS_URL="redis://user:s3cr3t-pw@127.0.0.1:6379/0"):
+        assert "s3cr3t-pw" not in repr(get_connection())
+        assert "***" in repr(get_connection())
+
+
+def test_enqueue_with_redis_down_raises_queue_unavailable_with_masked_url_and_writes_nothing(caplog):
+    url = f"redis://:s3cr3t-pw@127.0.0.1:{closed_port()}/0"
+    with override_settings(QUEUES_REDIS_URL=url), caplog.at_level(logging.DEBUG):
+        with pytest.raises(queues.QueueUnavailable) as excinfo:
+            queues.enqueue("default", sample.add, 1, 2)
+    message = str(excinfo.value)
+    assert "s3cr3t-pw" not in message
+    assert ":***@127.0.0.1" in message
+    assert "s3cr3t-pw" not in caplog.text
+
+
+def test_enqueue_to_a_redis_that_never_answers_raises_queue_unavailable(silent_redis):
+    with override_settings(QUEUES_REDIS_URL=silent_redis):
+        with pytest.raises(queues.QueueUnavailable) as excinfo:
+            queues.enqueue("default", sample.add, 1, 2)
+    assert "TimeoutError" in str(excinfo.value)
+    assert "s3cr3t-pw" not in str(excinfo.value)
+
+
+@pytest.mark.django_db
+def test_site_serves_pages_while_redis_is_down():
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    with override_settings(QUEUES_REDIS_URL=url, CACHE_REDIS_URL=url):
+        response = Client().get("/admin/login/")
+    assert response.status_code == 200
+
+
+def test_error_pages_mask_passwords_in_url_settings(rf):
+    password = "-".join(["s3cr3t", "joined"])  # built at run time: the page also shows this source
+    with override_settings(QUEUES_REDIS_URL=f"redis://:{password}@127.0.0.1:1/0", DEBUG=True):
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            import sys
+
+            html = ExceptionReporter(rf.get("/"), *sys.exc_info()).get_traceback_html()
+    assert password not in html
+    assert "redis://:***@127.0.0.1:1/0" in html
