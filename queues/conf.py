@@ -35,6 +35,12 @@ OPTION_DEFAULTS = {
     "SOCKET_CONNECT_TIMEOUT": 1.0,  # seconds to open a Redis connection
     "HEALTH_CHECK_INTERVAL": 15,  # seconds between PINGs on idle pooled connections
     "HEALTH_TIMEOUT": 0.5,  # seconds each /healthz Redis probe may take (connect, then PING)
+    # /metrics (queues/metrics/, docs/metrics.md):
+    "METRICS_PREFIX": "optima",  # first word of every queue metric family: optima_queue_jobs, ...
+    "METRICS_CACHE_SECONDS": 5.0,  # seconds one Redis read serves scrapes from (0: read on every scrape)
+    "METRICS_REDIS_TIMEOUT": 0.5,  # seconds each connect/read of a scrape may take before it gives up
+    # seconds; upper bounds of the job duration histogram's buckets (+Inf is implied)
+    "METRICS_DURATION_BUCKETS": (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
 }
 
 PREFIX_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
