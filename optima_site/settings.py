@@ -63,6 +63,9 @@ INSTALLED_APPS = [
     # queues before django_rq: its rqworker/rqscheduler commands take precedence.
     "queues",
     "django_rq",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
     "features.orders",
     "features.repricer",
     "features.content",
@@ -144,4 +147,23 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}
+
+# --- Feature modules (features/; their own defaults in features/marketplace/conf.py) ------
+# The marketplace API the order sync and the repricer call; the run command starts a fake one here.
+MARKETPLACE_URL = os.environ.get("MARKETPLACE_URL", "http://127.0.0.1:8765")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["features.api.IsAuthenticatedOutsideDev"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Optima feature API",
+    "DESCRIPTION": "Endpoints that enqueue feature jobs, and job status. See docs/api.md.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
 }
