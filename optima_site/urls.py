@@ -2,10 +2,12 @@ from django.contrib import admin
 from django.urls import include, path
 
 from queues.health import healthz
+from queues.metrics.views import metrics as metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/queues/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
-    path("", include("django_prometheus.urls")),
+    # django-prometheus' registry, served with the 0.0.4 text content type (or OpenMetrics on request).
+    path("metrics", metrics_view, name="prometheus-django-metrics"),
 ]

@@ -9,7 +9,9 @@ class QueuesConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
-        from . import registry
+        from . import metrics, registry
+
+        metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
 
         try:
             registry.install_rq_queues()

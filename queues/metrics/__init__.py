@@ -1,0 +1,49 @@
+"""Prometheus metrics of the queues, served at ``/metrics`` with django-prometheus' own.
+
+Every family (``optima`` is ``OPTIMA_QUEUES_OPTIONS['METRICS_PREFIX']``); labels are only
+``queue``, ``state``, ``quantile``, ``source`` and the histogram's ``le`` — never a job id:
+
+==========================================  =========  ================  =====================================
+family                                      type       labels            from
+==========================================  =========  ================  =====================================
+optima_queue_jobs                           gauge      queue, state      waiting: LLEN queue (0 when paused);
+                                                                         paused: LLEN queue while paused;
+                                                                         active: ZCARD wip; delayed: ZCARD
+                                                                         scheduled; completed/failed: ZCOUNT
+                                                                         of the unexpired finished/failed
+optima_queue_job_duration_ms                gauge      queue, quantile   nearest rank (0.5, 0.95) over the last
+                                                                         50 completed jobs (recorder's list)
+optima_queue_dead_letter                    gauge      queue             open DeadLetter rows (database)
+optima_queue_oldest_waiting_seconds         gauge      queue             now - enqueued_at of the queue's head
+optima_queue_workers                        gauge      queue             live keys of rq's workers:<queue> set
+optima_queue_job_duration_seconds           histogram  queue             every finished attempt (recorder)
+optima_queue_jobs_processed_total           counter    queue             attempts that ended (recorder)
+optima_queue_jobs_failed_total              counter    queue             attempts that raised (recorder)
+optima_queue_jobs_retried_total             counter    queue             retries scheduled (recorder)
+optima_queue_jobs_dead_total                counter    queue             jobs dead-lettered (recorder)
+optima_queue_scrape_error                   gauge      queue, source     1: source (redis, database) unread
+==========================================  =========  ================  =====================================
+
+Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receivers, worker side),
+``collector`` (the scrape and its cache), ``views`` (the endpoint). docs/metrics.md is the
+operator's version of this table.
+"""
+import threading
+
+_installed = False
+_lock = threading.Lock()
+
+
+def install():
+    """Connect the recorder and register the collector in prometheus_client's REGISTRY (once)."""
+    global _installed
+    from prometheus_client import REGISTRY
+
+    from . import checks, recorder  # noqa: F401  (checks registers the system check)
+    from .collector import QueueCollector
+
+    with _lock:
+        recorder.connect()
+        if not _installed:
+            REGISTRY.register(QueueCollector())
+            _installed = True

@@ -1,0 +1,305 @@
+"""The scrape: read every declared queue in at most two pipelined round trips, cache, render.
+
+Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCARD of the started
+(``wip``) and scheduled registries, ZCOUNT of the not-yet-expired part of the finished and failed
+registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
+its last durations; plus one SMEMBERS of the paused set. Round trip 2 (only when a queue has a
+waiting job or a worker): HGET ``enqueued_at`` of each queue's head job and EXISTS of each worker
+key (rq leaves a dead worker in the set until a cleanup). No command writes: rq's ``.count`` on a
+registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
+expired entries that cleanup would remove are left out with ZCOUNT instead.
+
+A command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
+refuses, drops or does not answer zeroes all of them. Either way the error gauge says so and one
+line is logged; the collector itself never raises, so the rest of /metrics is still served.
+"""
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import redis
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from .. import conf
+from . import store
+
+logger = logging.getLogger("queues.metrics")
+
+STATES = ("waiting", "active", "delayed", "paused", "completed", "failed")
+PER_QUEUE_COMMANDS = 9  # commands of round trip 1 per queue (see the module docstring)
+
+
+@dataclass
+class QueueSample:
+    """What one scrape knows about one queue."""
+
+    jobs: dict = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    oldest_waiting_seconds: float = 0.0
+    workers: int = 0
+    durations_ms: list = field(default_factory=list)
+    counters: dict = None  # None: unknown (Redis error) -> counter samples are left out, not zeroed
+    buckets: dict = None  # upper bound (s) -> non-cumulative count
+    dead_letters: int = 0
+    redis_error: bool = False
+    database_error: bool = False
+
+
+@dataclass
+class Snapshot:
+    queues: dict  # name -> QueueSample
+    taken_at: float  # time.time() of the read
+    read_seconds: float  # how long the read took
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def read_snapshot(names=None, client=None, now=None):
+    """One read of every declared queue (or ``names``). Never raises for Redis or the database."""
+    from .. import registry
+
+    started = time.monotonic()
+    names = list(registry.declared()) if names is None else list(names)
+    client = client or store.scrape_client()
+    now = time.time() if now is None else now
+    samples = {name: QueueSample() for name in names}
+    _read_redis(client, names, samples, now)
+    _read_dead_letters(samples)
+    return Snapshot(queues=samples, taken_at=now, read_seconds=time.monotonic() - started)
+
+
+def _read_redis(client, names, samples, now):
+    from rq.defaults import RQ_KEY_PREFIX
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    from ..pause import paused_key
+
+    prefix = RQ_KEY_PREFIX
+    bounds = store.buckets()
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.smembers(paused_key())
+        for name in names:
+            queue_key = f"{prefix}:queue:{name}"
+            pipe.llen(queue_key)
+            pipe.lindex(queue_key, 0)  # rq pushes at the tail and pops at the head: the oldest
+            pipe.zcard(f"{prefix}:wip:{name}")
+            pipe.zcard(f"{prefix}:scheduled:{name}")  # scored by run time, nothing expires
+            # Scored by expiry time: what rq's cleanup would remove is score <= now.
+            pipe.zcount(f"{prefix}:finished:{name}", f"({now}", "+inf")
+            pipe.zcount(f"{prefix}:failed:{name}", f"({now}", "+inf")
+            pipe.smembers(WORKERS_BY_QUEUE_KEY % name)
+            pipe.hgetall(store.counters_key(name))
+            pipe.lrange(store.durations_key(name), 0, store.DURATION_SAMPLE - 1)
+        results = pipe.execute(raise_on_error=False)
+    except redis.RedisError as exc:
+        _all_failed(names, samples, exc)
+        return
+
+    paused_result, results = results[0], results[1:]
+    paused = set() if isinstance(paused_result, Exception) else {_text(n) for n in paused_result}
+    if isinstance(paused_result, Exception):
+        logger.warning("reading the paused set failed (%s); queues are reported as not paused",
+                       _describe(paused_result))
+    heads, worker_sets = {}, {}
+    for i, name in enumerate(names):
+        row = results[i * PER_QUEUE_COMMANDS:(i + 1) * PER_QUEUE_COMMANDS]
+        errors = [r for r in row if isinstance(r, Exception)]
+        sample = samples[name]
+        if errors:
+            sample.redis_error = True
+            logger.warning("reading queue %r failed (%s); it is reported as zeros",
+                           name, _describe(errors[0]))
+            continue
+        queued, head, active, delayed, completed, failed, worker_keys, counters, durations = row
+        is_paused = name in paused
+        sample.jobs.update(waiting=0 if is_paused else queued, paused=queued if is_paused else 0,
+                           active=active, delayed=delayed, completed=completed, failed=failed)
+        sample.durations_ms = [float(d) for d in durations]
+        counters = {_text(k): _text(v) for k, v in counters.items()}
+        sample.counters = {k: int(counters.get(k, 0)) for k in (store.PROCESSED, store.FAILED, store.RETRIED,
+                                                                 store.DEAD)}
+        sample.counters[store.DURATION_SUM] = float(counters.get(store.DURATION_SUM, 0))
+        sample.buckets = {b: int(counters.get(store.bucket_field(b), 0)) for b in bounds}
+        if head is not None and not is_paused:
+            heads[name] = _text(head)
+        if worker_keys:
+            worker_sets[name] = sorted(_text(k) for k in worker_keys)
+    if heads or worker_sets:
+        _read_round_two(client, prefix, heads, worker_sets, samples, now)
+
+
+def _read_round_two(client, prefix, heads, worker_sets, samples, now):
+    from rq.utils import utcparse
+
+    unique_workers = sorted({k for keys in worker_sets.values() for k in keys})
+    try:
+        pipe = client.pipeline(transaction=False)
+        for job_id in heads.values():
+            pipe.hget(f"{prefix}:job:{job_id}", "enqueued_at")
+        for key in unique_workers:
+            pipe.exists(key)
+        results = pipe.execute(raise_on_error=False)
+    except redis.RedisError as exc:
+        _all_failed(set(heads) | set(worker_sets), samples, exc)
+        return
+    for name, enqueued_at in zip(heads, results[:len(heads)]):
+        if isinstance(enqueued_at, Exception):
+            _queue_failed(name, samples, enqueued_at)
+        elif enqueued_at:  # a stale id without its job hash has no age
+            try:
+                waited = now - utcparse(_text(enqueued_at)).timestamp()
+            except ValueError:
+                continue
+            samples[name].oldest_waiting_seconds = max(0.0, waited)
+    alive = dict(zip(unique_workers, results[len(heads):]))
+    for name, keys in worker_sets.items():
+        errors = [alive[k] for k in keys if isinstance(alive[k], Exception)]
+        if errors:
+            _queue_failed(name, samples, errors[0])
+        else:
+            samples[name].workers = sum(1 for k in keys if alive[k])
+
+
+def _queue_failed(name, samples, exc):
+    if not samples[name].redis_error:
+        logger.warning("reading queue %r failed (%s); it is reported as zeros", name, _describe(exc))
+    samples[name] = QueueSample(redis_error=True, dead_letters=samples[name].dead_letters)
+
+
+def _all_failed(names, samples, exc):
+    from ..connection import mask_url, queues_url
+
+    logger.warning("Redis at %s did not answer the scrape (%s); %d queue(s) are reported as zeros",
+                   mask_url(queues_url()), _describe(exc), len(names))
+    for name in names:
+        samples[name] = QueueSample(redis_error=True)
+
+
+def _describe(exc):
+    # The type and redis' message; redis-py never puts the password in either.
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _read_dead_letters(samples):
+    """Open dead letters per queue: one grouped query. The database being down zeroes them."""
+    from django.db import DatabaseError, transaction
+    from django.db.models import Count
+
+    from ..models import DeadLetter
+
+    try:
+        # A savepoint when called inside a transaction: a failed query must not break the caller's.
+        with transaction.atomic():
+            counts = dict(DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
+                          .values_list("queue").annotate(n=Count("id")).order_by())
+    except DatabaseError as exc:
+        logger.warning("counting open dead letters failed (%s); they are reported as zeros",
+                       _describe(exc))
+        for sample in samples.values():
+            sample.database_error = True
+        return
+    for name, sample in samples.items():
+        sample.dead_letters = counts.get(name, 0)
+
+
+class _Cache:
+    """The last snapshot, reused for METRICS_CACHE_SECONDS; one read at a time per process."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.snapshot = None
+        self.monotonic = 0.0
+
+    def get(self, read=read_snapshot):
+        ttl = float(conf.options()["METRICS_CACHE_SECONDS"])
+        with self.lock:  # a scrape that arrives during a read waits for it and shares its result
+            if self.snapshot is None or ttl <= 0 or time.monotonic() - self.monotonic >= ttl:
+                self.snapshot = read()
+                self.monotonic = time.monotonic()
+            return self.snapshot
+
+    def clear(self):
+        with self.lock:
+            self.snapshot = None
+
+
+cache = _Cache()
+
+
+def families(snapshot, prefix):
+    """The metric families of a snapshot, in a fixed order (states too)."""
+    p = f"{prefix}_queue"
+    jobs = GaugeMetricFamily(f"{p}_jobs", "Jobs per queue and state (waiting, active, delayed, paused, "
+                             "completed, failed), read from RQ's queue and registries.", labels=["queue", "state"])
+    duration = GaugeMetricFamily(f"{p}_job_duration_ms", "Job run time (start to end) in milliseconds, "
+                                 "nearest-rank quantile over the last 50 completed jobs.", labels=["queue", "quantile"])
+    dead = GaugeMetricFamily(f"{p}_dead_letter", "Open dead letters (jobs that exhausted or lost their "
+                             "retries and wait for an operator).", labels=["queue"])
+    oldest = GaugeMetricFamily(f"{p}_oldest_waiting_seconds", "How long the job at the head of the queue "
+                               "has been waiting (0 when none waits or the queue is paused).", labels=["queue"])
+    workers = GaugeMetricFamily(f"{p}_workers", "Live workers listening on the queue.", labels=["queue"])
+    hist = HistogramMetricFamily(f"{p}_job_duration_seconds", "Run time of every finished attempt "
+                                 "(succeeded or failed), across all workers.", labels=["queue"])
+    processed = CounterMetricFamily(f"{p}_jobs_processed", "Attempts that ran to an end (succeeded or failed).",
+                                    labels=["queue"])
+    failed = CounterMetricFamily(f"{p}_jobs_failed", "Attempts that raised (retried or not).", labels=["queue"])
+    retried = CounterMetricFamily(f"{p}_jobs_retried", "Retries scheduled after a failed attempt.",
+                                  labels=["queue"])
+    dead_total = CounterMetricFamily(f"{p}_jobs_dead", "Jobs that reached the dead letter.", labels=["queue"])
+    error = GaugeMetricFamily(f"{p}_scrape_error", "1 when this scrape could not read the queue's values from "
+                              "the source (redis or database); its values are then zeros.",
+                              labels=["queue", "source"])
+    for name, s in snapshot.queues.items():
+        for state in STATES:
+            jobs.add_metric([name, state], s.jobs[state])
+        for q in store.QUANTILES:
+            duration.add_metric([name, f"{q:g}"], store.nearest_rank(s.durations_ms, q))
+        dead.add_metric([name], s.dead_letters)
+        oldest.add_metric([name], round(s.oldest_waiting_seconds, 3))
+        workers.add_metric([name], s.workers)
+        error.add_metric([name, "redis"], 1 if s.redis_error else 0)
+        error.add_metric([name, "database"], 1 if s.database_error else 0)
+        if s.counters is None:
+            # Unknown is not zero: a counter that dropped to 0 would read as a reset to rate().
+            continue
+        cumulative, running = [], 0
+        for bound, count in s.buckets.items():
+            running += count
+            cumulative.append(("+Inf" if bound == float("inf") else f"{bound:g}", running))
+        hist.add_metric([name], cumulative, sum_value=s.counters[store.DURATION_SUM])
+        processed.add_metric([name], s.counters[store.PROCESSED])
+        failed.add_metric([name], s.counters[store.FAILED])
+        retried.add_metric([name], s.counters[store.RETRIED])
+        dead_total.add_metric([name], s.counters[store.DEAD])
+    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, error]
+
+
+class QueueCollector(Collector):
+    """prometheus_client collector of every declared queue (registered in REGISTRY by the app)."""
+
+    def __init__(self, snapshot_cache=None):
+        self.cache = snapshot_cache or cache
+
+    def describe(self):
+        # Names only: REGISTRY.register() calls describe(), so registering never touches Redis.
+        empty = Snapshot(queues={}, taken_at=0.0, read_seconds=0.0)
+        return families(empty, _prefix())
+
+    def collect(self):
+        try:
+            snapshot = self.cache.get()
+            return families(snapshot, _prefix())
+        except Exception:  # /metrics must still serve the process, HTTP and database metrics
+            logger.exception("the queue collector failed; queue metrics are left out of this scrape")
+            return []
+
+
+def _prefix():
+    prefix = conf.options()["METRICS_PREFIX"]
+    if not isinstance(prefix, str) or not store.METRIC_NAME_RE.fullmatch(prefix):
+        return "optima"  # reported by the system check queues.E050
+    return prefix

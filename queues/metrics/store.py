@@ -1,0 +1,131 @@
+"""Where the metrics live in Redis, the scrape's own Redis client, and the pure helpers.
+
+Two writers, one reader:
+
+- rq itself keeps the queue (``<prefix>:queue:<q>``, a list) and its registries (sorted sets
+  ``<prefix>:wip:<q>``, ``:scheduled:<q>``, ``:finished:<q>``, ``:failed:<q>``) and the worker
+  sets ``<prefix>:workers:<q>``. A scrape only *reads* them.
+- ``queues.metrics.recorder`` (signal receivers in the worker) writes per queue, in one pipelined
+  round trip per event: the hash ``<prefix>:optima:metrics:<q>`` (counters, histogram buckets,
+  duration sum) and the capped list ``<prefix>:optima:metrics:<q>:durations`` (last 50 completed
+  jobs, milliseconds, newest first).
+"""
+import functools
+import math
+import re
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .. import conf
+
+DURATION_SAMPLE = 50  # completed jobs the p50/p95 gauges are computed over (the record's number)
+QUANTILES = (0.5, 0.95)
+
+# Fields of the per-queue hash. Buckets are stored non-cumulative ("b:<upper bound>"), so a job
+# costs one HINCRBY whatever the number of buckets; the scrape makes them cumulative.
+PROCESSED, FAILED, RETRIED, DEAD, DURATION_SUM = "processed", "failed", "retried", "dead", "duration_sum"
+
+METRIC_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def counters_key(queue):
+    return conf.app_key("metrics", queue)
+
+
+def durations_key(queue):
+    return conf.app_key("metrics", queue, "durations")
+
+
+def bucket_field(upper_bound):
+    """The hash field counting jobs whose duration fell in the bucket ending at ``upper_bound`` s."""
+    return "b:inf" if math.isinf(upper_bound) else f"b:{float(upper_bound):g}"
+
+
+def buckets():
+    """The histogram's upper bounds in seconds, ascending, +Inf last."""
+    bounds = sorted(float(b) for b in conf.options()["METRICS_DURATION_BUCKETS"])
+    return tuple(bounds) + (math.inf,)
+
+
+def bucket_for(seconds, bounds):
+    """The smallest upper bound >= ``seconds`` (Prometheus buckets are ``le``)."""
+    for bound in bounds:
+        if seconds <= bound:
+            return bound
+    return math.inf
+
+
+def nearest_rank(values, q):
+    """The ``q`` quantile (0 < q <= 1) of ``values`` by the nearest-rank method; 0 when empty.
+
+    Nearest rank: sort ascending, take the value at rank ceil(q * n) (1-based). It always returns
+    an observed value, which is what the record asks for (no interpolation).
+    """
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def validate_options(options):
+    """Problems of the METRICS_* options, as (id, message, hint) triples (system checks report them)."""
+    where = "OPTIMA_QUEUES_OPTIONS"
+    problems = []
+    prefix = options.get("METRICS_PREFIX")
+    if not isinstance(prefix, str) or not METRIC_NAME_RE.fullmatch(prefix):
+        problems.append(("queues.E050", f"{where}['METRICS_PREFIX'] must be a Prometheus metric name prefix "
+                         f"matching [a-zA-Z_:][a-zA-Z0-9_:]*, got {prefix!r}.",
+                         "Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'."))
+    cache = options.get("METRICS_CACHE_SECONDS")
+    if not _is_number(cache) or not 0 <= cache <= 60:
+        problems.append(("queues.E051", f"{where}['METRICS_CACHE_SECONDS'] must be a number of seconds between "
+                         f"0 and 60, got {cache!r}.",
+                         "5 to 10 seconds lets several scrapers share one Redis read; 0 reads on every scrape."))
+    timeout = options.get("METRICS_REDIS_TIMEOUT")
+    if not _is_number(timeout) or not 0 < timeout <= 1.5:
+        problems.append(("queues.E052", f"{where}['METRICS_REDIS_TIMEOUT'] must be a number of seconds > 0 and "
+                         f"<= 1.5, got {timeout!r}.",
+                         "/metrics must answer within 2 s when Redis hangs; 0.5 (the default) leaves room."))
+    bounds = options.get("METRICS_DURATION_BUCKETS")
+    if (isinstance(bounds, (str, bytes)) or not isinstance(bounds, (list, tuple)) or not bounds
+            or not all(_is_number(b) and 0 < b < math.inf for b in bounds) or len(set(bounds)) != len(bounds)):
+        problems.append(("queues.E053", f"{where}['METRICS_DURATION_BUCKETS'] must be a non-empty list of distinct "
+                         f"positive numbers of seconds, got {bounds!r}.",
+                         "E.g. [0.1, 1, 10, 60, 600]; +Inf is added for you."))
+    return problems
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def scrape_client():
+    """The Redis client of scrapes: short timeouts, no retry on timeout, no health-check PING.
+
+    Separate from the queues' client (2 s timeouts, retries) so a Redis that does not answer
+    costs a scrape METRICS_REDIS_TIMEOUT per round trip at most, and every round trip is a
+    pipeline the benchmark can count. A refused or dropped connection is retried once (a pooled
+    connection may be stale after a Redis restart); a timeout never is.
+    """
+    from ..connection import queues_url
+
+    timeout = float(conf.options()["METRICS_REDIS_TIMEOUT"])
+    return _client(queues_url(), timeout)
+
+
+@functools.lru_cache(maxsize=4)
+def _client(url, timeout):
+    from ..connection import _MaskedRedis
+
+    client = _MaskedRedis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        health_check_interval=0,
+        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+    )
+    client._optima_url = url
+    return client
