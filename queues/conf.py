@@ -35,6 +35,8 @@ OPTION_DEFAULTS = {
     "SOCKET_CONNECT_TIMEOUT": 1.0,  # seconds to open a Redis connection
     "HEALTH_CHECK_INTERVAL": 15,  # seconds between PINGs on idle pooled connections
     "HEALTH_TIMEOUT": 0.5,  # seconds each /healthz Redis probe may take (connect, then PING)
+    "RECONCILE_INTERVAL": 300,  # seconds; workers mirror missed dead letters at most this often (0: never)
+    "SCHEDULER_INTERVAL": 5,  # seconds between rq-scheduler polls of periodic jobs (manage.py rqscheduler)
     # /metrics (queues/metrics/, docs/metrics.md):
     "METRICS_PREFIX": "optima",  # first word of every queue metric family: optima_queue_jobs, ...
     "METRICS_CACHE_SECONDS": 5.0,  # seconds one Redis read serves scrapes from (0: read on every scrape)
