@@ -1,19 +1,222 @@
-"""What every feature endpoint shares: access, the 202/400/503 answers, and job lookup."""
-from django.conf import settings
-from rest_framework.permissions import BasePermission
+"""What every feature endpoint shares: access, the 202/400/503 answers, and the job status view.
+
+A feature view validates its JSON body with a serializer, enqueues with ``queues.enqueue`` and
+answers through ``enqueue_view``:
+
+- 400 ``{"detail", "errors": [{"field", "value", "messages"}]}`` on a bad body, naming each field
+  and the value it got;
+- 202 ``{"job_id", "queue", "status_url"}`` (and a ``Location`` header) once the job is enqueued;
+- 503 ``{"detail"}`` with ``Retry-After`` when the queues' Redis is unavailable — nothing enqueued.
+
+Access: session or token authentication, except in dev (``OPTIMA_ENV=dev``, read per request).
+"""
+import logging
+import re
+
+import redis
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+import queues
+
+logger = logging.getLogger(__name__)
+
+UNAVAILABLE_RETRY_AFTER = 5  # seconds a client is told to wait after a 503
+JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
 
 
-def dev_mode():
-    """True in local development (OPTIMA_ENV=dev), read per request so tests can flip it."""
-    return getattr(settings, "OPTIMA_ENV", "dev") == "dev"
+# --- response shapes (used by the views and by the OpenAPI schema) -------------------------------
+class JobAcceptedSerializer(serializers.Serializer):
+    job_id = serializers.CharField()
+    queue = serializers.CharField()
+    status_url = serializers.CharField(help_text="GET it for the job's state, progress and result")
 
 
-class IsAuthenticatedOutsideDev(BasePermission):
-    """Session or token authentication, except in dev where the endpoints are open."""
+class FieldErrorSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    value = serializers.JSONField(allow_null=True, help_text="what the request sent (null: missing)")
+    messages = serializers.ListField(child=serializers.CharField())
 
-    message = "Authentication required: send 'Authorization: Token <key>' or log in (session)."
 
-    def has_permission(self, request, view):
-        if dev_mode():
-            return True
-        return bool(request.user and request.user.is_authenticated)
+class ValidationErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    errors = FieldErrorSerializer(many=True)
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class JobStatusSerializer(serializers.Serializer):
+    job_id = serializers.CharField()
+    queue = serializers.CharField(allow_null=True)
+    state = serializers.CharField(help_text="RQ's status: queued, scheduled, started, finished, failed, ...")
+    attempt = serializers.IntegerField(allow_null=True)
+    attempts_allowed = serializers.IntegerField(allow_null=True)
+    progress = serializers.JSONField(allow_null=True)
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True, help_text="last line of the last failure")
+    enqueued_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+
+
+ERROR_RESPONSES = {
+    400: OpenApiResponse(ValidationErrorSerializer, description="The body is not valid; every bad field is named."),
+    401: OpenApiResponse(DetailSerializer, description="Not authenticated (outside dev)."),
+    403: OpenApiResponse(DetailSerializer, description="Not allowed."),
+    415: OpenApiResponse(DetailSerializer, description="The body is not JSON."),
+    503: OpenApiResponse(DetailSerializer, description="The queues are unavailable; nothing was enqueued."),
+}
+
+
+def enqueue_schema(request_serializer, summary):
+    return extend_schema(
+        request=request_serializer,
+        responses={202: OpenApiResponse(JobAcceptedSerializer, description="Enqueued."), **ERROR_RESPONSES},
+        summary=summary,
+    )
+
+
+def _shown(value, limit=200):
+    """A request value as echoed in an error: JSON-able, long strings shortened."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + "..."
+    if isinstance(value, (dict, list)):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "..."
+    return value
+
+
+def validation_error(serializer, data):
+    errors = []
+    for field, messages in serializer.errors.items():
+        if field == "non_field_errors":
+            field = "(body)"
+            value = _shown(data)
+        else:
+            value = _shown(data.get(field)) if isinstance(data, dict) else None
+        if not isinstance(messages, list):
+            messages = [str(messages)]
+        errors.append({"field": field, "value": value, "messages": [str(m) for m in messages]})
+    detail = "Invalid request body: " + "; ".join(
+        f"{e['field']}={e['value']!r}: {' '.join(e['messages'])}" for e in errors
+    )
+    return Response({"detail": detail, "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+
+
+def queue_unavailable(exc):
+    logger.warning("enqueue refused, queues unavailable: %s", exc)
+    return Response(
+        {"detail": "The job queue is unavailable right now, so nothing was enqueued. Try again in a few seconds."},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+    )
+
+
+def accepted(job, queue):
+    url = reverse("features:job-status", args=[job.id])
+    return Response(
+        {"job_id": job.id, "queue": queue, "status_url": url}, status=status.HTTP_202_ACCEPTED, headers={"Location": url}
+    )
+
+
+class EnqueueView(APIView):
+    """Base of the feature POST endpoints: subclasses set ``serializer_class`` and ``enqueue(data)``.
+
+    ``enqueue`` returns ``(job, queue_name)``; raising ``queues.QueueUnavailable`` answers 503.
+    """
+
+    parser_classes = [JSONParser]
+    serializer_class = None
+
+    def enqueue(self, data):
+        raise NotImplementedError
+
+    def post(self, request):
+        data = request.data
+        serializer = self.serializer_class(data=data)
+        if not serializer.is_valid():
+            return validation_error(serializer, data)
+        try:
+            job, queue = self.enqueue(serializer.validated_data)
+        except queues.QueueUnavailable as exc:
+            return queue_unavailable(exc)
+        return accepted(job, queue)
+
+
+def fetch_job(job_id):
+    """The rq Job with this id, or None. Jobs are stored by id whatever their queue, so any declared
+    queue's job class and connection load it."""
+    some_queue = queues.get_queue(queues.queue_names()[0])
+    job_class = some_queue.job_class
+    if not job_class.exists(job_id, connection=some_queue.connection):
+        return None
+    return job_class.fetch(job_id, connection=some_queue.connection, serializer=some_queue.serializer)
+
+
+def _last_line(text):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else None
+
+
+def job_status(job):
+    state = job.get_status(refresh=False)
+    state = getattr(state, "value", state)
+    meta = job.meta or {}
+    result = error = None
+    if state == "finished":
+        result = job.return_value()
+    elif state == "failed" or meta.get("last_error"):
+        latest = job.latest_result()
+        exc_string = getattr(latest, "exc_string", None) if latest is not None else None
+        error = _last_line(exc_string or job.exc_info)
+    return {
+        "job_id": job.id,
+        "queue": meta.get("queue", job.origin),
+        "state": state,
+        "attempt": meta.get("attempt"),
+        "attempts_allowed": meta.get("attempts_allowed"),
+        "progress": meta.get("progress"),
+        "result": result,
+        "error": error,
+        "enqueued_at": job.enqueued_at,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+    }
+
+
+class JobStatusView(APIView):
+    @extend_schema(
+        summary="A job's state, progress, and result or error",
+        responses={
+            200: JobStatusSerializer,
+            401: ERROR_RESPONSES[401],
+            403: ERROR_RESPONSES[403],
+            404: OpenApiResponse(DetailSerializer, description="No such job (never existed, or expired)."),
+            503: OpenApiResponse(DetailSerializer, description="The queues are unavailable."),
+        },
+    )
+    def get(self, request, job_id):
+        if not JOB_ID_RE.fullmatch(job_id):
+            return Response({"detail": f"No job {job_id!r}: job ids are letters, digits, '-' and '_'."},
+                            status=status.HTTP_404_NOT_FOUND)
+        try:
+            job = fetch_job(job_id)
+            payload = None if job is None else job_status(job)
+        except (redis.RedisError, queues.QueueUnavailable) as exc:
+            logger.warning("job status unavailable: %s: %s", type(exc).__name__, exc)
+            return Response({"detail": "The job queue is unavailable right now. Try again in a few seconds."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+        if payload is None:
+            return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
+                            status=status.HTTP_404_NOT_FOUND)
+        return Response(JobStatusSerializer(payload).data)
+
+
+__all__ = ["EnqueueView", "JobStatusView", "enqueue_schema"]

@@ -158,7 +158,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["features.api.IsAuthenticatedOutsideDev"],
+    "DEFAULT_PERMISSION_CLASSES": ["features.permissions.IsAuthenticatedOutsideDev"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {

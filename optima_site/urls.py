@@ -10,4 +10,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # django-prometheus' registry, served with the 0.0.4 text content type (or OpenMetrics on request).
     path("metrics", metrics_view, name="prometheus-django-metrics"),
+    # Feature API: /features/..., /jobs/<job_id>/, /api/schema/ (features/urls.py, docs/api.md).
+    path("", include("features.urls")),
 ]

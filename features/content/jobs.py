@@ -1,0 +1,58 @@
+"""Content generation: a long job (simulated LLM text) that reports progress and has a timeout.
+
+Progress goes to the job's meta (``job.meta["progress"] = {"percent", "step", "steps"}``, saved with
+``job.save_meta()``), which ``GET /jobs/<id>/`` shows. The timeout is the enqueue's ``timeout``
+(``CONTENT_TIMEOUT``); RQ stops an attempt that exceeds it with an exception raised inside the job,
+which is recorded on the row before the queues take over (retry, then dead letter). The text is
+stored in ``ContentGeneration``, created by the view in the same transaction as the enqueue: the
+job only starts once that row is committed.
+"""
+import time
+
+from django.utils import timezone
+from rq import get_current_job
+
+import queues
+
+from .models import ContentGeneration
+
+STEPS = 10
+
+
+def generate_content(generation_id, duration):
+    """Job: generate the text of one ``ContentGeneration`` in ``duration`` seconds (simulated)."""
+    Status = ContentGeneration.Status
+    try:
+        generation = ContentGeneration.objects.get(pk=generation_id)
+    except ContentGeneration.DoesNotExist:
+        raise queues.PermanentError(f"ContentGeneration {generation_id} does not exist (deleted?)") from None
+    job = get_current_job()
+    ContentGeneration.objects.filter(pk=generation_id).update(
+        status=Status.RUNNING, started_at=timezone.now(), attempts=generation.attempts + 1, error="",
+        job_id=job.id if job else generation.job_id,
+    )
+    try:
+        words = generation.prompt.split() or ["product"]
+        sentences = []
+        for step in range(1, STEPS + 1):
+            time.sleep(duration / STEPS)
+            sentences.append(f"{words[(step - 1) % len(words)].capitalize()} makes product {generation.product_id} "
+                             f"stand out (part {step}).")
+            _report(job, step)
+        text = " ".join(sentences)
+    except Exception as exc:
+        ContentGeneration.objects.filter(pk=generation_id).update(
+            status=Status.FAILED, error=f"{type(exc).__name__}: {exc}", finished_at=timezone.now()
+        )
+        raise
+    ContentGeneration.objects.filter(pk=generation_id).update(
+        status=Status.DONE, text=text, error="", finished_at=timezone.now()
+    )
+    return {"generation_id": generation_id, "characters": len(text)}
+
+
+def _report(job, step):
+    if job is None:
+        return
+    job.meta["progress"] = {"percent": round(100 * step / STEPS), "step": step, "steps": STEPS}
+    job.save_meta()

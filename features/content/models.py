@@ -1,0 +1,28 @@
+from django.db import models
+
+
+class ContentGeneration(models.Model):
+    """One content generation request and, once done, its text."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    product_id = models.PositiveBigIntegerField(db_index=True)
+    prompt = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    text = models.TextField(blank=True)
+    error = models.TextField(blank=True, help_text="the last attempt's error, if it failed")
+    job_id = models.CharField(max_length=200, blank=True, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"content for product {self.product_id} ({self.status})"

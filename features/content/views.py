@@ -1,0 +1,48 @@
+from django.db import transaction
+from rest_framework import serializers
+
+import queues
+from features import conf
+from features.api import EnqueueView, enqueue_schema
+
+from .jobs import generate_content
+from .models import ContentGeneration
+
+QUEUE = "content"
+
+
+class ContentRequest(serializers.Serializer):
+    product_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    prompt = serializers.CharField(max_length=4000)
+
+
+class ContentView(EnqueueView):
+    """Create a ContentGeneration row and enqueue its job in one transaction."""
+
+    serializer_class = ContentRequest
+
+    @enqueue_schema(ContentRequest, "Generate a product's content (long job with progress)")
+    def post(self, request):
+        return super().post(request)
+
+    def enqueue(self, data):
+        generation = None
+        try:
+            with transaction.atomic():
+                generation = ContentGeneration.objects.create(product_id=data["product_id"], prompt=data["prompt"])
+                # Inside the transaction the enqueue waits for the commit: the worker never sees a job
+                # whose row is not committed yet, and a rollback enqueues nothing.
+                job = queues.enqueue(
+                    QUEUE, generate_content, generation.pk, conf.get("CONTENT_GENERATION_SECONDS"),
+                    timeout=conf.get("CONTENT_TIMEOUT"),
+                )
+                generation.job_id = job.id
+                generation.save(update_fields=["job_id"])
+        except queues.QueueUnavailable:
+            # The row committed, its job did not: say so on the row, then answer 503.
+            if generation is not None and generation.pk:
+                ContentGeneration.objects.filter(pk=generation.pk).update(
+                    status=ContentGeneration.Status.FAILED, error="not enqueued: the job queue was unavailable"
+                )
+            raise
+        return job, QUEUE

@@ -1,0 +1,27 @@
+from rest_framework import serializers
+
+import queues
+from features.api import EnqueueView, enqueue_schema
+
+from .jobs import sync_cabinet
+
+QUEUE = "orders-sync"
+
+
+class SyncRequest(serializers.Serializer):
+    cabinet_id = serializers.IntegerField(min_value=1, max_value=2_147_483_647)
+
+
+class OrdersSyncView(EnqueueView):
+    """Enqueue a sync of one cabinet's orders (one waiting sync per cabinet at most)."""
+
+    serializer_class = SyncRequest
+
+    @enqueue_schema(SyncRequest, "Sync a cabinet's orders from the marketplace")
+    def post(self, request):
+        return super().post(request)
+
+    def enqueue(self, data):
+        cabinet_id = data["cabinet_id"]
+        # unique: while a sync of this cabinet still waits, asking again returns that job.
+        return queues.enqueue(QUEUE, sync_cabinet, cabinet_id, unique=f"cabinet-{cabinet_id}"), QUEUE

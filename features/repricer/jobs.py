@@ -1,0 +1,54 @@
+"""Repricer: apply a product's price on the marketplace, at most once per idempotency key.
+
+The queue runs it with ``attempts=1`` (a price applied twice is harmful, so nothing retries it
+blindly; an operator retries a dead letter after looking). The key is what makes even that safe:
+
+1. ``PriceChange`` is created for the key (unique) or found; a key already ``applied`` -> no-op.
+2. The marketplace call carries the key as ``Idempotency-Key``, so a change that reached the
+   marketplace before a crash is not applied twice there either.
+3. ``pending`` -> ``applied`` is one conditional UPDATE: of two concurrent jobs with one key, only
+   one moves the product's price.
+
+No transaction is held open across the HTTP call.
+"""
+from decimal import Decimal
+
+from django.db import transaction
+from django.utils import timezone
+from rq import get_current_job
+
+import queues
+from features.marketplace.client import MarketplaceClient
+
+from .models import PriceChange, Product
+
+
+def apply_price(product_id, price, idempotency_key):
+    """Job: set ``product_id``'s price to ``price`` (a decimal string) once per ``idempotency_key``."""
+    price = Decimal(price)
+    job = get_current_job()
+    change, _created = PriceChange.objects.get_or_create(
+        idempotency_key=idempotency_key,
+        defaults={"product_id": product_id, "price": price, "job_id": job.id if job else ""},
+    )
+    if change.product_id != product_id or change.price != price:
+        raise queues.PermanentError(
+            f"idempotency_key {idempotency_key!r} was already used for product {change.product_id} at "
+            f"{change.price}; this job asks product {product_id} at {price}. Use a new key for a new change."
+        )
+    if change.status == PriceChange.Status.APPLIED:
+        return {"applied": False, "reason": "already applied", "product_id": product_id, "price": str(price)}
+
+    with MarketplaceClient() as client:
+        client.set_price(product_id, price, idempotency_key=idempotency_key)
+
+    now = timezone.now()
+    with transaction.atomic():
+        moved = PriceChange.objects.filter(pk=change.pk, status=PriceChange.Status.PENDING).update(
+            status=PriceChange.Status.APPLIED, applied_at=now
+        )
+        if moved:
+            Product.objects.update_or_create(product_id=product_id, defaults={"price": price, "price_updated_at": now})
+    if not moved:
+        return {"applied": False, "reason": "applied concurrently", "product_id": product_id, "price": str(price)}
+    return {"applied": True, "product_id": product_id, "price": str(price)}

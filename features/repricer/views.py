@@ -1,0 +1,39 @@
+from decimal import Decimal
+
+from rest_framework import serializers
+
+import queues
+from features.api import EnqueueView, enqueue_schema
+
+from .jobs import apply_price
+
+QUEUE = "repricer"
+
+
+class RepriceRequest(serializers.Serializer):
+    product_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
+    price = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=Decimal("0.01"), coerce_to_string=True)
+    idempotency_key = serializers.RegexField(
+        r"^[A-Za-z0-9._-]{1,100}$", max_length=100,
+        error_messages={"invalid": "Use 1-100 letters, digits, '.', '_' or '-'."},
+        help_text="the same key applies the price at most once",
+    )
+
+
+class RepricerView(EnqueueView):
+    """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key."""
+
+    serializer_class = RepriceRequest
+
+    @enqueue_schema(RepriceRequest, "Set a product's price (once per idempotency key)")
+    def post(self, request):
+        return super().post(request)
+
+    def enqueue(self, data):
+        key = data["idempotency_key"]
+        job = queues.enqueue(
+            QUEUE, apply_price, data["product_id"], str(data["price"]), key,
+            attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
+            unique=f"price-{key}",  # the same key asked again while waiting returns the same job
+        )
+        return job, QUEUE

@@ -1,0 +1,20 @@
+"""The feature API: POST endpoints that enqueue, job status, and the OpenAPI schema (docs/api.md)."""
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.permissions import AllowAny
+
+from features.api import JobStatusView
+from features.content.views import ContentView
+from features.orders.views import OrdersSyncView
+from features.repricer.views import RepricerView
+
+app_name = "features"
+
+urlpatterns = [
+    path("features/orders/sync/", OrdersSyncView.as_view(), name="orders-sync"),
+    path("features/repricer/", RepricerView.as_view(), name="repricer"),
+    path("features/content/", ContentView.as_view(), name="content"),
+    path("jobs/<str:job_id>/", JobStatusView.as_view(), name="job-status"),
+    # The schema is documentation, with nothing secret in it: public, like the Swagger page it feeds.
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
+]
