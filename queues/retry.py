@@ -1,5 +1,355 @@
-"""Retry policy and the worker's failure handling (placeholder: filled by the lifecycle work)."""
+"""Retries and backoff: the policy, and the worker's handling of a failed attempt.
+
+The life of a job that fails (docs/lifecycle.md tells it with the Redis keys):
+
+1. An attempt raises. ``job.meta["attempt"]`` says which attempt it was (1-based) and
+   ``job.meta["attempts_allowed"]`` how many it gets in all (enqueue > queue > global).
+2. Attempts left and a retryable error: the next attempt is put in RQ's ScheduledJobRegistry
+   (``<prefix>:scheduled:<queue>``) scored at *failure time + delay*, with ``delay =
+   backoff_delay(attempt, policy)`` — 1, 2, 4, 8 s by default — or the seconds of a
+   ``queues.RetryAfter``. RQ's scheduler (inside ``rqworker``) moves it back to the queue when due; when
+   no scheduler runs, it simply waits there, so a retry is late but never lost.
+3. No attempts left, a ``PermanentError`` or a queue's ``non_retryable`` class, or a timeout on the last
+   attempt: the job is dead. It stays in RQ's FailedJobRegistry with no expiry and is mirrored into the
+   ``DeadLetter`` table (``queues/deadletter.py``) for investigation; an operator retries or discards it.
+
+``RetryAfter`` uses up an attempt: a server that answers 429 forever still ends in the dead letter
+instead of keeping a job alive for ever.
+
+The policy functions are pure (no Redis, no settings): ``resolve_policy`` and ``backoff_delay``.
+``schedule_retry`` and ``RetryMixin`` apply them.
+"""
+import datetime as dt
+import logging
+import random
+from dataclasses import dataclass
+
+from django.utils.module_loading import import_string
+from rq.job import JobStatus
+from rq.registry import ScheduledJobRegistry
+from rq.timeouts import JobTimeoutException
+
+from . import conf, events
+from .exceptions import PermanentError, RetryAfter, UnknownQueue
+
+logger = logging.getLogger(__name__)
+
+POLICY_KEYS = ("attempts", "backoff", "backoff_max", "jitter", "non_retryable")
+
+# Why a job reached the dead letter (DeadLetter.reason, the ``job_dead`` signal's ``reason``).
+EXHAUSTED = "exhausted"  # every attempt failed
+PERMANENT = "permanent"  # PermanentError or a queue's non_retryable class: retrying cannot help
+TIMEOUT = "timeout"  # the last attempt ran past the queue's timeout
+ABANDONED = "abandoned"  # its worker died mid-job and no attempt was left (queues/resilience.py)
+STOPPED = "stopped"  # an operator stopped the running job (RQ's stop-job command)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5  # runs in all, the first included
+    backoff: float = 1.0  # seconds before the first retry; doubles on each further retry
+    backoff_max: float | None = None  # seconds; cap of the exponential delay (None: no cap)
+    jitter: float = 0.0  # fraction 0..1 of the delay added at random
+    non_retryable: tuple = ()  # dotted paths (or classes) of exceptions that dead-letter at once
+
+
+def resolve_policy(enqueue_opts=None, queue_opts=None, global_opts=None):
+    """The RetryPolicy for one job: per-enqueue options, then per-queue, then global.
+
+    A key absent from a layer falls through to the next; in ``enqueue_opts`` a value of None also
+    means "not given" (``enqueue(attempts=None)``). Unknown keys are ignored (a queue's options also
+    hold timeouts and TTLs).
+    """
+    merged = {}
+    for layer in (global_opts or {}, queue_opts or {}):
+        merged.update({k: v for k, v in layer.items() if k in POLICY_KEYS})
+    merged.update({k: v for k, v in (enqueue_opts or {}).items() if k in POLICY_KEYS and v is not None})
+    if "non_retryable" in merged:
+        merged["non_retryable"] = tuple(merged["non_retryable"] or ())
+    return RetryPolicy(**merged)
+
+
+def backoff_delay(attempt, policy, rand=random.random):
+    """Seconds to wait before the attempt after ``attempt`` (the 1-based attempt that just failed).
+
+    ``backoff * 2 ** (attempt - 1)``, capped at ``backoff_max``, plus up to ``jitter`` of it at random:
+    1, 2, 4, 8 s for the default policy. ``rand`` returns a float in [0, 1) (injectable for tests).
+    """
+    if attempt < 1:
+        raise ValueError(f"attempt must be >= 1 (the attempt that failed), got {attempt!r}.")
+    delay = float(policy.backoff) * 2 ** (attempt - 1)
+    if policy.backoff_max is not None:
+        delay = min(delay, float(policy.backoff_max))
+    if policy.jitter:
+        delay += delay * policy.jitter * rand()
+    return delay
+
+
+def is_non_retryable(exc, policy):
+    """True for a PermanentError or an instance of one of the policy's ``non_retryable`` classes."""
+    if isinstance(exc, PermanentError):
+        return True
+    for entry in policy.non_retryable:
+        try:
+            cls = import_string(entry) if isinstance(entry, str) else entry
+        except ImportError:
+            logger.error("non_retryable entry %r cannot be imported; ignored (see check queues.E007)", entry)
+            continue
+        if isinstance(exc, cls):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Decision:
+    retry: bool
+    delay: float = 0.0  # seconds, when retry
+    reason: str = ""  # dead-letter reason, when not retry
+
+
+def decide(attempt, policy, exc, rand=random.random):
+    """What to do after attempt ``attempt`` failed with ``exc`` (None: no exception object, e.g. a
+    killed work horse). Pure."""
+    if exc is not None and is_non_retryable(exc, policy):
+        return Decision(False, reason=PERMANENT)
+    if attempt >= policy.attempts:
+        return Decision(False, reason=TIMEOUT if isinstance(exc, JobTimeoutException) else EXHAUSTED)
+    if isinstance(exc, RetryAfter):
+        return Decision(True, delay=exc.seconds)
+    return Decision(True, delay=backoff_delay(attempt, policy, rand))
+
+
+def queue_name_of(job):
+    """The declared queue name of a job (meta written at enqueue; RQ's origin otherwise)."""
+    return (job.meta or {}).get("queue") or job.origin
+
+
+def policy_for(job):
+    """The job's policy: its own ``attempts_allowed`` (set at enqueue), then its queue's options."""
+    from .registry import get_config
+
+    enqueue_opts = {"attempts": (job.meta or {}).get("attempts_allowed")}
+    try:
+        queue_opts = get_config(queue_name_of(job)).options
+    except UnknownQueue:
+        queue_opts = {}
+    return resolve_policy(enqueue_opts, queue_opts, conf.JOB_DEFAULTS)
+
+
+def current_attempt(job):
+    try:
+        return max(1, int((job.meta or {}).get("attempt", 1)))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _iso(when):
+    return when.astimezone(dt.timezone.utc).isoformat()
+
+
+def _queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
+    """Add the writes of one retry to ``pipeline``: meta (next attempt), status, and either the
+    ScheduledJobRegistry entry scored at ``failed_at + delay`` (exact, float seconds) or, for no
+    delay, the queue itself."""
+    failed_at = failed_at or dt.datetime.now(dt.timezone.utc)
+    meta = job.meta
+    meta["attempt"] = current_attempt(job) + 1
+    meta.setdefault("first_failed_at", _iso(failed_at))
+    meta["last_failed_at"] = _iso(failed_at)
+    if reason:
+        meta["last_retry_reason"] = reason
+    job.started_at = None
+    job.ended_at = None
+    if delay and delay > 0:
+        job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)
+        job.save(pipeline=pipeline)
+        pipeline.sadd(queue.redis_queues_keys, queue.key)
+        registry = ScheduledJobRegistry(queue.name, connection=job.connection, serializer=job.serializer)
+        pipeline.zadd(registry.key, {job.id: failed_at.timestamp() + float(delay)})
+    else:
+        job.save(pipeline=pipeline)
+        queue._enqueue_job(job, pipeline=pipeline)  # RQ's own retry path does the same
+
+
+def schedule_retry(job, queue, *, delay=None, reason=""):
+    """Use up the job's current attempt and schedule the next one; False when no attempt is left.
+
+    ``delay`` in seconds (None: the policy's backoff after this attempt). For callers outside the
+    worker's failure handling (the abandoned-job path of queues/resilience.py): it does not touch the
+    started registry, and sends ``job_retry_scheduled``.
+    """
+    job.get_meta(refresh=True)
+    policy = policy_for(job)
+    attempt = current_attempt(job)
+    if attempt >= policy.attempts:
+        return False
+    if delay is None:
+        delay = backoff_delay(attempt, policy)
+    with job.connection.pipeline() as pipeline:
+        _queue_retry(job, queue, delay, pipeline, reason=reason)
+        pipeline.execute()
+    logger.info("Job %s (%s): attempt %d failed (%s); attempt %d in %.3gs",
+                job.id, queue_name_of(job), attempt, reason or "retry", attempt + 1, delay)
+    events.send(events.job_retry_scheduled, queue=queue_name_of(job), job=job, delay=float(delay),
+                attempt=attempt + 1)
+    return True
+
+
+def exc_summary(exc_info=None, exc_string=""):
+    """(exc_type, exc_message) of a failure: from the exception when there is one, else parsed from
+    the last line of a formatted traceback ("module.Type: message")."""
+    if exc_info and exc_info[0] is not None:
+        cls, value = exc_info[0], exc_info[1]
+        module = cls.__module__
+        name = cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+        return name, str(value)
+    lines = [line for line in (exc_string or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "", ""
+    last = lines[-1].strip()
+    head, sep, tail = last.partition(": ")
+    if sep and " " not in head:
+        return head, tail
+    return "", last
 
 
 class RetryMixin:
-    pass
+    """OptimaWorker's failure and success handling (rq 3.0 ``Worker`` hooks).
+
+    Does not use RQ's own ``Retry`` (``retries_left``): RQ's is a fixed list of intervals set at
+    enqueue, rounds the schedule down to whole seconds, and knows neither RetryAfter nor non-retryable
+    errors. The attempt counter lives in ``job.meta`` so the panel and the dead letter can show it.
+    """
+
+    _optima_exc_info = None
+
+    def execute_job(self, job, queue):
+        # The work horse is a fork: a database connection opened by this (parent) process must not be
+        # shared with it. Closing here makes the horse open its own (and the parent reopen on demand).
+        from django.db import connections
+
+        connections.close_all()
+        return super().execute_job(job, queue)
+
+    def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
+        super().prepare_job_execution(job, remove_from_intermediate_queue)
+        meta = job.meta
+        if meta.get("dead"):
+            # A dead job requeued by an operator (admin action or django-rq's dashboard): a new life,
+            # with a full set of attempts.
+            meta.pop("dead", None)
+            meta["attempt"] = 1
+            meta.pop("first_failed_at", None)
+            try:
+                job.save_meta()
+            except Exception:  # noqa: BLE001 — the attempt counter is not worth failing the job for
+                logger.exception("Could not reset the attempts of requeued dead job %s", job.id)
+        events.send(events.job_started, queue=queue_name_of(job), job=job)
+
+    def handle_exception(self, job, *exc_info):
+        # RQ passes the exception object here and only its formatted text to handle_job_failure,
+        # which is called right after: keep it for the decision.
+        self._optima_exc_info = (job.id, exc_info)
+        return super().handle_exception(job, *exc_info)
+
+    def _take_exc_info(self, job):
+        held, self._optima_exc_info = self._optima_exc_info, None
+        if held and held[0] == job.id:
+            return held[1]
+        return None
+
+    def handle_job_success(self, job, queue, started_job_registry, execution):
+        super().handle_job_success(job, queue, started_job_registry, execution)
+        events.send(events.job_succeeded, queue=queue_name_of(job), job=job, duration=_duration(job))
+        from .retention import enforce_completed_max
+
+        enforce_completed_max(queue, job=job)
+
+    def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):
+        exc_info = self._take_exc_info(job)
+        name = queue_name_of(job)
+        duration = _duration(job)
+        if self._stopped_job_id == job.id:
+            self._handle_dead(job, queue, STOPPED, exc_info, exc_string, duration, started_job_registry, execution)
+            return
+        try:
+            job.get_meta(refresh=True)  # the job may have written its own meta while running
+        except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
+            logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
+        attempt = current_attempt(job)
+        policy = policy_for(job)
+        decision = decide(attempt, policy, exc_info[1] if exc_info else None)
+        events.send(events.job_failed, queue=name, job=job, exc_info=exc_info, duration=duration,
+                    will_retry=decision.retry)
+        if not decision.retry:
+            self._handle_dead(job, queue, decision.reason, exc_info, exc_string, duration, started_job_registry,
+                              execution, events_sent=True)
+            return
+        self._handle_retry(job, queue, decision.delay, exc_info, exc_string, execution)
+
+    def _handle_retry(self, job, queue, delay, exc_info, exc_string, execution):
+        from rq.results import Result
+
+        attempt = current_attempt(job)
+        failed_at = job.ended_at or dt.datetime.now(dt.timezone.utc)
+        if failed_at.tzinfo is None:
+            failed_at = failed_at.replace(tzinfo=dt.timezone.utc)
+        reason = "retry_after" if exc_info and isinstance(exc_info[1], RetryAfter) else "backoff"
+        with self.connection.pipeline() as pipeline:
+            self.cleanup_execution(job, pipeline=pipeline, execution=execution)
+            # The failed attempt's traceback, kept in the job's results stream (RQ's RETRIED type).
+            Result.create(job, Result.Type.RETRIED, job.failure_ttl, exc_string=exc_string, worker_name=self.name,
+                          pipeline=pipeline, execution_id=execution.id if execution else None,
+                          execution_started_at=execution.created_at if execution else None,
+                          execution_ended_at=job.ended_at)
+            self.increment_failed_job_count(pipeline)
+            if job.started_at and job.ended_at:
+                self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            _queue_retry(job, queue, delay, pipeline, failed_at=failed_at, reason=reason)
+            try:
+                pipeline.execute()
+            except Exception:  # noqa: BLE001 — same as RQ: log; the abandoned-job path recovers it
+                self.log.exception("Worker %s: failed to schedule the retry of job %s", self.name, job.id)
+                return
+        self._release_slot_safely(job)
+        self.log.info("Worker %s: job %s attempt %d failed; attempt %d in %.3gs (%s)",
+                      self.name, job.id, attempt, attempt + 1, delay, reason)
+        events.send(events.job_retry_scheduled, queue=queue_name_of(job), job=job, delay=float(delay),
+                    attempt=attempt + 1)
+
+    def _handle_dead(self, job, queue, reason, exc_info, exc_string, duration, started_job_registry, execution,
+                     events_sent=False):
+        from . import deadletter
+
+        if not events_sent:
+            events.send(events.job_failed, queue=queue_name_of(job), job=job, exc_info=exc_info,
+                        duration=duration, will_retry=False)
+        exc_type, exc_message = exc_summary(exc_info, exc_string)
+        deadletter.mark_dead(job, reason, exc_type=exc_type, exc_message=exc_message, worker_name=self.name)
+        try:
+            job.save_meta()
+        except Exception:  # noqa: BLE001
+            self.log.exception("Worker %s: could not save the dead-letter meta of job %s", self.name, job.id)
+        job.retries_left = None  # never RQ's own retry: the policy above decided
+        super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
+                                   execution=execution)
+        deadletter.mirror(job, exc_string=exc_string)
+        events.send(events.job_dead, queue=queue_name_of(job), job=job, reason=reason)
+
+    def run_maintenance_tasks(self):
+        super().run_maintenance_tasks()
+        from . import deadletter
+
+        deadletter.reconcile_if_due(self.connection)
+
+
+def _duration(job):
+    if job.started_at and job.ended_at:
+        return max(0.0, (job.ended_at - job.started_at).total_seconds())
+    return 0.0
+
+
+__all__ = [
+    "RetryPolicy", "resolve_policy", "backoff_delay", "decide", "schedule_retry", "RetryMixin",
+    "EXHAUSTED", "PERMANENT", "TIMEOUT", "ABANDONED", "STOPPED",
+]

@@ -1,0 +1,282 @@
+"""Dead letters: jobs that will not be retried, kept in Redis and mirrored into the database.
+
+Lifecycle (docs/lifecycle.md): attempt -> backoff -> ... -> dead. A dead job
+
+- stays in RQ's FailedJobRegistry ``<prefix>:failed:<queue>`` with no expiry (the queue's
+  ``failure_ttl``, -1 by default), its hash ``<prefix>:job:<id>`` and its results stream
+  ``<prefix>:results:<id>`` (every attempt's traceback) kept with it;
+- is mirrored into one ``queues.DeadLetter`` row per (prefix, job id), for investigation in the admin;
+- is then retried (requeued: same job id, a fresh set of attempts) or discarded by an operator.
+
+The mirror is idempotent: ``job.meta["deaths"]`` counts the job's deaths, the row's ``times_dead``
+the deaths it has seen. The same death mirrored twice updates the row in place; a job that an
+operator retried and that died again reopens its row (``status = open``, ``times_dead + 1``).
+
+The database may be down when a job dies: the mirror logs and carries on, never failing the worker.
+``reconcile()`` (``manage.py queues_reconcile``, and every worker's maintenance at most every
+``RECONCILE_INTERVAL`` seconds) brings the table back in line with Redis: failed-registry jobs missing
+from the table are mirrored; open rows whose job left the failed registry some other way are marked
+``retried`` (requeued, e.g. from django-rq's dashboard) or ``discarded`` (deleted).
+"""
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from rq.job import JobStatus
+from rq.registry import FailedJobRegistry
+
+from . import conf, events
+from .retry import current_attempt, exc_summary, queue_name_of
+
+logger = logging.getLogger(__name__)
+
+WAITING_OR_RUNNING = {
+    JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.FINISHED,
+}
+
+
+def _now():
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _parse(value):
+    if not value:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
+    """Record a death in ``job.meta`` (not saved: the caller saves it with its other writes)."""
+    meta = job.meta
+    meta["dead"] = reason
+    meta["dead_at"] = _now().isoformat()
+    meta["deaths"] = int(meta.get("deaths", 0) or 0) + 1
+    meta["attempts_made"] = current_attempt(job)
+    meta.setdefault("first_failed_at", meta["dead_at"])
+    meta["exc_type"] = exc_type[:300]
+    meta["exc_message"] = exc_message[:2000]
+    if worker_name:
+        meta["dead_worker"] = worker_name
+
+
+def bury(job, *, reason, exc_string="", worker_name=""):
+    """Make ``job`` a dead letter: into its FailedJobRegistry (the job's ``failure_ttl``, -1 = no
+    expiry) unless already there, then mirrored. For paths outside a worker's failure handling —
+    e.g. a job abandoned by a killed worker with no attempts left. Does not touch the started
+    registry or the queue. Sends ``job_dead``. Returns the DeadLetter row (None if the database
+    could not be written; ``reconcile`` catches up)."""
+    from rq.results import Result
+
+    job.get_meta(refresh=True)
+    registry = FailedJobRegistry(job.origin, connection=job.connection, job_class=type(job),
+                                 serializer=job.serializer)
+    already = job.meta.get("dead") and job.id in registry
+    if not already:
+        exc_type, exc_message = exc_summary(None, exc_string)
+        mark_dead(job, reason, exc_type=exc_type, exc_message=exc_message, worker_name=worker_name)
+        ttl = job.failure_ttl if job.failure_ttl is not None else -1
+        job.ended_at = job.ended_at or _now()
+        with job.connection.pipeline() as pipeline:
+            job.set_status(JobStatus.FAILED, pipeline=pipeline)
+            job.save(pipeline=pipeline)  # meta included
+            registry.add(job, ttl=ttl, exc_string=exc_string, pipeline=pipeline)
+            Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
+            pipeline.execute()
+        logger.warning("Job %s (%s) is dead (%s)", job.id, queue_name_of(job), reason)
+        events.send(events.job_dead, queue=queue_name_of(job), job=job, reason=reason)
+    return mirror(job, exc_string=exc_string)
+
+
+def _latest_exc_string(job):
+    try:
+        result = job.latest_result()
+    except Exception:  # noqa: BLE001 — an unreadable result only costs the traceback
+        return ""
+    return (result.exc_string or "") if result is not None else ""
+
+
+def row_values(job, exc_string=""):
+    """The DeadLetter fields of a dead job (from the job and the meta ``mark_dead`` wrote)."""
+    meta = job.meta or {}
+    traceback = exc_string or _latest_exc_string(job)
+    exc_type, exc_message = meta.get("exc_type"), meta.get("exc_message")
+    if not exc_type and not exc_message:
+        exc_type, exc_message = exc_summary(None, traceback)
+    try:
+        func_path, args, kwargs = job.func_name or "", list(job.args or ()), dict(job.kwargs or {})
+    except Exception:  # noqa: BLE001 — a payload that cannot be read is exactly what to investigate
+        func_path, args, kwargs = "<unreadable payload>", [], {}
+    dead_at = _parse(meta.get("dead_at")) or _now()
+    return {
+        "queue": queue_name_of(job),
+        "func_path": func_path[:500],
+        "args": args,
+        "kwargs": kwargs,
+        "exc_type": (exc_type or "")[:300],
+        "exc_message": exc_message or "",
+        "traceback": traceback,
+        "attempts_made": int(meta.get("attempts_made") or current_attempt(job)),
+        "attempts_allowed": int(meta.get("attempts_allowed") or 0),
+        "reason": (meta.get("dead") if isinstance(meta.get("dead"), str) else "") or "",
+        "enqueued_at": job.enqueued_at,
+        "first_failed_at": _parse(meta.get("first_failed_at")) or dead_at,
+        "dead_at": dead_at,
+        "worker": (meta.get("dead_worker") or job.worker_name or "")[:300],
+        "times_dead": max(1, int(meta.get("deaths") or 1)),
+    }
+
+
+def mirror(job, exc_string=""):
+    """Upsert the job's DeadLetter row; never raises (a database outage is logged, reconcile catches
+    up). Returns the row, or None."""
+    try:
+        return _mirror(job, row_values(job, exc_string))
+    except Exception:  # noqa: BLE001 — the worker must go on whatever the database does
+        logger.exception("Could not mirror dead job %s into the DeadLetter table; "
+                         "manage.py queues_reconcile will", job.id)
+        return None
+
+
+def _mirror(job, values):
+    from .models import DeadLetter
+
+    prefix = conf.prefix()
+    for _ in range(2):
+        try:
+            with transaction.atomic():
+                row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job.id).first()
+                if row is None:
+                    return DeadLetter.objects.create(prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN,
+                                                     **values)
+                if values["times_dead"] > row.times_dead:
+                    row.status = DeadLetter.Status.OPEN  # died again after an operator's retry
+                    row.retried_as = ""
+                elif row.status != DeadLetter.Status.OPEN:
+                    return row  # this death was already handled by an operator
+                for key, value in values.items():
+                    setattr(row, key, value)
+                row.save()
+                return row
+        except IntegrityError:
+            continue  # a concurrent mirror created it: update that row
+    raise RuntimeError(f"could not upsert the DeadLetter row of job {job.id}")
+
+
+@dataclass
+class ReconcileSummary:
+    queues: list = field(default_factory=list)
+    mirrored: int = 0  # failed-registry jobs added to (or reopened in) the table
+    retried: int = 0  # open rows whose job was requeued outside the admin
+    discarded: int = 0  # open rows whose job no longer exists
+    errors: int = 0
+
+    def __str__(self):
+        return (f"{self.mirrored} mirrored, {self.retried} marked retried, {self.discarded} marked discarded"
+                f" ({len(self.queues)} queues, {self.errors} errors)")
+
+
+def _known_queue_names(connection):
+    from rq import Queue
+
+    from .models import DeadLetter
+    from .registry import queue_names
+
+    names = set(queue_names())
+    names.update(q.name for q in Queue.all(connection=connection))
+    names.update(DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
+                 .values_list("queue", flat=True).distinct())
+    return sorted(names)
+
+
+def reconcile(queue_names=None, connection=None, chunk=500):
+    """Bring the DeadLetter table in line with the failed registries; returns a ReconcileSummary.
+
+    Cost: one pass over each failed registry and over the open rows of each queue, in chunks.
+    """
+    from .connection import get_connection
+    from .models import DeadLetter
+    from .registry import OptimaJob
+
+    connection = connection or get_connection()
+    prefix = conf.prefix()
+    summary = ReconcileSummary(queues=list(queue_names) if queue_names else _known_queue_names(connection))
+    for name in summary.queues:
+        registry = FailedJobRegistry(name, connection=connection, job_class=OptimaJob)
+        failed_ids = registry.get_job_ids(cleanup=False)
+        failed_set = set(failed_ids)
+        for start in range(0, len(failed_ids), chunk):
+            ids = failed_ids[start:start + chunk]
+            seen = dict(DeadLetter.objects.filter(prefix=prefix, job_id__in=ids)
+                        .values_list("job_id", "times_dead"))
+            open_ids = set(DeadLetter.objects.filter(prefix=prefix, job_id__in=ids, status=DeadLetter.Status.OPEN)
+                           .values_list("job_id", flat=True))
+            jobs = OptimaJob.fetch_many(ids, connection=connection)
+            for job_id, job in zip(ids, jobs):
+                if job is None or job_id in open_ids:
+                    continue
+                meta = job.meta
+                if not meta.get("dead"):
+                    # Failed by a path that did not mark it (RQ's own abandoned-job cleanup, a job from
+                    # before this code): record the death on the job so a later life counts from it.
+                    meta["dead"] = "abandoned" if "AbandonedJobError" in _latest_exc_string(job) else "exhausted"
+                    meta.setdefault("dead_at", (job.ended_at or _now()).isoformat())
+                    meta["deaths"] = max(int(meta.get("deaths") or 0), seen.get(job_id, 0) + 1 if job_id in seen
+                                         else 1)
+                    try:
+                        job.save_meta()
+                    except Exception:  # noqa: BLE001
+                        logger.warning("Could not save dead-letter meta of job %s", job_id)
+                if job_id in seen and int(meta.get("deaths") or 1) <= seen[job_id]:
+                    continue  # the operator already dealt with this death
+                try:
+                    _mirror(job, row_values(job))
+                    summary.mirrored += 1
+                except Exception:  # noqa: BLE001
+                    summary.errors += 1
+                    logger.exception("reconcile: could not mirror dead job %s", job_id)
+        open_rows = DeadLetter.objects.filter(prefix=prefix, queue=name, status=DeadLetter.Status.OPEN)
+        gone = [jid for jid in open_rows.values_list("job_id", flat=True).iterator(chunk_size=chunk)
+                if jid not in failed_set]
+        for start in range(0, len(gone), chunk):
+            ids = gone[start:start + chunk]
+            jobs = OptimaJob.fetch_many(ids, connection=connection)
+            retried = [jid for jid, job in zip(ids, jobs)
+                       if job is not None and job.get_status(refresh=False) in WAITING_OR_RUNNING]
+            discarded = [jid for jid in ids if jid not in set(retried)]
+            if retried:
+                summary.retried += DeadLetter.objects.filter(
+                    prefix=prefix, job_id__in=retried, status=DeadLetter.Status.OPEN
+                ).update(status=DeadLetter.Status.RETRIED, updated_at=_now())
+            if discarded:
+                summary.discarded += DeadLetter.objects.filter(
+                    prefix=prefix, job_id__in=discarded, status=DeadLetter.Status.OPEN
+                ).update(status=DeadLetter.Status.DISCARDED, updated_at=_now())
+    return summary
+
+
+def reconcile_if_due(connection=None):
+    """Run ``reconcile()`` unless another process did within ``RECONCILE_INTERVAL`` seconds (a Redis
+    key with that expiry is the lock). Never raises: called from worker maintenance."""
+    from .connection import get_connection
+
+    interval = int(conf.options().get("RECONCILE_INTERVAL", 300))
+    if interval <= 0:
+        return None
+    try:
+        connection = connection or get_connection()
+        if not connection.set(conf.app_key("reconcile", "last"), _now().isoformat(), nx=True, ex=interval):
+            return None
+        summary = reconcile(connection=connection)
+    except Exception:  # noqa: BLE001
+        logger.exception("Dead-letter reconcile failed; the next maintenance will try again")
+        return None
+    if summary.mirrored or summary.retried or summary.discarded or summary.errors:
+        logger.info("Dead-letter reconcile: %s", summary)
+    return summary

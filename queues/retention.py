@@ -1,0 +1,89 @@
+"""Retention of completed and failed jobs (the record's ``removeOnComplete: {age: 24h, count: 1000}``
+and ``removeOnFail: false``).
+
+- Age: a completed job's hash, results stream and finished-registry entry carry the queue's
+  ``result_ttl`` (24 h): RQ sets those expiries itself when the job succeeds (``job.cleanup`` /
+  ``Result.save``); the finished registry ``<prefix>:finished:<queue>`` is a sorted set scored by
+  expiry time, which RQ trims in its maintenance.
+- Count: RQ has no cap. After each success the worker runs ``TRIM_LUA``: when the registry holds more
+  than ``completed_max`` entries it deletes the oldest (lowest expiry) with every key of theirs — the
+  job hash, ``<prefix>:results:<id>`` (RQ 3 keeps results in a stream beside the hash),
+  ``:dependents``/``:dependencies`` and ``<prefix>:executions:<id>``. One call costs ZCARD plus the
+  entries it removes (normally one): it never scans the registry, so its cost does not grow with it.
+- Failed (dead) jobs: ``failure_ttl`` -1 keeps them, hash and results, until an operator acts
+  (queues/deadletter.py). Both overridable per queue.
+"""
+import logging
+
+from rq.job import Job
+from rq.registry import FinishedJobRegistry
+from rq.results import Result
+
+logger = logging.getLogger(__name__)
+
+# KEYS[1] finished registry; ARGV[1] max kept; ARGV[2] job key prefix ("<prefix>:job:");
+# ARGV[3] results key prefix; ARGV[4] executions key prefix. Returns how many jobs were removed.
+TRIM_LUA = """
+local n = redis.call('ZCARD', KEYS[1])
+local keep = tonumber(ARGV[1])
+if n <= keep then return 0 end
+local ids = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+for _, id in ipairs(ids) do
+  redis.call('DEL', ARGV[2] .. id, ARGV[2] .. id .. ':dependents', ARGV[2] .. id .. ':dependencies',
+             ARGV[3] .. id, ARGV[4] .. id)
+end
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - keep - 1)
+return #ids
+"""
+
+_scripts = {}
+
+
+def _trim_script(connection):
+    script = _scripts.get(id(connection))
+    if script is None:
+        script = _scripts[id(connection)] = connection.register_script(TRIM_LUA)
+    return script
+
+
+def completed_max_of(name):
+    from .registry import get_config
+
+    try:
+        return get_config(name).options["completed_max"]
+    except KeyError:
+        from . import conf
+
+        return conf.JOB_DEFAULTS["completed_max"]
+
+
+def enforce_completed_max(queue, job=None, keep=None):
+    """Delete the oldest completed jobs of ``queue`` beyond ``completed_max``; returns how many.
+    Never raises (called by the worker after a success)."""
+    from .exceptions import UnknownQueue
+
+    try:
+        if keep is None:
+            try:
+                keep = completed_max_of(queue.name)
+            except UnknownQueue:
+                return 0
+        registry = FinishedJobRegistry(queue.name, connection=queue.connection)
+        job_prefix = Job.redis_job_namespace_prefix
+        results_prefix = Result.get_key("")
+        executions_prefix = _executions_prefix()
+        removed = _trim_script(queue.connection)(
+            keys=[registry.key], args=[int(keep), job_prefix, results_prefix, executions_prefix]
+        )
+    except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
+        logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))
+        return 0
+    if removed:
+        logger.debug("Removed %d completed jobs of %s beyond completed_max=%s", removed, queue.name, keep)
+    return int(removed)
+
+
+def _executions_prefix():
+    from rq.executions import ExecutionRegistry
+
+    return ExecutionRegistry.key_template.format("")
