@@ -1,0 +1,82 @@
+"""Fixtures of the feature tests: the fake marketplace as a real HTTP server in its own process,
+an authenticated API client, and workers pointed at the marketplace."""
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+
+
+class Marketplace:
+    """A running ``python -m features.marketplace.fake`` and its control API."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "features.marketplace.fake", "--port", "0", "--quiet"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        line = self.process.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            self.process.kill()
+            raise RuntimeError(f"fake marketplace did not start: {line!r}")
+        self.url = line.split()[2]
+        self.http = httpx.Client(base_url=self.url, timeout=10)
+
+    def fault(self, path, *responses, repeat=False):
+        self.http.post("/_control/faults", json={"path": path, "responses": list(responses), "repeat": repeat}
+                       ).raise_for_status()
+
+    def set_orders(self, cabinet, count, revision=0):
+        self.http.post("/_control/orders", json={"cabinet": cabinet, "count": count, "revision": revision}
+                       ).raise_for_status()
+
+    def requests(self, path_prefix=""):
+        log = self.http.get("/_control/requests").json()
+        return [r for r in log if r["path"].startswith(path_prefix)]
+
+    def statuses(self, path_prefix=""):
+        return [r["status"] for r in self.requests(path_prefix)]
+
+    def stop(self):
+        self.http.close()
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+
+
+@pytest.fixture
+def marketplace():
+    server = Marketplace()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def api(db):
+    """A DRF test client authenticated with a token (the feature API needs one outside dev)."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    user = User.objects.create_user("feature-client", password="not-used-here")
+    token = Token.objects.create(user=user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.token = token.key
+    return client
+
+
+@pytest.fixture
+def feature_worker(start_worker, marketplace):
+    """``feature_worker("orders-sync", env={...})``: a real rqworker talking to the fake marketplace."""
+
+    def start(*queues, env=None):
+        return start_worker(*queues, env={"MARKETPLACE_URL": marketplace.url, **(env or {})})
+
+    return start
