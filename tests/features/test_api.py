@@ -1,0 +1,183 @@
+"""The feature endpoints through Django's test client on the session's real Redis (no worker):
+validation, access, 202 and 503 answers, enqueue-on-commit, job status."""
+import socket
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+import queues
+from features.content.models import ContentGeneration
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def queued_ids(name):
+    return queues.get_queue(name).get_job_ids()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_request_answers_202_with_the_job_id_and_its_status_url(api):
+    response = api.post("/features/orders/sync/", {"cabinet_id": 12}, format="json")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["queue"] == "orders-sync"
+    assert body["status_url"] == f"/jobs/{body['job_id']}/"
+    assert response["Location"] == body["status_url"]
+    assert queued_ids("orders-sync") == [body["job_id"]]
+    job = queues.get_queue("orders-sync").fetch_job(body["job_id"])
+    assert job.func_name == "features.orders.jobs.sync_cabinet"
+    assert job.args == [12]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_sync_of_a_waiting_cabinet_returns_the_same_job(api):
+    first = api.post("/features/orders/sync/", {"cabinet_id": 5}, format="json").json()
+    second = api.post("/features/orders/sync/", {"cabinet_id": 5}, format="json").json()
+    other = api.post("/features/orders/sync/", {"cabinet_id": 6}, format="json").json()
+    assert second["job_id"] == first["job_id"]
+    assert other["job_id"] != first["job_id"]
+    assert len(queued_ids("orders-sync")) == 2
+
+
+@pytest.mark.django_db
+def test_bad_fields_answer_400_naming_each_field_and_its_value(api):
+    response = api.post("/features/repricer/", {"product_id": "abc", "price": -3, "idempotency_key": "has space"},
+                        format="json")
+    assert response.status_code == 400
+    errors = {e["field"]: e for e in response.json()["errors"]}
+    assert sorted(errors) == ["idempotency_key", "price", "product_id"]
+    assert errors["product_id"]["value"] == "abc"
+    assert errors["product_id"]["messages"] == ["A valid integer is required."]
+    assert errors["price"]["value"] == -3
+    assert errors["idempotency_key"]["value"] == "has space"
+    assert "product_id='abc'" in response.json()["detail"]
+    assert queued_ids("repricer") == []
+
+
+@pytest.mark.django_db
+def test_a_missing_field_is_reported_with_a_null_value(api):
+    response = api.post("/features/content/", {"product_id": 3}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"field": "prompt", "value": None, "messages": ["This field is required."]}]
+    assert ContentGeneration.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_body_that_is_not_an_object_is_a_400(api):
+    response = api.post("/features/orders/sync/", [1, 2], format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "(body)"
+
+
+@pytest.mark.django_db
+def test_malformed_json_is_a_400_and_form_data_a_415(api):
+    bad = api.post("/features/orders/sync/", data="{not json", content_type="application/json")
+    form = api.post("/features/orders/sync/", data={"cabinet_id": 1})
+    assert bad.status_code == 400
+    assert "JSON parse error" in bad.json()["detail"]
+    assert form.status_code == 415
+
+
+@pytest.mark.django_db(transaction=True)
+def test_anonymous_requests_are_refused_outside_dev_and_allowed_in_dev():
+    anonymous = APIClient()
+    with override_settings(OPTIMA_ENV="prod"):
+        refused = anonymous.post("/features/orders/sync/", {"cabinet_id": 1}, format="json")
+        status = anonymous.get("/jobs/abc/")
+    with override_settings(OPTIMA_ENV="dev"):
+        allowed = anonymous.post("/features/orders/sync/", {"cabinet_id": 1}, format="json")
+    assert refused.status_code == 401
+    assert "Token" in refused.json()["detail"] or "credentials" in refused.json()["detail"]
+    assert status.status_code == 401
+    assert allowed.status_code == 202
+    assert queued_ids("orders-sync") == [allowed.json()["job_id"]]
+
+
+@pytest.mark.django_db
+def test_a_logged_in_session_is_enough(django_user_model):
+    user = django_user_model.objects.create_user("seller", password="pw-123456")
+    client = APIClient()
+    client.force_login(user)
+    with override_settings(OPTIMA_ENV="prod"):
+        response = client.post("/features/orders/sync/", {"cabinet_id": 2}, format="json")
+    assert response.status_code == 202
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queues_unavailable_answers_503_with_a_clear_message_and_no_secret(api):
+    url = f"redis://someone:hunter2-secret@127.0.0.1:{closed_port()}/0"
+    with override_settings(QUEUES_REDIS_URL=url):
+        sync = api.post("/features/orders/sync/", {"cabinet_id": 1}, format="json")
+        content = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json")
+        status = api.get("/jobs/abcdef/")
+    for response in (sync, content, status):
+        assert response.status_code == 503
+        assert response["Retry-After"] == "5"
+        assert "unavailable" in response.json()["detail"]
+        assert "hunter2" not in response.content.decode()
+    assert "nothing was enqueued" in sync.json()["detail"]
+    generation = ContentGeneration.objects.get()
+    assert generation.status == "failed"
+    assert generation.error == "not enqueued: the job queue was unavailable"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_inside_the_requests_transaction_waits_for_its_commit(api):
+    with transaction.atomic():
+        response = api.post("/features/content/", {"product_id": 4, "prompt": "blue hat"}, format="json")
+        assert response.status_code == 202
+        assert queued_ids("content") == []  # not before the commit
+    assert queued_ids("content") == [response.json()["job_id"]]
+    assert ContentGeneration.objects.get().job_id == response.json()["job_id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_request_enqueues_nothing(api):
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback), transaction.atomic():
+        api.post("/features/content/", {"product_id": 4, "prompt": "blue hat"}, format="json")
+        raise Rollback
+    assert queued_ids("content") == []
+    assert ContentGeneration.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_job_status_of_a_waiting_job(api):
+    job_id = api.post("/features/repricer/", {"product_id": 8, "price": "19.90", "idempotency_key": "k-8"},
+                      format="json").json()["job_id"]
+    status = api.get(f"/jobs/{job_id}/")
+    assert status.status_code == 200
+    body = status.json()
+    assert body["job_id"] == job_id
+    assert body["queue"] == "repricer"
+    assert body["state"] == "queued"
+    assert body["attempt"] == 1
+    assert body["attempts_allowed"] == 1  # the repricer is never retried
+    assert body["progress"] is None and body["result"] is None and body["error"] is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("job_id", ["no-such-job", "bad:id", "x" * 201])
+def test_job_status_of_an_unknown_or_malformed_id_is_404(api, job_id):
+    response = api.get(f"/jobs/{job_id}/")
+    assert response.status_code == 404
+    assert "No job" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_the_openapi_schema_documents_every_feature_endpoint():
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert sorted(schema["paths"]) == ["/features/content/", "/features/orders/sync/", "/features/repricer/",
+                                       "/jobs/{job_id}/"]
+    assert sorted(schema["paths"]["/features/repricer/"]["post"]["responses"]) == [
+        "202", "400", "401", "403", "415", "503"]
