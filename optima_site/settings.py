@@ -52,6 +52,14 @@ OPTIMA_QUEUES = {
     "default": {},
 }
 
+# Queue panel (/admin/queues/) in stage/prod: the shared basic-auth account, on only when both are
+# set (queues.W020 warns when only one is). Staff accounts with the panel permission always work.
+QUEUE_BOARD_USER = os.environ.get("QUEUE_BOARD_USER", "")
+QUEUE_BOARD_PASSWORD = os.environ.get("QUEUE_BOARD_PASSWORD", "")
+# django-rq's own admin entry (/admin/django_rq/...) would serve its views without the panel's
+# access control and audit: the panel lives at /admin/queues/ only.
+RQ_SHOW_ADMIN_LINK = False
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -6,7 +6,8 @@ from queues.metrics.views import metrics as metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    path("admin/queues/", include("django_rq.urls")),
+    # Queue panel: django-rq's dashboard behind the panel's access control and audit (queues/board/).
+    path("admin/queues/", include("queues.board.urls")),
     path("admin/", admin.site.urls),
     # django-prometheus' registry, served with the 0.0.4 text content type (or OpenMetrics on request).
     path("metrics", metrics_view, name="prometheus-django-metrics"),

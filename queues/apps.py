@@ -12,6 +12,9 @@ class QueuesConfig(AppConfig):
         from . import metrics, registry
 
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
+        from .board import access as board_access
+
+        board_access.log_startup_problems()  # QUEUE_BOARD_USER/PASSWORD half set: WARN (queues.W020)
 
         try:
             registry.install_rq_queues()

@@ -15,3 +15,11 @@ def check_queue_settings(app_configs=None, **kwargs):
         cls = Error if problem.level == "error" else Warning
         result.append(cls(problem.msg, hint=problem.hint or None, id=problem.id))
     return result
+
+
+@register(Tags.security)
+def check_queue_board_auth(app_configs=None, **kwargs):
+    """queues.W020: only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set (queues/board/access.py)."""
+    from .board.access import validate_basic_auth
+
+    return [Warning(p.msg, hint=p.hint or None, id=p.id) for p in validate_basic_auth()]

@@ -3,6 +3,12 @@
 Key: ``<prefix>:optima:paused`` — a Redis set of paused queue names (one key, so workers,
 the panel and /metrics read every queue's state in one command).
 """
+import math
+import time
+
+import redis
+from rq.intermediate_queue import IntermediateQueue
+
 from . import conf
 from .registry import get_config
 
@@ -38,4 +44,69 @@ def _conn(connection):
 
 
 class PauseMixin:
-    """Worker side of pause (placeholder: the operator work makes workers skip paused queues)."""
+    """Worker side of pause: dequeue only from the worker's queues that are not paused.
+
+    Before each wait the worker reads the paused set (one SMEMBERS) and listens on the other
+    queues only; when all of its queues are paused it idles (heartbeats continue, signals are
+    honoured). While something is paused it waits in slices of ``pause_poll_seconds`` so that a
+    resume is seen within that time; with nothing paused it blocks as long as RQ would. A queue
+    paused while the worker was already blocked on it can still hand over one job: that job is
+    pushed back to the head of its queue, untouched, and the worker moves on.
+    """
+
+    pause_poll_seconds = 1  # seconds between re-reads of the paused set while something is paused
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        deadline = None if max_idle_time is None else time.monotonic() + max_idle_time
+        own_queues = self._ordered_queues
+        seen = None
+        while True:
+            try:
+                paused = paused_names(self.connection)
+            except (redis.ConnectionError, redis.TimeoutError):
+                paused = seen or set()  # the dequeue below waits for Redis the way RQ does
+            mine = {q.name for q in own_queues} & paused
+            if mine != seen:
+                if mine:
+                    self.log.info("Worker %s: paused queues left alone: %s", self.name, ", ".join(sorted(mine)))
+                elif seen:
+                    self.log.info("Worker %s: no paused queue any more", self.name)
+                seen = mine
+            active = [q for q in own_queues if q.name not in mine]
+            if timeout is None:  # burst: whatever is not paused, once
+                if not active:
+                    return None
+                return self._dequeue_from(active, own_queues, None, max_idle_time)
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            wait = timeout if not mine else min(timeout, self.pause_poll_seconds)
+            if deadline is not None:
+                wait = max(1, min(wait, math.ceil(deadline - time.monotonic())))
+            if not active:
+                self.heartbeat()
+                self.procline("All queues paused: " + ", ".join(sorted(mine)))
+                time.sleep(wait)
+                continue
+            result = self._dequeue_from(active, own_queues, wait, wait)
+            if result is None:
+                continue
+            job, queue = result
+            if queue.name in mine or is_paused(queue.name, self.connection):
+                self._put_back(job, queue)
+                continue
+            return result
+
+    def _dequeue_from(self, active, own_queues, timeout, max_idle_time):
+        self._ordered_queues = active
+        try:
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        finally:
+            self._ordered_queues = own_queues
+
+    def _put_back(self, job, queue):
+        """Return a job popped from a queue that was paused meanwhile to the head of that queue."""
+        with self.connection.pipeline() as pipe:
+            pipe.lrem(IntermediateQueue(queue.key, self.connection).key, 1, job.id)
+            pipe.lpush(queue.key, job.id)
+            pipe.execute()
+        self.log.info("Worker %s: queue %s was paused meanwhile; job %s put back", self.name, queue.name, job.id)

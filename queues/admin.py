@@ -1,0 +1,291 @@
+"""Admin of dead letters (view, search, retry, discard) and of the audit trail (read only).
+
+Permissions: seeing dead letters is Django's ``queues.view_deadletter``; retrying and discarding
+is ``queues.act_on_deadletter``. Rows are never deleted here: a discarded dead letter stays,
+marked ``discarded``. Every retry or discard writes one audit row per dead letter. Lists stay
+fast with 200,000 rows: no full count, indexed filters, 100 rows a page.
+"""
+import json
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, path, reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+from django.utils.translation import ngettext
+
+from . import audit, conf
+from .models import AuditEntry, DeadLetter
+
+ACT_PERM = "queues.act_on_deadletter"
+CONFIRM_SAMPLE = 100  # objects listed on a confirmation page; the count covers the rest
+
+
+class QueueFilter(admin.SimpleListFilter):
+    """Queues as declared (no DISTINCT over the table)."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request, model_admin):
+        from .registry import queue_names
+
+        return [(name, name) for name in queue_names()]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(queue=self.value()) if self.value() else queryset
+
+
+class ExceptionFilter(admin.SimpleListFilter):
+    """The exception classes present (at most 50, from the exc_type index)."""
+
+    title = "exception class"
+    parameter_name = "exc_type"
+
+    def lookups(self, request, model_admin):
+        types = (DeadLetter.objects.filter(prefix=conf.prefix()).order_by("exc_type")
+                 .values_list("exc_type", flat=True).distinct()[:50])
+        return [(t, t.rsplit(".", 1)[-1] or "(none)") for t in types]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(exc_type=self.value()) if self.value() is not None else queryset
+
+
+def _pretty_json(value):
+    return format_html("<pre class=\"queues-json\">{}</pre>", json.dumps(value, indent=2, ensure_ascii=False,
+                                                                       sort_keys=True))
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(admin.ModelAdmin):
+    list_display = ("job_id", "queue", "func_path", "exception", "message", "attempts", "dead_at", "status",
+                    "times_dead")
+    list_display_links = ("job_id",)
+    list_filter = (QueueFilter, "status", ExceptionFilter, ("dead_at", admin.DateFieldListFilter))
+    search_fields = ("=job_id", "func_path", "exc_message", "args", "kwargs")
+    search_help_text = "Job id (exact), function path, message, or text in the arguments."
+    list_per_page = 100
+    show_full_result_count = False
+    actions = ["retry_selected", "discard_selected"]
+    change_list_template = "admin/queues/deadletter/change_list.html"
+    change_form_template = "admin/queues/deadletter/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("job_id", "queue", "func_path", "status", "times_dead", "retried_as_link", "job_link")}),
+        ("Failure", {"fields": ("exc_type", "exc_message", "reason", "attempts", "worker", "traceback_pre")}),
+        ("Arguments", {"fields": ("args_pretty", "kwargs_pretty")}),
+        ("Times", {"fields": ("enqueued_at", "first_failed_at", "dead_at", "updated_at", "prefix")}),
+    )
+
+    # --- list ------------------------------------------------------------------------------------
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(prefix=conf.prefix()).defer("traceback")
+
+    @admin.display(description="exception", ordering="exc_type")
+    def exception(self, obj):
+        return format_html('<span title="{}">{}</span>', obj.exc_type, obj.exc_type.rsplit(".", 1)[-1])
+
+    @admin.display(description="message")
+    def message(self, obj):
+        return Truncator(obj.exc_message.replace("\n", " ")).chars(80)
+
+    @admin.display(description="attempts", ordering="attempts_made")
+    def attempts(self, obj):
+        return f"{obj.attempts_made}/{obj.attempts_allowed}"
+
+    # --- detail ----------------------------------------------------------------------------------
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f for fieldset in self.fieldsets for f in fieldset[1]["fields"]]
+
+    @admin.display(description="arguments")
+    def args_pretty(self, obj):
+        return _pretty_json(obj.args)
+
+    @admin.display(description="keyword arguments")
+    def kwargs_pretty(self, obj):
+        return _pretty_json(obj.kwargs)
+
+    @admin.display(description="traceback")
+    def traceback_pre(self, obj):
+        return format_html("<pre class=\"queues-traceback\">{}</pre>", obj.traceback or "-")
+
+    @admin.display(description="job in the panel")
+    def job_link(self, obj):
+        return _panel_link(obj.queue, obj.job_id)
+
+    @admin.display(description="retried as")
+    def retried_as_link(self, obj):
+        if not obj.retried_as:
+            return "-"
+        return _panel_link(obj.queue, obj.retried_as)
+
+    # --- permissions -----------------------------------------------------------------------------
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_act_permission(self, request):
+        return request.user.has_perm(ACT_PERM)
+
+    # --- actions ---------------------------------------------------------------------------------
+
+    @admin.action(permissions=["act"], description="Retry selected dead letters")
+    def retry_selected(self, request, queryset):
+        return self._confirm_or_run(request, queryset, "retry")
+
+    @admin.action(permissions=["act"], description="Discard selected dead letters")
+    def discard_selected(self, request, queryset):
+        return self._confirm_or_run(request, queryset, "discard")
+
+    def _confirm_or_run(self, request, queryset, action, single=None):
+        if request.POST.get("post") == "yes":
+            counts = self._run(request, queryset.values_list("pk", "queue", "job_id"), action)
+            self._report(request, action, counts)
+            return None
+        count = queryset.count()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{action.capitalize()} dead letters: are you sure?",
+            "opts": self.model._meta,
+            "action": action,
+            "action_name": f"{action}_selected",
+            "count": count,
+            "more": max(0, count - CONFIRM_SAMPLE),
+            "sample": list(queryset[:CONFIRM_SAMPLE]),
+            "selected": [] if single else request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+            "select_across": request.POST.get("select_across") == "1",
+            "single": single,
+            "explanation": _EXPLAIN[action],
+        }
+        return TemplateResponse(request, "admin/queues/deadletter/confirm_action.html", context)
+
+    def _run(self, request, rows, action):
+        from .board.operations import discard_dead_letter, retry_dead_letter
+
+        op = retry_dead_letter if action == "retry" else discard_dead_letter
+        counts = {"ok": 0, "skipped": 0, "error": 0}
+        for pk, queue, job_id in rows.iterator(chunk_size=500):
+            try:
+                result = op(pk)
+            except Exception as exc:  # one bad row must not stop the rest; it is audited as an error
+                counts["error"] += 1
+                audit.record(request, action, queue, [job_id], "error", f"{type(exc).__name__}: {exc}")
+                continue
+            counts[result.outcome] += 1
+            ids = [job_id] if not result.job_id or result.job_id == job_id else [job_id, result.job_id]
+            outcome = "ok" if result.outcome == "ok" else "error" if result.outcome == "error" else "partial"
+            audit.record(request, action, queue, ids, outcome, result.detail)
+        return counts
+
+    def _report(self, request, action, counts):
+        done = "retried" if action == "retry" else "discarded"
+        if counts["ok"]:
+            self.message_user(request, ngettext("%(n)d dead letter %(done)s.", "%(n)d dead letters %(done)s.",
+                                                counts["ok"]) % {"n": counts["ok"], "done": done}, messages.SUCCESS)
+        if counts["skipped"]:
+            self.message_user(request, ngettext(
+                "%(n)d dead letter skipped (already retried, or not open).",
+                "%(n)d dead letters skipped (already retried, or not open).", counts["skipped"])
+                % {"n": counts["skipped"]}, messages.WARNING)
+        if counts["error"]:
+            self.message_user(request, ngettext("%(n)d dead letter failed: see the audit trail.",
+                                                "%(n)d dead letters failed: see the audit trail.", counts["error"])
+                              % {"n": counts["error"]}, messages.ERROR)
+
+    # --- single-object actions from the detail page -------------------------------------------
+
+    def get_urls(self):
+        info = self.model._meta.app_label, self.model._meta.model_name
+        return [
+            path("<path:object_id>/retry/", self.admin_site.admin_view(self.single_action_view),
+                 {"action": "retry"}, name="%s_%s_retry" % info),
+            path("<path:object_id>/discard/", self.admin_site.admin_view(self.single_action_view),
+                 {"action": "discard"}, name="%s_%s_discard" % info),
+        ] + super().get_urls()
+
+    def single_action_view(self, request, object_id, action):
+        if not (self.has_view_permission(request) and self.has_act_permission(request)):
+            raise PermissionDenied
+        obj = get_object_or_404(self.get_queryset(request), pk=object_id)
+        queryset = self.get_queryset(request).filter(pk=obj.pk)
+        if request.method == "POST":
+            counts = self._run(request, queryset.values_list("pk", "queue", "job_id"), action)
+            self._report(request, action, counts)
+            return redirect("admin:queues_deadletter_change", obj.pk)
+        return self._confirm_or_run(request, queryset, action, single=obj)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {"can_act": self.has_act_permission(request)}
+        extra.update(extra_context or {})
+        return super().change_view(request, object_id, form_url, extra)
+
+
+_EXPLAIN = {
+    "retry": "A job still in its queue's failed registry is requeued as it is (same id, attempts counted "
+             "afresh); otherwise a new job is enqueued from the stored function and arguments, and the dead "
+             "letter is linked to it.",
+    "discard": "The job is removed from the failed registry and deleted from Redis. The dead letter stays, "
+               "marked discarded, and can still be retried from its stored arguments.",
+}
+
+
+def _panel_link(queue, job_id):
+    """A link to the job in the panel while Redis still has it."""
+    from django_rq.settings import get_queues_map
+
+    from .connection import get_connection
+    from .registry import OptimaJob
+
+    try:
+        exists = get_connection().exists(OptimaJob.key_for(job_id))
+    except Exception:
+        return format_html("{} (Redis unavailable)", job_id)
+    index = get_queues_map().get(queue)
+    if not exists or index is None:
+        return format_html("{} (no longer in Redis)", job_id)
+    try:
+        url = reverse("django_rq:job_detail", args=[index, job_id])
+    except NoReverseMatch:
+        return job_id
+    return format_html('<a href="{}" class="queues-job-link">{} in the panel</a>', url, job_id)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """The audit trail: read only, for whoever holds ``queues.view_auditentry``."""
+
+    list_display = ("at", "identity", "action", "queue", "jobs", "outcome", "short_detail")
+    list_filter = ("action", "outcome", "queue", ("at", admin.DateFieldListFilter))
+    search_fields = ("identity", "detail", "job_ids")
+    search_help_text = "Who, detail text, or a job id."
+    list_per_page = 100
+    show_full_result_count = False
+    readonly_fields = ("at", "user", "identity", "action", "queue", "job_ids", "outcome", "detail", "prefix")
+
+    @admin.display(description="jobs")
+    def jobs(self, obj):
+        ids = obj.job_ids or []
+        return ", ".join(ids[:3]) + (f" … (+{len(ids) - 3})" if len(ids) > 3 else "")
+
+    @admin.display(description="detail")
+    def short_detail(self, obj):
+        return Truncator(obj.detail).chars(100)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+

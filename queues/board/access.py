@@ -1,0 +1,212 @@
+"""Who may see the queue panel, and who may change anything through it.
+
+Decided per request, reading settings at that moment (so ``override_settings`` works):
+
+==============  ==========================================================  ==============
+OPTIMA_ENV      who gets in                                                 may act
+==============  ==========================================================  ==============
+dev, test       everyone (the record's contract: the panel is open)          everyone
+stage, prod     active staff user with ``queues.view_queue_panel``           with ``queues.act_on_queue_panel``
+                (or ``act_on_queue_panel``, which implies viewing)
+stage, prod     HTTP basic auth equal to QUEUE_BOARD_USER/QUEUE_BOARD_PASSWORD yes (the record's shared account)
+                — only when both are set; compared in constant time
+stage, prod     anybody else: 401 (basic auth on) or the admin login page;   no
+                a staff user without the permission gets 403
+==============  ==========================================================  ==============
+
+Changes are POST only (Django's CSRF protection applies to every panel form) and need "may act".
+When only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set, basic auth stays off and the
+system check ``queues.W020`` plus a start-up log line say so. The panel is never open in stage/prod.
+
+django-rq's views only ask ``request.user.is_staff``; for a request let in by basic auth or by the
+open dev panel, ``request.user`` becomes a ``PanelOperator`` (staff, no database row) carrying the
+identity the audit trail records.
+"""
+import base64
+import binascii
+import functools
+import hmac
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.views import redirect_to_login
+from django.shortcuts import render
+from django.urls import reverse
+
+from ..conf import Problem
+
+logger = logging.getLogger("queues.board")
+
+OPEN_ENVS = ("dev", "test")
+VIEW_PERM = "queues.view_queue_panel"
+ACT_PERM = "queues.act_on_queue_panel"
+REALM = "Optima queues"
+
+
+@dataclass(frozen=True)
+class Access:
+    can_view: bool
+    can_act: bool
+    identity: str  # what the audit trail records
+    via: str  # "open", "staff", "basic" or "none"
+    user: object = None  # the Django user, when there is one
+    reason: str = ""  # why a request was refused ("login", "basic", "permission")
+
+
+class PanelOperator(AnonymousUser):
+    """A staff-looking request user without a database row: the basic-auth account, or anyone on an
+    open (dev/test) panel. Holds exactly the panel permissions its access grants."""
+
+    is_active = True
+    is_staff = True
+
+    def __init__(self, identity, perms):
+        self.identity = identity
+        self._perms = frozenset(perms)
+
+    @property
+    def username(self):
+        return self.identity
+
+    def get_username(self):
+        return self.identity
+
+    def __str__(self):
+        return self.identity
+
+    def has_perm(self, perm, obj=None):
+        return perm in self._perms
+
+    def has_perms(self, perm_list, obj=None):
+        return all(p in self._perms for p in perm_list)
+
+    def has_module_perms(self, app_label):
+        return False
+
+
+def env():
+    return getattr(settings, "OPTIMA_ENV", "dev")
+
+
+def basic_auth_settings():
+    """(user, password) as configured; either may be empty."""
+    return getattr(settings, "QUEUE_BOARD_USER", "") or "", getattr(settings, "QUEUE_BOARD_PASSWORD", "") or ""
+
+
+def basic_auth_enabled():
+    user, password = basic_auth_settings()
+    return bool(user and password)
+
+
+def validate_basic_auth():
+    """Problems of the basic-auth settings (W020): the same messages at start-up and in checks."""
+    user, password = basic_auth_settings()
+    if bool(user) == bool(password):
+        return []
+    present, missing = ("QUEUE_BOARD_USER", "QUEUE_BOARD_PASSWORD") if user else ("QUEUE_BOARD_PASSWORD", "QUEUE_BOARD_USER")
+    return [
+        Problem(
+            "queues.W020",
+            f"{present} is set but {missing} is not: HTTP basic auth of the queue panel (/admin/queues/) stays off.",
+            f"Set {missing} too (both from the environment), or unset {present}. Staff accounts with the "
+            "'Can view the queue panel' permission still get in.",
+            level="warning",
+        )
+    ]
+
+
+def log_startup_problems():
+    for problem in validate_basic_auth():
+        logger.warning("%s %s (%s)", problem.msg, problem.hint, problem.id)
+
+
+def _basic_credentials(request):
+    """(user, password) from an ``Authorization: Basic`` header, or None."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return ("", "")
+    user, sep, password = decoded.partition(":")
+    return (user, password) if sep else ("", "")
+
+
+def _basic_matches(given_user, given_password):
+    user, password = basic_auth_settings()
+    # Both comparisons always run (no short circuit): the time taken says nothing about which failed.
+    user_ok = hmac.compare_digest(given_user.encode("utf-8"), user.encode("utf-8"))
+    password_ok = hmac.compare_digest(given_password.encode("utf-8"), password.encode("utf-8"))
+    return user_ok & password_ok
+
+
+def decide(request):
+    """The Access of this request (see the module's table)."""
+    user = getattr(request, "user", None)
+    authenticated = bool(user is not None and user.is_authenticated and user.is_active)
+    if env() in OPEN_ENVS:
+        identity = user.get_username() if authenticated else f"anonymous (OPTIMA_ENV={env()})"
+        return Access(True, True, identity, "open", user if authenticated else None)
+
+    if authenticated and user.is_staff:
+        can_act = user.has_perm(ACT_PERM)
+        if can_act or user.has_perm(VIEW_PERM):
+            return Access(True, can_act, user.get_username(), "staff", user)
+
+    credentials = _basic_credentials(request)
+    if credentials is not None and basic_auth_enabled():
+        if _basic_matches(*credentials):
+            return Access(True, True, f"basic:{credentials[0]}", "basic")
+        return Access(False, False, "", "none", reason="basic")
+    if authenticated and user.is_staff:
+        return Access(False, False, user.get_username(), "none", user, reason="permission")
+    return Access(False, False, "", "none", reason="basic" if basic_auth_enabled() else "login")
+
+
+def refuse(request, access):
+    """The response for a request that may not see the panel."""
+    if access.reason == "login":
+        return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+    if access.reason == "basic":
+        response = render(request, "queues/denied.html", {"reason": "basic", "login_url": _login_url(request)},
+                          status=401)
+        response["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
+        return response
+    return render(request, "queues/denied.html", {"reason": access.reason, "login_url": _login_url(request)},
+                  status=403)
+
+
+def _login_url(request):
+    return f"{reverse('admin:login')}?next={request.get_full_path()}"
+
+
+def _operator_for(access):
+    perms = {VIEW_PERM} | ({ACT_PERM} if access.can_act else set())
+    return PanelOperator(access.identity, perms)
+
+
+def guard(view=None, *, act=False):
+    """Wrap a panel view: refuse whoever may not view it (or act, when ``act``), and make
+    ``request.queue_access`` and a staff ``request.user`` available to the view."""
+    if view is None:
+        return functools.partial(guard, act=act)
+
+    @functools.wraps(view)
+    def guarded(request, *args, **kwargs):
+        access = decide(request)
+        if not access.can_view:
+            return refuse(request, access)
+        request.queue_access = access
+        user = getattr(request, "user", None)
+        if not (user is not None and user.is_authenticated and user.is_active and user.is_staff):
+            request.user = _operator_for(access)
+        if act and not access.can_act:
+            return render(request, "queues/denied.html", {"reason": "act"}, status=403)
+        return view(request, *args, **kwargs)
+
+    guarded.queue_guard = {"act": act}
+    return guarded

@@ -1,0 +1,193 @@
+"""django-rq's own actions, audited.
+
+Each changing view of django-rq (delete, requeue, enqueue, stop, empty, bulk actions) is wrapped:
+it needs the act permission (``urls.py``), and a POST to it writes one audit row per job acted on
+(one row for a queue-wide action, holding the first ids and the count), with the outcome. Dead
+letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
+one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
+``RetryMixin.prepare_job_execution`` resets them when it starts a job marked dead.)
+
+Two queue-wide views are replaced rather than wrapped, for the 200,000-job case: django-rq's
+"Delete All" failed jobs loads every job at once with rq's default (pickle) serializer, and its
+"Requeue All" makes three round trips per job. Ours walk the failed registry in chunks of
+``CHUNK`` ids with pipelines, with the JSON job class. Their confirmation pages stay django-rq's.
+"""
+import functools
+
+from django.contrib import messages
+from django.shortcuts import redirect
+from django_rq import views as rq_views
+from django_rq.queues import get_queue_by_index
+from rq.job import JobStatus
+from rq.registry import FailedJobRegistry
+
+from .. import audit
+from ..models import DeadLetter
+from ..registry import OptimaJob
+from .operations import mark_dead_letters
+
+CHUNK = 500
+
+
+def _failed_ids(queue, job_ids):
+    """The subset of ``job_ids`` in the queue's failed registry, in order."""
+    registry = FailedJobRegistry(queue.name, queue.connection)
+    with queue.connection.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.zscore(registry.key, job_id)
+        scores = pipe.execute()
+    return [j for j, s in zip(job_ids, scores) if s is not None]
+
+
+def _outcome(response):
+    return "ok" if response.status_code < 400 else "error"
+
+
+def audited(view, action):
+    """Wrap one django-rq view that acts on one job (``job_id`` in the URL)."""
+
+    @functools.wraps(view)
+    def wrapper(request, queue_index, job_id, *args, **kwargs):
+        if request.method != "POST":
+            return view(request, queue_index, job_id, *args, **kwargs)
+        queue = get_queue_by_index(queue_index)
+        failed = _failed_ids(queue, [job_id])
+        try:
+            response = view(request, queue_index, job_id, *args, **kwargs)
+        except Exception as exc:
+            audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
+            raise
+        outcome = _outcome(response)
+        if outcome == "ok" and failed:
+            if action == "requeue":
+                mark_dead_letters(failed, DeadLetter.Status.RETRIED, retried_as_self=True)
+            elif action == "delete":
+                mark_dead_letters(failed, DeadLetter.Status.DISCARDED)
+        audit.record(request, action, queue.name, [job_id], outcome, "from the panel")
+        return response
+
+    return wrapper
+
+
+def audited_bulk(view):
+    """Wrap django-rq's ``actions`` view (delete / requeue / stop of selected jobs): one row per job."""
+
+    @functools.wraps(view)
+    def wrapper(request, queue_index, *args, **kwargs):
+        action = request.POST.get("action", "") if request.method == "POST" else ""
+        job_ids = request.POST.getlist("job_ids") if action else []
+        if not job_ids:
+            return view(request, queue_index, *args, **kwargs)
+        queue = get_queue_by_index(queue_index)
+        failed = _failed_ids(queue, job_ids)
+        try:
+            response = view(request, queue_index, *args, **kwargs)
+        except Exception as exc:
+            for job_id in job_ids:
+                audit.record(request, action, queue.name, [job_id], "error", f"bulk: {type(exc).__name__}: {exc}")
+            raise
+        outcome = _outcome(response)
+        if outcome == "ok" and failed:
+            if action == "requeue":
+                mark_dead_letters(failed, DeadLetter.Status.RETRIED, retried_as_self=True)
+            elif action == "delete":
+                mark_dead_letters(failed, DeadLetter.Status.DISCARDED)
+        for job_id in job_ids:
+            audit.record(request, action, queue.name, [job_id], outcome, f"bulk {action} of {len(job_ids)} from the panel")
+        return response
+
+    return wrapper
+
+
+def empty_queue(request, queue_index):
+    """django-rq's "Empty queue", audited with the count and the first ids of what it removes."""
+    if request.method != "POST":
+        return rq_views.clear_queue(request, queue_index)
+    queue = get_queue_by_index(queue_index)
+    count = queue.count
+    first_ids = queue.get_job_ids(0, audit.MAX_JOB_IDS - 1)
+    try:
+        response = rq_views.clear_queue(request, queue_index)
+    except Exception as exc:
+        audit.record(request, "empty", queue.name, first_ids, "error", f"{type(exc).__name__}: {exc}")
+        raise
+    audit.record(request, "empty", queue.name, first_ids, _outcome(response), f"emptied {count} waiting jobs")
+    return response
+
+
+def _walk_failed(queue, handle_chunk):
+    """Call ``handle_chunk(ids)`` on successive chunks of the failed registry until it is empty
+    (or stops shrinking). Returns the number of ids handled."""
+    registry = FailedJobRegistry(queue.name, queue.connection)
+    done, handled = set(), 0
+    while True:
+        ids = [i for i in registry.get_job_ids(0, CHUNK - 1, cleanup=False) if i not in done]
+        if not ids:
+            return handled
+        handle_chunk(ids)
+        done.update(ids)
+        handled += len(ids)
+
+
+def delete_all_failed(request, queue_index):
+    """Delete every failed job of a queue, in chunks (replaces django-rq's ``delete_failed_jobs``)."""
+    if request.method != "POST":
+        return rq_views.delete_failed_jobs(request, queue_index)
+    queue = get_queue_by_index(queue_index)
+    registry = FailedJobRegistry(queue.name, queue.connection)
+    touched = []
+
+    def handle(ids):
+        jobs = OptimaJob.fetch_many(ids, connection=queue.connection, serializer=queue.serializer)
+        with queue.connection.pipeline() as pipe:
+            for job_id, job in zip(ids, jobs):
+                pipe.zrem(registry.key, job_id)
+                if job is not None:
+                    job.delete(pipeline=pipe, remove_from_queue=False)
+            pipe.execute()
+        mark_dead_letters(ids, DeadLetter.Status.DISCARDED)
+        if len(touched) < audit.MAX_JOB_IDS:
+            touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
+
+    try:
+        count = _walk_failed(queue, handle)
+    except Exception as exc:
+        audit.record(request, "delete_all_failed", queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
+        raise
+    audit.record(request, "delete_all_failed", queue.name, touched, "ok", f"deleted {count} failed jobs")
+    messages.info(request, f"You have successfully deleted {count} failed job{'s' if count != 1 else ''}.")
+    return redirect("django_rq:home")
+
+
+def requeue_all_failed(request, queue_index):
+    """Requeue every failed job of a queue, in chunks (replaces django-rq's ``requeue_all``)."""
+    if request.method != "POST":
+        return rq_views.requeue_all(request, queue_index)
+    queue = get_queue_by_index(queue_index)
+    registry = FailedJobRegistry(queue.name, queue.connection)
+    touched = []
+
+    def handle(ids):
+        jobs = OptimaJob.fetch_many(ids, connection=queue.connection, serializer=queue.serializer)
+        with queue.connection.pipeline() as pipe:
+            for job_id, job in zip(ids, jobs):
+                pipe.zrem(registry.key, job_id)
+                if job is None:
+                    continue
+                job.started_at = job.ended_at = None
+                job._exc_info = ""
+                job.set_status(JobStatus.QUEUED, pipeline=pipe)
+                queue._enqueue_job(job, pipeline=pipe)
+            pipe.execute()
+        mark_dead_letters(ids, DeadLetter.Status.RETRIED, retried_as_self=True)
+        if len(touched) < audit.MAX_JOB_IDS:
+            touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
+
+    try:
+        count = _walk_failed(queue, handle)
+    except Exception as exc:
+        audit.record(request, "requeue_all", queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
+        raise
+    audit.record(request, "requeue_all", queue.name, touched, "ok", f"requeued {count} failed jobs")
+    messages.info(request, f"You have successfully requeued {count} job{'s' if count != 1 else ''}!")
+    return redirect("django_rq:jobs", queue_index)

@@ -1,0 +1,45 @@
+"""The panel's URLs: django-rq's dashboard, every view behind ``access.guard``, plus ours.
+
+Mounted at ``admin/queues/`` (optima_site/urls.py) under django-rq's own namespace, so its
+templates' links resolve unchanged. Views that change something need the act permission;
+the queue-wide ones are replaced by chunked versions (see ``rq_actions``).
+"""
+from django.urls import URLPattern, path
+from django_rq import stats_views
+from django_rq import urls as rq_urls
+from django_rq import views as rq_views
+
+from . import rq_actions, views
+from .access import guard
+
+app_name = "django_rq"
+
+# django-rq view -> what serves it here (all guarded; the first group needs the act permission).
+_ACTING = {
+    rq_views.delete_job: rq_actions.audited(rq_views.delete_job, "delete"),
+    rq_views.requeue_job_view: rq_actions.audited(rq_views.requeue_job_view, "requeue"),
+    rq_views.enqueue_job: rq_actions.audited(rq_views.enqueue_job, "enqueue"),
+    rq_views.stop_job: rq_actions.audited(rq_views.stop_job, "stop"),
+    rq_views.actions: rq_actions.audited_bulk(rq_views.actions),
+    rq_views.confirm_action: rq_views.confirm_action,
+    rq_views.clear_queue: rq_actions.empty_queue,
+    rq_views.requeue_all: rq_actions.requeue_all_failed,
+    rq_views.delete_failed_jobs: rq_actions.delete_all_failed,
+}
+_REPLACED = {stats_views.stats: views.home}
+
+
+def _serve(view):
+    if view in _ACTING:
+        return guard(_ACTING[view], act=True)
+    return guard(_REPLACED.get(view, view))
+
+
+urlpatterns = [
+    path("find/", views.find, name="queues_find"),
+    path("pause/<str:name>/", views.pause_queue, name="queues_pause"),
+    path("resume/<str:name>/", views.resume_queue, name="queues_resume"),
+    # stats.json and django-rq's metrics: behind the same access as the pages (no bypass by token).
+    *[URLPattern(p.pattern, guard(p.callback), p.default_args, p.name) for p in rq_urls.get_api_urlpatterns()],
+    *rq_urls.get_admin_urlpatterns(view_wrapper=_serve),
+]

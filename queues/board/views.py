@@ -1,0 +1,99 @@
+"""The panel's own pages: the home page (django-rq's queue table plus pause/resume and job search),
+pause and resume, and "find a job by id". Everything else is django-rq's (see ``urls.py``)."""
+import re
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django_rq.settings import get_queues_map
+from django_rq.stats_views import RQCollector
+from django_rq.utils import get_cron_schedulers, get_scheduler_statistics, get_statistics
+from django_rq.views import each_context
+
+from .. import audit, conf, pause
+from ..connection import get_connection
+from ..exceptions import UnknownQueue
+from .access import guard
+from .operations import find_job
+
+JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
+
+
+@never_cache
+@guard
+def home(request):
+    """django-rq's dashboard (same statistics, same template), with pause state and job search."""
+    stats = get_statistics(run_maintenance_tasks=True)
+    paused = pause.paused_names(get_connection())
+    for queue in stats["queues"]:
+        queue["paused"] = queue["name"] in paused
+    context = {
+        **each_context(request),
+        **stats,
+        **get_scheduler_statistics(),
+        "view_metrics": RQCollector is not None,
+        "cron_schedulers": get_cron_schedulers(),
+        "can_act": request.queue_access.can_act,
+        "access": request.queue_access,
+        "prefix": conf.prefix(),
+    }
+    return render(request, "queues/board.html", context)
+
+
+def _toggle(request, name, action):
+    try:
+        (pause.pause if action == "pause" else pause.resume)(name)
+    except UnknownQueue as exc:
+        audit.record(request, action, name, outcome="error", detail=str(exc))
+        messages.error(request, str(exc))
+        return redirect("django_rq:home")
+    audit.record(request, action, name, detail=f"queue {name} {action}d: workers "
+                 + ("leave its jobs alone" if action == "pause" else "take its jobs again"))
+    messages.success(request, f"Queue {name} {'paused' if action == 'pause' else 'resumed'}.")
+    return redirect("django_rq:home")
+
+
+@never_cache
+@require_POST
+@guard(act=True)
+def pause_queue(request, name):
+    return _toggle(request, name, "pause")
+
+
+@never_cache
+@require_POST
+@guard(act=True)
+def resume_queue(request, name):
+    return _toggle(request, name, "resume")
+
+
+@never_cache
+@guard
+def find(request):
+    """Find a job by id in every declared queue and registry; one match goes straight to it."""
+    from ..models import DeadLetter
+
+    job_id = request.GET.get("job_id", "").strip()
+    context = {**each_context(request), "job_id": job_id, "result": None, "error": "", "title": "Find a job"}
+    if job_id and not JOB_ID_RE.fullmatch(job_id):
+        context["error"] = f"{job_id[:80]!r} is not a job id (1-200 characters, no spaces or ':')."
+    elif job_id:
+        result = find_job(job_id)
+        index = get_queues_map()
+        if result["origin"] in index:
+            result["url"] = reverse("django_rq:job_detail", args=[index[result["origin"]], job_id])
+        result["places"] = [
+            {"queue": q, "place": p, "queue_url": reverse("django_rq:queue_details", args=[index[q]])
+             if q in index else ""} for q, p in result["locations"]
+        ]
+        result["dead_letters"] = [
+            {"row": row, "url": reverse("admin:queues_deadletter_change", args=[row.pk])}
+            for row in DeadLetter.objects.filter(prefix=conf.prefix(), job_id=job_id)
+            | DeadLetter.objects.filter(prefix=conf.prefix(), retried_as=job_id)
+        ]
+        context["result"] = result
+        if result.get("url") and request.GET.get("go") == "1":
+            return redirect(result["url"])
+    return render(request, "queues/find.html", context)

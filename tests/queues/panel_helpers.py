@@ -1,0 +1,55 @@
+"""Helpers of the operator-surface tests: staff users with panel permissions, dead jobs in Redis."""
+import base64
+
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+from rq.job import JobStatus
+from rq.registry import FailedJobRegistry
+
+from queues import conf
+from queues.registry import get_queue
+
+BASIC_USER = "ops"
+BASIC_PASSWORD = "s3cret-board-pass"
+
+
+def basic_header(user=BASIC_USER, password=BASIC_PASSWORD):
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"HTTP_AUTHORIZATION": f"Basic {token}"}
+
+
+def make_staff(django_user_model, username, *perms, password="pw-for-tests-1"):
+    """An active staff user holding ``perms`` ("queues.view_queue_panel", ...)."""
+    user = django_user_model.objects.create_user(username, password=password, is_staff=True)
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return django_user_model.objects.get(pk=user.pk)  # fresh: no stale permission cache
+
+
+def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=None, *, row=True,
+             exc_type="RuntimeError", exc_message="boom", job_id=None):
+    """A job in ``name``'s failed registry, as the worker leaves a dead one, plus its DeadLetter row.
+    Returns (job, row or None)."""
+    from queues.models import DeadLetter
+
+    queue = get_queue(name)
+    job = queue.create_job(func, args=list(args), kwargs=dict(kwargs or {}), job_id=job_id,
+                           meta={"queue": name, "attempts_allowed": 1, "attempt": 1, "dead": "exhausted",
+                                 "deaths": 1})
+    job.origin = name
+    job._status = JobStatus.FAILED
+    job.ended_at = timezone.now()
+    traceback = f"Traceback (most recent call last):\n  File \"job.py\", line 1\n{exc_type}: {exc_message}\n"
+    with queue.connection.pipeline() as pipe:
+        job.save(pipeline=pipe)
+        FailedJobRegistry(queue=queue).add(job, ttl=-1, exc_string=traceback, pipeline=pipe)
+        pipe.execute()
+    dl = None
+    if row:
+        dl = DeadLetter.objects.create(
+            prefix=conf.prefix(), queue=name, job_id=job.id, func_path=func, args=list(args),
+            kwargs=dict(kwargs or {}), exc_type=exc_type, exc_message=exc_message, traceback=traceback,
+            attempts_made=1, attempts_allowed=1, reason="exhausted", dead_at=timezone.now(),
+        )
+    return job, dl
