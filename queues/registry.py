@@ -31,7 +31,8 @@ class OptimaJob(Job):
     """RQ's Job with JSON serialization (never pickle: whoever writes to Redis must not run code)."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("serializer", JSONSerializer)
+        if kwargs.get("serializer") is None:  # Job.fetch()/fetch_many() pass serializer=None explicitly
+            kwargs["serializer"] = JSONSerializer
         super().__init__(*args, **kwargs)
 
 
