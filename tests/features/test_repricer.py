@@ -1,0 +1,63 @@
+"""Repricer end to end: attempts=1 and an idempotency key, through the view and a real worker."""
+import pytest
+
+from features.repricer.models import PriceChange, Product
+from tests.features.helpers import dead_letter, wait_job
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def reprice(api, product_id, price, key):
+    response = api.post("/features/repricer/", {"product_id": product_id, "price": price, "idempotency_key": key},
+                        format="json")
+    assert response.status_code == 202, response.content
+    return response.json()["job_id"]
+
+
+def test_a_price_is_applied_once_per_idempotency_key(api, marketplace, feature_worker):
+    worker = feature_worker("repricer")
+    first = wait_job(api, reprice(api, 31, "19.90", "promo-31-a"), worker=worker)
+    again = wait_job(api, reprice(api, 31, "19.90", "promo-31-a"), worker=worker)
+    assert first["state"] == again["state"] == "finished"
+    assert first["result"] == {"applied": True, "product_id": 31, "price": "19.90"}
+    assert again["result"] == {"applied": False, "reason": "already applied", "product_id": 31, "price": "19.90"}
+    assert marketplace.statuses("/api/v1/products/31/") == [200]  # the marketplace saw it once
+    assert str(Product.objects.get(product_id=31).price) == "19.90"
+    change = PriceChange.objects.get()
+    assert (change.idempotency_key, change.status) == ("promo-31-a", "applied")
+
+
+def test_a_new_key_applies_a_new_price(api, marketplace, feature_worker):
+    worker = feature_worker("repricer")
+    wait_job(api, reprice(api, 32, "10.00", "k-32-1"), worker=worker)
+    second = wait_job(api, reprice(api, 32, "12.50", "k-32-2"), worker=worker)
+    assert second["result"]["applied"] is True
+    assert str(Product.objects.get(product_id=32).price) == "12.50"
+    assert PriceChange.objects.filter(status="applied").count() == 2
+
+
+def test_a_reused_key_for_another_price_is_refused_for_good(api, marketplace, feature_worker):
+    worker = feature_worker("repricer")
+    wait_job(api, reprice(api, 33, "10.00", "k-33"), worker=worker)
+    job_id = reprice(api, 33, "99.00", "k-33")
+    status = wait_job(api, job_id, worker=worker)
+    assert status["state"] == "failed"
+    assert "already used for product 33 at 10.00" in status["error"]
+    assert dead_letter(job_id).reason == "permanent"
+    assert str(Product.objects.get(product_id=33).price) == "10.00"
+
+
+def test_a_failed_price_change_is_not_retried(api, marketplace, feature_worker):
+    marketplace.fault("/api/v1/products/34/", {"status": 500}, repeat=True)
+    worker = feature_worker("repricer")
+    job_id = reprice(api, 34, "15.00", "k-34")
+    status = wait_job(api, job_id, worker=worker)
+    assert status["state"] == "failed"
+    assert status["attempt"] == 1
+    assert status["attempts_allowed"] == 1
+    row = dead_letter(job_id)
+    assert (row.reason, row.attempts_made, row.attempts_allowed) == ("exhausted", 1, 1)
+    assert row.exc_type == "features.marketplace.client.MarketplaceUnavailable"
+    assert marketplace.statuses("/api/v1/products/34/") == [500]
+    assert PriceChange.objects.get().status == "pending"  # an operator retry re-sends the same key
+    assert not Product.objects.filter(product_id=34).exists()
