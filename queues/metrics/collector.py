@@ -1,13 +1,13 @@
 """The scrape: read every declared queue in at most two pipelined round trips, cache, render.
 
 Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCARD of the started
-(``wip``) and scheduled registries, ZCOUNT of the not-yet-expired part of the finished and failed
+(``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
 its last durations; plus one SMEMBERS of the paused set. Round trip 2 (only when a queue has a
 waiting job or a worker): HGET ``enqueued_at`` of each queue's head job and EXISTS of each worker
 key (rq leaves a dead worker in the set until a cleanup). No command writes: rq's ``.count`` on a
 registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
-expired entries that cleanup would remove are left out with ZCOUNT instead.
+expired entries that cleanup would remove are counted with ZCOUNT and left out instead.
 
 A command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
 refuses, drops or does not answer zeroes all of them. Either way the error gauge says so and one
@@ -28,7 +28,7 @@ from . import store
 logger = logging.getLogger("queues.metrics")
 
 STATES = ("waiting", "active", "delayed", "paused", "completed", "failed")
-PER_QUEUE_COMMANDS = 9  # commands of round trip 1 per queue (see the module docstring)
+PER_QUEUE_COMMANDS = 11  # commands of round trip 1 per queue (see the module docstring)
 
 
 @dataclass
@@ -88,9 +88,11 @@ def _read_redis(client, names, samples, now):
             pipe.lindex(queue_key, 0)  # rq pushes at the tail and pops at the head: the oldest
             pipe.zcard(f"{prefix}:wip:{name}")
             pipe.zcard(f"{prefix}:scheduled:{name}")  # scored by run time, nothing expires
-            # Scored by expiry time: what rq's cleanup would remove is score <= now.
-            pipe.zcount(f"{prefix}:finished:{name}", f"({now}", "+inf")
-            pipe.zcount(f"{prefix}:failed:{name}", f"({now}", "+inf")
+            # Scored by expiry time, -1 or +inf for "forever": what rq's cleanup would remove
+            # (ZREMRANGEBYSCORE 0 now) is counted apart and left out, not removed.
+            for registry in ("finished", "failed"):
+                pipe.zcard(f"{prefix}:{registry}:{name}")
+                pipe.zcount(f"{prefix}:{registry}:{name}", 0, now)
             pipe.smembers(WORKERS_BY_QUEUE_KEY % name)
             pipe.hgetall(store.counters_key(name))
             pipe.lrange(store.durations_key(name), 0, store.DURATION_SAMPLE - 1)
@@ -114,7 +116,9 @@ def _read_redis(client, names, samples, now):
             logger.warning("reading queue %r failed (%s); it is reported as zeros",
                            name, _describe(errors[0]))
             continue
-        queued, head, active, delayed, completed, failed, worker_keys, counters, durations = row
+        queued, head, active, delayed, finished, finished_expired, failed, failed_expired, worker_keys, counters, \
+            durations = row
+        completed, failed = finished - finished_expired, failed - failed_expired
         is_paused = name in paused
         sample.jobs.update(waiting=0 if is_paused else queued, paused=queued if is_paused else 0,
                            active=active, delayed=delayed, completed=completed, failed=failed)
