@@ -158,8 +158,6 @@ def _queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     meta["last_failed_at"] = _iso(failed_at)
     if reason:
         meta["last_retry_reason"] = reason
-    job.started_at = None
-    job.ended_at = None
     if delay and delay > 0:
         job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)
         job.save(pipeline=pipeline)

@@ -1,0 +1,45 @@
+"""Job functions of the lifecycle tests (module-level, importable by real workers)."""
+import os
+import time
+
+from queues import PermanentError, RetryAfter
+
+
+class BadInput(Exception):
+    """Declared non_retryable on the tests' ``lifecycle`` queue (tests/lifecycle_settings.py)."""
+
+
+def fail(message="boom"):
+    raise RuntimeError(message)
+
+
+def fail_permanently(message="bad data"):
+    raise PermanentError(message)
+
+
+def fail_bad_input(message="bad input"):
+    raise BadInput(message)
+
+
+def rate_limited(seconds):
+    raise RetryAfter(seconds, "429 Too Many Requests")
+
+
+def sleep(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def count_runs(path, fail_times=0):
+    """Append a line per run to ``path``; raise on the first ``fail_times`` runs."""
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    with open(path) as f:
+        runs = len(f.read().splitlines())
+    if runs <= fail_times:
+        raise RuntimeError(f"run {runs} fails on purpose")
+    return runs
+
+
+def quick(i):
+    return i

@@ -1,0 +1,10 @@
+"""Settings of worker processes in the lifecycle tests: the site's, plus a ``lifecycle`` queue with
+its own policy. Tests that use it declare the same queue in-process (``LIFECYCLE_QUEUES``)."""
+from optima_site.settings import *  # noqa: F401,F403
+from optima_site.settings import OPTIMA_QUEUES
+
+LIFECYCLE_QUEUES = {
+    "lifecycle": {"attempts": 3, "backoff": 1, "non_retryable": ["tests.jobs.lifecycle.BadInput"],
+                  "completed_max": 10},
+}
+OPTIMA_QUEUES = dict(OPTIMA_QUEUES, **LIFECYCLE_QUEUES)
