@@ -5,6 +5,7 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
+from rq.results import Result
 
 from queues import conf
 from queues.registry import get_queue
@@ -44,6 +45,7 @@ def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=N
     with queue.connection.pipeline() as pipe:
         job.save(pipeline=pipe)
         FailedJobRegistry(queue=queue).add(job, ttl=-1, exc_string=traceback, pipeline=pipe)
+        Result.create_failure(job, -1, exc_string=traceback, pipeline=pipe)
         pipe.execute()
     dl = None
     if row:

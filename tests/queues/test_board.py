@@ -1,0 +1,229 @@
+"""The queue panel at /admin/queues/: django-rq's pages, pause/resume, job search, queue-wide actions,
+and workers leaving paused queues alone (real worker processes)."""
+import pytest
+from django.test import Client
+from rq import Worker
+from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry
+
+import queues
+from queues import pause
+from queues.models import DeadLetter
+from queues.registry import OptimaJob, get_queue
+from tests.conftest import wait_for
+from tests.queues.panel_helpers import dead_job
+
+pytestmark = pytest.mark.django_db
+
+# django-rq numbers queues by sorted name: content 0, default 1, orders-sync 2, repricer 3.
+DEFAULT = 1
+
+
+@pytest.fixture
+def enqueue(django_capture_on_commit_callbacks):
+    """queues.enqueue, written to Redis at once (the test's transaction never commits)."""
+
+    def run(*args, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return queues.enqueue(*args, **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def client(settings):
+    settings.OPTIMA_ENV = "dev"
+    return Client()
+
+
+def test_home_lists_every_declared_queue_with_its_counts_and_state(client, queue_redis, enqueue):
+    enqueue("default", "tests.jobs.sample.add", 1, 2)
+    enqueue("default", "tests.jobs.sample.add", 3, 4)
+    pause.pause("content")
+    response = client.get("/admin/queues/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    rows = {q["name"]: q for q in response.context["queues"]}
+    assert sorted(rows) == ["content", "default", "orders-sync", "repricer"]
+    assert rows["default"]["jobs"] == 2
+    assert rows["default"]["paused"] is False
+    assert rows["content"]["paused"] is True
+    assert 'value="Resume content"' in html
+    assert 'value="Pause default"' in html
+
+
+def test_pause_and_resume_set_and_clear_the_flag_workers_read(client, queue_redis):
+    assert client.post("/admin/queues/pause/orders-sync/").status_code == 302
+    assert pause.paused_names() == {"orders-sync"}
+    assert client.post("/admin/queues/resume/orders-sync/").status_code == 302
+    assert pause.paused_names() == set()
+
+
+def test_pausing_an_undeclared_queue_names_the_declared_ones(client, queue_redis):
+    response = client.post("/admin/queues/pause/nope/", follow=True)
+    messages = [str(m) for m in response.context["messages"]]
+    assert messages == ["Unknown queue 'nope'. Declared queues: 'content', 'default', 'orders-sync', 'repricer'. "
+                        "Declare it in settings.OPTIMA_QUEUES or in a feature app's queues.py (QUEUES = {...})."]
+    assert pause.paused_names() == set()
+
+
+def test_pause_keeps_the_jobs_in_the_queue(client, queue_redis, enqueue):
+    job = enqueue("default", "tests.jobs.sample.add", 1, 2)
+    client.post("/admin/queues/pause/default/")
+    assert get_queue("default").get_job_ids() == [job.id]
+
+
+def test_find_a_queued_job_by_id_goes_to_its_page(client, queue_redis, enqueue):
+    job = enqueue("repricer", "tests.jobs.sample.add", 1, 2)
+    response = client.get("/admin/queues/find/", {"job_id": job.id, "go": "1"})
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/queues/queues/3/{job.id}/"
+    page = client.get(response["Location"])
+    assert page.status_code == 200
+    assert "tests.jobs.sample.add" in page.content.decode()
+
+
+def test_find_reports_every_registry_holding_the_job(client, queue_redis, enqueue):
+    failed, row = dead_job("default")
+    scheduled = enqueue("content", "tests.jobs.sample.add", 1, 2, delay=3600)
+    result = client.get("/admin/queues/find/", {"job_id": failed.id}).context["result"]
+    assert result["origin"] == "default"
+    assert result["status"] == "failed"
+    assert result["locations"] == [("default", "failed")]
+    assert [d["row"].pk for d in result["dead_letters"]] == [row.pk]
+    result = client.get("/admin/queues/find/", {"job_id": scheduled.id}).context["result"]
+    assert result["locations"] == [("content", "scheduled")]
+
+
+def test_find_an_unknown_job_says_so(client, queue_redis):
+    response = client.get("/admin/queues/find/", {"job_id": "no-such-job", "go": "1"})
+    assert response.status_code == 200
+    assert response.context["result"]["exists"] is False
+    assert "No job <code>no-such-job</code>" in response.content.decode()
+
+
+def test_find_refuses_what_cannot_be_a_job_id(client, queue_redis):
+    response = client.get("/admin/queues/find/", {"job_id": "a b:c"})
+    assert response.context["error"] == "'a b:c' is not a job id (1-200 characters, no spaces or ':')."
+    assert response.context["result"] is None
+
+
+def test_failed_job_page_shows_its_payload_and_traceback(client, queue_redis):
+    job, _ = dead_job("default", "tests.jobs.sample.add", (40, 2), exc_message="payload-visible")
+    html = client.get(f"/admin/queues/queues/{DEFAULT}/{job.id}/").content.decode()
+    assert "tests.jobs.sample.add" in html
+    assert ">40<" in html
+    result = job.latest_result()
+    assert f"/results/{result.id}/" in html
+    result_html = client.get(f"/admin/queues/queues/{DEFAULT}/{job.id}/results/{result.id}/").content.decode()
+    assert "RuntimeError: payload-visible" in result_html
+
+
+def test_failed_list_pages_through_a_large_registry_100_at_a_time(client, queue_redis):
+    for _ in range(250):
+        dead_job("default", row=False)
+    response = client.get(f"/admin/queues/queues/{DEFAULT}/failed/", {"page": 3})
+    assert response.context["num_jobs"] == 250
+    assert len(response.context["jobs"]) == 50
+    assert response.context["page"] == 3
+
+
+def test_delete_all_failed_walks_the_registry_in_chunks_and_discards_the_rows(client, queue_redis, monkeypatch):
+    from queues.board import rq_actions
+
+    monkeypatch.setattr(rq_actions, "CHUNK", 7)
+    made = [dead_job("default") for _ in range(20)]
+    response = client.post(f"/admin/queues/queues/{DEFAULT}/failed/clear/")
+    assert response.status_code == 302
+    assert FailedJobRegistry("default", connection=queue_redis).count == 0
+    assert sum(queue_redis.exists(job.key) for job, _ in made) == 0
+    assert set(DeadLetter.objects.values_list("status", flat=True)) == {"discarded"}
+
+
+def test_requeue_all_failed_puts_every_job_back_and_marks_rows_retried(client, queue_redis, monkeypatch):
+    from queues.board import rq_actions
+
+    monkeypatch.setattr(rq_actions, "CHUNK", 7)
+    made = [dead_job("default") for _ in range(20)]
+    response = client.post(f"/admin/queues/queues/{DEFAULT}/requeue-all/")
+    assert response.status_code == 302
+    assert FailedJobRegistry("default", connection=queue_redis).count == 0
+    assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job, _ in made)
+    assert {OptimaJob.fetch(job.id, connection=queue_redis).get_status() for job, _ in made} == {"queued"}
+    assert set(DeadLetter.objects.values_list("status", flat=True)) == {"retried"}
+    assert all(r.retried_as == r.job_id for r in DeadLetter.objects.all())
+
+
+def test_queue_wide_confirmation_pages_are_django_rqs(client, queue_redis):
+    dead_job("default")
+    assert "Are you sure" in client.get(f"/admin/queues/queues/{DEFAULT}/failed/clear/").content.decode()
+    assert client.get(f"/admin/queues/queues/{DEFAULT}/requeue-all/").context["total_jobs"] == 1
+
+
+def test_empty_queue_from_the_panel_removes_the_waiting_jobs(client, queue_redis, enqueue):
+    for i in range(3):
+        enqueue("default", "tests.jobs.sample.add", i, i)
+    assert client.post(f"/admin/queues/queues/{DEFAULT}/empty/").status_code == 302
+    assert get_queue("default").count == 0
+
+
+# --- workers and paused queues (real processes) ------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_worker_leaves_a_paused_queue_alone_and_takes_it_up_again_on_resume(start_worker, queue_redis):
+    pause.pause("default")
+    held = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
+    worker = start_worker("default", "content")
+    probe = queues.enqueue("content", "tests.jobs.sample.add", 2, 2)
+    wait_for(lambda: OptimaJob.fetch(probe.id, connection=queue_redis).get_status() == "finished", timeout=60,
+             message="the job of the active queue to finish")
+    assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
+    assert get_queue("default").get_job_ids() == [held.id]
+    pause.resume("default")
+    wait_for(lambda: OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "finished", timeout=60,
+             message="the held job to run after resume")
+    assert "paused queues left alone: default" in worker.output()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_worker_whose_every_queue_is_paused_idles_and_stops_cleanly(start_worker, queue_redis):
+    pause.pause("default")
+    held = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
+    worker = start_worker("default")
+    wait_for(lambda: "paused queues left alone: default" in worker.output(), timeout=60,
+             message="the worker to see the pause")
+    assert worker.stop() == 0
+    assert get_queue("default").get_job_ids() == [held.id]
+    assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_burst_worker_skips_paused_queues_and_exits(start_worker, queue_redis):
+    pause.pause("default")
+    held = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
+    other = queues.enqueue("content", "tests.jobs.sample.add", 1, 1)
+    worker = start_worker("default", "content", "--burst")
+    assert worker.wait(60) == 0, worker.output()
+    assert OptimaJob.fetch(other.id, connection=queue_redis).get_status() == "finished"
+    assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_worker, queue_redis):
+    """The worker blocks on 'default' while nothing is paused; the pause lands during that wait."""
+    worker = start_worker("default")
+    wait_for(lambda: [w.get_state() for w in Worker.all(connection=queue_redis)] == ["idle"], timeout=60,
+             message="the worker to block waiting for jobs")
+    pause.pause("default")
+    job = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
+    wait_for(lambda: "queue default was paused meanwhile; job " + job.id + " put back" in worker.output(),
+             timeout=60, message="the worker to put the job back")
+    wait_for(lambda: "paused queues left alone: default" in worker.output(), timeout=60,
+             message="the worker to see the pause")
+    assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "queued"
+    assert get_queue("default").get_job_ids() == [job.id]
+    assert FinishedJobRegistry("default", connection=queue_redis).count == 0
+    assert ScheduledJobRegistry("default", connection=queue_redis).count == 0
