@@ -37,6 +37,17 @@ OPTION_DEFAULTS = {
     "HEALTH_TIMEOUT": 0.5,  # seconds each /healthz Redis probe may take (connect, then PING)
     "RECONCILE_INTERVAL": 300,  # seconds; workers mirror missed dead letters at most this often (0: never)
     "SCHEDULER_INTERVAL": 5,  # seconds between rq-scheduler polls of periodic jobs (manage.py rqscheduler)
+    # Worker resilience (queues/resilience/, docs/operations.md):
+    "SHUTDOWN_GRACE_SECONDS": 25,  # seconds a stopping worker lets its job finish before returning it to the queue
+    "LIVENESS_INTERVAL_SECONDS": 2,  # seconds between a worker's liveness beats
+    "LIVENESS_TTL_SECONDS": 10,  # seconds without a beat after which a worker counts as dead
+    "ABANDONED_SCAN_SECONDS": 5,  # seconds between scans for jobs of dead workers (one worker scans at a time)
+    "SCHEDULER_LOCK_SECONDS": 10,  # seconds RQ's scheduler lock outlives its holder's last heartbeat
+    "DEQUEUE_WAIT_SECONDS": 2,  # seconds one blocking dequeue waits (a stop request is seen within this)
+    "MULTI_QUEUE_POLL_SECONDS": 0.5,  # seconds, longest pause between polls of a worker serving several queues
+    "REDIS_RETRY_MAX_SECONDS": 5,  # seconds, longest wait between reconnection attempts during an outage
+    "OUTCOME_WAIT_SECONDS": 120,  # seconds a work horse keeps trying to record its job's outcome in an outage
+    "STARTED_ENTRY_TTL_SECONDS": 3600,  # seconds a started-job entry outlives its last heartbeat (see docs)
     # /metrics (queues/metrics/, docs/metrics.md):
     "METRICS_PREFIX": "optima",  # first word of every queue metric family: optima_queue_jobs, ...
     "METRICS_CACHE_SECONDS": 5.0,  # seconds one Redis read serves scrapes from (0: read on every scrape)
