@@ -15,8 +15,9 @@ import re
 
 import redis
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,6 +28,62 @@ logger = logging.getLogger(__name__)
 
 UNAVAILABLE_RETRY_AFTER = 5  # seconds a client is told to wait after a 503
 JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
+
+
+# --- strict request fields ---------------------------------------------------------------------
+# DRF coerces by default ("12" -> 12, 0 -> "0"); the API promises JSON types in its schema, so a
+# value of another JSON type is refused with a message that names the type it got.
+JSON_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+
+
+class _StrictJsonType:
+    json_types = ()
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) and bool not in self.json_types or not isinstance(data, self.json_types):
+            expected = " or ".join(JSON_TYPE_NAMES[t] for t in self.json_types)
+            got = JSON_TYPE_NAMES.get(type(data), type(data).__name__)
+            article = "an" if got[0] in "aeiou" else "a"
+            raise serializers.ValidationError(f"Must be a JSON {expected}, got {article} {got}.", code="invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(_StrictJsonType, serializers.IntegerField):
+    json_types = (int,)
+
+
+class StrictCharField(_StrictJsonType, serializers.CharField):
+    json_types = (str,)
+
+
+class StrictRegexField(_StrictJsonType, serializers.RegexField):
+    json_types = (str,)
+
+
+MONEY_PATTERN = r"^([1-9][0-9]{0,9}(\.[0-9]{1,2})?|0\.(0[1-9]|[1-9][0-9]?))$"
+
+
+@extend_schema_field({"type": "string", "format": "decimal", "pattern": MONEY_PATTERN, "example": "19.90"})
+class MoneyField(_StrictJsonType, serializers.DecimalField):
+    """A positive amount as a JSON string ("19.90"; at most 10 digits before the point and 2 after).
+
+    A string, because a JSON number is a binary float and may not hold the amount exactly.
+    """
+
+    json_types = (str,)
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_digits", 12)
+        kwargs.setdefault("decimal_places", 2)
+        kwargs.setdefault("coerce_to_string", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not re.fullmatch(MONEY_PATTERN, data):
+            raise serializers.ValidationError(
+                "Must be a positive amount like '19.90' (digits, at most 2 after the point, no sign).", code="invalid"
+            )
+        return super().to_internal_value(data)
 
 
 # --- response shapes (used by the views and by the OpenAPI schema) -------------------------------
@@ -136,6 +193,14 @@ class EnqueueView(APIView):
 
     def enqueue(self, data):
         raise NotImplementedError
+
+    def handle_exception(self, exc):
+        if isinstance(exc, ParseError):  # not JSON at all: the same 400 shape as a bad field
+            detail = str(exc.detail)
+            return Response({"detail": f"Invalid request body: {detail}",
+                             "errors": [{"field": "(body)", "value": None, "messages": [detail]}]},
+                            status=status.HTTP_400_BAD_REQUEST)
+        return super().handle_exception(exc)
 
     def post(self, request):
         data = request.data

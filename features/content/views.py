@@ -3,7 +3,7 @@ from rest_framework import serializers
 
 import queues
 from features import conf
-from features.api import EnqueueView, enqueue_schema
+from features.api import EnqueueView, StrictCharField, StrictIntegerField, enqueue_schema
 
 from .jobs import generate_content
 from .models import ContentGeneration
@@ -12,8 +12,8 @@ QUEUE = "content"
 
 
 class ContentRequest(serializers.Serializer):
-    product_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
-    prompt = serializers.CharField(max_length=4000)
+    product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1)
+    prompt = StrictCharField(min_length=1, max_length=4000, trim_whitespace=False)
 
 
 class ContentView(EnqueueView):

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 import queues
-from features.api import EnqueueView, enqueue_schema
+from features.api import EnqueueView, StrictIntegerField, enqueue_schema
 
 from .jobs import sync_cabinet
 
@@ -9,7 +9,7 @@ QUEUE = "orders-sync"
 
 
 class SyncRequest(serializers.Serializer):
-    cabinet_id = serializers.IntegerField(min_value=1, max_value=2_147_483_647)
+    cabinet_id = StrictIntegerField(min_value=1, max_value=2_147_483_647)
 
 
 class OrdersSyncView(EnqueueView):

@@ -1,9 +1,7 @@
-from decimal import Decimal
-
 from rest_framework import serializers
 
 import queues
-from features.api import EnqueueView, enqueue_schema
+from features.api import EnqueueView, MoneyField, StrictIntegerField, StrictRegexField, enqueue_schema
 
 from .jobs import apply_price
 
@@ -11,9 +9,9 @@ QUEUE = "repricer"
 
 
 class RepriceRequest(serializers.Serializer):
-    product_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
-    price = serializers.DecimalField(max_digits=12, decimal_places=2, min_value=Decimal("0.01"), coerce_to_string=True)
-    idempotency_key = serializers.RegexField(
+    product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1)
+    price = MoneyField(help_text="the new price, a string like '19.90'")
+    idempotency_key = StrictRegexField(
         r"^[A-Za-z0-9._-]{1,100}$", max_length=100,
         error_messages={"invalid": "Use 1-100 letters, digits, '.', '_' or '-'."},
         help_text="the same key applies the price at most once",

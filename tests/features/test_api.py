@@ -53,7 +53,8 @@ def test_bad_fields_answer_400_naming_each_field_and_its_value(api):
     errors = {e["field"]: e for e in response.json()["errors"]}
     assert sorted(errors) == ["idempotency_key", "price", "product_id"]
     assert errors["product_id"]["value"] == "abc"
-    assert errors["product_id"]["messages"] == ["A valid integer is required."]
+    assert errors["product_id"]["messages"] == ["Must be a JSON integer, got a string."]
+    assert errors["price"]["messages"] == ["Must be a JSON string, got an integer."]
     assert errors["price"]["value"] == -3
     assert errors["idempotency_key"]["value"] == "has space"
     assert "product_id='abc'" in response.json()["detail"]
@@ -81,6 +82,7 @@ def test_malformed_json_is_a_400_and_form_data_a_415(api):
     form = api.post("/features/orders/sync/", data={"cabinet_id": 1})
     assert bad.status_code == 400
     assert "JSON parse error" in bad.json()["detail"]
+    assert bad.json()["errors"][0]["field"] == "(body)"
     assert form.status_code == 415
 
 
