@@ -9,8 +9,9 @@ family                                      type       labels            from
 optima_queue_jobs                           gauge      queue, state      waiting: LLEN queue (0 when paused);
                                                                          paused: LLEN queue while paused;
                                                                          active: ZCARD wip; delayed: ZCARD
-                                                                         scheduled; completed/failed: ZCOUNT
-                                                                         of the unexpired finished/failed
+                                                                         scheduled; completed/failed: ZCARD
+                                                                         minus expired (ZCOUNT 0..now) of
+                                                                         finished/failed
 optima_queue_job_duration_ms                gauge      queue, quantile   nearest rank (0.5, 0.95) over the last
                                                                          50 completed jobs (recorder's list)
 optima_queue_dead_letter                    gauge      queue             open DeadLetter rows (database)
