@@ -1,1 +1,20 @@
+"""The order sync's queue, and its schedules: one periodic sync per seller cabinet.
+
+Cabinets come from ORDERS_SYNC_CABINETS (features/conf.py): 1-4 in dev, so the run command shows
+syncs flowing against the fake marketplace's demo (cabinet 2 answers 429, 3 answers 500, 4 is
+unknown and dead-letters); none elsewhere unless configured.
+"""
+from features import conf
+
 QUEUES = {"orders-sync": {}}
+
+SCHEDULES = [
+    {
+        "id": f"orders-sync-cabinet-{cabinet}",
+        "queue": "orders-sync",
+        "func": "features.orders.jobs.sync_cabinet",
+        "args": [cabinet],
+        "interval": conf.get("ORDERS_SYNC_INTERVAL"),
+    }
+    for cabinet in conf.sync_cabinets()
+]
