@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NewsletterConfig(AppConfig):
+    name = "tests.features.newfeature"
+    label = "newsletter"

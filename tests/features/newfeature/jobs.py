@@ -1,0 +1,2 @@
+def send_digest(seller_id):
+    return {"seller_id": seller_id, "sent": True}

@@ -1,0 +1,1 @@
+QUEUES = {"newsletter": {"attempts": 3}}
