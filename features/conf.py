@@ -20,10 +20,11 @@ DEFAULTS = {
     "CONTENT_GENERATION_SECONDS": 8.0,  # simulated duration of one content generation
     "CONTENT_TIMEOUT": 120,  # seconds one content generation attempt may run
     "ORDERS_SYNC_CABINETS": None,  # cabinets synced periodically; None: 1,2,3,4 in dev, none elsewhere
-    "ORDERS_SYNC_INTERVAL": 120,  # seconds between two periodic syncs of a cabinet
+    "ORDERS_SYNC_INTERVAL": None,  # seconds between two syncs of a cabinet; None: 30 in dev, 300 elsewhere
 }
 
 _TYPES = {k: type(v) for k, v in DEFAULTS.items() if v is not None}
+_TYPES["ORDERS_SYNC_INTERVAL"] = int
 
 
 def get(name):
@@ -57,3 +58,15 @@ def sync_cabinets():
         except ValueError:
             raise ValueError(f"ORDERS_SYNC_CABINETS must be comma-separated cabinet ids, got {value!r}.") from None
     return [int(v) for v in value]
+
+
+def sync_interval():
+    """Seconds between two periodic syncs of a cabinet (ORDERS_SYNC_INTERVAL).
+
+    Dev defaults to 30 s so that ``dev.py run`` shows the first syncs within a minute (a schedule's
+    first run is one interval after registration); elsewhere every 5 minutes.
+    """
+    value = get("ORDERS_SYNC_INTERVAL")
+    if value is None:
+        return 30 if getattr(settings, "OPTIMA_ENV", "dev") == "dev" else 300
+    return int(value)

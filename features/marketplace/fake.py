@@ -25,7 +25,8 @@ Control API (tests and the demo; never part of a real marketplace)::
 
 ``--demo`` (the run command) scripts a mixed picture: cabinet 1 answers normally, cabinet 2 answers
 429 (Retry-After 5 s) to every other request, cabinet 3 answers 500 to every other request, cabinet 4
-is unknown (404: its syncs end in the dead letter at once).
+answers its first request 404 (that sync ends in the dead letter at once; later ones succeed, and so
+does the dead letter when an operator retries it).
 """
 import argparse
 import datetime as dt
@@ -47,7 +48,8 @@ HANG_MAX_SECONDS = 300  # a hanging answer gives up after this, so a forgotten c
 DEMO_FAULTS = [
     {"path": "/api/v1/cabinets/2/", "responses": [{"status": 429, "retry_after": 5}, {"status": 200}], "repeat": True},
     {"path": "/api/v1/cabinets/3/", "responses": [{"status": 500}, {"status": 200}], "repeat": True},
-    {"path": "/api/v1/cabinets/4/", "responses": [{"status": 404}], "repeat": True},
+    # Once: the first sync of cabinet 4 ends in the dead letter; retried from the admin, it succeeds.
+    {"path": "/api/v1/cabinets/4/", "responses": [{"status": 404, "error": "cabinet 4 is not connected yet"}]},
 ]
 
 
@@ -267,7 +269,7 @@ def main(argv=None):
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     args = parser.parse_args(argv)
     server = FakeMarketplace(args.host, args.port, demo=args.demo, quiet=args.quiet)
-    print(f"listening on {server.url}" + (" (demo faults: cabinet 2 -> 429, 3 -> 500, 4 -> 404)" if args.demo else ""),
+    print(f"listening on {server.url}" + (" (demo faults: cabinet 2 -> 429, 3 -> 500, 4 -> 404 once)" if args.demo else ""),
           flush=True)
     try:
         server.serve_forever()
