@@ -66,6 +66,15 @@ def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
         meta["dead_worker"] = worker_name
 
 
+def keep_forever(job, connection=None):
+    """Score a dead job of ``failure_ttl`` -1 at +inf in its failed registry. RQ 3.0's
+    ``FailedJobRegistry.add`` writes -1 itself: its cleanup (scores 0..now) spares it, but dashboards
+    then show it as expired in 1969."""
+    if job.failure_ttl is not None and job.failure_ttl < 0:
+        connection = connection if connection is not None else job.connection
+        connection.zadd(FailedJobRegistry(job.origin, connection=job.connection).key, {job.id: "+inf"}, xx=True)
+
+
 def bury(job, *, reason, exc_string="", worker_name=""):
     """Make ``job`` a dead letter: into its FailedJobRegistry (the job's ``failure_ttl``, -1 = no
     expiry) unless already there, then mirrored. For paths outside a worker's failure handling —
@@ -88,6 +97,7 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             job.save(pipeline=pipeline)  # meta included
             registry.add(job, ttl=ttl, exc_string=exc_string, pipeline=pipeline)
             Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
+            keep_forever(job, pipeline)
             pipeline.execute()
         logger.warning("Job %s (%s) is dead (%s)", job.id, queue_name_of(job), reason)
         events.send(events.job_dead, queue=queue_name_of(job), job=job, reason=reason)

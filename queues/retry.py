@@ -331,6 +331,10 @@ class RetryMixin:
         job.retries_left = None  # never RQ's own retry: the policy above decided
         super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
                                    execution=execution)
+        try:
+            deadletter.keep_forever(job)
+        except Exception:  # noqa: BLE001 — RQ's -1 score keeps it too; this only makes it read as "never"
+            self.log.warning("Worker %s: could not pin dead job %s at +inf", self.name, job.id)
         deadletter.mirror(job, exc_string=exc_string)
         events.send(events.job_dead, queue=queue_name_of(job), job=job, reason=reason)
 

@@ -13,7 +13,7 @@ def fail(message="boom"):
     raise RuntimeError(message)
 
 
-def fail_permanently(message="bad data"):
+def fail_permanently(message="bad data", **context):
     raise PermanentError(message)
 
 

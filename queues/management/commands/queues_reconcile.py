@@ -1,0 +1,35 @@
+"""``manage.py queues_reconcile [queue ...]``: bring the DeadLetter table in line with Redis.
+
+Mirrors failed-registry jobs missing from the table (e.g. the database was down when they died) and
+marks open rows whose job left the failed registry some other way: ``retried`` (requeued, e.g. from
+django-rq's dashboard) or ``discarded`` (deleted). Workers also run it in their maintenance, at most
+every ``OPTIMA_QUEUES_OPTIONS['RECONCILE_INTERVAL']`` seconds. Safe to run at any time, repeatedly.
+"""
+import redis
+from django.core.management.base import BaseCommand, CommandError
+
+from queues.connection import unavailable
+from queues.deadletter import reconcile
+from queues.exceptions import UnknownQueue
+from queues.registry import get_config
+
+
+class Command(BaseCommand):
+    help = "Mirror dead jobs missing from the DeadLetter table; mark rows whose job was requeued or deleted."
+
+    def add_arguments(self, parser):
+        parser.add_argument("queues", nargs="*", help="declared queue names (default: every queue with jobs)")
+
+    def handle(self, *args, **options):
+        names = options["queues"] or None
+        try:
+            for name in names or ():
+                get_config(name)
+            summary = reconcile(names)
+        except UnknownQueue as exc:
+            raise CommandError(str(exc)) from None
+        except redis.RedisError as exc:
+            raise CommandError(str(unavailable(exc))) from None
+        self.stdout.write(f"Dead letters reconciled: {summary}")
+        if summary.errors:
+            raise CommandError(f"{summary.errors} dead jobs could not be mirrored; see the log above.")
