@@ -1,0 +1,228 @@
+"""Dead letters in the admin: list, filters, search, detail, and the retry/discard actions (single and
+bulk, confirmed first), with view and act as separate permissions and one audit row per object."""
+import pytest
+from django.test import Client
+from rq.registry import FailedJobRegistry
+
+from queues.models import AuditEntry, DeadLetter
+from queues.registry import OptimaJob, get_queue
+from tests.conftest import wait_for
+from tests.queues.panel_helpers import dead_job, make_staff
+
+pytestmark = pytest.mark.django_db
+
+LIST = "/admin/queues/deadletter/"
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    client = Client()
+    client.force_login(make_staff(django_user_model, "viewer", "queues.view_deadletter"))
+    return client
+
+
+@pytest.fixture
+def actor(django_user_model):
+    client = Client()
+    client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
+    return client
+
+
+def listed(response):
+    return [row.job_id for row in response.context["cl"].result_list]
+
+
+def test_list_shows_the_columns_operators_need(viewer, queue_redis):
+    _, row = dead_job("default", "tests.jobs.sample.add", (1, 2), exc_type="httpx.ReadTimeout",
+                      exc_message="read timed out " + "x" * 200)
+    response = viewer.get(LIST)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert listed(response) == [row.job_id]
+    assert 'title="httpx.ReadTimeout">ReadTimeout</span>' in html
+    assert "read timed out xxxx" in html
+    assert "x" * 200 not in html  # the message is shortened
+    assert "1/1" in html  # attempts made / allowed
+
+
+def test_list_filters_by_queue_status_exception_and_date(viewer, queue_redis):
+    _, a = dead_job("default", exc_type="ValueError")
+    _, b = dead_job("content", exc_type="KeyError")
+    DeadLetter.objects.filter(pk=b.pk).update(status="discarded")
+    assert listed(viewer.get(LIST, {"queue": "content"})) == [b.job_id]
+    assert listed(viewer.get(LIST, {"status__exact": "open"})) == [a.job_id]
+    assert listed(viewer.get(LIST, {"exc_type": "KeyError"})) == [b.job_id]
+    assert sorted(listed(viewer.get(LIST, {"dead_at__gte": "2000-01-01"}))) == sorted([a.job_id, b.job_id])
+
+
+@pytest.mark.parametrize("query, which", [("exact-id-1", "a"), ("sample.touch", "b"), ("kaboom", "a"),
+                                          ("cabinet-777", "b")])
+def test_search_by_job_id_function_message_and_argument_text(viewer, queue_redis, query, which):
+    _, a = dead_job("default", "tests.jobs.sample.add", (1, 2), exc_message="kaboom", job_id="exact-id-1")
+    _, b = dead_job("default", "tests.jobs.sample.touch", ("/tmp/x",), {"content": "cabinet-777"})
+    assert listed(viewer.get(LIST, {"q": query})) == [{"a": a, "b": b}[which].job_id]
+
+
+def test_rows_of_other_environments_are_not_listed(viewer, queue_redis):
+    _, row = dead_job("default")
+    DeadLetter.objects.create(prefix="other-env", queue="default", job_id="elsewhere", func_path="x.y",
+                              dead_at=row.dead_at)
+    assert listed(viewer.get(LIST)) == [row.job_id]
+
+
+def test_detail_shows_pretty_arguments_traceback_and_a_link_to_the_job(viewer, queue_redis):
+    _, row = dead_job("default", "tests.jobs.sample.touch", ("/tmp/x",), {"content": "hello"})
+    html = viewer.get(f"{LIST}{row.pk}/change/").content.decode()
+    assert '<pre class="queues-json">[\n  &quot;/tmp/x&quot;\n]</pre>' in html
+    assert '<pre class="queues-json">{\n  &quot;content&quot;: &quot;hello&quot;\n}</pre>' in html
+    assert "RuntimeError: boom" in html
+    assert f'href="/admin/queues/queues/1/{row.job_id}/" class="queues-job-link"' in html
+
+
+def test_detail_says_when_redis_no_longer_has_the_job(viewer, queue_redis):
+    job, row = dead_job("default")
+    job.delete()
+    html = viewer.get(f"{LIST}{row.pk}/change/").content.decode()
+    assert f"{row.job_id} (no longer in Redis)" in html
+
+
+def test_viewer_sees_no_actions_and_cannot_post_them(viewer, queue_redis):
+    job, row = dead_job("default")
+    response = viewer.get(LIST)
+    assert "retry_selected" not in response.content.decode()
+    assert 'id="retry-link"' not in viewer.get(f"{LIST}{row.pk}/change/").content.decode()
+    assert viewer.post(f"{LIST}{row.pk}/retry/").status_code == 403
+    response = viewer.post(LIST, {"action": "retry_selected", "_selected_action": [row.pk], "post": "yes"})
+    assert DeadLetter.objects.get().status == "open"
+    assert job.id in FailedJobRegistry("default", connection=queue_redis)
+    assert AuditEntry.objects.count() == 0
+
+
+def test_act_without_view_permission_is_refused(django_user_model, queue_redis):
+    _, row = dead_job("default")
+    client = Client()
+    client.force_login(make_staff(django_user_model, "blind", "queues.act_on_deadletter"))
+    assert client.get(LIST).status_code == 403
+    assert client.post(f"{LIST}{row.pk}/retry/").status_code == 403
+    assert DeadLetter.objects.get().status == "open"
+
+
+def test_bulk_retry_asks_for_confirmation_first(actor, queue_redis):
+    made = [dead_job("default") for _ in range(3)]
+    pks = [row.pk for _, row in made]
+    response = actor.post(LIST, {"action": "retry_selected", "_selected_action": pks})
+    assert response.status_code == 200
+    assert "Retry <strong>3</strong> dead letters?" in response.content.decode()
+    assert set(DeadLetter.objects.values_list("status", flat=True)) == {"open"}
+    assert get_queue("default").count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bulk_retry_requeues_jobs_still_failed_and_writes_one_audit_row_each(actor, queue_redis):
+    made = [dead_job("default") for _ in range(3)]
+    pks = [row.pk for _, row in made]
+    response = actor.post(LIST, {"action": "retry_selected", "_selected_action": pks, "post": "yes"}, follow=True)
+    assert [str(m) for m in response.context["messages"]] == ["3 dead letters retried."]
+    assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job, _ in made)
+    assert FailedJobRegistry("default", connection=queue_redis).count == 0
+    assert sorted(DeadLetter.objects.values_list("status", "retried_as")) == sorted(
+        ("retried", job.id) for job, _ in made)
+    audit = list(AuditEntry.objects.values_list("identity", "action", "queue", "job_ids", "outcome"))
+    assert sorted(audit) == sorted(("actor", "retry", "default", [job.id], "ok") for job, _ in made)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retry_of_a_job_gone_from_redis_enqueues_a_new_one_and_links_it(actor, queue_redis):
+    job, row = dead_job("default", "tests.jobs.sample.add", (20, 22))
+    job.delete()
+    response = actor.post(f"{LIST}{row.pk}/retry/")
+    assert response.status_code == 302
+    row.refresh_from_db()
+    assert row.status == "retried"
+    assert row.retried_as not in ("", job.id)
+    new = OptimaJob.fetch(row.retried_as, connection=queue_redis)
+    assert (new.func_name, new.args, new.meta["retry_of"], new.get_status()) == (
+        "tests.jobs.sample.add", [20, 22], job.id, "queued")
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.job_ids, entry.outcome) == ("retry", [job.id, new.id], "ok")
+
+
+def test_single_retry_shows_a_confirmation_page_on_get(actor, queue_redis):
+    _, row = dead_job("default")
+    response = actor.get(f"{LIST}{row.pk}/retry/")
+    assert response.status_code == 200
+    assert "Retry <strong>1</strong> dead letter?" in response.content.decode()
+    assert DeadLetter.objects.get().status == "open"
+
+
+def test_retry_of_an_already_retried_dead_letter_is_skipped(actor, queue_redis):
+    _, row = dead_job("default")
+    DeadLetter.objects.filter(pk=row.pk).update(status="retried", retried_as=row.job_id)
+    response = actor.post(f"{LIST}{row.pk}/retry/", follow=True)
+    assert [str(m) for m in response.context["messages"]] == [
+        "1 dead letter skipped (already retried, or not open)."]
+    assert get_queue("default").count == 0
+    assert AuditEntry.objects.get().outcome == "partial"
+
+
+def test_discard_removes_the_job_from_redis_and_keeps_the_row(actor, queue_redis):
+    job, row = dead_job("default")
+    response = actor.post(f"{LIST}{row.pk}/discard/", follow=True)
+    assert [str(m) for m in response.context["messages"]] == ["1 dead letter discarded."]
+    assert job.id not in FailedJobRegistry("default", connection=queue_redis)
+    assert queue_redis.exists(job.key) == 0
+    assert DeadLetter.objects.get().status == "discarded"
+    entry = AuditEntry.objects.get()
+    assert (entry.identity, entry.action, entry.job_ids, entry.outcome, entry.detail) == (
+        "actor", "discard", [job.id], "ok", "removed from the failed registry, job deleted")
+
+
+def test_bulk_discard_over_every_filtered_row(actor, queue_redis):
+    made = [dead_job("default") for _ in range(4)]
+    _, other = dead_job("content")
+    response = actor.post(f"{LIST}?queue=default", {"action": "discard_selected", "select_across": "1",
+                                                    "_selected_action": [made[0][1].pk], "post": "yes"})
+    assert response.status_code == 302
+    assert sorted(DeadLetter.objects.values_list("queue", "status")) == sorted(
+        [("content", "open")] + [("default", "discarded")] * 4)
+    assert AuditEntry.objects.count() == 4
+
+
+def test_dead_letters_cannot_be_added_edited_or_deleted_in_the_admin(django_user_model, queue_redis):
+    _, row = dead_job("default")
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw-for-tests-1"))
+    assert client.get(f"{LIST}add/").status_code == 403
+    assert client.post(f"{LIST}{row.pk}/delete/").status_code == 403
+    assert client.get(f"{LIST}{row.pk}/change/").status_code == 200
+    assert DeadLetter.objects.count() == 1
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_real_dead_job_retried_from_the_admin_succeeds_and_a_second_death_reopens_the_row(
+        actor, start_worker, queue_redis, tmp_path, django_capture_on_commit_callbacks):
+    import queues
+
+    flag = tmp_path / "upstream-ready"
+    job = queues.enqueue("default", "tests.jobs.panel.fail_until_exists", str(flag), attempts=1)
+    worker = start_worker("default")
+    row = wait_for(lambda: DeadLetter.objects.filter(job_id=job.id).first(), timeout=60,
+                   message=f"the dead job mirrored; worker said: {worker.output()}")
+    assert (row.status, row.times_dead) == ("open", 1)
+
+    # Retried while the cause is still there: it dies again, and the same row is reopened.
+    actor.post(f"{LIST}{row.pk}/retry/")
+    wait_for(lambda: DeadLetter.objects.filter(pk=row.pk, status="open", times_dead=2).exists(), timeout=60,
+             message="the row reopened with times_dead=2")
+    assert DeadLetter.objects.count() == 1
+
+    flag.write_text("ok")
+    actor.post(f"{LIST}{row.pk}/retry/")
+    wait_for(lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished", timeout=60,
+             message="the retried job to succeed", )
+    assert OptimaJob.fetch(job.id, connection=queue_redis).return_value() == "fixed"
+    row.refresh_from_db()
+    assert (row.status, row.retried_as, row.times_dead) == ("retried", job.id, 2)
+    assert [(e.action, e.outcome) for e in AuditEntry.objects.order_by("id")] == [("retry", "ok"), ("retry", "ok")]
+    worker.stop()
