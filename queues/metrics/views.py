@@ -10,12 +10,12 @@ import os
 
 import prometheus_client
 from django.http import HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import multiprocess
 from prometheus_client.exposition import choose_encoder
 
 
-@require_GET
+@require_safe
 def metrics(request):
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ:
         from . import collector
