@@ -1,0 +1,67 @@
+"""Job functions of the at-least-once, shutdown and outage tests (importable by real workers).
+
+Each run appends JSON lines to a file the test reads: ``{"event": "start", ...}`` when a run begins
+and ``{"event": "end", ...}`` when it returns, with the process id, the time and the attempt.
+"""
+import json
+import os
+import time
+
+from rq import get_current_job
+
+
+def _log(path, **record):
+    job = get_current_job()
+    meta = job.meta if job is not None else {}
+    record.update(pid=os.getpid(), at=time.time(), attempt=meta.get("attempt"),
+                  interruptions=meta.get("interruptions", 0))
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def runs(path):
+    """The records written so far (a missing file: none)."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def starts(path):
+    return [r for r in runs(path) if r["event"] == "start"]
+
+
+def ends(path):
+    return [r for r in runs(path) if r["event"] == "end"]
+
+
+def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done"):
+    """Log a start, sleep (longer on the very first run), log an end, return ``value``."""
+    first = not starts(path)
+    _log(path, event="start")
+    time.sleep(first_run_seconds if first else later_run_seconds)
+    _log(path, event="end")
+    return value
+
+
+def wait_for_file_then_return(path, release_path, value="done", timeout=120):
+    """Log a start, wait until ``release_path`` exists (the test's go signal), log an end."""
+    _log(path, event="start")
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(release_path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release_path} never appeared")
+        time.sleep(0.05)
+    _log(path, event="end")
+    return value
+
+
+def quick(path, n):
+    """A short job of a flood: logs one start and one end with its number."""
+    _log(path, event="start", n=n)
+    time.sleep(0.02)
+    _log(path, event="end", n=n)
+    return n
