@@ -8,3 +8,10 @@ LIFECYCLE_QUEUES = {
                   "completed_max": 10},
 }
 OPTIMA_QUEUES = dict(OPTIMA_QUEUES, **LIFECYCLE_QUEUES)
+
+LIFECYCLE_SCHEDULES = [
+    {"id": "tick", "queue": "lifecycle", "func": "tests.jobs.lifecycle.quick", "args": [1], "interval": 3600},
+    {"id": "nightly", "queue": "lifecycle", "func": "tests.jobs.lifecycle.fail", "args": ["nightly"],
+     "cron": "0 3 * * *"},
+]
+OPTIMA_SCHEDULES = LIFECYCLE_SCHEDULES

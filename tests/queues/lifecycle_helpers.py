@@ -58,3 +58,12 @@ def wait_row(job_id, timeout=60, **filters):
 
     return wait_for(lambda: DeadLetter.objects.filter(job_id=job_id, **filters).first(), timeout=timeout,
                     message=f"a DeadLetter row for {job_id} {filters or ''}")
+
+
+@pytest.fixture
+def lifecycle_schedules(settings, lifecycle_queue):
+    """The schedules worker/scheduler processes started with WORKER_ENV see, declared in this process."""
+    from tests.lifecycle_settings import LIFECYCLE_SCHEDULES
+
+    settings.OPTIMA_SCHEDULES = LIFECYCLE_SCHEDULES
+    return LIFECYCLE_SCHEDULES

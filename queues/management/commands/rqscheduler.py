@@ -1,6 +1,72 @@
-"""``manage.py rqscheduler``: rq-scheduler's process, under the environment prefix."""
+"""``manage.py rqscheduler``: rq-scheduler's process (periodic jobs), under the environment prefix.
+
+On start it registers the declared schedules (``queues.schedules.register``: idempotent, removes the
+ones no longer declared), then polls every ``--interval`` seconds (default
+``OPTIMA_QUEUES_OPTIONS['SCHEDULER_INTERVAL']``, 5; rq-scheduler's own default is 60) and enqueues each
+due schedule as a fresh job (``queues.schedules.scheduler_class``). Running two is safe: one holds the
+lock per poll, and a run's job id derives from its tick.
+"""
+import logging
+import time
+
+import redis
 from django_rq.management.commands import rqscheduler
+from rq_scheduler.utils import setup_loghandlers
+
+from queues import conf, schedules
+from queues.connection import get_connection, mask_url, queues_url
+from queues.registry import OptimaJob, get_queue, queue_names
+
+logger = logging.getLogger("queues.schedules")
 
 
 class Command(rqscheduler.Command):
-    help = "Runs the rq-scheduler process (periodic jobs) under QUEUE_PREFIX."
+    help = "Runs the rq-scheduler process (periodic jobs declared in OPTIMA_SCHEDULES / apps' SCHEDULES)."
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.set_defaults(interval=None, queue=None)
+        parser.add_argument("--burst", action="store_true", help="Register, enqueue what is due once, and exit.")
+        parser.add_argument("--no-register", action="store_true", dest="no_register",
+                            help="Do not (re)register the declared schedules at start.")
+
+    def handle(self, *args, **options):
+        verbosity = options["verbosity"]
+        level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
+        setup_loghandlers(level)
+        logging.getLogger("queues.schedules").setLevel(level)
+        if options.get("pid"):
+            with open(options["pid"], "w") as fp:
+                import os
+
+                fp.write(str(os.getpid()))
+        interval = options["interval"] or conf.options()["SCHEDULER_INTERVAL"]
+        name = options["queue"] or ("default" if "default" in queue_names() else queue_names()[0])
+        connection = get_connection()
+        if not options["no_register"]:
+            self._register(connection)
+        scheduler = schedules.scheduler_class()(
+            queue_name=name, queue=get_queue(name, connection=connection), interval=interval,
+            connection=connection, job_class=OptimaJob,
+        )
+        try:
+            from queues.resilience.schedulers import run_rq_scheduler
+        except ImportError:  # the resilience work not present: rq-scheduler's own loop
+            scheduler.run(burst=options["burst"])
+        else:
+            run_rq_scheduler(scheduler, burst=options["burst"])
+
+    def _register(self, connection, retry_max=5.0):
+        """Register the schedules, waiting for Redis if it is not there yet."""
+        delay = 0.5
+        while True:
+            try:
+                summary = schedules.register(connection)
+            except redis.RedisError as exc:
+                logger.warning("Cannot register periodic jobs, Redis at %s unavailable (%s); retrying in %.1fs",
+                               mask_url(queues_url()), type(exc).__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, retry_max)
+                continue
+            self.stdout.write(f"Periodic jobs: {summary}")
+            return summary

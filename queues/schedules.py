@@ -1,0 +1,365 @@
+"""Periodic jobs: declared in settings or by feature apps, run by rq-scheduler (``manage.py rqscheduler``).
+
+Declaring::
+
+    OPTIMA_SCHEDULES = [  # settings; a feature app's queues.py may hold SCHEDULES = [...] too
+        {"id": "orders-sync-all", "queue": "orders-sync", "func": "features.orders.jobs.sync_all",
+         "cron": "*/15 * * * *"},                       # cron in UTC, always
+        {"id": "prices", "queue": "repricer", "func": "features.repricer.jobs.run",
+         "args": [], "kwargs": {"dry_run": False}, "interval": 300},   # seconds
+    ]
+
+How it maps onto rq-scheduler 0.14 (and what it fixes of it):
+
+- Each schedule is one *template* job ``<prefix>:job:schedule-<id>`` in rq-scheduler's sorted set
+  ``<prefix>:scheduler:scheduled_jobs``, scored at its next run. ``register()`` (run by ``rqscheduler``
+  when it starts) writes the declared ones and deletes templates no longer declared. Ids are explicit,
+  so a restart or two schedulers never duplicate a schedule; an unchanged schedule keeps its next run
+  (a restart does not run it again), a changed one is rescheduled.
+- When a template is due, ``PeriodicScheduler`` does not enqueue the template itself (rq-scheduler's
+  way: one job id reused by every run, so overlapping runs overwrite each other's status and a spent
+  retry counter carries into the next run). It enqueues a *fresh* job ``schedule-<id>-<unix time>`` with
+  ``queues.enqueue_call``: the queue's retry policy, timeout and ``result_ttl`` (not rq-scheduler's -1,
+  which keeps every run forever). The run's id derives from the tick, so two schedulers racing on one
+  tick enqueue it once.
+- Cron expressions are evaluated in UTC (rq-scheduler uses the server's local time).
+- rq-scheduler polls every 60 s by default; ``rqscheduler`` polls every
+  ``OPTIMA_QUEUES_OPTIONS['SCHEDULER_INTERVAL']`` seconds (5).
+- Missed ticks (no scheduler running) are not replayed: the first poll runs the schedule once, then
+  it follows its cron/interval from then on.
+"""
+import datetime as dt
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core import checks as django_checks
+
+from . import conf
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE_PREFIX = "schedule-"
+SCHEDULE_ID_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
+SCHEDULE_KEYS = ("id", "queue", "func", "args", "kwargs", "cron", "interval", "attempts", "timeout")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    id: str
+    queue: str
+    func: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    cron: str | None = None  # 5-field cron expression, UTC
+    interval: int | None = None  # seconds
+    attempts: int | None = None  # None: the queue's
+    timeout: int | None = None  # None: the queue's
+    source: str = "settings"
+
+    @property
+    def template_id(self):
+        return f"{TEMPLATE_PREFIX}{self.id}"
+
+    def spec(self):
+        """The JSON-able definition (what a change of the declaration changes)."""
+        return {"id": self.id, "queue": self.queue, "func": self.func, "args": list(self.args),
+                "kwargs": dict(self.kwargs), "cron": self.cron, "interval": self.interval,
+                "attempts": self.attempts, "timeout": self.timeout}
+
+    def digest(self):
+        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def next_run(self, after):
+        """The first run strictly after ``after`` (aware datetime), as an aware UTC datetime."""
+        after = after.astimezone(dt.timezone.utc)
+        if self.interval:
+            return after + dt.timedelta(seconds=self.interval)
+        import crontab
+
+        return crontab.CronTab(self.cron).next(now=after, return_datetime=True, default_utc=True).astimezone(
+            dt.timezone.utc)
+
+
+def declarations():
+    """(where, list) of every schedule declaration: feature apps' ``SCHEDULES``, then settings."""
+    import importlib
+
+    from django.apps import apps
+
+    found = []
+    for app_config in apps.get_app_configs():
+        try:
+            module = importlib.import_module(f"{app_config.name}.queues")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{app_config.name}.queues":
+                raise
+            continue
+        if hasattr(module, "SCHEDULES"):
+            found.append((f"{app_config.label}.queues.SCHEDULES", module.SCHEDULES))
+    found.append(("OPTIMA_SCHEDULES", getattr(settings, "OPTIMA_SCHEDULES", [])))
+    return found
+
+
+def declared_schedules():
+    """Every declared Schedule, by id; settings override an app's schedule of the same id."""
+    problems = [p for p in validate_schedules() if p.level == "error"]
+    if problems:
+        from django.core.exceptions import ImproperlyConfigured
+
+        first = problems[0]
+        raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id}; run manage.py check for all)")
+    result = {}
+    for where, entries in declarations():
+        for entry in entries:
+            result[entry["id"]] = Schedule(
+                id=entry["id"], queue=entry["queue"], func=entry["func"], args=tuple(entry.get("args") or ()),
+                kwargs=dict(entry.get("kwargs") or {}), cron=entry.get("cron"), interval=entry.get("interval"),
+                attempts=entry.get("attempts"), timeout=entry.get("timeout"), source=where,
+            )
+    return [result[k] for k in sorted(result)]
+
+
+def validate_schedules(queue_names=None):
+    """Problems of the schedule declarations (check ids queues.E030-E035, docs/checks.md)."""
+    from django.utils.module_loading import import_string
+
+    from .enqueueing import _check_args
+    from .exceptions import InvalidJob
+
+    if queue_names is None:
+        queue_names = _declared_queue_names()
+    problems = []
+    for where, entries in declarations():
+        if not isinstance(entries, (list, tuple)):
+            problems.append(conf.Problem("queues.E030", f"{where} must be a list of schedule dicts, got {entries!r}.",
+                                        "E.g. [{'id': 'nightly', 'queue': 'default', 'func': 'app.jobs.f', "
+                                        "'cron': '0 3 * * *'}]."))
+            continue
+        seen = set()
+        for i, entry in enumerate(entries):
+            label = f"{where}[{i}]"
+            if not isinstance(entry, dict):
+                problems.append(conf.Problem("queues.E030", f"{label} must be a dict, got {entry!r}.",
+                                             f"Keys: {', '.join(SCHEDULE_KEYS)}."))
+                continue
+            for key in entry:
+                if key not in SCHEDULE_KEYS:
+                    problems.append(conf.Problem(
+                        "queues.E031", f"{label} has an unknown key {key!r}.",
+                        f"{conf._did_you_mean(key, SCHEDULE_KEYS)}Valid keys: {', '.join(SCHEDULE_KEYS)}."))
+            sid = entry.get("id")
+            if not isinstance(sid, str) or not SCHEDULE_ID_RE.fullmatch(sid):
+                problems.append(conf.Problem(
+                    "queues.E032", f"{label}['id'] must match [a-z0-9][a-z0-9_.-]{{0,99}}, got {sid!r}.",
+                    "Give every schedule an explicit, stable id (it names the schedule in Redis)."))
+            elif sid in seen:
+                problems.append(conf.Problem("queues.E032", f"{label}['id'] {sid!r} is declared twice in {where}.",
+                                             "Schedule ids must be unique."))
+            else:
+                seen.add(sid)
+                label = f"{where}[{sid!r}]"
+            queue = entry.get("queue")
+            if queue not in queue_names:
+                problems.append(conf.Problem(
+                    "queues.E033", f"{label}['queue'] is {queue!r}, which is not a declared queue.",
+                    f"{conf._did_you_mean(str(queue), queue_names)}Declared queues: "
+                    f"{', '.join(sorted(queue_names)) or '(none)'}."))
+            func = entry.get("func")
+            try:
+                ok = isinstance(func, str) and callable(import_string(func))
+            except ImportError:
+                ok = False
+            if not ok:
+                problems.append(conf.Problem("queues.E034", f"{label}['func'] is {func!r}, which cannot be imported.",
+                                             "Give the dotted path of a module-level function, e.g. "
+                                             "'features.orders.jobs.sync_all'."))
+            problems.extend(_validate_timing(label, entry))
+            try:
+                _check_args(list(entry.get("args") or ()) if isinstance(entry.get("args", ()), (list, tuple))
+                            else entry.get("args"), entry.get("kwargs") or {})
+            except InvalidJob as exc:
+                problems.append(conf.Problem("queues.E035", f"{label}: {exc}", "Schedule arguments are JSON."))
+            options = {k: entry[k] for k in ("attempts", "timeout") if entry.get(k) is not None}
+            problems.extend(conf.validate_job_options(label, options))
+    return problems
+
+
+def _validate_timing(label, entry):
+    cron, interval = entry.get("cron"), entry.get("interval")
+    if (cron is None) == (interval is None):
+        return [conf.Problem("queues.E035", f"{label} needs exactly one of 'cron' and 'interval', got "
+                                            f"cron={cron!r}, interval={interval!r}.",
+                             "'cron': '*/15 * * * *' (UTC) or 'interval': 900 (seconds).")]
+    if interval is not None:
+        if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+            return [conf.Problem("queues.E035", f"{label}['interval'] must be a whole number of seconds >= 1, "
+                                                f"got {interval!r}.", "E.g. 'interval': 300.")]
+        return []
+    try:
+        import crontab
+
+        ok = isinstance(cron, str) and len(cron.split()) == 5 and crontab.CronTab(cron) is not None
+    except ValueError:
+        ok = False
+    if not ok:
+        return [conf.Problem("queues.E035", f"{label}['cron'] is {cron!r}, not a 5-field cron expression.",
+                             "minute hour day-of-month month day-of-week, in UTC: e.g. '0 3 * * *'.")]
+    return []
+
+
+def _declared_queue_names():
+    from .registry import app_declarations
+
+    names = set(getattr(settings, "OPTIMA_QUEUES", {}) or {})
+    for _, decl in app_declarations():
+        names.update(decl)
+    return names
+
+
+# --- registration ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RegisterSummary:
+    added: list = field(default_factory=list)
+    updated: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
+    removed: list = field(default_factory=list)
+
+    def __str__(self):
+        return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.kept)} unchanged, "
+                f"{len(self.removed)} removed")
+
+
+def scheduled_jobs_key():
+    from rq.defaults import RQ_KEY_PREFIX
+
+    return f"{RQ_KEY_PREFIX}:scheduler:scheduled_jobs"  # == queues.scheduler.PrefixedScheduler's
+
+
+def register(connection=None, now=None):
+    """Make rq-scheduler's set of periodic jobs equal the declared schedules. Idempotent."""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import JobStatus
+
+    from .connection import get_connection
+    from .registry import OptimaJob
+
+    connection = connection or get_connection()
+    now = now or dt.datetime.now(dt.timezone.utc)
+    key = scheduled_jobs_key()
+    summary = RegisterSummary()
+    desired = {s.template_id: s for s in declared_schedules()}
+    for template_id, schedule in desired.items():
+        try:
+            current = OptimaJob.fetch(template_id, connection=connection)
+            current_digest = current.meta.get("digest")
+        except NoSuchJobError:
+            current_digest = None
+        if current_digest == schedule.digest() and connection.zscore(key, template_id) is not None:
+            summary.kept.append(schedule.id)
+            continue
+        template = OptimaJob.create(
+            schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs), connection=connection,
+            id=template_id, status=JobStatus.SCHEDULED, description=f"periodic {schedule.id}: {schedule.cron or f'every {schedule.interval}s'}",
+            meta={"optima_schedule": schedule.id, "digest": schedule.digest(), "queue": schedule.queue,
+                  "cron": schedule.cron, "interval": schedule.interval, "attempts": schedule.attempts,
+                  "timeout": schedule.timeout},
+        )
+        template.origin = schedule.queue
+        with connection.pipeline() as pipe:
+            template.save(pipeline=pipe)
+            pipe.zadd(key, {template_id: schedule.next_run(now).timestamp()})
+            pipe.execute()
+        (summary.updated if current_digest else summary.added).append(schedule.id)
+    for raw in connection.zrange(key, 0, -1):
+        member = raw.decode() if isinstance(raw, bytes) else raw
+        if member.startswith(TEMPLATE_PREFIX) and member not in desired:
+            with connection.pipeline() as pipe:
+                pipe.zrem(key, member)
+                pipe.delete(OptimaJob.key_for(member))
+                pipe.execute()
+            summary.removed.append(member[len(TEMPLATE_PREFIX):])
+    logger.info("Periodic jobs registered: %s", summary)
+    return summary
+
+
+def run_id(template_id, when):
+    return f"{template_id}-{int(when.timestamp())}"
+
+
+def run_schedule(template, when, connection=None):
+    """Enqueue one run of the periodic job ``template`` due at ``when`` (aware); -> the run's Job or None
+    (already enqueued by another scheduler). Raises on Redis errors."""
+    from . import enqueueing
+    from .exceptions import InvalidJob
+
+    meta = template.meta
+    job_id = run_id(template.id, when)
+    try:
+        return enqueueing.enqueue_call(
+            meta["queue"], template.func_name, args=list(template.args), kwargs=dict(template.kwargs),
+            attempts=meta.get("attempts"), timeout=meta.get("timeout"), job_id=job_id,
+            meta={"schedule": meta["optima_schedule"], "scheduled_for": when.isoformat()},
+        )
+    except InvalidJob as exc:
+        if "already exists" in str(exc):
+            logger.info("Periodic run %s was already enqueued (another scheduler)", job_id)
+            return None
+        raise
+
+
+def next_run_of(template, after):
+    meta = template.meta
+    return Schedule(id=meta["optima_schedule"], queue=meta["queue"], func=template.func_name or "",
+                    cron=meta.get("cron"), interval=meta.get("interval")).next_run(after)
+
+
+_scheduler_class = None
+
+
+def scheduler_class():
+    """``PeriodicScheduler``: rq-scheduler under the prefix, running declared schedules as fresh jobs.
+    Built on first use so that importing this module (for its system check) does not import django-rq."""
+    global _scheduler_class
+    if _scheduler_class is None:
+        from .scheduler import PrefixedScheduler
+
+        class PeriodicScheduler(PrefixedScheduler):
+            def enqueue_jobs(self):
+                due = list(self.get_jobs_to_queue(with_times=True))
+                for job, when in due:
+                    if "optima_schedule" in (job.meta or {}):
+                        self.enqueue_periodic(job, when.replace(tzinfo=dt.timezone.utc))
+                    else:
+                        self.enqueue_job(job)
+                return [job for job, _ in due]
+
+            def enqueue_periodic(self, template, when):
+                now = dt.datetime.now(dt.timezone.utc)
+                try:
+                    run = run_schedule(template, when)
+                    if run is not None:
+                        self.log.info("Periodic %s: enqueued run %s on %s", template.meta["optima_schedule"],
+                                      run.id, template.meta["queue"])
+                except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
+                    self.log.exception("Periodic %s: could not enqueue its run due at %s", template.id, when)
+                self.connection.zadd(self.scheduled_jobs_key,
+                                     {template.id: next_run_of(template, max(now, when)).timestamp()})
+
+        _scheduler_class = PeriodicScheduler
+    return _scheduler_class
+
+
+@django_checks.register(django_checks.Tags.compatibility)
+def check_schedules(app_configs=None, **kwargs):
+    """System check of the schedule declarations (queues.E030-E035)."""
+    result = []
+    for problem in validate_schedules():
+        cls = django_checks.Error if problem.level == "error" else django_checks.Warning
+        result.append(cls(problem.msg, hint=problem.hint or None, id=problem.id))
+    return result
