@@ -7,7 +7,6 @@ import signal
 import subprocess
 import time
 import types
-from pathlib import Path
 
 import pytest
 import redis
