@@ -1,0 +1,212 @@
+"""Response times of the queue panel and the dead-letter admin with 200,000 failed jobs / rows.
+
+    .venv/bin/python bench/panel_200k.py                 # 200,000 jobs and rows, 5 timed runs a page
+    .venv/bin/python bench/panel_200k.py --size 50000 --repeat 3
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python bench/panel_200k.py
+
+Starts a private redis-server and (unless DATABASE_URL is set) a throwaway SQLite file, under a
+prefix of its own. Fills queue ``default``'s failed registry with ``--size`` dead jobs (job hashes
+and registry entries written in pipelines of 5,000) and the DeadLetter table with as many rows
+(bulk_create), then requests each page in-process through Django's test client as a superuser —
+full request: middleware, access check, Redis, database, template rendering — once to warm up and
+``--repeat`` times measured. Prints median and worst wall time per page (milliseconds) and the
+number of SQL queries and Redis round trips of one request. Cleans up after itself.
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from devtools.redis_server import RedisServer  # noqa: E402
+
+PIPE = 5000
+
+
+class RoundTrips:
+    count = 0
+
+    @classmethod
+    def install(cls):
+        import redis.connection
+
+        original = redis.connection.AbstractConnection.send_packed_command
+
+        def counted(self, command, check_health=True):
+            cls.count += 1
+            return original(self, command, check_health)
+
+        redis.connection.AbstractConnection.send_packed_command = counted
+
+
+def configure(redis_url):
+    prefix = f"bench-panel-{uuid.uuid4().hex[:6]}"
+    os.environ["QUEUE_PREFIX"] = prefix
+    os.environ["RQ_KEY_PREFIX"] = prefix
+    os.environ["REDIS_URL"] = redis_url
+    os.environ.setdefault("OPTIMA_ENV", "dev")
+    os.environ["LOG_LEVEL"] = "WARNING"
+    db_file = None
+    if not os.environ.get("DATABASE_URL"):
+        db_file = Path(tempfile.mkdtemp()) / "bench.sqlite3"
+        os.environ["DATABASE_URL"] = f"sqlite:///{db_file}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "optima_site.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    return prefix, db_file
+
+
+def fill_redis(size):
+    """``size`` dead jobs in default's failed registry, as a worker leaves them (hash + ZADD)."""
+    from rq.job import JobStatus
+    from rq.registry import FailedJobRegistry
+
+    from queues.registry import get_queue
+
+    queue = get_queue("default")
+    template = queue.create_job("tests.jobs.sample.add", args=[1, 2], meta={"queue": "default", "attempt": 5,
+                                                                          "attempts_allowed": 5, "dead": "exhausted"})
+    template.origin = "default"
+    template._status = JobStatus.FAILED
+    mapping = template.to_dict()
+    registry_key = FailedJobRegistry(queue=queue).key
+    ids = [uuid.uuid4().hex for _ in range(size)]
+    for start in range(0, size, PIPE):
+        with queue.connection.pipeline(transaction=False) as pipe:
+            chunk = ids[start:start + PIPE]
+            for job_id in chunk:
+                pipe.hset(f"{template.redis_job_namespace_prefix}{job_id}", mapping=mapping)
+            pipe.zadd(registry_key, {job_id: "+inf" for job_id in chunk})
+            pipe.execute()
+    return ids
+
+
+def fill_db(ids, prefix):
+    from django.utils import timezone
+
+    from queues.models import DeadLetter
+
+    now = timezone.now()
+    batch = []
+    for i, job_id in enumerate(ids):
+        batch.append(DeadLetter(
+            prefix=prefix, queue="default", job_id=job_id, func_path="tests.jobs.sample.add", args=[i, 2],
+            kwargs={"cabinet": f"cab-{i % 500}"}, exc_type=("httpx.ReadTimeout", "ValueError", "KeyError")[i % 3],
+            exc_message=f"failure number {i}: upstream said no", traceback="Traceback ...\n" * 20,
+            attempts_made=5, attempts_allowed=5, reason="exhausted", dead_at=now - timezone.timedelta(seconds=i),
+        ))
+        if len(batch) == PIPE:
+            DeadLetter.objects.bulk_create(batch)
+            batch = []
+    if batch:
+        DeadLetter.objects.bulk_create(batch)
+
+
+def measure(client, url, repeat):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    response = client.get(url)  # warm-up
+    assert response.status_code == 200, (url, response.status_code)
+    RoundTrips.count = 0
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url)
+    trips, sql = RoundTrips.count, len(queries)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        response = client.get(url)
+        times.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200
+    return statistics.median(times), max(times), sql, trips, len(response.content)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    server = RedisServer().start()
+    db_file = None
+    try:
+        prefix, db_file = configure(server.url)
+        RoundTrips.install()
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+
+        from queues.models import DeadLetter
+
+        t0 = time.perf_counter()
+        ids = fill_redis(args.size)
+        t1 = time.perf_counter()
+        fill_db(ids, prefix)
+        t2 = time.perf_counter()
+        print(f"filled: {args.size} failed jobs in Redis in {t1 - t0:.1f} s, {args.size} DeadLetter rows in "
+              f"{t2 - t1:.1f} s ({os.environ['DATABASE_URL'].split(':')[0]})")
+
+        user = get_user_model().objects.create_superuser("bench", password="bench-pass-1")
+        client = Client()
+        client.force_login(user)
+        middle = ids[len(ids) // 2]
+        mid_page = min(1000, (args.size + 99) // 200)
+        row = DeadLetter.objects.get(job_id=middle)
+        pages = [
+            ("panel: queue list (home)", "/admin/queues/"),
+            ("panel: queue detail", "/admin/queues/queues/1/details/"),
+            ("panel: failed jobs, page 1", "/admin/queues/queues/1/failed/"),
+            (f"panel: failed jobs, page {mid_page}", f"/admin/queues/queues/1/failed/?page={mid_page}"),
+            ("panel: failed jobs, last page", f"/admin/queues/queues/1/failed/?page={(args.size + 99) // 100}"),
+            ("panel: one failed job", f"/admin/queues/queues/1/{middle}/"),
+            ("panel: find a job by id", f"/admin/queues/find/?job_id={middle}"),
+            ("admin: dead letters, page 1", "/admin/queues/deadletter/"),
+            (f"admin: dead letters, page {mid_page}", f"/admin/queues/deadletter/?p={mid_page}"),
+            ("admin: filter queue+status+exception", "/admin/queues/deadletter/?queue=default&status__exact=open"
+                                                    "&exc_type=KeyError"),
+            ("admin: search exact job id", f"/admin/queues/deadletter/?q={middle}"),
+            ("admin: search message text (scan)", "/admin/queues/deadletter/?q=number+199999"),
+            ("admin: one dead letter", f"/admin/queues/deadletter/{row.pk}/change/"),
+            ("admin: retry confirmation, all rows", None),
+        ]
+        print(f"\n{'page':42} {'median ms':>10} {'worst ms':>9} {'SQL':>4} {'Redis RT':>8} {'KiB':>6}")
+        for label, url in pages:
+            if url is None:
+                median, worst, sql, trips, size = measure_confirm(client, args.repeat)
+            else:
+                median, worst, sql, trips, size = measure(client, url, args.repeat)
+            print(f"{label:42} {median:10.0f} {worst:9.0f} {sql:4d} {trips:8d} {size / 1024:6.0f}")
+    finally:
+        server.stop()  # a private server: its keys go with it
+        if db_file is not None:
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                Path(f"{db_file}{suffix}").unlink(missing_ok=True)
+
+
+def measure_confirm(client, repeat):
+    """The bulk-retry confirmation page for "select all" over every row (POST, nothing retried)."""
+    from queues.models import DeadLetter
+
+    pks = list(DeadLetter.objects.values_list("pk", flat=True)[:100])
+    data = {"action": "retry_selected", "select_across": "1", "_selected_action": pks, "index": "0"}
+    times = []
+    for i in range(repeat + 1):
+        start = time.perf_counter()
+        response = client.post("/admin/queues/deadletter/", data)
+        if i:
+            times.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200 and b"confirm-summary" in response.content, response.status_code
+    return statistics.median(times), max(times), 0, 0, len(response.content)
+
+
+if __name__ == "__main__":
+    main()
