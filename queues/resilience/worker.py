@@ -131,6 +131,7 @@ class ResilienceMixin:
 
     # -- start and stop ---------------------------------------------------------------------
     def bootstrap(self, *args, **kwargs):
+        self._install_signal_handlers()  # rq installs them only after starting its scheduler
         self.lifeline = Lifeline(self.name, self.connection, self.resilience, self._scan_queue_names, self.log)
         self.lifeline.beat()  # raises while Redis is away: rqworker retries the start
         super().bootstrap(*args, **kwargs)
@@ -188,6 +189,10 @@ class ResilienceMixin:
         if process.is_alive():
             process.kill()
             process.join(2)
+
+    def _install_signal_handlers(self):
+        if not self._stop_requested:  # rq calls this again after bootstrap: keep a stop already asked for
+            super()._install_signal_handlers()
 
     def request_stop(self, signum, frame):
         """First SIGTERM/SIGINT: take no new job; let the running one finish within the grace period.
