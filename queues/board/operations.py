@@ -12,6 +12,7 @@ Discard: remove the job from the failed registry and delete it from Redis; the r
 
 Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
 """
+import json
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -145,7 +146,7 @@ def find_job(job_id):
     names = queue_names()
     job_key = OptimaJob.key_for(job_id)
     with connection.pipeline(transaction=False) as pipe:
-        pipe.hmget(job_key, "origin", "status", "description", "enqueued_at", "ended_at")
+        pipe.hmget(job_key, "origin", "status", "description", "enqueued_at", "ended_at", "meta")
         for name in names:
             queue = get_queue(name, connection=connection)
             pipe.lpos(queue.key, job_id)
@@ -153,7 +154,7 @@ def find_job(job_id):
                 pipe.zscore(cls(name, connection=connection).key, job_id)
         replies = pipe.execute()
     fields = [v.decode() if isinstance(v, bytes) else v for v in replies[0]]
-    origin, status, description, enqueued_at, ended_at = fields
+    origin, status, description, enqueued_at, ended_at, meta = fields
     locations = []
     i = 1
     for name in names:
@@ -175,4 +176,15 @@ def find_job(job_id):
         "enqueued_at": enqueued_at,
         "ended_at": ended_at,
         "locations": locations,
+        "retry_of": _retry_of(meta),
     }
+
+
+def _retry_of(raw_meta):
+    """The dead job this one was enqueued to retry (``meta.retry_of``), or None."""
+    try:
+        meta = json.loads(raw_meta) if raw_meta else {}
+    except ValueError:
+        return None
+    value = meta.get("retry_of") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None

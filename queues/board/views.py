@@ -88,10 +88,11 @@ def find(request):
             {"queue": q, "place": p, "queue_url": reverse("django_rq:queue_details", args=[index[q]])
              if q in index else ""} for q, p in result["locations"]
         ]
+        # Its own dead letter, and the one it was enqueued to retry (both by the indexed job id).
+        ids = [job_id] + ([result["retry_of"]] if result["retry_of"] else [])
         result["dead_letters"] = [
             {"row": row, "url": reverse("admin:queues_deadletter_change", args=[row.pk])}
-            for row in DeadLetter.objects.filter(prefix=conf.prefix(), job_id=job_id)
-            | DeadLetter.objects.filter(prefix=conf.prefix(), retried_as=job_id)
+            for row in DeadLetter.objects.filter(prefix=conf.prefix(), job_id__in=ids)
         ]
         context["result"] = result
         if result.get("url") and request.GET.get("go") == "1":

@@ -227,3 +227,15 @@ def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_wo
     assert get_queue("default").get_job_ids() == [job.id]
     assert FinishedJobRegistry("default", connection=queue_redis).count == 0
     assert ScheduledJobRegistry("default", connection=queue_redis).count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_find_a_job_enqueued_to_retry_a_dead_letter_shows_that_dead_letter(client, queue_redis):
+    from queues.board.operations import retry_dead_letter
+
+    job, row = dead_job("default")
+    job.delete()
+    new_id = retry_dead_letter(row.pk).job_id
+    result = client.get("/admin/queues/find/", {"job_id": new_id}).context["result"]
+    assert result["retry_of"] == job.id
+    assert [d["row"].pk for d in result["dead_letters"]] == [row.pk]
