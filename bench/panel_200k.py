@@ -112,6 +112,9 @@ def fill_db(ids, prefix):
         DeadLetter.objects.bulk_create(batch)
 
 
+SHOW_SQL = False
+
+
 def measure(client, url, repeat):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -122,6 +125,9 @@ def measure(client, url, repeat):
     with CaptureQueriesContext(connection) as queries:
         client.get(url)
     trips, sql = RoundTrips.count, len(queries)
+    if SHOW_SQL and queries.captured_queries:
+        slowest = max(queries.captured_queries, key=lambda q: float(q["time"]))
+        print(f"    slowest SQL {float(slowest['time']) * 1000:.0f} ms: {slowest['sql'][:300]}")
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -135,7 +141,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sql", action="store_true", help="also print each page's slowest SQL query")
     args = parser.parse_args()
+    global SHOW_SQL
+    SHOW_SQL = args.sql
 
     server = RedisServer().start()
     db_file = None

@@ -52,7 +52,7 @@ def test_list_filters_by_queue_status_exception_and_date(viewer, queue_redis):
     assert listed(viewer.get(LIST, {"queue": "content"})) == [b.job_id]
     assert listed(viewer.get(LIST, {"status__exact": "open"})) == [a.job_id]
     assert listed(viewer.get(LIST, {"exc_type": "KeyError"})) == [b.job_id]
-    assert sorted(listed(viewer.get(LIST, {"dead_at__gte": "2000-01-01"}))) == sorted([a.job_id, b.job_id])
+    assert sorted(listed(viewer.get(LIST, {"dead_at__gte": "2000-01-01T00:00:00+00:00"}))) == sorted([a.job_id, b.job_id])
 
 
 @pytest.mark.parametrize("query, which", [("exact-id-1", "a"), ("sample.touch", "b"), ("kaboom", "a"),
