@@ -10,10 +10,12 @@ and ``removeOnFail: false``).
   job hash, ``<prefix>:results:<id>`` (RQ 3 keeps results in a stream beside the hash),
   ``:dependents``/``:dependencies`` and ``<prefix>:executions:<id>``. One call costs ZCARD plus the
   entries it removes (normally one): it never scans the registry, so its cost does not grow with it.
+  It also re-scores the job just completed with sub-second precision, so "oldest" is exact.
 - Failed (dead) jobs: ``failure_ttl`` -1 keeps them, hash and results, until an operator acts
   (queues/deadletter.py). Both overridable per queue.
 """
 import logging
+import time
 
 from rq.job import Job
 from rq.registry import FinishedJobRegistry
@@ -22,8 +24,13 @@ from rq.results import Result
 logger = logging.getLogger(__name__)
 
 # KEYS[1] finished registry; ARGV[1] max kept; ARGV[2] job key prefix ("<prefix>:job:");
-# ARGV[3] results key prefix; ARGV[4] executions key prefix. Returns how many jobs were removed.
+# ARGV[3] results key prefix; ARGV[4] executions key prefix; ARGV[5], ARGV[6] (optional): the job just
+# completed and its expiry with sub-second precision — RQ scores in whole seconds, which would leave the
+# order of the jobs of one second to their ids. Returns how many jobs were removed.
 TRIM_LUA = """
+if ARGV[5] and ARGV[5] ~= '' then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[6], ARGV[5])
+end
 local n = redis.call('ZCARD', KEYS[1])
 local keep = tonumber(ARGV[1])
 if n <= keep then return 0 end
@@ -72,8 +79,12 @@ def enforce_completed_max(queue, job=None, keep=None):
         job_prefix = Job.redis_job_namespace_prefix
         results_prefix = Result.get_key("")
         executions_prefix = _executions_prefix()
+        rescore = ["", ""]
+        ttl = getattr(job, "result_ttl", None)
+        if job is not None and ttl is not None and ttl > 0:
+            rescore = [job.id, repr(time.time() + ttl)]
         removed = _trim_script(queue.connection)(
-            keys=[registry.key], args=[int(keep), job_prefix, results_prefix, executions_prefix]
+            keys=[registry.key], args=[int(keep), job_prefix, results_prefix, executions_prefix, *rescore]
         )
     except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
         logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))
