@@ -7,6 +7,7 @@ for the commit (a rollback enqueues nothing; delayed jobs too), but the caller g
 once either way: the Job object is built now and saved at commit.
 """
 import datetime as dt
+import logging
 import math
 import uuid
 
@@ -21,21 +22,16 @@ from .connection import unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
 
+logger = logging.getLogger(__name__)
+
 RESERVED = ("attempts", "timeout", "job_id", "delay", "at", "unique")
 
-# Atomic "is the job behind this uniqueness key still waiting?" check-and-set: returns the waiting
-# job's id, or reserves the key for the new id and returns nil.
-_UNIQUE_LUA = """
-local cur = redis.call('GET', KEYS[1])
-if cur then
-  local status = redis.call('HGET', ARGV[3] .. cur, 'status')
-  if status == 'queued' or status == 'scheduled' or status == 'deferred' then
-    return cur
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return false
-"""
+# Uniqueness (``unique=``): ``<prefix>:optima:unique:<queue>:<key>`` holds the id of the last job
+# enqueued under the key. A new job is refused (the waiting one is returned) while that job is still
+# waiting: queued, scheduled (delayed or waiting for a retry) or deferred. The check, the key and the
+# job's write are one WATCH/MULTI transaction, so two concurrent enqueues cannot both pass.
+UNIQUE_WAITING = ("queued", "scheduled", "deferred")
+UNIQUE_TTL = 7 * 24 * 3600  # seconds the key outlives its job's enqueue (plus any delay)
 
 
 def func_path(func):
@@ -184,18 +180,24 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
         failure_ttl=options["failure_ttl"], job_id=job_id or uuid.uuid4().hex, meta=job_meta,
     )
 
-    if unique:
-        existing = _reserve_unique(queue, name, unique, job.id, when)
-        if existing is not None:
-            try:
-                return queue.fetch_job(existing) or job.__class__(existing, connection=queue.connection)
-            except redis.RedisError as exc:
-                raise unavailable(exc) from exc
-
     explicit_id = job_id is not None
+    lock_key = conf.app_key("unique", name, unique) if unique else None
+
+    if unique:
+        existing = _waiting_unique(queue, lock_key)
+        if existing is not None:
+            return existing
 
     def write():
         try:
+            if unique:
+                # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
+                # meanwhile — even by this same transaction — is dropped, not written.
+                duplicate_of = _write_unique(queue, job, when, lock_key, explicit_id)
+                if duplicate_of is not None:
+                    logger.info("enqueue(%r, unique=%r): job %s not written, %s is still waiting",
+                                name, unique, job.id, duplicate_of)
+                return duplicate_of
             # An explicit job_id must not silently overwrite a job of the same id.
             if when is None:
                 queue.enqueue_job(job, unique=explicit_id)
@@ -209,7 +211,12 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
     if _in_transaction():
         transaction.on_commit(write)
     else:
-        write()
+        duplicate_of = write()
+        if duplicate_of is not None:  # lost a race with a concurrent enqueue of the same key
+            try:
+                return queue.fetch_job(duplicate_of) or job
+            except redis.RedisError as exc:
+                raise unavailable(exc) from exc
     return job
 
 
@@ -217,20 +224,49 @@ def _in_transaction(using=DEFAULT_DB_ALIAS):
     return connections[using].in_atomic_block
 
 
-def _reserve_unique(queue, name, key, job_id, when):
-    """The id of a still-waiting job holding ``key``, or None after reserving it for ``job_id``."""
-    lock_key = conf.app_key("unique", name, key)
-    ttl = 7 * 24 * 3600
-    if when is not None:
-        ttl += max(0, int((when - timezone.now()).total_seconds()))
+def _waiting_unique(queue, lock_key):
+    """The still-waiting Job holding ``lock_key``, or None."""
     try:
-        return _to_str(
-            queue.connection.eval(
-                _UNIQUE_LUA, 1, lock_key, job_id, ttl, queue.job_class.redis_job_namespace_prefix,
-            )
-        )
+        current = _to_str(queue.connection.get(lock_key))
+        if current is None:
+            return None
+        job = queue.fetch_job(current)
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
+    if job is not None and job.get_status(refresh=False) in UNIQUE_WAITING:
+        return job
+    return None
+
+
+def _write_unique(queue, job, when, lock_key, explicit_id):
+    """Write ``job`` and point ``lock_key`` at it in one transaction, unless the job the key points
+    at is still waiting: then write nothing and return that job's id."""
+    ttl = UNIQUE_TTL
+    if when is not None:
+        ttl += max(0, int((when - timezone.now()).total_seconds()))
+    with queue.connection.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(lock_key, job.key)
+                current = _to_str(pipe.get(lock_key))
+                if current and current != job.id:
+                    status = _to_str(pipe.hget(queue.job_class.key_for(current), "status"))
+                    if status in UNIQUE_WAITING:
+                        pipe.unwatch()
+                        return current
+                if explicit_id and pipe.exists(job.key):
+                    pipe.unwatch()
+                    raise DuplicateJobError(job.id)
+                pipe.multi()
+                pipe.set(lock_key, job.id, ex=ttl)
+                if when is None:
+                    queue.enqueue_job(job, pipeline=pipe)
+                else:
+                    queue.schedule_job(job, when, pipeline=pipe)
+                pipe.execute()
+                return None
+            except redis.WatchError:
+                continue
 
 
 def _to_str(value):
