@@ -41,6 +41,7 @@ class OutageLog:
         self.logger = logger
         self.what = what  # e.g. "Worker 1f3c…" or "RQ scheduler"
         self.since = None
+        self.episodes = 0  # outages seen so far
         self._last_log = 0.0
 
     @property
@@ -52,6 +53,7 @@ class OutageLog:
         doing = f" while trying to {doing}" if doing else ""
         if self.since is None:
             self.since = self._last_log = now
+            self.episodes += 1
             self.logger.warning("%s: Redis is unavailable (%s: %s)%s; retrying until it is back",
                                 self.what, type(exc).__name__, exc, doing)
         elif now - self._last_log >= REPEAT_LOG_SECONDS:

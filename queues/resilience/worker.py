@@ -32,6 +32,7 @@ import signal
 import time
 from datetime import timedelta
 
+from rq import worker_registration
 from rq.exceptions import InvalidJobOperation, StopRequested
 from rq.executions import Execution
 from rq.job import JobStatus
@@ -110,6 +111,8 @@ class ResilienceMixin:
         self._interrupted = None  # why the worker killed the current horse on purpose
         self._dequeuing = False
         self._next_tick = 0.0
+        self._registered_after = 0
+        self._next_registration_check = 0.0
         self._outage = OutageLog(self.log, f"Worker {self.name}")
         self._backoff = Backoff(self.resilience.redis_retry_max)
 
@@ -242,10 +245,35 @@ class ResilienceMixin:
             super().heartbeat(timeout)
         except REDIS_ERRORS as exc:
             self._outage.failed(exc, "heartbeat")
+        else:
+            if not self.is_horse:
+                self._check_registration()
         if not self.is_horse:
             self._tick()
             if self._dequeuing and self._stop_requested:
                 raise StopRequested()  # e.g. idle in pause's all-queues-paused wait
+
+    def _check_registration(self):
+        """After an outage (and every 30 s): a Redis restarted without its data has forgotten this
+        worker; register it again so that panels and metrics still count it."""
+        moment = time.monotonic()
+        if self._outage.episodes == self._registered_after and moment < self._next_registration_check:
+            return
+        self._registered_after = self._outage.episodes
+        self._next_registration_check = moment + 30
+        try:
+            if self.connection.hexists(self.key, "birth") or self.birth_date is None:
+                return
+            with self.connection.pipeline() as pipe:
+                pipe.hset(self.key, mapping=self.serialize())
+                pipe.hset(self.key, mapping={"state": self._state, LIVENESS_MARK: int(self.resilience.liveness_ttl)})
+                worker_registration.register(self, pipe)
+                pipe.expire(self.key, self.worker_ttl + 60)
+                pipe.execute()
+        except REDIS_ERRORS as exc:
+            self._outage.failed(exc, "register again")
+            return
+        self.log.warning("Worker %s: Redis had lost this worker's registration; registered again", self.name)
 
     def set_state(self, state, pipeline=None):
         if pipeline is not None:
@@ -480,6 +508,13 @@ class ResilienceMixin:
             return parent.prepare_job_execution(job, remove_from_intermediate_queue)
         return self._in_horse(lambda: parent.prepare_job_execution(job, remove_from_intermediate_queue),
                               f"mark job {job.id} started")
+
+    def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):
+        if self.is_horse:
+            # Record the failure once Redis answers (the retry policy needs it), not half of it now.
+            self._in_horse(self.connection.ping, f"record the failure of job {job.id}")
+        return super().handle_job_failure(job, queue, started_job_registry=started_job_registry,
+                                          exc_string=exc_string, execution=execution)
 
     def handle_execution_ended(self, job, queue, heartbeat_ttl):
         try:

@@ -65,3 +65,15 @@ def quick(path, n):
     time.sleep(0.02)
     _log(path, event="end", n=n)
     return n
+
+
+def fail_on_first_run(path, first_run_seconds=0.0):
+    """Log a start; the very first run sleeps ``first_run_seconds`` then raises; later runs succeed."""
+    first = not starts(path)
+    _log(path, event="start")
+    if first:
+        time.sleep(first_run_seconds)
+        _log(path, event="fail")
+        raise RuntimeError("first run fails")
+    _log(path, event="end")
+    return "done"
