@@ -15,3 +15,5 @@ LIFECYCLE_SCHEDULES = [
      "cron": "0 3 * * *"},
 ]
 OPTIMA_SCHEDULES = LIFECYCLE_SCHEDULES
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.lifecycle_events.Recorder"]  # noqa: F405

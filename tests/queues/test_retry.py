@@ -142,3 +142,36 @@ def test_per_queue_attempts_and_backoff_apply_and_attempts_1_per_enqueue_disable
     dead = wait_dead(queue_redis, "lifecycle", once.id)
     assert (dead.meta["attempt"], dead.meta["attempts_allowed"], dead.meta["dead"]) == (1, 1, "exhausted")
     assert scheduled_score(queue_redis, "lifecycle", once.id) is None
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_sends_the_lifecycle_signals(start_worker, queue_redis, tmp_path, lifecycle_queue):
+    import json
+
+    events_file = tmp_path / "events.jsonl"
+    flaky = queues.enqueue("lifecycle", "tests.jobs.lifecycle.count_runs", str(tmp_path / "runs"), fail_times=1)
+    doomed = queues.enqueue("lifecycle", "tests.jobs.lifecycle.fail", attempts=1)
+    start_worker("lifecycle", env=dict(WORKER_ENV, OPTIMA_TEST_EVENTS_FILE=str(events_file)))
+    wait_dead(queue_redis, "lifecycle", doomed.id)
+    wait_for(lambda: fetch(flaky.id, queue_redis).get_status() == "finished", timeout=60, message="the retry")
+    wait_for(lambda: events_file.read_text().count("job_succeeded"), timeout=30, message="job_succeeded")
+    lines = [json.loads(line) for line in events_file.read_text().splitlines()]
+
+    def of(job):
+        return [{k: v for k, v in line.items() if k not in ("pid", "duration", "job")} for line in lines
+                if line["job"] == job.id]
+
+    assert of(flaky) == [
+        {"signal": "job_started", "queue": "lifecycle"},
+        {"signal": "job_failed", "queue": "lifecycle", "exc_info": "RuntimeError", "will_retry": True},
+        {"signal": "job_retry_scheduled", "queue": "lifecycle", "delay": 1.0, "attempt": 2},
+        {"signal": "job_started", "queue": "lifecycle"},
+        {"signal": "job_succeeded", "queue": "lifecycle"},
+    ]
+    assert of(doomed) == [
+        {"signal": "job_started", "queue": "lifecycle"},
+        {"signal": "job_failed", "queue": "lifecycle", "exc_info": "RuntimeError", "will_retry": False},
+        {"signal": "job_dead", "queue": "lifecycle", "reason": "exhausted"},
+    ]
+    assert all(line["duration"] >= 0 for line in lines if "duration" in line)
