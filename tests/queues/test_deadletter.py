@@ -101,21 +101,31 @@ def test_bury_dead_letters_a_job_once_however_often_it_and_the_mirror_run(queue_
 
 
 @pytest.mark.slow
-def test_a_dead_job_requeued_from_the_dashboard_is_marked_retried_and_reopens_its_row_when_it_dies_again(
+def test_a_dead_job_requeued_from_the_dashboard_gets_its_attempts_again_and_reopens_its_row_when_it_dies(
     start_worker, queue_redis
 ):
-    job = queues.enqueue("default", "tests.jobs.lifecycle.fail", attempts=1)
-    assert start_worker("default", "--burst").wait(60) == 0
+    def burst():
+        assert start_worker("default", "--burst", "--without-scheduler").wait(60) == 0
+
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail", attempts=2)
+    burst()
+    release_now(queue_redis, "default", job.id)
+    burst()
     assert wait_row(job.id).status == "open"
 
     FailedJobRegistry("default", connection=queue_redis).requeue(job.id)  # django-rq's "Requeue"
     summary = deadletter.reconcile(["default"])
     assert (summary.retried, DeadLetter.objects.get(job_id=job.id).status) == (1, "retried")
 
-    assert start_worker("default", "--burst").wait(60) == 0
+    burst()  # a new life: attempt 1 of 2 again, so the failure is retried, not dead
+    again = wait_scheduled_for_attempt(queue_redis, "default", job.id, 2)
+    assert "dead" not in again.meta
+    assert DeadLetter.objects.get(job_id=job.id).status == "retried"
+    release_now(queue_redis, "default", job.id)
+    burst()
     row = wait_row(job.id, status="open")
     assert DeadLetter.objects.filter(job_id=job.id).count() == 1
-    assert (row.times_dead, row.attempts_made, row.reason) == (2, 1, "exhausted")
+    assert (row.times_dead, row.attempts_made, row.reason) == (2, 2, "exhausted")
     assert fetch(job.id, queue_redis).meta["deaths"] == 2
 
 
