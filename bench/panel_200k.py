@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/panel_200k.py                 # 200,000 jobs and rows, 5 timed runs a page
     .venv/bin/python bench/panel_200k.py --size 50000 --repeat 3
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python bench/panel_200k.py
+    BENCH_POSTGRES=postgres://postgres@127.0.0.1:5432 .venv/bin/python bench/panel_200k.py
 
-Starts a private redis-server and (unless DATABASE_URL is set) a throwaway SQLite file, under a
-prefix of its own. Fills queue ``default``'s failed registry with ``--size`` dead jobs (job hashes
+Starts a private redis-server and a throwaway SQLite file (or, with BENCH_POSTGRES, a throwaway
+database ``bench_panel_<hex>`` on that server, dropped at the end), under a prefix of its own. Fills queue ``default``'s failed registry with ``--size`` dead jobs (job hashes
 and registry entries written in pipelines of 5,000) and the DeadLetter table with as many rows
 (bulk_create), then requests each page in-process through Django's test client as a superuser —
 full request: middleware, access check, Redis, database, template rendering — once to warm up and
@@ -53,7 +53,9 @@ def configure(redis_url):
     os.environ.setdefault("OPTIMA_ENV", "dev")
     os.environ["LOG_LEVEL"] = "WARNING"
     db_file = None
-    if not os.environ.get("DATABASE_URL"):
+    if os.environ.get("BENCH_POSTGRES"):
+        os.environ["DATABASE_URL"] = f"{os.environ['BENCH_POSTGRES'].rstrip('/')}/{postgres_db('create')}"
+    else:
         db_file = Path(tempfile.mkdtemp()) / "bench.sqlite3"
         os.environ["DATABASE_URL"] = f"sqlite:///{db_file}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "optima_site.settings")
@@ -64,6 +66,21 @@ def configure(redis_url):
 
     call_command("migrate", verbosity=0, interactive=False)
     return prefix, db_file
+
+
+_PG_NAME = f"bench_panel_{uuid.uuid4().hex[:8]}"
+
+
+def postgres_db(action):
+    """CREATE or DROP the throwaway database on the BENCH_POSTGRES server; returns its name."""
+    import psycopg
+
+    with psycopg.connect(f"{os.environ['BENCH_POSTGRES'].rstrip('/')}/postgres", autocommit=True) as conn:
+        if action == "create":
+            conn.execute(f'CREATE DATABASE "{_PG_NAME}"')
+        else:
+            conn.execute(f'DROP DATABASE IF EXISTS "{_PG_NAME}" WITH (FORCE)')
+    return _PG_NAME
 
 
 def fill_redis(size):
@@ -196,6 +213,11 @@ def main():
             print(f"{label:42} {median:10.0f} {worst:9.0f} {sql:4d} {trips:8d} {size / 1024:6.0f}")
     finally:
         server.stop()  # a private server: its keys go with it
+        if os.environ.get("BENCH_POSTGRES"):
+            from django.db import connections
+
+            connections.close_all()
+            postgres_db("drop")
         if db_file is not None:
             for suffix in ("", "-journal", "-wal", "-shm"):
                 Path(f"{db_file}{suffix}").unlink(missing_ok=True)

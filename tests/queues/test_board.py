@@ -168,6 +168,14 @@ def test_empty_queue_from_the_panel_removes_the_waiting_jobs(client, queue_redis
 
 # --- workers and paused queues (real processes) ------------------------------------------------
 
+def wait_said(worker, text, timeout=60):
+    """Wait until the worker's output holds ``text``; on timeout, fail showing that output."""
+    try:
+        wait_for(lambda: text in worker.output(), timeout=timeout, message=f"the worker to log {text!r}")
+    except pytest.fail.Exception:
+        pytest.fail(f"the worker never logged {text!r} within {timeout}s; its output:\n{worker.output()}")
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_worker_leaves_a_paused_queue_alone_and_takes_it_up_again_on_resume(start_worker, queue_redis):
@@ -191,8 +199,7 @@ def test_worker_whose_every_queue_is_paused_idles_and_stops_cleanly(start_worker
     pause.pause("default")
     held = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
     worker = start_worker("default")
-    wait_for(lambda: "paused queues left alone: default" in worker.output(), timeout=60,
-             message="the worker to see the pause")
+    wait_said(worker, "paused queues left alone: default")
     assert worker.stop() == 0
     assert get_queue("default").get_job_ids() == [held.id]
     assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
@@ -221,8 +228,7 @@ def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_wo
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
     wait_for(lambda: "queue default was paused meanwhile; job " + job.id + " put back" in worker.output(),
              timeout=60, message="the worker to put the job back")
-    wait_for(lambda: "paused queues left alone: default" in worker.output(), timeout=60,
-             message="the worker to see the pause")
+    wait_said(worker, "paused queues left alone: default")
     assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "queued"
     assert get_queue("default").get_job_ids() == [job.id]
     assert FinishedJobRegistry("default", connection=queue_redis).count == 0
