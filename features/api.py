@@ -117,6 +117,9 @@ class JobStatusSerializer(serializers.Serializer):
     progress = serializers.JSONField(allow_null=True)
     result = serializers.JSONField(allow_null=True)
     error = serializers.CharField(allow_null=True, help_text="last line of the last failure")
+    dead_reason = serializers.CharField(
+        allow_null=True, help_text="why it is in the dead letter: exhausted, permanent, timeout, abandoned, stopped"
+    )
     enqueued_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
@@ -236,7 +239,8 @@ def job_status(job):
     result = error = None
     if state == "finished":
         result = job.return_value()
-    elif state == "failed" or meta.get("last_error"):
+    elif state == "failed" or meta.get("last_failed_at"):
+        # Dead, or a retry waiting for its backoff: the last attempt's error either way.
         latest = job.latest_result()
         exc_string = getattr(latest, "exc_string", None) if latest is not None else None
         error = _last_line(exc_string or job.exc_info)
@@ -249,6 +253,7 @@ def job_status(job):
         "progress": meta.get("progress"),
         "result": result,
         "error": error,
+        "dead_reason": meta.get("dead") or None,
         "enqueued_at": job.enqueued_at,
         "started_at": job.started_at,
         "ended_at": job.ended_at,

@@ -1,4 +1,8 @@
 """Polling helpers of the end-to-end feature tests (through the status endpoint, as a client would)."""
+import time
+
+import pytest
+
 from tests.conftest import wait_for
 
 FINAL = ("finished", "failed", "canceled", "stopped")
@@ -12,16 +16,16 @@ def job_status(api, job_id):
 
 def wait_job(api, job_id, states=FINAL, timeout=60, worker=None):
     """Poll GET /jobs/<id>/ until its state is one of ``states``; returns the last status body."""
-    seen = {}
-
-    def done():
-        seen["status"] = job_status(api, job_id)
-        return seen["status"]["state"] in states
-
-    wait_for(done, timeout=timeout, interval=0.1,
-             message=f"job {job_id} to reach {states} (last: {seen.get('status')}; worker log: "
-                     f"{worker.output()[-3000:] if worker else '-'})")
-    return seen["status"]
+    deadline = time.monotonic() + timeout
+    while True:
+        status = job_status(api, job_id)
+        if status["state"] in states:
+            return status
+        if time.monotonic() > deadline:
+            log = worker.output()[-3000:] if worker else "-"
+            pytest.fail(f"timed out after {timeout}s waiting for job {job_id} to reach {states}; "
+                        f"last status {status}; worker log:\n{log}")
+        time.sleep(0.1)
 
 
 def dead_letter(job_id, timeout=60):

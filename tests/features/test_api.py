@@ -164,6 +164,7 @@ def test_job_status_of_a_waiting_job(api):
     assert body["attempt"] == 1
     assert body["attempts_allowed"] == 1  # the repricer is never retried
     assert body["progress"] is None and body["result"] is None and body["error"] is None
+    assert body["dead_reason"] is None
 
 
 @pytest.mark.django_db

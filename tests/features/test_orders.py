@@ -45,6 +45,7 @@ def test_a_500_is_retried_with_backoff_until_it_succeeds(api, marketplace, featu
     status = wait_job(api, sync(api, 23), worker=worker)
     assert status["state"] == "finished"
     assert status["attempt"] == 3
+    assert status["dead_reason"] is None
     assert marketplace.statuses("/api/v1/cabinets/23/") == [500, 502, 200]
     assert Order.objects.filter(cabinet_id=23).count() == 5
 
@@ -56,6 +57,7 @@ def test_a_permanent_4xx_goes_to_the_dead_letter_at_once(api, marketplace, featu
     status = wait_job(api, job_id, worker=worker)
     assert status["state"] == "failed"
     assert "answered 404" in status["error"]
+    assert status["dead_reason"] == "permanent"
     row = dead_letter(job_id)
     assert row.queue == "orders-sync"
     assert row.reason == "permanent"
@@ -94,3 +96,13 @@ def test_two_syncs_of_one_cabinet_running_at_once_never_duplicate_rows(api, mark
     assert [s["state"] for s in statuses] == ["finished", "finished"]
     assert marketplace.statuses("/api/v1/cabinets/26/") == [200, 200]
     assert Order.objects.filter(cabinet_id=26).count() == 40
+
+
+def test_a_retry_waiting_for_its_delay_shows_the_last_error(api, marketplace, feature_worker):
+    marketplace.fault("/api/v1/cabinets/27/", {"status": 429, "retry_after": 4})
+    worker = feature_worker("orders-sync")
+    job_id = sync(api, 27)
+    waiting = wait_job(api, job_id, states=("scheduled",), worker=worker)
+    assert waiting["attempt"] == 2
+    assert "answered 429" in waiting["error"]
+    assert wait_job(api, job_id, worker=worker)["state"] == "finished"
