@@ -95,7 +95,7 @@ def test_operator_retries_a_dead_letter_from_the_admin_and_it_succeeds(page, liv
     log_in(page, live_server, "/admin/queues/deadletter/")
     assert page.locator("#result_list tbody tr").count() == 1
     shoot(page, "deadletter-list")
-    page.get_by_role("link", name=job.id).click()
+    page.locator(f'#result_list a span[title="{job.id}"]').click()
     assert "upstream not ready" in page.locator("#content").inner_text()
     shoot(page, "deadletter-detail")
     page.click("#retry-link")
