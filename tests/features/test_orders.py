@@ -106,3 +106,15 @@ def test_a_retry_waiting_for_its_delay_shows_the_last_error(api, marketplace, fe
     assert waiting["attempt"] == 2
     assert "answered 429" in waiting["error"]
     assert wait_job(api, job_id, worker=worker)["state"] == "finished"
+
+
+def test_the_cabinet_rate_limit_holds_across_workers_and_defers_the_excess_sync(api, marketplace, feature_worker):
+    env = {"MARKETPLACE_RATE_LIMIT": "2/minute", "MARKETPLACE_RATE_LIMIT_MAX_WAIT": "0"}
+    workers = [feature_worker("orders-sync", env=env), feature_worker("orders-sync", env=env)]
+    for _ in range(2):
+        assert wait_job(api, sync(api, 28), worker=workers[0])["state"] == "finished"
+    deferred = wait_job(api, sync(api, 28), states=("scheduled", "failed"), worker=workers[1])
+    assert deferred["state"] == "scheduled"  # handed back with RetryAfter, not failed
+    assert deferred["attempt"] == 2
+    assert "marketplace rate limit 2/minute for cabinet-28 reached" in deferred["error"]
+    assert marketplace.statuses("/api/v1/cabinets/28/") == [200, 200]  # the third never reached it
