@@ -1,14 +1,15 @@
 """What every feature endpoint shares: access, the 202/400/503 answers, and the job status view.
 
 A feature view validates its JSON body with a serializer, enqueues with ``queues.enqueue`` and
-answers through ``enqueue_view``:
+answers through ``EnqueueView``:
 
 - 400 ``{"detail", "errors": [{"field", "value", "messages"}]}`` on a bad body, naming each field
   and the value it got;
 - 202 ``{"job_id", "queue", "status_url"}`` (and a ``Location`` header) once the job is enqueued;
 - 503 ``{"detail"}`` with ``Retry-After`` when the queues' Redis is unavailable — nothing enqueued.
 
-Access: session or token authentication, except in dev (``OPTIMA_ENV=dev``, read per request).
+Access (``features/permissions.py``): session or token authentication, except in dev
+(``OPTIMA_ENV=dev``, read per request).
 """
 import logging
 import re
