@@ -279,13 +279,18 @@ def reconcile_if_due(connection=None):
     interval = int(conf.options().get("RECONCILE_INTERVAL", 300))
     if interval <= 0:
         return None
+    key = conf.app_key("reconcile", "last")
     try:
         connection = connection or get_connection()
-        if not connection.set(conf.app_key("reconcile", "last"), _now().isoformat(), nx=True, ex=interval):
+        if not connection.set(key, _now().isoformat(), nx=True, ex=interval):
             return None
         summary = reconcile(connection=connection)
     except Exception:  # noqa: BLE001
         logger.exception("Dead-letter reconcile failed; the next maintenance will try again")
+        try:
+            connection.delete(key)  # e.g. the database is down: let the next maintenance try at once
+        except Exception:  # noqa: BLE001
+            pass
         return None
     if summary.mirrored or summary.retried or summary.discarded or summary.errors:
         logger.info("Dead-letter reconcile: %s", summary)
