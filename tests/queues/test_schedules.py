@@ -114,3 +114,23 @@ def test_bad_schedule_declarations_are_reported_by_system_checks(settings):
     settings.OPTIMA_SCHEDULES = [{"id": "ok", "queue": "default", "func": "tests.jobs.lifecycle.quick",
                                   "cron": "*/5 * * * *", "attempts": 2}]
     assert check_schedules() == []
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_two_rqschedulers_running_at_once_register_each_schedule_once_and_enqueue_a_tick_once(
+    start_worker, queue_redis, lifecycle_schedules
+):
+    import signal
+
+    procs = [start_worker("--interval", "1", command="rqscheduler", env=WORKER_ENV) for _ in range(2)]
+    for proc in procs:
+        wait_for(lambda p=proc: "Periodic jobs:" in p.output(), timeout=60, message="registration")
+    assert sorted(templates(queue_redis)) == ["schedule-nightly", "schedule-tick"]
+    queue_redis.zadd(scheduled_jobs_key(), {"schedule-tick": 1_700_000_000})
+    wait_for(lambda: templates(queue_redis)["schedule-tick"] > 1_700_000_000, timeout=60, message="the tick")
+    assert get_queue("lifecycle").job_ids == ["schedule-tick-1700000000"]
+    assert sorted(templates(queue_redis)) == ["schedule-nightly", "schedule-tick"]
+    for proc in procs:
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, proc.output()
