@@ -95,7 +95,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
 
     @admin.display(description="message")
     def message(self, obj):
-        return Truncator(obj.exc_message.replace("\n", " ")).chars(80)
+        return Truncator(obj.exc_message.replace("\n", " ")).chars(60)
 
     @admin.display(description="attempts", ordering="attempts_made")
     def attempts(self, obj):

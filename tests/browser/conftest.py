@@ -37,7 +37,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    context = browser.new_context(viewport={"width": 1800, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(30_000)
     yield page
