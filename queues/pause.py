@@ -47,8 +47,8 @@ class PauseMixin:
     """Worker side of pause: dequeue only from the worker's queues that are not paused.
 
     Before each wait the worker reads the paused set (one SMEMBERS) and listens on the other
-    queues only; when all of its queues are paused it idles (heartbeats continue, signals are
-    honoured). While something is paused it waits in slices of ``pause_poll_seconds`` so that a
+    queues only; when all of its queues are paused it idles (heartbeats and maintenance continue,
+    signals are honoured). While something is paused it waits in slices of ``pause_poll_seconds`` so that a
     resume is seen within that time; with nothing paused it blocks as long as RQ would. A queue
     paused while the worker was already blocked on it can still hand over one job: that job is
     pushed back to the head of its queue, untouched, and the worker moves on.
@@ -84,6 +84,8 @@ class PauseMixin:
                 wait = max(1, min(wait, math.ceil(deadline - time.monotonic())))
             if not active:
                 self.heartbeat()
+                if self.should_run_maintenance_tasks:
+                    self.run_maintenance_tasks()  # registries, abandoned jobs: due even while idle
                 self.procline("All queues paused: " + ", ".join(sorted(mine)))
                 time.sleep(wait)
                 continue
@@ -91,10 +93,16 @@ class PauseMixin:
             if result is None:
                 continue
             job, queue = result
-            if queue.name in mine or is_paused(queue.name, self.connection):
+            if queue.name in mine or self._paused_meanwhile(queue.name):
                 self._put_back(job, queue)
                 continue
             return result
+
+    def _paused_meanwhile(self, name):
+        try:
+            return is_paused(name, self.connection)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False  # Redis just went away: run the job rather than strand it
 
     def _dequeue_from(self, active, own_queues, timeout, max_idle_time):
         self._ordered_queues = active
