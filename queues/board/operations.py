@@ -79,16 +79,12 @@ def discard_dead_letter(row_id):
         row = DeadLetter.objects.select_for_update().get(pk=row_id)
         if row.status != DeadLetter.Status.OPEN:
             return Outcome("skipped", f"status is {row.status}; only open dead letters are discarded")
-        try:
-            queue = get_queue(row.queue)
-        except QueuesError as exc:
-            queue = None
-            detail = f"queue not declared any more ({exc.__class__.__name__}); row marked discarded"
-        if queue is not None:
-            removed = _failed_registry(queue).remove(row.job_id)
-            deleted = delete_job_hash(row.job_id)
-            detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
-                ", job deleted" if deleted else ", job hash already gone")
+        # No declared queue needed: a queue removed from the settings still has its registry in Redis.
+        connection = get_connection()
+        removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
+        deleted = delete_job_hash(row.job_id, connection)
+        detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
+            ", job deleted" if deleted else ", job hash already gone")
         row.status = DeadLetter.Status.DISCARDED
         row.save(update_fields=["status", "updated_at"])
     return Outcome("ok", detail)

@@ -226,3 +226,37 @@ def test_real_dead_job_retried_from_the_admin_succeeds_and_a_second_death_reopen
     assert (row.status, row.retried_as, row.times_dead) == ("retried", job.id, 2)
     assert [(e.action, e.outcome) for e in AuditEntry.objects.order_by("id")] == [("retry", "ok"), ("retry", "ok")]
     worker.stop()
+
+
+def test_discard_works_for_a_queue_no_longer_declared(actor, queue_redis, monkeypatch):
+    from queues.board import operations
+    from queues.exceptions import UnknownQueue
+
+    job, row = dead_job("content")
+
+    def unknown(name, connection=None):
+        raise UnknownQueue(name, ["default"])
+
+    monkeypatch.setattr(operations, "get_queue", unknown)
+    actor.post(f"{LIST}{row.pk}/discard/")
+    assert DeadLetter.objects.get().status == "discarded"
+    assert job.id not in FailedJobRegistry("content", connection=queue_redis)
+    assert queue_redis.exists(job.key) == 0
+
+
+def test_retry_for_a_queue_no_longer_declared_is_an_audited_error(actor, queue_redis, monkeypatch):
+    from queues.board import operations
+    from queues.exceptions import UnknownQueue
+
+    _, row = dead_job("content")
+
+    def unknown(name, connection=None):
+        raise UnknownQueue(name, ["default"])
+
+    monkeypatch.setattr(operations, "get_queue", unknown)
+    response = actor.post(f"{LIST}{row.pk}/retry/", follow=True)
+    assert [str(m) for m in response.context["messages"]] == ["1 dead letter failed: see the audit trail."]
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.outcome) == ("retry", "error")
+    assert entry.detail.startswith("UnknownQueue: Unknown queue 'content'.")
+    assert DeadLetter.objects.get().status == "open"
