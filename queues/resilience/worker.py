@@ -109,6 +109,8 @@ class ResilienceMixin:
         self.lifeline = None
         self._grace_deadline = None
         self._interrupted = None  # why the worker killed the current horse on purpose
+        self._cold = False  # a second stop signal arrived
+        self._burst = False
         self._dequeuing = False
         self._next_tick = 0.0
         self._registered_after = 0
@@ -161,6 +163,7 @@ class ResilienceMixin:
         """rq's _start_scheduler with ResilientRQScheduler (short lock, outage-proof loop)."""
         from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 
+        self._burst = burst
         self.scheduler = ResilientRQScheduler(
             self.queues, connection=self.connection,
             logging_level=logging_level if logging_level is not None else self.log.level,
@@ -230,6 +233,7 @@ class ResilienceMixin:
             self.log.warning("Worker %s: %s again: stopping the running job now; it goes back to its queue",
                              self.name, signal_name(signum))
             self._interrupted = "its worker received a second stop signal"
+            self._cold = True
             self.kill_horse()
             return
         self.log.warning("Worker %s: %s again: exiting now", self.name, signal_name(signum))
@@ -316,7 +320,7 @@ class ResilienceMixin:
     def _tick(self):
         """Every couple of seconds: make sure some scheduler holds the locks of this worker's queues."""
         moment = time.monotonic()
-        if moment < self._next_tick or self.scheduler is None or self._stop_requested:
+        if moment < self._next_tick or self.scheduler is None or self._stop_requested or self._burst:
             return
         self._next_tick = moment + max(1.0, self.resilience.scheduler_lock / 4)
         process = self.scheduler._process
@@ -382,6 +386,8 @@ class ResilienceMixin:
                 if result is not None:
                     break
                 moment = time.monotonic()
+                if self._stop_requested and self._grace_deadline is None:  # asked while the job was starting
+                    self._grace_deadline = moment + self.shutdown_grace
                 if self._interrupted is None and self._grace_deadline is not None and moment >= self._grace_deadline:
                     self._interrupted = f"the shutdown grace period of {self.shutdown_grace:g} s ran out"
                     self.log.warning("Worker %s: stopping job %s: %s", self.name, job.id, self._interrupted)
@@ -409,7 +415,7 @@ class ResilienceMixin:
         """Make sure the horse's job ended somewhere: finished, failed, retried, dead or queued."""
         interrupted, self._interrupted = self._interrupted, None
         deadline = None
-        if interrupted and "second" in interrupted:
+        if self._cold:
             deadline = time.monotonic() + 5
         elif self._stop_requested:
             deadline = time.monotonic() + max(5.0, self.shutdown_grace)
@@ -433,8 +439,10 @@ class ResilienceMixin:
         registered = self.connection.zscore(wip, execution.composite_key) is not None
         exit_code = os.WEXITSTATUS(ret_val) if ret_val is not None and os.WIFEXITED(ret_val) else None
 
+        if registered and status == JobStatus.QUEUED:  # the horse ended before marking it started
+            return self.return_to_queue(job, queue, execution, interrupted or "its work horse ended before starting it")
         if interrupted:
-            if status in (JobStatus.STARTED, JobStatus.QUEUED):
+            if status == JobStatus.STARTED:
                 return self.return_to_queue(job, queue, execution, interrupted)
         elif ret_val is None or exit_code in (0, EX_TEMPFAIL):
             if registered and status == JobStatus.STARTED:
@@ -466,7 +474,8 @@ class ResilienceMixin:
             execution.delete(job=job, pipeline=pipe)
             job.set_status(JobStatus.QUEUED, pipeline=pipe)
             pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
-            pipe.lpush(queue.key, job.id)
+            if self.connection.lpos(queue.key, job.id) is None:
+                pipe.lpush(queue.key, job.id)
             pipe.execute()
         self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
                          self.name, job.id, queue.name, why)
