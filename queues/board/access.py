@@ -2,17 +2,13 @@
 
 Decided per request, reading settings at that moment (so ``override_settings`` works):
 
-==============  ==========================================================  ==============
-OPTIMA_ENV      who gets in                                                 may act
-==============  ==========================================================  ==============
-dev, test       everyone (the record's contract: the panel is open)          everyone
-stage, prod     active staff user with ``queues.view_queue_panel``           with ``queues.act_on_queue_panel``
-                (or ``act_on_queue_panel``, which implies viewing)
-stage, prod     HTTP basic auth equal to QUEUE_BOARD_USER/QUEUE_BOARD_PASSWORD yes (the record's shared account)
-                — only when both are set; compared in constant time
-stage, prod     anybody else: 401 (basic auth on) or the admin login page;   no
-                a staff user without the permission gets 403
-==============  ==========================================================  ==============
+- ``OPTIMA_ENV`` dev/test: everyone gets in and may act (the record's contract: the panel is open).
+- stage/prod, an active staff user with ``queues.view_queue_panel`` gets in; with
+  ``queues.act_on_queue_panel`` (which implies viewing) may also act.
+- stage/prod, HTTP basic auth equal to QUEUE_BOARD_USER/QUEUE_BOARD_PASSWORD — only when both are
+  set, compared in constant time — gets in and may act (the record's shared account).
+- stage/prod, anybody else: 401 with a basic challenge (basic auth on) or the admin login page; a
+  staff user without the permission gets 403.
 
 Changes are POST only (Django's CSRF protection applies to every panel form) and need "may act".
 When only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set, basic auth stays off and the
@@ -25,6 +21,7 @@ identity the audit trail records.
 import base64
 import binascii
 import functools
+import hashlib
 import hmac
 import logging
 from dataclasses import dataclass
@@ -138,10 +135,14 @@ def _basic_credentials(request):
 
 def _basic_matches(given_user, given_password):
     user, password = basic_auth_settings()
-    # Both comparisons always run (no short circuit): the time taken says nothing about which failed.
-    user_ok = hmac.compare_digest(given_user.encode("utf-8"), user.encode("utf-8"))
-    password_ok = hmac.compare_digest(given_password.encode("utf-8"), password.encode("utf-8"))
+    # Digests first, so not even the lengths leak through timing; both comparisons always run.
+    user_ok = hmac.compare_digest(_digest(given_user), _digest(user))
+    password_ok = hmac.compare_digest(_digest(given_password), _digest(password))
     return user_ok & password_ok
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def decide(request):
