@@ -50,18 +50,22 @@ class ReliableDequeue:
     @classmethod
     def dequeue_any(cls, queues, timeout, connection, job_class=None, serializer=None, death_penalty_class=None):
         worker = cls.worker
-        if worker is not None and worker._stop_requested:
-            raise StopRequested()
+        if worker is not None:
+            worker._holding = False
+            if worker._stop_requested:
+                raise StopRequested()
         queues = list(queues)
         if len(queues) == 1:
             result = super().dequeue_any(queues, timeout, connection=connection, job_class=job_class,
                                          serializer=serializer, death_penalty_class=death_penalty_class)
         else:
             result = cls._poll_any(queues, timeout, connection, job_class, serializer, death_penalty_class)
-        if result is not None and worker is not None and worker._stop_requested:
-            job, queue = result
-            give_back(connection, queue.key, job.id)
-            raise StopRequested()
+        if result is not None and worker is not None:
+            if worker._stop_requested:
+                job, queue = result
+                give_back(connection, queue.key, job.id)
+                raise StopRequested()
+            worker._holding = True  # from here on the worker's start of the job sees a stop request
         return result
 
     @classmethod

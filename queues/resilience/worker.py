@@ -112,6 +112,7 @@ class ResilienceMixin:
         self._cold = False  # a second stop signal arrived
         self._burst = False
         self._dequeuing = False
+        self._holding = False  # a dequeued job is in hand, not yet started
         self._next_tick = 0.0
         self._registered_after = 0
         self._next_registration_check = 0.0
@@ -254,7 +255,7 @@ class ResilienceMixin:
                 self._check_registration()
         if not self.is_horse:
             self._tick()
-            if self._dequeuing and self._stop_requested:
+            if self._dequeuing and self._stop_requested and not self._holding:
                 raise StopRequested()  # e.g. idle in pause's all-queues-paused wait
 
     def _check_registration(self):
@@ -311,7 +312,7 @@ class ResilienceMixin:
             self._outage.failed(exc, f"heartbeat job {job.id}")
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
-        self._dequeuing = True
+        self._dequeuing, self._holding = True, False
         try:
             return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         finally:
@@ -412,19 +413,23 @@ class ResilienceMixin:
         self._settle(job, queue, execution, retpid, ret_val, rusage)
 
     def _settle(self, job, queue, execution, retpid, ret_val, rusage):
-        """Make sure the horse's job ended somewhere: finished, failed, retried, dead or queued."""
+        """Make sure the horse's job ended somewhere: finished, failed, retried, dead or queued.
+
+        Waits for Redis as long as it takes — unless the worker is stopping: then for the grace
+        period once more (5 s after a second signal), after which the job is left registered as
+        started, for the other workers to re-run or dead-letter once this one is gone."""
         interrupted, self._interrupted = self._interrupted, None
-        deadline = None
-        if self._cold:
-            deadline = time.monotonic() + 5
-        elif self._stop_requested:
-            deadline = time.monotonic() + max(5.0, self.shutdown_grace)
+        give_up_at = None
         while True:
-            if not self._await_redis(deadline=deadline):
+            if give_up_at is None and (self._cold or self._stop_requested):
+                give_up_at = time.monotonic() + (5 if self._cold else max(5.0, self.shutdown_grace))
+            if give_up_at is not None and time.monotonic() >= give_up_at:
                 self.log.error(
                     "Worker %s: Redis unreachable; job %s stays registered as started and the other workers "
                     "will re-run or dead-letter it once this one is gone", self.name, job.id)
                 return
+            if not self._await_redis(deadline=time.monotonic() + 5):
+                continue
             try:
                 return self._settle_once(job, queue, execution, interrupted, retpid, ret_val, rusage)
             except REDIS_ERRORS as exc:

@@ -126,3 +126,16 @@ def test_work_horse_ignores_a_sigterm_sent_to_every_process_of_the_worker(start_
     assert worker.wait(60) == 0, worker.output()
     assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
     assert len(ends(log)) == 1
+
+
+def test_worker_whose_queues_are_all_paused_still_stops_on_sigterm(start_worker, queue_redis):
+    from rq.worker import Worker
+
+    from queues.pause import pause
+
+    pause("default")
+    worker = start_worker("default")
+    wait_for(lambda: "paused queues left alone" in worker.output(), message="the worker to see the pause")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(60) == 0, worker.output()
+    assert Worker.all(connection=queue_redis) == []
