@@ -244,7 +244,7 @@ def job_status(job):
         # Dead, or a retry waiting for its backoff: the last attempt's error either way.
         latest = job.latest_result()
         exc_string = getattr(latest, "exc_string", None) if latest is not None else None
-        error = _last_line(exc_string or job.exc_info)
+        error = _last_line(exc_string)
     return {
         "job_id": job.id,
         "queue": meta.get("queue", job.origin),
