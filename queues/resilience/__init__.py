@@ -1,6 +1,9 @@
 """At-least-once delivery, graceful shutdown and surviving Redis outages, for rq 3.0.
 
-- ``worker.py``: ``ResilienceMixin``, composed first into ``queues.worker.OptimaWorker``.
+- ``worker.py``: ``ResilienceMixin``, composed first into ``queues.worker.OptimaWorker``: start, stop,
+  signals, the main loop's Redis calls; built from
+- ``supervision.py``: one job in the worker's process, from the dequeue to an outcome never lost, and
+- ``horse.py``: inside the work horse, recording the start and outcome through an outage.
 - ``dequeue.py``: atomic LMOVE dequeue from several queues (rq uses BLPOP there and can lose a job).
 - ``liveness.py``: the worker's alive key and lifeline thread; children that die with their worker.
 - ``abandoned.py``: the scan that re-runs or dead-letters the jobs of dead workers.

@@ -27,31 +27,23 @@ Redis outages
     "started" without an outcome is treated the same way.
 """
 import os
-import select
 import signal
 import time
 from datetime import timedelta
 
 from rq import worker_registration
-from rq.exceptions import InvalidJobOperation, StopRequested
-from rq.executions import Execution
-from rq.job import JobStatus
-from rq.registry import StartedJobRegistry
+from rq.exceptions import StopRequested
 from rq.utils import now
-from rq.worker.base import WorkerStatus, signal_name
+from rq.worker.base import signal_name
 
-from .abandoned import LIVENESS_MARK, give_back, intermediate_key
+from .abandoned import LIVENESS_MARK
 from .config import options
 from .dequeue import ReliableDequeue
-from .liveness import Lifeline, die_with_parent
+from .horse import WorkHorseMixin
+from .liveness import Lifeline
 from .outage import REDIS_ERRORS, Backoff, OutageLog, wait_until_reachable
 from .schedulers import ResilientRQScheduler
-
-EX_TEMPFAIL = getattr(os, "EX_TEMPFAIL", 75)  # the horse could not record its job's outcome
-
-
-class NotStarted(Exception):
-    """A dequeued job went back to its queue instead of starting (stop request, outage)."""
+from .supervision import JobSupervisionMixin
 
 
 def reliable_queue_class(base, worker):
@@ -59,46 +51,11 @@ def reliable_queue_class(base, worker):
     return type(f"Reliable{base.__name__}", (ReliableDequeue, base), {"worker": worker, "__module__": __name__})
 
 
-def _ignore_signal(signum, frame):
-    """SIGTERM in the work horse: the worker decides when the job stops (a handler, not SIG_IGN, so
-    that programs the job starts get the default disposition back)."""
+class ResilienceMixin(JobSupervisionMixin, WorkHorseMixin):
+    """The worker's main process: start, stop, signals, and its own Redis calls made outage-proof.
+    ``JobSupervisionMixin`` (one job, from dequeue to outcome) and ``WorkHorseMixin`` (inside the
+    forked horse) use its attributes: ``resilience`` (options), ``shutdown_grace``, ``_outage``."""
 
-
-class _Reaper:
-    """Wait for the work horse to exit, at most ``timeout`` seconds at a time (pidfd: no signals)."""
-
-    def __init__(self, pid):
-        self.pid = pid
-        try:
-            self.fd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            self.fd = None
-
-    def wait(self, timeout):
-        if self.fd is not None:
-            ready, _, _ = select.select([self.fd], [], [], timeout)
-            return self._reap(blocking=True) if ready else None
-        deadline = time.monotonic() + timeout
-        while True:
-            result = self._reap(blocking=False)
-            if result is not None or time.monotonic() >= deadline:
-                return result
-            time.sleep(0.01)
-
-    def _reap(self, blocking):
-        try:
-            pid, status, rusage = os.wait4(self.pid, 0 if blocking else os.WNOHANG)
-        except ChildProcessError:
-            return self.pid, None, None  # reaped elsewhere: outcome unknown, settled from Redis
-        return (pid, status, rusage) if pid else None
-
-    def close(self):
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-class ResilienceMixin:
     def __init__(self, *args, shutdown_grace=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.resilience = options()
@@ -336,217 +293,3 @@ class ResilienceMixin:
         should_stop = (lambda: self._stop_requested) if give_up_when_stopping else None
         return wait_until_reachable(self.connection, self._backoff, self._outage, should_stop=should_stop,
                                     deadline=deadline)
-
-    # -- one job ----------------------------------------------------------------------------
-    def execute_job(self, job, queue):
-        try:
-            return super().execute_job(job, queue)
-        except NotStarted:
-            self.set_state(WorkerStatus.IDLE)
-
-    def prepare_execution(self, job):
-        """rq's prepare_execution, plus: the job leaves the intermediate list in the same MULTI."""
-        queue_key = self.queue_class.redis_queue_namespace_prefix + job.origin
-        if self._stop_requested:
-            self._give_back(job, queue_key, "the worker is stopping")
-            raise NotStarted()
-        execution = None
-        try:
-            with self.connection.pipeline() as pipe:
-                execution = Execution.create(job, self.get_heartbeat_ttl(job), pipeline=pipe, worker_name=self.name)
-                self.set_state(WorkerStatus.BUSY, pipeline=pipe)
-                pipe.lrem(intermediate_key(queue_key), 1, job.id)
-                pipe.execute()
-        except REDIS_ERRORS as exc:
-            self._outage.failed(exc, f"start job {job.id}")
-            if not self._await_redis(give_up_when_stopping=True):
-                raise NotStarted() from None  # still in the intermediate list: the abandoned-job scan returns it
-            wip = StartedJobRegistry(job.origin, connection=self.connection).key
-            if execution is None or self.connection.zscore(wip, execution.composite_key) is None:
-                self._give_back(job, queue_key, "Redis was unreachable when it was to start")
-                raise NotStarted() from None
-        self.executions[execution.id] = execution
-        return execution
-
-    def _give_back(self, job, queue_key, why):
-        try:
-            if give_back(self.connection, queue_key, job.id):
-                self.log.info("Worker %s: job %s back at the head of its queue, not started: %s", self.name, job.id, why)
-        except REDIS_ERRORS:
-            pass  # left in the intermediate list: the abandoned-job scan returns it
-
-    def monitor_work_horse(self, job, queue, execution):
-        """Wait for the work horse (rq's loop, with the grace period and outage-proof heartbeats)."""
-        job.started_at = now()
-        reaper = _Reaper(self._horse_pid)
-        next_beat = time.monotonic() + self.job_monitoring_interval
-        overran = False
-        try:
-            while True:
-                result = reaper.wait(1.0)
-                if result is not None:
-                    break
-                moment = time.monotonic()
-                if self._stop_requested and self._grace_deadline is None:  # asked while the job was starting
-                    self._grace_deadline = moment + self.shutdown_grace
-                if self._interrupted is None and self._grace_deadline is not None and moment >= self._grace_deadline:
-                    self._interrupted = f"the shutdown grace period of {self.shutdown_grace:g} s ran out"
-                    self.log.warning("Worker %s: stopping job %s: %s", self.name, job.id, self._interrupted)
-                    self.kill_horse()
-                    continue
-                if not overran and job.timeout and job.timeout > 0:
-                    if (now() - job.started_at).total_seconds() > job.timeout + 60:
-                        overran = True  # the horse's own timeout did not fire: rq's safety net
-                        self.log.warning("Worker %s: job %s overran its timeout by 60 s; killing its horse",
-                                         self.name, job.id)
-                        self.kill_horse()
-                        continue
-                if moment >= next_beat:
-                    next_beat = moment + self.job_monitoring_interval
-                    self.maintain_heartbeats(job, execution)
-                self._tick()
-        finally:
-            reaper.close()
-        retpid, ret_val, rusage = result
-        self._horse_pid = 0
-        self.executions.pop(execution.id, None)
-        self._settle(job, queue, execution, retpid, ret_val, rusage)
-
-    def _settle(self, job, queue, execution, retpid, ret_val, rusage):
-        """Make sure the horse's job ended somewhere: finished, failed, retried, dead or queued.
-
-        Waits for Redis as long as it takes — unless the worker is stopping: then for the grace
-        period once more (5 s after a second signal), after which the job is left registered as
-        started, for the other workers to re-run or dead-letter once this one is gone."""
-        interrupted, self._interrupted = self._interrupted, None
-        give_up_at = None
-        while True:
-            if give_up_at is None and (self._cold or self._stop_requested):
-                give_up_at = time.monotonic() + (5 if self._cold else max(5.0, self.shutdown_grace))
-            if give_up_at is not None and time.monotonic() >= give_up_at:
-                self.log.error(
-                    "Worker %s: Redis unreachable; job %s stays registered as started and the other workers "
-                    "will re-run or dead-letter it once this one is gone", self.name, job.id)
-                return
-            if not self._await_redis(deadline=time.monotonic() + 5):
-                continue
-            try:
-                return self._settle_once(job, queue, execution, interrupted, retpid, ret_val, rusage)
-            except REDIS_ERRORS as exc:
-                self._outage.failed(exc, f"settle job {job.id}")
-
-    def _settle_once(self, job, queue, execution, interrupted, retpid, ret_val, rusage):
-        wip = StartedJobRegistry(queue.name, connection=self.connection).key
-        try:
-            status = job.get_status(refresh=True)
-        except InvalidJobOperation:
-            return self._forget(job, execution)  # the job was deleted meanwhile
-        registered = self.connection.zscore(wip, execution.composite_key) is not None
-        exit_code = os.WEXITSTATUS(ret_val) if ret_val is not None and os.WIFEXITED(ret_val) else None
-
-        if registered and status == JobStatus.QUEUED:  # the horse ended before marking it started
-            return self.return_to_queue(job, queue, execution, interrupted or "its work horse ended before starting it")
-        if interrupted:
-            if status == JobStatus.STARTED:
-                return self.return_to_queue(job, queue, execution, interrupted)
-        elif ret_val is None or exit_code in (0, EX_TEMPFAIL):
-            if registered and status == JobStatus.STARTED:
-                why = ("its work horse could not reach Redis to record the outcome" if exit_code == EX_TEMPFAIL
-                       else "its outcome was not recorded")
-                return self.return_to_queue(job, queue, execution, why)
-        elif self._stopped_job_id == job.id:
-            return self._handle_stopped_job(job, queue, execution)
-        elif status == JobStatus.STARTED:
-            job.ended_at = now()
-            how = f" (signal {os.WTERMSIG(ret_val)})" if os.WIFSIGNALED(ret_val) else ""
-            exc_string = f"Work-horse terminated unexpectedly; waitpid returned {ret_val}{how}; "
-            self.log.warning("Worker %s: job %s failed (%s)", self.name, job.id, exc_string)
-            self.handle_work_horse_killed(job, retpid, ret_val, rusage)
-            self.handle_job_failure(job, queue=queue, exc_string=exc_string, execution=execution)
-            registered = self.connection.zscore(wip, execution.composite_key) is not None
-            if registered and job.get_status(refresh=True) == JobStatus.STARTED:
-                return self.return_to_queue(job, queue, execution, "its failure could not be recorded")
-        if registered:
-            self._forget(job, execution)
-
-    def return_to_queue(self, job, queue, execution, why):
-        """Put a job that did not end back at the head of its queue. Its attempt is not counted
-        (``job.meta["interruptions"]`` counts these returns)."""
-        job.get_meta(refresh=True)
-        job.meta["interruptions"] = int(job.meta.get("interruptions", 0) or 0) + 1
-        job.meta["last_interruption"] = why
-        with self.connection.pipeline() as pipe:
-            execution.delete(job=job, pipeline=pipe)
-            job.set_status(JobStatus.QUEUED, pipeline=pipe)
-            pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
-            if self.connection.lpos(queue.key, job.id) is None:
-                pipe.lpush(queue.key, job.id)
-            pipe.execute()
-        self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
-                         self.name, job.id, queue.name, why)
-
-    def _forget(self, job, execution):
-        with self.connection.pipeline() as pipe:
-            execution.delete(job=job, pipeline=pipe)
-            pipe.execute()
-
-    # -- the work horse ---------------------------------------------------------------------
-    def setup_work_horse_signals(self):
-        super().setup_work_horse_signals()
-        signal.signal(signal.SIGTERM, _ignore_signal)
-        die_with_parent(self.pid)
-
-    def _in_horse(self, func, doing):
-        """``func()`` in the work horse, retried through a Redis outage for OUTCOME_WAIT_SECONDS;
-        after that the horse exits with EX_TEMPFAIL and its worker puts the job back."""
-        outage = OutageLog(self.log, f"Work horse of worker {self.name}")
-        backoff = Backoff(self.resilience.redis_retry_max)
-        started = time.monotonic()
-        while True:
-            try:
-                value = func()
-            except REDIS_ERRORS as exc:
-                outage.failed(exc, doing)
-                if time.monotonic() - started >= self.resilience.outcome_wait:
-                    self.log.error("Work horse of worker %s: could not %s for %g s; the job goes back to its "
-                                   "queue and may run again", self.name, doing, self.resilience.outcome_wait)
-                    os._exit(EX_TEMPFAIL)
-                time.sleep(backoff.next())
-                continue
-            outage.ok()
-            return value
-
-    def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
-        parent = super()
-        if not self.is_horse:
-            return parent.prepare_job_execution(job, remove_from_intermediate_queue)
-        return self._in_horse(lambda: parent.prepare_job_execution(job, remove_from_intermediate_queue),
-                              f"mark job {job.id} started")
-
-    def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):
-        if self.is_horse:
-            # Record the failure once Redis answers (the retry policy needs it), not half of it now.
-            self._in_horse(self.connection.ping, f"record the failure of job {job.id}")
-        return super().handle_job_failure(job, queue, started_job_registry=started_job_registry,
-                                          exc_string=exc_string, execution=execution)
-
-    def handle_execution_ended(self, job, queue, heartbeat_ttl):
-        try:
-            super().handle_execution_ended(job, queue, heartbeat_ttl)
-        except REDIS_ERRORS:
-            job.ended_at = job.ended_at or now()  # only a heartbeat was lost
-
-    def handle_job_success(self, job, queue, started_job_registry, execution):
-        parent = super()
-        if not self.is_horse:
-            return parent.handle_job_success(job, queue, started_job_registry, execution)
-
-        def record():
-            try:
-                return parent.handle_job_success(job, queue, started_job_registry, execution)
-            except REDIS_ERRORS:
-                if job.connection.hget(job.key, "status") == JobStatus.FINISHED.value.encode():
-                    return None  # the success is recorded; only what follows it failed
-                raise
-
-        return self._in_horse(record, f"record the success of job {job.id}")
