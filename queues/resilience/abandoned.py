@@ -210,7 +210,8 @@ class Scan:
         ids = {as_text(i) for i in self.connection.lrange(intermediate_key(queue_key), 0, LIMIT - 1)}
         seen_key = conf.app_key("intermediate-seen", name)
         seen = {as_text(k): float(v) for k, v in self.connection.hgetall(seen_key).items()}
-        now = time.time()
+        seconds, micros = self.connection.time()  # Redis's clock: scanners on other hosts compare with it
+        now = seconds + micros / 1e6
         keep = {}
         for job_id in ids:
             if job_id in started_ids:
