@@ -136,7 +136,7 @@ def test_job_that_fails_while_redis_is_down_is_retried_by_its_policy_once_redis_
     assert worker.process.poll() is None, worker.output()
 
 
-def test_rqscheduler_carries_on_after_an_outage(outage_redis, start_worker, tmp_path):
+def test_rqscheduler_carries_on_after_redis_was_refused_for_30_s(outage_redis, start_worker, tmp_path):
     from queues.scheduler import PrefixedScheduler
 
     server, client = outage_redis(durable=False)
@@ -147,7 +147,7 @@ def test_rqscheduler_carries_on_after_an_outage(outage_redis, start_worker, tmp_
              timeout=60, message="rqscheduler to start")
 
     server.stop()
-    time.sleep(10)
+    time.sleep(OUTAGE_SECONDS)
     server.start()
 
     log = tmp_path / "runs.jsonl"
