@@ -10,6 +10,7 @@ class QueuesConfig(AppConfig):
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
         from . import schedules  # noqa: F401  (registers the periodic jobs' system check)
+        from .resilience import checks as _resilience_checks  # noqa: F401  (queues.E060/E061)
         from . import metrics, registry
 
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)

@@ -171,3 +171,29 @@ def test_a_killed_worker_leaves_the_worker_registry_and_its_scheduler_is_replace
     job = queues.enqueue("default", JOB, str(log), delay=1)
     wait_for(lambda: ends(log), timeout=60, message="a delayed job to run after the takeover")
     assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
+
+
+def test_resilience_options_out_of_range_are_reported_by_the_system_checks(settings):
+    from django.core.checks import Error, run_checks
+
+    settings.OPTIMA_QUEUES_OPTIONS = {"SHUTDOWN_GRACE_SECONDS": -1}
+    assert run_checks() == [Error(
+        "OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'] must be a number of seconds >= 0, got -1.",
+        hint="Remove it to use the default (25); docs/settings.md explains it.", id="queues.E060",
+    )]
+    settings.OPTIMA_QUEUES_OPTIONS = {"LIVENESS_TTL_SECONDS": 3, "LIVENESS_INTERVAL_SECONDS": 2}
+    assert [e.id for e in run_checks()] == ["queues.E061"]
+    settings.OPTIMA_QUEUES_OPTIONS = {"SHUTDOWN_GRACE_SECONDS": 0, "LIVENESS_TTL_SECONDS": 4}
+    assert run_checks() == []
+
+
+def test_a_worker_refuses_to_start_with_the_checks_message(start_worker, tmp_path):
+    settings_module = tmp_path / "bad_resilience_settings.py"
+    settings_module.write_text(
+        "from optima_site.settings import *  # noqa\nOPTIMA_QUEUES_OPTIONS = {'DEQUEUE_WAIT_SECONDS': 0}\n"
+    )
+    worker = start_worker("default", env={"DJANGO_SETTINGS_MODULE": "bad_resilience_settings",
+                                          "PYTHONPATH": str(tmp_path)})
+    assert worker.wait(60) != 0
+    assert "OPTIMA_QUEUES_OPTIONS['DEQUEUE_WAIT_SECONDS'] must be a whole number of seconds >= 1, got 0." \
+        in worker.output()
