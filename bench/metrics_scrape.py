@@ -27,24 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devtools.redis_server import RedisServer  # noqa: E402
-
-class RoundTrips:
-    """Counts every send to Redis of this process (one per command, one per pipeline)."""
-
-    count = 0
-
-    @classmethod
-    def install(cls):
-        import redis.connection
-
-        original = redis.connection.AbstractConnection.send_packed_command
-
-        def counted(self, command, check_health=True):
-            cls.count += 1
-            return original(self, command, check_health)
-
-        redis.connection.AbstractConnection.send_packed_command = counted
-
+from devtools.roundtrips import RoundTrips  # noqa: E402
 
 def is_write(conn, command):
     """Whether Redis flags the command as one that writes (COMMAND INFO), e.g. ZREMRANGEBYSCORE."""

@@ -25,24 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devtools.redis_server import RedisServer  # noqa: E402
+from devtools.roundtrips import RoundTrips  # noqa: E402
 
 PIPE = 5000
-
-
-class RoundTrips:
-    count = 0
-
-    @classmethod
-    def install(cls):
-        import redis.connection
-
-        original = redis.connection.AbstractConnection.send_packed_command
-
-        def counted(self, command, check_health=True):
-            cls.count += 1
-            return original(self, command, check_health)
-
-        redis.connection.AbstractConnection.send_packed_command = counted
 
 
 def configure(redis_url):

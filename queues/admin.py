@@ -59,8 +59,21 @@ def _pretty_json(value):
                                                                        sort_keys=True))
 
 
+class ReadOnlyModelAdmin(admin.ModelAdmin):
+    """Rows written by the system, never edited in the admin: operators act through actions."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(ReadOnlyModelAdmin):
     list_display = ("job", "queue", "func_path", "exception", "message", "attempts", "dead_at", "status",
                     "times_dead")
     list_display_links = ("job",)
@@ -137,15 +150,6 @@ class DeadLetterAdmin(admin.ModelAdmin):
         return _panel_link(obj.queue, obj.retried_as)
 
     # --- permissions -----------------------------------------------------------------------------
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_act_permission(self, request):
         return request.user.has_perm(ACT_PERM)
@@ -274,7 +278,7 @@ def _panel_link(queue, job_id):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyModelAdmin):
     """The audit trail: read only, for whoever holds ``queues.view_auditentry``."""
 
     list_display = ("at", "identity", "action", "queue", "jobs", "outcome", "short_detail")
@@ -294,13 +298,3 @@ class AuditEntryAdmin(admin.ModelAdmin):
     @admin.display(description="detail")
     def short_detail(self, obj):
         return Truncator(obj.detail).chars(100)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
