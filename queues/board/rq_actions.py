@@ -129,11 +129,10 @@ def _walk_failed(queue, handle_chunk):
         handled += len(ids)
 
 
-def delete_all_failed(request, queue_index):
-    """Delete every failed job of a queue, in chunks (replaces django-rq's ``delete_failed_jobs``)."""
-    if request.method != "POST":
-        return rq_views.delete_failed_jobs(request, queue_index)
-    queue = get_queue_by_index(queue_index)
+def _act_on_all_failed(request, queue, action, per_job, mark, verb):
+    """Take every failed job of ``queue`` out of the failed registry in chunks, apply
+    ``per_job(pipe, job)`` to each, ``mark(ids)`` their dead-letter rows, and audit the whole as one
+    ``action``. Returns how many were handled."""
     registry = FailedJobRegistry(queue.name, queue.connection)
     touched = []
 
@@ -143,18 +142,32 @@ def delete_all_failed(request, queue_index):
             for job_id, job in zip(ids, jobs):
                 pipe.zrem(registry.key, job_id)
                 if job is not None:
-                    job.delete(pipeline=pipe, remove_from_queue=False)
+                    per_job(pipe, job)
             pipe.execute()
-        mark_dead_letters(ids, DeadLetter.Status.DISCARDED)
+        mark(ids)
         if len(touched) < audit.MAX_JOB_IDS:
             touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
 
     try:
         count = _walk_failed(queue, handle)
     except Exception as exc:
-        audit.record(request, "delete_all_failed", queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
+        audit.record(request, action, queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
         raise
-    audit.record(request, "delete_all_failed", queue.name, touched, "ok", f"deleted {count} failed jobs")
+    audit.record(request, action, queue.name, touched, "ok", f"{verb} {count} failed jobs")
+    return count
+
+
+def delete_all_failed(request, queue_index):
+    """Delete every failed job of a queue, in chunks (replaces django-rq's ``delete_failed_jobs``)."""
+    if request.method != "POST":
+        return rq_views.delete_failed_jobs(request, queue_index)
+    queue = get_queue_by_index(queue_index)
+
+    def delete(pipe, job):
+        job.delete(pipeline=pipe, remove_from_queue=False)
+
+    count = _act_on_all_failed(request, queue, "delete_all_failed", delete,
+                               lambda ids: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted")
     messages.info(request, f"You have successfully deleted {count} failed job{'s' if count != 1 else ''}.")
     return redirect("django_rq:home")
 
@@ -164,30 +177,16 @@ def requeue_all_failed(request, queue_index):
     if request.method != "POST":
         return rq_views.requeue_all(request, queue_index)
     queue = get_queue_by_index(queue_index)
-    registry = FailedJobRegistry(queue.name, queue.connection)
-    touched = []
 
-    def handle(ids):
-        jobs = OptimaJob.fetch_many(ids, connection=queue.connection, serializer=queue.serializer)
-        with queue.connection.pipeline() as pipe:
-            for job_id, job in zip(ids, jobs):
-                pipe.zrem(registry.key, job_id)
-                if job is None:
-                    continue
-                job.started_at = job.ended_at = None
-                job._exc_info = ""
-                job.set_status(JobStatus.QUEUED, pipeline=pipe)
-                queue._enqueue_job(job, pipeline=pipe)
-            pipe.execute()
-        mark_dead_letters(ids, DeadLetter.Status.RETRIED, retried_as_self=True)
-        if len(touched) < audit.MAX_JOB_IDS:
-            touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
+    def requeue(pipe, job):
+        job.started_at = job.ended_at = None
+        job._exc_info = ""
+        job.set_status(JobStatus.QUEUED, pipeline=pipe)
+        queue._enqueue_job(job, pipeline=pipe)
 
-    try:
-        count = _walk_failed(queue, handle)
-    except Exception as exc:
-        audit.record(request, "requeue_all", queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
-        raise
-    audit.record(request, "requeue_all", queue.name, touched, "ok", f"requeued {count} failed jobs")
+    count = _act_on_all_failed(
+        request, queue, "requeue_all", requeue,
+        lambda ids: mark_dead_letters(ids, DeadLetter.Status.RETRIED, retried_as_self=True), "requeued",
+    )
     messages.info(request, f"You have successfully requeued {count} job{'s' if count != 1 else ''}!")
     return redirect("django_rq:jobs", queue_index)
