@@ -9,13 +9,12 @@ stops) and dies with its worker.
 """
 import os
 import signal
-import time
 
 from rq.job import JobStatus
 from rq.utils import now
 
 from .liveness import die_with_parent
-from .outage import REDIS_ERRORS, Backoff, OutageLog
+from .outage import REDIS_ERRORS, Backoff, OutageLog, retry_while_unavailable
 
 EX_TEMPFAIL = getattr(os, "EX_TEMPFAIL", 75)  # the horse could not record its job's outcome
 
@@ -36,20 +35,13 @@ class WorkHorseMixin:
         after that the horse exits with EX_TEMPFAIL and its worker puts the job back."""
         outage = OutageLog(self.log, f"Work horse of worker {self.name}")
         backoff = Backoff(self.resilience.redis_retry_max)
-        started = time.monotonic()
-        while True:
-            try:
-                value = func()
-            except REDIS_ERRORS as exc:
-                outage.failed(exc, doing)
-                if time.monotonic() - started >= self.resilience.outcome_wait:
-                    self.log.error("Work horse of worker %s: could not %s for %g s; the job goes back to its "
-                                   "queue and may run again", self.name, doing, self.resilience.outcome_wait)
-                    os._exit(EX_TEMPFAIL)
-                time.sleep(backoff.next())
-                continue
-            outage.ok()
-            return value
+        try:
+            return retry_while_unavailable(func, backoff, outage, doing=doing,
+                                           give_up_after=self.resilience.outcome_wait)
+        except REDIS_ERRORS:
+            self.log.error("Work horse of worker %s: could not %s for %g s; the job goes back to its "
+                           "queue and may run again", self.name, doing, self.resilience.outcome_wait)
+            os._exit(EX_TEMPFAIL)
 
     def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
         parent = super()
