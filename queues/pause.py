@@ -56,6 +56,10 @@ class PauseMixin:
 
     pause_poll_seconds = 1  # seconds between re-reads of the paused set while something is paused
 
+    def released_job(self, job):
+        """Hook: a dequeued job was handed back to its queue, so none is in hand any more. No-op here;
+        the resilience mixin overrides it (a stop request may then end the worker at once)."""
+
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         deadline = None if max_idle_time is None else time.monotonic() + max_idle_time
         own_queues = self._ordered_queues
@@ -95,6 +99,7 @@ class PauseMixin:
             job, queue = result
             if queue.name in mine or self._paused_meanwhile(queue.name):
                 self._put_back(job, queue)
+                self.released_job(job)
                 continue
             return result
 

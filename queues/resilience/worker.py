@@ -275,6 +275,11 @@ class ResilienceMixin(JobSupervisionMixin, WorkHorseMixin):
         finally:
             self._dequeuing = False
 
+    def released_job(self, job):
+        """The dequeued job went back to its queue (pause): nothing is in hand, a stop may proceed."""
+        self._holding = False
+        super().released_job(job)
+
     def _tick(self):
         """Every couple of seconds: make sure some scheduler holds the locks of this worker's queues."""
         moment = time.monotonic()

@@ -1,5 +1,7 @@
 """The queue panel at /admin/queues/: django-rq's pages, pause/resume, job search, queue-wide actions,
 and workers leaving paused queues alone (real worker processes)."""
+import signal
+
 import pytest
 from django.test import Client
 from rq import Worker
@@ -233,6 +235,10 @@ def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_wo
     assert get_queue("default").get_job_ids() == [job.id]
     assert FinishedJobRegistry("default", connection=queue_redis).count == 0
     assert ScheduledJobRegistry("default", connection=queue_redis).count == 0
+    # With the job back in its queue the worker holds nothing: a stop ends it, leaving the job queued.
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.output()
+    assert get_queue("default").get_job_ids() == [job.id]
 
 
 @pytest.mark.django_db(transaction=True)
