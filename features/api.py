@@ -218,16 +218,6 @@ class EnqueueView(APIView):
         return accepted(job, queue)
 
 
-def fetch_job(job_id):
-    """The rq Job with this id, or None. Jobs are stored by id whatever their queue, so any declared
-    queue's job class and connection load it."""
-    some_queue = queues.get_queue(queues.queue_names()[0])
-    job_class = some_queue.job_class
-    if not job_class.exists(job_id, connection=some_queue.connection):
-        return None
-    return job_class.fetch(job_id, connection=some_queue.connection, serializer=some_queue.serializer)
-
-
 def _last_line(text):
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     return lines[-1].strip() if lines else None
@@ -277,7 +267,7 @@ class JobStatusView(APIView):
             return Response({"detail": f"No job {job_id!r}: job ids are letters, digits, '-' and '_'."},
                             status=status.HTTP_404_NOT_FOUND)
         try:
-            job = fetch_job(job_id)
+            job = queues.fetch_job(job_id)
             payload = None if job is None else job_status(job)
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job status unavailable: %s: %s", type(exc).__name__, exc)

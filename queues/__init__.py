@@ -2,7 +2,7 @@
 
 Public API (stable names; everything else is internal)::
 
-    from queues import enqueue, enqueue_call, get_queue
+    from queues import enqueue, enqueue_call, fetch_job, get_queue, queue_names
     from queues import UnknownQueue, QueueUnavailable, InvalidJob, PermanentError, RetryAfter
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
@@ -13,6 +13,7 @@ from .exceptions import InvalidJob, PermanentError, QueuesError, QueueUnavailabl
 __all__ = [
     "enqueue",
     "enqueue_call",
+    "fetch_job",
     "get_queue",
     "queue_names",
     "InvalidJob",
@@ -26,6 +27,7 @@ __all__ = [
 _LAZY = {
     "enqueue": ("queues.enqueueing", "enqueue"),
     "enqueue_call": ("queues.enqueueing", "enqueue_call"),
+    "fetch_job": ("queues.registry", "fetch_job"),
     "get_queue": ("queues.registry", "get_queue"),
     "queue_names": ("queues.registry", "queue_names"),
 }

@@ -138,6 +138,24 @@ def get_queue(name, connection=None):
     return OptimaQueue(name, connection=connection, default_timeout=config.options["timeout"])
 
 
+def fetch_job(job_id, connection=None):
+    """The JSON job with this id, whatever its queue, or None when Redis no longer has it.
+
+    Raises ``QueueUnavailable`` (masked URL) when Redis cannot be reached.
+    """
+    import redis
+
+    from .connection import get_connection, unavailable
+
+    connection = connection or get_connection()
+    try:
+        if not OptimaJob.exists(job_id, connection=connection):
+            return None
+        return OptimaJob.fetch(job_id, connection=connection)
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+
+
 def rq_queues_setting():
     """The RQ_QUEUES dict django-rq's commands and dashboard read, one entry per declared queue."""
     from .connection import django_rq_config

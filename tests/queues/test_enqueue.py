@@ -163,3 +163,10 @@ def test_rollback_enqueues_nothing_delayed_jobs_included(admin_redis):
             queues.enqueue("default", sample.add, 1, 2, delay=60)
             raise Boom
     assert queue_keys(admin_redis, PREFIX) == []
+
+
+def test_fetch_job_finds_a_job_of_any_queue_and_none_for_an_unknown_id():
+    job = queues.enqueue("content", sample.add, 1, 2)
+    fetched = queues.fetch_job(job.id)
+    assert (fetched.id, fetched.origin, fetched.args) == (job.id, "content", [1, 2])
+    assert queues.fetch_job("no-such-job") is None
