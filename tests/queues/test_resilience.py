@@ -54,8 +54,9 @@ def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(start_
     assert doomed.wait(10) == -signal.SIGKILL
 
     wait_for(lambda: ends(log), timeout=60, message="the job's second run to end")
+    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
+             message="the worker to record the job as finished")  # it logs before the worker records
     job = fetch(job.id, queue_redis)
-    assert job.get_status() == JobStatus.FINISHED
     assert job.return_value() == "done"
     runs = starts(log)
     assert [r["attempt"] for r in runs] == [1, 2]
@@ -103,7 +104,8 @@ def test_job_of_a_killed_multi_queue_worker_runs_again(start_worker, queue_redis
     doomed.wait(10)
 
     wait_for(lambda: ends(log), timeout=60, message="the job's second run to end")
-    assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
+    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
+             message="the worker to record the job as finished")  # it logs before the worker records
     assert [r["attempt"] for r in starts(log)] == [1, 2]
 
 
@@ -119,7 +121,9 @@ def test_job_popped_by_a_worker_that_died_before_starting_it_still_runs(start_wo
     start_worker("default", "orders-sync")
 
     wait_for(lambda: ends(log), timeout=60, message="the stranded job to run")
-    assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
+    # The job's own log line comes before the worker records its success: wait for that too.
+    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
+             message="the stranded job to be recorded as finished")
     assert [r["attempt"] for r in starts(log)] == [1]
     assert queue_redis.llen(queue.intermediate_queue_key) == 0
 
@@ -170,7 +174,8 @@ def test_a_killed_worker_leaves_the_worker_registry_and_its_scheduler_is_replace
     log = tmp_path / "runs.jsonl"
     job = queues.enqueue("default", JOB, str(log), delay=1)
     wait_for(lambda: ends(log), timeout=60, message="a delayed job to run after the takeover")
-    assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
+    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
+             message="the worker to record the job as finished")  # it logs before the worker records
 
 
 def test_resilience_options_out_of_range_are_reported_by_the_system_checks(settings):
