@@ -79,11 +79,15 @@ def run(argv):
             "  Ctrl-C stops everything.\n", flush=True)
         honcho = VENV / "bin" / "honcho"
         proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv], cwd=ROOT, env=env)
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            # honcho got the SIGINT too and stops the processes gracefully; wait for it.
-            return proc.wait()
+        # SIGTERM/SIGHUP (a supervisor, a closed terminal): pass it to honcho, which stops every process
+        # gracefully; then the private Redis goes too (below). Ctrl-C reaches honcho by itself.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda signum, frame: proc.send_signal(signal.SIGTERM))
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                continue  # honcho got the SIGINT too and is stopping the processes; wait for it
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)
