@@ -43,6 +43,17 @@ def _outcome(response):
     return "ok" if response.status_code < 400 else "error"
 
 
+def _mark_rows_of(action, failed_ids):
+    """After a successful requeue/delete of jobs that were in the failed registry, their dead-letter
+    rows follow at once (no wait for the reconcile)."""
+    if not failed_ids:
+        return
+    if action == "requeue":
+        mark_dead_letters(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
+    elif action == "delete":
+        mark_dead_letters(failed_ids, DeadLetter.Status.DISCARDED)
+
+
 def audited(view, action):
     """Wrap one django-rq view that acts on one job (``job_id`` in the URL)."""
 
@@ -58,11 +69,8 @@ def audited(view, action):
             audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
             raise
         outcome = _outcome(response)
-        if outcome == "ok" and failed:
-            if action == "requeue":
-                mark_dead_letters(failed, DeadLetter.Status.RETRIED, retried_as_self=True)
-            elif action == "delete":
-                mark_dead_letters(failed, DeadLetter.Status.DISCARDED)
+        if outcome == "ok":
+            _mark_rows_of(action, failed)
         audit.record(request, action, queue.name, [job_id], outcome, "from the panel")
         return response
 
@@ -87,11 +95,8 @@ def audited_bulk(view):
                 audit.record(request, action, queue.name, [job_id], "error", f"bulk: {type(exc).__name__}: {exc}")
             raise
         outcome = _outcome(response)
-        if outcome == "ok" and failed:
-            if action == "requeue":
-                mark_dead_letters(failed, DeadLetter.Status.RETRIED, retried_as_self=True)
-            elif action == "delete":
-                mark_dead_letters(failed, DeadLetter.Status.DISCARDED)
+        if outcome == "ok":
+            _mark_rows_of(action, failed)
         for job_id in job_ids:
             audit.record(request, action, queue.name, [job_id], outcome, f"bulk {action} of {len(job_ids)} from the panel")
         return response
