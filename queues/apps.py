@@ -8,16 +8,14 @@ class QueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers the system checks)
-        from . import schedules  # noqa: F401  (registers the periodic jobs' system check)
-        from .resilience import checks as _resilience_checks  # noqa: F401  (queues.E060/E061)
-        from . import metrics, registry
+        # System checks register on import: queues.E0xx (conf), E030-E035 (schedules),
+        # E050-E053 (metrics, via metrics.install), E060/E061 (worker options), W020 (panel).
+        from . import checks, metrics, registry, schedules  # noqa: F401
+        from .board import access as board_access
+        from .resilience import checks as resilience_checks  # noqa: F401
 
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
-        from .board import access as board_access
-
         board_access.log_startup_problems()  # QUEUE_BOARD_USER/PASSWORD half set: WARN (queues.W020)
-
         try:
             registry.install_rq_queues()
         except ImproperlyConfigured:
