@@ -8,6 +8,7 @@ import time
 
 import redis
 from rq.intermediate_queue import IntermediateQueue
+from rq.utils import as_text
 
 from . import conf
 from .registry import get_config
@@ -28,7 +29,7 @@ def resume(name, connection=None):
 
 
 def paused_names(connection=None):
-    return {n.decode() if isinstance(n, bytes) else n for n in _conn(connection).smembers(paused_key())}
+    return {as_text(n) for n in _conn(connection).smembers(paused_key())}
 
 
 def is_paused(name, connection=None):

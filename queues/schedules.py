@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core import checks as django_checks
+from rq.utils import as_text
 
 from . import conf
 
@@ -277,7 +278,7 @@ def register(connection=None, now=None):
             pipe.execute()
         (summary.updated if current_digest else summary.added).append(schedule.id)
     for raw in connection.zrange(key, 0, -1):
-        member = raw.decode() if isinstance(raw, bytes) else raw
+        member = as_text(raw)
         if member.startswith(TEMPLATE_PREFIX) and member not in desired:
             with connection.pipeline() as pipe:
                 pipe.zrem(key, member)
