@@ -9,6 +9,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from queues.connection import RQQueuesSetting  # imports neither rq nor the app registry
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 OPTIMA_ENV = os.environ.get("OPTIMA_ENV", "dev")
@@ -51,6 +53,17 @@ CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", QUEUES_REDIS_URL)
 OPTIMA_QUEUES = {
     "default": {},
 }
+
+# django-rq (its dashboard and commands) with this app's classes: JSON jobs, retries, dead letters,
+# keys under QUEUE_PREFIX. RQ_QUEUES follows the declared queues (OPTIMA_QUEUES and the feature
+# apps' queues.py) on every read. queues.E009/E010 check both.
+RQ = {
+    "JOB_CLASS": "queues.registry.OptimaJob",
+    "QUEUE_CLASS": "queues.registry.OptimaQueue",
+    "SCHEDULER_CLASS": "queues.scheduler.PrefixedScheduler",
+    "WORKER_CLASS": "queues.worker.OptimaWorker",
+}
+RQ_QUEUES = RQQueuesSetting()
 
 # Queue panel (/admin/queues/) in stage/prod: the shared basic-auth account, on only when both are
 # set (queues.W020 warns when only one is). Staff accounts with the panel permission always work.

@@ -1,9 +1,12 @@
 """Every setting of the queues app, read in one place.
 
-``queue_settings()`` is the cached accessor; the cache is cleared on Django's ``setting_changed``
-so ``override_settings`` works. ``validate()`` is the single validator: system checks
-(``queues/checks.py``) report its problems, and start-up refuses to use a broken configuration
-with the same messages. docs/settings.md documents each value.
+``options()`` is the cached accessor; the cache is cleared on Django's ``setting_changed``
+so ``override_settings`` works. ``validate()`` checks the settings read here; the queue
+declarations (these settings merged with the feature apps' ``QUEUES``) are merged and checked in
+``queues/declarations.py``, whose ``validate()`` the system checks report and first use refuses
+with, so the messages match. docs/settings.md documents each value.
+
+A leaf module: it imports nothing else from ``queues``, so every other module may import it.
 """
 import difflib
 import functools
@@ -183,36 +186,45 @@ def validate_queue_name(name, where="OPTIMA_QUEUES"):
     return []
 
 
+def validate_declaration(where, declaration):
+    """Problems of one ``{queue name: job options}`` dict; ``where`` names it, e.g. ``OPTIMA_QUEUES``."""
+    problems = []
+    for name, options in declaration.items():
+        problems.extend(validate_queue_name(name, where))
+        problems.extend(validate_job_options(f"{where}[{name!r}]", options))
+    return problems
+
+
 def validate():
-    """All problems of the current configuration, in a stable order."""
-    problems = list(validate_prefix(getattr(settings, "QUEUE_PREFIX", "optima")))
+    """Problems of the settings read here (prefix, rq's key prefix, global job defaults), in a stable
+    order. ``queues.declarations.validate()`` adds the queue declarations' problems to these."""
+    problems = list(validate_prefix(prefix()))
     import rq.defaults
 
-    prefix = getattr(settings, "QUEUE_PREFIX", "optima")
-    if not problems and rq.defaults.RQ_KEY_PREFIX != prefix:
+    if not problems and rq.defaults.RQ_KEY_PREFIX != prefix():
         problems.append(
             Problem(
                 "queues.E006",
-                f"rq was imported with key prefix {rq.defaults.RQ_KEY_PREFIX!r} but QUEUE_PREFIX is {prefix!r}: "
+                f"rq was imported with key prefix {rq.defaults.RQ_KEY_PREFIX!r} but QUEUE_PREFIX is {prefix()!r}: "
                 "RQ's keys would escape the environment's prefix.",
                 "Export RQ_KEY_PREFIX = QUEUE_PREFIX in os.environ at the top of settings.py, before anything "
                 "imports rq (see optima_site/settings.py).",
             )
         )
     problems.extend(validate_job_options("OPTIMA_QUEUE_DEFAULTS", getattr(settings, "OPTIMA_QUEUE_DEFAULTS", {})))
-    declared = getattr(settings, "OPTIMA_QUEUES", {})
-    if not isinstance(declared, dict):
-        problems.append(Problem("queues.E008", f"OPTIMA_QUEUES must be a dict of queue name -> options, got {declared!r}.",
-                                "E.g. OPTIMA_QUEUES = {'default': {}, 'orders-sync': {'attempts': 3}}."))
-    from .registry import app_declarations
-
-    sources = [("OPTIMA_QUEUES", declared if isinstance(declared, dict) else {})]
-    sources += [(f"{label}.queues.QUEUES", decl) for label, decl in app_declarations()]
-    for where, decl in sources:
-        for name, options in decl.items():
-            problems.extend(validate_queue_name(name, where))
-            problems.extend(validate_job_options(f"{where}[{name!r}]", options))
     return problems
+
+
+def job_defaults():
+    """The global layer of job options: JOB_DEFAULTS updated with settings.OPTIMA_QUEUE_DEFAULTS."""
+    merged = dict(JOB_DEFAULTS)
+    merged.update(getattr(settings, "OPTIMA_QUEUE_DEFAULTS", {}))
+    return merged
+
+
+def queues_setting():
+    """settings.OPTIMA_QUEUES as given, unvalidated (``queues.declarations`` checks and merges it)."""
+    return getattr(settings, "OPTIMA_QUEUES", {})
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,7 +247,6 @@ def app_key(*parts):
 @receiver(setting_changed)
 def _clear_caches(*, setting, **kwargs):
     if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
+        # Only this module's cache: declarations.py and connection.py clear their own on the same
+        # signal, so that this module never imports them.
         options.cache_clear()
-        from . import registry
-
-        registry.reset()

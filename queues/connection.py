@@ -5,16 +5,23 @@ from the same settings (RQ widens its socket timeout for blocking pops). The cac
 (``CACHE_REDIS_URL``, defaulting to the queues' URL) is always a distinct client with its own pool,
 so a blocking worker command can never hold up a rate limiter or cache read.
 
+django-rq reaches the same Redis through ``settings.RQ_QUEUES``: ``RQQueuesSetting`` derives it
+from the declared queues on every read (``rq_queues_setting()``); ``validate_django_rq()`` checks
+that settings.py wires django-rq that way (queues.E009, queues.E010).
+
 Passwords never leave this module unmasked: ``mask_url`` is what logs, errors and pages show.
 """
 import functools
 import threading
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
-from . import conf
+from . import conf, declarations
 from .exceptions import QueueUnavailable
 
 _lock = threading.Lock()
@@ -86,6 +93,13 @@ def reset():
     _cached_client.cache_clear()
 
 
+@receiver(setting_changed)
+def _reset_on_setting_change(*, setting, **kwargs):
+    # The cache key holds the URL and timeouts already; this only lets go of superseded clients.
+    if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
+        reset()
+
+
 def unavailable(exc, url=None):
     """A QueueUnavailable for a redis error, naming the masked URL and never the password."""
     url = mask_url(url or queues_url())
@@ -117,6 +131,40 @@ def django_rq_config():
     return cfg
 
 
+def _rq_queue_entry(config, base):
+    return dict(base, DEFAULT_TIMEOUT=config.options["timeout"], QUEUE_CLASS="queues.registry.OptimaQueue",
+                SERIALIZER="rq.serializers.JSONSerializer")
+
+
+def rq_queues_setting():
+    """The RQ_QUEUES dict django-rq's commands and dashboard read, one entry per declared queue."""
+    base = django_rq_config()
+    return {name: _rq_queue_entry(config, base) for name, config in declarations.declared().items()}
+
+
+class RQQueuesSetting(Mapping):
+    """``settings.RQ_QUEUES``: ``rq_queues_setting()``, computed on every read.
+
+    django-rq reads ``settings.RQ_QUEUES`` on each use, as a mapping. The declared queues depend on
+    the installed apps, which are not loaded while settings.py runs, so the value cannot be a dict
+    written there; computing it on each read (from the cached declarations) keeps it in step with
+    ``override_settings`` too, where a dict written once at start-up would not.
+    """
+
+    def __getitem__(self, name):
+        return _rq_queue_entry(declarations.declared()[name], django_rq_config())
+
+    def __iter__(self):
+        return iter(declarations.declared())
+
+    def __len__(self):
+        return len(declarations.declared())
+
+    def __repr__(self):
+        # Never the entries: they hold the Redis password (diffsettings and error pages show this).
+        return f"{type(self).__name__}()"
+
+
 try:
     from django.views.debug import SafeExceptionReporterFilter as _BaseFilter
 except ImportError:  # pragma: no cover
@@ -135,3 +183,33 @@ class MaskingExceptionReporterFilter(_BaseFilter):
         if isinstance(value, str) and "://" in value and "@" in value:
             return mask_url(value)
         return value
+
+
+# What settings.RQ must name: django-rq builds every job, queue, worker and scheduler from these.
+DJANGO_RQ_CLASSES = {
+    "JOB_CLASS": "queues.registry.OptimaJob",
+    "QUEUE_CLASS": "queues.registry.OptimaQueue",
+    "SCHEDULER_CLASS": "queues.scheduler.PrefixedScheduler",
+    "WORKER_CLASS": "queues.worker.OptimaWorker",
+}
+
+
+def validate_django_rq():
+    """Problems of django-rq's wiring in settings: RQ's classes (E009) and RQ_QUEUES (E010)."""
+    problems = []
+    rq_setting = getattr(settings, "RQ", {})
+    for key, expected in DJANGO_RQ_CLASSES.items():
+        value = rq_setting.get(key) if isinstance(rq_setting, dict) else None
+        if value != expected:
+            problems.append(conf.Problem(
+                "queues.E009", f"settings.RQ[{key!r}] is {value!r}, expected {expected!r}.",
+                "django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
+                "classes jobs are pickled and failures are not retried. Set RQ as optima_site/settings.py does."))
+    rq_queues = getattr(settings, "RQ_QUEUES", None)
+    if not isinstance(rq_queues, RQQueuesSetting):
+        got = "not set" if rq_queues is None else f"a {type(rq_queues).__name__}"
+        problems.append(conf.Problem(
+            "queues.E010", f"settings.RQ_QUEUES is {got}, expected queues.connection.RQQueuesSetting().",
+            "Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
+            "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead."))
+    return problems

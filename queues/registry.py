@@ -3,28 +3,22 @@
 A queue is declared once — in ``settings.OPTIMA_QUEUES`` or in an installed app's ``queues.py``
 (``QUEUES = {"name": {...options}}``) or AppConfig attribute ``queues`` — and from then on exists
 for enqueueing, for ``manage.py rqworker`` (no names: every declared queue), for django-rq's panel
-and for ``/metrics``. Settings win over an app's declaration, key by key, so operators can tune a
-feature's queue without touching its code.
+and for ``/metrics``. ``queues/declarations.py`` merges the declarations (settings win over an
+app's, key by key); this module turns a declared name into RQ objects.
 
 Keys: rq 3.0 prefixes all of its own keys with ``RQ_KEY_PREFIX``, which ``QUEUE_PREFIX`` sets
 (see docs/decisions.md). A queue named ``orders-sync`` lives at ``<prefix>:queue:orders-sync``.
 """
-import importlib
-import threading
-from dataclasses import dataclass, field
-
-from django.apps import apps
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+import redis
 from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from . import conf
+from . import connection as _connection  # aliased: get_queue() and fetch_job() take a `connection` argument
+from . import declarations
+from .connection import rq_queues_setting  # noqa: F401  (public here since django-rq was wired from here)
+from .declarations import QueueConfig, declared  # noqa: F401  (public names of this module)
 from .exceptions import UnknownQueue
-
-_lock = threading.Lock()
-_declared = None  # name -> QueueConfig, built lazily
 
 
 class OptimaJob(Job):
@@ -54,69 +48,6 @@ class OptimaQueue(Queue):
         return get_config(self.name)
 
 
-@dataclass(frozen=True)
-class QueueConfig:
-    name: str
-    options: dict = field(default_factory=dict)  # resolved: global defaults < queue options
-    source: str = "settings"
-
-    def __getitem__(self, key):
-        return self.options[key]
-
-
-def app_declarations():
-    """(app label, {name: options}) for every installed app that declares queues."""
-    found = []
-    for app_config in apps.get_app_configs():
-        decl = {}
-        attr = getattr(app_config, "queues", None)
-        if isinstance(attr, dict):
-            decl.update(attr)
-        try:
-            module = importlib.import_module(f"{app_config.name}.queues")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{app_config.name}.queues":
-                raise
-            module = None
-        if module is not None and isinstance(getattr(module, "QUEUES", None), dict):
-            decl.update(module.QUEUES)
-        if decl:
-            found.append((app_config.label, decl))
-    return found
-
-
-def _build():
-    problems = [p for p in conf.validate() if p.level == "error"]
-    if problems:
-        first = problems[0]
-        raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id}; run manage.py check for all)")
-    global_opts = dict(conf.JOB_DEFAULTS)
-    global_opts.update(getattr(settings, "OPTIMA_QUEUE_DEFAULTS", {}))
-    merged = {}
-    for label, decl in app_declarations():
-        for name, opts in decl.items():
-            merged.setdefault(name, ({}, label))[0].update(opts)
-    for name, opts in getattr(settings, "OPTIMA_QUEUES", {}).items():
-        merged.setdefault(name, ({}, "settings"))[0].update(opts)
-    result = {}
-    for name in sorted(merged):
-        opts, source = merged[name]
-        resolved = dict(global_opts)
-        resolved.update(opts)
-        result[name] = QueueConfig(name=name, options=resolved, source=source)
-    return result
-
-
-def declared():
-    """{name: QueueConfig} of every declared queue, sorted by name."""
-    global _declared
-    if _declared is None:
-        with _lock:
-            if _declared is None:
-                _declared = _build()
-    return _declared
-
-
 def queue_names():
     return list(declared())
 
@@ -132,9 +63,7 @@ def get_queue(name, connection=None):
     """The RQ queue declared as ``name``: prefixed, JSON, bound to the queues' connection."""
     config = get_config(name)
     if connection is None:
-        from .connection import get_connection
-
-        connection = get_connection()
+        connection = _connection.get_connection()
     return OptimaQueue(name, connection=connection, default_timeout=config.options["timeout"])
 
 
@@ -143,46 +72,25 @@ def fetch_job(job_id, connection=None):
 
     Raises ``QueueUnavailable`` (masked URL) when Redis cannot be reached.
     """
-    import redis
-
-    from .connection import get_connection, unavailable
-
-    connection = connection or get_connection()
+    connection = connection or _connection.get_connection()
     try:
         if not OptimaJob.exists(job_id, connection=connection):
             return None
         return OptimaJob.fetch(job_id, connection=connection)
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
-
-
-def rq_queues_setting():
-    """The RQ_QUEUES dict django-rq's commands and dashboard read, one entry per declared queue."""
-    from .connection import django_rq_config
-
-    base = django_rq_config()
-    return {
-        name: dict(base, DEFAULT_TIMEOUT=cfg.options["timeout"], QUEUE_CLASS="queues.registry.OptimaQueue",
-                   SERIALIZER="rq.serializers.JSONSerializer")
-        for name, cfg in declared().items()
-    }
+        raise _connection.unavailable(exc) from exc
 
 
 def install_rq_queues():
-    """Point django-rq at the declared queues (it reads settings.RQ_QUEUES on every use)."""
-    settings.RQ_QUEUES = rq_queues_setting()
-    rq = dict(getattr(settings, "RQ", {}))
-    rq.setdefault("JOB_CLASS", "queues.registry.OptimaJob")
-    rq.setdefault("QUEUE_CLASS", "queues.registry.OptimaQueue")
-    rq.setdefault("SCHEDULER_CLASS", "queues.scheduler.PrefixedScheduler")
-    rq.setdefault("WORKER_CLASS", "queues.worker.OptimaWorker")
-    settings.RQ = rq
+    """Kept for old callers (bench/metrics_scrape.py); does nothing any more.
+
+    settings.RQ_QUEUES is now ``queues.connection.RQQueuesSetting()``, derived from the declared
+    queues on every read, and settings.RQ names this app's classes (optima_site/settings.py).
+    """
 
 
 def reset():
-    global _declared
-    with _lock:
-        _declared = None
-    from . import connection
-
-    connection.reset()
+    """Forget the merged declarations and the cached Redis clients (both also reset themselves
+    when a relevant setting changes)."""
+    declarations.reset()
+    _connection.reset()

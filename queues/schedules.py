@@ -40,6 +40,7 @@ from django.core import checks as django_checks
 from rq.utils import as_text
 
 from . import conf
+from . import declarations as queue_declarations  # aliased: declarations() below lists the schedules'
 
 logger = logging.getLogger(__name__)
 
@@ -87,18 +88,8 @@ class Schedule:
 
 def declarations():
     """(where, list) of every schedule declaration: feature apps' ``SCHEDULES``, then settings."""
-    import importlib
-
-    from django.apps import apps
-
     found = []
-    for app_config in apps.get_app_configs():
-        try:
-            module = importlib.import_module(f"{app_config.name}.queues")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{app_config.name}.queues":
-                raise
-            continue
+    for app_config, module in queue_declarations.app_modules():
         if hasattr(module, "SCHEDULES"):
             found.append((f"{app_config.label}.queues.SCHEDULES", module.SCHEDULES))
     found.append(("OPTIMA_SCHEDULES", getattr(settings, "OPTIMA_SCHEDULES", [])))
@@ -132,7 +123,7 @@ def validate_schedules(queue_names=None):
     from .exceptions import InvalidJob
 
     if queue_names is None:
-        queue_names = _declared_queue_names()
+        queue_names = queue_declarations.names()
     problems = []
     for where, entries in declarations():
         if not isinstance(entries, (list, tuple)):
@@ -210,15 +201,6 @@ def _validate_timing(label, entry):
         return [conf.Problem("queues.E035", f"{label}['cron'] is {cron!r}, not a 5-field cron expression.",
                              "minute hour day-of-month month day-of-week, in UTC: e.g. '0 3 * * *'.")]
     return []
-
-
-def _declared_queue_names():
-    from .registry import app_declarations
-
-    names = set(getattr(settings, "OPTIMA_QUEUES", {}) or {})
-    for _, decl in app_declarations():
-        names.update(decl)
-    return names
 
 
 # --- registration ------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """System checks of the queue configuration (ids listed in docs/checks.md)."""
+from django.conf import settings
 from django.core.checks import Error, run_checks
 from django.test import override_settings
 
@@ -85,6 +86,30 @@ def test_non_retryable_entry_that_is_not_an_exception_class_is_e007():
 def test_queue_options_that_are_not_a_dict_are_e008():
     errors = queue_errors()
     assert [e.id for e in errors] == ["queues.E008"]
+
+
+def test_django_rq_without_this_apps_worker_class_is_e009():
+    with override_settings(RQ=dict(settings.RQ, WORKER_CLASS="rq.worker.Worker")):
+        assert queue_errors() == [
+            Error(
+                "settings.RQ['WORKER_CLASS'] is 'rq.worker.Worker', expected 'queues.worker.OptimaWorker'.",
+                hint="django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
+                     "classes jobs are pickled and failures are not retried. Set RQ as optima_site/settings.py does.",
+                id="queues.E009",
+            )
+        ]
+
+
+@override_settings(RQ_QUEUES={"default": {"URL": "redis://127.0.0.1:6379/0"}})
+def test_rq_queues_written_by_hand_is_e010():
+    assert queue_errors() == [
+        Error(
+            "settings.RQ_QUEUES is a dict, expected queues.connection.RQQueuesSetting().",
+            hint="Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
+                 "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
+            id="queues.E010",
+        )
+    ]
 
 
 @override_settings(OPTIMA_QUEUES={"default": {"attempts": 0}})

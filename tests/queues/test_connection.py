@@ -50,6 +50,14 @@ def test_repr_of_the_client_excludes_the_password():
         assert "***" in repr(get_connection())
 
 
+def test_repr_of_the_rq_queues_setting_excludes_the_password():
+    from django.conf import settings
+
+    with override_settings(QUEUES_REDIS_URL="redis://user:s3cr3t-pw@127.0.0.1:6379/0"):
+        assert settings.RQ_QUEUES["default"]["PASSWORD"] == "s3cr3t-pw"  # django-rq needs it ...
+        assert repr(settings.RQ_QUEUES) == "RQQueuesSetting()"  # ... diffsettings and error pages never show it
+
+
 def test_enqueue_with_redis_down_raises_queue_unavailable_with_masked_url_and_writes_nothing(caplog):
     url = f"redis://:s3cr3t-pw@127.0.0.1:{closed_port()}/0"
     with override_settings(QUEUES_REDIS_URL=url), caplog.at_level(logging.DEBUG):

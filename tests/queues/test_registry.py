@@ -36,6 +36,14 @@ def test_django_rq_sees_every_declared_queue_with_json_and_timeouts():
     assert settings.RQ["WORKER_CLASS"] == "queues.worker.OptimaWorker"
 
 
+def test_django_rq_sees_a_queue_declared_under_override_settings_and_not_after():
+    with override_settings(OPTIMA_QUEUES={"default": {}, "invoices": {"timeout": 30}}):
+        assert sorted(settings.RQ_QUEUES) == ["content", "default", "invoices", "orders-sync", "repricer"]
+        assert settings.RQ_QUEUES["invoices"]["DEFAULT_TIMEOUT"] == 30
+        assert settings.RQ_QUEUES["invoices"]["QUEUE_CLASS"] == "queues.registry.OptimaQueue"
+    assert "invoices" not in settings.RQ_QUEUES
+
+
 def test_rqworker_without_names_serves_every_declared_queue(start_worker, queue_redis):
     worker = start_worker()
 
