@@ -26,8 +26,9 @@ from django.db import IntegrityError, transaction
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
-from . import conf, events
-from .retry import current_attempt, exc_summary, queue_name_of
+from . import conf, events, jobmeta
+from .jobmeta import current_attempt, queue_name as queue_name_of
+from .retry import exc_summary
 
 logger = logging.getLogger(__name__)
 
@@ -54,16 +55,8 @@ def _parse(value):
 
 def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
     """Record a death in ``job.meta`` (not saved: the caller saves it with its other writes)."""
-    meta = job.meta
-    meta["dead"] = reason
-    meta["dead_at"] = _now().isoformat()
-    meta["deaths"] = int(meta.get("deaths", 0) or 0) + 1
-    meta["attempts_made"] = current_attempt(job)
-    meta.setdefault("first_failed_at", meta["dead_at"])
-    meta["exc_type"] = exc_type[:300]
-    meta["exc_message"] = exc_message[:2000]
-    if worker_name:
-        meta["dead_worker"] = worker_name
+    jobmeta.mark_dead(job.meta, reason, attempt=current_attempt(job), exc_type=exc_type, exc_message=exc_message,
+                      worker_name=worker_name, now=_now())
 
 
 def keep_forever(job, connection=None):

@@ -5,12 +5,16 @@ and ``removeOnFail: false``).
   ``result_ttl`` (24 h): RQ sets those expiries itself when the job succeeds (``job.cleanup`` /
   ``Result.save``); the finished registry ``<prefix>:finished:<queue>`` is a sorted set scored by
   expiry time, which RQ trims in its maintenance.
-- Count: RQ has no cap. After each success the worker runs ``TRIM_LUA``: when the registry holds more
-  than ``completed_max`` entries it deletes the oldest (lowest expiry) with every key of theirs — the
-  job hash, ``<prefix>:results:<id>`` (RQ 3 keeps results in a stream beside the hash),
+- Count: RQ has no cap. ``TRIM_LUA`` deletes, when the registry holds more than ``completed_max``
+  entries, the oldest (lowest expiry) with every key of theirs — the job hash,
+  ``<prefix>:results:<id>`` (RQ 3 keeps results in a stream beside the hash),
   ``:dependents``/``:dependencies`` and ``<prefix>:executions:<id>``. One call costs ZCARD plus the
-  entries it removes (normally one): it never scans the registry, so its cost does not grow with it.
-  It also re-scores the job just completed with sub-second precision, so "oldest" is exact.
+  entries it removes: it never scans the registry, so its cost does not grow with it. A worker notes
+  each job it ran (``Completions``): after each job it re-scores that job with sub-second precision in
+  the pipeline of its heartbeat (a ZADD XX: rq scores whole seconds, which would leave the order of
+  the jobs of one second to their ids), and trims each queue after every ``TRIM_EVERY`` jobs and
+  whenever it goes idle or stops. A queue may so hold up to ``TRIM_EVERY - 1`` jobs over the cap
+  for a moment while jobs flow.
 - Failed (dead) jobs: ``failure_ttl`` -1 keeps them, hash and results, until an operator acts
   (queues/deadletter.py). Both overridable per queue.
 """
@@ -92,6 +96,38 @@ def enforce_completed_max(queue, job=None, keep=None):
     if removed:
         logger.debug("Removed %d completed jobs of %s beyond completed_max=%s", removed, queue.name, keep)
     return int(removed)
+
+
+TRIM_EVERY = 10  # jobs of a queue a worker runs between two trims (and on going idle)
+
+
+class Completions:
+    """Jobs a worker ran, waiting for their re-score and their queue's trim (worker-side only)."""
+
+    def __init__(self):
+        self.scores = {}  # queue name -> {job id: expiry}
+        self.since_trim = {}  # queue -> jobs noted since its last trim
+        self.queues = {}  # queue name -> queue object
+
+    def note(self, queue, job):
+        ttl = getattr(job, "result_ttl", None)
+        if ttl is not None and ttl > 0:
+            self.scores.setdefault(queue.name, {})[job.id] = time.time() + ttl
+        self.queues[queue.name] = queue
+        self.since_trim[queue.name] = self.since_trim.get(queue.name, 0) + 1
+
+    def rescore_into(self, pipe):
+        """Queue the sub-second re-scores into ``pipe`` (ZADD XX: only jobs in the finished registry)."""
+        scores, self.scores = self.scores, {}
+        for name, members in scores.items():
+            pipe.zadd(FinishedJobRegistry.key_template.format(name), members, xx=True)
+
+    def trim(self, idle=False):
+        """Trim the queues that are due (all noted ones when ``idle``). Never raises."""
+        for name, count in list(self.since_trim.items()):
+            if count and (idle or count >= TRIM_EVERY):
+                self.since_trim[name] = 0
+                enforce_completed_max(self.queues[name])
 
 
 def _executions_prefix():

@@ -16,8 +16,9 @@ The life of a job that fails (docs/lifecycle.md tells it with the Redis keys):
 ``RetryAfter`` uses up an attempt: a server that answers 429 forever still ends in the dead letter
 instead of keeping a job alive for ever.
 
-The policy functions are pure (no Redis, no settings): ``resolve_policy`` and ``backoff_delay``.
-``schedule_retry`` and ``RetryMixin`` apply them.
+The policy functions are pure (no Redis, no settings): ``resolve_policy``, ``backoff_delay`` and
+``decide``. ``queue_retry`` writes one retry into a pipeline; ``schedule_retry`` is the whole retry
+for paths outside the worker (an abandoned job); the worker's side is ``queues/failures.py``.
 """
 import datetime as dt
 import logging
@@ -29,7 +30,7 @@ from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry
 from rq.timeouts import JobTimeoutException
 
-from . import conf, events
+from . import conf, events, jobmeta, rqcompat
 from .exceptions import PermanentError, RetryAfter, UnknownQueue
 
 logger = logging.getLogger(__name__)
@@ -119,16 +120,15 @@ def decide(attempt, policy, exc, rand=random.random):
     return Decision(True, delay=backoff_delay(attempt, policy, rand))
 
 
-def queue_name_of(job):
-    """The declared queue name of a job (meta written at enqueue; RQ's origin otherwise)."""
-    return (job.meta or {}).get("queue") or job.origin
+queue_name_of = jobmeta.queue_name  # the declared queue name of a job
+current_attempt = jobmeta.current_attempt
 
 
 def policy_for(job):
     """The job's policy: its own ``attempts_allowed`` (set at enqueue), then its queue's options."""
     from .registry import get_config
 
-    enqueue_opts = {"attempts": (job.meta or {}).get("attempts_allowed")}
+    enqueue_opts = {"attempts": jobmeta.attempts_allowed(job)}
     try:
         queue_opts = get_config(queue_name_of(job)).options
     except UnknownQueue:
@@ -136,28 +136,12 @@ def policy_for(job):
     return resolve_policy(enqueue_opts, queue_opts, conf.JOB_DEFAULTS)
 
 
-def current_attempt(job):
-    try:
-        return max(1, int((job.meta or {}).get("attempt", 1)))
-    except (TypeError, ValueError):
-        return 1
-
-
-def _iso(when):
-    return when.astimezone(dt.timezone.utc).isoformat()
-
-
-def _queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
+def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     """Add the writes of one retry to ``pipeline``: meta (next attempt), status, and either the
     ScheduledJobRegistry entry scored at ``failed_at + delay`` (exact, float seconds) or, for no
     delay, the queue itself."""
     failed_at = failed_at or dt.datetime.now(dt.timezone.utc)
-    meta = job.meta
-    meta["attempt"] = current_attempt(job) + 1
-    meta.setdefault("first_failed_at", _iso(failed_at))
-    meta["last_failed_at"] = _iso(failed_at)
-    if reason:
-        meta["last_retry_reason"] = reason
+    jobmeta.next_attempt(job.meta, current_attempt(job), failed_at, reason)
     if delay and delay > 0:
         job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)
         job.save(pipeline=pipeline)
@@ -166,7 +150,7 @@ def _queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
         pipeline.zadd(registry.key, {job.id: failed_at.timestamp() + float(delay)})
     else:
         job.save(pipeline=pipeline)
-        queue._enqueue_job(job, pipeline=pipeline)  # RQ's own retry path does the same
+        rqcompat.enqueue_prepared(queue, job, pipeline)  # RQ's own retry path does the same
 
 
 def schedule_retry(job, queue, *, delay=None, reason=""):
@@ -184,7 +168,7 @@ def schedule_retry(job, queue, *, delay=None, reason=""):
     if delay is None:
         delay = backoff_delay(attempt, policy)
     with job.connection.pipeline() as pipeline:
-        _queue_retry(job, queue, delay, pipeline, reason=reason)
+        queue_retry(job, queue, delay, pipeline, reason=reason)
         pipeline.execute()
     logger.info("Job %s (%s): attempt %d failed (%s); attempt %d in %.3gs",
                 job.id, queue_name_of(job), attempt, reason or "retry", attempt + 1, delay)
@@ -211,147 +195,7 @@ def exc_summary(exc_info=None, exc_string=""):
     return "", last
 
 
-class RetryMixin:
-    """OptimaWorker's failure and success handling (rq 3.0 ``Worker`` hooks).
-
-    Does not use RQ's own ``Retry`` (``retries_left``): RQ's is a fixed list of intervals set at
-    enqueue, rounds the schedule down to whole seconds, and knows neither RetryAfter nor non-retryable
-    errors. The attempt counter lives in ``job.meta`` so the panel and the dead letter can show it.
-    """
-
-    _optima_exc_info = None
-
-    def execute_job(self, job, queue):
-        # The work horse is a fork: a database connection opened by this (parent) process must not be
-        # shared with it. Closing here makes the horse open its own (and the parent reopen on demand).
-        from django.db import connections
-
-        connections.close_all()
-        return super().execute_job(job, queue)
-
-    def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
-        super().prepare_job_execution(job, remove_from_intermediate_queue)
-        meta = job.meta
-        if meta.get("dead"):
-            # A dead job requeued by an operator (admin action or django-rq's dashboard): a new life,
-            # with a full set of attempts.
-            meta.pop("dead", None)
-            meta["attempt"] = 1
-            meta.pop("first_failed_at", None)
-            try:
-                job.save_meta()
-            except Exception:  # noqa: BLE001 — the attempt counter is not worth failing the job for
-                logger.exception("Could not reset the attempts of requeued dead job %s", job.id)
-        events.send(events.job_started, queue=queue_name_of(job), job=job)
-
-    def handle_exception(self, job, *exc_info):
-        # RQ passes the exception object here and only its formatted text to handle_job_failure,
-        # which is called right after: keep it for the decision.
-        self._optima_exc_info = (job.id, exc_info)
-        return super().handle_exception(job, *exc_info)
-
-    def _take_exc_info(self, job):
-        held, self._optima_exc_info = self._optima_exc_info, None
-        if held and held[0] == job.id:
-            return held[1]
-        return None
-
-    def handle_job_success(self, job, queue, started_job_registry, execution):
-        super().handle_job_success(job, queue, started_job_registry, execution)
-        events.send(events.job_succeeded, queue=queue_name_of(job), job=job, duration=_duration(job))
-        from .retention import enforce_completed_max
-
-        enforce_completed_max(queue, job=job)
-
-    def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):
-        exc_info = self._take_exc_info(job)
-        name = queue_name_of(job)
-        duration = _duration(job)
-        if self._stopped_job_id == job.id:
-            self._handle_dead(job, queue, STOPPED, exc_info, exc_string, duration, started_job_registry, execution)
-            return
-        try:
-            job.get_meta(refresh=True)  # the job may have written its own meta while running
-        except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
-            logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
-        attempt = current_attempt(job)
-        policy = policy_for(job)
-        decision = decide(attempt, policy, exc_info[1] if exc_info else None)
-        events.send(events.job_failed, queue=name, job=job, exc_info=exc_info, duration=duration,
-                    will_retry=decision.retry)
-        if not decision.retry:
-            self._handle_dead(job, queue, decision.reason, exc_info, exc_string, duration, started_job_registry,
-                              execution, events_sent=True)
-            return
-        self._handle_retry(job, queue, decision.delay, exc_info, exc_string, execution)
-
-    def _handle_retry(self, job, queue, delay, exc_info, exc_string, execution):
-        from rq.results import Result
-
-        attempt = current_attempt(job)
-        failed_at = job.ended_at or dt.datetime.now(dt.timezone.utc)
-        if failed_at.tzinfo is None:
-            failed_at = failed_at.replace(tzinfo=dt.timezone.utc)
-        reason = "retry_after" if exc_info and isinstance(exc_info[1], RetryAfter) else "backoff"
-        with self.connection.pipeline() as pipeline:
-            self.cleanup_execution(job, pipeline=pipeline, execution=execution)
-            # The failed attempt's traceback, kept in the job's results stream (RQ's RETRIED type).
-            Result.create(job, Result.Type.RETRIED, job.failure_ttl, exc_string=exc_string, worker_name=self.name,
-                          pipeline=pipeline, execution_id=execution.id if execution else None,
-                          execution_started_at=execution.created_at if execution else None,
-                          execution_ended_at=job.ended_at)
-            self.increment_failed_job_count(pipeline)
-            if job.started_at and job.ended_at:
-                self.increment_total_working_time(job.ended_at - job.started_at, pipeline)
-            _queue_retry(job, queue, delay, pipeline, failed_at=failed_at, reason=reason)
-            try:
-                pipeline.execute()
-            except Exception:  # noqa: BLE001 — same as RQ: log; the abandoned-job path recovers it
-                self.log.exception("Worker %s: failed to schedule the retry of job %s", self.name, job.id)
-                return
-        self._release_slot_safely(job)
-        self.log.info("Worker %s: job %s attempt %d failed; attempt %d in %.3gs (%s)",
-                      self.name, job.id, attempt, attempt + 1, delay, reason)
-        events.send(events.job_retry_scheduled, queue=queue_name_of(job), job=job, delay=float(delay),
-                    attempt=attempt + 1)
-
-    def _handle_dead(self, job, queue, reason, exc_info, exc_string, duration, started_job_registry, execution,
-                     events_sent=False):
-        from . import deadletter
-
-        if not events_sent:
-            events.send(events.job_failed, queue=queue_name_of(job), job=job, exc_info=exc_info,
-                        duration=duration, will_retry=False)
-        exc_type, exc_message = exc_summary(exc_info, exc_string)
-        deadletter.mark_dead(job, reason, exc_type=exc_type, exc_message=exc_message, worker_name=self.name)
-        try:
-            job.save_meta()
-        except Exception:  # noqa: BLE001
-            self.log.exception("Worker %s: could not save the dead-letter meta of job %s", self.name, job.id)
-        job.retries_left = None  # never RQ's own retry: the policy above decided
-        super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
-                                   execution=execution)
-        try:
-            deadletter.keep_forever(job)
-        except Exception:  # noqa: BLE001 — RQ's -1 score keeps it too; this only makes it read as "never"
-            self.log.warning("Worker %s: could not pin dead job %s at +inf", self.name, job.id)
-        deadletter.mirror(job, exc_string=exc_string)
-        events.send(events.job_dead, queue=queue_name_of(job), job=job, reason=reason)
-
-    def run_maintenance_tasks(self):
-        super().run_maintenance_tasks()
-        from . import deadletter
-
-        deadletter.reconcile_if_due(self.connection)
-
-
-def _duration(job):
-    if job.started_at and job.ended_at:
-        return max(0.0, (job.ended_at - job.started_at).total_seconds())
-    return 0.0
-
-
 __all__ = [
-    "RetryPolicy", "resolve_policy", "backoff_delay", "decide", "schedule_retry", "RetryMixin",
+    "RetryPolicy", "resolve_policy", "backoff_delay", "decide", "queue_retry", "schedule_retry", "exc_summary",
     "EXHAUSTED", "PERMANENT", "TIMEOUT", "ABANDONED", "STOPPED",
 ]

@@ -5,7 +5,7 @@ it needs the act permission (``urls.py``), and a POST to it writes one audit row
 (one row for a queue-wide action, holding the first ids and the count), with the outcome. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
 one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
-``RetryMixin.prepare_job_execution`` resets them when it starts a job marked dead.)
+``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.)
 
 Two queue-wide views are replaced rather than wrapped, for the 200,000-job case: django-rq's
 "Delete All" failed jobs loads every job at once with rq's default (pickle) serializer, and its
@@ -21,7 +21,7 @@ from django_rq.queues import get_queue_by_index
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
-from .. import audit
+from .. import audit, rqcompat
 from ..models import DeadLetter
 from ..registry import OptimaJob
 from .operations import mark_dead_letters
@@ -185,9 +185,9 @@ def requeue_all_failed(request, queue_index):
 
     def requeue(pipe, job):
         job.started_at = job.ended_at = None
-        job._exc_info = ""
+        rqcompat.clear_exc_info(job)
         job.set_status(JobStatus.QUEUED, pipeline=pipe)
-        queue._enqueue_job(job, pipeline=pipe)
+        rqcompat.enqueue_prepared(queue, job, pipe)
 
     count = _act_on_all_failed(
         request, queue, "requeue_all", requeue,

@@ -1,7 +1,13 @@
 """Receivers of queues.events: count and time jobs in Redis, where every worker and web process
 sees the same numbers.
 
-Each event costs one pipelined round trip (no MULTI: the commands are independent increments).
+Outside a worker (web, commands, rqscheduler) each event is written at once, in one pipelined
+round trip. Inside a worker the receivers only add to a ``Tally`` of this process, and the worker
+writes it out in the pipeline of its next heartbeat, right after each job (``Tally.flush_into``):
+no round trip of its own, and the increments of several events of a queue are merged into one
+command each. A work horse is a fork, so its tally is handed to its worker through a pipe before
+the horse exits (``ship`` / ``receive``); what a horse killed with SIGKILL counted is lost with it.
+
 The last 50 completed durations are kept by the receiver, not read back from rq's finished
 registry at scrape time: a scrape then costs one LRANGE per queue instead of 50 job hashes, and
 the sample survives ``result_ttl=0`` jobs, which rq does not keep in the finished registry.
@@ -9,13 +15,119 @@ the sample survives ``result_ttl=0`` jobs, which rq does not keep in the finishe
 A receiver never raises: losing one count is better than failing a job (queues.events logs
 anything that escapes anyway).
 """
+import json
 import logging
+import os
+import threading
+from collections import defaultdict
 
 import redis
 
 from . import store
 
 logger = logging.getLogger("queues.metrics")
+
+TRIM_EVERY = 10  # samples pushed per queue between two LTRIMs (the list holds at most 50 + this)
+
+
+class Tally:
+    """Events counted in this process, not yet written: per queue, hash increments and samples."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.deferred = False  # True in a worker: written by flush_into, not at each event
+        self._clear()
+
+    def _clear(self):
+        self.counts = defaultdict(lambda: defaultdict(int))  # queue -> field -> int
+        self.sums = defaultdict(float)  # queue -> seconds
+        self.samples = defaultdict(list)  # queue -> [ms], oldest first
+        self.pushed = defaultdict(int)  # queue -> samples pushed since the last LTRIM
+
+    def add(self, queue, fields, duration=None, sample=False):
+        with self._lock:
+            for name in fields:
+                self.counts[queue][name] += 1
+            if duration is not None:
+                self.sums[queue] += duration
+            if sample:
+                self.samples[queue].append(round(duration * 1000.0, 3))
+
+    def pending(self):
+        return bool(self.counts or self.sums or self.samples)
+
+    def drain(self):
+        """The pending events as plain data (JSON-able), forgetting them here."""
+        with self._lock:
+            data = {
+                "counts": {q: dict(f) for q, f in self.counts.items()},
+                "sums": dict(self.sums),
+                "samples": dict(self.samples),
+            }
+            pushed = self.pushed
+            self._clear()
+            self.pushed = pushed
+        return data
+
+    def merge(self, data):
+        with self._lock:
+            for queue, fields in data.get("counts", {}).items():
+                for name, n in fields.items():
+                    self.counts[queue][name] += int(n)
+            for queue, seconds in data.get("sums", {}).items():
+                self.sums[queue] += float(seconds)
+            for queue, values in data.get("samples", {}).items():
+                self.samples[queue].extend(float(v) for v in values)
+
+    def flush_into(self, pipe):
+        """Queue the writes of everything pending into ``pipe`` (the caller executes it). Returns
+        the drained data, to ``merge`` back if the pipeline fails."""
+        data = self.drain()
+        for queue, fields in data["counts"].items():
+            key = store.counters_key(queue)
+            for name, n in fields.items():
+                pipe.hincrby(key, name, n)
+        for queue, seconds in data["sums"].items():
+            pipe.hincrbyfloat(store.counters_key(queue), store.DURATION_SUM, seconds)
+        for queue, values in data["samples"].items():
+            key = store.durations_key(queue)
+            pipe.lpush(key, *values)
+            self.pushed[queue] += len(values)
+            if self.pushed[queue] >= TRIM_EVERY or len(values) >= store.DURATION_SAMPLE:
+                pipe.ltrim(key, 0, store.DURATION_SAMPLE - 1)
+                self.pushed[queue] = 0
+        return data
+
+    # -- from a work horse to its worker -----------------------------------------------------
+    def ship(self, fd):
+        """In a work horse, before it exits: hand the pending events to the worker (one line)."""
+        if not self.pending():
+            return
+        line = (json.dumps(self.drain(), separators=(",", ":")) + "\n").encode()
+        try:
+            os.write(fd, line)
+        except OSError as exc:
+            logger.warning("could not hand a job's metrics to the worker (%s)", exc)
+
+    def receive(self, fd):
+        """In the worker: merge what its horses shipped (``fd`` is non-blocking)."""
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        for line in b"".join(chunks).splitlines():
+            try:
+                self.merge(json.loads(line))
+            except ValueError:
+                logger.warning("ignored an unreadable metrics record from a work horse")
+
+
+tally = Tally()
 
 
 def _connection(job):
@@ -27,47 +139,37 @@ def _connection(job):
     return get_connection()
 
 
-def _write(queue, job, fill):
+def _record(queue, job, fields, duration=None, sample=False):
+    seconds = None if duration is None else max(0.0, float(duration or 0.0))
+    tally.add(queue, fields, seconds, sample)
+    if tally.deferred:
+        return
     try:
         pipe = _connection(job).pipeline(transaction=False)
-        fill(pipe, store.counters_key(queue))
+        tally.flush_into(pipe)
         pipe.execute()
     except redis.RedisError as exc:
-        logger.warning("could not record an event of queue %r (%s: %s)",
-                       queue, type(exc).__name__, exc)
+        logger.warning("could not record an event of queue %r (%s: %s)", queue, type(exc).__name__, exc)
 
 
-def _observe(pipe, key, duration):
-    seconds = max(0.0, float(duration or 0.0))
-    pipe.hincrby(key, store.PROCESSED, 1)
-    pipe.hincrby(key, store.bucket_field(store.bucket_for(seconds, store.buckets())), 1)
-    pipe.hincrbyfloat(key, store.DURATION_SUM, seconds)
+def _observed(seconds):
+    return (store.PROCESSED, store.bucket_field(store.bucket_for(max(0.0, float(seconds or 0.0)), store.buckets())))
 
 
 def on_job_succeeded(sender=None, *, queue, job=None, duration=None, **kwargs):
-    def fill(pipe, key):
-        _observe(pipe, key, duration)
-        samples = store.durations_key(queue)
-        pipe.lpush(samples, round(max(0.0, float(duration or 0.0)) * 1000.0, 3))
-        pipe.ltrim(samples, 0, store.DURATION_SAMPLE - 1)
-
-    _write(queue, job, fill)
+    _record(queue, job, _observed(duration), duration or 0.0, sample=True)
 
 
 def on_job_failed(sender=None, *, queue, job=None, duration=None, **kwargs):
-    def fill(pipe, key):
-        _observe(pipe, key, duration)
-        pipe.hincrby(key, store.FAILED, 1)
-
-    _write(queue, job, fill)
+    _record(queue, job, _observed(duration) + (store.FAILED,), duration or 0.0)
 
 
 def on_job_retry_scheduled(sender=None, *, queue, job=None, **kwargs):
-    _write(queue, job, lambda pipe, key: pipe.hincrby(key, store.RETRIED, 1))
+    _record(queue, job, (store.RETRIED,))
 
 
 def on_job_dead(sender=None, *, queue, job=None, **kwargs):
-    _write(queue, job, lambda pipe, key: pipe.hincrby(key, store.DEAD, 1))
+    _record(queue, job, (store.DEAD,))
 
 
 def connect():

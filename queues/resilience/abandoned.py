@@ -34,15 +34,12 @@ import logging
 import time
 import uuid
 
-from rq.defaults import RQ_KEY_PREFIX
 from rq.exceptions import NoSuchJobError
-from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE
 from rq.job import JobStatus
-from rq.registry import StartedJobRegistry
 from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
-from .. import conf, events
+from .. import events, jobmeta, keys
 
 logger = logging.getLogger("queues.resilience")
 
@@ -60,26 +57,10 @@ return 0
 """
 
 
-def alive_key(worker_name):
-    return conf.app_key("alive", worker_name)
-
-
-def scan_lock_key():
-    return conf.app_key("lock", "abandoned-scan")
-
-
-def intermediate_key(queue_key):
-    return f"{queue_key}:intermediate"
-
-
-def execution_key(composite):
-    return f"{RQ_KEY_PREFIX}:execution:{composite}"
-
-
 def give_back(connection, queue_key, job_id):
     """Move ``job_id`` from the intermediate list of ``queue_key`` to the head of the queue.
     True when this call moved it; False when it was not there (already taken back, or started)."""
-    return bool(connection.eval(GIVE_BACK_LUA, 2, intermediate_key(queue_key), queue_key, job_id))
+    return bool(connection.eval(GIVE_BACK_LUA, 2, keys.intermediate_key(queue_key), queue_key, job_id))
 
 
 def live_workers(connection, names):
@@ -88,7 +69,7 @@ def live_workers(connection, names):
         return set()
     with connection.pipeline(transaction=False) as pipe:
         for name in names:
-            pipe.exists(alive_key(name))
+            pipe.exists(keys.alive_key(name))
         found = pipe.execute()
     return {name for name, exists in zip(names, found) if exists}
 
@@ -96,15 +77,15 @@ def live_workers(connection, names):
 def forget_execution(pipe, queue_name, job_id, execution_id, worker_name):
     """Queue the deletion of one execution record (RQ's Execution.delete, without needing the job)."""
     composite = f"{job_id}:{execution_id}"
-    pipe.zrem(StartedJobRegistry(queue_name, connection=pipe).key, composite)
-    pipe.delete(execution_key(composite))
-    pipe.zrem(f"{RQ_KEY_PREFIX}:executions:{job_id}", execution_id)
+    pipe.zrem(keys.started_key(queue_name), composite)
+    pipe.delete(keys.execution_key(composite))
+    pipe.zrem(keys.job_executions_key(job_id), execution_id)
     if worker_name:
-        pipe.srem(WORKER_EXECUTIONS_KEY_TEMPLATE.format(worker_name), composite)
+        pipe.srem(keys.worker_executions_key(worker_name), composite)
 
 
 def abandoned_message(job, worker_name):
-    attempt = (job.meta or {}).get("attempt", 1)
+    attempt = jobmeta.current_attempt(job)
     who = f"worker {worker_name}" if worker_name else "its worker"
     return (
         f"rq.exceptions.AbandonedJobError: {who} died (no liveness beat) while running attempt {attempt} "
@@ -135,14 +116,14 @@ class Scan:
         from ..registry import OptimaQueue
 
         queue = OptimaQueue(name, connection=self.connection)
-        wip_key = StartedJobRegistry(name, connection=self.connection).key
+        wip_key = keys.started_key(name)
         entries = [as_text(e) for e in self.connection.zrange(wip_key, 0, LIMIT - 1)]
         if not entries:
             return set()
         parsed = [parse_composite_key(e) for e in entries]
         with self.connection.pipeline(transaction=False) as pipe:
             for entry in entries:
-                pipe.hget(execution_key(entry), "worker_name")
+                pipe.hget(keys.execution_key(entry), "worker_name")
             owners = [as_text(w) if w else "" for w in pipe.execute()]
         alive = live_workers(self.connection, [w for w in owners if w])
         for (job_id, execution_id), owner in zip(parsed, owners):
@@ -157,7 +138,7 @@ class Scan:
     def recover_started(self, queue, job_id, execution_id, worker_name):
         from ..registry import OptimaJob
 
-        wip_key = StartedJobRegistry(queue.name, connection=self.connection).key
+        wip_key = keys.started_key(queue.name)
         if self.connection.zscore(wip_key, f"{job_id}:{execution_id}") is None:
             return  # finished meanwhile
         try:
@@ -189,7 +170,7 @@ class Scan:
         started = job.started_at
         duration = max(0.0, time.time() - started.timestamp()) if started else 0.0
         retried = retry.schedule_retry(job, queue, reason=retry.ABANDONED)
-        events.send(events.job_failed, queue=retry.queue_name_of(job), job=job, exc_info=None, duration=duration,
+        events.send(events.job_failed, queue=jobmeta.queue_name(job), job=job, exc_info=None, duration=duration,
                     will_retry=retried)
         if retried:
             self.counts["retried"] += 1
@@ -204,11 +185,9 @@ class Scan:
 
     # -- intermediate lists -----------------------------------------------------------------
     def intermediate(self, name, started_ids):
-        from ..registry import OptimaJob, OptimaQueue
-
-        queue_key = OptimaQueue(name, connection=self.connection).key
-        ids = {as_text(i) for i in self.connection.lrange(intermediate_key(queue_key), 0, LIMIT - 1)}
-        seen_key = conf.app_key("intermediate-seen", name)
+        queue_key = keys.queue_key(name)
+        ids = {as_text(i) for i in self.connection.lrange(keys.intermediate_key(queue_key), 0, LIMIT - 1)}
+        seen_key = keys.intermediate_seen_key(name)
         seen = {as_text(k): float(v) for k, v in self.connection.hgetall(seen_key).items()}
         seconds, micros = self.connection.time()  # Redis's clock: scanners on other hosts compare with it
         now = seconds + micros / 1e6
@@ -220,8 +199,8 @@ class Scan:
             if first is None or now - first < self.stale_after:
                 keep[job_id] = first if first is not None else now
                 continue
-            if not self.connection.exists(OptimaJob.key_for(job_id)):
-                self.connection.lrem(intermediate_key(queue_key), 1, job_id)
+            if not self.connection.exists(keys.job_key(job_id)):
+                self.connection.lrem(keys.intermediate_key(queue_key), 1, job_id)
                 self.counts["dropped"] += 1
             elif give_back(self.connection, queue_key, job_id):
                 self.counts["requeued"] += 1
@@ -236,7 +215,7 @@ class Scan:
 
     # -- RQ's worker registry ---------------------------------------------------------------
     def dead_workers(self):
-        prefix = f"{RQ_KEY_PREFIX}:worker:"
+        prefix = keys.worker_key("")
         keys = [as_text(k) for k in self.connection.smembers(REDIS_WORKER_KEYS)]
         names = [k[len(prefix):] for k in keys if k.startswith(prefix)]
         alive = live_workers(self.connection, names)
@@ -252,7 +231,7 @@ class Scan:
                 for queue_name in as_text(queues or b"").split(","):
                     if queue_name:
                         pipe.srem(WORKERS_BY_QUEUE_KEY % queue_name, key)
-                pipe.delete(key, WORKER_EXECUTIONS_KEY_TEMPLATE.format(name))
+                pipe.delete(key, keys.worker_executions_key(name))
                 pipe.execute()
             self.counts["workers_removed"] += 1
             self.log.warning("Worker %s died without unregistering: removed from the worker registry", name)
@@ -261,7 +240,7 @@ class Scan:
 def scan_if_due(connection, queue_names, *, interval, stale_after, log=logger):
     """Run a Scan unless another worker ran one in the last ``interval`` seconds. Returns the counts,
     or None when it was not this worker's turn."""
-    if not connection.set(scan_lock_key(), uuid.uuid4().hex, nx=True, ex=max(1, int(interval))):
+    if not connection.set(keys.scan_lock_key(), uuid.uuid4().hex, nx=True, ex=max(1, int(interval))):
         return None
     counts = Scan(connection, queue_names, stale_after=stale_after, log=log).run()
     if any(counts.values()):

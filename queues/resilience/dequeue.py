@@ -1,99 +1,106 @@
-"""Dequeueing that cannot lose a job, for one queue or several.
+"""Dequeueing that cannot lose a job and honours paused queues, for one queue or several.
 
 rq 3.0 dequeues from a single queue with BLMOVE into ``<p>:queue:<q>:intermediate`` (Redis >= 6.2),
 so a worker killed between the pop and the started registry leaves the job in that list, where it
 can be found. With several queues it still uses BLPOP (``Queue.lpop``): a kill between the pop and
-the started registry loses the job outright (rq issues #1716, #2079).
+the started registry loses the job outright (rq issues #1716, #2079). And rq knows no pause.
 
-OptimaWorkers replace only the several-queue case: one Lua script LMOVEs the head of the first
-non-empty queue, in the worker's priority order, into that queue's intermediate list, atomically.
-Redis has no blocking multi-key LMOVE, so an idle multi-queue worker polls: at once after a job,
-then after 50 ms, doubling up to ``MULTI_QUEUE_POLL_SECONDS`` (0.5 s) — one cheap script call per
-poll, the way Sidekiq Pro's reliable fetch does it. Its queue order (priority) is kept, and pause
-(``queues.pause``) keeps working: it narrows the list of queues passed in.
+``Dequeuer.pop`` runs one Lua script (``POP_LUA``): in the worker's priority order, it skips the
+queues in the paused set and LMOVEs the head of the first non-empty one into that queue's
+intermediate list, atomically — so a job of a queue paused a moment ago is never taken, and the
+pause costs no round trip of its own. When nothing is there:
 
-The alternative — one worker process per queue — would keep rq's BLMOVE but multiply processes
-(a Django process each) and lose the priority order between queues; see docs/operations.md.
+- one queue not paused: a blocking BLMOVE (as rq), then a SISMEMBER to see whether the queue was
+  paused while the worker waited (that job goes back to the head of its queue, untouched);
+- several: Redis has no blocking multi-key LMOVE, so the worker polls — after 50 ms, doubling up to
+  ``MULTI_QUEUE_POLL_SECONDS`` (0.5 s) — the way Sidekiq Pro's reliable fetch does;
+- all paused: it waits ``pause_poll`` seconds and looks again.
 
-The job then leaves the intermediate list in the same MULTI that records it as started
-(``ResilienceMixin.prepare_execution``); a job stranded there by a killed worker is pushed back to the
-head of its queue by the abandoned-job scan.
-
-Stopping: a worker asked to stop checks it before every pop, and a job popped while the request
-arrived is given back to the head of its queue, untouched.
+The job leaves the intermediate list in the same MULTI that records it as started (the worker's
+``prepare_execution``); a job stranded there by a killed worker is pushed back to the head of its
+queue by the abandoned-job scan. The alternative — one worker process per queue — would keep rq's
+BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
 """
 import time
 
-from rq.exceptions import DequeueTimeout, StopRequested
 from rq.utils import as_text
 
-from .abandoned import give_back, intermediate_key
+from .. import keys
+from .abandoned import give_back
 
-LMOVE_ANY_LUA = """
-for i = 1, #KEYS, 2 do
-  local id = redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT')
-  if id then
-    return {KEYS[i], id}
+POP_LUA = """
+local paused = {}
+for i = 2, #KEYS, 2 do
+  local name = ARGV[i / 2]
+  if redis.call('SISMEMBER', KEYS[1], name) == 1 then
+    paused[#paused + 1] = name
+  else
+    local id = redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT')
+    if id then
+      return {1, KEYS[i], id}
+    end
   end
 end
-return false
+return {0, unpack(paused)}
 """
 
 FIRST_POLL_SECONDS = 0.05
 
 
-class ReliableDequeue:
-    """Mixed into the worker's queue class (``queues.resilience.reliable_queue_class``)."""
+class Dequeuer:
+    """Pops job ids for one worker. ``should_stop()`` ends a wait early."""
 
-    worker = None  # the worker of this process (a class attribute of the per-worker subclass)
+    def __init__(self, connection, *, poll_cap=0.5, pause_poll=1.0, should_stop=lambda: False):
+        self.connection = connection
+        self.script = connection.register_script(POP_LUA)
+        self.poll_cap = poll_cap
+        self.pause_poll = pause_poll
+        self.should_stop = should_stop
+        self.paused = set()  # the worker's queues found paused by the latest empty pop
+        self._poll = FIRST_POLL_SECONDS
 
-    @classmethod
-    def dequeue_any(cls, queues, timeout, connection, job_class=None, serializer=None, death_penalty_class=None):
-        worker = cls.worker
-        if worker is not None:
-            worker._holding = False
-            if worker._stop_requested:
-                raise StopRequested()
-        queues = list(queues)
-        if len(queues) == 1:
-            result = super().dequeue_any(queues, timeout, connection=connection, job_class=job_class,
-                                         serializer=serializer, death_penalty_class=death_penalty_class)
-        else:
-            result = cls._poll_any(queues, timeout, connection, job_class, serializer, death_penalty_class)
-        if result is not None and worker is not None:
-            if worker._stop_requested:
-                job, queue = result
-                give_back(connection, queue.key, job.id)
-                raise StopRequested()
-            worker._holding = True  # from here on the worker's start of the job sees a stop request
-        return result
+    def pop(self, queues, wait):
+        """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
+        wait for a job (None: do not wait, for burst mode)."""
+        found = self._pop_now(queues)
+        if found is not None or wait is None:
+            return found
+        active = [q for q in queues if q.name not in self.paused]
+        if len(active) == 1:
+            return self._block_on(active[0], wait)
+        self._sleep(min(wait, self.pause_poll) if not active else min(wait, self._poll))
+        if active:
+            self._poll = min(self._poll * 2, self.poll_cap)
+        return self._pop_now(queues)
 
-    @classmethod
-    def _poll_any(cls, queues, timeout, connection, job_class, serializer, death_penalty_class):
-        keys = []
+    def _pop_now(self, queues):
+        keys_ = [keys.paused_key()]
         for queue in queues:
-            keys += [queue.key, intermediate_key(queue.key)]
-        script = connection.register_script(LMOVE_ANY_LUA)
-        worker = cls.worker
-        cap = worker.resilience.multi_queue_poll if worker is not None else 0.5
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = FIRST_POLL_SECONDS
-        while True:
-            found = script(keys=keys)
-            if found:
-                queue_key, job_id = (as_text(v) for v in found)
-                result = cls._fetch_dequeued_job(connection, queue_key, job_id, job_class=job_class,
-                                                 serializer=serializer, death_penalty_class=death_penalty_class)
-                if result is not None:
-                    return result
-                connection.lrem(intermediate_key(queue_key), 1, job_id)  # its hash is gone
-                continue
-            if deadline is None:
-                return None  # burst: nothing anywhere
+            keys_ += [queue.key, keys.intermediate_key(queue.key)]
+        reply = self.script(keys=keys_, args=[q.name for q in queues])
+        if reply[0] == 1:
+            self._poll = FIRST_POLL_SECONDS
+            key, job_id = as_text(reply[1]), as_text(reply[2])
+            return next(q for q in queues if q.key == key), job_id
+        self.paused = {as_text(name) for name in reply[1:]}
+        return None
+
+    def _block_on(self, queue, wait):
+        job_id = self.connection.blmove(queue.key, keys.intermediate_key(queue.key), max(1, int(wait)),
+                                        "LEFT", "RIGHT")
+        if job_id is None:
+            return None
+        job_id = as_text(job_id)
+        if self.connection.sismember(keys.paused_key(), queue.name):
+            give_back(self.connection, queue.key, job_id)  # paused while we waited: untouched
+            self.paused.add(queue.name)
+            return None
+        return queue, job_id
+
+    def _sleep(self, seconds):
+        deadline = time.monotonic() + seconds
+        while not self.should_stop():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise DequeueTimeout(timeout, [q.key for q in queues])
-            if worker is not None and worker._stop_requested:
-                raise StopRequested()
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, cap)
+                return
+            time.sleep(min(0.2, left))

@@ -1,17 +1,20 @@
-"""Inside the work horse: recording a job's start and outcome through a Redis outage.
+"""Recording a job's start and outcome through a Redis outage, in the process that runs the job.
 
 rq 3.0's horse lets a Redis error while recording a success fall into its failure path (a job that
 succeeded during an outage was recorded as failed), and dies on a SIGTERM sent to every process of
-the service. Here the horse retries recording the start, the success or the failure for up to
-``OUTCOME_WAIT_SECONDS``; past that it exits with EX_TEMPFAIL without recording anything, and its
-worker puts the job back (``supervision.py``). It ignores SIGTERM (its worker decides when the job
-stops) and dies with its worker.
+the service. Here the process running the job retries recording its start, success or failure:
+
+- in a work horse (forking worker) for up to ``OUTCOME_WAIT_SECONDS``; past that it exits with
+  EX_TEMPFAIL without recording anything, and its worker puts the job back (``supervision.py``);
+- in a fork-free worker until Redis is back, or until the worker is asked to stop: then the worker
+  exits with the job still registered as started, and the other workers re-run it (at least once).
+
+The horse ignores SIGTERM (its worker decides when the job stops) and dies with its worker.
 """
 import os
 import signal
 
 from rq.job import JobStatus
-from rq.utils import now
 
 from .liveness import die_with_parent
 from .outage import REDIS_ERRORS, Backoff, OutageLog, retry_while_unavailable
@@ -19,61 +22,49 @@ from .outage import REDIS_ERRORS, Backoff, OutageLog, retry_while_unavailable
 EX_TEMPFAIL = getattr(os, "EX_TEMPFAIL", 75)  # the horse could not record its job's outcome
 
 
+class OutcomeNotRecorded(SystemExit):
+    """A fork-free worker asked to stop while Redis is away: leave now, the job stays started."""
+
+
 def _ignore_signal(signum, frame):
     """SIGTERM in the work horse: the worker decides when the job stops (a handler, not SIG_IGN, so
     that programs the job starts get the default disposition back)."""
 
 
-class WorkHorseMixin:
-    def setup_work_horse_signals(self):
-        super().setup_work_horse_signals()
-        signal.signal(signal.SIGTERM, _ignore_signal)
-        die_with_parent(self.pid)
+def become_horse(worker_pid):
+    """Signals of a freshly forked work horse (after rq's own setup)."""
+    signal.signal(signal.SIGTERM, _ignore_signal)
+    die_with_parent(worker_pid)
 
-    def _in_horse(self, func, doing):
-        """``func()`` in the work horse, retried through a Redis outage for OUTCOME_WAIT_SECONDS;
-        after that the horse exits with EX_TEMPFAIL and its worker puts the job back."""
-        outage = OutageLog(self.log, f"Work horse of worker {self.name}")
-        backoff = Backoff(self.resilience.redis_retry_max)
-        try:
-            return retry_while_unavailable(func, backoff, outage, doing=doing,
-                                           give_up_after=self.resilience.outcome_wait)
-        except REDIS_ERRORS:
-            self.log.error("Work horse of worker %s: could not %s for %g s; the job goes back to its "
-                           "queue and may run again", self.name, doing, self.resilience.outcome_wait)
+
+def record(func, doing, *, options, log, who, in_horse, should_stop=None):
+    """``func()`` retried through a Redis outage; its value. See the module docstring for when
+    it gives up and what happens then."""
+    outage = OutageLog(log, who)
+    backoff = Backoff(options.redis_retry_max)
+    try:
+        return retry_while_unavailable(func, backoff, outage, doing=doing,
+                                       give_up_after=options.outcome_wait if in_horse else None,
+                                       should_stop=None if in_horse else should_stop)
+    except REDIS_ERRORS:
+        if in_horse:
+            log.error("%s: could not %s for %g s; the job goes back to its queue and may run again",
+                      who, doing, options.outcome_wait)
             os._exit(EX_TEMPFAIL)
+        log.error("%s: could not %s and the worker is stopping; the job stays registered as started and "
+                  "another worker will run it again", who, doing)
+        raise OutcomeNotRecorded(0) from None
 
-    def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
-        parent = super()
-        if not self.is_horse:
-            return parent.prepare_job_execution(job, remove_from_intermediate_queue)
-        return self._in_horse(lambda: parent.prepare_job_execution(job, remove_from_intermediate_queue),
-                              f"mark job {job.id} started")
 
-    def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):
-        if self.is_horse:
-            # Record the failure once Redis answers (the retry policy needs it), not half of it now.
-            self._in_horse(self.connection.ping, f"record the failure of job {job.id}")
-        return super().handle_job_failure(job, queue, started_job_registry=started_job_registry,
-                                          exc_string=exc_string, execution=execution)
-
-    def handle_execution_ended(self, job, queue, heartbeat_ttl):
+def success_recorder(record_success, job):
+    """``record_success()`` made idempotent under retry: a Redis error after the success itself was
+    written (only what follows it failed) is not retried."""
+    def attempt():
         try:
-            super().handle_execution_ended(job, queue, heartbeat_ttl)
+            return record_success()
         except REDIS_ERRORS:
-            job.ended_at = job.ended_at or now()  # only a heartbeat was lost
+            if job.connection.hget(job.key, "status") == JobStatus.FINISHED.value.encode():
+                return None
+            raise
 
-    def handle_job_success(self, job, queue, started_job_registry, execution):
-        parent = super()
-        if not self.is_horse:
-            return parent.handle_job_success(job, queue, started_job_registry, execution)
-
-        def record():
-            try:
-                return parent.handle_job_success(job, queue, started_job_registry, execution)
-            except REDIS_ERRORS:
-                if job.connection.hget(job.key, "status") == JobStatus.FINISHED.value.encode():
-                    return None  # the success is recorded; only what follows it failed
-                raise
-
-        return self._in_horse(record, f"record the success of job {job.id}")
+    return attempt

@@ -26,6 +26,7 @@ import time
 import redis
 from rq.connections import parse_connection
 
+from .. import keys
 from . import abandoned
 from .outage import REDIS_ERRORS, OutageLog
 
@@ -34,12 +35,23 @@ logger = logging.getLogger("queues.resilience")
 PR_SET_PDEATHSIG = 1
 
 
+_libc = None
+
+
+def libc():
+    """The C library, loaded once per process tree: a worker loads it before it forks, so its work
+    horses do not (``find_library`` runs ldconfig: ~2 ms per horse otherwise)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
 def die_with_parent(parent_pid):
     """Ask the kernel to SIGKILL this process when its parent dies (Linux; elsewhere a no-op), and
     exit now if the parent is already gone."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent_pid:
@@ -69,7 +81,7 @@ class Lifeline(threading.Thread):
         self.scans = 0
 
     def beat(self):
-        self.connection.set(abandoned.alive_key(self.worker_name), self.value, ex=int(self.options.liveness_ttl))
+        self.connection.set(keys.alive_key(self.worker_name), self.value, ex=int(self.options.liveness_ttl))
         if self._healthy_since is None:
             self._healthy_since = time.monotonic()
 
@@ -112,7 +124,7 @@ class Lifeline(threading.Thread):
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout)
         try:
-            self.connection.delete(abandoned.alive_key(self.worker_name))
+            self.connection.delete(keys.alive_key(self.worker_name))
         except REDIS_ERRORS:
             pass
         self.connection.close()

@@ -97,9 +97,10 @@ def wait_until_reachable(connection, backoff, outage, *, should_stop=None, deadl
         sleep(delay, should_stop)
 
 
-def retry_while_unavailable(func, backoff, outage, *, doing="", give_up_after=None):
+def retry_while_unavailable(func, backoff, outage, *, doing="", give_up_after=None, should_stop=None):
     """Call ``func()`` until it runs without a Redis error; return its value. With ``give_up_after``
-    seconds, re-raise the last Redis error once they have passed."""
+    seconds, re-raise the last Redis error once they have passed; likewise as soon as
+    ``should_stop()`` is true."""
     started = time.monotonic()
     while True:
         try:
@@ -108,7 +109,9 @@ def retry_while_unavailable(func, backoff, outage, *, doing="", give_up_after=No
             outage.failed(exc, doing)
             if give_up_after is not None and time.monotonic() - started >= give_up_after:
                 raise
-            time.sleep(backoff.next())
+            if should_stop is not None and should_stop():
+                raise
+            sleep(backoff.next(), should_stop)
             continue
         outage.ok()
         backoff.reset()

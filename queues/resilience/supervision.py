@@ -1,36 +1,34 @@
-"""One job in the worker's main process, from the dequeue to an outcome that is never lost.
+"""One job in a forking worker's main process: watching its work horse and settling what it left.
 
-- ``prepare_execution``: the job leaves ``<p>:queue:<q>:intermediate`` in the same MULTI that
-  registers it as started; a stop request, or Redis going away at that moment, gives it back to
-  the head of its queue instead (``NotStarted``).
-- ``monitor_work_horse``: waits for the horse (pidfd, no SIGALRM races), heartbeats through outages,
-  and ends the shutdown grace period by killing the horse.
-- ``_settle``: after the horse, makes sure the job ended somewhere — finished, failed, retried, dead,
-  or back at the head of its queue with its attempt not counted (``return_to_queue``) when the horse
-  was stopped on purpose or left no outcome (Redis away, EX_TEMPFAIL, killed before starting it).
+rq 3.0's ``monitor_work_horse`` waits with SIGALRM, knows no grace period, dies on a Redis error
+while heart-beating, and treats a horse that exited 0 as done whatever Redis says. Here:
+
+- ``HorseWatch`` waits for the horse through a pidfd (no SIGALRM race with the worker's own signal
+  handling), beats the job's heartbeat every ``job_monitoring_interval`` seconds (a Redis error
+  there is logged by the worker and never ends the wait), ends the shutdown grace period by killing
+  the horse, and keeps rq's safety net: a horse still running 60 s past its job's timeout is killed.
+- ``verdict`` decides, from the job's status and started entry in Redis and the horse's exit, what
+  must still happen to the job (a pure function: every case is tested in-process).
+- ``return_to_queue`` puts a job that did not end back at the head of its queue, its attempt not
+  counted (``jobmeta.mark_interrupted`` counts these returns).
+
+A horse that exited 0 recorded its job's outcome itself (the horse exits with EX_TEMPFAIL when it
+could not: ``horse.py``), so the common case costs the worker no Redis command at all.
 """
 import os
 import select
 import time
+from dataclasses import dataclass
 
-from rq.exceptions import InvalidJobOperation
-from rq.executions import Execution
 from rq.job import JobStatus
-from rq.registry import StartedJobRegistry
 from rq.utils import now
-from rq.worker.base import WorkerStatus
 
-from .abandoned import give_back, intermediate_key
+from .. import jobmeta
 from .horse import EX_TEMPFAIL
-from .outage import REDIS_ERRORS
 
 
-class NotStarted(Exception):
-    """A dequeued job went back to its queue instead of starting (stop request, outage)."""
-
-
-class _Reaper:
-    """Wait for the work horse to exit, at most ``timeout`` seconds at a time (pidfd: no signals)."""
+class Reaper:
+    """Wait for a child to exit, at most ``timeout`` seconds at a time (pidfd: no signals)."""
 
     def __init__(self, pid):
         self.pid = pid
@@ -40,6 +38,7 @@ class _Reaper:
             self.fd = None
 
     def wait(self, timeout):
+        """(pid, wait status or None when reaped elsewhere, rusage), or None if still running."""
         if self.fd is not None:
             ready, _, _ = select.select([self.fd], [], [], timeout)
             return self._reap(blocking=True) if ready else None
@@ -63,156 +62,114 @@ class _Reaper:
             self.fd = None
 
 
-class JobSupervisionMixin:
-    # -- one job ----------------------------------------------------------------------------
-    def execute_job(self, job, queue):
-        try:
-            return super().execute_job(job, queue)
-        except NotStarted:
-            self.set_state(WorkerStatus.IDLE)
+class HorseWatch:
+    """Wait for one work horse. ``stop`` is the worker's StopState; ``kill()`` ends the horse;
+    ``beat()`` renews the job's heartbeat; ``tick()`` runs the worker's periodic duties."""
 
-    def prepare_execution(self, job):
-        """rq's prepare_execution, plus: the job leaves the intermediate list in the same MULTI."""
-        queue_key = self.queue_class.redis_queue_namespace_prefix + job.origin
-        if self._stop_requested:
-            self._give_back(job, queue_key, "the worker is stopping")
-            raise NotStarted()
-        execution = None
-        try:
-            with self.connection.pipeline() as pipe:
-                execution = Execution.create(job, self.get_heartbeat_ttl(job), pipeline=pipe, worker_name=self.name)
-                self.set_state(WorkerStatus.BUSY, pipeline=pipe)
-                pipe.lrem(intermediate_key(queue_key), 1, job.id)
-                pipe.execute()
-        except REDIS_ERRORS as exc:
-            self._outage.failed(exc, f"start job {job.id}")
-            if not self._await_redis(give_up_when_stopping=True):
-                raise NotStarted() from None  # still in the intermediate list: the abandoned-job scan returns it
-            wip = StartedJobRegistry(job.origin, connection=self.connection).key
-            if execution is None or self.connection.zscore(wip, execution.composite_key) is None:
-                self._give_back(job, queue_key, "Redis was unreachable when it was to start")
-                raise NotStarted() from None
-        self.executions[execution.id] = execution
-        return execution
+    def __init__(self, pid, *, stop, kill, beat, tick, beat_interval, job_timeout, log, worker_name, job_id):
+        self.reaper = Reaper(pid)
+        self.stop = stop
+        self.kill = kill
+        self.beat = beat
+        self.tick = tick
+        self.beat_interval = beat_interval
+        self.job_timeout = job_timeout
+        self.log = log
+        self.worker_name = worker_name
+        self.job_id = job_id
 
-    def _give_back(self, job, queue_key, why):
-        try:
-            if give_back(self.connection, queue_key, job.id):
-                self.log.info("Worker %s: job %s back at the head of its queue, not started: %s", self.name, job.id, why)
-        except REDIS_ERRORS:
-            pass  # left in the intermediate list: the abandoned-job scan returns it
-
-    def monitor_work_horse(self, job, queue, execution):
-        """Wait for the work horse (rq's loop, with the grace period and outage-proof heartbeats)."""
-        job.started_at = now()
-        reaper = _Reaper(self._horse_pid)
-        next_beat = time.monotonic() + self.job_monitoring_interval
+    def wait(self, poll=1.0):
+        started = time.monotonic()
+        next_beat = started + self.beat_interval
         overran = False
         try:
             while True:
-                result = reaper.wait(1.0)
+                result = self.reaper.wait(poll)
                 if result is not None:
-                    break
+                    return result
                 moment = time.monotonic()
-                if self._stop_requested and self._grace_deadline is None:  # asked while the job was starting
-                    self._grace_deadline = moment + self.shutdown_grace
-                if self._interrupted is None and self._grace_deadline is not None and moment >= self._grace_deadline:
-                    self._interrupted = f"the shutdown grace period of {self.shutdown_grace:g} s ran out"
-                    self.log.warning("Worker %s: stopping job %s: %s", self.name, job.id, self._interrupted)
-                    self.kill_horse()
+                if self.stop.interrupted is None and self.stop.grace_over():
+                    self.stop.interrupt(f"the shutdown grace period of {self.stop.grace:g} s ran out")
+                    self.log.warning("Worker %s: stopping job %s: %s", self.worker_name, self.job_id,
+                                     self.stop.interrupted)
+                    self.kill()
                     continue
-                if not overran and job.timeout and job.timeout > 0:
-                    if (now() - job.started_at).total_seconds() > job.timeout + 60:
-                        overran = True  # the horse's own timeout did not fire: rq's safety net
-                        self.log.warning("Worker %s: job %s overran its timeout by 60 s; killing its horse",
-                                         self.name, job.id)
-                        self.kill_horse()
-                        continue
+                if not overran and self.job_timeout and self.job_timeout > 0 and moment - started > self.job_timeout + 60:
+                    overran = True  # the horse's own timeout did not fire: rq's safety net
+                    self.log.warning("Worker %s: job %s overran its timeout by 60 s; killing its horse",
+                                     self.worker_name, self.job_id)
+                    self.kill()
+                    continue
                 if moment >= next_beat:
-                    next_beat = moment + self.job_monitoring_interval
-                    self.maintain_heartbeats(job, execution)
-                self._tick()
+                    next_beat = moment + self.beat_interval
+                    self.beat()
+                self.tick()
         finally:
-            reaper.close()
-        retpid, ret_val, rusage = result
-        self._horse_pid = 0
-        self.executions.pop(execution.id, None)
-        self._settle(job, queue, execution, retpid, ret_val, rusage)
+            self.reaper.close()
 
-    def _settle(self, job, queue, execution, retpid, ret_val, rusage):
-        """Make sure the horse's job ended somewhere: finished, failed, retried, dead or queued.
 
-        Waits for Redis as long as it takes — unless the worker is stopping: then for the grace
-        period once more (5 s after a second signal), after which the job is left registered as
-        started, for the other workers to re-run or dead-letter once this one is gone."""
-        interrupted, self._interrupted = self._interrupted, None
-        give_up_at = None
-        while True:
-            if give_up_at is None and (self._cold or self._stop_requested):
-                give_up_at = time.monotonic() + (5 if self._cold else max(5.0, self.shutdown_grace))
-            if give_up_at is not None and time.monotonic() >= give_up_at:
-                self.log.error(
-                    "Worker %s: Redis unreachable; job %s stays registered as started and the other workers "
-                    "will re-run or dead-letter it once this one is gone", self.name, job.id)
-                return
-            if not self._await_redis(deadline=time.monotonic() + 5):
-                continue
-            try:
-                return self._settle_once(job, queue, execution, interrupted, retpid, ret_val, rusage)
-            except REDIS_ERRORS as exc:
-                self._outage.failed(exc, f"settle job {job.id}")
+@dataclass(frozen=True)
+class Verdict:
+    action: str  # "requeue", "fail", "stopped", "forget", "none"
+    why: str = ""
 
-    def _settle_once(self, job, queue, execution, interrupted, retpid, ret_val, rusage):
-        wip = StartedJobRegistry(queue.name, connection=self.connection).key
-        try:
-            status = job.get_status(refresh=True)
-        except InvalidJobOperation:
-            return self._forget(job, execution)  # the job was deleted meanwhile
-        registered = self.connection.zscore(wip, execution.composite_key) is not None
-        exit_code = os.WEXITSTATUS(ret_val) if ret_val is not None and os.WIFEXITED(ret_val) else None
 
-        if registered and status == JobStatus.QUEUED:  # the horse ended before marking it started
-            return self.return_to_queue(job, queue, execution, interrupted or "its work horse ended before starting it")
-        if interrupted:
-            if status == JobStatus.STARTED:
-                return self.return_to_queue(job, queue, execution, interrupted)
-        elif ret_val is None or exit_code in (0, EX_TEMPFAIL):
-            if registered and status == JobStatus.STARTED:
-                why = ("its work horse could not reach Redis to record the outcome" if exit_code == EX_TEMPFAIL
-                       else "its outcome was not recorded")
-                return self.return_to_queue(job, queue, execution, why)
-        elif self._stopped_job_id == job.id:
-            return self._handle_stopped_job(job, queue, execution)
-        elif status == JobStatus.STARTED:
-            job.ended_at = now()
-            how = f" (signal {os.WTERMSIG(ret_val)})" if os.WIFSIGNALED(ret_val) else ""
-            exc_string = f"Work-horse terminated unexpectedly; waitpid returned {ret_val}{how}; "
-            self.log.warning("Worker %s: job %s failed (%s)", self.name, job.id, exc_string)
-            self.handle_work_horse_killed(job, retpid, ret_val, rusage)
-            self.handle_job_failure(job, queue=queue, exc_string=exc_string, execution=execution)
-            registered = self.connection.zscore(wip, execution.composite_key) is not None
-            if registered and job.get_status(refresh=True) == JobStatus.STARTED:
-                return self.return_to_queue(job, queue, execution, "its failure could not be recorded")
-        if registered:
-            self._forget(job, execution)
+def exit_code(wait_status):
+    """The exit code of a horse that exited, else None (killed by a signal, or reaped elsewhere)."""
+    if wait_status is not None and os.WIFEXITED(wait_status):
+        return os.WEXITSTATUS(wait_status)
+    return None
 
-    def return_to_queue(self, job, queue, execution, why):
-        """Put a job that did not end back at the head of its queue. Its attempt is not counted
-        (``job.meta["interruptions"]`` counts these returns)."""
-        job.get_meta(refresh=True)
-        job.meta["interruptions"] = int(job.meta.get("interruptions", 0) or 0) + 1
-        job.meta["last_interruption"] = why
-        with self.connection.pipeline() as pipe:
+
+def failure_text(wait_status):
+    how = f" (signal {os.WTERMSIG(wait_status)})" if wait_status is not None and os.WIFSIGNALED(wait_status) else ""
+    return f"Work-horse terminated unexpectedly; waitpid returned {wait_status}{how}; "
+
+
+def verdict(*, status, registered, wait_status, interrupted, stopped):
+    """What the worker must still do for a job after its horse ended.
+
+    ``status``: the job's status in Redis; ``registered``: its started entry is still there;
+    ``wait_status``: the horse's wait status (None: reaped elsewhere); ``interrupted``: why the
+    worker ended the horse on purpose (or None); ``stopped``: rq's stop-job command named this job.
+    """
+    code = exit_code(wait_status)
+    if registered and status == JobStatus.QUEUED:
+        return Verdict("requeue", interrupted or "its work horse ended before starting it")
+    if interrupted:
+        if status == JobStatus.STARTED:
+            return Verdict("requeue", interrupted)
+    elif wait_status is None or code in (0, EX_TEMPFAIL):
+        if registered and status == JobStatus.STARTED:
+            return Verdict("requeue", "its work horse could not reach Redis to record the outcome"
+                           if code == EX_TEMPFAIL else "its outcome was not recorded")
+    elif stopped:
+        return Verdict("stopped")
+    elif status == JobStatus.STARTED:
+        return Verdict("fail", failure_text(wait_status))
+    return Verdict("forget" if registered else "none")
+
+
+def return_to_queue(connection, job, queue, execution, why):
+    """Put a job that did not end back at the head of its queue; its attempt is not counted."""
+    job.get_meta(refresh=True)
+    jobmeta.mark_interrupted(job.meta, why)
+    with connection.pipeline() as pipe:
+        if execution is not None:
             execution.delete(job=job, pipeline=pipe)
-            job.set_status(JobStatus.QUEUED, pipeline=pipe)
-            pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
-            if self.connection.lpos(queue.key, job.id) is None:
-                pipe.lpush(queue.key, job.id)
-            pipe.execute()
-        self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
-                         self.name, job.id, queue.name, why)
+        job.set_status(JobStatus.QUEUED, pipeline=pipe)
+        pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
+        if connection.lpos(queue.key, job.id) is None:
+            pipe.lpush(queue.key, job.id)
+        pipe.execute()
 
-    def _forget(self, job, execution):
-        with self.connection.pipeline() as pipe:
-            execution.delete(job=job, pipeline=pipe)
-            pipe.execute()
+
+def forget(connection, job, execution):
+    """Drop the execution record of a job that ended (or vanished) without its horse doing it."""
+    with connection.pipeline() as pipe:
+        execution.delete(job=job, pipeline=pipe)
+        pipe.execute()
+
+
+def mark_ended(job):
+    job.ended_at = now()

@@ -9,6 +9,9 @@ is unreachable waits for it instead of exiting (a supervisor's restart loop is n
 One process serves all the queues it is given, in the order given (priority): its dequeue is an
 atomic LMOVE for one queue or several (``queues.resilience.dequeue``), so running one process per
 queue is a capacity choice, not a safety one. docs/operations.md has the stop timeouts to configure.
+
+``--no-fork`` runs ``queues.worker.OptimaSimpleWorker``: jobs run in the worker's own process (no
+fork per job), for trusted I/O-bound jobs; docs/operations.md says what it gives up.
 """
 import logging
 import os
@@ -21,13 +24,27 @@ from django_rq.utils import reset_db_connections
 from django_rq.workers import get_worker
 from rq.logutils import setup_loghandlers
 
+from queues import rqcompat
 from queues.connection import mask_url, queues_url
+from queues.exceptions import UnknownQueue
 from queues.registry import get_config, queue_names
 from queues.resilience import config
 from queues.resilience.outage import REDIS_ERRORS, Backoff, OutageLog
 
 
-def _grace(value):
+def declared_names(args):
+    """The queue names given (default: every declared queue); an unknown one is refused with the
+    declared ones listed."""
+    names = list(args) or queue_names()
+    for name in names:
+        try:
+            get_config(name)
+        except UnknownQueue as exc:
+            raise CommandError(str(exc)) from None
+    return names
+
+
+def parse_grace(value):
     try:
         seconds = float(value)
     except ValueError:
@@ -47,6 +64,12 @@ class Command(rqworker.Command):
             help="Do not run RQ's scheduler in this worker (delayed jobs need one somewhere).",
         )
         parser.add_argument(
+            "--no-fork", action="store_true", dest="no_fork",
+            help="Run jobs in this process instead of a forked work horse per job (queues.worker."
+                 "OptimaSimpleWorker): faster for trusted I/O-bound jobs; no hard kill at timeout + 60 s or at "
+                 "the end of the grace, and a job that crashes the interpreter ends the worker. docs/operations.md.",
+        )
+        parser.add_argument(
             "--grace", dest="grace", default=None,
             help="Seconds a stopping worker lets its running job finish before putting it back in its queue "
                  "(default: OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'], 25). The supervisor's stop "
@@ -54,10 +77,8 @@ class Command(rqworker.Command):
         )
 
     def handle(self, *args, **options):
-        names = list(args) or queue_names()
-        for name in names:
-            get_config(name)  # UnknownQueue names the declared ones
-        grace = config.options().shutdown_grace if options["grace"] is None else _grace(options["grace"])
+        names = declared_names(args)
+        grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
         verbosity = options["verbosity"]
         level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
         setup_loghandlers(level)
@@ -66,33 +87,43 @@ class Command(rqworker.Command):
                 fp.write(str(os.getpid()))
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {mask_url(queues_url())})")
         backoff = Backoff(config.options().redis_retry_max)
-        while True:
-            worker = self._build(names, options, grace, outage, backoff)
-            reset_db_connections()  # no database connection may be shared with the forked work horses
-            try:
-                worker.work(
-                    burst=options["burst"], with_scheduler=not options["without_scheduler"], logging_level=level,
-                    max_jobs=options["max_jobs"], max_idle_time=options["max_idle_time"],
-                )
-                break
-            except REDIS_ERRORS as exc:  # Redis went away during the start-up (registration, scheduler)
-                outage.failed(exc, "start")
-                if getattr(worker, "lifeline", None) is not None:
-                    worker.lifeline.stop()
-                time.sleep(backoff.next())
-        if not (worker._stop_requested or options["burst"] or options["max_jobs"] or options["max_idle_time"]):
+        build_kwargs = {
+            "worker_class": options["worker_class"], "queue_class": options["queue_class"],
+            "job_class": options["job_class"], "name": options["name"], "worker_ttl": options["worker_ttl"],
+        }
+        worker = run_worker(
+            lambda: build_worker(names, grace, outage, backoff, **build_kwargs), outage, backoff,
+            burst=options["burst"], with_scheduler=not options["without_scheduler"], logging_level=level,
+            max_jobs=options["max_jobs"], max_idle_time=options["max_idle_time"],
+        )
+        if not (rqcompat.stop_requested(worker) or options["burst"] or options["max_jobs"] or options["max_idle_time"]):
             # rq's loop ends on an unexpected exception (logged above): say so to the supervisor.
             sys.exit(1)
 
-    def _build(self, names, options, grace, outage, backoff):
-        """The worker object (its constructor talks to Redis), waiting for Redis as long as it takes."""
-        while True:
-            try:
-                return get_worker(
-                    *names, worker_class=options["worker_class"], queue_class=options["queue_class"],
-                    job_class=options["job_class"], name=options["name"], worker_ttl=options["worker_ttl"],
-                    serializer="rq.serializers.JSONSerializer", shutdown_grace=grace,
-                )
-            except REDIS_ERRORS as exc:
-                outage.failed(exc, "start")
-                time.sleep(backoff.next())
+
+def build_worker(names, grace, outage, backoff, **kwargs):
+    """The worker object (its constructor talks to Redis), waiting for Redis as long as it takes.
+    JSON jobs only, whatever ``kwargs`` says."""
+    while True:
+        try:
+            return get_worker(*names, serializer="rq.serializers.JSONSerializer", shutdown_grace=grace, **kwargs)
+        except REDIS_ERRORS as exc:
+            outage.failed(exc, "start")
+            time.sleep(backoff.next())
+
+
+def run_worker(build, outage, backoff, **work_kwargs):
+    """Run the worker ``build()`` returns until its loop ends; return it. Redis going away during
+    the start-up (registration, scheduler) is waited out and the worker built again. Shared by
+    ``rqworker`` and each member of ``rqworker-pool``."""
+    while True:
+        worker = build()
+        reset_db_connections()  # no database connection may be shared with the forked work horses
+        try:
+            worker.work(**work_kwargs)
+            return worker
+        except REDIS_ERRORS as exc:
+            outage.failed(exc, "start")
+            if getattr(worker, "lifeline", None) is not None:
+                worker.lifeline.stop()
+            time.sleep(backoff.next())

@@ -1,0 +1,103 @@
+"""Every Redis key name this project reads or writes, in one place.
+
+rq 3.0 derives its own keys from ``RQ_KEY_PREFIX`` (= ``QUEUE_PREFIX``, docs/decisions.md); these
+functions build them with rq's own helpers (class attributes and templates) wherever rq has one, so
+a key that rq renames is renamed here too. The project's own keys live under
+``<prefix>:optima:...`` (``conf.app_key``). Nothing here talks to Redis: a leaf module.
+
+=====================================  ======================================================
+key                                    what
+=====================================  ======================================================
+``<p>:queue:<q>``                      rq's queue (list of job ids)
+``<p>:queue:<q>:intermediate``         jobs popped by a worker, not yet started (rq's name)
+``<p>:wip:<q>``                        rq's started registry (``<job id>:<execution id>``)
+``<p>:execution:<job>:<exec>``         rq's execution hash (names its worker)
+``<p>:executions:<job>``               rq's executions of one job
+``<p>:worker:<name>:executions``       rq's executions of one worker
+``<p>:optima:paused``                  set of paused queue names (``queues.pause``)
+``<p>:optima:alive:<worker>``          a worker's liveness key (``resilience/liveness.py``)
+``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
+``<p>:optima:intermediate-seen:<q>``   when the scan first saw each popped-not-started job
+=====================================  ======================================================
+"""
+from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
+from rq.intermediate_queue import IntermediateQueue
+from rq.job import Job
+from rq.queue import Queue
+from rq.worker import Worker
+from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
+
+from . import conf
+
+
+def queue_key(name):
+    return Queue.redis_queue_namespace_prefix + name
+
+
+def queue_name_of_key(key):
+    """The queue name of a ``queue_key``."""
+    return key[len(Queue.redis_queue_namespace_prefix):]
+
+
+def intermediate_key(queue_key_):
+    """The list a popped job waits in until it starts (rq's own name for it)."""
+    return IntermediateQueue.get_intermediate_queue_key(queue_key_)
+
+
+def job_key(job_id):
+    return Job.key_for(job_id)
+
+
+def job_key_prefix():
+    return Job.redis_job_namespace_prefix
+
+
+def started_key(name):
+    return StartedJobRegistry.key_template.format(name)
+
+
+def finished_key(name):
+    return FinishedJobRegistry.key_template.format(name)
+
+
+def failed_key(name):
+    return FailedJobRegistry.key_template.format(name)
+
+
+def scheduled_key(name):
+    return ScheduledJobRegistry.key_template.format(name)
+
+
+def execution_key(composite):
+    """``<p>:execution:<job id>:<execution id>`` (rq builds it in ``Execution.key``)."""
+    return Execution.from_composite_key(composite, connection=None).key
+
+
+def job_executions_key(job_id):
+    return ExecutionRegistry.key_template.format(job_id)
+
+
+def worker_key(worker_name):
+    """rq's hash of a worker (``<p>:worker:<name>``)."""
+    return Worker.redis_worker_namespace_prefix + worker_name
+
+
+def worker_executions_key(worker_name):
+    return WORKER_EXECUTIONS_KEY_TEMPLATE.format(worker_name)
+
+
+# -- this project's own keys ---------------------------------------------------------------
+def paused_key():
+    return conf.app_key("paused")
+
+
+def alive_key(worker_name):
+    return conf.app_key("alive", worker_name)
+
+
+def scan_lock_key():
+    return conf.app_key("lock", "abandoned-scan")
+
+
+def intermediate_seen_key(name):
+    return conf.app_key("intermediate-seen", name)

@@ -1,0 +1,74 @@
+"""The stop state of one worker: asked to stop, holding a job, the grace period, a cold stop.
+
+A plain object, written only by the worker's signal handlers and its main loop (one thread), read
+by the dequeue and the supervision of a job. rq's own flag (``_stop_requested``, which its work loop
+reads) is set through ``queues.rqcompat``.
+
+- ``request(running)``: first SIGTERM/SIGINT. No new job is taken; a running job may finish within
+  ``grace`` seconds (the deadline starts now, or when a job that was starting has started).
+- ``request_cold()``: second signal. The running job goes back to its queue now.
+- ``holding``: a job was popped and is not started yet; a stop request then gives it back.
+- ``interrupt(why)`` / ``take_interrupted()``: the worker ended the running job on purpose (grace
+  over, cold stop); the settlement puts it back to its queue with its attempt not counted.
+"""
+import time
+
+
+class StopState:
+    def __init__(self, grace, clock=time.monotonic):
+        self.grace = float(grace)
+        self.clock = clock
+        self.requested = False
+        self.cold = False
+        self.holding = False
+        self.grace_deadline = None
+        self._interrupted = None
+        self._requested_at = None
+
+    def request(self, running):
+        """A first stop signal. Returns False when it repeats a request of under a second ago (the
+        same stop delivered twice, e.g. by a pool and by the terminal)."""
+        self.requested = True
+        self._requested_at = self.clock()
+        if running:
+            self.start_grace()
+        return True
+
+    def repeated(self):
+        """True when a further signal is the same stop delivered twice within a second."""
+        return self._requested_at is not None and self.clock() - self._requested_at < 1.0
+
+    def start_grace(self):
+        if self.grace_deadline is None:
+            self.grace_deadline = self.clock() + self.grace
+
+    def grace_over(self):
+        """Past the grace period of a stop request (starting it if the job was still starting)."""
+        if not self.requested:
+            return False
+        self.start_grace()
+        return self.clock() >= self.grace_deadline
+
+    def request_cold(self, why):
+        self.cold = True
+        self.interrupt(why)
+
+    def interrupt(self, why):
+        if self._interrupted is None:
+            self._interrupted = why
+
+    @property
+    def interrupted(self):
+        return self._interrupted
+
+    def take_interrupted(self):
+        why, self._interrupted = self._interrupted, None
+        return why
+
+    def settle_deadline(self):
+        """Seconds from now a stopping worker still waits for Redis to settle a job (None: no limit)."""
+        if self.cold:
+            return 5.0
+        if self.requested:
+            return max(5.0, self.grace)
+        return None

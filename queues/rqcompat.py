@@ -1,0 +1,144 @@
+"""Every use of a private member of rq 3.0 (and rq-scheduler 0.14) in this project, in one place.
+
+The worker, the schedulers and the retry path need a few things rq keeps private: the flag its
+work loop reads to stop, the queue order it dequeues in, the horse's pid, the job id its stop-job
+command marks, the scheduler's child process and locks. Nothing else in ``queues/`` touches an
+underscored rq attribute: it calls these functions. ``MEMBERS`` lists them all, and
+``tests/queues/test_rqcompat.py`` fails with a clear message when an installed rq no longer has one
+(``missing_members``), before anything subtle breaks at run time.
+"""
+import rq
+import rq_scheduler
+from rq.job import Job
+from rq.queue import Queue
+from rq.scheduler import RQScheduler
+from rq.worker import BaseWorker
+from rq_scheduler import Scheduler
+
+# (class, attribute, where rq sets it: "class" attribute or method, or "instance" set in __init__)
+MEMBERS = [
+    (BaseWorker, "_stop_requested", "instance"),  # the work loop stops when true
+    (BaseWorker, "_shutdown_requested_date", "instance"),  # when the stop was asked (rq shows it)
+    (BaseWorker, "_ordered_queues", "instance"),  # the queues in dequeue order (rq's strategies reorder it)
+    (BaseWorker, "_horse_pid", "instance"),  # the forked horse; 0 when none
+    (BaseWorker, "_stopped_job_id", "instance"),  # set by rq's stop-job command
+    (BaseWorker, "_state", "instance"),  # the state set_state last recorded
+    (BaseWorker, "_release_slot_safely", "class"),  # frees a rate-limit slot after a retry
+    (Queue, "_enqueue_job", "class"),
+    (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)  # push a prepared job in a pipeline (rq's own retry does it)
+    (RQScheduler, "_process", "instance"),  # the scheduler child process of a worker
+    (RQScheduler, "_acquired_locks", "instance"),
+    (RQScheduler, "_queue_names", "instance"),
+    (RQScheduler, "_scheduled_job_registries", "instance"),
+    (RQScheduler, "_stop_requested", "instance"),
+    (RQScheduler, "_install_signal_handlers", "class"),
+    (Scheduler, "_lock_acquired", "instance"),  # rq-scheduler's lock flag
+]
+
+VERSIONS = f"rq {rq.__version__}, rq-scheduler {getattr(rq_scheduler, '__version__', '?')}"
+
+
+def missing_members(instances=()):
+    """["Class.attr", ...] that the installed rq lacks. ``instances``: objects of the classes above
+    (built by the caller with a connection), to check the attributes rq sets in ``__init__``."""
+    found = []
+    for owner, name, kind in MEMBERS:
+        if kind == "class":
+            present = hasattr(owner, name)
+        else:
+            built = [obj for obj in instances if isinstance(obj, owner)]
+            present = any(hasattr(obj, name) for obj in built) if built else True
+        if not present:
+            found.append(f"{owner.__module__}.{owner.__qualname__}.{name}")
+    return found
+
+
+# -- worker ----------------------------------------------------------------------------------
+def stop_requested(worker):
+    return worker._stop_requested
+
+
+def request_stop(worker, when):
+    """Make rq's work loop stop before its next dequeue."""
+    worker._shutdown_requested_date = when
+    worker._stop_requested = True
+
+
+def shutdown_requested_at(worker):
+    return worker._shutdown_requested_date
+
+
+def ordered_queues(worker):
+    return list(worker._ordered_queues)
+
+
+def horse_pid(worker):
+    return worker._horse_pid
+
+
+def set_horse_pid(worker, pid):
+    worker._horse_pid = pid
+
+
+def stopped_job_id(worker):
+    """The job id rq's stop-job command asked this worker to stop, or None."""
+    return worker._stopped_job_id
+
+
+def forget_stopped_job(worker):
+    worker._stopped_job_id = None
+
+
+def remember_state(worker, state):
+    """What set_state would have recorded, kept in memory while Redis is away."""
+    worker._state = state
+
+
+def release_slot(worker, job):
+    worker._release_slot_safely(job)
+
+
+def enqueue_prepared(queue, job, pipeline):
+    """Push ``job`` (already saved in ``pipeline``) onto ``queue`` (rq's own retry path)."""
+    queue._enqueue_job(job, pipeline=pipeline)
+
+
+def clear_exc_info(job):
+    job._exc_info = ""
+
+
+# -- RQ's scheduler (inside rqworker) ----------------------------------------------------------
+def scheduler_process(scheduler):
+    return scheduler._process if scheduler is not None else None
+
+
+def scheduler_queue_names(scheduler):
+    return scheduler._queue_names
+
+
+def scheduler_locks(scheduler):
+    return scheduler._acquired_locks
+
+
+def set_scheduler_locks(scheduler, names):
+    """Record the locks held; rq re-reads its scheduled registries after any change."""
+    scheduler._acquired_locks = set(names)
+    scheduler._scheduled_job_registries = []
+
+
+def forget_scheduled_registries(scheduler):
+    scheduler._scheduled_job_registries = []
+
+
+def scheduler_stop_requested(scheduler):
+    return scheduler._stop_requested
+
+
+def install_scheduler_signal_handlers(scheduler):
+    scheduler._install_signal_handlers()
+
+
+# -- rq-scheduler (manage.py rqscheduler) -------------------------------------------------------
+def release_periodic_lock_flag(scheduler):
+    """rq-scheduler believes it holds its lock until told otherwise (after a Redis outage)."""
+    scheduler._lock_acquired = False
