@@ -36,6 +36,7 @@ from rq.logutils import setup_loghandlers
 from rq.serializers import JSONSerializer
 from rq.worker_pool import ForkProcess, WorkerPool
 
+from queues import rqcompat
 from queues.connection import get_connection, mask_url, queues_url
 from queues.management.commands.rqworker import build_worker, declared_names, parse_grace, run_worker
 from queues.registry import OptimaJob, OptimaQueue
@@ -78,7 +79,7 @@ def serve_member(master_pid, name, names, grace, work_kwargs):
         lambda: build_worker(names, grace, outage, backoff, worker_class=OptimaWorker, name=name),
         outage, backoff, **work_kwargs,
     )
-    if not (worker._stop_requested or work_kwargs["burst"]):
+    if not (rqcompat.stop_requested(worker) or work_kwargs["burst"]):
         sys.exit(1)  # rq's loop ended on an unexpected exception (logged): the master forks a new member
 
 
@@ -90,6 +91,7 @@ class OptimaWorkerPool(WorkerPool):
         # use: members connect through django-rq's settings, as rqworker does.
         super().__init__(names, connection=get_connection(), num_workers=num_workers, worker_class=OptimaWorker,
                          serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
+        self.names = list(names)
         self.grace = grace
         self.with_scheduler = with_scheduler
         self.logging_level = logging_level
@@ -103,7 +105,7 @@ class OptimaWorkerPool(WorkerPool):
         # with the scheduler, and without die_with_parent or the wait for Redis at start.
         return ForkProcess(
             target=serve_member, name=f"Worker {name} (WorkerPool {self.name})",
-            args=(self.master_pid, name, self._queue_names, self.grace,
+            args=(self.master_pid, name, self.names, self.grace,
                   {"burst": burst, "with_scheduler": self.with_scheduler, "logging_level": self.logging_level}),
         )
 
