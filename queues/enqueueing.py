@@ -18,7 +18,7 @@ from django.utils.module_loading import import_string
 from rq.exceptions import DuplicateJobError
 
 from . import conf
-from .connection import unavailable
+from .connection import get_connection, unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
 
@@ -155,9 +155,13 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
     config = get_config(name)
     path = func_path(func)
     _check_args(args, kwargs)
-    overrides = {k: v for k, v in (("attempts", attempts), ("timeout", timeout)) if v is not None}
-    _check_option(conf.validate_job_options(f"enqueue({name!r}, ...)", overrides))
-    when = _resolve_when(delay, at)
+    if attempts is None and timeout is None:
+        options = config.options  # read only below
+    else:
+        overrides = {k: v for k, v in (("attempts", attempts), ("timeout", timeout)) if v is not None}
+        _check_option(conf.validate_job_options(f"enqueue({name!r}, ...)", overrides))
+        options = {**config.options, **overrides}
+    when = None if delay is None and at is None else _resolve_when(delay, at)
     if job_id is not None and (not isinstance(job_id, str) or not job_id or ":" in job_id or len(job_id) > 200):
         raise InvalidJob(f"job_id must be a non-empty string without ':' (at most 200 chars), got {job_id!r}.")
     if unique is not None and unique is not False:
@@ -170,9 +174,7 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
     if meta is not None:
         _check_json(meta, "meta")
 
-    options = dict(config.options)
-    options.update(overrides)
-    queue = get_queue(name)
+    queue = _declared_queue(name, config)
     job_meta = dict(meta or {})
     job_meta.update({"queue": name, "attempts_allowed": options["attempts"], "attempt": 1})
     job = queue.create_job(
@@ -218,6 +220,23 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
             except redis.RedisError as exc:
                 raise unavailable(exc) from exc
     return job
+
+
+# name -> (QueueConfig, Redis client, OptimaQueue): an RQ Queue is a dozen attribute settings and a
+# serializer check to build, and nothing in it changes between enqueues. Rebuilt when the
+# declarations or the client change (override_settings, reset()): both are compared by identity.
+_queues = {}
+
+
+def _declared_queue(name, config):
+    """The OptimaQueue of the declared queue ``name`` (``config``: its QueueConfig)."""
+    connection = get_connection()
+    cached = _queues.get(name)
+    if cached is not None and cached[0] is config and cached[1] is connection:
+        return cached[2]
+    queue = get_queue(name, connection=connection)
+    _queues[name] = (config, connection, queue)
+    return queue
 
 
 def _in_transaction(using=DEFAULT_DB_ALIAS):

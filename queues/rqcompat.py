@@ -23,7 +23,8 @@ MEMBERS = [
     (BaseWorker, "_horse_pid", "instance"),  # the forked horse; 0 when none
     (BaseWorker, "_stopped_job_id", "instance"),  # set by rq's stop-job command
     (BaseWorker, "_state", "instance"),  # the state set_state last recorded
-    (BaseWorker, "_release_slot_safely", "class"),  # frees a rate-limit slot after a retry
+    (BaseWorker, "_release_slot_safely", "class"),
+    (BaseWorker, "_install_signal_handlers", "class"),  # rq calls it after bootstrap; OptimaWorker overrides it  # frees a rate-limit slot after a retry
     (Queue, "_enqueue_job", "class"),
     (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)  # push a prepared job in a pipeline (rq's own retry does it)
     (RQScheduler, "_process", "instance"),  # the scheduler child process of a worker
@@ -92,6 +93,15 @@ def forget_stopped_job(worker):
 def remember_state(worker, state):
     """What set_state would have recorded, kept in memory while Redis is away."""
     worker._state = state
+
+
+def install_signal_handlers(worker):
+    worker._install_signal_handlers()
+
+
+def install_rq_signal_handlers(worker):
+    """rq's own SIGINT/SIGTERM handlers (its ``request_stop``), bypassing any override."""
+    BaseWorker._install_signal_handlers(worker)
 
 
 def release_slot(worker, job):

@@ -36,7 +36,7 @@ import signal
 import time
 
 from django.db import close_old_connections, connections
-from rq import SimpleWorker, Worker
+from rq import SimpleWorker, Worker, worker_registration
 from rq.exceptions import StopRequested
 from rq.job import JobStatus
 from rq.serializers import JSONSerializer
@@ -89,6 +89,8 @@ class WorkerBehaviour(BaseWorker):
         self.schedulers = None
         self.lifeline = None
         self._next_beat = 0.0
+        self._registered_after = 0  # outage episodes seen at the latest registration check
+        self._next_registration_check = 0.0
         self._paused_logged = set()
 
     @property
@@ -113,7 +115,7 @@ class WorkerBehaviour(BaseWorker):
 
     # -- start and stop ---------------------------------------------------------------------
     def bootstrap(self, *args, **kwargs):
-        self._install_signal_handlers()  # rq installs them only after starting its scheduler
+        rqcompat.install_signal_handlers(self)  # rq installs them only after starting its scheduler
         libc()  # loaded once here, inherited by every horse
         tally.deferred = True  # metrics ride on the heartbeat pipeline (metrics/recorder.py)
         self.lifeline = Lifeline(self.name, self.connection, self.resilience,
@@ -127,6 +129,7 @@ class WorkerBehaviour(BaseWorker):
         if self.is_horse:
             return super().teardown()
         self._flush(idle=True)
+        tally.deferred = False
         if self.lifeline is not None:
             self.lifeline.stop()
         try:
@@ -146,7 +149,7 @@ class WorkerBehaviour(BaseWorker):
 
     def _install_signal_handlers(self):
         if not self.stop.requested:  # rq calls this again after bootstrap: keep a stop already asked for
-            super()._install_signal_handlers()
+            rqcompat.install_rq_signal_handlers(self)
 
     def request_stop(self, signum, frame):
         """First SIGTERM/SIGINT: take no new job; the running one may finish within the grace period.
@@ -215,9 +218,33 @@ class WorkerBehaviour(BaseWorker):
                 tally.merge(data)
             self.outage.failed(exc, "heartbeat")
             return
+        self.outage.ok()
         if due:
             self._next_beat = moment + HEARTBEAT_EVERY
+            self._check_registration(moment)
         self.completions.trim(idle=idle)
+
+    def _check_registration(self, moment):
+        """After an outage (and every 30 s): a Redis restarted without its data has forgotten this
+        worker; register it again so that panels and metrics still count it."""
+        if self.outage.episodes == self._registered_after and moment < self._next_registration_check:
+            return
+        self._registered_after = self.outage.episodes
+        self._next_registration_check = moment + 30
+        try:
+            if self.connection.hexists(self.key, "birth") or self.birth_date is None:
+                return
+            with self.connection.pipeline() as pipe:
+                pipe.hset(self.key, mapping=self.serialize())
+                pipe.hset(self.key, mapping={"state": self.get_state(),
+                                             LIVENESS_MARK: int(self.resilience.liveness_ttl)})
+                worker_registration.register(self, pipe)
+                pipe.expire(self.key, self.worker_ttl + 60)
+                pipe.execute()
+        except REDIS_ERRORS as exc:
+            self.outage.failed(exc, "register again")
+            return
+        self.log.warning("Worker %s: Redis had lost this worker's registration; registered again", self.name)
 
     def set_state(self, state, pipeline=None):
         if pipeline is not None:

@@ -216,8 +216,8 @@ class Scan:
     # -- RQ's worker registry ---------------------------------------------------------------
     def dead_workers(self):
         prefix = keys.worker_key("")
-        keys = [as_text(k) for k in self.connection.smembers(REDIS_WORKER_KEYS)]
-        names = [k[len(prefix):] for k in keys if k.startswith(prefix)]
+        registered = [as_text(k) for k in self.connection.smembers(REDIS_WORKER_KEYS)]
+        names = [k[len(prefix):] for k in registered if k.startswith(prefix)]
         alive = live_workers(self.connection, names)
         for name in names:
             if name in alive:

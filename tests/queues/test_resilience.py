@@ -13,7 +13,7 @@ from rq.worker import Worker
 
 import queues
 from queues.registry import OptimaJob, get_queue
-from queues.resilience.abandoned import alive_key
+from queues.keys import alive_key
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, starts
 

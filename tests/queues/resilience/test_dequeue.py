@@ -1,0 +1,70 @@
+"""Dequeuer against the real Redis, in-process: priority order, paused queues, the intermediate list
+(queues/resilience/dequeue.py)."""
+from queues import keys, pause
+from queues.registry import get_queue
+from queues.resilience.dequeue import Dequeuer
+
+
+def _ids(connection, key):
+    return [v.decode() for v in connection.lrange(key, 0, -1)]
+
+
+def test_a_pop_takes_the_head_of_the_first_non_empty_queue_into_its_intermediate_list(queue_redis):
+    default, orders = get_queue("default"), get_queue("orders-sync")
+    queue_redis.rpush(orders.key, "o1", "o2")
+    queue_redis.rpush(default.key, "d1")
+    dequeuer = Dequeuer(queue_redis)
+    assert dequeuer.pop([default, orders], None) == (default, "d1")
+    assert dequeuer.pop([default, orders], None) == (orders, "o1")
+    assert _ids(queue_redis, keys.intermediate_key(default.key)) == ["d1"]
+    assert _ids(queue_redis, keys.intermediate_key(orders.key)) == ["o1"]
+    assert _ids(queue_redis, orders.key) == ["o2"]
+
+
+def test_a_paused_queue_is_skipped_atomically_and_reported(queue_redis):
+    default, orders = get_queue("default"), get_queue("orders-sync")
+    queue_redis.rpush(default.key, "d1")
+    queue_redis.rpush(orders.key, "o1")
+    pause.pause("default", queue_redis)
+    dequeuer = Dequeuer(queue_redis)
+    assert dequeuer.pop([default, orders], None) == (orders, "o1")
+    assert dequeuer.pop([default, orders], None) is None
+    assert dequeuer.paused == {"default"}
+    assert _ids(queue_redis, default.key) == ["d1"]
+
+
+def test_with_every_queue_paused_a_wait_sleeps_and_takes_nothing(queue_redis):
+    default = get_queue("default")
+    queue_redis.rpush(default.key, "d1")
+    pause.pause("default", queue_redis)
+    assert Dequeuer(queue_redis, pause_poll=0.1).pop([default], 5) is None
+    assert _ids(queue_redis, default.key) == ["d1"]
+
+
+def test_a_blocking_wait_on_one_queue_returns_a_job_pushed_meanwhile(queue_redis):
+    import threading
+
+    default = get_queue("default")
+    threading.Timer(0.3, lambda: queue_redis.rpush(default.key, "late")).start()
+    assert Dequeuer(queue_redis).pop([default], 5) == (default, "late")
+    assert _ids(queue_redis, keys.intermediate_key(default.key)) == ["late"]
+
+
+def test_a_job_popped_from_a_queue_paused_during_the_wait_goes_back_to_its_head(queue_redis):
+    import threading
+
+    default = get_queue("default")
+
+    def pause_then_push():
+        pause.pause("default", queue_redis)
+        queue_redis.rpush(default.key, "late")
+
+    dequeuer = Dequeuer(queue_redis)
+    dequeuer.paused = set()
+    # The script ran before the pause: now the blocking wait sees the push of a paused queue.
+    original = dequeuer._pop_now
+    dequeuer._pop_now = lambda queues: (threading.Timer(0.2, pause_then_push).start(), original(queues))[1]
+    assert dequeuer.pop([default], 5) is None
+    assert _ids(queue_redis, default.key) == ["late"]
+    assert _ids(queue_redis, keys.intermediate_key(default.key)) == []
+    assert dequeuer.paused == {"default"}
