@@ -1,0 +1,7 @@
+"""Jobs of the benchmarks. Plain functions importable without Django, so that a plain RQ worker
+(which never imports Django) runs the very same function as this project's worker."""
+
+
+def noop():
+    """Does nothing: what is left of a job's time is the worker's own cost."""
+    return None
