@@ -95,15 +95,16 @@ def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, t
     assert pool.process.poll() is None
 
 
-def test_sigterm_to_the_master_lets_the_running_job_finish_and_the_pool_exits_0(start_worker, queue_redis,
-                                                                                tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_to_the_master_lets_the_running_job_finish_and_the_pool_exits_0(start_worker, queue_redis,
+                                                                                     tmp_path, sig):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2")
     children = wait_members(pool, 2)
     running = queues.enqueue("default", JOB, str(log), first_run_seconds=3)
     wait_started(log)
 
-    pool.signal(signal.SIGTERM)
+    pool.signal(sig)
 
     assert pool.wait(60) == 0, pool.output()
     job = fetch(running.id, queue_redis)

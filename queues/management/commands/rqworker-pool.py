@@ -10,6 +10,7 @@ declared queue), same ``--grace`` and ``--without-scheduler`` — built and star
   the garbage collector's view of them (``gc.freeze()``: collections in the members do not write to
   those pages), then forks; the members share those pages copy-on-write (bench/pool_memory.py);
 - a member that dies is forked again (rq's ``WorkerPool`` loop, every second);
+- started while Redis is unreachable, the master waits for it before forking (as ``rqworker`` does);
 - members die with the master (``die_with_parent``: PR_SET_PDEATHSIG on Linux), and their work horses
   and scheduler processes with them, so a SIGKILLed pool leaves no orphan: its jobs take the
   abandoned-job path (docs/operations.md), as a SIGKILLed ``rqworker``'s do;
@@ -190,8 +191,8 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def _wait_for_redis(self):
-        """True once Redis answers (members would each fail and be forked again every second);
-        False if a stop signal came first."""
+        """True once Redis answers; False if a stop signal came first. (Members would wait for it
+        too, each with its own log lines: the master waits once, before forking any.)"""
         stop = []
         previous = {sig: signal.signal(sig, lambda signum, frame: stop.append(signum))
                     for sig in (signal.SIGTERM, signal.SIGINT)}
