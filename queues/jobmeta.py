@@ -27,6 +27,10 @@ schedule             periodic run (schedules)       schedule id of a periodic ru
 scheduled_for        periodic run (schedules)       ISO time of the tick it runs for
 progress             job code (features)            free-form progress of a running job
 ==================== ============================== =========================================
+
+A periodic job's *template* (the rq-scheduler entry ``queues.schedules.register`` writes; never run
+itself) carries ``optima_schedule`` (schedule id), ``digest``, ``queue``, ``cron``, ``interval``,
+``attempts`` and ``timeout``: ``for_template`` writes them, ``schedules.run_schedule`` reads them.
 """
 import datetime as dt
 
@@ -49,6 +53,8 @@ RETRY_OF = "retry_of"
 SCHEDULE = "schedule"
 SCHEDULED_FOR = "scheduled_for"
 PROGRESS = "progress"
+TEMPLATE_SCHEDULE = "optima_schedule"
+TEMPLATE_DIGEST = "digest"
 
 
 def _iso(when):
@@ -92,6 +98,22 @@ def for_enqueue(extra, *, queue, attempts):
     meta = dict(extra or {})
     meta.update({QUEUE: queue, ATTEMPTS_ALLOWED: attempts, ATTEMPT: 1})
     return meta
+
+
+def for_periodic_run(schedule_id, when):
+    """The meta of one run of a periodic job, due at ``when`` (aware datetime)."""
+    return {SCHEDULE: schedule_id, SCHEDULED_FOR: when.isoformat()}
+
+
+def for_template(schedule):
+    """The meta of a periodic job's template (``queues.schedules.Schedule``)."""
+    return {TEMPLATE_SCHEDULE: schedule.id, TEMPLATE_DIGEST: schedule.digest(), QUEUE: schedule.queue,
+            "cron": schedule.cron, "interval": schedule.interval, "attempts": schedule.attempts,
+            "timeout": schedule.timeout}
+
+
+def is_template(job):
+    return TEMPLATE_SCHEDULE in (job.meta if isinstance(job.meta, dict) else {})
 
 
 def next_attempt(meta, attempt, failed_at, reason=""):

@@ -39,7 +39,7 @@ from django.conf import settings
 from django.core import checks as django_checks
 from rq.utils import as_text
 
-from . import conf
+from . import conf, jobmeta
 from . import declarations as queue_declarations  # aliased: declarations() below lists the schedules'
 
 logger = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ def register(connection=None, now=None):
     for template_id, schedule in desired.items():
         try:
             current = OptimaJob.fetch(template_id, connection=connection)
-            current_digest = current.meta.get("digest")
+            current_digest = current.meta.get(jobmeta.TEMPLATE_DIGEST)
         except NoSuchJobError:
             current_digest = None
         if current_digest == schedule.digest() and connection.zscore(key, template_id) is not None:
@@ -249,9 +249,7 @@ def register(connection=None, now=None):
         template = OptimaJob.create(
             schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs), connection=connection,
             id=template_id, status=JobStatus.SCHEDULED, description=f"periodic {schedule.id}: {schedule.cron or f'every {schedule.interval}s'}",
-            meta={"optima_schedule": schedule.id, "digest": schedule.digest(), "queue": schedule.queue,
-                  "cron": schedule.cron, "interval": schedule.interval, "attempts": schedule.attempts,
-                  "timeout": schedule.timeout},
+            meta=jobmeta.for_template(schedule),
         )
         template.origin = schedule.queue
         with connection.pipeline() as pipe:
@@ -285,9 +283,9 @@ def run_schedule(template, when, connection=None):
     job_id = run_id(template.id, when)
     try:
         return enqueueing.enqueue_call(
-            meta["queue"], template.func_name, args=list(template.args), kwargs=dict(template.kwargs),
+            meta[jobmeta.QUEUE], template.func_name, args=list(template.args), kwargs=dict(template.kwargs),
             attempts=meta.get("attempts"), timeout=meta.get("timeout"), job_id=job_id,
-            meta={"schedule": meta["optima_schedule"], "scheduled_for": when.isoformat()},
+            meta=jobmeta.for_periodic_run(meta[jobmeta.TEMPLATE_SCHEDULE], when),
         )
     except InvalidJob as exc:
         if "already exists" in str(exc):
@@ -298,7 +296,7 @@ def run_schedule(template, when, connection=None):
 
 def next_run_of(template, after):
     meta = template.meta
-    return Schedule(id=meta["optima_schedule"], queue=meta["queue"], func=template.func_name or "",
+    return Schedule(id=meta[jobmeta.TEMPLATE_SCHEDULE], queue=meta[jobmeta.QUEUE], func=template.func_name or "",
                     cron=meta.get("cron"), interval=meta.get("interval")).next_run(after)
 
 
@@ -316,7 +314,7 @@ def scheduler_class():
             def enqueue_jobs(self):
                 due = list(self.get_jobs_to_queue(with_times=True))
                 for job, when in due:
-                    if "optima_schedule" in (job.meta or {}):
+                    if jobmeta.is_template(job):
                         self.enqueue_periodic(job, when.replace(tzinfo=dt.timezone.utc))
                     else:
                         self.enqueue_job(job)
@@ -327,8 +325,8 @@ def scheduler_class():
                 try:
                     run = run_schedule(template, when)
                     if run is not None:
-                        self.log.info("Periodic %s: enqueued run %s on %s", template.meta["optima_schedule"],
-                                      run.id, template.meta["queue"])
+                        self.log.info("Periodic %s: enqueued run %s on %s", template.meta[jobmeta.TEMPLATE_SCHEDULE],
+                                      run.id, template.meta[jobmeta.QUEUE])
                 except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
                     self.log.exception("Periodic %s: could not enqueue its run due at %s", template.id, when)
                 self.connection.zadd(self.scheduled_jobs_key,

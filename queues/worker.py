@@ -585,6 +585,16 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
     def job_running(self):
         return self._running is not None
 
+    def bootstrap(self, *args, **kwargs):
+        super().bootstrap(*args, **kwargs)
+        self.lifeline.on_beat = self._beat_while_running
+
+    def _beat_while_running(self, connection):
+        """From the lifeline thread while a job runs in the main thread (which cannot beat): keep
+        the worker's registration alive, as a forking worker's monitoring loop does."""
+        if self._running is not None:
+            connection.expire(self.key, self.worker_ttl + 60)
+
     def request_stop(self, signum, frame):
         super().request_stop(signum, frame)
         if self._running is not None:

@@ -26,7 +26,7 @@ from rq.registry import (
     ScheduledJobRegistry,
 )
 
-from .. import conf
+from .. import conf, jobmeta
 from ..connection import get_connection
 from ..exceptions import QueuesError
 from ..registry import OptimaJob, get_queue, queue_names
@@ -61,7 +61,7 @@ def retry_dead_letter(row_id):
                 from ..enqueueing import enqueue_call
 
                 job = enqueue_call(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
-                                   meta={"retry_of": row.job_id})
+                                   meta={jobmeta.RETRY_OF: row.job_id})
                 new_id, detail = job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
         except (QueuesError, NoSuchJobError, InvalidJobOperation) as exc:
             return Outcome("error", f"{type(exc).__name__}: {exc}")
@@ -182,5 +182,5 @@ def _retry_of(raw_meta):
         meta = json.loads(raw_meta) if raw_meta else {}
     except ValueError:
         return None
-    value = meta.get("retry_of") if isinstance(meta, dict) else None
+    value = meta.get(jobmeta.RETRY_OF) if isinstance(meta, dict) else None
     return value if isinstance(value, str) else None

@@ -16,6 +16,9 @@ pause costs no round trip of its own. When nothing is there:
   ``MULTI_QUEUE_POLL_SECONDS`` (0.5 s) — the way Sidekiq Pro's reliable fetch does;
 - all paused: it waits ``pause_poll`` seconds and looks again.
 
+While one of its queues is paused, no wait lasts longer than ``pause_poll`` (1 s): a resume is seen
+within a second.
+
 The job leaves the intermediate list in the same MULTI that records it as started (the worker's
 ``prepare_execution``); a job stranded there by a killed worker is pushed back to the head of its
 queue by the abandoned-job scan. The alternative — one worker process per queue — would keep rq's
@@ -66,6 +69,8 @@ class Dequeuer:
         if found is not None or wait is None:
             return found
         active = [q for q in queues if q.name not in self.paused]
+        if self.paused:
+            wait = min(wait, self.pause_poll)  # a resume is seen within pause_poll seconds
         if len(active) == 1:
             return self._block_on(active[0], wait)
         self._sleep(min(wait, self.pause_poll) if not active else min(wait, self._poll))

@@ -69,6 +69,7 @@ class Lifeline(threading.Thread):
     def __init__(self, worker_name, connection, options, queue_names, log=logger):
         super().__init__(name="optima-lifeline", daemon=True)
         self.worker_name = worker_name
+        self.on_beat = None  # callable(connection) run after each beat (the fork-free worker's job heartbeat)
         self.connection = private_client(connection, socket_timeout=min(2.0, options.liveness_ttl / 3))
         self.options = options
         self.queue_names = queue_names  # callable -> names to scan
@@ -82,6 +83,8 @@ class Lifeline(threading.Thread):
 
     def beat(self):
         self.connection.set(keys.alive_key(self.worker_name), self.value, ex=int(self.options.liveness_ttl))
+        if self.on_beat is not None:
+            self.on_beat(self.connection)
         if self._healthy_since is None:
             self._healthy_since = time.monotonic()
 
