@@ -88,7 +88,7 @@ class Command(rqworker.Command):
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {mask_url(queues_url())})")
         backoff = Backoff(config.options().redis_retry_max)
         build_kwargs = {
-            "worker_class": options["worker_class"], "queue_class": options["queue_class"],
+            "worker_class": worker_class(options), "queue_class": options["queue_class"],
             "job_class": options["job_class"], "name": options["name"], "worker_ttl": options["worker_ttl"],
         }
         worker = run_worker(
@@ -99,6 +99,20 @@ class Command(rqworker.Command):
         if not (rqcompat.stop_requested(worker) or options["burst"] or options["max_jobs"] or options["max_idle_time"]):
             # rq's loop ends on an unexpected exception (logged above): say so to the supervisor.
             sys.exit(1)
+
+
+FORK_FREE = "queues.worker.OptimaSimpleWorker"
+
+
+def worker_class(options):
+    """The dotted worker class: ``--no-fork`` is OptimaSimpleWorker; else ``--worker-class`` or settings."""
+    chosen = options.get("worker_class")
+    if not options.get("no_fork"):
+        return chosen
+    if chosen and chosen != FORK_FREE:
+        raise CommandError(f"--no-fork runs {FORK_FREE}; it cannot be combined with --worker-class {chosen!r}. "
+                           "Drop one of the two.")
+    return FORK_FREE
 
 
 def build_worker(names, grace, outage, backoff, **kwargs):
