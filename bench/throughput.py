@@ -1,101 +1,552 @@
-"""Enqueue cost, worker throughput and worker memory: this project against plain RQ, same run.
+"""Worker speed, Redis cost per job, enqueue cost and worker memory: this project against RQ, one run.
 
-    .venv/bin/python bench/throughput.py            # 2,000 enqueues, 500 jobs per worker run
-    .venv/bin/python bench/throughput.py --jobs 1000 --enqueues 5000
+    .venv/bin/python bench/throughput.py                      # ~2-3 minutes on a 2-core box
+    .venv/bin/python bench/throughput.py --jobs 1000 --rounds 31 --worker-rounds 3
 
-On a private redis-server:
-- enqueue: ``queues.enqueue`` (validation, JSON, meta) vs plain ``rq.Queue.enqueue`` (pickle) — one
-  job per call, no pipeline, same process;
-- throughput: ``manage.py rqworker --burst`` (this project: retries, liveness, pause, metrics
-  signals, retention) vs plain ``rq worker --burst`` on the same number of no-op jobs;
-- memory: peak RSS of the worker process tree (``ru_maxrss`` of the children).
-Prints ratios (ours / plain); absolute times are noisy on a shared machine.
+Everything runs in the same run, on one private redis-server (devtools/redis_server.py), and is
+printed as ratios: absolute times are noisy on a shared machine.
+
+Workers are real processes, each run on the same number of jobs of one declared no-op function
+(``bench.jobs.noop``, importable without Django, so plain RQ runs the very same function):
+
+  (a) ``manage.py rqworker default --burst``: this project's ``OptimaWorker`` (forks a work horse);
+  (b) ``rq.Worker`` (JSON) in a process that ran ``django.setup()`` first (same settings, so its
+      work horses fork from an equally big process);
+  (c) ``rq.Worker`` (JSON) in a process that never imports Django (for information);
+  (d) ``OptimaSimpleWorker`` (no fork): ``manage.py rqworker --no-fork --burst``, or the class
+      itself while the command has no such option; "n/a" while the class does not exist;
+  (e) ``rq.SimpleWorker`` (JSON) after ``django.setup()``.
+
+Per worker run:
+- speed: steady state from the jobs' own ``ended_at`` (RQ stores it in the job hash): the first
+  10% of the jobs (start-up) are left out, the rate is (jobs - 1) / (last end - first end);
+- Redis per job: between the 20th and the 90th percent of the jobs dequeued, the delta of the
+  server's ``INFO commandstats`` (every command, those that Lua scripts call included; this
+  script's own polls subtracted) and of the round trips (sends) of the worker's whole process tree
+  (``devtools.roundtrips.SharedRoundTrips``: horses and threads included), minus the idle traffic
+  of the same worker over as long (its rate measured in a separate idle run of the same worker,
+  without --burst), divided by the jobs dequeued in between;
+- memory: peak RSS and PSS of the worker's process tree (main process, horse, scheduler), sampled.
+
+Enqueue: ``queues.enqueue`` against plain ``rq.Queue.enqueue`` (JSON) in one Django process, in
+interleaved rounds (ours, plain, ours, plain, ...) of the same number of calls; the median of the
+per-round ratios, and the round trips per call of each.
 """
 import argparse
+import json
 import os
+import runpy
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devtools.redis_server import RedisServer  # noqa: E402
+from devtools.roundtrips import RoundTrips, SharedRoundTrips  # noqa: E402
 
 PY = sys.executable
+THIS = str(Path(__file__).resolve())
+QUEUE = "default"  # declared in optima_site/settings.py (OPTIMA_QUEUES)
+JOB = "bench.jobs.noop"
+WARM_UP = 0.10  # fraction of the jobs left out of the speed (start-up)
+WINDOW = (0.20, 0.90)  # fractions of the jobs dequeued between which Redis traffic is counted
+SIMPLE_FACTOR = 4  # fork-free workers are ~10x faster: they get this many times more jobs
 
 
-def child(code, env):
-    out = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
+@dataclass
+class Kind:
+    key: str
+    label: str
+    ours: bool
+    forks: bool
 
 
-def timed_worker(args, env):
-    """Run a worker to completion through a wrapper that reports the peak RSS of its process tree."""
-    wrapper = ("import resource, subprocess, sys, time\n"
-               "t = time.perf_counter()\n"
-               "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-               "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    out = subprocess.run([PY, "-c", wrapper, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    seconds, peak_kib = out.stdout.split()
-    return float(seconds), int(peak_kib)
+KINDS = [
+    Kind("a", "OptimaWorker (rqworker --burst)", True, True),
+    Kind("b", "rq.Worker, in Django", False, True),
+    Kind("c", "rq.Worker, no Django", False, True),
+    Kind("d", "OptimaSimpleWorker (no fork)", True, False),
+    Kind("e", "rq.SimpleWorker, in Django", False, False),
+]
+
+
+# -- the roles of the child processes -----------------------------------------------------------
+def worker_role(kind, rt_path, burst, use_command):
+    """One worker process of ``kind``, counting its process tree's round trips into ``rt_path`` and
+    its forks into ``rt_path``.forks."""
+    SharedRoundTrips(rt_path).install()
+    forks = os.open(f"{rt_path}.forks", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.register_at_fork(after_in_parent=lambda: os.write(forks, b"."))
+    if kind == "a" or (kind == "d" and use_command):
+        sys.argv = ["manage.py", "rqworker", QUEUE, "-v", "0"] + (["--no-fork"] if kind == "d" else [])
+        sys.argv += ["--burst"] if burst else ["--without-scheduler"]  # a burst worker's scheduler runs once
+        runpy.run_path(str(ROOT / "manage.py"), run_name="__main__")
+        return
+    if kind != "c":
+        import django
+
+        django.setup()
+    if kind == "d":
+        from django_rq.workers import get_worker
+
+        worker = get_worker(QUEUE, worker_class="queues.worker.OptimaSimpleWorker",
+                            serializer="rq.serializers.JSONSerializer")
+        worker.work(burst=burst, with_scheduler=burst, logging_level="WARNING")
+        return
+    from redis import Redis
+    from rq import Queue, SimpleWorker, Worker
+    from rq.serializers import JSONSerializer
+
+    connection = Redis.from_url(os.environ["REDIS_URL"])
+    worker_class = SimpleWorker if kind == "e" else Worker
+    worker = worker_class([Queue(QUEUE, connection=connection, serializer=JSONSerializer)],
+                          connection=connection, serializer=JSONSerializer)
+    worker.work(burst=burst, logging_level="WARNING")
+    if kind == "c":
+        assert "django" not in sys.modules, "the plain RQ worker imported Django"
+
+
+def client_role():
+    """A Django process answering one JSON line per command line: probe, fill, enqueue rounds."""
+    import django
+
+    django.setup()
+    import queues
+    from redis import Redis
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+
+    RoundTrips.install()
+    plain = Queue(QUEUE, connection=Redis.from_url(os.environ["REDIS_URL"]), serializer=JSONSerializer)
+
+    def reply(value):
+        sys.stdout.write(json.dumps(value) + "\n")
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        command, *args = line.split()
+        if command == "probe":
+            from django.core.management import load_command_class
+
+            from queues import worker
+
+            parser = load_command_class("queues", "rqworker").create_parser("manage.py", "rqworker")
+            reply({"simple": hasattr(worker, "OptimaSimpleWorker"),
+                   "no_fork_option": "--no-fork" in parser._option_string_actions})
+        elif command == "fill":  # fill KIND N: N jobs as this kind's users enqueue them
+            ours = args[0] in ("a", "d")
+            for _ in range(int(args[1])):
+                if ours:
+                    queues.enqueue(QUEUE, JOB)
+                else:
+                    plain.enqueue(JOB)
+            reply({"ok": True})
+        elif command == "enqueue":  # enqueue CALLS ROUNDS
+            calls, rounds = int(args[0]), int(args[1])
+            for _ in range(50):  # warm-up: imports, connections, caches
+                queues.enqueue(QUEUE, JOB)
+                plain.enqueue(JOB)
+            results = []
+            for _ in range(rounds):
+                trips0, t0 = RoundTrips.count, time.perf_counter()
+                for _ in range(calls):
+                    queues.enqueue(QUEUE, JOB)
+                t1, trips1 = time.perf_counter(), RoundTrips.count
+                for _ in range(calls):
+                    plain.enqueue(JOB)
+                t2, trips2 = time.perf_counter(), RoundTrips.count
+                results.append({"ours": t1 - t0, "plain": t2 - t1, "ours_trips": trips1 - trips0,
+                                "plain_trips": trips2 - trips1})
+            reply(results)
+        else:
+            reply({"error": f"unknown command {command!r}"})
+
+
+# -- measuring, in the orchestrating process -----------------------------------------------------
+class Client:
+    def __init__(self, env, log):
+        self.process = subprocess.Popen([PY, THIS, "_client"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+
+    def call(self, *words):
+        self.process.stdin.write(" ".join(str(w) for w in words) + "\n")
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the Django client process died (exit {self.process.wait()}); see its log")
+        return json.loads(line)
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(30)
+
+
+@dataclass
+class Snapshot:
+    at: float
+    dequeued: int
+    stats: dict
+    trips: int
+    own_llen: int
+
+
+@dataclass
+class Run:
+    kind: Kind
+    jobs: int
+    error: str = ""
+    rate: float = 0.0  # jobs/s, steady state
+    rate_source: str = "ended_at"
+    forks: int = 0  # forks of the worker's process tree during the run
+    window: tuple = ()  # (first, last) Snapshot
+    peak_rss: int = 0  # KiB
+    peak_pss: int = 0
+    per_job: dict = field(default_factory=dict)  # command -> calls per job, idle traffic subtracted
+    trips_per_job: float = 0.0
+
+
+def fork_count(trips):
+    try:
+        return os.stat(f"{trips.path}.forks").st_size
+    except FileNotFoundError:
+        return 0
+
+
+def tree_memory(root):
+    """(RSS, PSS) in KiB of ``root`` and all its descendants, from /proc."""
+    children = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as fp:
+                    ppid = int(fp.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    pids, i = [root], 0
+    while i < len(pids):
+        pids += children.get(pids[i], [])
+        i += 1
+    rss = pss = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fp:
+                for line in fp:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            pass
+    return rss, pss
+
+
+class Bench:
+    def __init__(self, server, opts):
+        import redis
+
+        self.opts = opts
+        self.prefix = f"bench-{uuid.uuid4().hex[:6]}"
+        self.tmp = Path(tempfile.mkdtemp(prefix="optima-throughput-"))
+        self.redis = redis.Redis.from_url(server.url)
+        self.queue_key = f"{self.prefix}:queue:{QUEUE}"
+        base = {k: v for k, v in os.environ.items() if k not in ("CACHE_REDIS_URL", "DATABASE_URL")}
+        self.env = dict(base, REDIS_URL=server.url, QUEUE_PREFIX=self.prefix, RQ_KEY_PREFIX=self.prefix,
+                        LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings",
+                        DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3",
+                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
+        self.own_llen = 0
+        self.idle = {}  # kind key -> ({command: calls/s}, round trips/s)
+        self.runs = 0
+        self.d_by_command = False  # run (d) as `rqworker --no-fork` (else the class, directly)
+        self.d_note = ""
+
+    # Redis traffic snapshots; this process's own commands are accounted for in ``delta``.
+    def snapshot(self, trips):
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.llen(self.queue_key)
+        pipe.info("commandstats")
+        remaining, stats = pipe.execute()
+        self.own_llen += 1
+        return remaining, Snapshot(time.monotonic(), 0, {k[len("cmdstat_"):]: v["calls"] for k, v in stats.items()},
+                                   trips.count(), self.own_llen)
+
+    @staticmethod
+    def delta(a, b):
+        """{command: calls} between two snapshots, less the LLENs and the INFO this process sent."""
+        out = {k: b.stats.get(k, 0) - a.stats.get(k, 0) for k in b.stats}
+        out["llen"] = out.get("llen", 0) - (b.own_llen - a.own_llen)
+        out["info"] = out.get("info", 0) - 1
+        return {k: v for k, v in out.items() if v}
+
+    def start_worker(self, kind, trips, burst):
+        self.runs += 1
+        log = open(self.tmp / f"worker-{kind.key}-{self.runs}.log", "w")
+        args = [PY, THIS, "_worker", kind.key, trips.path] + (["--burst"] if burst else [])
+        if kind.key == "d" and self.d_by_command:
+            args.append("--command")
+        return subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT), log.name
+
+    def stop(self, process):
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def measure_idle(self, kind, seconds):
+        """Traffic rates of an idle worker of ``kind`` (not --burst), after its start-up."""
+        self.redis.flushall()
+        trips = SharedRoundTrips(self.tmp / f"trips-idle-{kind.key}")
+        process, log = self.start_worker(kind, trips, burst=False)
+        try:
+            deadline = time.monotonic() + 120
+            while not self.redis.scard(f"{self.prefix}:workers"):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"idle worker ({kind.key}) did not start: see {log}")
+                time.sleep(0.05)
+            time.sleep(1.0)  # registration done; let the rest of the start-up settle
+            _, a = self.snapshot(trips)
+            time.sleep(seconds)
+            _, b = self.snapshot(trips)
+        finally:
+            self.stop(process)
+        elapsed = b.at - a.at
+        self.idle[kind.key] = ({k: v / elapsed for k, v in self.delta(a, b).items()}, (b.trips - a.trips) / elapsed)
+
+    def run_jobs(self, kind, jobs):
+        run = Run(kind, jobs)
+        self.redis.flushall()
+        self.client.call("fill", kind.key, jobs)
+        ids = [i.decode() for i in self.redis.lrange(self.queue_key, 0, -1)]
+        trips = SharedRoundTrips(self.tmp / f"trips-{kind.key}-{self.runs + 1}")
+        marks = [int(jobs * WINDOW[0]), int(jobs * WINDOW[1])]
+        snaps = []
+        process, log = self.start_worker(kind, trips, burst=True)
+        deadline = time.monotonic() + 600
+        next_memory = 0.0
+        while process.poll() is None:
+            moment = time.monotonic()
+            if moment > deadline:
+                self.stop(process)
+                run.error = f"timed out, see {log}"
+                return run
+            if len(snaps) < 2:
+                remaining = self.redis.llen(self.queue_key)
+                self.own_llen += 1
+                if jobs - remaining >= marks[len(snaps)]:
+                    remaining, snap = self.snapshot(trips)
+                    snap.dequeued = jobs - remaining
+                    snaps.append(snap)
+            if moment >= next_memory:
+                rss, pss = tree_memory(process.pid)
+                run.peak_rss, run.peak_pss = max(run.peak_rss, rss), max(run.peak_pss, pss)
+                next_memory = moment + 0.2
+            time.sleep(0.005)
+        run.forks = fork_count(trips)
+        left = self.redis.llen(self.queue_key)
+        if process.returncode != 0 or left:
+            run.error = f"exit {process.returncode}, {left} jobs left: see {log}"
+            return run
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hget(f"{self.prefix}:job:{job_id}", "ended_at")
+        ends = sorted(datetime.strptime(v.decode(), "%Y-%m-%dT%H:%M:%S.%fZ") for v in pipe.execute() if v)
+        used = ends[int(len(ends) * WARM_UP):]
+        if len(snaps) == 2:
+            a, b = snaps
+            run.window = (a, b)
+            done = b.dequeued - a.dequeued
+            rates, trip_rate = self.idle.get(kind.key, ({}, 0.0))
+            seconds = b.at - a.at
+            counts = self.delta(a, b)
+            for command in set(counts) | set(rates):
+                run.per_job[command] = (counts.get(command, 0) - rates.get(command, 0) * seconds) / done
+            run.trips_per_job = (b.trips - a.trips - trip_rate * seconds) / done
+        if len(used) >= 10 and used[-1] > used[0]:
+            run.rate = (len(used) - 1) / (used[-1] - used[0]).total_seconds()
+        elif len(snaps) == 2:  # no timestamps in the job hashes: the window's dequeue rate
+            run.rate, run.rate_source = (b.dequeued - a.dequeued) / (b.at - a.at), "dequeue window"
+        else:
+            run.error = f"no ended_at and no window: see {log}"
+        return run
+
+
+# -- report --------------------------------------------------------------------------------------
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def verdict(value, ok):
+    return "n/a" if value is None else ("PASS" if ok(value) else "MISS")
+
+
+def fmt(value, spec, missing="n/a"):
+    return missing if value is None else format(value, spec)
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        kind, rt_path = sys.argv[2], sys.argv[3]
+        return worker_role(kind, rt_path, "--burst" in sys.argv, "--command" in sys.argv)
+    if len(sys.argv) > 1 and sys.argv[1] == "_client":
+        return client_role()
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--enqueues", type=int, default=2000)
-    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=300,
+                        help=f"jobs per forking worker run (fork-free runs get {SIMPLE_FACTOR}x as many); default 300")
+    parser.add_argument("--rounds", type=int, default=21, help="interleaved enqueue rounds (>= 15); default 21")
+    parser.add_argument("--enqueues", type=int, default=300, help="enqueue calls per round and side; default 300")
+    parser.add_argument("--worker-rounds", type=int, default=3,
+                        help="times each worker runs, interleaved a, b, c, d, e, a, ...; medians; default 3")
+    parser.add_argument("--idle", type=float, default=3.0, help="seconds of each idle-traffic measurement; default 3")
     opts = parser.parse_args()
+    if opts.jobs < 50:
+        parser.error("--jobs must be at least 50")
+    if opts.rounds < 15:
+        parser.error("--rounds must be at least 15 (the enqueue speed is a median over interleaved rounds)")
 
+    started = time.monotonic()
     with RedisServer() as server:
-        prefix = f"bench-{uuid.uuid4().hex[:6]}"
-        base = {k: v for k, v in os.environ.items() if k not in ("RQ_KEY_PREFIX",)}
-        ours_env = dict(base, REDIS_URL=server.url, QUEUE_PREFIX=prefix, LOG_LEVEL="WARNING",
-                        DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3",
-                        DJANGO_SETTINGS_MODULE="optima_site.settings")
-        plain_env = dict(base)
-        plain_env.pop("QUEUE_PREFIX", None)
-        subprocess.run([PY, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=ours_env, check=True)
+        bench = Bench(server, opts)
+        subprocess.run([PY, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=bench.env, check=True)
+        client_log = open(bench.tmp / "client.log", "w")
+        bench.client = Client(bench.env, client_log)
+        try:
+            bench.probe = bench.client.call("probe")
+            kinds = [k for k in KINDS if k.key != "d" or bench.probe["simple"]]
+            if bench.probe["simple"] and bench.probe["no_fork_option"]:
+                # Trust `rqworker --no-fork` only once it is seen not to fork.
+                bench.d_by_command = True
+                trial = bench.run_jobs(KINDS[3], 10)
+                bench.d_by_command = not trial.error and trial.forks == 0
+                if not bench.d_by_command:
+                    bench.d_note = (f"`rqworker --no-fork` forked {trial.forks} times for 10 jobs"
+                                    f"{' (' + trial.error + ')' if trial.error else ''}: OptimaSimpleWorker run directly")
+            enqueue_rounds = bench.client.call("enqueue", opts.enqueues, opts.rounds)
+            for kind in kinds:
+                bench.measure_idle(kind, opts.idle)
+            runs = {k.key: [] for k in kinds}
+            for _ in range(opts.worker_rounds):
+                for kind in kinds:
+                    runs[kind.key].append(bench.run_jobs(kind, opts.jobs if kind.forks else opts.jobs * SIMPLE_FACTOR))
+        finally:
+            bench.client.close()
+    report(opts, bench, runs, enqueue_rounds, time.monotonic() - started)
 
-        n = opts.enqueues
-        ours_enqueue = float(child(
-            "import django, time; django.setup(); import queues\n"
-            "queues.enqueue('default', 'os.getpid')\n"
-            f"t = time.perf_counter()\nfor _ in range({n}): queues.enqueue('default', 'os.getpid')\n"
-            "print(time.perf_counter() - t)", ours_env))
-        plain_enqueue = float(child(
-            f"import time; from redis import Redis; from rq import Queue\n"
-            f"q = Queue('default', connection=Redis.from_url({server.url!r}))\nq.enqueue('os.getpid')\n"
-            f"t = time.perf_counter()\nfor _ in range({n}): q.enqueue('os.getpid')\n"
-            "print(time.perf_counter() - t)", plain_env))
-        import redis
 
-        client = redis.Redis.from_url(server.url)
-        client.flushall()
+def report(opts, bench, runs, enqueue_rounds, elapsed):
+    def good(key):
+        return [r for r in runs.get(key, []) if not r.error]
 
-        jobs = opts.jobs
-        child("import django; django.setup(); import queues\n"
-              f"[queues.enqueue('default', 'os.getpid') for _ in range({jobs})]\nprint('ok')", ours_env)
-        ours_run, ours_rss = timed_worker([PY, "manage.py", "rqworker", "default", "--burst"], ours_env)
-        assert client.llen(f"{prefix}:queue:default") == 0
-        child(f"from redis import Redis; from rq import Queue\n"
-              f"q = Queue('default', connection=Redis.from_url({server.url!r}))\n"
-              f"[q.enqueue('os.getpid') for _ in range({jobs})]\nprint('ok')", plain_env)
-        plain_run, plain_rss = timed_worker([str(Path(PY).parent / "rq"), "worker", "default", "--burst",
-                                             "--url", server.url, "--with-scheduler"], plain_env)
-        assert client.llen("rq:queue:default") == 0
+    def per_job(key):
+        """(round trips, commands, {command: calls}) per job, medians over the worker rounds."""
+        rs = [r for r in good(key) if r.window]
+        if not rs:
+            return None, None, {}
+        commands = {c: median([r.per_job.get(c, 0.0) for r in rs]) for c in set().union(*(r.per_job for r in rs))}
+        return median([r.trips_per_job for r in rs]), sum(commands.values()), commands
 
-    rows = [
-        ("enqueue, per call", ours_enqueue / n * 1e6, plain_enqueue / n * 1e6, "µs"),
-        (f"worker, {jobs} no-op jobs", jobs / ours_run, jobs / plain_run, "jobs/s"),
-        ("worker peak RSS", ours_rss / 1024, plain_rss / 1024, "MiB"),
+    def paired(a, b, f):
+        """Median over the worker rounds of f(run a, run b), in the rounds where both ran."""
+        return median([f(x, y) for x, y in zip(runs.get(a, []), runs.get(b, [])) if not x.error and not y.error])
+
+    print(f"\nOptima Queues vs RQ {rq_version()}, one private redis-server; {opts.worker_rounds} worker round(s) of "
+          f"{opts.jobs} jobs (fork-free: {opts.jobs * SIMPLE_FACTOR}) of {JOB}; the run took {elapsed:.0f} s\n")
+    print(f"{'worker':<44} {'jobs/s':>7} {'trips/job':>9} {'cmds/job':>8} {'forks/job':>9} {'peak RSS':>9} {'peak PSS':>9}")
+    for kind in KINDS:
+        label = kind.label
+        if kind.key == "d":
+            label = "OptimaSimpleWorker (" + ("rqworker --no-fork)" if bench.d_by_command else "class, directly)")
+        name = f"({kind.key}) {label}"
+        if kind.key == "d" and not bench.probe["simple"]:
+            print(f"{name:<44} n/a (not available: queues.worker has no OptimaSimpleWorker)")
+            continue
+        errors = [r.error for r in runs[kind.key] if r.error]
+        if not good(kind.key):
+            print(f"{name:<44} failed: {errors[0]}")
+            continue
+        trips, commands, _ = per_job(kind.key)
+        rs = good(kind.key)
+        print(f"{name:<44} {median([r.rate for r in rs]):>7.1f} {fmt(trips, '.1f'):>9} {fmt(commands, '.1f'):>8} "
+              f"{median([r.forks / r.jobs for r in rs]):>9.2f} {median([r.peak_rss for r in rs]) / 1024:>5.0f} MiB "
+              f"{median([r.peak_pss for r in rs]) / 1024:>5.0f} MiB"
+              + (f"  ({len(errors)} run(s) failed: {errors[0]})" if errors else ""))
+    if bench.d_note:
+        print(f"  (d): {bench.d_note}")
+    idle = ", ".join(f"({k}) {sum(v[0].values()):.1f} cmds/s {v[1]:.1f} trips/s" for k, v in bench.idle.items())
+    print(f"  jobs/s: steady state, from the jobs' own ended_at, the first {WARM_UP:.0%} of the jobs left out.\n"
+          f"  trips, cmds per job: between {WINDOW[0]:.0%} and {WINDOW[1]:.0%} of the jobs dequeued, the worker tree's "
+          f"sends and the server's INFO commandstats (commands that Lua scripts call included), minus the idle "
+          f"traffic over as long, measured on each worker idle for {opts.idle:g} s (not --burst): {idle}.")
+
+    ours_times = [r["ours"] for r in enqueue_rounds]
+    plain_times = [r["plain"] for r in enqueue_rounds]
+    speed = statistics.median(p / o for p, o in zip(plain_times, ours_times))
+    calls = opts.enqueues
+    ours_trips = sum(r["ours_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
+    plain_trips = sum(r["plain_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
+    print(f"\n{'enqueue (one Django process, JSON)':<44} {'µs/call':>7} {'trips/call':>10}   "
+          f"(medians of {opts.rounds} interleaved rounds of {calls} calls each)")
+    print(f"{'queues.enqueue':<44} {statistics.median(ours_times) / calls * 1e6:>7.1f} {ours_trips:>10.2f}")
+    print(f"{'rq.Queue.enqueue':<44} {statistics.median(plain_times) / calls * 1e6:>7.1f} {plain_trips:>10.2f}")
+
+    a_trips, a_cmds, a_by = per_job("a")
+    c_trips, c_cmds, c_by = per_job("c")
+    d_trips, d_cmds, _ = per_job("d")
+    e_trips, e_cmds, _ = per_job("e")
+    lines = [
+        ("1. speed, forking: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.rate / y.rate),
+         "x", ">= 0.95", lambda v: v >= 0.95),
+        ("   ours / plain RQ without Django (a/c)", paired("a", "c", lambda x, y: x.rate / y.rate), "x", "", None),
+        ("1. speed, fork-free: ours / stock in Django (d/e)", paired("d", "e", lambda x, y: x.rate / y.rate),
+         "x", ">= 0.80", lambda v: v >= 0.8),
+        ("2. round trips per job: ours - plain (a-c)", None if a_trips is None or c_trips is None else a_trips - c_trips,
+         "+", "<= +2", lambda v: v <= 2),
+        ("2. commands per job: ours / plain (a/c)", None if not a_cmds or not c_cmds else a_cmds / c_cmds,
+         "x", "<= 1.10", lambda v: v <= 1.1),
+        ("   fork-free: round trips per job (d-e)", None if d_trips is None or e_trips is None else d_trips - e_trips,
+         "+", "", None),
+        ("   fork-free: commands per job (d/e)", None if not d_cmds or not e_cmds else d_cmds / e_cmds, "x", "", None),
+        ("3. enqueue speed: plain time / our time", speed, "x", ">= 0.95", lambda v: v >= 0.95),
+        ("3. enqueue round trips per call: ours - plain", ours_trips - plain_trips, "+", "== 0", lambda v: abs(v) < 0.01),
+        ("4. peak PSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_pss / y.peak_pss),
+         "x", "", None),
+        ("   peak RSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_rss / y.peak_rss),
+         "x", "", None),
+        ("   peak PSS: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.peak_pss / y.peak_pss),
+         "x", "", None),
     ]
-    print(f"{'measure':<24} {'ours':>10} {'plain RQ':>10}  unit    ours/plain")
-    for name, ours, plain, unit in rows:
-        print(f"{name:<24} {ours:>10.1f} {plain:>10.1f}  {unit:<7} {ours / plain:>6.2f}x")
+    print(f"\n{'target':<52} {'value':>8}  {'target':<8} result")
+    for name, value, unit, target, ok in lines:
+        shown = "n/a" if value is None else (f"{value:+.2f}" if unit == "+" else f"{value:.3f}x")
+        print(f"{name:<52} {shown:>8}  {target:<8} {verdict(value, ok) if ok else 'info'}")
+
+    if a_by and c_by:
+        diff = {c: a_by.get(c, 0.0) - c_by.get(c, 0.0) for c in set(a_by) | set(c_by)}
+        more = sorted(((c, d) for c, d in diff.items() if d >= 0.05), key=lambda x: -x[1])
+        fewer = sorted(((c, d) for c, d in diff.items() if d <= -0.05), key=lambda x: x[1])
+        print("\nper job, by command (INFO commandstats): ours (a) - plain (c)")
+        print("  more:  " + (", ".join(f"{c} {d:+.2f}" for c, d in more) or "none"))
+        print("  fewer: " + (", ".join(f"{c} {d:+.2f}" for c, d in fewer) or "none"))
+        print("  plain: " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(c_by.items()) if abs(v) >= 0.05))
+
+
+def rq_version():
+    from importlib.metadata import version
+
+    return version("rq")
 
 
 if __name__ == "__main__":
