@@ -150,6 +150,16 @@ def client_role():
                 else:
                     plain.enqueue(JOB)
             reply({"ok": True})
+        elif command == "profile":  # profile CALLS: pyinstrument's call tree of queues.enqueue
+            from pyinstrument import Profiler
+
+            for _ in range(50):
+                queues.enqueue(QUEUE, JOB)
+            profiler = Profiler(interval=0.0001)
+            with profiler:
+                for _ in range(int(args[0])):
+                    queues.enqueue(QUEUE, JOB)
+            reply(profiler.output_text(unicode=True, color=False, show_all=False))
         elif command == "enqueue":  # enqueue CALLS ROUNDS
             calls, rounds = int(args[0]), int(args[1])
             for _ in range(50):  # warm-up: imports, connections, caches
@@ -265,6 +275,7 @@ class Bench:
                         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
         self.own_llen = 0
         self.idle = {}  # kind key -> ({command: calls/s}, round trips/s)
+        self.idle_errors = {}  # kind key -> why its idle traffic is unknown (then nothing is subtracted)
         self.runs = 0
         self.d_by_command = False  # run (d) as `rqworker --no-fork` (else the class, directly)
         self.d_note = ""
@@ -313,7 +324,8 @@ class Bench:
             deadline = time.monotonic() + 120
             while not self.redis.scard(f"{self.prefix}:workers"):
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"idle worker ({kind.key}) did not start: see {log}")
+                    self.idle_errors[kind.key] = f"idle worker did not start: see {log}"
+                    return
                 time.sleep(0.05)
             time.sleep(1.0)  # registration done; let the rest of the start-up settle
             _, a = self.snapshot(trips)
@@ -411,6 +423,8 @@ def main():
     parser.add_argument("--worker-rounds", type=int, default=3,
                         help="times each worker runs, interleaved a, b, c, d, e, a, ...; medians; default 3")
     parser.add_argument("--idle", type=float, default=3.0, help="seconds of each idle-traffic measurement; default 3")
+    parser.add_argument("--profile-enqueue", action="store_true",
+                        help="only print pyinstrument's profile of --enqueues calls of queues.enqueue (requirements-dev)")
     opts = parser.parse_args()
     if opts.jobs < 50:
         parser.error("--jobs must be at least 50")
@@ -424,6 +438,9 @@ def main():
         client_log = open(bench.tmp / "client.log", "w")
         bench.client = Client(bench.env, client_log)
         try:
+            if opts.profile_enqueue:
+                print(bench.client.call("profile", opts.enqueues * 10))
+                return
             bench.probe = bench.client.call("probe")
             kinds = [k for k in KINDS if k.key != "d" or bench.probe["simple"]]
             if bench.probe["simple"] and bench.probe["no_fork_option"]:
@@ -485,7 +502,8 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
               + (f"  ({len(errors)} run(s) failed: {errors[0]})" if errors else ""))
     if bench.d_note:
         print(f"  (d): {bench.d_note}")
-    idle = ", ".join(f"({k}) {sum(v[0].values()):.1f} cmds/s {v[1]:.1f} trips/s" for k, v in bench.idle.items())
+    idle = ", ".join([f"({k}) {sum(v[0].values()):.1f} cmds/s {v[1]:.1f} trips/s" for k, v in bench.idle.items()]
+                     + [f"({k}) unknown, nothing subtracted ({why})" for k, why in bench.idle_errors.items()])
     print(f"  jobs/s: steady state, from the jobs' own ended_at, the first {WARM_UP:.0%} of the jobs left out.\n"
           f"  trips, cmds per job: between {WINDOW[0]:.0%} and {WINDOW[1]:.0%} of the jobs dequeued, the worker tree's "
           f"sends and the server's INFO commandstats (commands that Lua scripts call included), minus the idle "
