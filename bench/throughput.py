@@ -1,7 +1,8 @@
 """Worker speed, Redis cost per job, enqueue cost and worker memory: this project against RQ, one run.
 
-    .venv/bin/python bench/throughput.py                      # ~2-3 minutes on a 2-core box
-    .venv/bin/python bench/throughput.py --jobs 1000 --rounds 31 --worker-rounds 3
+    .venv/bin/python bench/throughput.py                   # ~1.5 minutes on the shared 2-core box
+    .venv/bin/python bench/throughput.py --jobs 600 --rounds 31 --worker-rounds 5
+    .venv/bin/python bench/throughput.py --profile-enqueue # pyinstrument's call tree of queues.enqueue
 
 Everything runs in the same run, on one private redis-server (devtools/redis_server.py), and is
 printed as ratios: absolute times are noisy on a shared machine.
@@ -14,10 +15,12 @@ Workers are real processes, each run on the same number of jobs of one declared 
       work horses fork from an equally big process);
   (c) ``rq.Worker`` (JSON) in a process that never imports Django (for information);
   (d) ``OptimaSimpleWorker`` (no fork): ``manage.py rqworker --no-fork --burst``, or the class
-      itself while the command has no such option; "n/a" while the class does not exist;
+      itself when the command has no such option or still forks (a 10-job trial counts forks);
+      "n/a" while the class does not exist;
   (e) ``rq.SimpleWorker`` (JSON) after ``django.setup()``.
 
-Per worker run:
+Each worker runs ``--worker-rounds`` times, interleaved (a, b, c, d, e, a, ...); the table shows
+medians, and a ratio is the median of the per-round ratios. Per worker run:
 - speed: steady state from the jobs' own ``ended_at`` (RQ stores it in the job hash): the first
   10% of the jobs (start-up) are left out, the rate is (jobs - 1) / (last end - first end);
 - Redis per job: between the 20th and the 90th percent of the jobs dequeued, the delta of the
@@ -31,6 +34,9 @@ Per worker run:
 Enqueue: ``queues.enqueue`` against plain ``rq.Queue.enqueue`` (JSON) in one Django process, in
 interleaved rounds (ours, plain, ours, plain, ...) of the same number of calls; the median of the
 per-round ratios, and the round trips per call of each.
+
+This file is also the child processes' program: ``_worker KIND FILE`` (one worker, counting its
+round trips and forks) and ``_client`` (a Django process that enqueues on request).
 """
 import argparse
 import json
@@ -167,15 +173,15 @@ def client_role():
                 plain.enqueue(JOB)
             results = []
             for _ in range(rounds):
-                trips0, t0 = RoundTrips.count, time.perf_counter()
+                trips0, cpu0, t0 = RoundTrips.count, time.process_time(), time.perf_counter()
                 for _ in range(calls):
                     queues.enqueue(QUEUE, JOB)
-                t1, trips1 = time.perf_counter(), RoundTrips.count
+                t1, cpu1, trips1 = time.perf_counter(), time.process_time(), RoundTrips.count
                 for _ in range(calls):
                     plain.enqueue(JOB)
-                t2, trips2 = time.perf_counter(), RoundTrips.count
-                results.append({"ours": t1 - t0, "plain": t2 - t1, "ours_trips": trips1 - trips0,
-                                "plain_trips": trips2 - trips1})
+                t2, cpu2, trips2 = time.perf_counter(), time.process_time(), RoundTrips.count
+                results.append({"ours": t1 - t0, "plain": t2 - t1, "ours_cpu": cpu1 - cpu0, "plain_cpu": cpu2 - cpu1,
+                                "ours_trips": trips1 - trips0, "plain_trips": trips2 - trips1})
             reply(results)
         else:
             reply({"error": f"unknown command {command!r}"})
@@ -512,6 +518,7 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
     ours_times = [r["ours"] for r in enqueue_rounds]
     plain_times = [r["plain"] for r in enqueue_rounds]
     speed = statistics.median(p / o for p, o in zip(plain_times, ours_times))
+    cpu_speed = statistics.median(r["plain_cpu"] / r["ours_cpu"] for r in enqueue_rounds)
     calls = opts.enqueues
     ours_trips = sum(r["ours_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
     plain_trips = sum(r["plain_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
@@ -519,6 +526,7 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
           f"(medians of {opts.rounds} interleaved rounds of {calls} calls each)")
     print(f"{'queues.enqueue':<44} {statistics.median(ours_times) / calls * 1e6:>7.1f} {ours_trips:>10.2f}")
     print(f"{'rq.Queue.enqueue':<44} {statistics.median(plain_times) / calls * 1e6:>7.1f} {plain_trips:>10.2f}")
+    print(f"  the client's own CPU time per call, plain / ours: {cpu_speed:.3f}x (wall time adds Redis and the wire)")
 
     a_trips, a_cmds, a_by = per_job("a")
     c_trips, c_cmds, c_by = per_job("c")
