@@ -85,7 +85,7 @@ class WorkerBehaviour(BaseWorker):
         self.failures = FailureHandler(self)
         self.completions = Completions()
         self.dequeuer = Dequeuer(self.connection, poll_cap=self.resilience.multi_queue_poll,
-                                 should_stop=lambda: self.stop.requested)
+                                 should_stop=lambda: self.stop.requested, log=self.log, who=f"Worker {self.name}")
         self.schedulers = None
         self.lifeline = None
         self._next_beat = 0.0

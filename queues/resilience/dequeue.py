@@ -24,6 +24,7 @@ The job leaves the intermediate list in the same MULTI that records it as starte
 queue by the abandoned-job scan. The alternative — one worker process per queue — would keep rq's
 BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
 """
+import logging
 import time
 
 from rq.utils import as_text
@@ -53,8 +54,10 @@ FIRST_POLL_SECONDS = 0.05
 class Dequeuer:
     """Pops job ids for one worker. ``should_stop()`` ends a wait early."""
 
-    def __init__(self, connection, *, poll_cap=0.5, pause_poll=1.0, should_stop=lambda: False):
+    def __init__(self, connection, *, poll_cap=0.5, pause_poll=1.0, should_stop=lambda: False, log=None, who="Worker"):
         self.connection = connection
+        self.log = log or logging.getLogger("queues.resilience")
+        self.who = who
         self.script = connection.register_script(POP_LUA)
         self.poll_cap = poll_cap
         self.pause_poll = pause_poll
@@ -98,6 +101,7 @@ class Dequeuer:
         job_id = as_text(job_id)
         if self.connection.sismember(keys.paused_key(), queue.name):
             give_back(self.connection, queue.key, job_id)  # paused while we waited: untouched
+            self.log.info("%s: queue %s was paused meanwhile; job %s put back", self.who, queue.name, job_id)
             self.paused.add(queue.name)
             return None
         return queue, job_id
