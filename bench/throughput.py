@@ -566,6 +566,7 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
         print("\nper job, by command (INFO commandstats): ours (a) - plain (c)")
         print("  more:  " + (", ".join(f"{c} {d:+.2f}" for c, d in more) or "none"))
         print("  fewer: " + (", ".join(f"{c} {d:+.2f}" for c, d in fewer) or "none"))
+        print("  ours:  " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(a_by.items()) if abs(v) >= 0.05))
         print("  plain: " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(c_by.items()) if abs(v) >= 0.05))
 
 
