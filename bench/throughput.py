@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import runpy
+import shutil
 import signal
 import statistics
 import subprocess
@@ -467,6 +468,10 @@ def main():
         finally:
             bench.client.close()
     report(opts, bench, runs, enqueue_rounds, time.monotonic() - started)
+    if bench.idle_errors or any(r.error for rs in runs.values() for r in rs):
+        print(f"\nworker logs: {bench.tmp}")
+    else:
+        shutil.rmtree(bench.tmp, ignore_errors=True)
 
 
 def report(opts, bench, runs, enqueue_rounds, elapsed):
