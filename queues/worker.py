@@ -31,6 +31,7 @@ retention ride on the heartbeat pipeline after each job, and a horse that exited
 
 JSON only: a job whose payload is not JSON never runs.
 """
+import gc
 import os
 import signal
 import time
@@ -76,6 +77,10 @@ class WorkerBehaviour(BaseWorker):
     def __init__(self, *args, shutdown_grace=None, **kwargs):
         kwargs.update(serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
         super().__init__(*args, **kwargs)
+        # No health-check PING: every work horse opens a fresh connection, and the first command on
+        # it would be a PING (one more round trip per job). A stale pooled connection is retried by
+        # redis-py's default Retry anyway, and the worker talks to Redis every few seconds.
+        self.connection.connection_pool.connection_kwargs["health_check_interval"] = 0
         self.resilience = options()
         grace = self.resilience.shutdown_grace if shutdown_grace is None else float(shutdown_grace)
         self.stop = StopState(grace)
@@ -472,6 +477,10 @@ class OptimaWorker(WorkerBehaviour, Worker):
         self._report_r, self._report_w = os.pipe()
         os.set_blocking(self._report_r, False)
         super().bootstrap(*args, **kwargs)
+        # Everything loaded so far (Django, the apps, rq) is left out of the garbage collector's
+        # passes, so a horse's collections do not touch, and copy, the pages it shares with us.
+        gc.collect()
+        gc.freeze()
 
     def job_running(self):
         return bool(rqcompat.horse_pid(self))

@@ -23,14 +23,12 @@ rq's ``WorkerPool`` is reused for its supervision loop (start, reap, respawn, st
 where it does not fit, each time saying why below.
 """
 import gc
-import importlib
 import logging
 import os
 import signal
 import sys
 import time
 
-from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 from django_rq.utils import reset_db_connections
 from rq.logutils import setup_loghandlers
@@ -39,7 +37,9 @@ from rq.worker_pool import ForkProcess, WorkerPool
 
 from queues import rqcompat
 from queues.connection import get_connection, mask_url, queues_url
-from queues.management.commands.rqworker import build_worker, declared_names, parse_grace, run_worker
+from queues.management.commands.rqworker import (
+    WORKER_CHECK_TAGS, build_worker, declared_names, import_job_modules, parse_grace, run_worker,
+)
 from queues.registry import OptimaJob, OptimaQueue
 from queues.resilience import config
 from queues.resilience.liveness import die_with_parent
@@ -52,18 +52,6 @@ from queues.worker import OptimaWorker
 STOP_MARGIN_SECONDS = 10
 
 logger = logging.getLogger("rq.worker")
-
-
-def import_job_modules():
-    """Import every installed app's ``jobs`` module (the convention of docs/adding-a-feature.md),
-    so that the members share it instead of each importing its own copy."""
-    for app_config in apps.get_app_configs():
-        module = f"{app_config.name}.jobs"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
 
 
 def serve_member(master_pid, name, names, grace, work_kwargs):
@@ -151,6 +139,7 @@ class OptimaWorkerPool(WorkerPool):
 
 class Command(BaseCommand):
     help = "Runs N OptimaWorkers forked from one process on the given declared queues (default: all of them)."
+    requires_system_checks = []  # WORKER_CHECK_TAGS instead (see rqworker), in handle()
 
     def add_arguments(self, parser):
         parser.add_argument("args", nargs="*", help="Queues to work on, in priority order (default: all declared).")
@@ -169,6 +158,7 @@ class Command(BaseCommand):
         parser.add_argument("--pid", dest="pid", default=None, help="File to write the master's pid into.")
 
     def handle(self, *args, **options):
+        self.check(tags=WORKER_CHECK_TAGS)
         names = declared_names(args)
         if options["num_workers"] < 1:
             raise CommandError(f"--num-workers must be an integer >= 1, got {options['num_workers']}. "

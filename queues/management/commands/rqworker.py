@@ -12,12 +12,21 @@ queue is a capacity choice, not a safety one. docs/operations.md has the stop ti
 
 ``--no-fork`` runs ``queues.worker.OptimaSimpleWorker``: jobs run in the worker's own process (no
 fork per job), for trusted I/O-bound jobs; docs/operations.md says what it gives up.
+
+System checks: a worker runs the ones about configuration (``WORKER_CHECK_TAGS``: this app's own,
+models, caches, security), not those of URLs, templates and the admin, which import every view and
+template (~30 MiB more per worker process, copied on every fork: ~1 ms per job). ``manage.py check``
+in the release step runs them all (docs/operations.md#deploying). Before the first fork the worker
+imports every installed app's ``jobs`` module, so its horses do not import it again for each job.
 """
+import importlib
 import logging
 import os
 import sys
 import time
 
+from django.apps import apps
+from django.core.checks import Tags
 from django.core.management.base import CommandError
 from django_rq.management.commands import rqworker
 from django_rq.utils import reset_db_connections
@@ -30,6 +39,22 @@ from queues.exceptions import UnknownQueue
 from queues.registry import get_config, queue_names
 from queues.resilience import config
 from queues.resilience.outage import REDIS_ERRORS, Backoff, OutageLog
+
+
+WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
+
+
+def import_job_modules():
+    """Import every installed app's ``jobs`` module (the convention of docs/adding-a-feature.md)
+    into the worker before it forks, so that horses and pool members share it instead of each
+    importing its own copy."""
+    for app_config in apps.get_app_configs():
+        module = f"{app_config.name}.jobs"
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
 
 
 def declared_names(args):
@@ -56,6 +81,7 @@ def parse_grace(value):
 
 class Command(rqworker.Command):
     help = "Runs an RQ worker on the given declared queues (default: all of them)."
+    requires_system_checks = []  # WORKER_CHECK_TAGS instead, in handle()
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
@@ -77,6 +103,7 @@ class Command(rqworker.Command):
         )
 
     def handle(self, *args, **options):
+        self.check(tags=WORKER_CHECK_TAGS)
         names = declared_names(args)
         grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
         verbosity = options["verbosity"]
@@ -87,6 +114,7 @@ class Command(rqworker.Command):
                 fp.write(str(os.getpid()))
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {mask_url(queues_url())})")
         backoff = Backoff(config.options().redis_retry_max)
+        import_job_modules()
         build_kwargs = {
             "worker_class": worker_class(options), "queue_class": options["queue_class"],
             "job_class": options["job_class"], "name": options["name"], "worker_ttl": options["worker_ttl"],
