@@ -38,5 +38,6 @@ def __getattr__(name):
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        value = globals()[name] = getattr(importlib.import_module(module), attr)  # once: later lookups are plain
+        return value
     raise AttributeError(f"module 'queues' has no attribute {name!r}")

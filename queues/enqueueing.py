@@ -36,10 +36,15 @@ UNIQUE_WAITING = ("queued", "scheduled", "deferred")
 UNIQUE_TTL = 7 * 24 * 3600  # seconds the key outlives its job's enqueue (plus any delay)
 
 
+_importable = set()  # dotted paths already imported once by this process: they stay importable
+
+
 def func_path(func):
     """The dotted path a worker imports ``func`` by; refuses what cannot be imported back."""
     if isinstance(func, str):
         path = func
+        if path in _importable:
+            return path
         try:
             import_string(path)
         except ImportError as exc:
@@ -47,6 +52,7 @@ def func_path(func):
                 f"func {path!r} cannot be imported ({exc}). Give the dotted path of a module-level "
                 "function, e.g. 'features.orders.jobs.sync_orders'."
             ) from None
+        _importable.add(path)
         return path
     module = getattr(func, "__module__", None)
     qualname = getattr(func, "__qualname__", None)
