@@ -34,27 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from devtools.procs import descendants  # noqa: E402
 from devtools.redis_server import RedisServer  # noqa: E402
 
 JOB = "tests.jobs.sample.add"
-
-
-def descendants(root):
-    """``root`` and every process below it, from /proc."""
-    children = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat") as fp:
-                    ppid = int(fp.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    pids, i = [root], 0
-    while i < len(pids):
-        pids += children.get(pids[i], [])
-        i += 1
-    return pids
 
 
 def memory(pid):

@@ -31,14 +31,13 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 from django_rq.utils import reset_db_connections
-from rq.logutils import setup_loghandlers
 from rq.serializers import JSONSerializer
 from rq.worker_pool import ForkProcess, WorkerPool
 
 from queues import rqcompat
 from queues.connection import get_connection, mask_url, queues_url
 from queues.management.commands.rqworker import (
-    WORKER_CHECK_TAGS, build_worker, declared_names, import_job_modules, parse_grace, run_worker,
+    build_worker, import_job_modules, run_worker, start_command,
 )
 from queues.registry import OptimaJob, OptimaQueue
 from queues.resilience import config
@@ -158,18 +157,10 @@ class Command(BaseCommand):
         parser.add_argument("--pid", dest="pid", default=None, help="File to write the master's pid into.")
 
     def handle(self, *args, **options):
-        self.check(tags=WORKER_CHECK_TAGS)
-        names = declared_names(args)
         if options["num_workers"] < 1:
             raise CommandError(f"--num-workers must be an integer >= 1, got {options['num_workers']}. "
                                "Example: --num-workers 4")
-        grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
-        verbosity = options["verbosity"]
-        level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
-        setup_loghandlers(level)
-        if options.get("pid"):
-            with open(os.path.expanduser(options["pid"]), "w") as fp:
-                fp.write(str(os.getpid()))
+        names, grace, level = start_command(self, args, options)
         if not self._wait_for_redis():
             return  # stopped while waiting
         import_job_modules()

@@ -103,15 +103,7 @@ class Command(rqworker.Command):
         )
 
     def handle(self, *args, **options):
-        self.check(tags=WORKER_CHECK_TAGS)
-        names = declared_names(args)
-        grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
-        verbosity = options["verbosity"]
-        level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
-        setup_loghandlers(level)
-        if options.get("pid"):
-            with open(os.path.expanduser(options["pid"]), "w") as fp:
-                fp.write(str(os.getpid()))
+        names, grace, level = start_command(self, args, options)
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {mask_url(queues_url())})")
         backoff = Backoff(config.options().redis_retry_max)
         import_job_modules()
@@ -127,6 +119,21 @@ class Command(rqworker.Command):
         if not (rqcompat.stop_requested(worker) or options["burst"] or options["max_jobs"] or options["max_idle_time"]):
             # rq's loop ends on an unexpected exception (logged above): say so to the supervisor.
             sys.exit(1)
+
+
+def start_command(command, args, options):
+    """What ``rqworker`` and ``rqworker-pool`` do first: the configuration checks, the queue names,
+    the grace, logging and the pid file. -> (names, grace seconds, log level)."""
+    command.check(tags=WORKER_CHECK_TAGS)
+    names = declared_names(args)
+    grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
+    verbosity = options["verbosity"]
+    level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
+    setup_loghandlers(level)
+    if options.get("pid"):
+        with open(os.path.expanduser(options["pid"]), "w") as fp:
+            fp.write(str(os.getpid()))
+    return names, grace, level
 
 
 FORK_FREE = "queues.worker.OptimaSimpleWorker"
