@@ -304,7 +304,7 @@ class WorkerBehaviour(BaseWorker):
             self.tick()
             if self.stop.requested:
                 raise StopRequested()
-            wait = None if timeout is None else timeout
+            wait = timeout
             if wait is not None and idle_until is not None:
                 wait = max(1, min(wait, int(idle_until - time.monotonic() + 0.999)))
             try:
@@ -328,7 +328,6 @@ class WorkerBehaviour(BaseWorker):
             if self.stop.requested:
                 give_back(self.connection, queue.key, job.id)
                 raise StopRequested()
-            self.stop.holding = True  # from here on, a stop request gives the job back (prepare_execution)
             self.reorder_queues(reference_queue=queue)
             job.redis_server_version = self.get_redis_server_version()
             self.log.info("Worker %s: %s: %s", self.name, queue.name, job.id)
@@ -360,8 +359,7 @@ class WorkerBehaviour(BaseWorker):
         and a stop request (or Redis going away) gives it back instead (``NotStarted``)."""
         from rq.executions import Execution
 
-        queue_key = self.queue_class.redis_queue_namespace_prefix + job.origin
-        self.stop.holding = False
+        queue_key = keys.queue_key(job.origin)
         if self.stop.requested:
             self._give_back(job, queue_key, "the worker is stopping")
             raise NotStarted()
@@ -619,9 +617,10 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
         job, queue, execution = running
         why = self.stop.take_interrupted() or "its worker stopped"
         try:
-            supervision.return_to_queue(self.connection, job, queue, execution, why)
-            self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s; exiting",
-                             self.name, job.id, queue.name, why)
+            if job.get_status(refresh=True) == JobStatus.STARTED:  # not if it ended a moment ago
+                supervision.return_to_queue(self.connection, job, queue, execution, why)
+                self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s; exiting",
+                                 self.name, job.id, queue.name, why)
         except REDIS_ERRORS:
             self.log.error("Worker %s: Redis unreachable; job %s stays registered as started and the other "
                            "workers will re-run it once this one is gone", self.name, job.id)

@@ -1,4 +1,4 @@
-"""The stop state of one worker: asked to stop, holding a job, the grace period, a cold stop.
+"""The stop state of one worker: asked to stop, the grace period, a cold stop.
 
 A plain object, written only by the worker's signal handlers and its main loop (one thread), read
 by the dequeue and the supervision of a job. rq's own flag (``_stop_requested``, which its work loop
@@ -7,7 +7,6 @@ reads) is set through ``queues.rqcompat``.
 - ``request(running)``: first SIGTERM/SIGINT. No new job is taken; a running job may finish within
   ``grace`` seconds (the deadline starts now, or when a job that was starting has started).
 - ``request_cold()``: second signal. The running job goes back to its queue now.
-- ``holding``: a job was popped and is not started yet; a stop request then gives it back.
 - ``interrupt(why)`` / ``take_interrupted()``: the worker ended the running job on purpose (grace
   over, cold stop); the settlement puts it back to its queue with its attempt not counted.
 """
@@ -20,7 +19,6 @@ class StopState:
         self.clock = clock
         self.requested = False
         self.cold = False
-        self.holding = False
         self.grace_deadline = None
         self._interrupted = None
         self._requested_at = None
