@@ -26,7 +26,7 @@ from django.db import IntegrityError, transaction
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
-from . import conf, events, jobmeta
+from . import conf, events, jobmeta, keys
 from .jobmeta import current_attempt, queue_name as queue_name_of
 from .retry import exc_summary
 
@@ -272,7 +272,7 @@ def reconcile_if_due(connection=None):
     interval = int(conf.options().get("RECONCILE_INTERVAL", 300))
     if interval <= 0:
         return None
-    key = conf.app_key("reconcile", "last")
+    key = keys.reconcile_key()
     try:
         connection = connection or get_connection()
         if not connection.set(key, _now().isoformat(), nx=True, ex=interval):

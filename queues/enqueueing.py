@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from rq.exceptions import DuplicateJobError
 
-from . import conf
+from . import conf, keys
 from .connection import get_connection, unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
@@ -193,7 +193,7 @@ def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, uni
     )
 
     explicit_id = job_id is not None
-    lock_key = conf.app_key("unique", name, unique) if unique else None
+    lock_key = keys.unique_key(name, unique) if unique else None
 
     if unique:
         existing = _waiting_unique(queue, lock_key)

@@ -18,6 +18,10 @@ key                                    what
 ``<p>:optima:alive:<worker>``          a worker's liveness key (``resilience/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
 ``<p>:optima:intermediate-seen:<q>``   when the scan first saw each popped-not-started job
+``<p>:optima:metrics:<q>``             counters, histogram buckets, duration sum (``queues.metrics``)
+``<p>:optima:metrics:<q>:durations``   the last 50 completed durations, ms, newest first
+``<p>:optima:unique:<q>:<key>``        the job holding a ``unique=`` key (``queues.enqueueing``)
+``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
 =====================================  ======================================================
 """
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
@@ -101,3 +105,19 @@ def scan_lock_key():
 
 def intermediate_seen_key(name):
     return conf.app_key("intermediate-seen", name)
+
+
+def metrics_key(queue):
+    return conf.app_key("metrics", queue)
+
+
+def durations_key(queue):
+    return conf.app_key("metrics", queue, "durations")
+
+
+def unique_key(queue, key):
+    return conf.app_key("unique", queue, key)
+
+
+def reconcile_key():
+    return conf.app_key("reconcile", "last")

@@ -25,6 +25,8 @@ from rq.job import Job
 from rq.registry import FinishedJobRegistry
 from rq.results import Result
 
+from . import keys
+
 logger = logging.getLogger(__name__)
 
 # KEYS[1] finished registry; ARGV[1] max kept; ARGV[2] job key prefix ("<prefix>:job:");
@@ -120,7 +122,7 @@ class Completions:
         """Queue the sub-second re-scores into ``pipe`` (ZADD XX: only jobs in the finished registry)."""
         scores, self.scores = self.scores, {}
         for name, members in scores.items():
-            pipe.zadd(FinishedJobRegistry.key_template.format(name), members, xx=True)
+            pipe.zadd(keys.finished_key(name), members, xx=True)
 
     def trim(self, idle=False):
         """Trim the queues that are due (all noted ones when ``idle``). Never raises."""

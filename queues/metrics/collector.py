@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from .. import conf
+from .. import keys as redis_keys
 from . import store
 
 logger = logging.getLogger("queues.metrics")
@@ -72,27 +73,25 @@ def read_snapshot(names=None, client=None, now=None):
 
 
 def _read_redis(client, names, samples, now):
-    from rq.defaults import RQ_KEY_PREFIX
     from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
     from ..pause import paused_key
 
-    prefix = RQ_KEY_PREFIX
     bounds = store.buckets()
     try:
         pipe = client.pipeline(transaction=False)
         pipe.smembers(paused_key())
         for name in names:
-            queue_key = f"{prefix}:queue:{name}"
+            queue_key = redis_keys.queue_key(name)
             pipe.llen(queue_key)
             pipe.lindex(queue_key, 0)  # rq pushes at the tail and pops at the head: the oldest
-            pipe.zcard(f"{prefix}:wip:{name}")
-            pipe.zcard(f"{prefix}:scheduled:{name}")  # scored by run time, nothing expires
+            pipe.zcard(redis_keys.started_key(name))
+            pipe.zcard(redis_keys.scheduled_key(name))  # scored by run time, nothing expires
             # Scored by expiry time, -1 or +inf for "forever": what rq's cleanup would remove
             # (ZREMRANGEBYSCORE 0 now) is counted apart and left out, not removed.
-            for registry in ("finished", "failed"):
-                pipe.zcard(f"{prefix}:{registry}:{name}")
-                pipe.zcount(f"{prefix}:{registry}:{name}", 0, now)
+            for registry_key in (redis_keys.finished_key(name), redis_keys.failed_key(name)):
+                pipe.zcard(registry_key)
+                pipe.zcount(registry_key, 0, now)
             pipe.smembers(WORKERS_BY_QUEUE_KEY % name)
             pipe.hgetall(store.counters_key(name))
             pipe.lrange(store.durations_key(name), 0, store.DURATION_SAMPLE - 1)
@@ -133,17 +132,17 @@ def _read_redis(client, names, samples, now):
         if worker_keys:
             worker_sets[name] = sorted(_text(k) for k in worker_keys)
     if heads or worker_sets:
-        _read_round_two(client, prefix, heads, worker_sets, samples, now)
+        _read_round_two(client, heads, worker_sets, samples, now)
 
 
-def _read_round_two(client, prefix, heads, worker_sets, samples, now):
+def _read_round_two(client, heads, worker_sets, samples, now):
     from rq.utils import utcparse
 
     unique_workers = sorted({k for keys in worker_sets.values() for k in keys})
     try:
         pipe = client.pipeline(transaction=False)
         for job_id in heads.values():
-            pipe.hget(f"{prefix}:job:{job_id}", "enqueued_at")
+            pipe.hget(redis_keys.job_key(job_id), "enqueued_at")
         for key in unique_workers:
             pipe.exists(key)
         results = pipe.execute(raise_on_error=False)

@@ -18,7 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .. import conf
+from .. import conf, keys
 
 DURATION_SAMPLE = 50  # completed jobs the p50/p95 gauges are computed over (the record's number)
 QUANTILES = (0.5, 0.95)
@@ -30,12 +30,8 @@ PROCESSED, FAILED, RETRIED, DEAD, DURATION_SUM = "processed", "failed", "retried
 METRIC_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
-def counters_key(queue):
-    return conf.app_key("metrics", queue)
-
-
-def durations_key(queue):
-    return conf.app_key("metrics", queue, "durations")
+counters_key = keys.metrics_key
+durations_key = keys.durations_key
 
 
 def bucket_field(upper_bound):
