@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from rq.exceptions import DuplicateJobError
 
-from . import conf, keys
+from . import conf, jobmeta, keys
 from .connection import get_connection, unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
@@ -184,9 +184,7 @@ def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, uni
         _check_json(meta, "meta")
 
     queue = _declared_queue(name, config)
-    job_meta = {"queue": name, "attempts_allowed": options["attempts"], "attempt": 1}
-    if meta:
-        job_meta = {**meta, **job_meta}
+    job_meta = jobmeta.for_enqueue(meta, queue=name, attempts=options["attempts"])
     job = queue.create_job(
         path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
         failure_ttl=options["failure_ttl"], job_id=job_id or _new_job_id(), meta=job_meta,

@@ -95,9 +95,8 @@ def is_dead(job):
 # -- writers (they change ``meta`` in place; the caller saves it with its other writes) ------
 def for_enqueue(extra, *, queue, attempts):
     """The meta of a job being enqueued: the caller's ``extra`` plus this project's keys."""
-    meta = dict(extra or {})
-    meta.update({QUEUE: queue, ATTEMPTS_ALLOWED: attempts, ATTEMPT: 1})
-    return meta
+    meta = {QUEUE: queue, ATTEMPTS_ALLOWED: attempts, ATTEMPT: 1}
+    return {**extra, **meta} if extra else meta
 
 
 def for_periodic_run(schedule_id, when):
