@@ -62,7 +62,7 @@ def main():
         before = patterns(client, "optima")
         client.flushall()
 
-        env = dict(env, REDIS_URL=server.url, QUEUE_PREFIX="optima",
+        env = dict(env, REDIS_URL=server.url, QUEUE_PREFIX="optima", OPTIMA_ENV="test",
                    DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3")
         py = sys.executable
         subprocess.run([py, "manage.py", "migrate", "-v", "0"], check=True, env=env, cwd=ROOT)

@@ -266,7 +266,7 @@ class Bench:
         self.queue_key = f"{self.prefix}:queue:{QUEUE}"
         base = {k: v for k, v in os.environ.items() if k not in ("CACHE_REDIS_URL", "DATABASE_URL")}
         self.env = dict(base, REDIS_URL=server.url, QUEUE_PREFIX=self.prefix, RQ_KEY_PREFIX=self.prefix,
-                        LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings",
+                        LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
                         DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3",
                         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
         self.own_llen = 0
