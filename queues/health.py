@@ -1,13 +1,21 @@
 """``GET /healthz``: each component's status, 200 when all are up, 503 naming the failing ones.
 
+Anonymous callers (load balancers) get the status of each component only. The details — Redis URLs
+(password masked), the database vendor, the error class, the time taken — go to active staff users and
+to a probe sending ``Authorization: Bearer <HEALTHZ_TOKEN>`` (compared in constant time; no token
+configured means no probe gets details). The status code is the same for both.
+
 Bounded in time even when Redis does not answer: each probe runs on a client with short
 socket timeouts (``OPTIMA_QUEUES_OPTIONS['HEALTH_TIMEOUT']``, 0.5 s by default).
 """
+import hmac
 import time
 
 import redis
+from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
 from . import conf
 from .connection import cache_url, mask_url, queues_url
@@ -34,6 +42,26 @@ def _probe_database():
         return {"status": "error", "vendor": connection.vendor, "error": type(exc).__name__}
 
 
+def _bearer_token_matches(request):
+    expected = getattr(settings, "HEALTHZ_TOKEN", "") or ""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if not expected or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(presented.strip().encode(), expected.encode())
+
+
+def _is_staff(request):
+    try:
+        user = request.user
+        return bool(user.is_active and user.is_staff)
+    except Exception:  # the session lives in the database, which may be the component that is down
+        return False
+
+
+def may_see_details(request):
+    return _bearer_token_matches(request) or _is_staff(request)
+
+
 def healthz(request):
     started = time.monotonic()
     components = {
@@ -42,10 +70,14 @@ def healthz(request):
         "cache_redis": _probe_redis(cache_url()),
     }
     failing = [name for name, c in components.items() if c["status"] != "ok"]
-    body = {
-        "status": "ok" if not failing else "error",
-        "failing": failing,
-        "components": components,
-        "seconds": round(time.monotonic() - started, 3),
-    }
-    return JsonResponse(body, status=503 if failing else 200)
+    body = {"status": "ok" if not failing else "error", "failing": failing}
+    if may_see_details(request):
+        body["components"] = components
+        body["seconds"] = round(time.monotonic() - started, 3)
+    else:
+        body["components"] = {name: {"status": c["status"]} for name, c in components.items()}
+    response = JsonResponse(body, status=503 if failing else 200)
+    # The body depends on who asks: no shared cache may hand a detailed answer to someone else.
+    patch_vary_headers(response, ("Authorization", "Cookie"))
+    add_never_cache_headers(response)
+    return response

@@ -4,6 +4,7 @@ import socket
 
 import pytest
 from django.test import Client, override_settings
+from django.urls import path
 from django.views.debug import ExceptionReporter
 
 import queues
@@ -100,3 +101,42 @@ def test_error_pages_mask_passwords_in_url_settings(rf):
             html = ExceptionReporter(rf.get("/"), *sys.exc_info()).get_traceback_html()
     assert _password() not in html
     assert "redis://:***@127.0.0.1:1/0" in html
+
+
+# A view that fails with secrets in its local variables, the way a database or Redis outage does.
+# The secrets are built at run time: the error page shows the source lines around each frame.
+DB_PASSWORD = "".join(["s3cret", "pw"])
+PG_PASSWORD = "".join(["pg-", "s3cret"])
+API_TOKEN = "".join(["tok-", "s3cret"])
+
+
+def _failing_view(request):
+    settings_dict = {"ENGINE": "django.db.backends.postgresql", "NAME": "optima", "USER": "optima",
+                     "PASSWORD": DB_PASSWORD, "OPTIONS": {"api_key": API_TOKEN}}
+    database_url = f"postgres://optima:{PG_PASSWORD}@db.internal:5432/optima"
+    environ = {"DATABASE_URL": database_url, "PATH": "/usr/bin"}
+    attempts = [(database_url, 1)]
+    message = f"could not connect to {database_url}"
+    api_token = API_TOKEN
+    assert settings_dict and environ and attempts and message and api_token
+    raise ConnectionError("database is down")
+
+
+urlpatterns = [path("fails/", _failing_view)]
+
+
+@pytest.mark.django_db
+def test_the_debug_error_page_masks_secrets_in_local_variables():
+    client = Client(raise_request_exception=False)
+    with override_settings(DEBUG=True, ROOT_URLCONF=__name__):
+        response = client.get("/fails/", HTTP_X_DATABASE_URL=f"postgres://optima:{PG_PASSWORD}@db.internal/optima")
+    html = response.content.decode()
+    assert response.status_code == 500
+    assert "ConnectionError" in html and "settings_dict" in html  # the debug page, with the locals
+    for secret in (DB_PASSWORD, PG_PASSWORD, API_TOKEN):
+        assert secret not in html
+    assert html.count("postgres://optima:***@db.internal:5432/optima") == 4  # database_url, environ, attempts, message
+    assert "could not connect to postgres://optima:***@db.internal:5432/optima" in html
+    assert "postgres://optima:***@db.internal/optima" in html  # request.META
+    assert "&#x27;PASSWORD&#x27;: &#x27;********************&#x27;" in html
+    assert "&#x27;api_key&#x27;: &#x27;********************&#x27;" in html
