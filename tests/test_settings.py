@@ -109,3 +109,21 @@ def test_deploy_checks_name_what_a_production_deploy_without_the_https_settings_
     result = run_python(env, "manage.py", "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 1
     assert sorted(re.findall(r"\(security\.(W\d+)\)", result.stderr)) == ["W004", "W008"]
+
+
+def test_prod_redirects_plain_http_except_probes_and_trusts_the_documented_proxy_header(tmp_path):
+    env = dict(documented_prod_environment(), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+               REDIS_URL="redis://127.0.0.1:1/0")
+    code = (
+        "import django; django.setup(); from django.test import Client; c = Client(HTTP_HOST='queues.example.com'); "
+        "r = c.get('/admin/'); print(r.status_code, r['Location']); "
+        "r = c.get('/admin/', HTTP_X_FORWARDED_PROTO='https'); print(r.status_code, r['Strict-Transport-Security']); "
+        "print(c.get('/healthz').status_code)"
+    )
+    result = run_python(env, "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "301 https://queues.example.com/admin/",
+        "302 max-age=31536000; includeSubDomains; preload",
+        "503",  # answered over plain HTTP (no Redis here), not redirected
+    ]
