@@ -122,7 +122,17 @@ def _failing_view(request):
     raise ConnectionError("database is down")
 
 
-urlpatterns = [path("fails/", _failing_view)]
+def _failing_view_with_awkward_locals(request):
+    loop = {"password": DB_PASSWORD}
+    loop["self"] = loop
+    deep = [{"url": f"redis://:{PG_PASSWORD}@h:1/0"}]
+    for _ in range(20):
+        deep = [deep]
+    assert loop and deep
+    raise ConnectionError("redis is down")
+
+
+urlpatterns = [path("fails/", _failing_view), path("fails-awkwardly/", _failing_view_with_awkward_locals)]
 
 
 @pytest.mark.django_db
@@ -140,3 +150,16 @@ def test_the_debug_error_page_masks_secrets_in_local_variables():
     assert "postgres://optima:***@db.internal/optima" in html  # request.META
     assert "&#x27;PASSWORD&#x27;: &#x27;********************&#x27;" in html
     assert "&#x27;api_key&#x27;: &#x27;********************&#x27;" in html
+
+
+@pytest.mark.django_db
+def test_the_debug_error_page_survives_cyclic_and_deeply_nested_locals_without_showing_their_secrets():
+    client = Client(raise_request_exception=False)
+    with override_settings(DEBUG=True, ROOT_URLCONF=__name__):
+        response = client.get("/fails-awkwardly/")
+    html = response.content.decode()
+    assert response.status_code == 500
+    assert "ConnectionError" in html
+    assert DB_PASSWORD not in html and PG_PASSWORD not in html
+    assert "&#x27;self&#x27;: &#x27;&lt;recursion&gt;&#x27;" in html
+    assert "&lt;list nested deeper than 8 levels: not shown&gt;" in html
