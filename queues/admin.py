@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
-from . import audit, conf
+from . import audit, conf, throttle
 from .models import AuditEntry, DeadLetter
 
 ACT_PERM = "queues.act_on_deadletter"
@@ -298,3 +298,8 @@ class AuditEntryAdmin(ReadOnlyModelAdmin):
     @admin.display(description="detail")
     def short_detail(self, obj):
         return Truncator(obj.detail).chars(100)
+
+
+# The admin login form counts failed sign-ins per client address and answers 429 past
+# QUEUE_LOGIN_FAILURES (queues/throttle.py). Done here, before admin.site.urls is built.
+throttle.protect_admin_login(admin.site)

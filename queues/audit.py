@@ -6,14 +6,16 @@ Who acted is the Django user when there is one, else the identity the panel's ac
 established (``basic:<user>`` for the shared basic-auth account, ``anonymous (OPTIMA_ENV=dev)``
 where the panel is open). The row is written in its own transaction, so a failed action still
 leaves its ``error`` row behind.
-"""
-import logging
 
+The log line of each row goes through ``queues.logsafe``: queue names, job ids, identities and
+details come from requests, and their control characters are escaped (no forged lines).
+"""
 from django.db import transaction
 
 from . import conf
+from .logsafe import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # Queue-wide actions can touch 200,000 jobs: a row keeps the first ids, the detail says how many.
 MAX_JOB_IDS = 1000

@@ -20,7 +20,16 @@ def check_queue_settings(app_configs=None, **kwargs):
 
 @register(Tags.security)
 def check_queue_board_auth(app_configs=None, **kwargs):
-    """queues.W020: only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set (queues/board/access.py)."""
-    from .board.access import validate_basic_auth
+    """The queue panel's access and the sign-in throttle (queues/board/access.py, queues/throttle.py):
 
-    return [Warning(p.msg, hint=p.hint or None, id=p.id) for p in validate_basic_auth()]
+    - queues.W020: only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set;
+    - queues.E021: QUEUE_BOARD_PASSWORD shorter than 16 characters in stage/prod;
+    - queues.E022: QUEUE_LOGIN_FAILURES is not a rate; queues.E023: a bad QUEUE_TRUSTED_PROXIES entry;
+    - queues.E024: QUEUE_BOARD_REDIS_TIMEOUT / QUEUE_BOARD_DEADLINE not a number of seconds > 0.
+    """
+    from . import throttle
+    from .board import bounded
+    from .board.access import validate_basic_auth, validate_password_length
+
+    problems = validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate()
+    return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]

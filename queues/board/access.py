@@ -14,6 +14,14 @@ Changes are POST only (Django's CSRF protection applies to every panel form) and
 When only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set, basic auth stays off and the
 system check ``queues.W020`` plus a start-up log line say so. The panel is never open in stage/prod.
 
+Failed basic-auth attempts are throttled per client address (``queues.throttle``, shared with the
+admin login form): past ``QUEUE_LOGIN_FAILURES`` the panel answers 429 with ``Retry-After``
+without checking the credentials. In stage/prod a ``QUEUE_BOARD_PASSWORD`` shorter than
+``MIN_PASSWORD`` characters is a system check error (``queues.E021``) and basic auth stays off.
+
+Every view runs inside ``bounded.request_scope()`` (short Redis timeouts, a deadline); a Redis
+error answers 503 with a page naming the masked Redis URL, never a 500 after 26 s.
+
 django-rq's views only ask ``request.user.is_staff``; for a request let in by basic auth or by the
 open dev panel, ``request.user`` becomes a ``PanelOperator`` (staff, no database row) carrying the
 identity the audit trail records.
@@ -23,8 +31,9 @@ import binascii
 import functools
 import hashlib
 import hmac
-import logging
 from dataclasses import dataclass
+
+import redis
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
@@ -32,14 +41,19 @@ from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 from django.urls import reverse
 
+from .. import throttle
 from ..conf import Problem
+from ..exceptions import QueueUnavailable
+from ..logsafe import get_logger
+from . import bounded
 
-logger = logging.getLogger("queues.board")
+logger = get_logger("queues.board")
 
 OPEN_ENVS = ("dev", "test")
 VIEW_PERM = "queues.view_queue_panel"
 ACT_PERM = "queues.act_on_queue_panel"
 REALM = "Optima queues"
+MIN_PASSWORD = 16  # characters of QUEUE_BOARD_PASSWORD required in stage/prod (queues.E021)
 
 
 @dataclass(frozen=True)
@@ -49,7 +63,8 @@ class Access:
     identity: str  # what the audit trail records
     via: str  # "open", "staff", "basic" or "none"
     user: object = None  # the Django user, when there is one
-    reason: str = ""  # why a request was refused ("login", "basic", "permission")
+    reason: str = ""  # why a request was refused ("login", "basic", "permission", "throttled")
+    retry_after: int = 0  # seconds, when throttled
 
 
 class PanelOperator(AnonymousUser):
@@ -94,7 +109,11 @@ def basic_auth_settings():
 
 def basic_auth_enabled():
     user, password = basic_auth_settings()
-    return bool(user and password)
+    return bool(user and password) and not _password_too_short(password)
+
+
+def _password_too_short(password):
+    return env() in ("stage", "prod") and len(password) < MIN_PASSWORD
 
 
 def validate_basic_auth():
@@ -114,8 +133,24 @@ def validate_basic_auth():
     ]
 
 
+def validate_password_length():
+    """E021: in stage/prod the basic-auth password must be at least MIN_PASSWORD characters."""
+    _, password = basic_auth_settings()
+    if not password or not _password_too_short(password):
+        return []
+    return [
+        Problem(
+            "queues.E021",
+            f"QUEUE_BOARD_PASSWORD is {len(password)} characters long; OPTIMA_ENV={env()} needs at least "
+            f"{MIN_PASSWORD}: the queue panel's basic auth stays off until it is longer.",
+            "Set QUEUE_BOARD_PASSWORD (from the environment) to a long random value, e.g. the output of "
+            "python -c 'import secrets; print(secrets.token_urlsafe(24))'.",
+        )
+    ]
+
+
 def log_startup_problems():
-    for problem in validate_basic_auth():
+    for problem in validate_basic_auth() + validate_password_length():
         logger.warning("%s %s (%s)", problem.msg, problem.hint, problem.id)
 
 
@@ -160,8 +195,12 @@ def decide(request):
 
     credentials = _basic_credentials(request)
     if credentials is not None and basic_auth_enabled():
+        wait = throttle.retry_after(request)
+        if wait:
+            return Access(False, False, "", "none", reason="throttled", retry_after=wait)
         if _basic_matches(*credentials):
             return Access(True, True, f"basic:{credentials[0]}", "basic")
+        throttle.record_failure(request, "panel basic auth", credentials[0][:150])
         return Access(False, False, "", "none", reason="basic")
     if authenticated and user.is_staff:
         return Access(False, False, user.get_username(), "none", user, reason="permission")
@@ -170,6 +209,8 @@ def decide(request):
 
 def refuse(request, access):
     """The response for a request that may not see the panel."""
+    if access.reason == "throttled":
+        return throttle.too_many(request, access.retry_after)
     if access.reason == "login":
         return redirect_to_login(request.get_full_path(), reverse("admin:login"))
     if access.reason == "basic":
@@ -190,11 +231,27 @@ def _operator_for(access):
     return PanelOperator(access.identity, perms)
 
 
-def guard(view=None, *, act=False):
+def unavailable(request, exc):
+    """503: the queue Redis did not answer; names its masked URL, never the password."""
+    logger.warning("queue panel: Redis at %s unavailable (%s: %s) for %s", bounded.masked_url(),
+                   type(exc).__name__, exc, request.path)
+    response = render(request, "queues/unavailable.html", {
+        "redis_url": bounded.masked_url(), "reason": type(exc).__name__,
+        "timeout": bounded.setting("QUEUE_BOARD_REDIS_TIMEOUT"), "deadline": bounded.setting("QUEUE_BOARD_DEADLINE"),
+    }, status=503)
+    response["Retry-After"] = "5"
+    return response
+
+
+def guard(view=None, *, act=False, long_running=False):
     """Wrap a panel view: refuse whoever may not view it (or act, when ``act``), and make
-    ``request.queue_access`` and a staff ``request.user`` available to the view."""
+    ``request.queue_access`` and a staff ``request.user`` available to the view.
+
+    The view runs with the panel's bounded Redis clients (``bounded.request_scope``): with the
+    per-request deadline, or, when ``long_running`` (queue-wide actions), with none and the app's
+    ``SOCKET_TIMEOUT`` per round trip. A Redis error answers 503 (``unavailable``)."""
     if view is None:
-        return functools.partial(guard, act=act)
+        return functools.partial(guard, act=act, long_running=long_running)
 
     @functools.wraps(view)
     def guarded(request, *args, **kwargs):
@@ -207,7 +264,12 @@ def guard(view=None, *, act=False):
             request.user = _operator_for(access)
         if act and not access.can_act:
             return render(request, "queues/denied.html", {"reason": "act"}, status=403)
-        return view(request, *args, **kwargs)
+        options = {"deadline": None, "timeout": bounded.long_running_timeout()} if long_running else {}
+        try:
+            with bounded.request_scope(**options):
+                return view(request, *args, **kwargs)
+        except (redis.RedisError, QueueUnavailable) as exc:
+            return unavailable(request, exc)
 
-    guarded.queue_guard = {"act": act}
+    guarded.queue_guard = {"act": act, "long_running": long_running}
     return guarded

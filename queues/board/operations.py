@@ -133,12 +133,12 @@ _REGISTRIES = (
 )
 
 
-def find_job(job_id):
+def find_job(job_id, connection=None):
     """Where ``job_id`` is, across every declared queue and registry, in two round trips.
 
     Returns {"job_id", "exists", "origin", "status", "description", "locations": [(queue, place)]}.
     """
-    connection = get_connection()
+    connection = connection or get_connection()
     names = queue_names()
     job_key = OptimaJob.key_for(job_id)
     with connection.pipeline(transaction=False) as pipe:

@@ -1,8 +1,10 @@
 """django-rq's own actions, audited.
 
-Each changing view of django-rq (delete, requeue, enqueue, stop, empty, bulk actions) is wrapped:
-it needs the act permission (``urls.py``), and a POST to it writes one audit row per job acted on
-(one row for a queue-wide action, holding the first ids and the count), with the outcome. Dead
+Each changing view of django-rq (delete, requeue, enqueue, stop, empty) is wrapped: it needs the
+act permission (``urls.py``), and a POST to it writes one audit row per job acted on (one row for a
+queue-wide action, holding the first ids and the count), with the outcome. The bulk actions
+(delete / requeue / stop of selected jobs) are ours (``bulk_actions``): job by job, each with its
+own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
 one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
 ``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.)
@@ -14,14 +16,20 @@ Two queue-wide views are replaced rather than wrapped, for the 200,000-job case:
 """
 import functools
 
+import redis
 from django.contrib import messages
 from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_rq import utils as rq_utils
 from django_rq import views as rq_views
 from django_rq.queues import get_queue_by_index
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
 from .. import audit, rqcompat
+from ..exceptions import QueueUnavailable
 from ..models import DeadLetter
 from ..registry import OptimaJob
 from .operations import mark_dead_letters
@@ -77,31 +85,73 @@ def audited(view, action):
     return wrapper
 
 
-def audited_bulk(view):
-    """Wrap django-rq's ``actions`` view (delete / requeue / stop of selected jobs): one row per job."""
+# --- bulk actions: each job on its own ---------------------------------------------------------
 
-    @functools.wraps(view)
-    def wrapper(request, queue_index, *args, **kwargs):
-        action = request.POST.get("action", "") if request.method == "POST" else ""
-        job_ids = request.POST.getlist("job_ids") if action else []
-        if not job_ids:
-            return view(request, queue_index, *args, **kwargs)
-        queue = get_queue_by_index(queue_index)
-        failed = _failed_ids(queue, job_ids)
-        try:
-            response = view(request, queue_index, *args, **kwargs)
-        except Exception as exc:
-            for job_id in job_ids:
-                audit.record(request, action, queue.name, [job_id], "error", f"bulk: {type(exc).__name__}: {exc}")
-            raise
-        outcome = _outcome(response)
-        if outcome == "ok":
-            _mark_rows_of(action, failed)
-        for job_id in job_ids:
-            audit.record(request, action, queue.name, [job_id], outcome, f"bulk {action} of {len(job_ids)} from the panel")
-        return response
+BULK_VERBS = {"delete": "deleted", "requeue": "requeued", "stop": "stopped"}
 
-    return wrapper
+
+def _act_on_one(queue, action, job_id):
+    """Apply ``action`` to one job; returns (outcome, detail). Never raises: a missing job, an
+    invalid operation or a Redis error is this job's own outcome, and the others go on."""
+    try:
+        if action == "stop":
+            stopped, _ = rq_utils.stop_jobs(queue, [job_id])
+            return ("ok", "stop sent") if stopped else ("error", "not stopped: the job is not running")
+        job = queue.job_class.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+        if action == "delete":
+            queue.connection.lrem(queue.key, 0, job.id)
+            job.delete()
+            return "ok", "deleted"
+        rq_utils.requeue_job(queue, job)
+        return "ok", "requeued"
+    except NoSuchJobError:
+        return "error", f"no job {job_id!r} in Redis (deleted or expired)"
+    except (InvalidJobOperation, redis.RedisError, QueueUnavailable) as exc:
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+def bulk_actions(request, queue_index):
+    """django-rq's ``actions`` view (delete / requeue / stop of the selected jobs), job by job.
+
+    Each job's own outcome is reported, audited (one row per job) and, for the jobs that were in
+    the failed registry and succeeded, mirrored to their dead-letter rows; a missing job or a
+    failing one never stops the others, and the answer is never a 500."""
+    action = request.POST.get("action", "") if request.method == "POST" else ""
+    job_ids = list(dict.fromkeys(request.POST.getlist("job_ids"))) if action in BULK_VERBS else []
+    if not job_ids:
+        return rq_views.actions(request, queue_index)  # nothing to do: django-rq only redirects
+    queue = get_queue_by_index(queue_index)
+    # Redis failing here: nothing done yet, the panel answers 503 (access.guard). Later, per job.
+    failed = set(_failed_ids(queue, job_ids))
+    results = [(job_id, *_act_on_one(queue, action, job_id)) for job_id in job_ids]
+    done = [job_id for job_id, outcome, _ in results if outcome == "ok"]
+    _mark_rows_of(action, [job_id for job_id in done if job_id in failed])
+    for job_id, outcome, detail in results:
+        audit.record(request, action, queue.name, [job_id], outcome,
+                     f"bulk {action} of {len(job_ids)} from the panel: {detail}")
+    _report(request, action, results)
+    return redirect(_safe_next_url(request, queue_index))
+
+
+def _report(request, action, results):
+    done = sum(1 for _, outcome, _ in results if outcome == "ok")
+    if done:
+        messages.info(request, f"{BULK_VERBS[action].capitalize()} {done} job{'s' if done != 1 else ''}.")
+    not_done = [(job_id, detail) for job_id, outcome, detail in results if outcome != "ok"]
+    if not_done:
+        listed = "; ".join(f"{job_id}: {detail}" for job_id, detail in not_done[:10])
+        more = f" (and {len(not_done) - 10} more)" if len(not_done) > 10 else ""
+        messages.error(request, f"{len(not_done)} of {len(results)} job{'s' if len(results) != 1 else ''} "
+                                f"not {BULK_VERBS[action]}: {listed}{more}.")
+
+
+def _safe_next_url(request, queue_index):
+    """django-rq's ``next_url``, only when it stays on this site (no open redirect)."""
+    next_url = request.POST.get("next_url", "")
+    if next_url and url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
+                                                     require_https=request.is_secure()):
+        return next_url
+    return reverse("django_rq:jobs", args=[queue_index])
 
 
 def empty_queue(request, queue_index):

@@ -2,15 +2,20 @@
 
 Mounted at ``admin/queues/`` (optima_site/urls.py) under django-rq's own namespace, so its
 templates' links resolve unchanged. Views that change something need the act permission;
-the queue-wide ones are replaced by chunked versions (see ``rq_actions``).
+the queue-wide ones are replaced by chunked versions, the bulk actions by per-job ones (see
+``rq_actions``). Every django-rq view checks its URL's ids first (``lookups.known``: 404, never
+500) and runs with the panel's bounded Redis clients (``bounded``, installed here).
 """
 from django.urls import URLPattern, path
 from django_rq import stats_views
 from django_rq import urls as rq_urls
 from django_rq import views as rq_views
 
-from . import rq_actions, views
+from . import bounded, rq_actions, views
 from .access import guard
+from .lookups import known
+
+bounded.install()
 
 app_name = "django_rq"
 
@@ -20,19 +25,21 @@ _ACTING = {
     rq_views.requeue_job_view: rq_actions.audited(rq_views.requeue_job_view, "requeue"),
     rq_views.enqueue_job: rq_actions.audited(rq_views.enqueue_job, "enqueue"),
     rq_views.stop_job: rq_actions.audited(rq_views.stop_job, "stop"),
-    rq_views.actions: rq_actions.audited_bulk(rq_views.actions),
+    rq_views.actions: rq_actions.bulk_actions,
     rq_views.confirm_action: rq_views.confirm_action,
     rq_views.clear_queue: rq_actions.empty_queue,
     rq_views.requeue_all: rq_actions.requeue_all_failed,
     rq_views.delete_failed_jobs: rq_actions.delete_all_failed,
 }
 _REPLACED = {stats_views.stats: views.home}
+# Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
+_LONG_RUNNING = {rq_views.clear_queue, rq_views.requeue_all, rq_views.delete_failed_jobs}
 
 
 def _serve(view):
     if view in _ACTING:
-        return guard(_ACTING[view], act=True)
-    return guard(_REPLACED.get(view, view))
+        return guard(known(_ACTING[view]), act=True, long_running=view in _LONG_RUNNING)
+    return guard(known(_REPLACED.get(view, view)))
 
 
 urlpatterns = [

@@ -13,8 +13,8 @@ from django_rq.utils import get_cron_schedulers, get_scheduler_statistics, get_s
 from django_rq.views import each_context
 
 from .. import audit, conf, pause
-from ..connection import get_connection
 from ..exceptions import UnknownQueue
+from . import bounded
 from .access import guard
 from .operations import find_job
 
@@ -26,7 +26,7 @@ JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 def home(request):
     """django-rq's dashboard (same statistics, same template), with pause state and job search."""
     stats = get_statistics(run_maintenance_tasks=True)
-    paused = pause.paused_names(get_connection())
+    paused = pause.paused_names(bounded.connection())
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
     context = {
@@ -44,7 +44,7 @@ def home(request):
 
 def _toggle(request, name, action):
     try:
-        (pause.pause if action == "pause" else pause.resume)(name)
+        (pause.pause if action == "pause" else pause.resume)(name, connection=bounded.connection())
     except UnknownQueue as exc:
         audit.record(request, action, name, outcome="error", detail=str(exc))
         messages.error(request, str(exc))
@@ -80,7 +80,7 @@ def find(request):
     if job_id and not JOB_ID_RE.fullmatch(job_id):
         context["error"] = f"{job_id[:80]!r} is not a job id (1-200 characters, no spaces or ':')."
     elif job_id:
-        result = find_job(job_id)
+        result = find_job(job_id, connection=bounded.connection())
         index = get_queues_map()
         if result["origin"] in index:
             result["url"] = reverse("django_rq:job_detail", args=[index[result["origin"]], job_id])

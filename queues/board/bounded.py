@@ -1,0 +1,185 @@
+"""The panel's Redis: short timeouts, no retry of a timeout, and a deadline per request.
+
+Why: django-rq builds a fresh client from ``settings.RQ_QUEUES`` for every queue it touches, with
+redis-py's default retry policy (a timeout is retried 10 times). Against a Redis that accepts TCP
+and never answers, a panel page took ~26 s and then answered 500.
+
+How it is wired (the least invasive way that reaches every client django-rq makes):
+
+- ``install()`` (called by ``urls.py``) replaces django-rq's connection factory
+  ``get_redis_connection`` in the modules that use it by ``_get_redis_connection``, which hands
+  out the *request's bounded client* inside a panel request and calls django-rq's own factory,
+  untouched, everywhere else (management commands, workers, other code).
+- ``guard`` (``access.py``) runs every panel view inside ``request_scope()``: one client per
+  Redis config for the whole request (``QUEUE_BOARD_REDIS_TIMEOUT`` per connect / round trip, a
+  dropped connection retried once, a timeout never, no health-check PING), and a deadline
+  ``QUEUE_BOARD_DEADLINE`` seconds away: once it has passed, no further command is sent
+  (``DeadlineRetry`` raises ``DeadlineExceeded``, a ``redis.TimeoutError``). Our own views ask
+  ``connection()`` for the same client.
+- ``guard`` turns any ``redis.RedisError`` into the 503 page naming the masked Redis URL.
+
+Worst case of one page: the deadline plus one command in flight (a new connection's connect,
+handshake and reply: 3 x the timeout): 1.5 s + 3 x 0.5 s with the defaults. A Redis that never
+answers costs one timeout (0.5 s). Queue-wide actions ("Requeue All", "Delete All", "Empty"),
+which walk 200,000 jobs for longer than any page, run without the deadline and with the app's
+``SOCKET_TIMEOUT`` per round trip (``request_scope(deadline=None, timeout=...)``).
+"""
+import contextlib
+import contextvars
+import time
+
+import redis
+from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .. import conf
+from ..connection import django_rq_config, mask_url, queues_url
+
+# Settings read here (seconds), with their defaults; docs/settings.md documents them.
+DEFAULTS = {
+    "QUEUE_BOARD_REDIS_TIMEOUT": 0.5,  # seconds each connect / round trip of a panel page may take
+    "QUEUE_BOARD_DEADLINE": 1.5,  # seconds of Redis work one panel page may start commands within
+}
+
+
+def setting(name):
+    return getattr(settings, name, DEFAULTS[name])
+
+
+def validate():
+    """Problems of the panel's Redis settings (E024)."""
+    from ..conf import Problem
+
+    problems = []
+    for name in DEFAULTS:
+        value = setting(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 60:
+            problems.append(Problem(
+                "queues.E024", f"{name} must be a number of seconds > 0 (and at most 60), got {value!r}.",
+                f"Remove it for the default ({DEFAULTS[name]}), or set e.g. {DEFAULTS[name]}: a panel page must "
+                "answer within 3 s when Redis hangs (docs/settings.md)."))
+    return problems
+
+
+class DeadlineExceeded(redis.TimeoutError):
+    """The panel request's Redis deadline has passed: no further command is sent."""
+
+
+class _Scope:
+    def __init__(self, deadline, timeout):
+        self.deadline = deadline  # time.monotonic() value, or None
+        self.timeout = timeout
+        self.clients = {}
+
+    def client_for(self, config, factory):
+        from django_rq.connection_utils import filter_connection_params
+
+        key = repr(sorted(filter_connection_params(config).items()))
+        client = self.clients.get(key)
+        if client is None:
+            client = self.clients[key] = bound(factory(config), self.timeout)
+        return client
+
+    def close(self):
+        for client in self.clients.values():
+            client.close()
+        self.clients.clear()
+
+
+_scope = contextvars.ContextVar("queues_board_redis_scope", default=None)
+
+
+class DeadlineRetry(Retry):
+    """Retry a refused or dropped connection once (a pooled connection may be stale after a Redis
+    restart), never a timeout; refuse to start a command once the request's deadline passed."""
+
+    def __init__(self):
+        super().__init__(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+
+    def call_with_retry(self, do, fail, *args, **kwargs):
+        scope = _scope.get()
+        if scope is not None and scope.deadline is not None and time.monotonic() > scope.deadline:
+            raise DeadlineExceeded(f"the panel's Redis deadline ({setting('QUEUE_BOARD_DEADLINE')} s) has passed")
+        return super().call_with_retry(do, fail, *args, **kwargs)
+
+
+def bound(client, timeout):
+    """``client`` changed, before it ever connects, to short timeouts and ``DeadlineRetry``."""
+    kwargs = client.connection_pool.connection_kwargs
+    kwargs["socket_timeout"] = timeout
+    if "socket_connect_timeout" in kwargs or "host" in kwargs:
+        kwargs["socket_connect_timeout"] = timeout
+    kwargs["health_check_interval"] = 0
+    client.set_retry(DeadlineRetry())
+    return client
+
+
+@contextlib.contextmanager
+def request_scope(deadline="default", timeout=None):
+    """Run a panel request with bounded Redis clients (see the module docstring).
+
+    ``deadline``: seconds from now, None for none, "default" for ``QUEUE_BOARD_DEADLINE``.
+    ``timeout``: seconds per connect / round trip, None for ``QUEUE_BOARD_REDIS_TIMEOUT``.
+    """
+    if deadline == "default":
+        deadline = setting("QUEUE_BOARD_DEADLINE")
+    scope = _Scope(None if deadline is None else time.monotonic() + float(deadline),
+                   float(setting("QUEUE_BOARD_REDIS_TIMEOUT") if timeout is None else timeout))
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+        scope.close()
+
+
+def long_running_timeout():
+    """Seconds per round trip of a queue-wide action: the app's own ``SOCKET_TIMEOUT``."""
+    return float(conf.options()["SOCKET_TIMEOUT"])
+
+
+def connection():
+    """The queues' Redis for panel code: the request's bounded client inside ``request_scope``,
+    else the app's client."""
+    from django_rq import connection_utils
+
+    scope = _scope.get()
+    if scope is None:
+        from ..connection import get_connection
+
+        return get_connection()
+    return scope.client_for(django_rq_config(), _ORIGINAL or connection_utils.get_redis_connection)
+
+
+def masked_url():
+    return mask_url(queues_url())
+
+
+# --- django-rq's connection factory -----------------------------------------------------------
+
+_ORIGINAL = None
+_PATCHED_MODULES = ("django_rq.connection_utils", "django_rq.queues", "django_rq.utils", "django_rq.cron")
+
+
+def _get_redis_connection(config, use_strict_redis=False):
+    """django-rq's ``get_redis_connection``: bounded inside a panel request, untouched elsewhere."""
+    scope = _scope.get()
+    if scope is None:
+        return _ORIGINAL(config, use_strict_redis)
+    return scope.client_for(config, lambda c: _ORIGINAL(c, use_strict_redis))
+
+
+def install():
+    """Route django-rq's client creation through ``_get_redis_connection`` (idempotent)."""
+    global _ORIGINAL
+    import importlib
+
+    from django_rq import connection_utils
+
+    if _ORIGINAL is None:
+        _ORIGINAL = connection_utils.get_redis_connection
+    for name in _PATCHED_MODULES:
+        module = importlib.import_module(name)
+        if getattr(module, "get_redis_connection", None) is _ORIGINAL:
+            module.get_redis_connection = _get_redis_connection
