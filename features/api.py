@@ -6,24 +6,34 @@ answers through ``EnqueueView``:
 - 400 ``{"detail", "errors": [{"field", "value", "messages"}]}`` on a bad body, naming each field
   and the value it got;
 - 202 ``{"job_id", "queue", "status_url"}`` (and a ``Location`` header) once the job is enqueued;
+- 404 ``{"detail"}`` for a cabinet or product the caller does not own (``features/sellers/owners.py``);
+- 413 ``{"detail", "limit_bytes"}`` for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``;
 - 503 ``{"detail"}`` with ``Retry-After`` when the queues' Redis is unavailable — nothing enqueued.
 
+No body answers 500: ``features/parsers.py`` refuses what JSON parsing would choke on, and a value
+echoed in a 400 goes through ``features.redaction.shown``.
+
 Access (``features/permissions.py``): session or token authentication, except in dev
-(``OPTIMA_ENV=dev``, read per request).
+(``OPTIMA_ENV=dev``, read per request). Owners (``features/sellers/owners.py``): a job records who
+enqueued it, and its status answers that owner and staff with the queue panel's view permission.
 """
 import logging
 import re
 
 import redis
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import queues
+from features.parsers import SafeJSONParser
+from features.redaction import public_error, shown
+from features.sellers import owners
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +119,11 @@ class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
+class TooLargeSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    limit_bytes = serializers.IntegerField(help_text="the largest body accepted, in bytes")
+
+
 class JobStatusSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     queue = serializers.CharField(allow_null=True)
@@ -130,6 +145,8 @@ ERROR_RESPONSES = {
     400: OpenApiResponse(ValidationErrorSerializer, description="The body is not valid; every bad field is named."),
     401: OpenApiResponse(DetailSerializer, description="Not authenticated (outside dev)."),
     403: OpenApiResponse(DetailSerializer, description="Not allowed."),
+    404: OpenApiResponse(DetailSerializer, description="No such cabinet or product among the caller's."),
+    413: OpenApiResponse(TooLargeSerializer, description="The body is larger than the limit."),
     415: OpenApiResponse(DetailSerializer, description="The body is not JSON."),
     503: OpenApiResponse(DetailSerializer, description="The queues are unavailable; nothing was enqueued."),
 }
@@ -143,24 +160,14 @@ def enqueue_schema(request_serializer, summary):
     )
 
 
-def _shown(value, limit=200):
-    """A request value as echoed in an error: JSON-able, long strings shortened."""
-    if isinstance(value, str) and len(value) > limit:
-        return value[:limit] + "..."
-    if isinstance(value, (dict, list)):
-        text = repr(value)
-        return text if len(text) <= limit else text[:limit] + "..."
-    return value
-
-
 def validation_error(serializer, data):
     errors = []
     for field, messages in serializer.errors.items():
         if field == "non_field_errors":
             field = "(body)"
-            value = _shown(data)
+            value = shown(data)
         else:
-            value = _shown(data.get(field)) if isinstance(data, dict) else None
+            value = shown(data.get(field)) if isinstance(data, dict) else None
         if not isinstance(messages, list):
             messages = [str(messages)]
         errors.append({"field": field, "value": value, "messages": [str(m) for m in messages]})
@@ -186,25 +193,59 @@ def accepted(job, queue):
     )
 
 
-class EnqueueView(APIView):
+def body_error(detail):
+    """400 in the validation shape, for a body that is not a JSON we can read at all."""
+    return Response({"detail": f"Invalid request body: {detail}",
+                     "errors": [{"field": "(body)", "value": None, "messages": [detail]}]},
+                    status=status.HTTP_400_BAD_REQUEST)
+
+
+class FeatureView(APIView):
+    """What every feature endpoint shares: the safe JSON parser, and JSON answers to bad bodies."""
+
+    parser_classes = [SafeJSONParser]
+
+    def handle_exception(self, exc):
+        if isinstance(exc, ParseError):  # not JSON at all: the same 400 shape as a bad field
+            return body_error(str(exc.detail))
+        if isinstance(exc, RequestDataTooBig):  # Django's would be an HTML 400
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            return Response({"detail": f"The request body is larger than the limit of {limit} bytes.",
+                             "limit_bytes": limit}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        if isinstance(exc, SuspiciousOperation):  # too many form fields or files, and the like
+            return body_error(f"{type(exc).__name__}: the request is not acceptable.")
+        return super().handle_exception(exc)
+
+
+class EnqueueView(FeatureView):
     """Base of the feature POST endpoints: subclasses set ``serializer_class`` and ``enqueue(data)``.
 
     ``enqueue`` returns ``(job, queue_name)``; raising ``queues.QueueUnavailable`` answers 503.
+    Inside it, ``self.cabinet(id)`` / ``self.product(id)`` give the caller's own row or answer 404,
+    and ``self.enqueue_job(...)`` enqueues with the caller recorded as the job's owner and
+    ``unique=`` scoped to that owner.
     """
 
-    parser_classes = [JSONParser]
     serializer_class = None
 
     def enqueue(self, data):
         raise NotImplementedError
 
-    def handle_exception(self, exc):
-        if isinstance(exc, ParseError):  # not JSON at all: the same 400 shape as a bad field
-            detail = str(exc.detail)
-            return Response({"detail": f"Invalid request body: {detail}",
-                             "errors": [{"field": "(body)", "value": None, "messages": [detail]}]},
-                            status=status.HTTP_400_BAD_REQUEST)
-        return super().handle_exception(exc)
+    @property
+    def owner(self):
+        return owners.owner_of(self.request)
+
+    def cabinet(self, cabinet_id):
+        return owners.owned_cabinet(self.owner, cabinet_id)
+
+    def product(self, product_id):
+        return owners.owned_product(self.owner, product_id)
+
+    def enqueue_job(self, queue, func, *args, unique=None, **options):
+        """``queues.enqueue_call`` with ``meta["owner"]`` set and ``unique`` made this owner's own."""
+        owner = self.owner
+        return queues.enqueue_call(queue, func, args, unique=owners.scoped(owner, unique) if unique else None,
+                                   meta=owners.job_meta(owner), **options)
 
     def post(self, request):
         data = request.data
@@ -218,11 +259,6 @@ class EnqueueView(APIView):
         return accepted(job, queue)
 
 
-def _last_line(text):
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else None
-
-
 def job_status(job):
     state = job.get_status(refresh=False)
     state = getattr(state, "value", state)
@@ -234,7 +270,7 @@ def job_status(job):
         # Dead, or a retry waiting for its backoff: the last attempt's error either way.
         latest = job.latest_result()
         exc_string = getattr(latest, "exc_string", None) if latest is not None else None
-        error = _last_line(exc_string)
+        error = public_error(exc_string)  # class and message, no internal URL or secret
     return {
         "job_id": job.id,
         "queue": meta.get("queue", job.origin),
@@ -251,24 +287,27 @@ def job_status(job):
     }
 
 
-class JobStatusView(APIView):
+class JobStatusView(FeatureView):
     @extend_schema(
         summary="A job's state, progress, and result or error",
         responses={
             200: JobStatusSerializer,
             401: ERROR_RESPONSES[401],
             403: ERROR_RESPONSES[403],
-            404: OpenApiResponse(DetailSerializer, description="No such job (never existed, or expired)."),
+            404: OpenApiResponse(DetailSerializer, description="No such job of yours (never existed, expired, or "
+                                                                 "another's)."),
             503: OpenApiResponse(DetailSerializer, description="The queues are unavailable."),
         },
     )
     def get(self, request, job_id):
         if not JOB_ID_RE.fullmatch(job_id):
-            return Response({"detail": f"No job {job_id!r}: job ids are letters, digits, '-' and '_'."},
+            return Response({"detail": f"No job {shown(job_id, 60)!r}: job ids are letters, digits, '-' and '_'."},
                             status=status.HTTP_404_NOT_FOUND)
         try:
             job = queues.fetch_job(job_id)
-            payload = None if job is None else job_status(job)
+            # Another owner's job answers exactly as one that never existed.
+            readable = job is not None and owners.can_read_job(request, job.meta)
+            payload = job_status(job) if readable else None
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job status unavailable: %s: %s", type(exc).__name__, exc)
             return Response({"detail": "The job queue is unavailable right now. Try again in a few seconds."},
@@ -280,4 +319,4 @@ class JobStatusView(APIView):
         return Response(JobStatusSerializer(payload).data)
 
 
-__all__ = ["EnqueueView", "JobStatusView", "enqueue_schema"]
+__all__ = ["EnqueueView", "FeatureView", "JobStatusView", "enqueue_schema"]

@@ -17,7 +17,7 @@ class ContentRequest(serializers.Serializer):
 
 
 class ContentView(EnqueueView):
-    """Create a ContentGeneration row and enqueue its job in one transaction."""
+    """Create a ContentGeneration row for one of the caller's products and enqueue its job, in one transaction."""
 
     serializer_class = ContentRequest
 
@@ -27,12 +27,15 @@ class ContentView(EnqueueView):
 
     def enqueue(self, data):
         generation = None
+        product_id = self.product(data["product_id"]).product_id  # 404 unless the caller's
         try:
             with transaction.atomic():
-                generation = ContentGeneration.objects.create(product_id=data["product_id"], prompt=data["prompt"])
+                generation = ContentGeneration.objects.create(
+                    product_id=product_id, prompt=data["prompt"], owner=self.owner.user
+                )
                 # Inside the transaction the enqueue waits for the commit: the worker never sees a job
                 # whose row is not committed yet, and a rollback enqueues nothing.
-                job = queues.enqueue(
+                job = self.enqueue_job(
                     QUEUE, generate_content, generation.pk, conf.get("CONTENT_GENERATION_SECONDS"),
                     timeout=conf.get("CONTENT_TIMEOUT"),
                 )

@@ -1,6 +1,5 @@
 from rest_framework import serializers
 
-import queues
 from features.api import EnqueueView, StrictIntegerField, enqueue_schema
 
 from .jobs import sync_cabinet
@@ -13,7 +12,7 @@ class SyncRequest(serializers.Serializer):
 
 
 class OrdersSyncView(EnqueueView):
-    """Enqueue a sync of one cabinet's orders (one waiting sync per cabinet at most)."""
+    """Enqueue a sync of one of the caller's cabinets (one waiting sync per cabinet and owner at most)."""
 
     serializer_class = SyncRequest
 
@@ -22,6 +21,6 @@ class OrdersSyncView(EnqueueView):
         return super().post(request)
 
     def enqueue(self, data):
-        cabinet_id = data["cabinet_id"]
-        # unique: while a sync of this cabinet still waits, asking again returns that job.
-        return queues.enqueue(QUEUE, sync_cabinet, cabinet_id, unique=f"cabinet-{cabinet_id}"), QUEUE
+        cabinet_id = self.cabinet(data["cabinet_id"]).cabinet_id  # 404 unless the caller's
+        # unique: while a sync of this cabinet still waits, the same owner asking again gets that job.
+        return self.enqueue_job(QUEUE, sync_cabinet, cabinet_id, unique=f"cabinet-{cabinet_id}"), QUEUE

@@ -1,9 +1,12 @@
 """Repricer: apply a product's price on the marketplace, at most once per idempotency key.
 
+Keys belong to an owner (the user who asked through the API): the same key from two owners is two
+changes, and the marketplace sees the key prefixed with the owner (``owner-7.promo-1``).
+
 The queue runs it with ``attempts=1`` (a price applied twice is harmful, so nothing retries it
 blindly; an operator retries a dead letter after looking). The key is what makes even that safe:
 
-1. ``PriceChange`` is created for the key (unique) or found; a key already ``applied`` -> no-op.
+1. ``PriceChange`` is created for (owner, key) (unique) or found; a key already ``applied`` -> no-op.
 2. The marketplace call carries the key as ``Idempotency-Key``, so a change that reached the
    marketplace before a crash is not applied twice there either.
 3. ``pending`` -> ``applied`` is one conditional UPDATE: of two concurrent jobs with one key, only
@@ -23,12 +26,15 @@ from features.marketplace.client import MarketplaceClient
 from .models import PriceChange, Product
 
 
-def apply_price(product_id, price, idempotency_key):
-    """Job: set ``product_id``'s price to ``price`` (a decimal string) once per ``idempotency_key``."""
+def apply_price(product_id, price, idempotency_key, owner_id=None):
+    """Job: set ``product_id``'s price to ``price`` (a decimal string) once per owner's ``idempotency_key``.
+
+    ``owner_id`` None: a job from before owners (or enqueued outside the API), keyed as it was then.
+    """
     price = Decimal(price)
     job = get_current_job()
     change, _created = PriceChange.objects.get_or_create(
-        idempotency_key=idempotency_key,
+        owner_id=owner_id, idempotency_key=idempotency_key,
         defaults={"product_id": product_id, "price": price, "job_id": job.id if job else ""},
     )
     if change.product_id != product_id or change.price != price:
@@ -40,7 +46,7 @@ def apply_price(product_id, price, idempotency_key):
         return {"applied": False, "reason": "already applied", "product_id": product_id, "price": str(price)}
 
     with MarketplaceClient() as client:
-        client.set_price(product_id, price, idempotency_key=idempotency_key)
+        client.set_price(product_id, price, idempotency_key=marketplace_key(owner_id, idempotency_key))
 
     now = timezone.now()
     with transaction.atomic():
@@ -52,3 +58,8 @@ def apply_price(product_id, price, idempotency_key):
     if not moved:
         return {"applied": False, "reason": "applied concurrently", "product_id": product_id, "price": str(price)}
     return {"applied": True, "product_id": product_id, "price": str(price)}
+
+
+def marketplace_key(owner_id, idempotency_key):
+    """The ``Idempotency-Key`` sent: one marketplace account serves every owner, so keys must not meet."""
+    return idempotency_key if owner_id is None else f"owner-{owner_id}.{idempotency_key}"

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 
@@ -13,23 +14,35 @@ class Product(models.Model):
 
 
 class PriceChange(models.Model):
-    """One requested price change, keyed by its idempotency key (unique).
+    """One requested price change, keyed by its owner and idempotency key (unique together).
 
     ``pending`` until the marketplace confirmed it, then ``applied``: a job that finds its key
-    already applied does nothing, so the same change can never be applied twice.
+    already applied does nothing, so the same change can never be applied twice. Keys are the
+    owner's own: another owner's identical key is another change. ``owner`` is empty on rows
+    from before owners (and jobs enqueued outside the API); among those the key alone is unique.
     """
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"
         APPLIED = "applied", "applied"
 
-    idempotency_key = models.CharField(max_length=100, unique=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                              related_name="price_changes")
+    idempotency_key = models.CharField(max_length=100)
     product_id = models.PositiveBigIntegerField(db_index=True)
     price = models.DecimalField(max_digits=12, decimal_places=2)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     job_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "idempotency_key"], name="repricer_pricechange_key_per_owner"),
+            # NULLs are distinct in a unique index: rows without an owner keep the old global uniqueness.
+            models.UniqueConstraint(fields=["idempotency_key"], condition=models.Q(owner__isnull=True),
+                                    name="repricer_pricechange_key_without_owner"),
+        ]
 
     def __str__(self):
         return f"{self.idempotency_key}: product {self.product_id} -> {self.price} ({self.status})"

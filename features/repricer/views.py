@@ -1,6 +1,5 @@
 from rest_framework import serializers
 
-import queues
 from features.api import EnqueueView, MoneyField, StrictIntegerField, StrictRegexField, enqueue_schema
 
 from .jobs import apply_price
@@ -14,7 +13,7 @@ class RepriceRequest(serializers.Serializer):
     idempotency_key = StrictRegexField(
         r"^[A-Za-z0-9._-]{1,100}$", max_length=100,
         error_messages={"invalid": "Use 1-100 letters, digits, '.', '_' or '-'."},
-        help_text="the same key applies the price at most once",
+        help_text="the same key applies the price at most once (keys are the caller's own)",
     )
 
 
@@ -29,9 +28,10 @@ class RepricerView(EnqueueView):
 
     def enqueue(self, data):
         key = data["idempotency_key"]
-        job = queues.enqueue(
-            QUEUE, apply_price, data["product_id"], str(data["price"]), key,
+        product_id = self.product(data["product_id"]).product_id  # 404 unless the caller's
+        job = self.enqueue_job(
+            QUEUE, apply_price, product_id, str(data["price"]), key, self.owner.user.pk,
             attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
-            unique=f"price-{key}",  # the same key asked again while waiting returns the same job
+            unique=f"price-{key}",  # the same owner's key asked again while waiting returns the same job
         )
         return job, QUEUE

@@ -57,19 +57,46 @@ def marketplace():
     server.stop()
 
 
-@pytest.fixture
-def api(db):
-    """A DRF test client authenticated with a token (the feature API needs one outside dev)."""
-    from django.contrib.auth.models import User
+def token_client(username, *, staff_perms=()):
+    """A DRF test client authenticated with a token as a new user; ``client.own(cabinets=, products=)``
+    makes that user the owner of those marketplace ids (the endpoints serve only the caller's own)."""
+    from django.contrib.auth.models import Permission, User
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    user = User.objects.create_user("feature-client", password="not-used-here")
+    from features.sellers.models import Cabinet, Product
+
+    user = User.objects.create_user(username, password="not-used-here", is_staff=bool(staff_perms))
+    for perm in staff_perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     token = Token.objects.create(user=user)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     client.token = token.key
+    client.user = user
+
+    def own(cabinets=(), products=()):
+        for cabinet_id in cabinets:
+            Cabinet.objects.update_or_create(cabinet_id=cabinet_id, defaults={"owner": user})
+        for product_id in products:
+            Product.objects.update_or_create(product_id=product_id, defaults={"owner": user})
+        return client
+
+    client.own = own
     return client
+
+
+@pytest.fixture
+def api(db):
+    """A token-authenticated client (the feature API needs one outside dev); ``api.own(cabinets=[12])``."""
+    return token_client("feature-client")
+
+
+@pytest.fixture
+def make_api(db):
+    """``make_api("seller-b", staff_perms=["queues.view_queue_panel"])``: another authenticated client."""
+    return token_client
 
 
 @pytest.fixture

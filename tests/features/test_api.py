@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 import queues
 from features.content.models import ContentGeneration
+from features.sellers.models import Cabinet
 
 
 def closed_port():
@@ -23,6 +24,7 @@ def queued_ids(name):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_sync_request_answers_202_with_the_job_id_and_its_status_url(api):
+    api.own(cabinets=[12])
     response = api.post("/features/orders/sync/", {"cabinet_id": 12}, format="json")
     assert response.status_code == 202
     body = response.json()
@@ -37,6 +39,7 @@ def test_a_sync_request_answers_202_with_the_job_id_and_its_status_url(api):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_second_sync_of_a_waiting_cabinet_returns_the_same_job(api):
+    api.own(cabinets=[5, 6])
     first = api.post("/features/orders/sync/", {"cabinet_id": 5}, format="json").json()
     second = api.post("/features/orders/sync/", {"cabinet_id": 5}, format="json").json()
     other = api.post("/features/orders/sync/", {"cabinet_id": 6}, format="json").json()
@@ -104,6 +107,7 @@ def test_anonymous_requests_are_refused_outside_dev_and_allowed_in_dev():
 @pytest.mark.django_db
 def test_a_logged_in_session_is_enough(django_user_model):
     user = django_user_model.objects.create_user("seller", password="pw-123456")
+    Cabinet.objects.create(cabinet_id=2, owner=user)
     client = APIClient()
     client.force_login(user)
     with override_settings(OPTIMA_ENV="prod"):
@@ -113,6 +117,7 @@ def test_a_logged_in_session_is_enough(django_user_model):
 
 @pytest.mark.django_db(transaction=True)
 def test_queues_unavailable_answers_503_with_a_clear_message_and_no_secret(api):
+    api.own(cabinets=[1], products=[1])
     url = f"redis://someone:hunter2-secret@127.0.0.1:{closed_port()}/0"
     with override_settings(QUEUES_REDIS_URL=url):
         sync = api.post("/features/orders/sync/", {"cabinet_id": 1}, format="json")
@@ -131,6 +136,7 @@ def test_queues_unavailable_answers_503_with_a_clear_message_and_no_secret(api):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_enqueue_inside_the_requests_transaction_waits_for_its_commit(api):
+    api.own(products=[4])
     with transaction.atomic():
         response = api.post("/features/content/", {"product_id": 4, "prompt": "blue hat"}, format="json")
         assert response.status_code == 202
@@ -144,6 +150,8 @@ def test_a_rolled_back_request_enqueues_nothing(api):
     class Rollback(Exception):
         pass
 
+    api.own(products=[4])
+
     with pytest.raises(Rollback), transaction.atomic():
         api.post("/features/content/", {"product_id": 4, "prompt": "blue hat"}, format="json")
         raise Rollback
@@ -153,6 +161,7 @@ def test_a_rolled_back_request_enqueues_nothing(api):
 
 @pytest.mark.django_db(transaction=True)
 def test_job_status_of_a_waiting_job(api):
+    api.own(products=[8])
     job_id = api.post("/features/repricer/", {"product_id": 8, "price": "19.90", "idempotency_key": "k-8"},
                       format="json").json()["job_id"]
     status = api.get(f"/jobs/{job_id}/")
@@ -183,4 +192,4 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
     assert sorted(schema["paths"]) == ["/features/content/", "/features/orders/sync/", "/features/repricer/",
                                        "/jobs/{job_id}/"]
     assert sorted(schema["paths"]["/features/repricer/"]["post"]["responses"]) == [
-        "202", "400", "401", "403", "415", "503"]
+        "202", "400", "401", "403", "404", "413", "415", "503"]

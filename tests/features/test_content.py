@@ -9,6 +9,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def generate(api, product_id, prompt):
+    api.own(products=[product_id])
     response = api.post("/features/content/", {"product_id": product_id, "prompt": prompt}, format="json")
     assert response.status_code == 202, response.content
     return response.json()["job_id"]

@@ -8,6 +8,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def sync(api, cabinet_id):
+    api.own(cabinets=[cabinet_id])
     response = api.post("/features/orders/sync/", {"cabinet_id": cabinet_id}, format="json")
     assert response.status_code == 202, response.content
     return response.json()["job_id"]

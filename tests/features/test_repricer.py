@@ -8,6 +8,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def reprice(api, product_id, price, key):
+    api.own(products=[product_id])
     response = api.post("/features/repricer/", {"product_id": product_id, "price": price, "idempotency_key": key},
                         format="json")
     assert response.status_code == 202, response.content
