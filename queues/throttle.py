@@ -153,7 +153,7 @@ def retry_after(request):
                      type(exc).__name__, exc, address)
         return 0
     wait = max(1, math.ceil(stats.reset_time - time.time()))
-    logger.warning("sign-in refused: %s failed sign-ins from %s reached; retry in %ss", item, address, wait)
+    logger.warning("sign-in refused from %s: failed sign-ins reached %s; retry in %ss", address, item, wait)
     return wait
 
 

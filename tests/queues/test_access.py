@@ -193,3 +193,37 @@ def test_superuser_gets_in_in_prod_with_every_right(prod, django_user_model, que
     assert client.get(HOME).status_code == 200
     assert client.post(PAUSE).status_code == 302
     assert pause.is_paused("default") is True
+
+
+@pytest.mark.parametrize("env", ["stage", "prod"])
+def test_a_short_basic_auth_password_in_stage_or_prod_is_error_e021(settings, env):
+    from django.core.checks import Error
+
+    settings.OPTIMA_ENV = env
+    settings.QUEUE_BOARD_USER = BASIC_USER
+    settings.QUEUE_BOARD_PASSWORD = "a"
+    errors = [m for m in run_checks() if m.id == "queues.E021"]
+    assert errors == [Error(
+        f"QUEUE_BOARD_PASSWORD is 1 characters long; OPTIMA_ENV={env} needs at least 16: the queue panel's "
+        "basic auth stays off until it is longer.",
+        hint="Set QUEUE_BOARD_PASSWORD (from the environment) to a long random value, e.g. the output of "
+             "python -c 'import secrets; print(secrets.token_urlsafe(24))'.",
+        id="queues.E021",
+    )]
+
+
+@pytest.mark.parametrize("env, password", [("prod", "x" * 16), ("dev", "a"), ("test", "a"), ("prod", "")])
+def test_a_long_enough_password_or_an_open_environment_raises_no_e021(settings, env, password):
+    settings.OPTIMA_ENV = env
+    settings.QUEUE_BOARD_USER = BASIC_USER
+    settings.QUEUE_BOARD_PASSWORD = password
+    assert [m for m in run_checks() if m.id == "queues.E021"] == []
+
+
+def test_a_short_password_in_prod_keeps_basic_auth_off(settings):
+    settings.OPTIMA_ENV = "prod"
+    settings.QUEUE_BOARD_USER = BASIC_USER
+    settings.QUEUE_BOARD_PASSWORD = "a"
+    response = Client().get(HOME, **basic_header(password="a"))
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/login/?next=/admin/queues/"

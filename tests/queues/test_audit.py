@@ -151,3 +151,35 @@ def test_audit_admin_filters_by_action_and_outcome(django_user_model):
     assert [e.job_ids for e in page.context["cl"].result_list] == [["j1"]]
     page = client.get("/admin/queues/auditentry/", {"q": "j1"})
     assert [e.action for e in page.context["cl"].result_list] == ["retry"]
+
+
+def test_a_forged_log_line_in_a_queue_name_is_escaped(dev, queue_redis):
+    import io
+    import logging
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    audit_logger = logging.getLogger("queues.audit")
+    audit_logger.addHandler(handler)
+    try:
+        response = dev.post("/admin/queues/pause/x%0AINFO queues.audit: audit: admin pause queue=orders ok%1b[2J/")
+    finally:
+        audit_logger.removeHandler(handler)
+    assert response.status_code == 302
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("WARNING queues.audit: audit: anonymous (OPTIMA_ENV=dev) pause "
+                               "queue=x\\nINFO queues.audit: audit: admin pause queue=orders ok\\x1b[2J jobs= outcome=error")
+    assert AuditEntry.objects.get().queue == "x\nINFO queues.audit: audit: admin pause queue=orders ok\x1b[2J"
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("plain-id", "plain-id"), ("a\nb", "a\\nb"), ("a\r\nb", "a\\r\\nb"), ("\x1b[31mred", "\\x1b[31mred"),
+    ("tab\there", "tab\\there"), ("line\u2028sep", "line\\u2028sep"), ("rtl\u202eoverride", "rtl\\u202eoverride"),
+    ("back\\nslash", "back\\\\nslash"), ("Заказы-ü", "Заказы-ü"), (42, "42"),
+])
+def test_escape_makes_any_value_one_printable_line(raw, shown):
+    from queues.logsafe import escape
+
+    assert escape(raw) == shown
