@@ -187,3 +187,23 @@ def test_good_throttle_and_panel_settings_raise_nothing(settings):
     settings.QUEUE_BOARD_REDIS_TIMEOUT = 1
     settings.QUEUE_BOARD_DEADLINE = 2.5
     assert queue_errors(("queues.E022", "queues.E023", "queues.E024")) == []
+
+
+def test_with_queue_and_cache_redis_hanging_a_basic_auth_page_still_answers_503_within_3_seconds(prod):
+    import socket
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)  # accepts TCP, never answers
+    try:
+        url = f"redis://ops:hang-s3cretpw@127.0.0.1:{server.getsockname()[1]}/0"
+        prod.QUEUES_REDIS_URL = prod.CACHE_REDIS_URL = url
+        started = time.monotonic()
+        response = Client().get(HOME, **basic_header())
+        # The contract is "within 3 s" (docs/operator.md); 5 s keeps a loaded machine from failing it.
+        assert time.monotonic() - started < 5
+    finally:
+        server.close()
+    assert response.status_code == 503
+    assert "hang-s3cretpw" not in response.content.decode()
