@@ -34,7 +34,6 @@ import hmac
 from dataclasses import dataclass
 
 import redis
-
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import redirect_to_login
@@ -181,7 +180,8 @@ def _digest(text):
 
 
 def decide(request):
-    """The Access of this request (see the module's table)."""
+    """The Access of this request (see the module's table). A wrong basic-auth attempt is counted,
+    logged and audited here (``queues.throttle.record_failure``), once per request."""
     user = getattr(request, "user", None)
     authenticated = bool(user is not None and user.is_authenticated and user.is_active)
     if env() in OPEN_ENVS:

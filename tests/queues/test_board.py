@@ -362,7 +362,9 @@ def _panel_requests():
 
 
 def test_with_a_hanging_redis_every_panel_page_answers_503_naming_the_masked_url(client, hanging_redis, settings):
-    settings.QUEUE_BOARD_REDIS_TIMEOUT = 0.1  # the contract's timing is the test above; this one is about every page
+    # The contract's timing is the test above; this one is about every page, so it waits less.
+    settings.QUEUE_BOARD_REDIS_TIMEOUT = 0.1
+    settings.OPTIMA_QUEUES_OPTIONS = {"SOCKET_TIMEOUT": 0.2}  # the queue-wide actions' timeout
     requests = _panel_requests()
     assert len(requests) >= 25
     answers = {}
@@ -371,6 +373,16 @@ def test_with_a_hanging_redis_every_panel_page_answers_503_naming_the_masked_url
         html = response.content.decode()
         answers[path] = (response.status_code, hanging_redis in html, "hang-s3cretpw" in html)
     assert answers == {path: (503, True, False) for _, path, _ in requests}
+
+
+def test_no_redis_command_starts_after_the_panel_requests_deadline(queue_redis):
+    from queues.board import bounded
+
+    with bounded.request_scope(deadline=60):
+        assert bounded.connection().ping() is True
+    with bounded.request_scope(deadline=0):
+        with pytest.raises(bounded.DeadlineExceeded):
+            bounded.connection().ping()
 
 
 def test_the_panels_bounded_clients_stay_inside_the_panel(queue_redis):
