@@ -23,6 +23,7 @@ import re
 import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -64,7 +65,19 @@ class StrictIntegerField(_StrictJsonType, serializers.IntegerField):
 
 
 class StrictCharField(_StrictJsonType, serializers.CharField):
+    """A JSON string without NUL characters (a database text column refuses them).
+
+    DRF refuses NUL with a validator the OpenAPI schema cannot show; this regex says the same
+    thing in the schema (``pattern``), so a schema-valid string is never refused.
+    """
+
     json_types = (str,)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+        self.validators.append(RegexValidator(r"^[^\x00]*$", "Null characters are not allowed.",
+                                              code="null_characters_not_allowed"))
 
 
 class StrictRegexField(_StrictJsonType, serializers.RegexField):

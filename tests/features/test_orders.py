@@ -57,7 +57,8 @@ def test_a_permanent_4xx_goes_to_the_dead_letter_at_once(api, marketplace, featu
     job_id = sync(api, 24)
     status = wait_job(api, job_id, worker=worker)
     assert status["state"] == "failed"
-    assert "answered 404" in status["error"]
+    assert status["error"] == ('MarketplaceRejected: GET <url> answered 404: {"error": "cabinet 24 is not connected"}')
+    assert marketplace.url not in status["error"]  # the internal URL stays in the dead-letter admin
     assert status["dead_reason"] == "permanent"
     row = dead_letter(job_id)
     assert row.queue == "orders-sync"
