@@ -98,7 +98,7 @@ class PanelOperator(AnonymousUser):
 
 
 def env():
-    return getattr(settings, "OPTIMA_ENV", "dev")
+    return getattr(settings, "OPTIMA_ENV", "prod")  # unset means prod, as in optima_site/settings.py
 
 
 def basic_auth_settings():

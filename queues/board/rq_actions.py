@@ -186,10 +186,11 @@ def _walk_failed(queue, handle_chunk):
 
 def _act_on_all_failed(request, queue, action, per_job, mark, verb):
     """Take every failed job of ``queue`` out of the failed registry in chunks, apply
-    ``per_job(pipe, job)`` to each, ``mark(ids)`` their dead-letter rows, and audit the whole as one
-    ``action``. Returns how many were handled."""
+    ``per_job(pipe, job)`` to each job Redis still has, ``mark(ids, found_ids)`` their dead-letter
+    rows, and audit the whole as one ``action``. Returns (jobs acted on, ids whose job was gone)."""
     registry = FailedJobRegistry(queue.name, queue.connection)
     touched = []
+    gone = []
 
     def handle(ids):
         jobs = OptimaJob.fetch_many(ids, connection=queue.connection, serializer=queue.serializer)
@@ -199,7 +200,9 @@ def _act_on_all_failed(request, queue, action, per_job, mark, verb):
                 if job is not None:
                     per_job(pipe, job)
             pipe.execute()
-        mark(ids)
+        found = [job_id for job_id, job in zip(ids, jobs) if job is not None]
+        gone.extend(job_id for job_id, job in zip(ids, jobs) if job is None)
+        mark(ids, found)
         if len(touched) < audit.MAX_JOB_IDS:
             touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
 
@@ -208,8 +211,11 @@ def _act_on_all_failed(request, queue, action, per_job, mark, verb):
     except Exception as exc:
         audit.record(request, action, queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
         raise
-    audit.record(request, action, queue.name, touched, "ok", f"{verb} {count} failed jobs")
-    return count
+    detail = f"{verb} {count - len(gone)} failed jobs"
+    if gone:
+        detail += f"; {len(gone)} listed in the failed registry were no longer in Redis (taken off the registry)"
+    audit.record(request, action, queue.name, touched, "ok", detail)
+    return count - len(gone), gone
 
 
 def delete_all_failed(request, queue_index):
@@ -221,8 +227,9 @@ def delete_all_failed(request, queue_index):
     def delete(pipe, job):
         job.delete(pipeline=pipe, remove_from_queue=False)
 
-    count = _act_on_all_failed(request, queue, "delete_all_failed", delete,
-                               lambda ids: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted")
+    # A job already gone from Redis is as deleted as it gets: its row is discarded too.
+    count, _ = _act_on_all_failed(request, queue, "delete_all_failed", delete,
+                                  lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted")
     messages.info(request, f"You have successfully deleted {count} failed job{'s' if count != 1 else ''}.")
     return redirect("django_rq:home")
 
@@ -239,9 +246,14 @@ def requeue_all_failed(request, queue_index):
         job.set_status(JobStatus.QUEUED, pipeline=pipe)
         rqcompat.enqueue_prepared(queue, job, pipe)
 
-    count = _act_on_all_failed(
+    # Only the rows of jobs actually requeued become "retried"; a row whose job was gone stays open
+    # (the dead-letter admin's Retry enqueues it anew from its stored arguments).
+    count, gone = _act_on_all_failed(
         request, queue, "requeue_all", requeue,
-        lambda ids: mark_dead_letters(ids, DeadLetter.Status.RETRIED, retried_as_self=True), "requeued",
+        lambda ids, found: mark_dead_letters(found, DeadLetter.Status.RETRIED, retried_as_self=True), "requeued",
     )
     messages.info(request, f"You have successfully requeued {count} job{'s' if count != 1 else ''}!")
+    if gone:
+        messages.warning(request, f"{len(gone)} failed job{'s' if len(gone) != 1 else ''} no longer in Redis "
+                                  "could not be requeued; retry their dead letters from the dead-letter admin.")
     return redirect("django_rq:jobs", queue_index)
