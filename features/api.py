@@ -23,15 +23,15 @@ import re
 import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import queues
+from features.fields import MoneyField, StrictCharField, StrictIntegerField, StrictRegexField  # noqa: F401 (API)
 from features.parsers import SafeJSONParser
 from features.redaction import public_error, shown
 from features.sellers import owners
@@ -40,74 +40,6 @@ logger = logging.getLogger(__name__)
 
 UNAVAILABLE_RETRY_AFTER = 5  # seconds a client is told to wait after a 503
 JOB_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,200}")
-
-
-# --- strict request fields ---------------------------------------------------------------------
-# DRF coerces by default ("12" -> 12, 0 -> "0"); the API promises JSON types in its schema, so a
-# value of another JSON type is refused with a message that names the type it got.
-JSON_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
-
-
-class _StrictJsonType:
-    json_types = ()
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) and bool not in self.json_types or not isinstance(data, self.json_types):
-            expected = " or ".join(JSON_TYPE_NAMES[t] for t in self.json_types)
-            got = JSON_TYPE_NAMES.get(type(data), type(data).__name__)
-            article = "an" if got[0] in "aeiou" else "a"
-            raise serializers.ValidationError(f"Must be a JSON {expected}, got {article} {got}.", code="invalid")
-        return super().to_internal_value(data)
-
-
-class StrictIntegerField(_StrictJsonType, serializers.IntegerField):
-    json_types = (int,)
-
-
-class StrictCharField(_StrictJsonType, serializers.CharField):
-    """A JSON string without NUL characters (a database text column refuses them).
-
-    DRF refuses NUL with a validator the OpenAPI schema cannot show; this regex says the same
-    thing in the schema (``pattern``), so a schema-valid string is never refused.
-    """
-
-    json_types = (str,)
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
-        self.validators.append(RegexValidator(r"^[^\x00]*$", "Null characters are not allowed.",
-                                              code="null_characters_not_allowed"))
-
-
-class StrictRegexField(_StrictJsonType, serializers.RegexField):
-    json_types = (str,)
-
-
-MONEY_PATTERN = r"^([1-9][0-9]{0,9}(\.[0-9]{1,2})?|0\.(0[1-9]|[1-9][0-9]?))$"
-
-
-@extend_schema_field({"type": "string", "format": "decimal", "pattern": MONEY_PATTERN, "example": "19.90"})
-class MoneyField(_StrictJsonType, serializers.DecimalField):
-    """A positive amount as a JSON string ("19.90"; at most 10 digits before the point and 2 after).
-
-    A string, because a JSON number is a binary float and may not hold the amount exactly.
-    """
-
-    json_types = (str,)
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_digits", 12)
-        kwargs.setdefault("decimal_places", 2)
-        kwargs.setdefault("coerce_to_string", True)
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data):
-        if isinstance(data, str) and not re.fullmatch(MONEY_PATTERN, data):
-            raise serializers.ValidationError(
-                "Must be a positive amount like '19.90' (digits, at most 2 after the point, no sign).", code="invalid"
-            )
-        return super().to_internal_value(data)
 
 
 # --- response shapes (used by the views and by the OpenAPI schema) -------------------------------
@@ -332,4 +264,5 @@ class JobStatusView(FeatureView):
         return Response(JobStatusSerializer(payload).data)
 
 
-__all__ = ["EnqueueView", "FeatureView", "JobStatusView", "enqueue_schema"]
+__all__ = ["EnqueueView", "FeatureView", "JobStatusView", "enqueue_schema", "MoneyField", "StrictCharField",
+           "StrictIntegerField", "StrictRegexField"]

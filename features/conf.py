@@ -50,7 +50,7 @@ def sync_cabinets():
     """Cabinet ids synced on a schedule: ORDERS_SYNC_CABINETS ('1,2,3' or a list), dev default 1-4."""
     value = get("ORDERS_SYNC_CABINETS")
     if value is None:
-        return [1, 2, 3, 4] if getattr(settings, "OPTIMA_ENV", "dev") == "dev" else []
+        return [1, 2, 3, 4] if getattr(settings, "OPTIMA_ENV", "prod") == "dev" else []
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",") if p.strip()]
         try:
@@ -68,5 +68,5 @@ def sync_interval():
     """
     value = get("ORDERS_SYNC_INTERVAL")
     if value is None:
-        return 30 if getattr(settings, "OPTIMA_ENV", "dev") == "dev" else 300
+        return 30 if getattr(settings, "OPTIMA_ENV", "prod") == "dev" else 300
     return int(value)

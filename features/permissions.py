@@ -4,8 +4,11 @@ from rest_framework.permissions import BasePermission
 
 
 def dev_mode():
-    """True in local development (OPTIMA_ENV=dev), read per request so tests can flip it."""
-    return getattr(settings, "OPTIMA_ENV", "dev") == "dev"
+    """True in local development (OPTIMA_ENV=dev), read per request so tests can flip it.
+
+    Without the setting at all: not dev (safe by default, as the settings treat an unset OPTIMA_ENV).
+    """
+    return getattr(settings, "OPTIMA_ENV", "prod") == "dev"
 
 
 class IsAuthenticatedOutsideDev(BasePermission):

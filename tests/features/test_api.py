@@ -193,3 +193,12 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
                                        "/jobs/{job_id}/"]
     assert sorted(schema["paths"]["/features/repricer/"]["post"]["responses"]) == [
         "202", "400", "401", "403", "404", "413", "415", "503"]
+
+
+def test_without_an_optima_env_setting_the_api_is_not_in_dev_mode(settings):
+    from features.permissions import dev_mode
+
+    del settings.OPTIMA_ENV
+    assert dev_mode() is False
+    settings.OPTIMA_ENV = "dev"
+    assert dev_mode() is True
