@@ -141,6 +141,8 @@ RQ_QUEUES = RQQueuesSetting()
 # set (queues.W020 warns when only one is). Staff accounts with the panel permission always work.
 QUEUE_BOARD_USER = os.environ.get("QUEUE_BOARD_USER", "")
 QUEUE_BOARD_PASSWORD = os.environ.get("QUEUE_BOARD_PASSWORD", "")
+# Reverse proxies whose X-Forwarded-For is believed for the sign-in throttle (queues/throttle.py).
+QUEUE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("QUEUE_TRUSTED_PROXIES", "").split(",") if p.strip()]
 # django-rq's own admin entry (/admin/django_rq/...) would serve its views without the panel's
 # access control and audit: the panel lives at /admin/queues/ only.
 RQ_SHOW_ADMIN_LINK = False
@@ -244,7 +246,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Control characters in any logged message are escaped: a request cannot forge a log line.
+    "filters": {"escape": {"()": "queues.logsafe.EscapeControlCharacters"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["escape"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
