@@ -23,7 +23,9 @@ import re
 import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.urls import reverse
+from django.http import JsonResponse
+from django.urls import Resolver404, resolve, reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
@@ -262,6 +264,26 @@ class JobStatusView(FeatureView):
             return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
                             status=status.HTTP_404_NOT_FOUND)
         return Response(JobStatusSerializer(payload).data)
+
+
+@csrf_exempt
+def unknown_endpoint(request, rest=""):
+    """Any other path under ``features/`` or ``jobs/``: a JSON 404, not Django's HTML page.
+
+    Also catches a POST missing its trailing slash, which Django would otherwise answer with a 500
+    in DEBUG (APPEND_SLASH cannot redirect a POST) and a redirect that drops the body elsewhere.
+    """
+    path = request.path
+    hint = f" Did you mean {path}/ ?" if not path.endswith("/") and _resolves(path + "/") else ""
+    return JsonResponse({"detail": f"No endpoint {shown(path, 100)!r}.{hint}"}, status=status.HTTP_404_NOT_FOUND)
+
+
+def _resolves(path):
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return False
+    return match.func is not unknown_endpoint
 
 
 __all__ = ["EnqueueView", "FeatureView", "JobStatusView", "enqueue_schema", "MoneyField", "StrictCharField",

@@ -1,9 +1,9 @@
 """The feature API: POST endpoints that enqueue, job status, and the OpenAPI schema (docs/api.md)."""
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import AllowAny
 
-from features.api import JobStatusView
+from features.api import JobStatusView, unknown_endpoint
 from features.content.views import ContentView
 from features.orders.views import OrdersSyncView
 from features.repricer.views import RepricerView
@@ -17,4 +17,6 @@ urlpatterns = [
     path("jobs/<str:job_id>/", JobStatusView.as_view(), name="job-status"),
     # The schema is documentation, with nothing secret in it: public, like the Swagger page it feeds.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
+    # Last: any other path of the API answers a JSON 404 (docs/api.md: every 4xx is JSON).
+    re_path(r"^(?:features|jobs)(?:/.*)?$", unknown_endpoint),
 ]

@@ -197,3 +197,23 @@ def test_a_nul_character_is_refused_and_the_schema_says_so(client):
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     prompt = schema["components"]["schemas"]["ContentRequest"]["properties"]["prompt"]
     assert prompt["pattern"] == "^[^\\u0000]*$"
+
+
+@pytest.mark.parametrize("method, path, hint", [
+    ("post", "/features/orders/sync", " Did you mean /features/orders/sync/ ?"),
+    ("get", "/jobs/abc", " Did you mean /jobs/abc/ ?"),
+    ("get", "/jobs/a/b/", ""),
+    ("post", "/features/nope/", ""),
+    ("get", "/features", ""),
+])
+def test_an_unknown_api_path_is_a_json_404(client, method, path, hint):
+    response = getattr(client, method)(path, {"cabinet_id": 1}, format="json")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": f"No endpoint {path!r}.{hint}"}
+
+
+@override_settings(DEBUG=True)
+def test_a_post_without_its_trailing_slash_is_not_a_500_in_debug(client):
+    response = client.post("/features/orders/sync", {"cabinet_id": 1}, format="json")
+    assert response.status_code == 404
