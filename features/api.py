@@ -1,7 +1,7 @@
-"""What every feature endpoint shares: access, the 202/400/503 answers, and the job status view.
+"""What every feature endpoint shares: access, owners, the 202/400/404/413/503 answers, job status.
 
-A feature view validates its JSON body with a serializer, enqueues with ``queues.enqueue`` and
-answers through ``EnqueueView``:
+A feature view validates its JSON body with a serializer, enqueues with ``self.enqueue_job`` (the
+caller recorded as the job's owner) and answers through ``EnqueueView``:
 
 - 400 ``{"detail", "errors": [{"field", "value", "messages"}]}`` on a bad body, naming each field
   and the value it got;
