@@ -26,6 +26,7 @@ retry_of             admin retry (board)            dead job this one retries
 schedule             periodic run (schedules)       schedule id of a periodic run
 scheduled_for        periodic run (schedules)       ISO time of the tick it runs for
 progress             job code (features)            free-form progress of a running job
+owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>/`` (user id or "anonymous")
 ==================== ============================== =========================================
 
 A periodic job's *template* (the rq-scheduler entry ``queues.schedules.register`` writes; never run
@@ -53,6 +54,7 @@ RETRY_OF = "retry_of"
 SCHEDULE = "schedule"
 SCHEDULED_FOR = "scheduled_for"
 PROGRESS = "progress"
+OWNER = "owner"
 TEMPLATE_SCHEDULE = "optima_schedule"
 TEMPLATE_DIGEST = "digest"
 
