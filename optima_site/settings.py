@@ -246,9 +246,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # Control characters in any logged message are escaped: a request cannot forge a log line.
+    # Control characters in what a request puts into a log line are escaped, so a request cannot
+    # forge a line: the queues app's own loggers do it themselves (queues/logsafe.py); these are
+    # Django's request loggers. Not on the handler: a worker's tracebacks stay multi-line.
     "filters": {"escape": {"()": "queues.logsafe.EscapeControlCharacters"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["escape"]}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {name: {"filters": ["escape"]} for name in ("django.request", "django.server", "django.security")},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 
