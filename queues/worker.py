@@ -334,13 +334,27 @@ class WorkerBehaviour(BaseWorker):
             return job, queue
 
     def _fetch(self, queue, job_id):
-        """The popped job; None (and the id dropped from the intermediate list) when its hash is gone."""
+        """The popped job; None (and the id dropped from the intermediate list) when its hash is gone
+        or cannot be read."""
         from rq.exceptions import NoSuchJobError
 
         try:
-            return self.job_class.fetch(job_id, connection=self.connection, serializer=self.serializer)
+            job = self.job_class.fetch(job_id, connection=self.connection, serializer=self.serializer)
+            # rq keeps a meta it cannot decode as raw bytes, which no outcome could then be written
+            # with: refuse the job here. (A payload it cannot decode fails the attempt, visibly.)
+            job.serializer.dumps(job.meta)
+            return job
         except NoSuchJobError:
             self.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+            return None
+        except REDIS_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash: never the end of the worker
+            # Dropped from the queue with an ERROR naming the key; the hash itself is left in Redis
+            # untouched for investigation (nothing in it is run or decoded further).
+            self.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+            self.log.error("Worker %s: dropped job %s of queue %s: its hash %s cannot be read (%s: %s)",
+                           self.name, job_id, queue.name, keys.job_key(job_id), type(exc).__name__, exc)
             return None
 
     def _log_paused(self):

@@ -40,6 +40,7 @@ from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from .. import events, jobmeta, keys
+from .outage import REDIS_ERRORS
 
 logger = logging.getLogger("queues.resilience")
 
@@ -133,6 +134,11 @@ class Scan:
                 self.recover_started(queue, job_id, execution_id, owner)
             except NoSuchJobError:
                 continue
+            except REDIS_ERRORS:
+                raise  # Redis is away: the whole scan waits (liveness.py)
+            except Exception:  # noqa: BLE001 — one unreadable job must not stop the scan of the others
+                self.log.exception("Abandoned-job scan: skipped started entry %s:%s of %s (job hash %s): "
+                                   "it cannot be read", job_id, execution_id, wip_key, keys.job_key(job_id))
         return {job_id for job_id, _ in parsed}
 
     def recover_started(self, queue, job_id, execution_id, worker_name):
