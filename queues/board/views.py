@@ -25,7 +25,8 @@ JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 @guard
 def home(request):
     """django-rq's dashboard (same statistics, same template), with pause state and job search."""
-    stats = get_statistics(run_maintenance_tasks=True)
+    # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py).
+    stats = get_statistics(run_maintenance_tasks=False)
     paused = pause.paused_names(bounded.connection())
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
@@ -34,7 +35,7 @@ def home(request):
         **stats,
         **get_scheduler_statistics(),
         "view_metrics": RQCollector is not None,
-        "cron_schedulers": get_cron_schedulers(),
+        "cron_schedulers": get_cron_schedulers(),  # read-only: readonly.ReadOnlyCronScheduler
         "can_act": request.queue_access.can_act,
         "access": request.queue_access,
         "prefix": conf.prefix(),

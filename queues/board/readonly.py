@@ -1,0 +1,152 @@
+"""django-rq's panel views made JSON-only and read-only, without copying them.
+
+Why patched rather than replaced: django-rq's views are ~700 lines of pages and templates we want
+unchanged (STYLE: use the library that already does the job). What made them unsafe is a handful
+of names they import, so ``install()`` (called by ``urls.py``, like ``bounded.install``) rebinds
+those names *in django-rq's view modules only* (``django_rq.views``, ``django_rq.utils``,
+``django_rq.cron_views``); rq itself, the workers and the schedulers are untouched.
+
+| django-rq used | harm on a GET | rebound to |
+| --- | --- | --- |
+| ``StartedJobRegistry(...)`` etc., no serializer | ``len()`` runs ``cleanup()``, which fetches expired jobs with **pickle** and moves them to failed (and promotes rate-limited jobs) | ``_read_only(cls)``: JSON serializer, ``OptimaJob``, ``cleanup()`` does nothing |
+| ``get_queue_by_index`` | ``queue.fetch_job`` removes an id whose hash is gone (LREM) | ``ReadOnlyQueue`` (registries above, no removal) |
+| ``get_jobs`` | removes from the registry ids whose hash is gone | ``get_jobs``: skips them |
+| ``clean_worker_registry`` | SREMs dead worker keys | nothing (workers' maintenance does it) |
+| ``Worker`` | ``find_by_key`` builds a pickle worker, whose current job is fetched with pickle | ``JSONWorker`` |
+| ``DjangoCronScheduler.all(cleanup=True)`` | ZREMs stale cron schedulers | ``ReadOnlyCronScheduler``: never cleans |
+| ``get_scheduler_by_index`` | rq-scheduler's ``get_jobs`` cancels ids whose hash is gone | the scheduler with ``cancel`` a no-op for the request |
+
+The dashboard (``views.home``) calls ``get_statistics(run_maintenance_tasks=False)``; django-rq's
+``metrics`` of the panel gets ``ReadOnlyQueue`` too (``django_rq.contrib.prometheus.get_queue``).
+Registry maintenance is the workers' job (rq's maintenance task), never a page's.
+``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
+"""
+import importlib
+
+from django_rq.cron import DjangoCronScheduler
+from rq.registry import (
+    CanceledJobRegistry,
+    DeferredJobRegistry,
+    FailedJobRegistry,
+    FinishedJobRegistry,
+    ScheduledJobRegistry,
+    StartedJobRegistry,
+)
+from rq.serializers import JSONSerializer
+from rq.worker import Worker
+
+from ..registry import OptimaJob, OptimaQueue
+
+
+def _read_only(cls):
+    """``cls`` (an rq registry) reading JSON jobs, with a ``cleanup`` that writes nothing."""
+
+    def __init__(self, *args, **kwargs):
+        cls.__init__(self, *args, **kwargs)
+        self.serializer = JSONSerializer
+        self.job_class = OptimaJob
+
+    def cleanup(self, *args, **kwargs):
+        return []  # a page only reads: the workers' maintenance cleans registries
+
+    return type(f"ReadOnly{cls.__name__}", (cls,), {"__init__": __init__, "cleanup": cleanup,
+                                                     "__module__": __name__})
+
+
+REGISTRIES = {cls.__name__: _read_only(cls) for cls in (
+    StartedJobRegistry, FinishedJobRegistry, FailedJobRegistry, DeferredJobRegistry, ScheduledJobRegistry,
+    CanceledJobRegistry)}
+
+
+class ReadOnlyQueue(OptimaQueue):
+    """The panel's queue: JSON jobs, read-only registries, and ``fetch_job`` never removes an id."""
+
+    def fetch_job(self, job_id):
+        job = OptimaJob.fetch_many([job_id], connection=self.connection)[0]
+        return job if job is not None and job.origin == self.name else None
+
+    def _registry(self, name):
+        return REGISTRIES[name](queue=self)
+
+    started_job_registry = property(lambda self: self._registry("StartedJobRegistry"))
+    finished_job_registry = property(lambda self: self._registry("FinishedJobRegistry"))
+    failed_job_registry = property(lambda self: self._registry("FailedJobRegistry"))
+    deferred_job_registry = property(lambda self: self._registry("DeferredJobRegistry"))
+    scheduled_job_registry = property(lambda self: self._registry("ScheduledJobRegistry"))
+    canceled_job_registry = property(lambda self: self._registry("CanceledJobRegistry"))
+
+
+class JSONWorker(Worker):
+    """rq's Worker as the panel reads it: JSON serializer and jobs, whatever the caller passes."""
+
+    @classmethod
+    def find_by_key(cls, worker_key, connection, job_class=None, queue_class=None, serializer=None):
+        return super().find_by_key(worker_key, connection, job_class=OptimaJob, queue_class=OptimaQueue,
+                                   serializer=JSONSerializer)
+
+    @classmethod
+    def all(cls, connection=None, job_class=None, queue_class=None, queue=None, serializer=None):
+        return super().all(connection=connection, job_class=OptimaJob, queue_class=OptimaQueue, queue=queue,
+                           serializer=JSONSerializer)
+
+
+class ReadOnlyCronScheduler(DjangoCronScheduler):
+    @classmethod
+    def all(cls, connection, cleanup=True):
+        return super().all(connection, cleanup=False)
+
+
+def get_queue_by_index(index):
+    from django_rq.queues import get_queue_by_index as original
+
+    queue = original(index)
+    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=queue._is_async)
+
+
+def get_queue(name, *args, **kwargs):
+    from django_rq.queues import get_queue as original
+
+    queue = original(name, *args, **kwargs)
+    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=queue._is_async)
+
+
+def get_scheduler_by_index(index):
+    from django_rq.queues import get_scheduler_by_index as original
+
+    scheduler = original(index)
+    scheduler.cancel = lambda *args, **kwargs: None  # get_jobs() cancels missing ids: not on a page
+    return scheduler
+
+
+def get_jobs(queue, job_ids, registry=None):
+    """django-rq's ``get_jobs`` without removing the ids whose hash is gone."""
+    return [job for job in OptimaJob.fetch_many(job_ids, connection=queue.connection) if job is not None]
+
+
+def clean_worker_registry(queue):
+    """A page leaves dead worker keys to the workers' maintenance."""
+
+
+def clean_registries(queue, exception_handlers=None):
+    """A page leaves registry maintenance to the workers (get_statistics(run_maintenance_tasks=True))."""
+
+
+_REBIND = {
+    "django_rq.views": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs,
+                        "clean_worker_registry": clean_worker_registry, "Worker": JSONWorker,
+                        "get_scheduler_by_index": get_scheduler_by_index},
+    "django_rq.utils": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "Worker": JSONWorker,
+                        "DjangoCronScheduler": ReadOnlyCronScheduler, "clean_worker_registry": clean_worker_registry,
+                        "clean_registries": clean_registries},
+    "django_rq.contrib.prometheus": {"get_queue": get_queue},
+    "django_rq.cron_views": {"get_queue_by_index": get_queue_by_index, "DjangoCronScheduler": ReadOnlyCronScheduler},
+}
+
+
+def install():
+    """Rebind the names of the module's table in django-rq's view modules (idempotent)."""
+    for module_name, names in _REBIND.items():
+        module = importlib.import_module(module_name)
+        for name, value in names.items():
+            if hasattr(module, name):
+                setattr(module, name, value)
