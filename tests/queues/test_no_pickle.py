@@ -1,0 +1,169 @@
+"""Nothing the web reads from Redis runs code, and a GET of the panel changes nothing in Redis.
+
+Someone with write access to the queues' Redis plants pickles whose ``__reduce__`` creates a file
+(job data, meta, result, exception info; one job in the queue and in every registry, the started
+one stale so rq's cleanup would load it). Then a staff operator with every permission opens every
+URL of the panel (walked from the URLconf, not listed by hand), ``/metrics``, ``/healthz``, the
+dead-letter admin and ``/jobs/<id>/``: no file appears, and no key under the prefix changed.
+"""
+import pickle
+import time
+import zlib
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
+from rq.job import Job
+from rq.results import Result
+from rq.worker import Worker
+
+from queues import conf
+from queues.registry import get_queue
+
+pytestmark = pytest.mark.django_db
+
+DEFAULT = 1  # django-rq numbers queues by sorted name: content 0, default 1, ...
+PLACES = ("queued", "started", "finished", "failed", "scheduled", "deferred", "canceled")
+
+
+class Boom:
+    """Unpickling it creates the file ``path``: proof that pickle ran on what Redis held."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def plant(connection, trap):
+    """One pickled job per place of queue "default"; returns {place: job_id}."""
+    queue = get_queue("default", connection=connection)
+    past, future = time.time() - 3600, time.time() + 3600
+    ids = {}
+    for place in PLACES:
+        job_id = f"planted-{place}"
+        job = Job.create("tests.jobs.sample.add", args=[Boom(trap / f"{place}-args")], id=job_id,
+                         connection=connection, origin="default")  # rq's default serializer: pickle
+        job.meta = {"x": Boom(trap / f"{place}-meta")}
+        job.save()
+        Result.create(job, Result.Type.SUCCESSFUL, ttl=600, return_value=Boom(trap / f"{place}-result"))
+        connection.hset(job.key, mapping={
+            "result": pickle.dumps(Boom(trap / f"{place}-legacy-result")),
+            # rq keeps exception info as zlib-compressed text: a protocol-0 pickle is text.
+            "exc_info": zlib.compress(pickle.dumps(Boom(trap / f"{place}-exc-info"), protocol=0)),
+            "status": "started" if place == "queued" else place,
+        })
+        ids[place] = job_id
+    connection.rpush(queue.key, ids["queued"])
+    connection.zadd(queue.started_job_registry.key, {f"{ids['started']}:planted-execution": past})
+    connection.zadd(queue.finished_job_registry.key, {ids["finished"]: past})
+    connection.zadd(queue.failed_job_registry.key, {ids["failed"]: past})
+    connection.zadd(queue.scheduled_job_registry.key, {ids["scheduled"]: future})
+    connection.zadd(queue.deferred_job_registry.key, {ids["deferred"]: past})
+    connection.zadd(queue.canceled_job_registry.key, {ids["canceled"]: past})
+    # A busy worker of that queue whose current job is the planted started one.
+    worker_key = f"{Worker.redis_worker_namespace_prefix}planted"
+    connection.hset(worker_key, mapping={"birth": "2026-01-01T00:00:00Z", "last_heartbeat": "2026-01-01T00:00:00Z",
+                                         "queues": "default", "state": "busy", "current_job": ids["started"]})
+    connection.sadd(Worker.redis_workers_keys, worker_key)
+    connection.sadd(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", worker_key)
+    return ids, worker_key
+
+
+def snapshot(admin_redis):
+    """{key: (type, dump, ttl in s)} of every key under the test prefix."""
+    state = {}
+    for key in admin_redis.scan_iter(match=f"{conf.prefix()}*", count=1000):
+        state[key] = (admin_redis.type(key), admin_redis.dump(key), admin_redis.ttl(key))
+    return state
+
+
+def changed_keys(before, after):
+    changed = set(before) ^ set(after)
+    for key in set(before) & set(after):
+        (type_a, dump_a, ttl_a), (type_b, dump_b, ttl_b) = before[key], after[key]
+        # A TTL only counts down while the test runs; one that went up (or appeared) was written.
+        if type_a != type_b or dump_a != dump_b or not (ttl_a - 60 <= ttl_b <= ttl_a):
+            changed.add(key)
+    return sorted(k.decode() for k in changed)
+
+
+def _walk(resolver, prefix=""):
+    for entry in resolver.url_patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix, entry
+
+
+def panel_urls(sample):
+    """Every URL the panel's URLconf serves (namespace django_rq), each pattern's arguments filled in."""
+    resolver = get_resolver()
+    urls = set()
+    for namespace, (_, sub) in resolver.namespace_dict.items():
+        if namespace != "django_rq":
+            continue
+        for _, pattern in _walk(sub):
+            names = set(getattr(pattern.pattern, "converters", {})) or set(pattern.pattern.regex.groupindex)
+            urls.add(reverse(f"django_rq:{pattern.name}", kwargs={n: sample[n] for n in names}))
+    return sorted(urls, reverse=True)  # the dashboard last: every other page gets the first go
+
+
+@pytest.fixture
+def operator(django_user_model, settings):
+    settings.OPTIMA_ENV = "prod"
+    user = django_user_model.objects.create_superuser("root", password="pw-for-tests-1")
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+def test_no_get_of_the_panel_admin_metrics_or_job_api_unpickles_or_writes_to_redis(
+        operator, queue_redis, admin_redis, tmp_path):
+    from queues.models import DeadLetter
+
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    ids, worker_key = plant(queue_redis, trap)
+    row = DeadLetter.objects.create(
+        prefix=conf.prefix(), queue="default", job_id=ids["failed"], func_path="tests.jobs.sample.add", args=[1, 2],
+        kwargs={}, exc_type="RuntimeError", exc_message="boom", traceback="Traceback", attempts_made=1,
+        attempts_allowed=1, reason="exhausted", dead_at=timezone.now())
+    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": ids["failed"],
+              "result_id": "1-0", "key": worker_key, "scheduler_name": "s1", "cron_job_name": "c1",
+              "token": "t", "name": "default"}
+    urls = panel_urls(sample)
+    assert len(urls) >= 28
+    # Each planted job's detail page too (the walk fills in one job id).
+    urls += [reverse("django_rq:job_detail", args=[DEFAULT, job_id]) for job_id in ids.values()]
+    urls += [f"{url}?job_id={job_id}" for url in [reverse("django_rq:queues_find")] for job_id in ids.values()]
+    urls += ["/metrics", "/healthz", reverse("admin:queues_deadletter_changelist"),
+             reverse("admin:queues_deadletter_change", args=[row.pk]),
+             reverse("admin:queues_deadletter_retry", args=[row.pk])]
+    urls += [f"/jobs/{job_id}/" for job_id in ids.values()]
+
+    # Twice: with the pickled job queued, and without it, so that pages which stop at the queued job
+    # (whose meta is no JSON: a 500 of issue 10's item 3, not this test's business) count the registries.
+    # Each URL is checked on its own, so a failure names the page that unpickled or wrote.
+    for round_ in ("queued job planted", "registries only"):
+        harm = {}
+        for url in urls:
+            before = snapshot(admin_redis)
+            status = operator.get(url).status_code
+            files, changed = sorted(p.name for p in trap.iterdir()), changed_keys(before, snapshot(admin_redis))
+            if files or changed:
+                harm[url] = (status, files, changed)
+        assert (round_, harm) == (round_, {})
+        admin_redis.lrem(get_queue("default").key, 0, ids["queued"])
+    assert operator.get(reverse("django_rq:home")).status_code == 200  # it counted every planted registry
+
+
+def test_the_trap_works_rqs_own_cleanup_of_the_stale_started_entry_unpickles_it(queue_redis, tmp_path):
+    # What the panel did before readonly.py (and what a worker without JSON would do).
+    from rq.registry import StartedJobRegistry
+
+    plant(queue_redis, tmp_path)
+    StartedJobRegistry("default", connection=queue_redis).cleanup()
+    assert "started-meta" in [p.name for p in tmp_path.iterdir()]
