@@ -190,7 +190,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         from .board.operations import discard_dead_letter, retry_dead_letter
 
         op = retry_dead_letter if action == "retry" else discard_dead_letter
-        counts = {"ok": 0, "skipped": 0, "error": 0}
+        counts = {"ok": 0, "skipped": 0, "error": 0, "reasons": []}
         for pk, queue, job_id in rows.iterator(chunk_size=500):
             try:
                 result = op(pk)
@@ -199,6 +199,8 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
                 audit.record(request, action, queue, [job_id], "error", f"{type(exc).__name__}: {exc}")
                 continue
             counts[result.outcome] += 1
+            if result.outcome == "error" and result.detail not in counts["reasons"]:
+                counts["reasons"].append(result.detail)  # e.g. the masked Redis URL that refused
             ids = [job_id] if not result.job_id or result.job_id == job_id else [job_id, result.job_id]
             outcome = "ok" if result.outcome == "ok" else "error" if result.outcome == "error" else "partial"
             audit.record(request, action, queue, ids, outcome, result.detail)
@@ -218,6 +220,8 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
             self.message_user(request, ngettext("%(n)d dead letter failed: see the audit trail.",
                                                 "%(n)d dead letters failed: see the audit trail.", counts["error"])
                               % {"n": counts["error"]}, messages.ERROR)
+        for reason in counts["reasons"][:3]:  # why, in the operator's words (distinct reasons, first three)
+            self.message_user(request, reason, messages.ERROR)
 
     # --- single-object actions from the detail page -------------------------------------------
 

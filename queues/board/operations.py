@@ -12,8 +12,11 @@ Discard: remove the job from the failed registry and delete it from Redis; the r
 
 Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
 """
+import functools
 import json
 from dataclasses import dataclass
+
+import redis
 
 from django.db import transaction
 from django.utils import timezone
@@ -27,7 +30,7 @@ from rq.registry import (
 )
 
 from .. import conf, jobmeta
-from ..connection import get_connection
+from ..connection import get_connection, unavailable
 from ..exceptions import QueuesError
 from ..registry import OptimaJob, get_queue, queue_names
 
@@ -44,31 +47,65 @@ def _failed_registry(queue):
 
 
 def retry_dead_letter(row_id):
-    """Retry the DeadLetter ``row_id`` (see the module docstring). Returns an Outcome."""
+    """Retry the DeadLetter ``row_id`` (see the module docstring). Returns an Outcome.
+
+    Redis first, then the row: the row becomes ``retried`` only once its job is in Redis. If Redis
+    refuses, the row stays open and the Outcome's detail names the masked Redis URL. (Before, the
+    enqueue ran inside the row's transaction, so it was written at the commit: a Redis failure then
+    left a ``retried`` row pointing at a job never written, out of reconcile's sight.)
+
+    Called inside a caller's transaction, ``enqueue_call`` writes at its commit; the row's update is
+    then registered with ``on_commit`` after that write, so it runs only if the write did (Django
+    runs commit callbacks in order and stops at the first that raises).
+
+    Two operators retrying the same row at once may both write; the second finds the row already
+    retried, deletes the job it wrote (when it is a new one) and reports "skipped".
+    """
     from ..models import DeadLetter
 
-    with transaction.atomic():
-        row = DeadLetter.objects.select_for_update().get(pk=row_id)
-        if row.status == DeadLetter.Status.RETRIED:
-            return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
-        try:
-            queue = get_queue(row.queue)
-            registry = _failed_registry(queue)
-            if row.job_id in registry:
-                registry.requeue(row.job_id)
-                new_id, detail = row.job_id, "requeued the failed job in place"
-            else:
-                from ..enqueueing import enqueue_call
-
-                job = enqueue_call(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
-                                   meta={jobmeta.RETRY_OF: row.job_id})
-                new_id, detail = job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
-        except (QueuesError, NoSuchJobError, InvalidJobOperation) as exc:
-            return Outcome("error", f"{type(exc).__name__}: {exc}")
-        row.status = DeadLetter.Status.RETRIED
-        row.retried_as = new_id
-        row.save(update_fields=["status", "retried_as", "updated_at"])
+    row = DeadLetter.objects.get(pk=row_id)
+    if row.status == DeadLetter.Status.RETRIED:
+        return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
+    at_commit = transaction.get_connection().in_atomic_block
+    try:
+        new_id, detail = _put_back(row)
+    except (QueuesError, NoSuchJobError, InvalidJobOperation) as exc:
+        return Outcome("error", f"{type(exc).__name__}: {exc} (the dead letter stays open)")
+    if at_commit:
+        transaction.on_commit(functools.partial(_mark_retried, row_id, new_id))
+        return Outcome("ok", f"{detail} (written at the commit of the caller's transaction)", new_id)
+    if not _mark_retried(row_id, new_id):
+        if new_id != row.job_id:
+            delete_job_hash(new_id)
+        return Outcome("skipped", f"retried meanwhile by someone else; the job {new_id} written for it was deleted"
+                       if new_id != row.job_id else "retried meanwhile by someone else")
     return Outcome("ok", detail, new_id)
+
+
+def _put_back(row):
+    """Write ``row``'s job back to Redis: (the job id that now runs, detail). Raises QueuesError
+    (QueueUnavailable with the masked URL when Redis fails), NoSuchJobError, InvalidJobOperation."""
+    from ..enqueueing import enqueue_call
+
+    try:
+        queue = get_queue(row.queue)
+        registry = _failed_registry(queue)
+        if row.job_id in registry:
+            registry.requeue(row.job_id)
+            return row.job_id, "requeued the failed job in place"
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+    job = enqueue_call(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
+                       meta={jobmeta.RETRY_OF: row.job_id})
+    return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
+
+
+def _mark_retried(row_id, new_id):
+    """The row -> retried as ``new_id``, unless it already was; returns whether it changed."""
+    from ..models import DeadLetter
+
+    return bool(DeadLetter.objects.filter(pk=row_id).exclude(status=DeadLetter.Status.RETRIED).update(
+        status=DeadLetter.Status.RETRIED, retried_as=new_id, updated_at=timezone.now()))
 
 
 def discard_dead_letter(row_id):

@@ -255,8 +255,81 @@ def test_retry_for_a_queue_no_longer_declared_is_an_audited_error(actor, queue_r
 
     monkeypatch.setattr(operations, "get_queue", unknown)
     response = actor.post(f"{LIST}{row.pk}/retry/", follow=True)
-    assert [str(m) for m in response.context["messages"]] == ["1 dead letter failed: see the audit trail."]
+    assert [str(m) for m in response.context["messages"]] == [
+        "1 dead letter failed: see the audit trail.",
+        "UnknownQueue: Unknown queue 'content'. Declared queues: 'default'. Declare it in settings.OPTIMA_QUEUES or "
+        "in a feature app's queues.py (QUEUES = {...}). (the dead letter stays open)"]
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.outcome) == ("retry", "error")
     assert entry.detail.startswith("UnknownQueue: Unknown queue 'content'.")
     assert DeadLetter.objects.get().status == "open"
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("still_failed", [True, False], ids=["requeue-in-place", "enqueue-anew"])
+def test_retry_while_redis_refuses_leaves_the_row_open_and_tells_the_operator_why(
+        actor, queue_redis, settings, still_failed):
+    job, row = dead_job("default", "tests.jobs.sample.add", (1, 2))
+    if not still_failed:
+        job.delete()
+    port = _closed_port()
+    settings.QUEUES_REDIS_URL = f"redis://ops:refused-s3cret@127.0.0.1:{port}/0"
+    response = actor.post(f"{LIST}{row.pk}/retry/")
+    assert response.status_code == 302
+    shown = [str(m) for m in response.wsgi_request._messages]
+    masked = f"redis://ops:***@127.0.0.1:{port}/0"
+    assert shown == [
+        "1 dead letter failed: see the audit trail.",
+        f"QueueUnavailable: Queue Redis at {masked} is unavailable (ConnectionError). Check that it runs and that "
+        "REDIS_URL is right. (the dead letter stays open)"]
+    row.refresh_from_db()
+    assert (row.status, row.retried_as) == ("open", "")
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.job_ids, entry.outcome) == ("retry", [job.id], "error")
+    assert masked in entry.detail and "refused-s3cret" not in entry.detail
+    del settings.QUEUES_REDIS_URL
+    # Once Redis answers again, the same retry goes through.
+    actor.post(f"{LIST}{row.pk}/retry/")
+    row.refresh_from_db()
+    assert row.status == "retried"
+    assert row.retried_as in get_queue("default").get_job_ids()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_at_commit(queue_redis, monkeypatch):
+    import redis
+    from django.db import transaction
+
+    from queues.board.operations import retry_dead_letter
+    from queues.exceptions import QueueUnavailable
+    from queues.registry import OptimaQueue
+
+    job, row = dead_job("default", "tests.jobs.sample.add", (1, 2))
+    job.delete()
+    with transaction.atomic():
+        outcome = retry_dead_letter(row.pk)
+        assert DeadLetter.objects.get(pk=row.pk).status == "open"  # the job is written at the commit
+    row.refresh_from_db()
+    assert (outcome.outcome, row.status, row.retried_as) == ("ok", "retried", outcome.job_id)
+    assert get_queue("default").get_job_ids() == [outcome.job_id]
+
+    _, row = dead_job("default", "tests.jobs.sample.add", (3, 4), job_id="second")
+    OptimaJob.fetch("second", connection=queue_redis).delete()
+
+    def refuse(*args, **kwargs):
+        raise redis.ConnectionError("refused")
+
+    monkeypatch.setattr(OptimaQueue, "enqueue_job", refuse)
+    with pytest.raises(QueueUnavailable):
+        with transaction.atomic():
+            retry_dead_letter(row.pk)
+    row.refresh_from_db()
+    assert (row.status, row.retried_as) == ("open", "")
