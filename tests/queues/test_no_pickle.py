@@ -6,6 +6,7 @@ one stale so rq's cleanup would load it). Then a staff operator with every permi
 URL of the panel (walked from the URLconf, not listed by hand), ``/metrics``, ``/healthz``, the
 dead-letter admin and ``/jobs/<id>/``: no file appears, and no key under the prefix changed.
 """
+import json
 import pickle
 import time
 import zlib
@@ -167,3 +168,48 @@ def test_the_trap_works_rqs_own_cleanup_of_the_stale_started_entry_unpickles_it(
     plant(queue_redis, tmp_path)
     StartedJobRegistry("default", connection=queue_redis).cleanup()
     assert "started-meta" in [p.name for p in tmp_path.iterdir()]
+
+
+# --- django-rq's management commands that the project does not replace otherwise ------------------
+
+def test_rqstats_reads_json_only_and_writes_nothing(queue_redis, admin_redis, tmp_path, capsys):
+    from django.core.management import call_command
+
+    plant(queue_redis, tmp_path)
+    admin_redis.lrem(get_queue("default").key, 0, "planted-queued")  # its meta would stop the count early
+    before = snapshot(admin_redis)
+    call_command("rqstats", "--json")
+    stats = {q["name"]: q for q in json.loads(capsys.readouterr().out)["queues"]}
+    assert (stats["default"]["started_jobs"], stats["default"]["failed_jobs"]) == (1, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert changed_keys(before, snapshot(admin_redis)) == []
+
+
+def test_rqenqueue_goes_through_queues_enqueue_call(queue_redis, django_capture_on_commit_callbacks):
+    from django.core.management import call_command
+
+    from queues.registry import OptimaJob
+
+    with django_capture_on_commit_callbacks(execute=True):  # the test's transaction; a shell has none
+        call_command("rqenqueue", "-q", "default", "--json", "tests.jobs.sample.add", "2", "3", verbosity=0)
+    (job_id,) = get_queue("default").get_job_ids()
+    job = OptimaJob.fetch(job_id, connection=queue_redis)
+    assert (job.func_name, job.args, job.meta["queue"], job.meta["attempt"]) == ("tests.jobs.sample.add", [2, 3],
+                                                                                "default", 1)
+
+
+def test_rqenqueue_refuses_what_queues_enqueue_refuses(queue_redis):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="Unknown queue 'nope'"):
+        call_command("rqenqueue", "-q", "nope", "tests.jobs.sample.add", "2", "3")
+    with pytest.raises(CommandError, match="--json: an argument is not JSON"):
+        call_command("rqenqueue", "--json", "tests.jobs.sample.add", "two")
+    assert get_queue("default").get_job_ids() == []
+
+
+def test_rqcron_is_refused_with_the_way_to_run_periodic_jobs():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=r"OPTIMA_SCHEDULES .* run `manage.py rqscheduler`"):
+        call_command("rqcron", "some.module")
