@@ -161,6 +161,19 @@ def test_no_get_of_the_panel_admin_metrics_or_job_api_unpickles_or_writes_to_red
     assert operator.get(reverse("django_rq:home")).status_code == 200  # it counted every planted registry
 
 
+def test_reconcile_mirrors_a_pickled_failed_job_without_unpickling_it(queue_redis, tmp_path):
+    # The worker and schedulers get the same test with the worker issue; reconcile is web-side too.
+    from queues import deadletter
+    from queues.models import DeadLetter
+
+    plant(queue_redis, tmp_path)
+    summary = deadletter.reconcile()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert (summary.mirrored, summary.errors) == (1, 0)
+    assert list(DeadLetter.objects.values_list("job_id", "status", "func_path")) == [
+        ("planted-failed", "open", "<unreadable payload>")]
+
+
 def test_the_trap_works_rqs_own_cleanup_of_the_stale_started_entry_unpickles_it(queue_redis, tmp_path):
     # What the panel did before readonly.py (and what a worker without JSON would do).
     from rq.registry import StartedJobRegistry
