@@ -3,18 +3,23 @@
 Why patched rather than replaced: django-rq's views are ~700 lines of pages and templates we want
 unchanged (STYLE: use the library that already does the job). What made them unsafe is a handful
 of names they import, so ``install()`` (called by ``urls.py``, like ``bounded.install``) rebinds
-those names *in django-rq's view modules only* (``django_rq.views``, ``django_rq.utils``,
-``django_rq.cron_views``); rq itself, the workers and the schedulers are untouched.
+those names *in django-rq's view modules only* (``django_rq.views``, ``.utils``, ``.cron_views``,
+``.contrib.prometheus``; ``manage.py rqstats`` installs them too); rq itself, the workers and the
+schedulers are untouched.
 
-| django-rq used | harm on a GET | rebound to |
-| --- | --- | --- |
-| ``StartedJobRegistry(...)`` etc., no serializer | ``len()`` runs ``cleanup()``, which fetches expired jobs with **pickle** and moves them to failed (and promotes rate-limited jobs) | ``_read_only(cls)``: JSON serializer, ``OptimaJob``, ``cleanup()`` does nothing |
-| ``get_queue_by_index`` | ``queue.fetch_job`` removes an id whose hash is gone (LREM) | ``ReadOnlyQueue`` (registries above, no removal) |
-| ``get_jobs`` | removes from the registry ids whose hash is gone | ``get_jobs``: skips them |
-| ``clean_worker_registry`` | SREMs dead worker keys | nothing (workers' maintenance does it) |
-| ``Worker`` | ``find_by_key`` builds a pickle worker, whose current job is fetched with pickle | ``JSONWorker`` |
-| ``DjangoCronScheduler.all(cleanup=True)`` | ZREMs stale cron schedulers | ``ReadOnlyCronScheduler``: never cleans |
-| ``get_scheduler_by_index`` | rq-scheduler's ``get_jobs`` cancels ids whose hash is gone | the scheduler with ``cancel`` a no-op for the request |
+What django-rq used, what it did on a GET, and what it is rebound to:
+
+- ``StartedJobRegistry(...)`` and the other registries, built without a serializer: ``len()`` runs
+  ``cleanup()``, which fetches expired jobs with **pickle** and moves them to failed (and, in rq 3.0,
+  promotes rate-limited jobs) -> ``_read_only(cls)``: JSON, ``OptimaJob``, a ``cleanup()`` that does nothing.
+- ``get_queue_by_index`` / ``get_queue``: ``queue.fetch_job`` LREMs an id whose hash is gone ->
+  ``ReadOnlyQueue`` (the registries above, no removal).
+- ``get_jobs``: removes from the registry ids whose hash is gone -> ``get_jobs`` that skips them.
+- ``clean_worker_registry`` / ``clean_registries``: SREM / registry maintenance -> nothing.
+- ``Worker``: ``find_by_key`` builds a pickle worker whose current job is fetched with pickle -> ``JSONWorker``.
+- ``DjangoCronScheduler.all(cleanup=True)``: ZREMs stale cron schedulers -> ``ReadOnlyCronScheduler``.
+- ``get_scheduler_by_index``: rq-scheduler's ``get_jobs`` cancels ids whose hash is gone -> the
+  scheduler with ``cancel`` a no-op.
 
 The dashboard (``views.home``) calls ``get_statistics(run_maintenance_tasks=False)``; django-rq's
 ``metrics`` of the panel gets ``ReadOnlyQueue`` too (``django_rq.contrib.prometheus.get_queue``).

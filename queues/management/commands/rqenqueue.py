@@ -20,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--queue", "-q", dest="queue", default="default", help="A declared queue [default].")
         parser.add_argument("--timeout", "-t", type=int, dest="timeout", help="The job's timeout in seconds.")
         parser.add_argument("--json", action="store_true", dest="as_json",
-                            help="Read each ARG as JSON (1, 2.5, true, null, \"text\", [..], {..}) instead of a string.")
+                            help="Read each ARG as JSON (1, true, null, \"text\", [..], {..}), not as a string.")
         parser.add_argument("func", help="Dotted path of the job function, e.g. features.orders.jobs.sync.")
         parser.add_argument("job_args", nargs="*", metavar="ARG")
 
