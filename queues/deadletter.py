@@ -27,7 +27,6 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
 from . import conf, events, jobmeta, keys
-from .jobmeta import current_attempt, queue_name as queue_name_of
 from .retry import exc_summary
 
 logger = logging.getLogger(__name__)
@@ -55,7 +54,7 @@ def _parse(value):
 
 def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
     """Record a death in ``job.meta`` (not saved: the caller saves it with its other writes)."""
-    jobmeta.mark_dead(job.meta, reason, attempt=current_attempt(job), exc_type=exc_type, exc_message=exc_message,
+    jobmeta.mark_dead(job.meta, reason, attempt=jobmeta.current_attempt(job), exc_type=exc_type, exc_message=exc_message,
                       worker_name=worker_name, now=_now())
 
 
@@ -92,8 +91,8 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
             keep_forever(job, pipeline)
             pipeline.execute()
-        logger.warning("Job %s (%s) is dead (%s)", job.id, queue_name_of(job), reason)
-        events.send(events.job_dead, queue=queue_name_of(job), job=job, reason=reason)
+        logger.warning("Job %s (%s) is dead (%s)", job.id, jobmeta.queue_name(job), reason)
+        events.send(events.job_dead, queue=jobmeta.queue_name(job), job=job, reason=reason)
     return mirror(job, exc_string=exc_string)
 
 
@@ -118,14 +117,14 @@ def row_values(job, exc_string=""):
         func_path, args, kwargs = "<unreadable payload>", [], {}
     dead_at = _parse(meta.get("dead_at")) or _now()
     return {
-        "queue": queue_name_of(job),
+        "queue": jobmeta.queue_name(job),
         "func_path": func_path[:500],
         "args": args,
         "kwargs": kwargs,
         "exc_type": (exc_type or "")[:300],
         "exc_message": exc_message or "",
         "traceback": traceback,
-        "attempts_made": int(meta.get("attempts_made") or current_attempt(job)),
+        "attempts_made": int(meta.get("attempts_made") or jobmeta.current_attempt(job)),
         "attempts_allowed": int(meta.get("attempts_allowed") or 0),
         "reason": (meta.get("dead") if isinstance(meta.get("dead"), str) else "") or "",
         "enqueued_at": job.enqueued_at,

@@ -89,11 +89,6 @@ def attempts_allowed(job):
     return meta.get(ATTEMPTS_ALLOWED)
 
 
-def is_dead(job):
-    meta = job.meta if isinstance(job.meta, dict) else {}
-    return bool(meta.get(DEAD))
-
-
 # -- writers (they change ``meta`` in place; the caller saves it with its other writes) ------
 def for_enqueue(extra, *, queue, attempts):
     """The meta of a job being enqueued: the caller's ``extra`` plus this project's keys."""

@@ -29,6 +29,7 @@ from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job
 from rq.queue import Queue
 from rq.worker import Worker
+from rq.results import Result
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 
 from . import conf
@@ -36,11 +37,6 @@ from . import conf
 
 def queue_key(name):
     return Queue.redis_queue_namespace_prefix + name
-
-
-def queue_name_of_key(key):
-    """The queue name of a ``queue_key``."""
-    return key[len(Queue.redis_queue_namespace_prefix):]
 
 
 def intermediate_key(queue_key_):
@@ -54,6 +50,11 @@ def job_key(job_id):
 
 def job_key_prefix():
     return Job.redis_job_namespace_prefix
+
+
+def results_key(job_id):
+    """rq 3's stream of a job's results (``<p>:results:<id>``)."""
+    return Result.get_key(job_id)
 
 
 def started_key(name):

@@ -21,10 +21,6 @@ and ``removeOnFail: false``).
 import logging
 import time
 
-from rq.job import Job
-from rq.registry import FinishedJobRegistry
-from rq.results import Result
-
 from . import keys
 
 logger = logging.getLogger(__name__)
@@ -81,16 +77,13 @@ def enforce_completed_max(queue, job=None, keep=None):
                 keep = completed_max_of(queue.name)
             except UnknownQueue:
                 return 0
-        registry = FinishedJobRegistry(queue.name, connection=queue.connection)
-        job_prefix = Job.redis_job_namespace_prefix
-        results_prefix = Result.get_key("")
-        executions_prefix = _executions_prefix()
+        prefixes = [keys.job_key_prefix(), keys.results_key(""), keys.job_executions_key("")]
         rescore = ["", ""]
         ttl = getattr(job, "result_ttl", None)
         if job is not None and ttl is not None and ttl > 0:
             rescore = [job.id, repr(time.time() + ttl)]
         removed = _trim_script(queue.connection)(
-            keys=[registry.key], args=[int(keep), job_prefix, results_prefix, executions_prefix, *rescore]
+            keys=[keys.finished_key(queue.name)], args=[int(keep), *prefixes, *rescore]
         )
     except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
         logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))
@@ -132,7 +125,3 @@ class Completions:
                 enforce_completed_max(self.queues[name])
 
 
-def _executions_prefix():
-    from rq.executions import ExecutionRegistry
-
-    return ExecutionRegistry.key_template.format("")

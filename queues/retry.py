@@ -120,17 +120,13 @@ def decide(attempt, policy, exc, rand=random.random):
     return Decision(True, delay=backoff_delay(attempt, policy, rand))
 
 
-queue_name_of = jobmeta.queue_name  # the declared queue name of a job
-current_attempt = jobmeta.current_attempt
-
-
 def policy_for(job):
     """The job's policy: its own ``attempts_allowed`` (set at enqueue), then its queue's options."""
     from .registry import get_config
 
     enqueue_opts = {"attempts": jobmeta.attempts_allowed(job)}
     try:
-        queue_opts = get_config(queue_name_of(job)).options
+        queue_opts = get_config(jobmeta.queue_name(job)).options
     except UnknownQueue:
         queue_opts = {}
     return resolve_policy(enqueue_opts, queue_opts, conf.JOB_DEFAULTS)
@@ -141,7 +137,7 @@ def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     ScheduledJobRegistry entry scored at ``failed_at + delay`` (exact, float seconds) or, for no
     delay, the queue itself."""
     failed_at = failed_at or dt.datetime.now(dt.timezone.utc)
-    jobmeta.next_attempt(job.meta, current_attempt(job), failed_at, reason)
+    jobmeta.next_attempt(job.meta, jobmeta.current_attempt(job), failed_at, reason)
     if delay and delay > 0:
         job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)
         job.save(pipeline=pipeline)
@@ -162,7 +158,7 @@ def schedule_retry(job, queue, *, delay=None, reason=""):
     """
     job.get_meta(refresh=True)
     policy = policy_for(job)
-    attempt = current_attempt(job)
+    attempt = jobmeta.current_attempt(job)
     if attempt >= policy.attempts:
         return False
     if delay is None:
@@ -171,8 +167,8 @@ def schedule_retry(job, queue, *, delay=None, reason=""):
         queue_retry(job, queue, delay, pipeline, reason=reason)
         pipeline.execute()
     logger.info("Job %s (%s): attempt %d failed (%s); attempt %d in %.3gs",
-                job.id, queue_name_of(job), attempt, reason or "retry", attempt + 1, delay)
-    events.send(events.job_retry_scheduled, queue=queue_name_of(job), job=job, delay=float(delay),
+                job.id, jobmeta.queue_name(job), attempt, reason or "retry", attempt + 1, delay)
+    events.send(events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay),
                 attempt=attempt + 1)
     return True
 

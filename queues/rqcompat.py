@@ -65,10 +65,6 @@ def request_stop(worker, when):
     worker._stop_requested = True
 
 
-def shutdown_requested_at(worker):
-    return worker._shutdown_requested_date
-
-
 def ordered_queues(worker):
     return list(worker._ordered_queues)
 

@@ -24,13 +24,11 @@ class StopState:
         self._requested_at = None
 
     def request(self, running):
-        """A first stop signal. Returns False when it repeats a request of under a second ago (the
-        same stop delivered twice, e.g. by a pool and by the terminal)."""
+        """A first stop signal (``running``: a job is running, so its grace period starts now)."""
         self.requested = True
         self._requested_at = self.clock()
         if running:
             self.start_grace()
-        return True
 
     def repeated(self):
         """True when a further signal is the same stop delivered twice within a second."""

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 
 from rq.job import JobStatus
-from rq.utils import now
 
 from .. import jobmeta
 from .horse import EX_TEMPFAIL
@@ -169,7 +168,3 @@ def forget(connection, job, execution):
     with connection.pipeline() as pipe:
         execution.delete(job=job, pipeline=pipe)
         pipe.execute()
-
-
-def mark_ended(job):
-    job.ended_at = now()
