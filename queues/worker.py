@@ -34,6 +34,7 @@ JSON only: a job whose payload is not JSON never runs.
 import gc
 import os
 import signal
+import threading
 import time
 
 from django.db import close_old_connections, connections
@@ -199,35 +200,34 @@ class WorkerBehaviour(BaseWorker):
             return super().heartbeat(timeout, pipeline)
         if self.is_horse:
             return None
-        self._flush(force_beat=False, timeout=timeout)
+        self._flush(timeout=timeout)
 
-    def _flush(self, force_beat=True, timeout=None, idle=False):
+    def _flush(self, timeout=None, idle=False):
         """One pipeline: the heartbeat (when due), pending metrics and retention re-scores."""
         moment = time.monotonic()
         fd = getattr(self, "_report_r", None)
         if fd is not None:
             tally.receive(fd)
-        due = force_beat or timeout or moment >= self._next_beat
-        if not (due or tally.pending() or self.completions.scores):
-            return
-        data = None
-        try:
-            with self.connection.pipeline(transaction=False) as pipe:
-                if due:
-                    super().heartbeat(timeout, pipe)
-                data = tally.flush_into(pipe)
-                self.completions.rescore_into(pipe)
-                pipe.execute()
-        except REDIS_ERRORS as exc:
-            if data is not None:
-                tally.merge(data)
-            self.outage.failed(exc, "heartbeat")
-            return
-        self.outage.ok()
-        if due:
-            self._next_beat = moment + HEARTBEAT_EVERY
-            self._check_registration(moment)
-        self.completions.trim(idle=idle)
+        due = bool(timeout) or moment >= self._next_beat
+        if due or tally.pending() or self.completions.scores:
+            data = None
+            try:
+                with self.connection.pipeline(transaction=False) as pipe:
+                    if due:
+                        super().heartbeat(timeout, pipe)
+                    data = tally.flush_into(pipe)
+                    self.completions.rescore_into(pipe)
+                    pipe.execute()
+            except REDIS_ERRORS as exc:
+                if data is not None:
+                    tally.merge(data)
+                self.outage.failed(exc, "heartbeat")
+                return
+            self.outage.ok()
+            if due:
+                self._next_beat = moment + HEARTBEAT_EVERY
+                self._check_registration(moment)
+        self.completions.trim(idle=idle)  # on going idle even with nothing else to write
 
     def _check_registration(self, moment):
         """After an outage (and every 30 s): a Redis restarted without its data has forgotten this
@@ -311,10 +311,9 @@ class WorkerBehaviour(BaseWorker):
                 found = self.dequeuer.pop(rqcompat.ordered_queues(self), wait)
                 self._log_paused()
                 if found is None:
+                    self._flush(idle=True)
                     if timeout is None or (idle_until is not None and time.monotonic() >= idle_until):
-                        self._flush(idle=True)
                         return None
-                    self._flush(force_beat=False, idle=True)
                     continue
                 queue, job_id = found
                 job = self._fetch(queue, job_id)
@@ -471,7 +470,7 @@ class WorkerBehaviour(BaseWorker):
     def after_job(self, job, queue):
         """In the worker's process, after any job: retention bookkeeping, then the flush."""
         self.completions.note(queue, job)
-        self._flush(force_beat=False)
+        self._flush()
 
     # -- to be provided by the two worker kinds ----------------------------------------------
     def job_running(self):
@@ -646,8 +645,6 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
         os._exit(0)
 
     def _arm_grace(self):
-        import threading
-
         if self._grace_timer is not None:
             return
 
