@@ -287,3 +287,54 @@ def reconcile_if_due(connection=None):
     if summary.mirrored or summary.retried or summary.discarded or summary.errors:
         logger.info("Dead-letter reconcile: %s", summary)
     return summary
+
+
+# -- corrupt jobs -------------------------------------------------------------------------------
+CORRUPT = "corrupt"
+
+
+def encode_raw_hash(fields):
+    """A job hash as HGETALL gave it (bytes -> bytes) -> JSON text ``[[field, value], ...]``, every
+    name and value base64-encoded: lossless, and storable in any text column."""
+    import base64
+    import json
+
+    return json.dumps([[base64.b64encode(k).decode(), base64.b64encode(v).decode()]
+                       for k, v in sorted((fields or {}).items())])
+
+
+def decode_raw_hash(text):
+    """The inverse of ``encode_raw_hash``: [(field bytes, value bytes), ...] ([] for '')."""
+    import base64
+    import json
+
+    return [(base64.b64decode(k), base64.b64decode(v)) for k, v in (json.loads(text) if text else [])]
+
+
+def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
+    """Dead-letter a job whose hash cannot be read as a job (reason ``corrupt``): its id goes into
+    its queue's failed registry with no expiry (its hash is left exactly as it was, nothing in it
+    decoded), and its row keeps the raw hash (``encode_raw_hash``). Never raises for the database
+    (logged; reconcile catches up). Returns the row or None."""
+    from .models import DeadLetter
+
+    connection.zadd(keys.failed_key(queue_name), {job_id: "+inf"})
+    logger.error("Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, keys.job_key(job_id), why)
+    now = _now()
+    values = {
+        "queue": queue_name[:200], "func_path": "<corrupt job>", "args": [], "kwargs": {}, "exc_type": "CorruptJob",
+        "exc_message": why, "traceback": "", "attempts_made": 0, "attempts_allowed": 0, "reason": CORRUPT,
+        "enqueued_at": None, "first_failed_at": now, "dead_at": now, "worker": worker_name[:300], "times_dead": 1,
+        "raw_hash": encode_raw_hash(fields),
+    }
+    try:
+        row, created = DeadLetter.objects.get_or_create(prefix=conf.prefix(), job_id=job_id, defaults=values)
+        if not created and (row.status != DeadLetter.Status.OPEN or row.reason != CORRUPT):
+            for key, value in values.items():
+                setattr(row, key, value)
+            row.status = DeadLetter.Status.OPEN
+            row.save()
+        return row
+    except Exception:  # noqa: BLE001 — the worker must go on whatever the database does
+        logger.exception("Could not mirror corrupt job %s into the DeadLetter table", job_id)
+        return None

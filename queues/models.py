@@ -32,6 +32,10 @@ class DeadLetter(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
     times_dead = models.PositiveIntegerField(default=1)
     retried_as = models.CharField(max_length=200, blank=True)
+    # A job refused as ``corrupt`` (queues/gate.py): its Redis hash exactly as it was, as JSON
+    # ``[[field, value], ...]`` with every name and value base64-encoded — such bytes (pickles,
+    # invalid UTF-8, NUL) cannot go into a PostgreSQL text column as they are.
+    raw_hash = models.TextField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
