@@ -126,6 +126,15 @@ OPTIMA_QUEUES = {
     "default": {},
 }
 
+# Job modules besides each installed app's ``jobs`` module (queues/catalog.py): only functions
+# decorated with @queues.job in these run. Comma-separated in the environment.
+QUEUE_JOB_MODULES = [m.strip() for m in os.environ.get("QUEUE_JOB_MODULES", "").split(",") if m.strip()]
+# Signed jobs (queues/signing.py): the HMAC key (default: derived from SECRET_KEY), keys that still
+# verify during a rotation (comma-separated), and until when (ISO 8601, UTC) unsigned jobs still run.
+QUEUE_SIGNING_KEY = os.environ.get("QUEUE_SIGNING_KEY", "")
+QUEUE_SIGNING_OLD_KEYS = [k for k in os.environ.get("QUEUE_SIGNING_OLD_KEYS", "").split(",") if k.strip()]
+QUEUE_ACCEPT_UNSIGNED_UNTIL = os.environ.get("QUEUE_ACCEPT_UNSIGNED_UNTIL", "")
+
 # django-rq (its dashboard and commands) with this app's classes: JSON jobs, retries, dead letters,
 # keys under QUEUE_PREFIX. RQ_QUEUES follows the declared queues (OPTIMA_QUEUES and the feature
 # apps' queues.py) on every read. queues.E009/E010 check both.

@@ -2,21 +2,24 @@
 
 Public API (stable names; everything else is internal)::
 
-    from queues import enqueue, enqueue_call, fetch_job, get_queue, queue_names
+    from queues import enqueue, enqueue_call, fetch_job, get_queue, job, queue_names
     from queues import UnknownQueue, QueueUnavailable, InvalidJob, PermanentError, RetryAfter
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
 have exported the key prefix.
 """
-from .exceptions import InvalidJob, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue
+from .catalog import job
+from .exceptions import InvalidJob, NotAJob, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue
 
 __all__ = [
+    "job",
     "enqueue",
     "enqueue_call",
     "fetch_job",
     "get_queue",
     "queue_names",
     "InvalidJob",
+    "NotAJob",
     "PermanentError",
     "QueuesError",
     "QueueUnavailable",

@@ -13,6 +13,9 @@ class QueuesConfig(AppConfig):
         from .board import access as board_access
         from .resilience import checks as resilience_checks  # noqa: F401
 
+        from . import catalog
+
+        catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
         board_access.log_startup_problems()  # QUEUE_BOARD_USER/PASSWORD half set: WARN (queues.W020)
         # django-rq is wired in settings (RQ, RQ_QUEUES = queues.connection.RQQueuesSetting()):

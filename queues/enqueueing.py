@@ -1,7 +1,7 @@
 """Enqueueing: validation first, then one atomic write (or none).
 
-Everything that can be wrong with a job — unknown queue, a function that cannot be imported by
-path, a non-JSON argument, a bad option — is refused here, before anything reaches Redis, with an
+Everything that can be wrong with a job — unknown queue, a function that is not a declared job
+(queues/catalog.py), a non-JSON argument, a bad option — is refused here, before anything reaches Redis, with an
 error naming the argument, the value and the fix. Inside ``transaction.atomic()`` the write waits
 for the commit (a rollback enqueues nothing; delayed jobs too), but the caller gets the job id at
 once either way: the Job object is built now and saved at commit.
@@ -16,10 +16,9 @@ from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.dispatch import receiver
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from rq.exceptions import DuplicateJobError
 
-from . import conf, jobmeta, keys
+from . import catalog, conf, jobmeta, keys, signing
 from .connection import get_connection, unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
@@ -36,32 +35,24 @@ UNIQUE_WAITING = ("queued", "scheduled", "deferred")
 UNIQUE_TTL = 7 * 24 * 3600  # seconds the key outlives its job's enqueue (plus any delay)
 
 
-_importable = set()  # dotted paths already imported once by this process: they stay importable
-
-
 def func_path(func):
-    """The dotted path a worker imports ``func`` by; refuses what cannot be imported back."""
+    """The dotted path of the declared job ``func`` (a function or its path); refuses anything else
+    (queues/catalog.py), importing nothing."""
     if isinstance(func, str):
         path = func
-        if path in _importable:
-            return path
-        try:
-            import_string(path)
-        except ImportError as exc:
+    else:
+        module = getattr(func, "__module__", None)
+        qualname = getattr(func, "__qualname__", None)
+        if not callable(func) or not module or not qualname or "<" in qualname:
             raise InvalidJob(
-                f"func {path!r} cannot be imported ({exc}). Give the dotted path of a module-level "
-                "function, e.g. 'features.orders.jobs.sync_orders'."
-            ) from None
-        _importable.add(path)
-        return path
-    module = getattr(func, "__module__", None)
-    qualname = getattr(func, "__qualname__", None)
-    if not callable(func) or not module or not qualname or "<" in qualname:
-        raise InvalidJob(
-            f"func {func!r} is not a module-level function: workers import jobs by dotted path, "
-            "so lambdas, nested functions and bound methods cannot be jobs. Move it to module level."
-        )
-    return f"{module}.{qualname}"
+                f"func {func!r} is not a module-level function: workers import jobs by dotted path, "
+                "so lambdas, nested functions and bound methods cannot be jobs. Move it to module level "
+                "of the app's jobs.py and decorate it with @queues.job."
+            )
+        path = f"{module}.{qualname}"
+    if not catalog.is_declared(path):
+        raise InvalidJob(f"func {catalog.why_not(path)}")
+    return path
 
 
 def _check_json(value, where):
@@ -189,6 +180,7 @@ def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, uni
         path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
         failure_ttl=options["failure_ttl"], job_id=job_id or _new_job_id(), meta=job_meta,
     )
+    job.signature = signing.sign(job)  # builds job.data once; save() reuses it
 
     explicit_id = job_id is not None
     lock_key = keys.unique_key(name, unique) if unique else None

@@ -29,6 +29,11 @@ class InvalidJob(QueuesError, ValueError):
     """An enqueue was refused before anything reached Redis (bad argument, bad option)."""
 
 
+class NotAJob(QueuesError):
+    """A job in Redis names a function (or callback) that is not a declared job (queues/catalog.py):
+    it is never imported; the worker dead-letters it as ``not_a_job``."""
+
+
 class PermanentError(Exception):
     """Raise from a job to dead-letter it at once: retrying cannot help (a 4xx, bad data)."""
 

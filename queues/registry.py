@@ -22,12 +22,62 @@ from .exceptions import UnknownQueue
 
 
 class OptimaJob(Job):
-    """RQ's Job with JSON serialization (never pickle: whoever writes to Redis must not run code)."""
+    """RQ's Job with JSON serialization (never pickle: whoever writes to Redis must not run code),
+    which imports only declared jobs (queues/catalog.py) and carries its signature
+    (queues/signing.py) in the hash field ``signature``.
+
+    The worker refuses a job before it gets here (queues/gate.py); the guards below make sure that
+    nothing else — rq's perform, a callback, a dashboard — imports a name that Redis supplied.
+    """
+
+    SIGNATURE_FIELD = "signature"
 
     def __init__(self, *args, **kwargs):
         if kwargs.get("serializer") is None:  # Job.fetch()/fetch_many() pass serializer=None explicitly
             kwargs["serializer"] = JSONSerializer
         super().__init__(*args, **kwargs)
+        self.signature = ""
+
+    def restore(self, raw_data):
+        super().restore(raw_data)
+        value = raw_data.get(b"signature") or raw_data.get("signature") or b""
+        self.signature = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+
+    def to_dict(self, include_meta=True, include_result=True):
+        mapping = super().to_dict(include_meta=include_meta, include_result=include_result)
+        if self.signature:
+            mapping[self.SIGNATURE_FIELD] = self.signature
+        return mapping
+
+    @property
+    def func(self):
+        return _declared_or_refuse(self.func_name, "function", self.instance)
+
+    @property
+    def success_callback(self):
+        return _declared_or_refuse(self._success_callback_name, "success callback")
+
+    @property
+    def failure_callback(self):
+        return _declared_or_refuse(self._failure_callback_name, "failure callback")
+
+    @property
+    def stopped_callback(self):
+        return _declared_or_refuse(self._stopped_callback_name, "stopped callback")
+
+
+def _declared_or_refuse(name, what, instance=None):
+    from . import catalog
+    from .exceptions import NotAJob
+
+    if not name:
+        return None
+    if instance is not None:
+        raise NotAJob(f"the job names a method {name!r} of an instance: only declared functions run")
+    func = catalog.get(name)
+    if func is None:
+        raise NotAJob(f"its {what} {catalog.why_not(name)}")
+    return func
 
 
 class OptimaQueue(Queue):

@@ -29,7 +29,9 @@ through a Redis outage (``horse.record``); the worker's own Redis calls never en
 Per job, this layer adds no round trip of its own: the pause check is inside the pop, metrics and
 retention ride on the heartbeat pipeline after each job, and a horse that exited 0 needs no check.
 
-JSON only: a job whose payload is not JSON never runs.
+Trust boundary (``gate.py``): a popped job runs only when it reads as JSON, names a declared job
+(``catalog.py``) and carries a valid signature (``signing.py``); otherwise it is dead-lettered
+(``corrupt``, ``not_a_job``, ``unsigned``) without anything of it imported, and the worker goes on.
 """
 import gc
 import os
@@ -46,7 +48,7 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus, signal_name
 
-from . import events, jobmeta, keys, rqcompat
+from . import events, gate, jobmeta, keys, rqcompat
 from .failures import FailureHandler, duration
 from .metrics.recorder import tally
 from .registry import OptimaJob, OptimaQueue, queue_names
@@ -333,28 +335,39 @@ class WorkerBehaviour(BaseWorker):
             return job, queue
 
     def _fetch(self, queue, job_id):
-        """The popped job; None (and the id dropped from the intermediate list) when its hash is gone
-        or cannot be read."""
+        """The popped job, read as JSON and vetted (``gate.vet``); None when it must not run: then it
+        is dead-lettered or dropped (``gate``), never the end of the worker."""
         from rq.exceptions import NoSuchJobError
 
         try:
             job = self.job_class.fetch(job_id, connection=self.connection, serializer=self.serializer)
-            # rq keeps a meta it cannot decode as raw bytes, which no outcome could then be written
-            # with: refuse the job here. (A payload it cannot decode fails the attempt, visibly.)
-            job.serializer.dumps(job.meta)
-            return job
         except NoSuchJobError:
+            if self.connection.exists(keys.job_key(job_id)):  # a hash without data
+                return self._refuse(gate.bury_raw, self, queue, job_id, "has no data field")
             self.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
             return None
         except REDIS_ERRORS:
             raise
-        except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash: never the end of the worker
-            # Dropped from the queue with an ERROR naming the key; the hash itself is left in Redis
-            # untouched for investigation (nothing in it is run or decoded further).
+        except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
+            return self._refuse(gate.bury_raw, self, queue, job_id, f"cannot be read ({type(exc).__name__})")
+        refusal = gate.vet(job, queue.name)
+        if refusal is not None:
+            return self._refuse(gate.refuse, self, job, queue, refusal)
+        return job
+
+    def _refuse(self, how, *args):
+        """Run a refusal of ``gate``; if even that fails (other than by a Redis outage, which the
+        dequeue loop waits out), the id is dropped from the intermediate list with an ERROR."""
+        try:
+            how(*args)
+        except REDIS_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001
+            queue, job_id = (args[1], args[2]) if how is gate.bury_raw else (args[2], args[1].id)
+            self.log.exception("Worker %s: could not dead-letter job %s of queue %s; dropped from the queue "
+                               "(its hash %s is left as it is)", self.name, job_id, queue.name, keys.job_key(job_id))
             self.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
-            self.log.error("Worker %s: dropped job %s of queue %s: its hash %s cannot be read (%s: %s)",
-                           self.name, job_id, queue.name, keys.job_key(job_id), type(exc).__name__, exc)
-            return None
+        return None
 
     def _log_paused(self):
         paused = self.dequeuer.paused & set(self.queue_names())

@@ -19,6 +19,7 @@ from .models import ContentGeneration
 STEPS = 10
 
 
+@queues.job
 def generate_content(generation_id, duration):
     """Job: generate the text of one ``ContentGeneration`` in ``duration`` seconds (simulated)."""
     Status = ContentGeneration.Status

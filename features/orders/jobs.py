@@ -18,6 +18,7 @@ from .models import Order
 UPDATED_FIELDS = ["status", "total", "currency", "placed_at", "marketplace_updated_at", "synced_at"]
 
 
+@queues.job
 def sync_cabinet(cabinet_id):
     """Job: one cabinet's orders, fetched whole, then upserted in one transaction."""
     with MarketplaceClient() as client:

@@ -26,6 +26,7 @@ from features.marketplace.client import MarketplaceClient
 from .models import PriceChange, Product
 
 
+@queues.job
 def apply_price(product_id, price, idempotency_key, owner_id=None):
     """Job: set ``product_id``'s price to ``price`` (a decimal string) once per owner's ``idempotency_key``.
 

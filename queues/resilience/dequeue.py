@@ -27,6 +27,7 @@ BLMOVE but multiply processes and lose the priority order between queues (docs/o
 import logging
 import time
 
+import redis
 from rq.utils import as_text
 
 from .. import keys
@@ -67,7 +68,17 @@ class Dequeuer:
 
     def pop(self, queues, wait):
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
-        wait for a job (None: do not wait, for burst mode)."""
+        wait for a job (None: do not wait, for burst mode). A key of the wrong type or an id that
+        is not text is put aside with an ERROR naming it (``_set_aside``), never raised."""
+        try:
+            return self._pop(queues, wait)
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            self._set_aside(queues)
+            return None
+
+    def _pop(self, queues, wait):
         found = self._pop_now(queues)
         if found is not None or wait is None:
             return found
@@ -88,8 +99,8 @@ class Dequeuer:
         reply = self.script(keys=keys_, args=[q.name for q in queues])
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
-            key, job_id = as_text(reply[1]), as_text(reply[2])
-            return next(q for q in queues if q.key == key), job_id
+            queue = next(q for q in queues if q.key == as_text(reply[1]))
+            return self._checked(queue, reply[2])
         self.paused = {as_text(name) for name in reply[1:]}
         return None
 
@@ -98,13 +109,45 @@ class Dequeuer:
                                         "LEFT", "RIGHT")
         if job_id is None:
             return None
-        job_id = as_text(job_id)
+        found = self._checked(queue, job_id)
+        if found is None:
+            return None
+        job_id = found[1]
         if self.connection.sismember(keys.paused_key(), queue.name):
             give_back(self.connection, queue.key, job_id)  # paused while we waited: untouched
             self.log.info("%s: queue %s was paused meanwhile; job %s put back", self.who, queue.name, job_id)
             self.paused.add(queue.name)
             return None
         return queue, job_id
+
+    def _checked(self, queue, raw_id):
+        """(queue, id) for a popped id that can be a job id; else None, the entry dropped from the
+        intermediate list with an ERROR (an id that is not UTF-8 text, or holds ':')."""
+        try:
+            job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+        except UnicodeDecodeError:
+            job_id = None
+        if job_id and ":" not in job_id:
+            return queue, job_id
+        self.connection.lrem(keys.intermediate_key(queue.key), 1, raw_id)
+        self.log.error("%s: dropped entry %r of %s: not a job id", self.who, raw_id, queue.key)
+        return None
+
+    def _set_aside(self, queues):
+        """A queue's list, its intermediate list or the paused set holds another type of key
+        (written by something else): renamed to ``<key>.corrupt-<unix time>``, kept for
+        investigation, with an ERROR naming it; the next pop goes on with the rest."""
+        expected = {keys.paused_key(): b"set"}
+        for queue in queues:
+            expected[queue.key] = expected[keys.intermediate_key(queue.key)] = b"list"
+        for key, kind in expected.items():
+            found = self.connection.type(key)
+            found = found if isinstance(found, bytes) else str(found).encode()
+            if found not in (kind, b"none"):
+                aside = f"{key}.corrupt-{int(time.time())}"
+                self.connection.rename(key, aside)
+                self.log.error("%s: %s is a %s, not a %s: renamed to %s and left for investigation", self.who, key,
+                               found.decode(), kind.decode(), aside)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds

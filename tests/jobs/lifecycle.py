@@ -4,32 +4,40 @@ import time
 
 from queues import PermanentError, RetryAfter
 
+import queues
+
 
 class BadInput(Exception):
     """Declared non_retryable on the tests' ``lifecycle`` queue (tests/lifecycle_settings.py)."""
 
 
+@queues.job
 def fail(message="boom"):
     raise RuntimeError(message)
 
 
+@queues.job
 def fail_permanently(message="bad data", **context):
     raise PermanentError(message)
 
 
+@queues.job
 def fail_bad_input(message="bad input"):
     raise BadInput(message)
 
 
+@queues.job
 def rate_limited(seconds):
     raise RetryAfter(seconds, "429 Too Many Requests")
 
 
+@queues.job
 def sleep(seconds):
     time.sleep(seconds)
     return seconds
 
 
+@queues.job
 def count_runs(path, fail_times=0):
     """Append a line per run to ``path``; raise on the first ``fail_times`` runs."""
     with open(path, "a") as f:
@@ -41,5 +49,6 @@ def count_runs(path, fail_times=0):
     return runs
 
 
+@queues.job
 def quick(i):
     return i

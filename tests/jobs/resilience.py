@@ -9,6 +9,8 @@ import time
 
 from rq import get_current_job
 
+import queues
+
 
 def _log(path, **record):
     job = get_current_job()
@@ -21,6 +23,7 @@ def _log(path, **record):
         os.fsync(f.fileno())
 
 
+@queues.job
 def runs(path):
     """The records written so far (a missing file: none)."""
     try:
@@ -30,14 +33,17 @@ def runs(path):
         return []
 
 
+@queues.job
 def starts(path):
     return [r for r in runs(path) if r["event"] == "start"]
 
 
+@queues.job
 def ends(path):
     return [r for r in runs(path) if r["event"] == "end"]
 
 
+@queues.job
 def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done"):
     """Log a start, sleep (longer on the very first run), log an end, return ``value``."""
     first = not starts(path)
@@ -47,6 +53,7 @@ def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done
     return value
 
 
+@queues.job
 def wait_for_file_then_return(path, release_path, value="done", timeout=120):
     """Log a start, wait until ``release_path`` exists (the test's go signal), log an end."""
     _log(path, event="start")
@@ -59,6 +66,7 @@ def wait_for_file_then_return(path, release_path, value="done", timeout=120):
     return value
 
 
+@queues.job
 def quick(path, n):
     """A short job of a flood: logs one start and one end with its number."""
     _log(path, event="start", n=n)
@@ -67,6 +75,7 @@ def quick(path, n):
     return n
 
 
+@queues.job
 def fail_on_first_run(path, first_run_seconds=0.0):
     """Log a start; the very first run sleeps ``first_run_seconds`` then raises; later runs succeed."""
     first = not starts(path)

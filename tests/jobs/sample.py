@@ -2,25 +2,32 @@
 import os
 import time
 
+import queues
 
+
+@queues.job
 def add(a, b):
     return a + b
 
 
+@queues.job
 def fail(message="boom"):
     raise RuntimeError(message)
 
 
+@queues.job
 def sleep_then_return(seconds, value=None):
     time.sleep(seconds)
     return value
 
 
+@queues.job
 def touch(path, content="done"):
     with open(path, "a") as f:
         f.write(content + "\n")
     return content
 
 
+@queues.job
 def whoami():
     return os.getpid()

@@ -2,7 +2,10 @@
 import os
 import time
 
+import queues
 
+
+@queues.job
 def wait_for_file(path, timeout=120):
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):

@@ -76,7 +76,7 @@ def test_lambda_is_refused_with_a_hint():
 
 
 def test_unimportable_dotted_path_is_refused():
-    with pytest.raises(InvalidJob, match="cannot be imported"):
+    with pytest.raises(InvalidJob, match="is not a declared job: decorate a module-level function"):
         queues.enqueue("default", "tests.jobs.sample.does_not_exist")
 
 

@@ -93,23 +93,32 @@ def test_a_paused_queue_is_left_alone_by_the_worker(queue_redis):
     assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == JobStatus.FINISHED
 
 
-def test_a_job_whose_hash_cannot_be_read_is_dropped_with_an_error_naming_its_key_and_the_worker_goes_on(
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_hash_cannot_be_read_is_dead_lettered_as_corrupt_with_its_raw_hash_and_the_worker_goes_on(
         queue_redis, tmp_path, caplog):
     import logging
 
     from rq import Queue
     from rq.serializers import DefaultSerializer
 
+    from queues.deadletter import decode_raw_hash
+    from queues.models import DeadLetter
+
     marker = tmp_path / "ran"
     pickled = Queue("default", connection=queue_redis, serializer=DefaultSerializer).enqueue(
-        "tests.jobs.sample.touch", str(marker), meta={"x": 1})  # its meta is a pickle: not JSON
+        "tests.jobs.sample.touch", str(marker), meta={"x": 1})  # its data and meta are pickles: not JSON
+    raw = queue_redis.hgetall(OptimaJob.key_for(pickled.id))
     good = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
     with caplog.at_level(logging.ERROR):
         run_burst(queue_redis)
     assert OptimaJob.fetch(good.id, connection=queue_redis).return_value() == 5
     assert not marker.exists()
-    assert queue_redis.exists(OptimaJob.key_for(pickled.id)) == 1  # left in Redis, untouched
+    assert queue_redis.hgetall(OptimaJob.key_for(pickled.id)) == raw  # left in Redis, untouched
     assert get_queue("default").get_job_ids() == []
     assert queue_redis.llen(get_queue("default").intermediate_queue_key) == 0
-    dropped = [r.getMessage() for r in caplog.records if "dropped job" in r.getMessage()]
-    assert len(dropped) == 1 and OptimaJob.key_for(pickled.id) in dropped[0], dropped
+    assert queue_redis.zscore(get_queue("default").failed_job_registry.key, pickled.id) == float("inf")
+    row = DeadLetter.objects.get(job_id=pickled.id)
+    assert (row.reason, row.queue, row.status) == ("corrupt", "default", "open")
+    assert dict(decode_raw_hash(row.raw_hash)) == raw
+    logged = [r.getMessage() for r in caplog.records if "(corrupt)" in r.getMessage()]
+    assert len(logged) == 1 and OptimaJob.key_for(pickled.id) in logged[0], logged

@@ -1,0 +1,113 @@
+"""Declared jobs: the only functions a worker will import and call.
+
+A function is a job when it carries ``@queues.job`` and lives in a *job module*: each installed
+app's ``jobs`` module (a package's submodules included), autodiscovered when Django starts (as
+``django.contrib.admin`` discovers ``admin`` modules and Celery's ``autodiscover_tasks`` finds
+tasks), plus the modules named in the setting ``QUEUE_JOB_MODULES`` (environment variable of the
+same name, comma-separated). A job in Redis naming anything else — ``os.system``, ``builtins.eval``,
+a feature module's helper — is never imported: the worker dead-letters it (``not_a_job``,
+queues/gate.py) and ``queues.enqueue`` refuses it (``InvalidJob``).
+
+This module imports nothing but the standard library at import time, so that a job module (and
+bench/jobs.py, which plain RQ imports outside Django) can use the decorator anywhere.
+"""
+import importlib
+import logging
+
+logger = logging.getLogger("queues")
+
+_declared = {}  # dotted path -> function, as the decorator saw it
+_job_modules = None  # tuple of module names once discovered; None before
+MARK = "__optima_job__"
+
+
+def job(func=None):
+    """Declare ``func`` a job: ``@queues.job`` (or ``@queues.job()``). Returns ``func`` itself,
+    unchanged: it can still be called directly, and by plain RQ."""
+    if func is None:
+        return job
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
+    if not callable(func) or not module or not qualname or "." in qualname or "<" in qualname:
+        raise TypeError(f"@queues.job: {func!r} is not a module-level function; workers import jobs by "
+                        "dotted path, so lambdas, methods and nested functions cannot be jobs.")
+    setattr(func, MARK, True)
+    _declared[f"{module}.{qualname}"] = func
+    return func
+
+
+def job_modules():
+    """The job modules (names), discovering them on first use."""
+    if _job_modules is None:
+        autodiscover()
+    return _job_modules
+
+
+def configured_modules():
+    """The names from the setting ``QUEUE_JOB_MODULES`` (a list, or a comma-separated string)."""
+    from django.conf import settings
+
+    value = getattr(settings, "QUEUE_JOB_MODULES", ()) or ()
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(name.strip() for name in value if isinstance(name, str) and name.strip())
+
+
+def autodiscover():
+    """Import every installed app's ``jobs`` module and every module of ``QUEUE_JOB_MODULES``.
+    An app without a ``jobs`` module is fine; an import error inside one is raised (a worker must
+    not start with half of its jobs). Idempotent."""
+    global _job_modules
+    from django.apps import apps
+    from django.utils.module_loading import module_has_submodule
+
+    found = []
+    for app_config in apps.get_app_configs():
+        if module_has_submodule(app_config.module, "jobs"):
+            found.append(f"{app_config.name}.jobs")
+    found.extend(name for name in configured_modules() if name not in found)
+    for name in found:
+        importlib.import_module(name)
+        _import_submodules(name)
+    _job_modules = tuple(found)
+    return _job_modules
+
+
+def _import_submodules(name):
+    """A job module that is a package: its submodules are job modules too; import them all now,
+    before any job runs (and before a worker forks, so horses share them)."""
+    import pkgutil
+
+    module = importlib.import_module(name)
+    for info in pkgutil.walk_packages(getattr(module, "__path__", ()) or (), prefix=f"{name}."):
+        importlib.import_module(info.name)
+
+
+def in_job_module(path):
+    module = path.rpartition(".")[0]
+    return any(module == name or module.startswith(name + ".") for name in job_modules())
+
+
+def is_declared(path):
+    """True when ``path`` names a declared job: decorated, in a job module. Imports nothing."""
+    return isinstance(path, str) and path in _declared and in_job_module(path)
+
+
+def get(path):
+    """The declared function ``path`` names, or None. Imports nothing."""
+    return _declared[path] if is_declared(path) else None
+
+
+def declared():
+    """{dotted path: function} of every declared job."""
+    job_modules()
+    return {path: func for path, func in _declared.items() if in_job_module(path)}
+
+
+def why_not(path):
+    """How to make ``path`` a job (for InvalidJob and the dead-letter message)."""
+    module = path.rpartition(".")[0] if isinstance(path, str) else ""
+    if isinstance(path, str) and path in _declared:
+        return (f"{path!r} carries @queues.job but {module!r} is not a job module: move it into an app's "
+                f"jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES.")
+    return (f"{path!r} is not a declared job: decorate a module-level function of an app's jobs.py (or of a "
+            "module named in QUEUE_JOB_MODULES) with @queues.job, e.g. features.orders.jobs.sync_cabinet.")

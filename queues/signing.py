@@ -1,0 +1,121 @@
+"""Signed jobs: an HMAC over what a job will run, so that writing to Redis is not enough to run it.
+
+Whoever can write to the queues' Redis could otherwise queue a *declared* job with hostile
+arguments (a repricer job at 0.01). Every job written by ``queues.enqueue`` (the schedulers and the
+admin go through it, or requeue a job that already carries its signature) stores in its hash field
+``signature`` (``OptimaJob``; not in the meta, which jobs rewrite) the HMAC-SHA256 over
+
+    job id, the job's ``data`` exactly as stored (function, arguments), its callback names
+
+keyed with ``QUEUE_SIGNING_KEY`` (default: derived from ``SECRET_KEY`` with Django's
+``salted_hmac`` salt convention, so one secret to rotate). The worker checks it before anything
+of the job is imported (queues/gate.py); a missing or wrong signature dead-letters the job as
+``unsigned``. Key rotation: the new key signs, the keys of ``QUEUE_SIGNING_OLD_KEYS`` still verify.
+
+The signed message is the serialized ``data`` bytes themselves, not a re-serialization: the worker
+verifies what it will decode, and no canonical form has to agree between versions.
+
+Rolling out signing over queues that hold unsigned jobs: ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` (an ISO
+8601 time, UTC when no offset) lets unsigned jobs run until then. A job's own ``enqueued_at`` can
+be forged, so the window itself is the exposure: the check is the worker's clock, not the job's.
+
+Why not ``django.core.signing``: it signs text it then carries (``value:signature``); here the
+value already lives in the job hash, and only the 64-hex-digit MAC is added to it.
+"""
+import datetime as dt
+import hashlib
+import hmac
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+_SALT = b"optima.queues.signing"
+
+_keys = None  # (signing key, *verifying keys) as bytes, built once per settings
+
+
+def _derive(secret):
+    secret = secret.encode() if isinstance(secret, str) else bytes(secret)
+    return hashlib.sha256(_SALT + b"\0" + secret).digest()
+
+
+def keys():
+    global _keys
+    if _keys is None:
+        from django.conf import settings
+
+        primary = getattr(settings, "QUEUE_SIGNING_KEY", "") or settings.SECRET_KEY
+        old = getattr(settings, "QUEUE_SIGNING_OLD_KEYS", ()) or ()
+        if isinstance(old, str):
+            old = [k for k in old.split(",") if k.strip()]
+        fallbacks = () if getattr(settings, "QUEUE_SIGNING_KEY", "") else tuple(
+            getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ())
+        _keys = tuple(_derive(k) for k in (primary, *old, *fallbacks))
+    return _keys
+
+
+@receiver(setting_changed)
+def _forget_keys(setting=None, **kwargs):
+    global _keys, _accept_until
+    if setting in ("QUEUE_SIGNING_KEY", "QUEUE_SIGNING_OLD_KEYS", "SECRET_KEY", "SECRET_KEY_FALLBACKS",
+                   "QUEUE_ACCEPT_UNSIGNED_UNTIL"):
+        _keys = None
+        _accept_until = _UNSET
+
+
+def _message(job_id, data, callbacks):
+    parts = [b"optima-job-v1", job_id.encode() if isinstance(job_id, str) else job_id, data]
+    parts.extend((name or "").encode() for name in callbacks)
+    return b"\0".join(parts)
+
+
+def _mac(key, message):
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def callbacks_of(job):
+    return (job._success_callback_name, job._failure_callback_name, job._stopped_callback_name)
+
+
+def sign(job):
+    """The signature of an rq Job about to be written (its ``data`` is built and kept)."""
+    return _mac(keys()[0], _message(job.id, job.data, callbacks_of(job)))
+
+
+def verify(job):
+    """True when the job carries a signature of any current key over what it will run."""
+    signature = getattr(job, "signature", "")
+    if not signature or not isinstance(signature, str):
+        return False
+    message = _message(job.id, job.data, callbacks_of(job))
+    return any(hmac.compare_digest(_mac(key, message), signature) for key in keys())
+
+
+_UNSET = object()
+_accept_until = _UNSET
+
+
+def accept_unsigned_until():
+    """The aware datetime of ``QUEUE_ACCEPT_UNSIGNED_UNTIL``, or None (unsigned jobs never run)."""
+    global _accept_until
+    if _accept_until is _UNSET:
+        from django.conf import settings
+
+        _accept_until = parse_until(getattr(settings, "QUEUE_ACCEPT_UNSIGNED_UNTIL", "") or "")
+    return _accept_until
+
+
+def parse_until(value):
+    """'' -> None; ISO 8601 -> aware datetime (UTC if no offset); ValueError otherwise."""
+    if isinstance(value, dt.datetime):
+        parsed = value
+    elif not value:
+        return None
+    else:
+        parsed = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def unsigned_accepted(now=None):
+    until = accept_unsigned_until()
+    return until is not None and (now or dt.datetime.now(dt.timezone.utc)) < until
