@@ -49,8 +49,8 @@ def vet(job, queue_name):
         return Refusal(CORRUPT, f"has data that is not a JSON job ({type(exc).__name__})")
     if not isinstance(func_name, str) or not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
         return Refusal(CORRUPT, "has data that is not [function, instance, args, kwargs]")
-    if not isinstance(job.meta, dict):
-        return Refusal(CORRUPT, "has a meta that is not a JSON object")
+    if not isinstance(job.meta, dict) or getattr(job, "_unreadable_meta", None) is not None:
+        return Refusal(CORRUPT, "has a meta that is not a JSON object")  # rq keeps such bytes aside
     if job.origin != queue_name:
         return Refusal(CORRUPT, f"names origin {job.origin!r} but was popped from queue {queue_name!r}")
     if instance is not None:

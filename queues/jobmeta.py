@@ -31,7 +31,8 @@ owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>
 
 A periodic job's *template* (the rq-scheduler entry ``queues.schedules.register`` writes; never run
 itself) carries ``optima_schedule`` (schedule id), ``digest``, ``queue``, ``cron``, ``interval``,
-``attempts`` and ``timeout``: ``for_template`` writes them, ``schedules.run_schedule`` reads them.
+``attempts`` and ``timeout``: ``for_template`` writes them, for the panel and ``register``'s digest; a
+run is built from the declared schedule, never from them (``schedules.scheduler_class``).
 """
 import datetime as dt
 

@@ -16,7 +16,9 @@ How it maps onto rq-scheduler 0.14 (and what it fixes of it):
   when it starts) writes the declared ones and deletes templates no longer declared. Ids are explicit,
   so a restart or two schedulers never duplicate a schedule; an unchanged schedule keeps its next run
   (a restart does not run it again), a changed one is rescheduled.
-- When a template is due, ``PeriodicScheduler`` does not enqueue the template itself (rq-scheduler's
+- Redis holds the timing only: when a template is due, ``PeriodicScheduler`` runs the *declared*
+  schedule of that id (a planted or stale member is removed, never read). It does not enqueue the
+  template itself (rq-scheduler's
   way: one job id reused by every run, so overlapping runs overwrite each other's status and a spent
   retry counter carries into the next run). It enqueues a *fresh* job ``schedule-<id>-<unix time>`` with
   ``queues.enqueue_call``: the queue's retry policy, timeout and ``result_ttl`` (not rq-scheduler's -1,
@@ -273,19 +275,18 @@ def run_id(template_id, when):
     return f"{template_id}-{int(when.timestamp())}"
 
 
-def run_schedule(template, when, connection=None):
-    """Enqueue one run of the periodic job ``template`` due at ``when`` (aware); -> the run's Job or None
-    (already enqueued by another scheduler). Raises on Redis errors."""
+def run_schedule(schedule, when, connection=None):
+    """Enqueue one run of the declared ``schedule`` (a ``Schedule``) due at ``when`` (aware); -> the
+    run's Job or None (already enqueued by another scheduler). Raises on Redis errors."""
     from . import enqueueing
     from .exceptions import InvalidJob
 
-    meta = template.meta
-    job_id = run_id(template.id, when)
+    job_id = run_id(schedule.template_id, when)
     try:
         return enqueueing.enqueue_call(
-            meta[jobmeta.QUEUE], template.func_name, args=list(template.args), kwargs=dict(template.kwargs),
-            attempts=meta.get("attempts"), timeout=meta.get("timeout"), job_id=job_id,
-            meta=jobmeta.for_periodic_run(meta[jobmeta.TEMPLATE_SCHEDULE], when),
+            schedule.queue, schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs),
+            attempts=schedule.attempts, timeout=schedule.timeout, job_id=job_id,
+            meta=jobmeta.for_periodic_run(schedule.id, when),
         )
     except InvalidJob as exc:
         if "already exists" in str(exc):
@@ -294,43 +295,46 @@ def run_schedule(template, when, connection=None):
         raise
 
 
-def next_run_of(template, after):
-    meta = template.meta
-    return Schedule(id=meta[jobmeta.TEMPLATE_SCHEDULE], queue=meta[jobmeta.QUEUE], func=template.func_name or "",
-                    cron=meta.get("cron"), interval=meta.get("interval")).next_run(after)
-
-
 _scheduler_class = None
 
 
 def scheduler_class():
     """``PeriodicScheduler``: rq-scheduler under the prefix, running declared schedules as fresh jobs.
-    Built on first use so that importing this module (for its system check) does not import django-rq."""
+    Built on first use so that importing this module (for its system check) does not import django-rq.
+
+    Only the *timing* comes from Redis (the template's score in rq-scheduler's sorted set); what
+    runs — function, arguments, queue, options — is the declared ``Schedule`` of the template's id.
+    A member that is not a declared schedule's template (planted, left by an older release, or any
+    job put there with rq-scheduler's own API, which this project does not use) is removed with an
+    ERROR naming it: nothing of it is read, let alone run."""
     global _scheduler_class
     if _scheduler_class is None:
         from .scheduler import PrefixedScheduler
 
         class PeriodicScheduler(PrefixedScheduler):
             def enqueue_jobs(self):
-                due = list(self.get_jobs_to_queue(with_times=True))
-                for job, when in due:
-                    if jobmeta.is_template(job):
-                        self.enqueue_periodic(job, when.replace(tzinfo=dt.timezone.utc))
-                    else:
-                        self.enqueue_job(job)
-                return [job for job, _ in due]
-
-            def enqueue_periodic(self, template, when):
                 now = dt.datetime.now(dt.timezone.utc)
+                declared = {s.template_id: s for s in declared_schedules()}
+                due = self.connection.zrangebyscore(self.scheduled_jobs_key, 0, now.timestamp(), withscores=True)
+                for member, score in due:
+                    schedule = declared.get(member.decode("utf-8", "replace") if isinstance(member, bytes) else member)
+                    if schedule is None:
+                        self.connection.zrem(self.scheduled_jobs_key, member)
+                        self.log.error("Removed %r from %s: not a declared schedule (OPTIMA_SCHEDULES, apps' "
+                                       "SCHEDULES); nothing of it was run", member, self.scheduled_jobs_key)
+                        continue
+                    self.enqueue_periodic(schedule, dt.datetime.fromtimestamp(score, dt.timezone.utc), now)
+                return due
+
+            def enqueue_periodic(self, schedule, when, now):
                 try:
-                    run = run_schedule(template, when)
+                    run = run_schedule(schedule, when)
                     if run is not None:
-                        self.log.info("Periodic %s: enqueued run %s on %s", template.meta[jobmeta.TEMPLATE_SCHEDULE],
-                                      run.id, template.meta[jobmeta.QUEUE])
+                        self.log.info("Periodic %s: enqueued run %s on %s", schedule.id, run.id, schedule.queue)
                 except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
-                    self.log.exception("Periodic %s: could not enqueue its run due at %s", template.id, when)
+                    self.log.exception("Periodic %s: could not enqueue its run due at %s", schedule.id, when)
                 self.connection.zadd(self.scheduled_jobs_key,
-                                     {template.id: next_run_of(template, max(now, when)).timestamp()})
+                                     {schedule.template_id: schedule.next_run(max(now, when)).timestamp()})
 
         _scheduler_class = PeriodicScheduler
     return _scheduler_class

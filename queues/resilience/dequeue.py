@@ -50,6 +50,7 @@ return {0, unpack(paused)}
 """
 
 FIRST_POLL_SECONDS = 0.05
+DROPPED = object()  # what a pop returns internally for an entry it dropped (``_checked``)
 
 
 class Dequeuer:
@@ -70,18 +71,22 @@ class Dequeuer:
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
         wait for a job (None: do not wait, for burst mode). A key of the wrong type or an id that
         is not text is put aside with an ERROR naming it (``_set_aside``), never raised."""
-        try:
-            return self._pop(queues, wait)
-        except redis.ResponseError as exc:
-            if "WRONGTYPE" not in str(exc):
-                raise
-            self._set_aside(queues)
-            return None
+        for _ in range(100):  # each round drops or sets aside one bad entry; then a last plain try
+            try:
+                found = self._pop(queues, wait)
+            except redis.ResponseError as exc:
+                if "WRONGTYPE" not in str(exc):
+                    raise
+                self._set_aside(queues)
+                continue
+            if found is not DROPPED:
+                return found
+        return None
 
     def _pop(self, queues, wait):
         found = self._pop_now(queues)
         if found is not None or wait is None:
-            return found
+            return found  # DROPPED too: the caller pops again at once
         active = [q for q in queues if q.name not in self.paused]
         if self.paused:
             wait = min(wait, self.pause_poll)  # a resume is seen within pause_poll seconds
@@ -110,8 +115,8 @@ class Dequeuer:
         if job_id is None:
             return None
         found = self._checked(queue, job_id)
-        if found is None:
-            return None
+        if found is DROPPED:
+            return DROPPED
         job_id = found[1]
         if self.connection.sismember(keys.paused_key(), queue.name):
             give_back(self.connection, queue.key, job_id)  # paused while we waited: untouched
@@ -121,7 +126,7 @@ class Dequeuer:
         return queue, job_id
 
     def _checked(self, queue, raw_id):
-        """(queue, id) for a popped id that can be a job id; else None, the entry dropped from the
+        """(queue, id) for a popped id that can be a job id; else DROPPED, the entry dropped from the
         intermediate list with an ERROR (an id that is not UTF-8 text, or holds ':')."""
         try:
             job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
@@ -131,7 +136,7 @@ class Dequeuer:
             return queue, job_id
         self.connection.lrem(keys.intermediate_key(queue.key), 1, raw_id)
         self.log.error("%s: dropped entry %r of %s: not a job id", self.who, raw_id, queue.key)
-        return None
+        return DROPPED
 
     def _set_aside(self, queues):
         """A queue's list, its intermediate list or the paused set holds another type of key

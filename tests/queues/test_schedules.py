@@ -6,7 +6,8 @@ import pytest
 from queues import schedules
 from queues.conf import prefix
 from queues.registry import OptimaJob, get_queue
-from queues.schedules import Schedule, check_schedules, register, run_schedule, scheduled_jobs_key
+from queues.schedules import (Schedule, check_schedules, declared_schedules, register, run_schedule,
+                              scheduled_jobs_key)
 from tests.conftest import wait_for
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixtures)
     WORKER_ENV, fetch, lifecycle_queue, lifecycle_schedules, wait_scheduled_for_attempt,
@@ -56,10 +57,10 @@ def test_cron_is_evaluated_in_utc_whatever_the_servers_time_zone(settings):
 def test_a_due_schedule_runs_as_a_fresh_job_with_the_queues_retry_policy_and_result_ttl(queue_redis,
                                                                                          lifecycle_schedules):
     register(queue_redis)
-    template = OptimaJob.fetch("schedule-tick", connection=queue_redis)
+    schedule = next(s for s in declared_schedules() if s.template_id == "schedule-tick")
     when = dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
-    run = run_schedule(template, when)
-    again = run_schedule(template, when)  # a second scheduler on the same tick
+    run = run_schedule(schedule, when)
+    again = run_schedule(schedule, when)  # a second scheduler on the same tick
     assert again is None
     assert get_queue("lifecycle").job_ids == [run.id]
     run = fetch(run.id, queue_redis)
