@@ -251,10 +251,7 @@ class JobStatusView(FeatureView):
             return Response({"detail": f"No job {shown(job_id, 60)!r}: job ids are letters, digits, '-' and '_'."},
                             status=status.HTTP_404_NOT_FOUND)
         try:
-            job = queues.fetch_job(job_id)
-            # Another owner's job answers exactly as one that never existed.
-            readable = job is not None and owners.can_read_job(request, job.meta)
-            payload = job_status(job) if readable else None
+            payload = self.status_of(request, job_id)
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job status unavailable: %s: %s", type(exc).__name__, exc)
             return Response({"detail": "The job queue is unavailable right now. Try again in a few seconds."},
@@ -264,6 +261,35 @@ class JobStatusView(FeatureView):
             return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
                             status=status.HTTP_404_NOT_FOUND)
         return Response(JobStatusSerializer(payload).data)
+
+    @staticmethod
+    def status_of(request, job_id):
+        """The job's status payload, or None when the caller may not know of it. A job Redis holds but
+        that cannot be read (corrupt: planted, or written by something else) answers state "corrupt"
+        to whoever may read any job (staff with the panel's view permission); its owner cannot be
+        told apart from anyone else, so everyone else gets the 404 of a job that does not exist."""
+        from queues.board import safejob
+        from queues.connection import get_connection
+
+        job = safejob.fetch(job_id, get_connection(), check_origin=False)
+        if job is None:
+            return None
+        if not safejob.is_corrupt(job):
+            # Another owner's job answers exactly as one that never existed.
+            if not owners.can_read_job(request, job.meta):
+                return None
+            try:
+                return job_status(job)
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise
+            except Exception as exc:  # noqa: BLE001 — e.g. an unreadable results stream
+                job = safejob.CorruptJob(job.id, f"{type(exc).__name__} while reading its status")
+        logger.error("job status: job %s cannot be read: %s", job.id, job.why)
+        if not owners.can_read_job(request, {}):
+            return None
+        return {"job_id": job.id, "queue": None, "state": "corrupt", "attempt": None, "attempts_allowed": None,
+                "progress": None, "result": None, "error": f"The job cannot be read from Redis: {job.why}.",
+                "dead_reason": None, "enqueued_at": None, "started_at": None, "ended_at": None}
 
 
 @csrf_exempt

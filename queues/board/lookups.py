@@ -9,7 +9,7 @@ argument's name — so a view added to django-rq's URLconf is covered as long as
 | URL argument | 404 when |
 | --- | --- |
 | ``queue_index``, ``scheduler_index`` | not an index of the declared queues (sorted by name) |
-| ``job_id`` | no such job in Redis |
+| ``job_id`` | no such job in Redis (a corrupt one is handed to ``corrupt.respond``: shown, deletable) |
 | ``key`` | not a worker key of this prefix, or no such worker |
 
 A ``NoSuchJobError`` raised later by the view (the job deleted meanwhile) is a 404 too.
@@ -21,8 +21,7 @@ from django_rq.settings import get_queues_list
 from rq.exceptions import NoSuchJobError
 from rq.worker import Worker
 
-from ..registry import OptimaJob
-from . import bounded
+from . import bounded, safejob
 
 
 def queue_name_at(index):
@@ -35,8 +34,11 @@ def queue_name_at(index):
 
 
 def check_job(job_id):
-    if not OptimaJob.exists(job_id, connection=bounded.connection()):
+    """The job (or ``CorruptJob``) ``job_id``, or Http404."""
+    job = safejob.fetch(job_id, bounded.connection())
+    if job is None:
         raise Http404(f"No job {job_id!r} in Redis (deleted, expired, or never there).")
+    return job
 
 
 def check_worker(key):
@@ -53,8 +55,10 @@ def known(view):
         for name in ("queue_index", "scheduler_index"):
             if name in kwargs:
                 queue_name_at(kwargs[name])
-        if "job_id" in kwargs:
-            check_job(kwargs["job_id"])
+        if "job_id" in kwargs and safejob.is_corrupt(job := check_job(kwargs["job_id"])):
+            from .corrupt import respond
+
+            return respond(request, view.__name__, kwargs.get("queue_index", 0), job)
         if "key" in kwargs:
             check_worker(kwargs["key"])
         try:

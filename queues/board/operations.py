@@ -9,6 +9,8 @@ Retry of a dead letter:
     old id, and link the row to it (``retried_as``).
 Discard: remove the job from the failed registry and delete it from Redis; the row stays, marked
 ``discarded`` (it remains searchable and can still be retried from its stored arguments).
+A corrupt dead letter (reason ``corrupt``: its hash could not be read as a job) has nothing to run:
+retry is refused; discard deletes its hash and failed-registry entry like any other.
 
 Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
 """
@@ -31,8 +33,10 @@ from rq.registry import (
 
 from .. import conf, jobmeta
 from ..connection import get_connection, unavailable
+from ..deadletter import CORRUPT
 from ..exceptions import QueuesError
 from ..registry import OptimaJob, get_queue, queue_names
+from . import safejob
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ def retry_dead_letter(row_id):
     from ..models import DeadLetter
 
     row = DeadLetter.objects.get(pk=row_id)
+    if row.reason == CORRUPT:
+        return Outcome("error", f"Dead letter of job {row.job_id} not retried: the job is corrupt ({row.exc_message}), "
+                                "so there is nothing to run. Discard it.")
     if row.status == DeadLetter.Status.RETRIED:
         return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
     at_commit = transaction.get_connection().in_atomic_block
@@ -118,7 +125,10 @@ def discard_dead_letter(row_id):
             return Outcome("skipped", f"status is {row.status}; only open dead letters are discarded")
         # No declared queue needed: a queue removed from the settings still has its registry in Redis.
         connection = get_connection()
-        removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
+        try:
+            removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
+        except redis.ResponseError:  # the registry key is not a sorted set: nothing of this job in it
+            removed = False
         deleted = delete_job_hash(row.job_id, connection)
         detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
             ", job deleted" if deleted else ", job hash already gone")
@@ -128,12 +138,17 @@ def discard_dead_letter(row_id):
 
 
 def delete_job_hash(job_id, connection=None):
-    """Delete a job and what rq keeps with it; False when it was already gone."""
+    """Delete a job and what rq keeps with it; False when it was already gone. A corrupt job's hash
+    (and results) are deleted as they are, nothing in them read."""
     connection = connection or get_connection()
-    try:
-        job = OptimaJob.fetch(job_id, connection=connection)
-    except NoSuchJobError:
+    job = safejob.fetch(job_id, connection, check_origin=False)
+    if job is None:
         return False
+    if safejob.is_corrupt(job):
+        with connection.pipeline(transaction=False) as pipe:
+            safejob.delete_keys(pipe, job_id)
+            pipe.execute()
+        return True
     job.delete()
     return True
 
@@ -173,21 +188,26 @@ _REGISTRIES = (
 def find_job(job_id, connection=None):
     """Where ``job_id`` is, across every declared queue and registry, in two round trips.
 
-    Returns {"job_id", "exists", "origin", "status", "description", "locations": [(queue, place)]}.
+    Returns {"job_id", "exists", "corrupt" (why, or ""), "origin", "status", "description",
+    "locations": [(queue, place)]}; every value printable (bytes that are not UTF-8 escaped).
     """
     connection = connection or get_connection()
     names = queue_names()
-    job_key = OptimaJob.key_for(job_id)
+    rid = safejob.normal_id(job_id)  # an id shown escaped (not UTF-8) is looked up as Redis holds it
     with connection.pipeline(transaction=False) as pipe:
-        pipe.hmget(job_key, "origin", "status", "description", "enqueued_at", "ended_at", "meta")
+        pipe.hgetall(safejob.job_key(rid))
         for name in names:
             queue = get_queue(name, connection=connection)
-            pipe.lpos(queue.key, job_id)
+            pipe.lpos(queue.key, rid)
             for _, cls in _REGISTRIES:
-                pipe.zscore(cls(name, connection=connection).key, job_id)
-        replies = pipe.execute()
-    fields = [v.decode() if isinstance(v, bytes) else v for v in replies[0]]
-    origin, status, description, enqueued_at, ended_at, meta = fields
+                pipe.zscore(cls(name, connection=connection).key, rid)
+        # A key of the wrong type (the job's, a queue's, a registry's) is an answer, not a failure.
+        replies = pipe.execute(raise_on_error=False)
+    job = safejob.load(rid, replies[0], connection)
+    replies = [None if isinstance(r, redis.ResponseError) else r for r in replies]
+    raw = {safejob.text(k): safejob.text(v) for k, v in (replies[0] or {}).items()}
+    origin, status, description, enqueued_at, ended_at, meta = (
+        raw.get(f) for f in ("origin", "status", "description", "enqueued_at", "ended_at", "meta"))
     locations = []
     i = 1
     for name in names:
@@ -202,7 +222,8 @@ def find_job(job_id, connection=None):
         locations.append((origin, "started"))
     return {
         "job_id": job_id,
-        "exists": origin is not None or status is not None,
+        "exists": job is not None,
+        "corrupt": job.why if safejob.is_corrupt(job) else "",
         "origin": origin,
         "status": status,
         "description": description,

@@ -15,6 +15,10 @@ What django-rq used, what it did on a GET, and what it is rebound to:
 - ``get_queue_by_index`` / ``get_queue``: ``queue.fetch_job`` LREMs an id whose hash is gone ->
   ``ReadOnlyQueue`` (the registries above, no removal).
 - ``get_jobs``: removes from the registry ids whose hash is gone -> ``get_jobs`` that skips them.
+- ``Job.fetch`` and every job list: raise on a poison job (not UTF-8, no ``data``, garbage, a key of
+  the wrong type) -> read through ``safejob``: a ``CorruptJob`` shown as "corrupt: <why>"; a list or
+  registry key of the wrong type reads as empty (logged), an id that is not UTF-8 is shown escaped.
+- ``get_statistics``: stops at a poison head job or a key of the wrong type -> ``stats.statistics``.
 - ``clean_worker_registry`` / ``clean_registries``: SREM / registry maintenance -> nothing.
 - ``Worker``: ``find_by_key`` builds a pickle worker whose current job is fetched with pickle -> ``JSONWorker``.
 - ``DjangoCronScheduler.all(cleanup=True)``: ZREMs stale cron schedulers -> ``ReadOnlyCronScheduler``.
@@ -27,7 +31,9 @@ Registry maintenance is the workers' job (rq's maintenance task), never a page's
 ``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
 """
 import importlib
+import logging
 
+import redis
 from django_rq.cron import DjangoCronScheduler
 from rq.registry import (
     CanceledJobRegistry,
@@ -37,14 +43,35 @@ from rq.registry import (
     ScheduledJobRegistry,
     StartedJobRegistry,
 )
+from rq.exceptions import NoSuchJobError
 from rq.serializers import JSONSerializer
 from rq.worker import Worker
 
 from ..registry import OptimaJob, OptimaQueue
+from . import safejob
+
+logger = logging.getLogger("queues.board")
+
+
+def wrong_type(key, exc, empty):
+    """A key of the wrong type reads as ``empty`` (an ERROR names it); other errors are raised."""
+    if "WRONGTYPE" not in str(exc):
+        raise exc
+    logger.error("%s is not of the type rq expects (%s): the panel shows it as empty", safejob.text(key), exc)
+    return empty
+
+
+def _entry_job_id(cls, entry):
+    entry = safejob.text(entry)
+    try:
+        return cls.parse_job_id(entry)
+    except ValueError:
+        return entry
 
 
 def _read_only(cls):
-    """``cls`` (an rq registry) reading JSON jobs, with a ``cleanup`` that writes nothing."""
+    """``cls`` (an rq registry) reading JSON jobs, with a ``cleanup`` that writes nothing, and
+    poison entries (ids not UTF-8, a key of the wrong type) read without raising."""
 
     def __init__(self, *args, **kwargs):
         cls.__init__(self, *args, **kwargs)
@@ -54,8 +81,35 @@ def _read_only(cls):
     def cleanup(self, *args, **kwargs):
         return []  # a page only reads: the workers' maintenance cleans registries
 
-    return type(f"ReadOnly{cls.__name__}", (cls,), {"__init__": __init__, "cleanup": cleanup,
-                                                     "__module__": __name__})
+    def get_job_count(self, cleanup=True):
+        try:
+            return self.connection.zcard(self.key)
+        except redis.ResponseError as exc:
+            return wrong_type(self.key, exc, 0)
+
+    def _entries(self, start, end, desc):
+        try:
+            return self.connection.zrange(self.key, start, end, desc=desc)
+        except redis.ResponseError as exc:
+            return wrong_type(self.key, exc, [])
+
+    def get_job_ids(self, start=0, end=-1, desc=False, cleanup=True):
+        return [_entry_job_id(cls, e) for e in _entries(self, start, end, desc)]
+
+    def get_job_and_execution_ids(self, start=0, end=-1, desc=False, cleanup=True):
+        return [tuple((safejob.text(e).split(":", 1) + [""])[:2]) for e in _entries(self, start, end, desc)]
+
+    def get_scheduled_time(self, job_or_id):
+        """rq's, for a ``CorruptJob`` too (by its id as Redis holds it)."""
+        if safejob.is_corrupt(job_or_id):
+            job_or_id = job_or_id.raw_id
+        return cls.get_scheduled_time(self, job_or_id)
+
+    attrs = {"__init__": __init__, "cleanup": cleanup, "get_job_count": get_job_count, "get_job_ids": get_job_ids,
+             "get_job_and_execution_ids": get_job_and_execution_ids, "__module__": __name__}
+    if hasattr(cls, "get_scheduled_time"):
+        attrs["get_scheduled_time"] = get_scheduled_time
+    return type(f"ReadOnly{cls.__name__}", (cls,), attrs)
 
 
 REGISTRIES = {cls.__name__: _read_only(cls) for cls in (
@@ -67,8 +121,27 @@ class ReadOnlyQueue(OptimaQueue):
     """The panel's queue: JSON jobs, read-only registries, and ``fetch_job`` never removes an id."""
 
     def fetch_job(self, job_id):
-        job = OptimaJob.fetch_many([job_id], connection=self.connection)[0]
-        return job if job is not None and job.origin == self.name else None
+        job = safejob.fetch(job_id, self.connection)
+        return job if job is not None and (safejob.is_corrupt(job) or job.origin == self.name) else None
+
+    @property
+    def count(self):
+        try:
+            return self.connection.llen(self.key)
+        except redis.ResponseError as exc:
+            return wrong_type(self.key, exc, 0)
+
+    def get_job_ids(self, offset=0, length=-1):
+        if length == 0:
+            return []
+        end = offset + length - 1 if length >= 0 else length
+        try:
+            return [safejob.text(i) for i in self.connection.lrange(self.key, offset, end)]
+        except redis.ResponseError as exc:
+            return wrong_type(self.key, exc, [])
+
+    def get_jobs(self, offset=0, length=-1):
+        return [job for job in safejob.fetch_many(self.get_job_ids(offset, length), self.connection) if job]
 
     def _registry(self, name):
         return REGISTRIES[name](queue=self)
@@ -124,8 +197,20 @@ def get_scheduler_by_index(index):
 
 
 def get_jobs(queue, job_ids, registry=None):
-    """django-rq's ``get_jobs`` without removing the ids whose hash is gone."""
-    return [job for job in OptimaJob.fetch_many(job_ids, connection=queue.connection) if job is not None]
+    """django-rq's ``get_jobs`` without removing the ids whose hash is gone; a poison job comes back as
+    a ``CorruptJob`` (shown "corrupt: <why>")."""
+    return [job for job in safejob.fetch_many(job_ids, queue.connection) if job is not None]
+
+
+class PanelJob(OptimaJob):
+    """django-rq's views' ``Job``: ``fetch`` gives a ``CorruptJob`` for a poison job, never raises for it."""
+
+    @classmethod
+    def fetch(cls, id, connection=None, serializer=None):
+        job = safejob.fetch(id, connection)
+        if job is None:
+            raise NoSuchJobError(f"No such job: {safejob.text(id)}")
+        return job
 
 
 def clean_worker_registry(queue):
@@ -136,14 +221,21 @@ def clean_registries(queue, exception_handlers=None):
     """A page leaves registry maintenance to the workers (get_statistics(run_maintenance_tasks=True))."""
 
 
+def get_statistics(run_maintenance_tasks=False):
+    from .stats import statistics
+
+    return statistics()
+
+
 _REBIND = {
-    "django_rq.views": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs,
+    "django_rq.views": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs, "Job": PanelJob,
                         "clean_worker_registry": clean_worker_registry, "Worker": JSONWorker,
                         "get_scheduler_by_index": get_scheduler_by_index},
     "django_rq.utils": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "Worker": JSONWorker,
                         "DjangoCronScheduler": ReadOnlyCronScheduler, "clean_worker_registry": clean_worker_registry,
                         "clean_registries": clean_registries},
-    "django_rq.contrib.prometheus": {"get_queue": get_queue},
+    "django_rq.stats_views": {"get_statistics": get_statistics},
+    "django_rq.contrib.prometheus": {"get_queue": get_queue, "get_statistics": get_statistics},
     "django_rq.cron_views": {"get_queue_by_index": get_queue_by_index, "DjangoCronScheduler": ReadOnlyCronScheduler},
 }
 

@@ -13,6 +13,12 @@ Two queue-wide views are replaced rather than wrapped, for the 200,000-job case:
 "Delete All" failed jobs loads every job at once with rq's default (pickle) serializer, and its
 "Requeue All" makes three round trips per job. Ours walk the failed registry in chunks of
 ``CHUNK`` ids with pipelines, with the JSON job class. Their confirmation pages stay django-rq's.
+
+Corrupt jobs (``safejob``: not UTF-8, no ``data``, garbage, a key of the wrong type, an undeclared
+queue) never stop an action: a delete deletes their keys (DEL of the hash and of the list/registry
+entry: the operator wants them gone), a requeue refuses them one by one and reports them
+("Requeued 2 jobs." plus "1 of 3 jobs not requeued: <id>: corrupt ..."); "Requeue All" leaves them
+in the failed registry and says how many it skipped.
 """
 import functools
 
@@ -23,7 +29,6 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_rq import utils as rq_utils
 from django_rq import views as rq_views
-from django_rq.queues import get_queue_by_index
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
@@ -31,8 +36,9 @@ from rq.registry import FailedJobRegistry
 from .. import audit, rqcompat
 from ..exceptions import QueueUnavailable
 from ..models import DeadLetter
-from ..registry import OptimaJob
+from . import safejob
 from .operations import mark_dead_letters
+from .readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 
 CHUNK = 500
 
@@ -42,9 +48,9 @@ def _failed_ids(queue, job_ids):
     registry = FailedJobRegistry(queue.name, queue.connection)
     with queue.connection.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
-            pipe.zscore(registry.key, job_id)
-        scores = pipe.execute()
-    return [j for j, s in zip(job_ids, scores) if s is not None]
+            pipe.zscore(registry.key, safejob.normal_id(job_id))
+        scores = pipe.execute(raise_on_error=False)  # a registry key of the wrong type: in none
+    return [j for j, s in zip(job_ids, scores) if s is not None and not isinstance(s, Exception)]
 
 
 def _outcome(response):
@@ -97,7 +103,11 @@ def _act_on_one(queue, action, job_id):
         if action == "stop":
             stopped, _ = rq_utils.stop_jobs(queue, [job_id])
             return ("ok", "stop sent") if stopped else ("error", "not stopped: the job is not running")
-        job = queue.job_class.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+        job = safejob.fetch(job_id, queue.connection)
+        if job is None:
+            raise NoSuchJobError(job_id)
+        if safejob.is_corrupt(job):
+            return _act_on_corrupt(queue, action, job)
         if action == "delete":
             queue.connection.lrem(queue.key, 0, job.id)
             job.delete()
@@ -108,6 +118,13 @@ def _act_on_one(queue, action, job_id):
         return "error", f"no job {job_id!r} in Redis (deleted or expired)"
     except (InvalidJobOperation, redis.RedisError, QueueUnavailable) as exc:
         return "error", f"{type(exc).__name__}: {exc}"
+
+
+def _act_on_corrupt(queue, action, job):
+    if action == "delete":
+        safejob.raw_delete(queue.connection, queue.name, job.raw_id)
+        return "ok", f"deleted (corrupt: {job.why})"
+    return "error", f"corrupt, not requeued ({job.why}): delete it, or inspect it on its page"
 
 
 def bulk_actions(request, queue_index):
@@ -161,6 +178,9 @@ def empty_queue(request, queue_index):
     queue = get_queue_by_index(queue_index)
     count = queue.count
     first_ids = queue.get_job_ids(0, audit.MAX_JOB_IDS - 1)
+    kind = queue.connection.type(queue.key)
+    if kind not in (b"list", b"none"):
+        return _empty_wrong_type(request, queue, queue_index, safejob.text(kind))
     try:
         response = rq_views.clear_queue(request, queue_index)
     except Exception as exc:
@@ -170,52 +190,72 @@ def empty_queue(request, queue_index):
     return response
 
 
-def _walk_failed(queue, handle_chunk):
-    """Call ``handle_chunk(ids)`` on successive chunks of the failed registry until it is empty
-    (or stops shrinking). Returns the number of ids handled."""
-    registry = FailedJobRegistry(queue.name, queue.connection)
-    done, handled = set(), 0
-    while True:
-        ids = [i for i in registry.get_job_ids(0, CHUNK - 1, cleanup=False) if i not in done]
-        if not ids:
-            return handled
-        handle_chunk(ids)
-        done.update(ids)
-        handled += len(ids)
+def _empty_wrong_type(request, queue, queue_index, kind):
+    """"Empty" of a queue whose key is not a list (planted): the key is deleted, which empties it."""
+    queue.connection.delete(queue.key)
+    detail = f"queue key {queue.key} was a {kind}, not a list: deleted"
+    audit.record(request, "empty", queue.name, [], "ok", detail)
+    messages.warning(request, f"Queue {queue.name} emptied: its {detail}.")
+    return redirect("django_rq:jobs", queue_index)
 
 
-def _act_on_all_failed(request, queue, action, per_job, mark, verb):
+def _failed_chunk(queue, offset):
+    """Up to ``CHUNK`` ids of the failed registry from ``offset`` on, as Redis holds them (bytes)."""
+    key = FailedJobRegistry(queue.name, queue.connection).key
+    try:
+        return queue.connection.zrange(key, offset, offset + CHUNK - 1)
+    except redis.ResponseError as exc:
+        return wrong_type(key, exc, [])
+
+
+def _act_on_all_failed(request, queue, action, per_job, mark, verb, delete_corrupt):
     """Take every failed job of ``queue`` out of the failed registry in chunks, apply
     ``per_job(pipe, job)`` to each job Redis still has, ``mark(ids, found_ids)`` their dead-letter
-    rows, and audit the whole as one ``action``. Returns (jobs acted on, ids whose job was gone)."""
-    registry = FailedJobRegistry(queue.name, queue.connection)
-    touched = []
-    gone = []
+    rows, and audit the whole as one ``action``. A corrupt job's keys are deleted when
+    ``delete_corrupt``, else it stays in the registry (skipped over). Returns (jobs acted on, ids
+    whose job was gone, ids of corrupt jobs)."""
+    registry_key = FailedJobRegistry(queue.name, queue.connection).key
+    touched, gone, corrupt = [], [], []
 
-    def handle(ids):
-        jobs = OptimaJob.fetch_many(ids, connection=queue.connection, serializer=queue.serializer)
+    def handle(raw_ids):
+        jobs = safejob.fetch_many(raw_ids, queue.connection)
         with queue.connection.pipeline() as pipe:
-            for job_id, job in zip(ids, jobs):
-                pipe.zrem(registry.key, job_id)
-                if job is not None:
+            for raw, job in zip(raw_ids, jobs):
+                if safejob.is_corrupt(job) and not delete_corrupt:
+                    continue
+                pipe.zrem(registry_key, raw)
+                if safejob.is_corrupt(job):
+                    safejob.delete_keys(pipe, raw)
+                elif job is not None:
                     per_job(pipe, job)
             pipe.execute()
-        found = [job_id for job_id, job in zip(ids, jobs) if job is not None]
-        gone.extend(job_id for job_id, job in zip(ids, jobs) if job is None)
+        ids = [safejob.text(r) for r in raw_ids]
+        found = [i for i, job in zip(ids, jobs) if job is not None and not safejob.is_corrupt(job)]
+        gone.extend(i for i, job in zip(ids, jobs) if job is None)
+        corrupt.extend(i for i, job in zip(ids, jobs) if safejob.is_corrupt(job))
         mark(ids, found)
         if len(touched) < audit.MAX_JOB_IDS:
             touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
 
+    count, seen = 0, set()
     try:
-        count = _walk_failed(queue, handle)
+        # Until the registry is empty, or holds only ids already handled (written back meanwhile).
+        while (raw_ids := _failed_chunk(queue, 0 if delete_corrupt else len(corrupt))) and not seen >= set(raw_ids):
+            raw_ids = [r for r in raw_ids if r not in seen]
+            handle(raw_ids)
+            seen.update(raw_ids)
+            count += len(raw_ids)
     except Exception as exc:
         audit.record(request, action, queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
         raise
-    detail = f"{verb} {count - len(gone)} failed jobs"
+    done = count - len(gone) - len(corrupt)
+    detail = f"{verb} {done} failed jobs"
     if gone:
         detail += f"; {len(gone)} listed in the failed registry were no longer in Redis (taken off the registry)"
+    if corrupt:
+        detail += f"; {len(corrupt)} corrupt " + ("deleted" if delete_corrupt else "skipped (left in the registry)")
     audit.record(request, action, queue.name, touched, "ok", detail)
-    return count - len(gone), gone
+    return done, gone, corrupt
 
 
 def delete_all_failed(request, queue_index):
@@ -227,10 +267,14 @@ def delete_all_failed(request, queue_index):
     def delete(pipe, job):
         job.delete(pipeline=pipe, remove_from_queue=False)
 
-    # A job already gone from Redis is as deleted as it gets: its row is discarded too.
-    count, _ = _act_on_all_failed(request, queue, "delete_all_failed", delete,
-                                  lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted")
+    # A job already gone from Redis is as deleted as it gets: its row is discarded too; so is a corrupt one.
+    count, _, corrupt = _act_on_all_failed(
+        request, queue, "delete_all_failed", delete,
+        lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted", delete_corrupt=True)
     messages.info(request, f"You have successfully deleted {count} failed job{'s' if count != 1 else ''}.")
+    if corrupt:
+        messages.warning(request, f"{len(corrupt)} corrupt job{'s' if len(corrupt) != 1 else ''} deleted too "
+                                  f"(unreadable as jobs: their keys were removed): {', '.join(corrupt[:10])}.")
     return redirect("django_rq:home")
 
 
@@ -248,11 +292,15 @@ def requeue_all_failed(request, queue_index):
 
     # Only the rows of jobs actually requeued become "retried"; a row whose job was gone stays open
     # (the dead-letter admin's Retry enqueues it anew from its stored arguments).
-    count, gone = _act_on_all_failed(
+    count, gone, corrupt = _act_on_all_failed(
         request, queue, "requeue_all", requeue,
         lambda ids, found: mark_dead_letters(found, DeadLetter.Status.RETRIED, retried_as_self=True), "requeued",
+        delete_corrupt=False,
     )
     messages.info(request, f"You have successfully requeued {count} job{'s' if count != 1 else ''}!")
+    if corrupt:
+        messages.warning(request, f"{len(corrupt)} corrupt skipped (unreadable as jobs, left in the failed list; "
+                                  f"open or delete them there): {', '.join(corrupt[:10])}.")
     if gone:
         messages.warning(request, f"{len(gone)} failed job{'s' if len(gone) != 1 else ''} no longer in Redis "
                                   "could not be requeued; retry their dead letters from the dead-letter admin.")

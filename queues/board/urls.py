@@ -33,7 +33,7 @@ _ACTING = {
     rq_views.requeue_all: rq_actions.requeue_all_failed,
     rq_views.delete_failed_jobs: rq_actions.delete_all_failed,
 }
-_REPLACED = {stats_views.stats: views.home}
+_REPLACED = {stats_views.stats: views.home, rq_views.queue_details: views.queue_details}
 # Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
 _LONG_RUNNING = {rq_views.clear_queue, rq_views.requeue_all, rq_views.delete_failed_jobs}
 

@@ -9,7 +9,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_rq.settings import get_queues_map
 from django_rq.stats_views import RQCollector
-from django_rq.utils import get_cron_schedulers, get_scheduler_statistics, get_statistics
+from django_rq.utils import get_cron_schedulers, get_scheduler_statistics
 from django_rq.views import each_context
 
 from .. import audit, conf, pause
@@ -17,6 +17,7 @@ from ..exceptions import UnknownQueue
 from . import bounded
 from .access import guard
 from .operations import find_job
+from .stats import statistics
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 
@@ -25,8 +26,9 @@ JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 @guard
 def home(request):
     """django-rq's dashboard (same statistics, same template), with pause state and job search."""
-    # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py).
-    stats = get_statistics(run_maintenance_tasks=False)
+    # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
+    # a poison head job or a key of the wrong type is shown, not raised (stats.py).
+    stats = statistics()
     paused = pause.paused_names(bounded.connection())
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
@@ -41,6 +43,32 @@ def home(request):
         "prefix": conf.prefix(),
     }
     return render(request, "queues/board.html", context)
+
+
+@never_cache
+@guard
+def queue_details(request, queue_index):
+    """django-rq's ``queue_details`` (same template), reading the oldest and newest waiting job
+    through ``safejob``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
+    from django_rq.settings import get_queues_list
+    from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
+    from rq.worker import Worker
+
+    from .readonly import get_queue_by_index
+
+    queue = get_queue_by_index(queue_index)
+    ends = queue.get_job_ids(0, 1) + queue.get_job_ids(-1, 1) if queue.count else []
+    oldest, newest = (queue.fetch_job(ends[0]), queue.fetch_job(ends[-1])) if ends else (None, None)
+    context = {
+        **each_context(request), "queue": queue, "queue_index": queue_index,
+        "connection_kwargs": get_displayable_connection_kwargs(queue),
+        "queue_config": get_queues_list()[queue_index]["connection_config"], "num_jobs": queue.count,
+        "num_workers": Worker.count(queue=queue), "num_started": len(queue.started_job_registry),
+        "num_finished": len(queue.finished_job_registry), "num_failed": len(queue.failed_job_registry),
+        "num_deferred": len(queue.deferred_job_registry), "num_scheduled": len(queue.scheduled_job_registry),
+        "scheduler_pid": get_scheduler_pid(queue), "oldest_queued_job": oldest, "newest_queued_job": newest,
+    }
+    return render(request, "django_rq/queue_detail.html", context)
 
 
 def _toggle(request, name, action):

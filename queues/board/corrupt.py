@@ -1,0 +1,48 @@
+"""A job's own pages when the job is corrupt (``safejob.CorruptJob``): shown, deletable, never requeued.
+
+``lookups.known`` hands every view with a ``job_id`` whose job cannot be read over to ``respond``:
+
+| request                                      | answer                                                    |
+| -------------------------------------------- | --------------------------------------------------------- |
+| GET of any job page (detail, results, delete | 200: "corrupt: <why>", the id and the raw hash escaped,   |
+| and requeue confirmations)                   | a Delete button                                           |
+| POST delete                                  | DEL of its hash and of its entries in its queue's list    |
+|                                              | and registries; its dead letter ``discarded``; audited    |
+| POST requeue / enqueue / stop                | refused with a message (nothing to run); audited "error"  |
+"""
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django_rq.views import each_context
+
+from .. import audit
+from ..models import DeadLetter
+from . import bounded, safejob
+from .lookups import queue_name_at
+from .operations import mark_dead_letters
+
+REFUSED = {"requeue_job_view": "requeued", "enqueue_job": "enqueued", "stop_job": "stopped"}
+
+
+@never_cache
+def respond(request, view_name, queue_index, job):
+    queue_name = queue_name_at(queue_index)
+    if request.method == "POST" and view_name == "delete_job":
+        return _delete(request, queue_index, queue_name, job)
+    if request.method == "POST" and view_name in REFUSED:
+        detail = f"Job {job.id} not {REFUSED[view_name]}: it is corrupt ({job.why}). Delete it, or inspect it first."
+        audit.record(request, view_name.split("_")[0], queue_name, [job.id], "error", detail)
+        messages.error(request, detail)
+        return redirect("django_rq:job_detail", queue_index, job.id)
+    context = {**each_context(request), "job": job, "queue_index": queue_index, "queue_name": queue_name,
+               "title": f"Corrupt job {job.id}", "can_act": request.queue_access.can_act}
+    return render(request, "queues/corrupt_job.html", context)
+
+
+def _delete(request, queue_index, queue_name, job):
+    deleted = safejob.raw_delete(bounded.connection(), queue_name, job.raw_id)
+    mark_dead_letters([job.id], DeadLetter.Status.DISCARDED)
+    detail = f"corrupt job deleted ({job.why})" if deleted else "corrupt job already gone"
+    audit.record(request, "delete", queue_name, [job.id], "ok", f"from the panel: {detail}")
+    messages.info(request, f"You have successfully deleted the corrupt job {job.id}.")
+    return redirect("django_rq:jobs", queue_index)
