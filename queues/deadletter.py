@@ -105,8 +105,20 @@ def _latest_exc_string(job):
 
 
 def row_values(job, exc_string=""):
-    """The DeadLetter fields of a dead job (from the job and the meta ``mark_dead`` wrote)."""
-    meta = job.meta or {}
+    """The DeadLetter fields of a dead job (from the job and the meta ``mark_dead`` wrote). Never
+    raises for what the job holds: a value of the wrong type reads as missing."""
+    def number(value, default):
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+    def short_text(value, limit=None):
+        value = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+        value = value if isinstance(value, str) else ("" if value is None else str(value))
+        return value[:limit] if limit else value
+
+    meta = job.meta if isinstance(job.meta, dict) else {}
     traceback = exc_string or _latest_exc_string(job)
     exc_type, exc_message = meta.get("exc_type"), meta.get("exc_message")
     if not exc_type and not exc_message:
@@ -118,20 +130,20 @@ def row_values(job, exc_string=""):
     dead_at = _parse(meta.get("dead_at")) or _now()
     return {
         "queue": jobmeta.queue_name(job),
-        "func_path": func_path[:500],
+        "func_path": short_text(func_path, 500),
         "args": args,
         "kwargs": kwargs,
-        "exc_type": (exc_type or "")[:300],
-        "exc_message": exc_message or "",
-        "traceback": traceback,
-        "attempts_made": int(meta.get("attempts_made") or jobmeta.current_attempt(job)),
-        "attempts_allowed": int(meta.get("attempts_allowed") or 0),
+        "exc_type": short_text(exc_type, 300),
+        "exc_message": short_text(exc_message),
+        "traceback": short_text(traceback),
+        "attempts_made": number(meta.get("attempts_made"), 0) or jobmeta.current_attempt(job),
+        "attempts_allowed": number(meta.get("attempts_allowed"), 0),
         "reason": (meta.get("dead") if isinstance(meta.get("dead"), str) else "") or "",
         "enqueued_at": job.enqueued_at,
         "first_failed_at": _parse(meta.get("first_failed_at")) or dead_at,
         "dead_at": dead_at,
-        "worker": (meta.get("dead_worker") or job.worker_name or "")[:300],
-        "times_dead": max(1, int(meta.get("deaths") or 1)),
+        "worker": short_text(meta.get("dead_worker") or job.worker_name, 300),
+        "times_dead": max(1, number(meta.get("deaths"), 1)),
     }
 
 
@@ -185,13 +197,29 @@ class ReconcileSummary:
 
 
 def _known_queue_names(connection):
+    """Declared queues, queues rq knows of in Redis, and queues of open rows. A queue name in Redis
+    that is not UTF-8 (or a registry set of the wrong type) is skipped with an ERROR."""
+    import redis
     from rq import Queue
 
     from .models import DeadLetter
     from .registry import queue_names
 
     names = set(queue_names())
-    names.update(q.name for q in Queue.all(connection=connection))
+    try:
+        members = connection.smembers(Queue.redis_queues_keys)
+    except redis.ResponseError as exc:
+        logger.error("reconcile: %s is not a set (%s): only declared queues reconciled", Queue.redis_queues_keys, exc)
+        members = set()
+    prefix = Queue.redis_queue_namespace_prefix
+    for member in members:
+        try:
+            key = member.decode("utf-8")
+        except UnicodeDecodeError:
+            logger.error("reconcile: skipped queue key %r of %s: not UTF-8", member, Queue.redis_queues_keys)
+            continue
+        if key.startswith(prefix):
+            names.add(key[len(prefix):])
     names.update(DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
                  .values_list("queue", flat=True).distinct())
     return sorted(names)
@@ -201,57 +229,94 @@ def reconcile(queue_names=None, connection=None, chunk=500):
     """Bring the DeadLetter table in line with the failed registries; returns a ReconcileSummary.
 
     Cost: one pass over each failed registry and over the open rows of each queue, in chunks.
+    Poison never stops it: a failed entry whose hash cannot be read as a job is mirrored as a
+    ``corrupt`` row (``bury_corrupt``, the raw hash kept); an id that is not UTF-8, a key that is not
+    a hash, a hash without ``data`` and a failed registry that is not a sorted set are skipped with
+    an ERROR naming the key; an open row whose job is corrupt stays open.
     """
+    import redis
+
+    from .board import safejob
     from .connection import get_connection
     from .models import DeadLetter
-    from .registry import OptimaJob
 
     connection = connection or get_connection()
     prefix = conf.prefix()
     summary = ReconcileSummary(queues=list(queue_names) if queue_names else _known_queue_names(connection))
+
+    def failed_ids_of(name):
+        key = keys.failed_key(name)
+        try:
+            raw_ids = connection.zrange(key, 0, -1)
+        except redis.ResponseError as exc:
+            logger.error("reconcile: skipped queue %s: its failed registry %s is not a sorted set (%s)", name, key, exc)
+            return None
+        ids = [safejob.normal_id(raw) for raw in raw_ids]
+        for raw in (i for i in ids if isinstance(i, bytes)):
+            logger.error("reconcile: skipped entry %s of %s: its job id is not UTF-8", safejob.text(raw), key)
+        return [i for i in ids if isinstance(i, str)]
+
+    def mirror_corrupt(name, job):
+        if job.kind in ("wrong_type", "no_data"):
+            logger.error("reconcile: skipped failed job %s of %s: %s (key %s)", job.id, name, job.why,
+                         safejob.job_key(job.id))
+        elif bury_corrupt(connection, job.id, name, dict(job.fields), job.why) is not None:
+            summary.mirrored += 1
+        else:
+            summary.errors += 1
+
+    def mirror_failed(job_id, job, seen):
+        meta = job.meta
+        if not meta.get("dead"):
+            # Failed by a path that did not mark it (RQ's own abandoned-job cleanup, a job from
+            # before this code): record the death on the job so a later life counts from it.
+            meta["dead"] = "abandoned" if "AbandonedJobError" in _latest_exc_string(job) else "exhausted"
+            meta.setdefault("dead_at", (job.ended_at or _now()).isoformat())
+            meta["deaths"] = max(int(meta.get("deaths") or 0), seen.get(job_id, 0) + 1 if job_id in seen else 1)
+            try:
+                job.save_meta()
+            except Exception:  # noqa: BLE001
+                logger.warning("Could not save dead-letter meta of job %s", job_id)
+        if job_id in seen and int(meta.get("deaths") or 1) <= seen[job_id]:
+            return  # the operator already dealt with this death
+        try:
+            _mirror(job, row_values(job))
+            summary.mirrored += 1
+        except Exception:  # noqa: BLE001
+            summary.errors += 1
+            logger.exception("reconcile: could not mirror dead job %s", job_id)
+
     for name in summary.queues:
-        registry = FailedJobRegistry(name, connection=connection, job_class=OptimaJob)
-        failed_ids = registry.get_job_ids(cleanup=False)
-        failed_set = set(failed_ids)
+        failed_ids = failed_ids_of(name)
+        if failed_ids is None:
+            continue  # its open rows too: whether their jobs are still failed cannot be told
+        failed_set = set(failed_ids)  # less the entries whose hash is gone (their open rows: discarded)
         for start in range(0, len(failed_ids), chunk):
             ids = failed_ids[start:start + chunk]
             seen = dict(DeadLetter.objects.filter(prefix=prefix, job_id__in=ids)
                         .values_list("job_id", "times_dead"))
             open_ids = set(DeadLetter.objects.filter(prefix=prefix, job_id__in=ids, status=DeadLetter.Status.OPEN)
                            .values_list("job_id", flat=True))
-            jobs = OptimaJob.fetch_many(ids, connection=connection)
-            for job_id, job in zip(ids, jobs):
+            for job_id, job in zip(ids, safejob.fetch_many(ids, connection, check_origin=False)):
+                if job is None:
+                    failed_set.discard(job_id)
                 if job is None or job_id in open_ids:
                     continue
-                meta = job.meta
-                if not meta.get("dead"):
-                    # Failed by a path that did not mark it (RQ's own abandoned-job cleanup, a job from
-                    # before this code): record the death on the job so a later life counts from it.
-                    meta["dead"] = "abandoned" if "AbandonedJobError" in _latest_exc_string(job) else "exhausted"
-                    meta.setdefault("dead_at", (job.ended_at or _now()).isoformat())
-                    meta["deaths"] = max(int(meta.get("deaths") or 0), seen.get(job_id, 0) + 1 if job_id in seen
-                                         else 1)
-                    try:
-                        job.save_meta()
-                    except Exception:  # noqa: BLE001
-                        logger.warning("Could not save dead-letter meta of job %s", job_id)
-                if job_id in seen and int(meta.get("deaths") or 1) <= seen[job_id]:
-                    continue  # the operator already dealt with this death
-                try:
-                    _mirror(job, row_values(job))
-                    summary.mirrored += 1
-                except Exception:  # noqa: BLE001
-                    summary.errors += 1
-                    logger.exception("reconcile: could not mirror dead job %s", job_id)
+                if safejob.is_corrupt(job):
+                    if job_id not in seen:
+                        mirror_corrupt(name, job)
+                    continue
+                mirror_failed(job_id, job, seen)
         open_rows = DeadLetter.objects.filter(prefix=prefix, queue=name, status=DeadLetter.Status.OPEN)
         gone = [jid for jid in open_rows.values_list("job_id", flat=True).iterator(chunk_size=chunk)
                 if jid not in failed_set]
         for start in range(0, len(gone), chunk):
             ids = gone[start:start + chunk]
-            jobs = OptimaJob.fetch_many(ids, connection=connection)
-            retried = [jid for jid, job in zip(ids, jobs)
-                       if job is not None and job.get_status(refresh=False) in WAITING_OR_RUNNING]
-            discarded = [jid for jid in ids if jid not in set(retried)]
+            jobs = safejob.fetch_many(ids, connection, check_origin=False)
+            retried = [jid for jid, job in zip(ids, jobs) if job is not None and not safejob.is_corrupt(job)
+                       and job.get_status(refresh=False) in WAITING_OR_RUNNING]
+            corrupt = {jid for jid, job in zip(ids, jobs) if safejob.is_corrupt(job)}
+            discarded = [jid for jid in ids if jid not in set(retried) and jid not in corrupt]
             if retried:
                 summary.retried += DeadLetter.objects.filter(
                     prefix=prefix, job_id__in=retried, status=DeadLetter.Status.OPEN

@@ -81,6 +81,7 @@ class CorruptJob:
     id: str  # printable (``text``); ``raw_id`` gives what Redis holds
     why: str
     fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as HGETALL gave them
+    kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8), "content" (unreadable)
     is_corrupt = True
     origin = ""
     description = None
@@ -109,8 +110,6 @@ class CorruptJob:
 
 
 def _why_fields(raw):
-    if b"data" not in raw:
-        return "its hash has no data field"
     for name, value in raw.items():
         try:
             name.decode("utf-8")
@@ -144,13 +143,15 @@ def load(job_id, raw, connection, check_origin=True):
 
     shown = text(job_id)
     if isinstance(raw, redis.ResponseError):
-        return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)")
+        return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)", kind="wrong_type")
     if isinstance(raw, Exception):
         raise raw  # a connection error: the caller's own (503 on a page)
     if not raw:
         return None
     if isinstance(job_id, bytes):
-        return CorruptJob(shown, "its id is not UTF-8", list(raw.items()))
+        return CorruptJob(shown, "its id is not UTF-8", list(raw.items()), kind="id")
+    if b"data" not in raw:
+        return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
     why = _why_fields(raw)
     if why is None:
         job = OptimaJob(job_id, connection=connection)

@@ -21,6 +21,10 @@ commands per queue: cheap, and bounded however large the queues are), and:
   head of its queue without losing an attempt;
 - a popped job left in an intermediate list for ``LIVENESS_TTL_SECONDS`` (seen by two scans) goes back
   to the head of its queue, also without losing an attempt; one whose hash is gone is dropped;
+- poison never stops a scan: an entry whose id is not UTF-8 and a list or registry key of the wrong
+  type are skipped (an ERROR names the key); a started job whose worker is gone and whose hash
+  cannot be read as a job is dead-lettered as ``corrupt`` (``deadletter.bury_corrupt``, its raw hash
+  kept), or, with no hash to keep (a key that is not a hash, no ``data``), its entry is dropped;
 - workers that died without saying so leave RQ's worker registry (``<p>:workers``), so worker counts
   are right within seconds (only workers that carry the liveness mark, i.e. OptimaWorkers).
 
@@ -34,6 +38,7 @@ import logging
 import time
 import uuid
 
+import redis
 from rq.exceptions import NoSuchJobError
 from rq.job import JobStatus
 from rq.utils import as_text, parse_composite_key
@@ -106,10 +111,31 @@ class Scan:
 
     def run(self):
         for name in self.queue_names:
-            started_ids = self.started(name)
-            self.intermediate(name, started_ids)
+            started_ids = self.skipping_wrong_types(self.started, name, default=set())
+            self.skipping_wrong_types(self.intermediate, name, started_ids)
         self.dead_workers()
         return self.counts
+
+    def skipping_wrong_types(self, step, name, *args, default=None):
+        """``step(name, *args)``; a key of the wrong type (planted) skips this step for this queue."""
+        try:
+            return step(name, *args)
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            self.log.error("Abandoned-job scan: skipped %s of queue %s: a key is not of the type rq expects (%s)",
+                           step.__name__, name, exc)
+            return default
+
+    def _text_entries(self, key, entries):
+        """The entries that are UTF-8, as text; the others are skipped with an ERROR naming the key."""
+        texts = []
+        for entry in entries:
+            try:
+                texts.append(as_text(entry))
+            except UnicodeDecodeError:
+                self.log.error("Abandoned-job scan: skipped entry %r of %s: not UTF-8", entry, key)
+        return texts
 
     # -- started registry -------------------------------------------------------------------
     def started(self, name):
@@ -118,14 +144,17 @@ class Scan:
 
         queue = OptimaQueue(name, connection=self.connection)
         wip_key = keys.started_key(name)
-        entries = [as_text(e) for e in self.connection.zrange(wip_key, 0, LIMIT - 1)]
+        entries = [e for e in self._text_entries(wip_key, self.connection.zrange(wip_key, 0, LIMIT - 1))
+                   if ":" in e]
         if not entries:
             return set()
         parsed = [parse_composite_key(e) for e in entries]
         with self.connection.pipeline(transaction=False) as pipe:
             for entry in entries:
                 pipe.hget(keys.execution_key(entry), "worker_name")
-            owners = [as_text(w) if w else "" for w in pipe.execute()]
+            # An execution key of the wrong type or a name that is not UTF-8: no owner (gone).
+            owners = [w.decode("utf-8", "replace") if isinstance(w, bytes) else ""
+                      for w in pipe.execute(raise_on_error=False)]
         alive = live_workers(self.connection, [w for w in owners if w])
         for (job_id, execution_id), owner in zip(parsed, owners):
             if owner and owner in alive:
@@ -142,14 +171,15 @@ class Scan:
         return {job_id for job_id, _ in parsed}
 
     def recover_started(self, queue, job_id, execution_id, worker_name):
-        from ..registry import OptimaJob
+        from ..board import safejob
 
         wip_key = keys.started_key(queue.name)
         if self.connection.zscore(wip_key, f"{job_id}:{execution_id}") is None:
             return  # finished meanwhile
-        try:
-            job = OptimaJob.fetch(job_id, connection=self.connection)
-        except NoSuchJobError:
+        job = safejob.fetch(job_id, self.connection, check_origin=False)
+        if job is None or safejob.is_corrupt(job):
+            if job is not None:
+                self.corrupt(queue, job, f"{job_id}:{execution_id}")
             self._forget(queue.name, job_id, execution_id, worker_name)
             self.counts["dropped"] += 1
             return
@@ -167,6 +197,18 @@ class Scan:
             self.log.warning("Job %s of dead worker %s had not started: back at the head of %s",
                              job.id, worker_name or "?", queue.name)
         self._forget(queue.name, job_id, execution_id, worker_name)
+
+    def corrupt(self, queue, job, entry):
+        """A started job of a dead worker that cannot be read: dead-lettered as corrupt with its raw hash,
+        or, with no hash to keep, only named in the log (its started entry is dropped by the caller)."""
+        from .. import deadletter
+
+        keep = job.kind not in ("wrong_type", "no_data")
+        self.log.error("Abandoned-job scan: skipped started entry %s of %s (job hash %s): it cannot be read (%s); %s",
+                       entry, keys.started_key(queue.name), keys.job_key(job.id), job.why,
+                       "dead-lettered as corrupt" if keep else "entry dropped")
+        if keep:
+            deadletter.bury_corrupt(self.connection, job.id, queue.name, dict(job.fields), job.why)
 
     def abandoned(self, job, queue, worker_name):
         from .. import deadletter, retry
@@ -192,7 +234,8 @@ class Scan:
     # -- intermediate lists -----------------------------------------------------------------
     def intermediate(self, name, started_ids):
         queue_key = keys.queue_key(name)
-        ids = {as_text(i) for i in self.connection.lrange(keys.intermediate_key(queue_key), 0, LIMIT - 1)}
+        list_key = keys.intermediate_key(queue_key)
+        ids = set(self._text_entries(list_key, self.connection.lrange(list_key, 0, LIMIT - 1)))
         seen_key = keys.intermediate_seen_key(name)
         seen = {as_text(k): float(v) for k, v in self.connection.hgetall(seen_key).items()}
         seconds, micros = self.connection.time()  # Redis's clock: scanners on other hosts compare with it
@@ -222,7 +265,7 @@ class Scan:
     # -- RQ's worker registry ---------------------------------------------------------------
     def dead_workers(self):
         prefix = keys.worker_key("")
-        registered = [as_text(k) for k in self.connection.smembers(REDIS_WORKER_KEYS)]
+        registered = self._text_entries(REDIS_WORKER_KEYS, self.connection.smembers(REDIS_WORKER_KEYS))
         names = [k[len(prefix):] for k in registered if k.startswith(prefix)]
         alive = live_workers(self.connection, names)
         for name in names:

@@ -170,8 +170,9 @@ def test_reconcile_mirrors_a_pickled_failed_job_without_unpickling_it(queue_redi
     summary = deadletter.reconcile()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     assert (summary.mirrored, summary.errors) == (1, 0)
-    assert list(DeadLetter.objects.values_list("job_id", "status", "func_path")) == [
-        ("planted-failed", "open", "<unreadable payload>")]
+    # Its hash is no job (pickled data): mirrored as a corrupt row, the raw hash kept (deadletter.bury_corrupt).
+    assert list(DeadLetter.objects.values_list("job_id", "status", "func_path", "reason")) == [
+        ("planted-failed", "open", "<corrupt job>", "corrupt")]
 
 
 def test_the_trap_works_rqs_own_cleanup_of_the_stale_started_entry_unpickles_it(queue_redis, tmp_path):
