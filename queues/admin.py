@@ -1,7 +1,8 @@
 """Admin of dead letters (view, search, retry, discard) and of the audit trail (read only).
 
 Permissions: seeing dead letters is Django's ``queues.view_deadletter``; retrying and discarding
-is ``queues.act_on_deadletter``. Rows are never deleted here: a discarded dead letter stays,
+is ``queues.act_on_deadletter``. A corrupt dead letter (reason ``corrupt``) shows its job's raw hash,
+escaped; retrying it is refused (nothing to run), discarding it works like any other. Rows are never deleted here: a discarded dead letter stays,
 marked ``discarded``. Every retry or discard writes one audit row per dead letter. Lists stay
 fast with 200,000 rows: no full count, indexed filters, 100 rows a page.
 """
@@ -12,11 +13,12 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
 from . import audit, conf, throttle
+from .deadletter import CORRUPT
 from .models import AuditEntry, DeadLetter
 
 ACT_PERM = "queues.act_on_deadletter"
@@ -124,8 +126,29 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     # --- detail ----------------------------------------------------------------------------------
 
+    def get_fieldsets(self, request, obj=None):
+        if obj is not None and obj.reason == CORRUPT:
+            return self.fieldsets + (("Corrupt job: its Redis hash as it was", {"fields": ("raw_hash_preview",)}),)
+        return self.fieldsets
+
     def get_readonly_fields(self, request, obj=None):
-        return [f for fieldset in self.fieldsets for f in fieldset[1]["fields"]]
+        return [f for fieldset in self.get_fieldsets(request, obj) for f in fieldset[1]["fields"]]
+
+    @admin.display(description="raw hash")
+    def raw_hash_preview(self, obj):
+        """Each field of the corrupt job's hash, bytes that are not UTF-8 shown as ``\\xNN``, long values
+        cut (``safejob.preview``): escaped text, never the raw bytes."""
+        from .board.safejob import preview
+        from .deadletter import decode_raw_hash
+
+        try:
+            fields = decode_raw_hash(obj.raw_hash)
+        except (ValueError, TypeError):
+            return "(the stored raw hash cannot be decoded)"
+        if not fields:
+            return "-"
+        rows = format_html_join("", "<tr><th><code>{}</code></th><td><pre>{}</pre></td></tr>", preview(fields))
+        return format_html('<table class="queues-raw-hash">{}</table>', rows)
 
     @admin.display(description="arguments")
     def args_pretty(self, obj):

@@ -11,7 +11,8 @@ expired entries that cleanup would remove are counted with ZCOUNT and left out i
 
 A command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
 refuses, drops or does not answer zeroes all of them. Either way the error gauge says so and one
-line is logged; the collector itself never raises, so the rest of /metrics is still served.
+line is logged; the collector itself never raises, so the rest of /metrics is still served. A
+poison head job (an id that is not UTF-8, a key that is not a hash) only loses its queue's age.
 """
 import logging
 import threading
@@ -55,7 +56,9 @@ class Snapshot:
 
 
 def _text(value):
-    return value.decode() if isinstance(value, bytes) else value
+    # Bytes that are not UTF-8 (planted) are escaped, never raised on: one poison value must not
+    # leave every queue out of the scrape.
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
 
 
 def read_snapshot(names=None, client=None, now=None):
@@ -128,7 +131,7 @@ def _read_redis(client, names, samples, now):
         sample.counters[store.DURATION_SUM] = float(counters.get(store.DURATION_SUM, 0))
         sample.buckets = {b: int(counters.get(store.bucket_field(b), 0)) for b in bounds}
         if head is not None and not is_paused:
-            heads[name] = _text(head)
+            heads[name] = head  # as Redis holds it (maybe not UTF-8)
         if worker_keys:
             worker_sets[name] = sorted(_text(k) for k in worker_keys)
     if heads or worker_sets:
@@ -142,7 +145,7 @@ def _read_round_two(client, heads, worker_sets, samples, now):
     try:
         pipe = client.pipeline(transaction=False)
         for job_id in heads.values():
-            pipe.hget(redis_keys.job_key(job_id), "enqueued_at")
+            pipe.hget(redis_keys.job_key_prefix().encode() + job_id, "enqueued_at")
         for key in unique_workers:
             pipe.exists(key)
         results = pipe.execute(raise_on_error=False)
@@ -150,7 +153,11 @@ def _read_round_two(client, heads, worker_sets, samples, now):
         _all_failed(set(heads) | set(worker_sets), samples, exc)
         return
     for name, enqueued_at in zip(heads, results[:len(heads)]):
-        if isinstance(enqueued_at, Exception):
+        if isinstance(enqueued_at, redis.ResponseError) and "WRONGTYPE" in str(enqueued_at):
+            # The head job's key is not a hash (a poison entry): no age, the queue's counts stand.
+            logger.warning("the job at the head of queue %r cannot be read (%s); its age is reported as 0",
+                           name, _describe(enqueued_at))
+        elif isinstance(enqueued_at, Exception):
             _queue_failed(name, samples, enqueued_at)
         elif enqueued_at:  # a stale id without its job hash has no age
             try:

@@ -119,6 +119,11 @@ def test_no_panel_page_metrics_healthz_or_job_api_answers_500_for_a_poison_job(o
         detail = operator.get(reverse("django_rq:job_detail", args=[DEFAULT, _shown(ids["failed"])]))
         assert (detail.status_code, "corrupt" in detail.content.decode()) == (200, True)
     assert "\ufffd" not in failed_page  # nothing decoded lossily: escaped
+    metrics = [line for line in operator.get("/metrics").content.decode().splitlines() if 'queue="default"' in line]
+    # The poison ids are counted like any other (one per place, the good failed job too); no scrape error.
+    assert [line for line in metrics if "queue_jobs{" in line and "failed" in line] == [
+        'optima_queue_jobs{queue="default",state="failed"} 2.0']
+    assert 'optima_queue_scrape_error{queue="default",source="redis"} 0.0' in metrics
 
 
 @pytest.mark.parametrize("kind", sorted(HAS_HASH - {"non_utf8_id"}))
