@@ -111,3 +111,18 @@ def why_not(path):
                 f"jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES.")
     return (f"{path!r} is not a declared job: decorate a module-level function of an app's jobs.py (or of a "
             "module named in QUEUE_JOB_MODULES) with @queues.job, e.g. features.orders.jobs.sync_cabinet.")
+
+
+def validate():
+    """queues.E025: a module of QUEUE_JOB_MODULES cannot be imported (its jobs would never run)."""
+    from .conf import Problem
+
+    problems = []
+    for name in configured_modules():
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            problems.append(Problem("queues.E025", f"QUEUE_JOB_MODULES names {name!r}, which cannot be imported ({exc}).",
+                                    "Give importable module names, comma-separated, e.g. "
+                                    "QUEUE_JOB_MODULES=features.legacy.tasks; an app's jobs.py needs no entry."))
+    return problems

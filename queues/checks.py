@@ -33,3 +33,14 @@ def check_queue_board_auth(app_configs=None, **kwargs):
 
     problems = validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate()
     return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]
+
+
+@register(Tags.security)
+def check_trust_boundary(app_configs=None, **kwargs):
+    """Declared and signed jobs (queues/catalog.py, queues/signing.py): queues.E025 (a QUEUE_JOB_MODULES
+    module cannot be imported), queues.E026 / W027 (QUEUE_ACCEPT_UNSIGNED_UNTIL not a time / far
+    ahead), queues.E028 (a signing key shorter than 32 characters)."""
+    from . import catalog, signing
+
+    problems = catalog.validate() + signing.validate()
+    return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]

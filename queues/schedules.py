@@ -41,7 +41,7 @@ from django.conf import settings
 from django.core import checks as django_checks
 from rq.utils import as_text
 
-from . import conf, jobmeta
+from . import catalog, conf, jobmeta
 from . import declarations as queue_declarations  # aliased: declarations() below lists the schedules'
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def declared_schedules():
 
 
 def validate_schedules(queue_names=None):
-    """Problems of the schedule declarations (check ids queues.E030-E035, docs/checks.md)."""
+    """Problems of the schedule declarations (check ids queues.E030-E036, docs/checks.md)."""
     from django.utils.module_loading import import_string
 
     from .enqueueing import _check_args
@@ -171,6 +171,9 @@ def validate_schedules(queue_names=None):
                 problems.append(conf.Problem("queues.E034", f"{label}['func'] is {func!r}, which cannot be imported.",
                                              "Give the dotted path of a module-level function, e.g. "
                                              "'features.orders.jobs.sync_all'."))
+            elif not catalog.is_declared(func):
+                problems.append(conf.Problem("queues.E036", f"{label}['func'] {catalog.why_not(func)}",
+                                             "A periodic job runs only when its function is a declared job."))
             problems.extend(_validate_timing(label, entry))
             try:
                 _check_args(list(entry.get("args") or ()) if isinstance(entry.get("args", ()), (list, tuple))

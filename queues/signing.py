@@ -119,3 +119,42 @@ def parse_until(value):
 def unsigned_accepted(now=None):
     until = accept_unsigned_until()
     return until is not None and (now or dt.datetime.now(dt.timezone.utc)) < until
+
+
+MIN_KEY_LENGTH = 32
+LONG_WINDOW = dt.timedelta(days=7)
+
+
+def validate(now=None):
+    """queues.E026: QUEUE_ACCEPT_UNSIGNED_UNTIL is not an ISO time; queues.W027: it is more than 7
+    days ahead (every such day anyone who can write to Redis can run any declared job with any
+    arguments); queues.E028: QUEUE_SIGNING_KEY (or an old key) is set but shorter than 32 characters."""
+    from django.conf import settings
+
+    from .conf import Problem
+
+    problems = []
+    raw = getattr(settings, "QUEUE_ACCEPT_UNSIGNED_UNTIL", "") or ""
+    try:
+        until = parse_until(raw)
+    except (TypeError, ValueError):
+        until = None
+        problems.append(Problem("queues.E026", f"QUEUE_ACCEPT_UNSIGNED_UNTIL is {raw!r}, which is not an ISO 8601 time.",
+                                "E.g. QUEUE_ACCEPT_UNSIGNED_UNTIL=2026-12-01T12:00:00Z (UTC when no offset), or "
+                                "unset it: unsigned jobs then never run."))
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if until is not None and until - now > LONG_WINDOW:
+        problems.append(Problem("queues.W027", f"QUEUE_ACCEPT_UNSIGNED_UNTIL is {raw!r}, more than 7 days ahead: until "
+                                "then, anyone who can write to the queues' Redis can run any declared job with any "
+                                "arguments.", "Set it to just after the jobs queued before signing was deployed "
+                                "will have run (their longest delay or retry), then unset it.", level="warning"))
+    old = getattr(settings, "QUEUE_SIGNING_OLD_KEYS", ()) or ()
+    old = old.split(",") if isinstance(old, str) else old
+    for name, value in [("QUEUE_SIGNING_KEY", getattr(settings, "QUEUE_SIGNING_KEY", "") or "")] + [
+            (f"QUEUE_SIGNING_OLD_KEYS[{i}]", k) for i, k in enumerate(old)]:
+        if value and len(str(value)) < MIN_KEY_LENGTH:
+            problems.append(Problem("queues.E028", f"{name} is {len(str(value))} characters long; a signing key "
+                                    f"needs at least {MIN_KEY_LENGTH}.",
+                                    "A long random value: python -c 'import secrets; print(secrets.token_urlsafe(48))'; "
+                                    "or unset QUEUE_SIGNING_KEY to derive the key from SECRET_KEY."))
+    return problems

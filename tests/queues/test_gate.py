@@ -332,3 +332,38 @@ def test_the_scheduler_runs_only_declared_schedules_whatever_the_template_in_red
     assert (run.func_name, run.args) == ("tests.jobs.lifecycle.quick", [1])  # the declared one
     run_burst(queue_redis, "lifecycle")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- planted pickles: worker, both schedulers, reconcile, the abandoned-job scan ----------------
+
+def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan(queue_redis, tmp_path):
+    from rq.serializers import DefaultSerializer
+
+    from queues import deadletter, schedules
+    from queues.resilience import abandoned
+    from tests.queues.test_no_pickle import Boom, plant as plant_pickles
+
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    ids, _ = plant_pickles(queue_redis, trap)
+    # Due now, so rq's scheduler (in the worker) and rq-scheduler both pick them up.
+    queue_redis.zadd(keys.scheduled_key("default"), {ids["scheduled"]: 0})
+    pickled_template = OptimaJob.create("tests.jobs.sample.add", args=[Boom(trap / "template")], id="schedule-x",
+                                        connection=queue_redis, serializer=DefaultSerializer)
+    pickled_template.save()
+    queue_redis.zadd(schedules.scheduled_jobs_key(), {"schedule-x": 0})
+    good = good_job()
+
+    worker = OptimaWorker([get_queue("default", connection=queue_redis)], connection=queue_redis)
+    worker.work(burst=True, with_scheduler=True)
+    scheduler = schedules.scheduler_class()(queue_name="default", connection=queue_redis, interval=5,
+                                            job_class=OptimaJob)
+    scheduler.enqueue_jobs()
+    summary = deadletter.reconcile()
+    abandoned.Scan(queue_redis, ["default"], stale_after=0).run()
+    run_burst(queue_redis)
+
+    assert sorted(p.name for p in trap.iterdir()) == []
+    assert_ran(queue_redis, good)
+    assert summary.errors == 0
+    assert DeadLetter.objects.get(job_id=ids["queued"]).reason == "corrupt"
