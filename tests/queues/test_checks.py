@@ -123,3 +123,43 @@ def test_using_a_broken_configuration_raises_the_same_message():
         queues.get_queue("default")
     assert "OPTIMA_QUEUES['default']['attempts'] must be an integer >= 1, got 0." in str(excinfo.value)
     assert "queues.E003" in str(excinfo.value)
+
+
+# -- trust boundary: declared and signed jobs (queues/catalog.py, queues/signing.py) -------------
+
+@override_settings(QUEUE_JOB_MODULES=["tests.jobs", "features.nowhere.tasks"])
+def test_a_job_module_that_cannot_be_imported_is_e025():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E025"]
+    assert errors[0].msg.startswith("QUEUE_JOB_MODULES names 'features.nowhere.tasks', which cannot be imported")
+
+
+@override_settings(QUEUE_ACCEPT_UNSIGNED_UNTIL="next tuesday")
+def test_an_unsigned_window_that_is_not_a_time_is_e026():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E026"]
+    assert "'next tuesday', which is not an ISO 8601 time" in errors[0].msg
+    assert "2026-12-01T12:00:00Z" in errors[0].hint
+
+
+@override_settings(QUEUE_ACCEPT_UNSIGNED_UNTIL="2999-01-01T00:00:00Z")
+def test_an_unsigned_window_far_ahead_is_w027():
+    errors = queue_errors()
+    assert [(e.id, e.level) for e in errors] == [("queues.W027", 30)]
+    assert "anyone who can write to the queues' Redis can run any declared job" in errors[0].msg
+
+
+@override_settings(QUEUE_SIGNING_KEY="short", QUEUE_SIGNING_OLD_KEYS=["x" * 40, "tiny"])
+def test_a_short_signing_key_is_e028_naming_which():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E028", "queues.E028"]
+    assert errors[0].msg.startswith("QUEUE_SIGNING_KEY is 5 characters long")
+    assert errors[1].msg.startswith("QUEUE_SIGNING_OLD_KEYS[1] is 4 characters long")
+
+
+@override_settings(OPTIMA_SCHEDULES=[{"id": "helper", "queue": "default", "interval": 60,
+                                      "func": "features.repricer.jobs.marketplace_key"}])
+def test_a_schedule_of_a_function_that_is_not_a_declared_job_is_e036():
+    errors = queue_errors()
+    assert [e.id for e in errors] == ["queues.E036"]
+    assert "'features.repricer.jobs.marketplace_key' is not a declared job" in errors[0].msg
