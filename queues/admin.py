@@ -2,7 +2,8 @@
 
 Permissions: seeing dead letters is Django's ``queues.view_deadletter``; retrying and discarding
 is ``queues.act_on_deadletter``. A corrupt dead letter (reason ``corrupt``) shows its job's raw hash,
-escaped; retrying it is refused (nothing to run), discarding it works like any other. Rows are never deleted here: a discarded dead letter stays,
+escaped; retrying it is refused (nothing to run), discarding it works like any other. Rows are
+never deleted here: a discarded dead letter stays,
 marked ``discarded``. Every retry or discard writes one audit row per dead letter. Lists stay
 fast with 200,000 rows: no full count, indexed filters, 100 rows a page.
 """
