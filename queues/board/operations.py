@@ -10,7 +10,9 @@ Retry of a dead letter:
 Discard: remove the job from the failed registry and delete it from Redis; the row stays, marked
 ``discarded`` (it remains searchable and can still be retried from its stored arguments).
 A corrupt dead letter (reason ``corrupt``: its hash could not be read as a job) has nothing to run:
-retry is refused; discard deletes its hash and failed-registry entry like any other.
+retry is refused; discard deletes its hash and failed-registry entry like any other. So is the retry
+of a ``not_a_job`` one (its function is no declared job). An ``unsigned`` one is retried as a new job,
+signed, from the row's stored function and arguments (what the operator sees), never in place.
 
 Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
 """
@@ -35,6 +37,7 @@ from .. import conf, jobmeta
 from ..connection import get_connection, unavailable
 from ..deadletter import CORRUPT
 from ..exceptions import QueuesError
+from ..gate import NOT_A_JOB, UNSIGNED
 from ..registry import OptimaJob, get_queue, queue_names
 from . import safejob
 
@@ -71,6 +74,9 @@ def retry_dead_letter(row_id):
     if row.reason == CORRUPT:
         return Outcome("error", f"Dead letter of job {row.job_id} not retried: the job is corrupt ({row.exc_message}), "
                                 "so there is nothing to run. Discard it.")
+    if row.reason == NOT_A_JOB:
+        return Outcome("error", f"Dead letter of job {row.job_id} not retried: it names {row.func_path!r}, which is "
+                                "not a declared job, so it would never run. Discard it (and find out who wrote it).")
     if row.status == DeadLetter.Status.RETRIED:
         return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
     at_commit = transaction.get_connection().in_atomic_block
@@ -97,7 +103,9 @@ def _put_back(row):
     try:
         queue = get_queue(row.queue)
         registry = _failed_registry(queue)
-        if row.job_id in registry:
+        # An unsigned job is never requeued as it is in Redis (which anyone able to write there may have
+        # changed since): a new job is signed from what the operator sees in the row.
+        if row.reason != UNSIGNED and row.job_id in registry:
             registry.requeue(row.job_id)
             return row.job_id, "requeued the failed job in place"
     except redis.RedisError as exc:

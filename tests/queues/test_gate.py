@@ -367,3 +367,29 @@ def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan
     assert_ran(queue_redis, good)
     assert summary.errors == 0
     assert DeadLetter.objects.get(job_id=ids["queued"]).reason == "corrupt"
+
+
+# -- the dead-letter admin's retry of refused jobs ----------------------------------------------
+
+def test_retry_of_an_unsigned_dead_letter_enqueues_a_new_signed_job_from_the_row(queue_redis, tmp_path):
+    from queues.board.operations import retry_dead_letter
+
+    planted = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "ran")])
+    run_burst(queue_redis)
+    row = assert_dead(queue_redis, planted, "unsigned")
+    outcome = retry_dead_letter(row.pk)
+    assert outcome.outcome == "ok" and outcome.job_id != planted, outcome
+    run_burst(queue_redis)
+    assert (tmp_path / "ran").exists()
+    assert OptimaJob.fetch(outcome.job_id, connection=queue_redis).meta["retry_of"] == planted
+
+
+def test_retry_of_a_not_a_job_dead_letter_is_refused(queue_redis):
+    from queues.board.operations import retry_dead_letter
+
+    planted = plant(queue_redis, "os.system", ["true"], signed=True)
+    run_burst(queue_redis)
+    row = assert_dead(queue_redis, planted, "not_a_job")
+    outcome = retry_dead_letter(row.pk)
+    assert outcome.outcome == "error" and "'os.system', which is not a declared job" in outcome.detail
+    assert queue_redis.llen(keys.queue_key("default")) == 0
