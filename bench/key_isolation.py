@@ -62,14 +62,17 @@ def main():
         before = patterns(client, "optima")
         client.flushall()
 
+        # Only declared jobs run (queues/catalog.py): the same lifecycle with tests.jobs.sample's
+        # whoami (os.getpid) and fail, enqueued (and signed) by queues.enqueue.
         env = dict(env, REDIS_URL=server.url, QUEUE_PREFIX="optima", OPTIMA_ENV="test",
-                   DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3")
+                   DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3", QUEUE_JOB_MODULES="tests.jobs")
+        env.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)
         py = sys.executable
         subprocess.run([py, "manage.py", "migrate", "-v", "0"], check=True, env=env, cwd=ROOT)
         code = ("import django; django.setup(); import queues, datetime as dt;"
-                "queues.enqueue('default', 'os.getpid');"
-                "queues.enqueue('default', 'os.listdir', '/nonexistent', attempts=1);"
-                "queues.enqueue('default', 'os.getpid', delay=1)")
+                "queues.enqueue('default', 'tests.jobs.sample.whoami');"
+                "queues.enqueue('default', 'tests.jobs.sample.fail', attempts=1);"
+                "queues.enqueue('default', 'tests.jobs.sample.whoami', delay=1)")
         subprocess.run([py, "-c", code], check=True, env=dict(env, DJANGO_SETTINGS_MODULE="optima_site.settings"),
                        cwd=ROOT)
         sched = subprocess.Popen([py, "manage.py", "rqscheduler", "--interval", "1"], env=env, cwd=ROOT,

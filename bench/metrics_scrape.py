@@ -43,7 +43,7 @@ def commandstats(conn):
 def setup(url):
     os.environ.update(REDIS_URL=url, QUEUE_PREFIX="bench", RQ_KEY_PREFIX="bench", OPTIMA_ENV="test",
                       DATABASE_URL="sqlite://:memory:", DJANGO_SETTINGS_MODULE="optima_site.settings",
-                      LOG_LEVEL="ERROR")
+                      LOG_LEVEL="ERROR", QUEUE_JOB_MODULES="tests.jobs")  # tests.jobs.sample: declared jobs
     import django
 
     django.setup()
@@ -66,7 +66,12 @@ def populate(conn, names):
     for q in qs:
         q.enqueue("tests.jobs.sample.add", 1, 2)
         q.enqueue("tests.jobs.sample.fail")
-    SimpleWorker(qs, connection=conn, serializer=JSONSerializer, job_class=OptimaJob).work(burst=True, logging_level="ERROR")
+    SimpleWorker(qs, connection=conn, serializer=JSONSerializer, job_class=OptimaJob).work(burst=True,
+                                                                                         logging_level="CRITICAL")
+    for q in qs:  # 1 completed and 1 failed each: a job that is not declared would fail too (NotAJob)
+        done, failed = q.finished_job_registry.count, q.failed_job_registry.count
+        if (done, failed) != (1, 1):
+            raise SystemExit(f"queue {q.name}: {done} completed and {failed} failed jobs, expected 1 and 1")
     from datetime import timedelta
 
     for q in qs:

@@ -37,6 +37,7 @@ def configure(redis_url):
     os.environ["REDIS_URL"] = redis_url
     os.environ.setdefault("OPTIMA_ENV", "dev")
     os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ["QUEUE_JOB_MODULES"] = "tests.jobs"  # the dead jobs are tests.jobs.sample.add, a declared job
     db_file = None
     if os.environ.get("BENCH_POSTGRES"):
         os.environ["DATABASE_URL"] = f"{os.environ['BENCH_POSTGRES'].rstrip('/')}/{postgres_db('create')}"
@@ -69,10 +70,12 @@ def postgres_db(action):
 
 
 def fill_redis(size):
-    """``size`` dead jobs in default's failed registry, as a worker leaves them (hash + ZADD)."""
+    """``size`` dead jobs in default's failed registry, as a worker leaves them (hash + ZADD), each
+    with its own signature (the signed message includes the job id), as queues.enqueue wrote it."""
     from rq.job import JobStatus
     from rq.registry import FailedJobRegistry
 
+    from queues import signing
     from queues.registry import get_queue
 
     queue = get_queue("default")
@@ -87,6 +90,8 @@ def fill_redis(size):
         with queue.connection.pipeline(transaction=False) as pipe:
             chunk = ids[start:start + PIPE]
             for job_id in chunk:
+                template.id = job_id
+                mapping[template.SIGNATURE_FIELD] = signing.sign(template)
                 pipe.hset(f"{template.redis_job_namespace_prefix}{job_id}", mapping=mapping)
             pipe.zadd(registry_key, {job_id: "+inf" for job_id in chunk})
             pipe.execute()

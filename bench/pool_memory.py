@@ -81,9 +81,12 @@ class Bench:
         self.server = RedisServer().start()
         self.env = dict(os.environ, REDIS_URL=self.server.url, QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
                         DATABASE_URL=f"sqlite:///{self.workdir / 'db.sqlite3'}", PYTHONUNBUFFERED="1",
-                        OPTIMA_ENV="test")
+                        OPTIMA_ENV="test", QUEUE_JOB_MODULES="tests.jobs")  # JOB is a declared job of tests.jobs
         self.env.pop("CACHE_REDIS_URL", None)
-        os.environ.update({k: self.env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV")})
+        self.env.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # queues.enqueue signs; unsigned jobs must not run
+        os.environ.update({k: self.env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV",
+                                                    "QUEUE_JOB_MODULES")})
+        os.environ.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "optima_site.settings")
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
 

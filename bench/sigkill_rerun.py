@@ -39,9 +39,13 @@ def main():
     workdir = Path(tempfile.mkdtemp(prefix="optima-bench-"))
     server = RedisServer().start()
     env = dict(os.environ, REDIS_URL=server.url, QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-               DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}", PYTHONUNBUFFERED="1", OPTIMA_ENV="test")
+               DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}", PYTHONUNBUFFERED="1", OPTIMA_ENV="test",
+               QUEUE_JOB_MODULES="tests.jobs")  # the job is tests.jobs.resilience.logged_sleep, a declared job
     env.pop("CACHE_REDIS_URL", None)
-    os.environ.update({k: env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV")})
+    env.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # queues.enqueue signs; unsigned jobs must not run
+    os.environ.update({k: env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV",
+                                           "QUEUE_JOB_MODULES")})
+    os.environ.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "optima_site.settings")
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
 

@@ -1,6 +1,6 @@
 """Worker speed, Redis cost per job, enqueue cost and worker memory: this project against RQ, one run.
 
-    .venv/bin/python bench/throughput.py                   # ~1.5 minutes on the shared 2-core box
+    .venv/bin/python bench/throughput.py                   # ~2 minutes on the shared 2-core box
     .venv/bin/python bench/throughput.py --jobs 600 --rounds 31 --worker-rounds 5
     .venv/bin/python bench/throughput.py --profile-enqueue # pyinstrument's call tree of queues.enqueue
 
@@ -17,10 +17,17 @@ Workers are real processes, each run on the same number of jobs of one declared 
   (d) ``OptimaSimpleWorker`` (no fork): ``manage.py rqworker --no-fork --burst``, or the class
       itself when the command has no such option or still forks (a 10-job trial counts forks);
       "n/a" while the class does not exist;
-  (e) ``rq.SimpleWorker`` (JSON) after ``django.setup()``.
+  (e) ``rq.SimpleWorker`` (JSON) after ``django.setup()``;
+  (f), (g) the workers of (a) and (d) on jobs enqueued with signing skipped (``queues.signing.sign``
+      patched to return "" in the client process), which they run because their
+      ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` is an hour ahead (the gate still computes the HMAC to check it).
 
-Each worker runs ``--worker-rounds`` times, interleaved (a, b, c, d, e, a, ...); the table shows
-medians, and a ratio is the median of the per-round ratios. Per worker run:
+Our workers' jobs are declared (``QUEUE_JOB_MODULES=bench.jobs``) and, but for (f) and (g), signed
+by ``queues.enqueue``; a run counts as failed when a job did not finish, a job of (a)/(d) carries no
+signature, or any job was dead-lettered (``unsigned``, ``not_a_job``: the DeadLetter table).
+
+Each worker runs ``--worker-rounds`` times, interleaved (a, f, b, c, d, g, e, a, ...); the table
+shows medians, and a ratio is the median of the per-round ratios. Per worker run:
 - speed: steady state from the jobs' own ``ended_at`` (RQ stores it in the job hash): the first
   10% of the jobs (start-up) are left out, the rate is (jobs - 1) / (last end - first end);
 - Redis per job: between the 20th and the 90th percent of the jobs dequeued, the delta of the
@@ -34,6 +41,14 @@ medians, and a ratio is the median of the per-round ratios. Per worker run:
 Enqueue: ``queues.enqueue`` against plain ``rq.Queue.enqueue`` (JSON) in one Django process, in
 interleaved rounds (ours, plain, ours, plain, ...) of the same number of calls; the median of the
 per-round ratios, and the round trips per call of each.
+
+Signing (5.): in the same enqueue rounds, ``queues.enqueue`` with signing skipped (``sign``
+returns "": no ``signature`` field) and with a fixed signature (the job's data built as ``sign``
+builds it, a constant 64-hex-digit field written, no HMAC), before ours and plain in even rounds,
+after them in odd ones; their time over the signed enqueue's. Worker speed signed / unsigned:
+(a)/(f) and (d)/(g). The raw cost: ``signing.sign(job)`` and ``signing.verify(job)`` (on the job
+as a worker fetches it) per call by timeit, over the time of one ``queues.enqueue`` and of one job
+of (a) and of (d).
 
 This file is also the child processes' program: ``_worker KIND FILE`` (one worker, counting its
 round trips and forks) and ``_client`` (a Django process that enqueues on request).
@@ -51,7 +66,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +91,12 @@ class Kind:
     label: str
     ours: bool
     forks: bool
+    as_: str = ""  # the worker this kind runs, when another kind's (f, g: a, d with unsigned jobs)
+    unsigned: bool = False  # its jobs are enqueued unsigned; its worker accepts them (QUEUE_ACCEPT_UNSIGNED_UNTIL)
+
+    @property
+    def role(self):
+        return self.as_ or self.key
 
 
 KINDS = [
@@ -84,13 +105,22 @@ KINDS = [
     Kind("c", "rq.Worker, no Django", False, True),
     Kind("d", "OptimaSimpleWorker (no fork)", True, False),
     Kind("e", "rq.SimpleWorker, in Django", False, False),
+    Kind("f", "(a), unsigned jobs accepted", True, True, as_="a", unsigned=True),
+    Kind("g", "(d), unsigned jobs accepted", True, False, as_="d", unsigned=True),
 ]
+KIND = {k.key: k for k in KINDS}
+RUN_ORDER = "afbcdge"  # each signed/unsigned pair of our worker runs back to back in every round
+# QUEUE_ACCEPT_UNSIGNED_UNTIL of the unsigned kinds' workers (an hour after the bench starts, inside
+# the 7 days the configuration check queues.W027 allows): their jobs run (the gate's HMAC check still
+# done, and failing) instead of being dead-lettered as `unsigned`.
+ACCEPT_UNSIGNED_UNTIL = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat(timespec="seconds")
 
 
 # -- the roles of the child processes -----------------------------------------------------------
 def worker_role(kind, rt_path, burst, use_command):
     """One worker process of ``kind``, counting its process tree's round trips into ``rt_path`` and
     its forks into ``rt_path``.forks."""
+    kind = KIND[kind].role
     SharedRoundTrips(rt_path).install()
     forks = os.open(f"{rt_path}.forks", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.register_at_fork(after_in_parent=lambda: os.write(forks, b"."))
@@ -133,8 +163,15 @@ def client_role():
     from rq import Queue
     from rq.serializers import JSONSerializer
 
+    from queues import signing
+
     RoundTrips.install()
     plain = Queue(QUEUE, connection=Redis.from_url(os.environ["REDIS_URL"]), serializer=JSONSerializer)
+    sign = signing.sign
+
+    def unsigned(on):
+        """Signing skipped (``signing.sign`` returns "": no ``signature`` field is written) or back."""
+        signing.sign = (lambda job: "") if on else sign
 
     def reply(value):
         sys.stdout.write(json.dumps(value) + "\n")
@@ -151,13 +188,30 @@ def client_role():
             reply({"simple": hasattr(worker, "OptimaSimpleWorker"),
                    "no_fork_option": "--no-fork" in parser._option_string_actions})
         elif command == "fill":  # fill KIND N: N jobs as this kind's users enqueue them
-            ours = args[0] in ("a", "d")
-            for _ in range(int(args[1])):
-                if ours:
-                    queues.enqueue(QUEUE, JOB)
-                else:
-                    plain.enqueue(JOB)
+            kind = KIND[args[0]]
+            unsigned(kind.unsigned)
+            try:
+                for _ in range(int(args[1])):
+                    if kind.ours:
+                        queues.enqueue(QUEUE, JOB)
+                    else:
+                        plain.enqueue(JOB)
+            finally:
+                unsigned(False)
             reply({"ok": True})
+        elif command == "micro":  # micro NUMBER: timeit of signing.sign / signing.verify, seconds per call
+            import timeit
+
+            from queues.registry import OptimaJob
+
+            written = queues.enqueue(QUEUE, JOB)
+            job = OptimaJob.fetch(written.id, connection=plain.connection)  # as the worker has it
+            assert job.signature and signing.verify(job), "the enqueued job does not verify"
+            number = int(args[0])
+            result = {}
+            for name, func in (("sign", lambda: signing.sign(written)), ("verify", lambda: signing.verify(job))):
+                result[name] = min(timeit.repeat(func, number=number, repeat=7)) / number
+            reply(result)
         elif command == "profile":  # profile CALLS: pyinstrument's call tree of queues.enqueue
             from pyinstrument import Profiler
 
@@ -170,20 +224,39 @@ def client_role():
             reply(profiler.output_text(unicode=True, color=False, show_all=False))
         elif command == "enqueue":  # enqueue CALLS ROUNDS
             calls, rounds = int(args[0]), int(args[1])
-            for _ in range(50):  # warm-up: imports, connections, caches
-                queues.enqueue(QUEUE, JOB)
-                plain.enqueue(JOB)
-            results = []
-            for _ in range(rounds):
+            # ours with signing skipped ("unsigned": sign returns "", no field written), and with a
+            # fixed signature ("fixed": the data built as sign builds it, a constant 64-hex-digit field
+            # written, no HMAC); such jobs are never run, they only fill this process's rounds.
+            variants = {"ours": sign, "plain": sign, "unsigned": lambda job: "",
+                        "fixed": lambda job: (job.data, "0" * 64)[1]}
+
+            def timed(side):
                 trips0, cpu0, t0 = RoundTrips.count, time.process_time(), time.perf_counter()
-                for _ in range(calls):
-                    queues.enqueue(QUEUE, JOB)
-                t1, cpu1, trips1 = time.perf_counter(), time.process_time(), RoundTrips.count
-                for _ in range(calls):
-                    plain.enqueue(JOB)
-                t2, cpu2, trips2 = time.perf_counter(), time.process_time(), RoundTrips.count
-                results.append({"ours": t1 - t0, "plain": t2 - t1, "ours_cpu": cpu1 - cpu0, "plain_cpu": cpu2 - cpu1,
-                                "ours_trips": trips1 - trips0, "plain_trips": trips2 - trips1})
+                signing.sign = variants[side]
+                try:
+                    for _ in range(calls):
+                        if side == "plain":
+                            plain.enqueue(JOB)
+                        else:
+                            queues.enqueue(QUEUE, JOB)
+                finally:
+                    signing.sign = sign
+                return {side: time.perf_counter() - t0, f"{side}_cpu": time.process_time() - cpu0,
+                        f"{side}_trips": RoundTrips.count - trips0}
+
+            calls, wanted = 50, calls
+            for side in variants:  # warm-up: imports, connections, caches
+                timed(side)
+            calls = wanted
+            results = []
+            for n in range(rounds):
+                # ours then plain; unsigned and fixed before them in even rounds, after them (reversed)
+                # in odd ones: unsigned, fixed, ours, plain, ours, plain, fixed, unsigned, unsigned, ...
+                order = ("unsigned", "fixed", "ours", "plain") if n % 2 == 0 else ("ours", "plain", "fixed", "unsigned")
+                result = {}
+                for side in order:
+                    result.update(timed(side))
+                results.append(result)
             reply(results)
         else:
             reply({"error": f"unknown command {command!r}"})
@@ -265,9 +338,10 @@ class Bench:
         self.redis = redis.Redis.from_url(server.url)
         self.queue_key = f"{self.prefix}:queue:{QUEUE}"
         base = {k: v for k, v in os.environ.items() if k not in ("CACHE_REDIS_URL", "DATABASE_URL")}
+        base.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # only the unsigned kinds' workers accept unsigned jobs
         self.env = dict(base, REDIS_URL=server.url, QUEUE_PREFIX=self.prefix, RQ_KEY_PREFIX=self.prefix,
                         LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-                        DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3",
+                        DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3", QUEUE_JOB_MODULES="bench.jobs",
                         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
         self.own_llen = 0
         self.idle = {}  # kind key -> ({command: calls/s}, round trips/s)
@@ -298,9 +372,20 @@ class Bench:
         self.runs += 1
         log = open(self.tmp / f"worker-{kind.key}-{self.runs}.log", "w")
         args = [PY, THIS, "_worker", kind.key, trips.path] + (["--burst"] if burst else [])
-        if kind.key == "d" and self.d_by_command:
+        if kind.role == "d" and self.d_by_command:
             args.append("--command")
-        return subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT), log.name
+        env = self.env
+        if kind.unsigned:
+            # ERROR: the gate's per-job WARNING ("run anyway") would add a log line's cost per job.
+            env = dict(env, QUEUE_ACCEPT_UNSIGNED_UNTIL=ACCEPT_UNSIGNED_UNTIL, LOG_LEVEL="ERROR")
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log.name
+
+    def dead_letters(self):
+        """{reason: count} of the DeadLetter rows so far (the workers mirror every dead job there)."""
+        import sqlite3
+
+        with sqlite3.connect(self.tmp / "db.sqlite3") as db:
+            return dict(db.execute("SELECT reason, COUNT(*) FROM queues_deadletter GROUP BY reason").fetchall())
 
     def stop(self, process):
         if process.poll() is None:
@@ -368,14 +453,27 @@ class Bench:
             return run
         pipe = self.redis.pipeline(transaction=False)
         for job_id in ids:
-            pipe.hget(f"{self.prefix}:job:{job_id}", "ended_at")
-        ends = sorted(datetime.strptime(v.decode(), "%Y-%m-%dT%H:%M:%S.%fZ") for v in pipe.execute() if v)
+            pipe.hmget(f"{self.prefix}:job:{job_id}", "ended_at", "status", "signature")
+        fields = pipe.execute()
+        # Every job ran: its hash says finished, or is gone (retention keeps the last 1,000 completed
+        # jobs), none is dead-lettered (the gate's `unsigned` / `not_a_job` included), and the jobs of
+        # our signed kinds carry their signature, the others none.
+        kept = [(status, signature) for _, status, signature in fields if status is not None]
+        finished = sum(1 for status, _ in kept if status == b"finished")
+        signed = sum(1 for _, signature in kept if signature)
+        expected_signed = len(kept) if kind.ours and not kind.unsigned else 0
+        dead = self.dead_letters()
+        if len(ids) != jobs or finished != len(kept) or signed != expected_signed or dead:
+            run.error = (f"{len(ids)} jobs enqueued, {len(kept)} kept, {finished} of them finished, {signed} signed "
+                         f"({expected_signed} expected), dead letters {dead or 'none'}: see {log}")
+            return run
+        ends = sorted(datetime.strptime(v.decode(), "%Y-%m-%dT%H:%M:%S.%fZ") for v, _, _ in fields if v)
         used = ends[int(len(ends) * WARM_UP):]
         if len(snaps) == 2:
             a, b = snaps
             run.window = (a, b)
             done = b.dequeued - a.dequeued
-            rates, trip_rate = self.idle.get(kind.key, ({}, 0.0))
+            rates, trip_rate = self.idle.get(kind.role, ({}, 0.0))
             seconds = b.at - a.at
             counts = self.delta(a, b)
             for command in set(counts) | set(rates):
@@ -418,6 +516,8 @@ def main():
     parser.add_argument("--enqueues", type=int, default=300, help="enqueue calls per round and side; default 300")
     parser.add_argument("--worker-rounds", type=int, default=3,
                         help="times each worker runs, interleaved a, b, c, d, e, a, ...; medians; default 3")
+    parser.add_argument("--micro", type=int, default=20000,
+                        help="calls per timeit repeat of signing.sign / signing.verify (best of 7); default 20000")
     parser.add_argument("--idle", type=float, default=3.0, help="seconds of each idle-traffic measurement; default 3")
     parser.add_argument("--profile-enqueue", action="store_true",
                         help="only print pyinstrument's profile of --enqueues calls of queues.enqueue (requirements-dev)")
@@ -438,7 +538,7 @@ def main():
                 print(bench.client.call("profile", opts.enqueues * 10))
                 return
             bench.probe = bench.client.call("probe")
-            kinds = [k for k in KINDS if k.key != "d" or bench.probe["simple"]]
+            kinds = [KIND[key] for key in RUN_ORDER if KIND[key].role != "d" or bench.probe["simple"]]
             if bench.probe["simple"] and bench.probe["no_fork_option"]:
                 # Trust `rqworker --no-fork` only once it is seen not to fork.
                 bench.d_by_command = True
@@ -448,22 +548,24 @@ def main():
                     bench.d_note = (f"`rqworker --no-fork` forked {trial.forks} times for 10 jobs"
                                     f"{' (' + trial.error + ')' if trial.error else ''}: OptimaSimpleWorker run directly")
             enqueue_rounds = bench.client.call("enqueue", opts.enqueues, opts.rounds)
+            micro = bench.client.call("micro", opts.micro)
             for kind in kinds:
-                bench.measure_idle(kind, opts.idle)
+                if not kind.as_:  # an unsigned kind idles as its worker does
+                    bench.measure_idle(kind, opts.idle)
             runs = {k.key: [] for k in kinds}
             for _ in range(opts.worker_rounds):
                 for kind in kinds:
                     runs[kind.key].append(bench.run_jobs(kind, opts.jobs if kind.forks else opts.jobs * SIMPLE_FACTOR))
         finally:
             bench.client.close()
-    report(opts, bench, runs, enqueue_rounds, time.monotonic() - started)
+    report(opts, bench, runs, enqueue_rounds, micro, time.monotonic() - started)
     if bench.idle_errors or any(r.error for rs in runs.values() for r in rs):
         print(f"\nworker logs: {bench.tmp}")
     else:
         shutil.rmtree(bench.tmp, ignore_errors=True)
 
 
-def report(opts, bench, runs, enqueue_rounds, elapsed):
+def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
     def good(key):
         return [r for r in runs.get(key, []) if not r.error]
 
@@ -484,10 +586,10 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
     print(f"{'worker':<44} {'jobs/s':>7} {'trips/job':>9} {'cmds/job':>8} {'forks/job':>9} {'peak RSS':>9} {'peak PSS':>9}")
     for kind in KINDS:
         label = kind.label
-        if kind.key == "d":
+        if kind.key == "d":  # (g) says "(d), ...": the line above names how (d) ran
             label = "OptimaSimpleWorker (" + ("rqworker --no-fork)" if bench.d_by_command else "class, directly)")
         name = f"({kind.key}) {label}"
-        if kind.key == "d" and not bench.probe["simple"]:
+        if kind.role == "d" and not bench.probe["simple"]:
             print(f"{name:<44} n/a (not available: queues.worker has no OptimaSimpleWorker)")
             continue
         errors = [r.error for r in runs[kind.key] if r.error]
@@ -520,12 +622,31 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
           f"(medians of {opts.rounds} interleaved rounds of {calls} calls each)")
     print(f"{'queues.enqueue':<44} {statistics.median(ours_times) / calls * 1e6:>7.1f} {ours_trips:>10.2f}")
     print(f"{'rq.Queue.enqueue':<44} {statistics.median(plain_times) / calls * 1e6:>7.1f} {plain_trips:>10.2f}")
+    unsigned_times = [r["unsigned"] for r in enqueue_rounds]
+    unsigned_trips = sum(r["unsigned_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
+    print(f"{'queues.enqueue, signing skipped':<44} {statistics.median(unsigned_times) / calls * 1e6:>7.1f} "
+          f"{unsigned_trips:>10.2f}")
+    fixed_times = [r["fixed"] for r in enqueue_rounds]
+    print(f"{'queues.enqueue, fixed signature (no HMAC)':<44} {statistics.median(fixed_times) / calls * 1e6:>7.1f} "
+          f"{sum(r['fixed_trips'] for r in enqueue_rounds) / (calls * len(enqueue_rounds)):>10.2f}")
     print(f"  the client's own CPU time per call, plain / ours: {cpu_speed:.3f}x (wall time adds Redis and the wire)")
+    ours_call = statistics.median(ours_times) / calls
+    print(f"  signing.sign(job) {micro['sign'] * 1e6:.2f} µs, signing.verify(job) {micro['verify'] * 1e6:.2f} µs "
+          f"per call "
+          f"(timeit, best of 7 x {opts.micro}); queues.enqueue {ours_call * 1e6:.1f} µs")
 
     a_trips, a_cmds, a_by = per_job("a")
     c_trips, c_cmds, c_by = per_job("c")
     d_trips, d_cmds, _ = per_job("d")
     e_trips, e_cmds, _ = per_job("e")
+    sign_speed = statistics.median(r["unsigned"] / r["ours"] for r in enqueue_rounds)
+    sign_cpu = statistics.median(r["unsigned_cpu"] / r["ours_cpu"] for r in enqueue_rounds)
+
+    def job_time_share(key):
+        """signing.verify's time per call / the job time of ``key`` (1 / its median jobs/s)."""
+        rates = [r.rate for r in good(key)]
+        return micro["verify"] * median(rates) if rates else None
+
     lines = [
         ("1. speed, forking: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.rate / y.rate),
          "x", ">= 0.95", lambda v: v >= 0.95),
@@ -547,10 +668,22 @@ def report(opts, bench, runs, enqueue_rounds, elapsed):
          "x", "", None),
         ("   peak PSS: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.peak_pss / y.peak_pss),
          "x", "", None),
+        ("5. signing, enqueue: unsigned time / signed time", sign_speed, "x", "", None),
+        ("   same, the client's CPU time", sign_cpu, "x", "", None),
+        ("   fixed signature, no HMAC / signed time", statistics.median(r["fixed"] / r["ours"] for r in enqueue_rounds),
+         "x", "", None),
+        ("   signing.sign per call / queues.enqueue per call", micro["sign"] / ours_call, "x", "", None),
+        ("5. signing, worker: signed / unsigned jobs/s (a/f)", paired("a", "f", lambda x, y: x.rate / y.rate),
+         "x", "", None),
+        ("   fork-free: signed / unsigned jobs/s (d/g)", paired("d", "g", lambda x, y: x.rate / y.rate),
+         "x", "", None),
+        ("   signing.verify per call / job time of (a)", job_time_share("a"), "x", "", None),
+        ("   signing.verify per call / job time of (d)", job_time_share("d"), "x", "", None),
     ]
     print(f"\n{'target':<52} {'value':>8}  {'target':<8} result")
     for name, value, unit, target, ok in lines:
-        shown = "n/a" if value is None else (f"{value:+.2f}" if unit == "+" else f"{value:.3f}x")
+        shown = "n/a" if value is None else (f"{value:+.2f}" if unit == "+" else
+                                             f"{value:.4f}x" if value < 0.1 else f"{value:.3f}x")
         print(f"{name:<52} {shown:>8}  {target:<8} {verdict(value, ok) if ok else 'info'}")
 
     if a_by and c_by:
