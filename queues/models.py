@@ -34,8 +34,10 @@ class DeadLetter(models.Model):
     retried_as = models.CharField(max_length=200, blank=True)
     # A job refused as ``corrupt`` (queues/gate.py): its Redis hash exactly as it was, as JSON
     # ``[[field, value], ...]`` with every name and value base64-encoded — such bytes (pickles,
-    # invalid UTF-8, NUL) cannot go into a PostgreSQL text column as they are.
-    raw_hash = models.TextField(blank=True)
+    # invalid UTF-8, NUL) cannot go into a PostgreSQL text column as they are. A default in the
+    # database too: the previous release's workers, still running during a deploy, insert rows
+    # without this column.
+    raw_hash = models.TextField(blank=True, default="", db_default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
