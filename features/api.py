@@ -81,7 +81,8 @@ class JobStatusSerializer(serializers.Serializer):
     result = serializers.JSONField(allow_null=True)
     error = serializers.CharField(allow_null=True, help_text="last line of the last failure")
     dead_reason = serializers.CharField(
-        allow_null=True, help_text="why it is in the dead letter: exhausted, permanent, timeout, abandoned, stopped"
+        allow_null=True, help_text="why it is in the dead letter: exhausted, permanent, timeout, abandoned, stopped; "
+                                  "refused without running: not_a_job, unsigned, corrupt"
     )
     enqueued_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
