@@ -269,13 +269,13 @@ class JobStatusView(FeatureView):
         that cannot be read (corrupt: planted, or written by something else) answers state "corrupt"
         to whoever may read any job (staff with the panel's view permission); its owner cannot be
         told apart from anyone else, so everyone else gets the 404 of a job that does not exist."""
-        from queues.board import safejob
+        from queues import jobread
         from queues.connection import get_connection
 
-        job = safejob.fetch(job_id, get_connection(), check_origin=False)
+        job = jobread.fetch(job_id, get_connection(), check_origin=False)
         if job is None:
             return None
-        if not safejob.is_corrupt(job):
+        if not jobread.is_corrupt(job):
             # Another owner's job answers exactly as one that never existed.
             if not owners.can_read_job(request, job.meta):
                 return None
@@ -284,7 +284,7 @@ class JobStatusView(FeatureView):
             except (redis.ConnectionError, redis.TimeoutError):
                 raise
             except Exception as exc:  # noqa: BLE001 — e.g. an unreadable results stream
-                job = safejob.CorruptJob(job.id, f"{type(exc).__name__} while reading its status")
+                job = jobread.CorruptJob(job.id, f"{type(exc).__name__} while reading its status")
         logger.error("job status: job %s cannot be read: %s", job.id, job.why)
         if not owners.can_read_job(request, {}):
             return None

@@ -138,8 +138,8 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     @admin.display(description="raw hash")
     def raw_hash_preview(self, obj):
         """Each field of the corrupt job's hash, bytes that are not UTF-8 shown as ``\\xNN``, long values
-        cut (``safejob.preview``): escaped text, never the raw bytes."""
-        from .board.safejob import preview
+        cut (``jobread.preview``): escaped text, never the raw bytes."""
+        from .jobread import preview
         from .deadletter import decode_raw_hash
 
         try:

@@ -236,7 +236,7 @@ def reconcile(queue_names=None, connection=None, chunk=500):
     """
     import redis
 
-    from .board import safejob
+    from . import jobread
     from .connection import get_connection
     from .models import DeadLetter
 
@@ -251,15 +251,15 @@ def reconcile(queue_names=None, connection=None, chunk=500):
         except redis.ResponseError as exc:
             logger.error("reconcile: skipped queue %s: its failed registry %s is not a sorted set (%s)", name, key, exc)
             return None
-        ids = [safejob.normal_id(raw) for raw in raw_ids]
+        ids = [jobread.normal_id(raw) for raw in raw_ids]
         for raw in (i for i in ids if isinstance(i, bytes)):
-            logger.error("reconcile: skipped entry %s of %s: its job id is not UTF-8", safejob.text(raw), key)
+            logger.error("reconcile: skipped entry %s of %s: its job id is not UTF-8", jobread.text(raw), key)
         return [i for i in ids if isinstance(i, str)]
 
     def mirror_corrupt(name, job):
         if job.kind in ("wrong_type", "no_data"):
             logger.error("reconcile: skipped failed job %s of %s: %s (key %s)", job.id, name, job.why,
-                         safejob.job_key(job.id))
+                         jobread.job_key(job.id))
         elif bury_corrupt(connection, job.id, name, dict(job.fields), job.why) is not None:
             summary.mirrored += 1
         else:
@@ -297,12 +297,12 @@ def reconcile(queue_names=None, connection=None, chunk=500):
                         .values_list("job_id", "times_dead"))
             open_ids = set(DeadLetter.objects.filter(prefix=prefix, job_id__in=ids, status=DeadLetter.Status.OPEN)
                            .values_list("job_id", flat=True))
-            for job_id, job in zip(ids, safejob.fetch_many(ids, connection, check_origin=False)):
+            for job_id, job in zip(ids, jobread.fetch_many(ids, connection, check_origin=False)):
                 if job is None:
                     failed_set.discard(job_id)
                 if job is None or job_id in open_ids:
                     continue
-                if safejob.is_corrupt(job):
+                if jobread.is_corrupt(job):
                     if job_id not in seen:
                         mirror_corrupt(name, job)
                     continue
@@ -312,10 +312,10 @@ def reconcile(queue_names=None, connection=None, chunk=500):
                 if jid not in failed_set]
         for start in range(0, len(gone), chunk):
             ids = gone[start:start + chunk]
-            jobs = safejob.fetch_many(ids, connection, check_origin=False)
-            retried = [jid for jid, job in zip(ids, jobs) if job is not None and not safejob.is_corrupt(job)
+            jobs = jobread.fetch_many(ids, connection, check_origin=False)
+            retried = [jid for jid, job in zip(ids, jobs) if job is not None and not jobread.is_corrupt(job)
                        and job.get_status(refresh=False) in WAITING_OR_RUNNING]
-            corrupt = {jid for jid, job in zip(ids, jobs) if safejob.is_corrupt(job)}
+            corrupt = {jid for jid, job in zip(ids, jobs) if jobread.is_corrupt(job)}
             discarded = [jid for jid in ids if jid not in set(retried) and jid not in corrupt]
             if retried:
                 summary.retried += DeadLetter.objects.filter(

@@ -1,4 +1,4 @@
-"""A job's own pages when the job is corrupt (``safejob.CorruptJob``): shown, deletable, never requeued.
+"""A job's own pages when the job is corrupt (``jobread.CorruptJob``): shown, deletable, never requeued.
 
 ``lookups.known`` hands every view with a ``job_id`` whose job cannot be read over to ``respond``:
 
@@ -17,7 +17,8 @@ from django_rq.views import each_context
 
 from .. import audit
 from ..models import DeadLetter
-from . import bounded, safejob
+from . import bounded
+from .. import jobread
 from .lookups import queue_name_at
 from .operations import mark_dead_letters
 
@@ -40,7 +41,7 @@ def respond(request, view_name, queue_index, job):
 
 
 def _delete(request, queue_index, queue_name, job):
-    deleted = safejob.raw_delete(bounded.connection(), queue_name, job.raw_id)
+    deleted = jobread.raw_delete(bounded.connection(), queue_name, job.raw_id)
     mark_dead_letters([job.id], DeadLetter.Status.DISCARDED)
     detail = f"corrupt job deleted ({job.why})" if deleted else "corrupt job already gone"
     audit.record(request, "delete", queue_name, [job.id], "ok", f"from the panel: {detail}")

@@ -21,7 +21,8 @@ from django_rq.settings import get_queues_list
 from rq.exceptions import NoSuchJobError
 from rq.worker import Worker
 
-from . import bounded, safejob
+from . import bounded
+from .. import jobread
 
 
 def queue_name_at(index):
@@ -35,7 +36,7 @@ def queue_name_at(index):
 
 def check_job(job_id):
     """The job (or ``CorruptJob``) ``job_id``, or Http404."""
-    job = safejob.fetch(job_id, bounded.connection())
+    job = jobread.fetch(job_id, bounded.connection())
     if job is None:
         raise Http404(f"No job {job_id!r} in Redis (deleted, expired, or never there).")
     return job
@@ -55,7 +56,7 @@ def known(view):
         for name in ("queue_index", "scheduler_index"):
             if name in kwargs:
                 queue_name_at(kwargs[name])
-        if "job_id" in kwargs and safejob.is_corrupt(job := check_job(kwargs["job_id"])):
+        if "job_id" in kwargs and jobread.is_corrupt(job := check_job(kwargs["job_id"])):
             from .corrupt import respond
 
             return respond(request, view.__name__, kwargs.get("queue_index", 0), job)

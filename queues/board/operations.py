@@ -39,7 +39,7 @@ from ..deadletter import CORRUPT
 from ..exceptions import QueuesError
 from ..gate import NOT_A_JOB, UNSIGNED
 from ..registry import OptimaJob, get_queue, queue_names
-from . import safejob
+from .. import jobread
 
 
 @dataclass(frozen=True)
@@ -149,12 +149,12 @@ def delete_job_hash(job_id, connection=None):
     """Delete a job and what rq keeps with it; False when it was already gone. A corrupt job's hash
     (and results) are deleted as they are, nothing in them read."""
     connection = connection or get_connection()
-    job = safejob.fetch(job_id, connection, check_origin=False)
+    job = jobread.fetch(job_id, connection, check_origin=False)
     if job is None:
         return False
-    if safejob.is_corrupt(job):
+    if jobread.is_corrupt(job):
         with connection.pipeline(transaction=False) as pipe:
-            safejob.delete_keys(pipe, job_id)
+            jobread.delete_keys(pipe, job_id)
             pipe.execute()
         return True
     job.delete()
@@ -201,9 +201,9 @@ def find_job(job_id, connection=None):
     """
     connection = connection or get_connection()
     names = queue_names()
-    rid = safejob.normal_id(job_id)  # an id shown escaped (not UTF-8) is looked up as Redis holds it
+    rid = jobread.normal_id(job_id)  # an id shown escaped (not UTF-8) is looked up as Redis holds it
     with connection.pipeline(transaction=False) as pipe:
-        pipe.hgetall(safejob.job_key(rid))
+        pipe.hgetall(jobread.job_key(rid))
         for name in names:
             queue = get_queue(name, connection=connection)
             pipe.lpos(queue.key, rid)
@@ -211,9 +211,9 @@ def find_job(job_id, connection=None):
                 pipe.zscore(cls(name, connection=connection).key, rid)
         # A key of the wrong type (the job's, a queue's, a registry's) is an answer, not a failure.
         replies = pipe.execute(raise_on_error=False)
-    job = safejob.load(rid, replies[0], connection)
+    job = jobread.load(rid, replies[0], connection)
     replies = [None if isinstance(r, redis.ResponseError) else r for r in replies]
-    raw = {safejob.text(k): safejob.text(v) for k, v in (replies[0] or {}).items()}
+    raw = {jobread.text(k): jobread.text(v) for k, v in (replies[0] or {}).items()}
     origin, status, description, enqueued_at, ended_at, meta = (
         raw.get(f) for f in ("origin", "status", "description", "enqueued_at", "ended_at", "meta"))
     locations = []
@@ -231,7 +231,7 @@ def find_job(job_id, connection=None):
     return {
         "job_id": job_id,
         "exists": job is not None,
-        "corrupt": job.why if safejob.is_corrupt(job) else "",
+        "corrupt": job.why if jobread.is_corrupt(job) else "",
         "origin": origin,
         "status": status,
         "description": description,

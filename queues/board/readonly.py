@@ -16,7 +16,7 @@ What django-rq used, what it did on a GET, and what it is rebound to:
   ``ReadOnlyQueue`` (the registries above, no removal).
 - ``get_jobs``: removes from the registry ids whose hash is gone -> ``get_jobs`` that skips them.
 - ``Job.fetch`` and every job list: raise on a poison job (not UTF-8, no ``data``, garbage, a key of
-  the wrong type) -> read through ``safejob``: a ``CorruptJob`` shown as "corrupt: <why>"; a list or
+  the wrong type) -> read through ``jobread``: a ``CorruptJob`` shown as "corrupt: <why>"; a list or
   registry key of the wrong type reads as empty (logged), an id that is not UTF-8 is shown escaped.
 - ``get_statistics``: stops at a poison head job or a key of the wrong type -> ``stats.statistics``.
 - ``clean_worker_registry`` / ``clean_registries``: SREM / registry maintenance -> nothing.
@@ -48,7 +48,7 @@ from rq.serializers import JSONSerializer
 from rq.worker import Worker
 
 from ..registry import OptimaJob, OptimaQueue
-from . import safejob
+from .. import jobread
 
 logger = logging.getLogger("queues.board")
 
@@ -57,12 +57,12 @@ def wrong_type(key, exc, empty):
     """A key of the wrong type reads as ``empty`` (an ERROR names it); other errors are raised."""
     if "WRONGTYPE" not in str(exc):
         raise exc
-    logger.error("%s is not of the type rq expects (%s): the panel shows it as empty", safejob.text(key), exc)
+    logger.error("%s is not of the type rq expects (%s): the panel shows it as empty", jobread.text(key), exc)
     return empty
 
 
 def _entry_job_id(cls, entry):
-    entry = safejob.text(entry)
+    entry = jobread.text(entry)
     try:
         return cls.parse_job_id(entry)
     except ValueError:
@@ -97,11 +97,11 @@ def _read_only(cls):
         return [_entry_job_id(cls, e) for e in _entries(self, start, end, desc)]
 
     def get_job_and_execution_ids(self, start=0, end=-1, desc=False, cleanup=True):
-        return [tuple((safejob.text(e).split(":", 1) + [""])[:2]) for e in _entries(self, start, end, desc)]
+        return [tuple((jobread.text(e).split(":", 1) + [""])[:2]) for e in _entries(self, start, end, desc)]
 
     def get_scheduled_time(self, job_or_id):
         """rq's, for a ``CorruptJob`` too (by its id as Redis holds it)."""
-        if safejob.is_corrupt(job_or_id):
+        if jobread.is_corrupt(job_or_id):
             job_or_id = job_or_id.raw_id
         return cls.get_scheduled_time(self, job_or_id)
 
@@ -121,8 +121,8 @@ class ReadOnlyQueue(OptimaQueue):
     """The panel's queue: JSON jobs, read-only registries, and ``fetch_job`` never removes an id."""
 
     def fetch_job(self, job_id):
-        job = safejob.fetch(job_id, self.connection)
-        return job if job is not None and (safejob.is_corrupt(job) or job.origin == self.name) else None
+        job = jobread.fetch(job_id, self.connection)
+        return job if job is not None and (jobread.is_corrupt(job) or job.origin == self.name) else None
 
     @property
     def count(self):
@@ -136,12 +136,12 @@ class ReadOnlyQueue(OptimaQueue):
             return []
         end = offset + length - 1 if length >= 0 else length
         try:
-            return [safejob.text(i) for i in self.connection.lrange(self.key, offset, end)]
+            return [jobread.text(i) for i in self.connection.lrange(self.key, offset, end)]
         except redis.ResponseError as exc:
             return wrong_type(self.key, exc, [])
 
     def get_jobs(self, offset=0, length=-1):
-        return [job for job in safejob.fetch_many(self.get_job_ids(offset, length), self.connection) if job]
+        return [job for job in jobread.fetch_many(self.get_job_ids(offset, length), self.connection) if job]
 
     def _registry(self, name):
         return REGISTRIES[name](queue=self)
@@ -199,7 +199,7 @@ def get_scheduler_by_index(index):
 def get_jobs(queue, job_ids, registry=None):
     """django-rq's ``get_jobs`` without removing the ids whose hash is gone; a poison job comes back as
     a ``CorruptJob`` (shown "corrupt: <why>")."""
-    return [job for job in safejob.fetch_many(job_ids, queue.connection) if job is not None]
+    return [job for job in jobread.fetch_many(job_ids, queue.connection) if job is not None]
 
 
 class PanelJob(OptimaJob):
@@ -207,9 +207,9 @@ class PanelJob(OptimaJob):
 
     @classmethod
     def fetch(cls, id, connection=None, serializer=None):
-        job = safejob.fetch(id, connection)
+        job = jobread.fetch(id, connection)
         if job is None:
-            raise NoSuchJobError(f"No such job: {safejob.text(id)}")
+            raise NoSuchJobError(f"No such job: {jobread.text(id)}")
         return job
 
 

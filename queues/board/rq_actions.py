@@ -14,7 +14,7 @@ Two queue-wide views are replaced rather than wrapped, for the 200,000-job case:
 "Requeue All" makes three round trips per job. Ours walk the failed registry in chunks of
 ``CHUNK`` ids with pipelines, with the JSON job class. Their confirmation pages stay django-rq's.
 
-Corrupt jobs (``safejob``: not UTF-8, no ``data``, garbage, a key of the wrong type, an undeclared
+Corrupt jobs (``jobread``: not UTF-8, no ``data``, garbage, a key of the wrong type, an undeclared
 queue) never stop an action: a delete deletes their keys (DEL of the hash and of the list/registry
 entry: the operator wants them gone), a requeue refuses them one by one and reports them
 ("Requeued 2 jobs." plus "1 of 3 jobs not requeued: <id>: corrupt ..."); "Requeue All" leaves them
@@ -36,7 +36,7 @@ from rq.registry import FailedJobRegistry
 from .. import audit, rqcompat
 from ..exceptions import QueueUnavailable
 from ..models import DeadLetter
-from . import safejob
+from .. import jobread
 from .operations import mark_dead_letters
 from .readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 
@@ -48,7 +48,7 @@ def _failed_ids(queue, job_ids):
     registry = FailedJobRegistry(queue.name, queue.connection)
     with queue.connection.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
-            pipe.zscore(registry.key, safejob.normal_id(job_id))
+            pipe.zscore(registry.key, jobread.normal_id(job_id))
         scores = pipe.execute(raise_on_error=False)  # a registry key of the wrong type: in none
     return [j for j, s in zip(job_ids, scores) if s is not None and not isinstance(s, Exception)]
 
@@ -103,10 +103,10 @@ def _act_on_one(queue, action, job_id):
         if action == "stop":
             stopped, _ = rq_utils.stop_jobs(queue, [job_id])
             return ("ok", "stop sent") if stopped else ("error", "not stopped: the job is not running")
-        job = safejob.fetch(job_id, queue.connection)
+        job = jobread.fetch(job_id, queue.connection)
         if job is None:
             raise NoSuchJobError(job_id)
-        if safejob.is_corrupt(job):
+        if jobread.is_corrupt(job):
             return _act_on_corrupt(queue, action, job)
         if action == "delete":
             queue.connection.lrem(queue.key, 0, job.id)
@@ -122,7 +122,7 @@ def _act_on_one(queue, action, job_id):
 
 def _act_on_corrupt(queue, action, job):
     if action == "delete":
-        safejob.raw_delete(queue.connection, queue.name, job.raw_id)
+        jobread.raw_delete(queue.connection, queue.name, job.raw_id)
         return "ok", f"deleted (corrupt: {job.why})"
     return "error", f"corrupt, not requeued ({job.why}): delete it, or inspect it on its page"
 
@@ -180,7 +180,7 @@ def empty_queue(request, queue_index):
     first_ids = queue.get_job_ids(0, audit.MAX_JOB_IDS - 1)
     kind = queue.connection.type(queue.key)
     if kind not in (b"list", b"none"):
-        return _empty_wrong_type(request, queue, queue_index, safejob.text(kind))
+        return _empty_wrong_type(request, queue, queue_index, jobread.text(kind))
     try:
         response = rq_views.clear_queue(request, queue_index)
     except Exception as exc:
@@ -218,21 +218,21 @@ def _act_on_all_failed(request, queue, action, per_job, mark, verb, delete_corru
     touched, gone, corrupt = [], [], []
 
     def handle(raw_ids):
-        jobs = safejob.fetch_many(raw_ids, queue.connection)
+        jobs = jobread.fetch_many(raw_ids, queue.connection)
         with queue.connection.pipeline() as pipe:
             for raw, job in zip(raw_ids, jobs):
-                if safejob.is_corrupt(job) and not delete_corrupt:
+                if jobread.is_corrupt(job) and not delete_corrupt:
                     continue
                 pipe.zrem(registry_key, raw)
-                if safejob.is_corrupt(job):
-                    safejob.delete_keys(pipe, raw)
+                if jobread.is_corrupt(job):
+                    jobread.delete_keys(pipe, raw)
                 elif job is not None:
                     per_job(pipe, job)
             pipe.execute()
-        ids = [safejob.text(r) for r in raw_ids]
-        found = [i for i, job in zip(ids, jobs) if job is not None and not safejob.is_corrupt(job)]
+        ids = [jobread.text(r) for r in raw_ids]
+        found = [i for i, job in zip(ids, jobs) if job is not None and not jobread.is_corrupt(job)]
         gone.extend(i for i, job in zip(ids, jobs) if job is None)
-        corrupt.extend(i for i, job in zip(ids, jobs) if safejob.is_corrupt(job))
+        corrupt.extend(i for i, job in zip(ids, jobs) if jobread.is_corrupt(job))
         mark(ids, found)
         if len(touched) < audit.MAX_JOB_IDS:
             touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])

@@ -4,7 +4,7 @@ django-rq's version decodes the head job id as UTF-8, fetches it with rq (which 
 job) and formats its ``enqueued_at`` (None for some): one planted entry made the dashboard, its
 ``stats.json`` and the panel's ``metrics`` answer 500, and a queue key of the wrong type a 503 for
 all of them. Here the same dictionary is built from the read-only queue and registries
-(``readonly``: a key of the wrong type counts 0), the head job is read through ``safejob`` (a
+(``readonly``: a key of the wrong type counts 0), the head job is read through ``jobread`` (a
 corrupt one shows "corrupt"), and each queue lists its ``problems`` (a key that is not of the type
 rq expects), shown on the dashboard. Nothing is written.
 """
@@ -12,7 +12,8 @@ from django_rq.settings import get_queues_list
 from django_rq.templatetags.django_rq import to_localtime
 from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
 
-from . import readonly, safejob
+from . import readonly
+from .. import jobread
 
 EXPECTED_TYPES = {"queue": b"list", "started": b"zset", "finished": b"zset", "failed": b"zset",
                   "deferred": b"zset", "scheduled": b"zset", "canceled": b"zset"}
@@ -32,7 +33,7 @@ def problems(queue):
         for key in keys.values():
             pipe.type(key)
         types = pipe.execute()
-    return [f"{key} is a {safejob.text(kind)}, not a {EXPECTED_TYPES[name].decode()}"
+    return [f"{key} is a {jobread.text(kind)}, not a {EXPECTED_TYPES[name].decode()}"
             for (name, key), kind in zip(keys.items(), types) if kind not in (b"none", EXPECTED_TYPES[name])]
 
 
@@ -42,7 +43,7 @@ def oldest_timestamp(queue):
     job = queue.fetch_job(ids[0]) if ids else None
     if job is None:
         return "-"
-    if safejob.is_corrupt(job):
+    if jobread.is_corrupt(job):
         return "corrupt"
     return to_localtime(job.enqueued_at).strftime("%Y-%m-%d, %H:%M:%S") if job.enqueued_at else "-"
 

@@ -49,7 +49,7 @@ def home(request):
 @guard
 def queue_details(request, queue_index):
     """django-rq's ``queue_details`` (same template), reading the oldest and newest waiting job
-    through ``safejob``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
+    through ``queues.jobread``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
     from django_rq.settings import get_queues_list
     from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
     from rq.worker import Worker

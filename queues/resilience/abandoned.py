@@ -171,13 +171,13 @@ class Scan:
         return {job_id for job_id, _ in parsed}
 
     def recover_started(self, queue, job_id, execution_id, worker_name):
-        from ..board import safejob
+        from .. import jobread
 
         wip_key = keys.started_key(queue.name)
         if self.connection.zscore(wip_key, f"{job_id}:{execution_id}") is None:
             return  # finished meanwhile
-        job = safejob.fetch(job_id, self.connection, check_origin=False)
-        if job is None or safejob.is_corrupt(job):
+        job = jobread.fetch(job_id, self.connection, check_origin=False)
+        if job is None or jobread.is_corrupt(job):
             if job is not None:
                 self.corrupt(queue, job, f"{job_id}:{execution_id}")
             self._forget(queue.name, job_id, execution_id, worker_name)

@@ -14,7 +14,7 @@ from django.urls import reverse
 from rq.job import JobStatus
 
 from queues import conf, deadletter, keys
-from queues.board import safejob
+from queues import jobread
 from queues.models import AuditEntry, DeadLetter
 from queues.registry import get_queue
 from tests.queues.panel_helpers import dead_job
@@ -43,7 +43,7 @@ def _good_hash(connection, job_id, origin="default"):
 def plant(connection, kind, job_id):
     """Write one poison job of ``kind`` under ``job_id`` (str); returns the id as Redis holds it."""
     rid = job_id.encode() + b"-\xff" if kind == "non_utf8_id" else job_id
-    key = safejob.job_key(rid)
+    key = jobread.job_key(rid)
     raw = _good_hash(connection, job_id, origin="ghost" if kind == "undeclared_origin" else "default")
     if kind == "garbage_data":
         raw[b"data"] = b"\x00\x01 not zlib, not json"
@@ -80,7 +80,7 @@ def place(connection, rid, where, queue="default"):
 
 
 def _shown(rid):
-    return safejob.text(rid)
+    return jobread.text(rid)
 
 
 def _messages(response):
@@ -175,7 +175,7 @@ def test_delete_all_deletes_the_good_jobs_and_the_corrupt_ones_keys(operator, qu
     place(queue_redis, rid, "failed")
     response = operator.post(reverse("django_rq:delete_failed_jobs", args=[DEFAULT]), follow=True)
     assert response.status_code == 200
-    assert queue_redis.exists(a.key, b.key, safejob.job_key(rid)) == 0
+    assert queue_redis.exists(a.key, b.key, jobread.job_key(rid)) == 0
     assert queue_redis.zcard(keys.failed_key("default")) == 0
     if kind in HAS_HASH:
         assert "1 corrupt" in " ".join(_messages(response))
@@ -194,9 +194,9 @@ def test_bulk_action_processes_the_good_jobs_and_reports_the_corrupt_one(operato
     if action == "requeue":
         assert sorted(get_queue("default").get_job_ids()) == sorted([a.id, b.id])
         assert "Requeued 2 jobs." in text and "corrupt" in text
-        assert queue_redis.exists(safejob.job_key(rid)) == 1
+        assert queue_redis.exists(jobread.job_key(rid)) == 1
     else:
-        assert queue_redis.exists(a.key, b.key, safejob.job_key(rid)) == 0
+        assert queue_redis.exists(a.key, b.key, jobread.job_key(rid)) == 0
         assert queue_redis.zscore(keys.failed_key("default"), rid) is None
         assert "Deleted 3 jobs." in text
     outcomes = list(AuditEntry.objects.order_by("id").values_list("outcome", flat=True))
@@ -213,7 +213,7 @@ def test_delete_and_requeue_of_one_corrupt_job_from_its_page(operator, queue_red
     assert get_queue("default").get_job_ids() == []
     delete = operator.post(reverse("django_rq:delete_job", args=[DEFAULT, _shown(rid)]), follow=True)
     assert delete.status_code == 200
-    assert queue_redis.exists(safejob.job_key(rid)) == 0
+    assert queue_redis.exists(jobread.job_key(rid)) == 0
     assert queue_redis.zscore(keys.failed_key("default"), rid) is None
 
 
@@ -243,7 +243,7 @@ def test_reconcile_mirrors_the_others_and_buries_an_unreadable_hash_as_corrupt(q
     if kind in ("garbage_data", "pickled_meta", "pickled_result", "non_utf8_field"):
         assert rows["poison"] == deadletter.CORRUPT
         row = DeadLetter.objects.get(job_id="poison")
-        assert dict(deadletter.decode_raw_hash(row.raw_hash)) == queue_redis.hgetall(safejob.job_key(rid))
+        assert dict(deadletter.decode_raw_hash(row.raw_hash)) == queue_redis.hgetall(jobread.job_key(rid))
     elif kind == "undeclared_origin":
         assert rows["poison"] == "exhausted"  # readable: mirrored as it is
     else:
@@ -309,8 +309,8 @@ def test_container_keys_of_the_wrong_type_answer_no_500_anywhere(operator, queue
 
 def _corrupt_row(connection):
     rid = plant(connection, "non_utf8_field", "poison")
-    connection.hset(safejob.job_key(rid), b"<script>alert(1)</script>", b"\x80\x81<img src=x>")
-    fields = connection.hgetall(safejob.job_key(rid))
+    connection.hset(jobread.job_key(rid), b"<script>alert(1)</script>", b"\x80\x81<img src=x>")
+    fields = connection.hgetall(jobread.job_key(rid))
     return deadletter.bury_corrupt(connection, "poison", "default", fields, "field 'description' is not UTF-8")
 
 
@@ -339,13 +339,13 @@ def test_retry_of_a_corrupt_dead_letter_is_refused_and_discard_deletes_it_from_r
     assert discard.status_code == 200
     row.refresh_from_db()
     assert row.status == "discarded"
-    assert queue_redis.exists(safejob.job_key("poison")) == 0
+    assert queue_redis.exists(jobread.job_key("poison")) == 0
     assert queue_redis.zscore(keys.failed_key("default"), "poison") is None
 
 
 def test_a_corrupt_row_needs_no_job_in_redis_to_be_shown(operator, queue_redis):
     row = _corrupt_row(queue_redis)
-    queue_redis.delete(safejob.job_key("poison"))
+    queue_redis.delete(jobread.job_key("poison"))
     page = operator.get(reverse("admin:queues_deadletter_change", args=[row.pk]))
     assert (page.status_code, "no longer in Redis" in page.content.decode()) == (200, True)
     assert DeadLetter.objects.filter(prefix=conf.prefix(), reason="corrupt").count() == 1

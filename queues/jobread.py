@@ -1,5 +1,7 @@
 """Reading a job that may be poison: a job, ``None`` (gone), or a ``CorruptJob`` — never an exception.
 
+Used by the panel, the dead-letter reconcile, the abandoned-job scan and ``/jobs/<id>/``.
+
 Someone with write access to the queues' Redis can plant entries rq cannot read. rq's own
 ``Job.fetch`` / ``fetch_many`` then raise (``UnicodeDecodeError``, ``NoSuchJobError`` for a hash
 without ``data``, ``WRONGTYPE``, ``ValueError`` on a bad status) or return a job whose ``func_name``
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD
 
-from .. import keys
+from . import keys
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
@@ -130,7 +132,7 @@ def _why_job(job, raw, check_origin):
     if raw.get(b"result") and job._result == UNSERIALIZABLE_RETURN_VALUE_PAYLOAD:
         return "result is not JSON"
     if check_origin:
-        from ..registry import queue_names
+        from .registry import queue_names
 
         if job.origin not in queue_names():
             return f"its queue {job.origin!r} is not declared"
@@ -139,7 +141,7 @@ def _why_job(job, raw, check_origin):
 
 def load(job_id, raw, connection, check_origin=True):
     """One job from its HGETALL reply ``raw`` (a dict, or the exception a pipeline returned)."""
-    from ..registry import OptimaJob
+    from .registry import OptimaJob
 
     shown = text(job_id)
     if isinstance(raw, redis.ResponseError):
