@@ -12,27 +12,81 @@ This module imports nothing but the standard library at import time, so that a j
 bench/jobs.py, which plain RQ imports outside Django) can use the decorator anywhere.
 """
 import importlib
+import inspect
 import logging
 
 logger = logging.getLogger("queues")
 
 _declared = {}  # dotted path -> function, as the decorator saw it
+_call_only = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
 _job_modules = None  # tuple of module names once discovered; None before
 MARK = "__optima_job__"
+CALL_ONLY_MARK = "__optima_enqueue_call_only__"
+
+# The keyword options of ``queues.enqueue(name, func, *args, <options>, **kwargs)``: every other
+# keyword goes to the job. The one list of them, options to come included, so that a new option
+# never silently takes a keyword away from an existing job: ``@queues.job`` refuses, when it
+# decorates, a job with a parameter of one of these names (rename it, or declare the job
+# ``enqueue_call_only`` and pass its arguments explicitly with ``queues.enqueue_call``).
+# ``durable``, ``limit_key`` and ``limit_concurrency`` are reserved for issue 12 (outbox, fairness):
+# until ``enqueue`` takes them, it refuses them instead of handing them to the job.
+ENQUEUE_OPTIONS = ("attempts", "timeout", "job_id", "delay", "at", "unique", "durable", "limit_key",
+                   "limit_concurrency")
 
 
-def job(func=None):
+def job(func=None, *, enqueue_call_only=False):
     """Declare ``func`` a job: ``@queues.job`` (or ``@queues.job()``). Returns ``func`` itself,
-    unchanged: it can still be called directly, and by plain RQ."""
+    unchanged: it can still be called directly, and by plain RQ.
+
+    A job may not have a parameter named like an option of ``queues.enqueue`` (``ENQUEUE_OPTIONS``):
+    ``enqueue`` would take the keyword as its option and never pass it on. Rename the parameter, or
+    declare ``@queues.job(enqueue_call_only=True)``: the job is then enqueued only with
+    ``queues.enqueue_call(name, func, args, kwargs)`` (``queues.enqueue`` refuses it)."""
     if func is None:
-        return job
+        return lambda f: job(f, enqueue_call_only=enqueue_call_only)
     module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
     if not callable(func) or not module or not qualname or "." in qualname or "<" in qualname:
         raise TypeError(f"@queues.job: {func!r} is not a module-level function; workers import jobs by "
                         "dotted path, so lambdas, methods and nested functions cannot be jobs.")
+    path = f"{module}.{qualname}"
+    clashes = [] if enqueue_call_only else option_parameters(func)
+    if clashes:
+        names = ", ".join(repr(n) for n in clashes)
+        raise TypeError(
+            f"@queues.job: {path} has a parameter named {names}, like an option of queues.enqueue "
+            f"({', '.join(ENQUEUE_OPTIONS)}): queues.enqueue would take that keyword as its option and never "
+            f"pass it to the job. Rename the parameter (and its callers' keywords), "
+            "or declare the job @queues.job(enqueue_call_only=True) and enqueue it with "
+            "queues.enqueue_call(name, func, args=[...], kwargs={...})."
+        )
     setattr(func, MARK, True)
-    _declared[f"{module}.{qualname}"] = func
+    if enqueue_call_only:
+        setattr(func, CALL_ONLY_MARK, True)
+        _call_only.add(path)
+    else:
+        _call_only.discard(path)  # a module imported again, its job declared differently
+    _declared[path] = func
     return func
+
+
+def option_parameters(func):
+    """The parameters of ``func`` that a caller could pass by keyword and that are named like an
+    option of ``queues.enqueue``, in signature order. ``*args``, ``**kwargs`` and positional-only
+    parameters cannot clash: nothing reaches them by that name."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature (a C builtin): nothing to check
+        return []
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in keyword and p.name in ENQUEUE_OPTIONS]
+
+
+def enqueue_call_only(func):
+    """True when ``func`` (a function or its dotted path) was declared
+    ``@queues.job(enqueue_call_only=True)``. Imports nothing."""
+    if isinstance(func, str):
+        return func in _call_only
+    return getattr(func, CALL_ONLY_MARK, False) is True
 
 
 def job_modules():

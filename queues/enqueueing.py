@@ -7,6 +7,7 @@ for the commit (a rollback enqueues nothing; delayed jobs too), but the caller g
 once either way: the Job object is built now and saved at commit.
 """
 import datetime as dt
+import inspect
 import logging
 import math
 import os
@@ -25,7 +26,9 @@ from .registry import get_config, get_queue
 
 logger = logging.getLogger(__name__)
 
-RESERVED = ("attempts", "timeout", "job_id", "delay", "at", "unique")
+# The keyword options of ``enqueue`` (queues/catalog.py keeps the list, so that ``@queues.job`` can
+# refuse a job with a parameter of one of these names without importing Django or rq).
+ENQUEUE_OPTIONS = catalog.ENQUEUE_OPTIONS
 
 # Uniqueness (``unique=``): ``<prefix>:optima:unique:<queue>:<key>`` holds the id of the last job
 # enqueued under the key. A new job is refused (the waiting one is returned) while that job is still
@@ -139,9 +142,36 @@ def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=N
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
 
     ``attempts``, ``timeout``, ``job_id``, ``delay``, ``at`` and ``unique`` are options, not job
-    arguments: use ``enqueue_call`` when the job itself takes keyword arguments of those names.
+    arguments; so are the reserved names of ``ENQUEUE_OPTIONS`` that ``enqueue`` does not take yet
+    (``durable``, ``limit_key``, ``limit_concurrency``): they are refused rather than handed to the job,
+    so that a call written for the option never runs the job with a stray keyword. A job declared
+    ``@queues.job(enqueue_call_only=True)`` (its parameters are named like options) is refused too:
+    enqueue it with ``enqueue_call``, which takes the job's arguments explicitly.
     """
+    if kwargs and not _NOT_YET.isdisjoint(kwargs):
+        option = next(o for o in _NOT_YET if o in kwargs)
+        raise InvalidJob(
+            f"{option}= is an enqueue option that is not available yet (reserved in "
+            f"queues.enqueueing.ENQUEUE_OPTIONS); it is not passed to the job. To give the job an argument named "
+            f"{option!r}, use queues.enqueue_call({name!r}, func, args=[...], kwargs={{{option!r}: ...}})."
+        )
+    if catalog.enqueue_call_only(func):
+        raise InvalidJob(
+            f"func {func if isinstance(func, str) else _dotted(func)!r} is declared "
+            "@queues.job(enqueue_call_only=True): its parameters are named like enqueue options, so "
+            f"queues.enqueue cannot tell them apart. Use queues.enqueue_call({name!r}, func, args=[...], "
+            "kwargs={...}, <options>)."
+        )
     return _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, unique, None)
+
+
+# The reserved options ``enqueue`` does not take yet: refused, not passed on. Derived from the
+# signature, so an option stops being refused the moment ``enqueue`` takes it.
+_NOT_YET = frozenset(ENQUEUE_OPTIONS) - set(inspect.signature(enqueue).parameters)
+
+
+def _dotted(func):
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
 
 
 def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=None, job_id=None, delay=None,

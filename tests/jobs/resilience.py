@@ -54,10 +54,10 @@ def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done
 
 
 @queues.job
-def wait_for_file_then_return(path, release_path, value="done", timeout=120):
+def wait_for_file_then_return(path, release_path, value="done", wait_seconds=120):
     """Log a start, wait until ``release_path`` exists (the test's go signal), log an end."""
     _log(path, event="start")
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + wait_seconds
     while not os.path.exists(release_path):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{release_path} never appeared")

@@ -1,0 +1,8 @@
+"""A job whose parameters are named like enqueue options: declared enqueue_call_only
+(queues/catalog.py), so only ``queues.enqueue_call`` enqueues it."""
+import queues
+
+
+@queues.job(enqueue_call_only=True)
+def echo_options(value, timeout=None, at=None):
+    return {"value": value, "timeout": timeout, "at": at}
