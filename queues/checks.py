@@ -44,3 +44,14 @@ def check_trust_boundary(app_configs=None, **kwargs):
 
     problems = catalog.validate() + signing.validate()
     return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]
+
+
+@register("redis")
+def check_redis_eviction(app_configs=None, **kwargs):
+    """The queues' Redis must not evict keys (queues/redisinfo.py): queues.E070 (an ``allkeys-*``
+    maxmemory-policy: waiting jobs can be deleted), queues.W071 (``volatile-*``: keys with a TTL can be).
+    Reads ``INFO memory`` with /healthz's short timeout; an unreachable Redis reports nothing here."""
+    from . import redisinfo
+
+    return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id)
+            for p in redisinfo.validate()]

@@ -7,6 +7,10 @@ configured means no probe gets details). The status code is the same for both.
 
 Bounded in time even when Redis does not answer: each probe runs on a client with short
 socket timeouts (``OPTIMA_QUEUES_OPTIONS['HEALTH_TIMEOUT']``, 0.5 s by default).
+
+The queues' Redis also fails when its ``maxmemory-policy`` is ``allkeys-*`` (``"error":
+"EvictionPolicy"``): it may delete waiting jobs (queues/redisinfo.py, check queues.E070). The cache's
+Redis may evict: only its PING counts.
 """
 import hmac
 import time
@@ -17,15 +21,29 @@ from django.db import connection
 from django.http import JsonResponse
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
-from . import conf
+from . import conf, redisinfo
 from .connection import cache_url, mask_url, queues_url
 
 
-def _probe_redis(url):
+def _probe_redis(url, eviction=False):
+    """PING (and, with ``eviction``, ``INFO memory`` in the same round trip): the queues' Redis is
+    failing when its maxmemory-policy is ``allkeys-*`` (it may delete waiting jobs; queues/redisinfo.py).
+    A Redis that refuses INFO (an ACL without it) is judged by its PING alone."""
     timeout = conf.options()["HEALTH_TIMEOUT"]
     client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     try:
-        client.ping()
+        if not eviction:
+            client.ping()
+            return {"status": "ok", "url": mask_url(url)}
+        pipe = client.pipeline(transaction=False)
+        pipe.ping()
+        pipe.info("memory")
+        pong, memory = pipe.execute(raise_on_error=False)
+        if isinstance(pong, Exception):
+            raise pong
+        policy = None if isinstance(memory, Exception) else memory.get("maxmemory_policy")
+        if redisinfo.evicts_any_key(policy):
+            return {"status": "error", "url": mask_url(url), "error": "EvictionPolicy", "maxmemory_policy": policy}
         return {"status": "ok", "url": mask_url(url)}
     except redis.RedisError as exc:
         return {"status": "error", "url": mask_url(url), "error": type(exc).__name__}
@@ -66,7 +84,7 @@ def healthz(request):
     started = time.monotonic()
     components = {
         "database": _probe_database(),
-        "queue_redis": _probe_redis(queues_url()),
+        "queue_redis": _probe_redis(queues_url(), eviction=True),
         "cache_redis": _probe_redis(cache_url()),
     }
     failing = [name for name, c in components.items() if c["status"] != "ok"]

@@ -1,7 +1,8 @@
 """Prometheus metrics of the queues, served at ``/metrics`` with django-prometheus' own.
 
 Every family (``optima`` is ``OPTIMA_QUEUES_OPTIONS['METRICS_PREFIX']``); labels are only
-``queue``, ``state``, ``quantile``, ``source`` and the histogram's ``le`` — never a job id:
+``queue``, ``state``, ``quantile``, ``source`` and the histogram's ``le`` — never a job id. The
+``optima_redis_*`` families describe the queues' Redis server and have no labels:
 
 ==========================================  =========  ================  =====================================
 family                                      type       labels            from
@@ -23,6 +24,9 @@ optima_queue_jobs_failed_total              counter    queue             attempt
 optima_queue_jobs_retried_total             counter    queue             retries scheduled (recorder)
 optima_queue_jobs_dead_total                counter    queue             jobs dead-lettered (recorder)
 optima_queue_scrape_error                   gauge      queue, source     1: source (redis, database) unread
+optima_redis_memory_used_bytes              gauge      (none)            INFO memory used_memory
+optima_redis_memory_max_bytes               gauge      (none)            INFO memory maxmemory (0: no limit)
+optima_redis_evicted_keys_total             counter    (none)            INFO stats evicted_keys
 ==========================================  =========  ================  =====================================
 
 Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receivers, worker side),

@@ -3,7 +3,8 @@
 Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCARD of the started
 (``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
-its last durations; plus one SMEMBERS of the paused set. Round trip 2 (only when a queue has a
+its last durations; plus one SMEMBERS of the paused set and ``INFO memory`` / ``INFO stats`` of the
+server (used memory, maxmemory, evicted keys: queues/redisinfo.py). Round trip 2 (only when a queue has a
 waiting job or a worker): HGET ``enqueued_at`` of each queue's head job and EXISTS of each worker
 key (rq leaves a dead worker in the set until a cleanup). No command writes: rq's ``.count`` on a
 registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
@@ -12,7 +13,8 @@ expired entries that cleanup would remove are counted with ZCOUNT and left out i
 A command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
 refuses, drops or does not answer zeroes all of them. Either way the error gauge says so and one
 line is logged; the collector itself never raises, so the rest of /metrics is still served. A
-poison head job (an id that is not UTF-8, a key that is not a hash) only loses its queue's age.
+poison head job (an id that is not UTF-8, a key that is not a hash) only loses its queue's age. A
+Redis that refuses INFO (an ACL without it) only loses the memory families: left out, not zeroed.
 """
 import logging
 import threading
@@ -23,7 +25,7 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from .. import conf
+from .. import conf, redisinfo
 from .. import keys as redis_keys
 from . import store
 
@@ -53,6 +55,7 @@ class Snapshot:
     queues: dict  # name -> QueueSample
     taken_at: float  # time.time() of the read
     read_seconds: float  # how long the read took
+    redis_memory: redisinfo.Memory = None  # None: unknown (Redis or INFO failed) -> families left out
 
 
 def _text(value):
@@ -70,9 +73,9 @@ def read_snapshot(names=None, client=None, now=None):
     client = client or store.scrape_client()
     now = time.time() if now is None else now
     samples = {name: QueueSample() for name in names}
-    _read_redis(client, names, samples, now)
+    memory = _read_redis(client, names, samples, now)
     _read_dead_letters(samples)
-    return Snapshot(queues=samples, taken_at=now, read_seconds=time.monotonic() - started)
+    return Snapshot(queues=samples, taken_at=now, read_seconds=time.monotonic() - started, redis_memory=memory)
 
 
 def _read_redis(client, names, samples, now):
@@ -98,12 +101,14 @@ def _read_redis(client, names, samples, now):
             pipe.smembers(WORKERS_BY_QUEUE_KEY % name)
             pipe.hgetall(store.counters_key(name))
             pipe.lrange(store.durations_key(name), 0, store.DURATION_SAMPLE - 1)
+        redisinfo.add_reads(pipe)  # last, so the per-queue rows keep their offsets
         results = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
         _all_failed(names, samples, exc)
-        return
+        return None
 
-    paused_result, results = results[0], results[1:]
+    memory = _memory(*results[-2:])
+    paused_result, results = results[0], results[1:-2]
     paused = set() if isinstance(paused_result, Exception) else {_text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
         logger.warning("reading the paused set failed (%s); queues are reported as not paused",
@@ -136,6 +141,21 @@ def _read_redis(client, names, samples, now):
             worker_sets[name] = sorted(_text(k) for k in worker_keys)
     if heads or worker_sets:
         _read_round_two(client, heads, worker_sets, samples, now)
+    return memory
+
+
+def _memory(memory_info, stats_info):
+    errors = [r for r in (memory_info, stats_info) if isinstance(r, Exception)]
+    if errors:
+        logger.warning("reading the Redis memory (INFO) failed (%s); the redis memory metrics are left out",
+                       _describe(errors[0]))
+        return None
+    try:
+        return redisinfo.parse(memory_info, stats_info)
+    except (TypeError, ValueError, AttributeError) as exc:
+        logger.warning("the Redis INFO answer is not understood (%s); the redis memory metrics are left out",
+                       _describe(exc))
+        return None
 
 
 def _read_round_two(client, heads, worker_sets, samples, now):
@@ -285,7 +305,22 @@ def families(snapshot, prefix):
         failed.add_metric([name], s.counters[store.FAILED])
         retried.add_metric([name], s.counters[store.RETRIED])
         dead_total.add_metric([name], s.counters[store.DEAD])
-    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, error]
+    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, error,
+            *memory_families(snapshot.redis_memory, prefix)]
+
+
+def memory_families(memory, prefix):
+    """The server's memory (queues/redisinfo.py): no labels, one Redis. Empty families when unknown."""
+    p = f"{prefix}_redis"
+    used = GaugeMetricFamily(f"{p}_memory_used_bytes", "Memory the queues' Redis uses (INFO memory used_memory).")
+    limit = GaugeMetricFamily(f"{p}_memory_max_bytes", "maxmemory of the queues' Redis; 0 means no limit.")
+    evicted = CounterMetricFamily(f"{p}_evicted_keys", "Keys the queues' Redis evicted since it started "
+                                  "(INFO stats evicted_keys); with noeviction it stays 0.")
+    if memory is not None:
+        used.add_metric([], memory.used_bytes)
+        limit.add_metric([], memory.max_bytes)
+        evicted.add_metric([], memory.evicted_keys)
+    return [used, limit, evicted]
 
 
 class QueueCollector(Collector):
