@@ -114,7 +114,7 @@ def test(argv):
     # The whole suite takes minutes, most of it in the `slow` tests (real workers, outages, browser),
     # which print nothing while they run: say so up front, and list the slowest at the end.
     if not argv:
-        print("* the whole suite takes over 10 minutes; the quick subset (about a minute):\n"
+        print("* the whole suite takes about 12 minutes; the quick subset (about 2½ minutes):\n"
               "    python3 dev.py test -m \"not slow and not browser\"    (-v names each test as it starts)",
               flush=True)
     if not any(a.startswith("--durations") for a in argv):
