@@ -2,16 +2,17 @@
 
 Public API (stable names; everything else is internal)::
 
-    from queues import enqueue, enqueue_call, fetch_job, get_queue, job, queue_names
+    from queues import enqueue, enqueue_call, fetch_job, get_queue, job, queue_names, ENQUEUE_OPTIONS
     from queues import UnknownQueue, QueueUnavailable, InvalidJob, PermanentError, RetryAfter
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
 have exported the key prefix.
 """
-from .catalog import job
+from .catalog import ENQUEUE_OPTIONS, job
 from .exceptions import InvalidJob, NotAJob, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue
 
 __all__ = [
+    "ENQUEUE_OPTIONS",
     "job",
     "enqueue",
     "enqueue_call",
