@@ -22,6 +22,8 @@ key                                    what
 ``<p>:optima:metrics:<q>:durations``   the last 50 completed durations, ms, newest first
 ``<p>:optima:unique:<q>:<key>``        the job holding a ``unique=`` key (``queues.enqueueing``)
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
+``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
+``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
 =====================================  ======================================================
 """
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
@@ -122,3 +124,12 @@ def unique_key(queue, key):
 
 def reconcile_key():
     return conf.app_key("reconcile", "last")
+
+
+def history_key():
+    """The capped list of once-a-minute samples of every queue's cumulative counters, newest first."""
+    return conf.app_key("history")
+
+
+def history_lock_key():
+    return conf.app_key("lock", "history-sample")

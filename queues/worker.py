@@ -229,7 +229,19 @@ class WorkerBehaviour(BaseWorker):
             if due:
                 self._next_beat = moment + HEARTBEAT_EVERY
                 self._check_registration(moment)
+                self._sample_history()
         self.completions.trim(idle=idle)  # on going idle even with nothing else to write
+
+    def _sample_history(self):
+        """The panel's recent history (metrics/history.py): on a due heartbeat, once per wall-clock
+        minute per worker, try to take the minute's sample; a Redis lock lets one worker win. Never
+        per job, and one SET a minute when another worker already sampled."""
+        from .metrics import history
+
+        minute = int(time.time() // history.MINUTE)
+        if getattr(self, "_history_minute", None) != minute:
+            self._history_minute = minute
+            history.sample_if_due(self.connection)
 
     def _check_registration(self, moment):
         """After an outage (and every 30 s): a Redis restarted without its data has forgotten this

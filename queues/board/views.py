@@ -1,6 +1,7 @@
 """The panel's own pages: the home page (django-rq's queue table plus pause/resume and job search),
 pause and resume, and "find a job by id". Everything else is django-rq's (see ``urls.py``)."""
 import re
+import time
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -9,12 +10,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_rq.settings import get_queues_map
 from django_rq.stats_views import RQCollector
-from django_rq.utils import get_cron_schedulers, get_scheduler_statistics
+from django_rq.utils import get_scheduler_statistics
 from django_rq.views import each_context
 
 from .. import audit, conf, pause
 from ..exceptions import UnknownQueue
 from . import bounded
+from . import history as board_history
 from .access import guard
 from .operations import find_job
 from .stats import statistics
@@ -25,7 +27,8 @@ JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 @never_cache
 @guard
 def home(request):
-    """django-rq's dashboard (same statistics, same template), with pause state and job search."""
+    """django-rq's dashboard (same statistics, its queue table), with pause state, job search and
+    the recent history; without django-rq's "Cron Schedulers" box (rq's cron, which we do not run)."""
     # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats = statistics()
@@ -37,7 +40,9 @@ def home(request):
         **stats,
         **get_scheduler_statistics(),
         "view_metrics": RQCollector is not None,
-        "cron_schedulers": get_cron_schedulers(),  # read-only: readonly.ReadOnlyCronScheduler
+        # Not rq's cron schedulers: this project runs rq-scheduler, so django-rq's box is left out.
+        # Completed/failed per minute, from the workers' once-a-minute samples (one LRANGE, no write).
+        "history": board_history.charts(bounded.connection(), time.time(), [q["name"] for q in stats["queues"]]),
         "can_act": request.queue_access.can_act,
         "access": request.queue_access,
         "prefix": conf.prefix(),

@@ -1,0 +1,151 @@
+"""Recent history: once-a-minute samples of the cumulative counters (real Redis), per-minute
+differences, the SVG the panel draws from them, and the job progress the panel shows."""
+import json
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from django.template.loader import render_to_string
+from django.test import Client
+
+from queues import keys
+from queues.board import history as board_history
+from queues.metrics import history, store
+
+SVG = "{http://www.w3.org/2000/svg}"
+# A minute boundary ten minutes ahead (unix seconds): the lock's EXAT must lie in Redis' future.
+T0 = (int(time.time()) // 60 + 10) * 60
+
+
+def counters(redis_, queue, processed, failed):
+    redis_.hset(store.counters_key(queue), mapping={store.PROCESSED: processed, store.FAILED: failed})
+
+
+def test_one_sample_per_minute_whoever_asks(queue_redis):
+    counters(queue_redis, "default", 5, 1)
+    assert history.sample_if_due(queue_redis, at=T0 + 2) is True
+    assert history.sample_if_due(queue_redis, at=T0 + 7) is False  # same minute: another worker sampled
+    samples = history.read(queue_redis)
+    assert len(samples) == 1
+    assert samples[0][0] == T0 + 2
+    assert samples[0][1]["default"] == (5, 1)
+    assert samples[0][1]["content"] == (0, 0)  # every declared queue, counted or not
+    # The lock expires at the start of the next minute (EXAT), in Redis' clock.
+    seconds, micros = queue_redis.time()
+    expires_ms = seconds * 1000 + micros // 1000 + queue_redis.pttl(keys.history_lock_key())
+    assert abs(expires_ms - (T0 + 60) * 1000) < 100
+    assert history.sample_if_due(queue_redis, at=T0 + 61) is False  # lock still held in Redis' clock
+    queue_redis.delete(keys.history_lock_key())  # as its expiry at T0 + 60 would
+    assert history.sample_if_due(queue_redis, at=T0 + 61) is True
+    assert len(history.read(queue_redis)) == 2
+
+
+def test_samples_give_completed_and_failed_per_minute(queue_redis):
+    # processed counts every attempt that ended; completed = processed - failed.
+    for minute, (processed, failed) in enumerate([(10, 2), (15, 3), (15, 3), (22, 3)]):
+        counters(queue_redis, "default", processed, failed)
+        history.sample(queue_redis, T0 + 60 * minute + 1)
+    series = history.per_minute(history.read(queue_redis), now=T0 + 60 * 3 + 30)
+    default = series["default"]
+    assert len(default) == 60
+    assert default[-1] == (T0 + 180, 7, 0)
+    assert default[-2] == (T0 + 120, 0, 0)
+    assert default[-3] == (T0 + 60, 4, 1)
+    assert default[-4] == (T0, None, None)  # the first sample has nothing before it
+    assert all(c is None for _, c, _ in default[:-3])
+
+
+def test_a_counter_reset_counts_zero_not_negative(queue_redis):
+    counters(queue_redis, "default", 100, 10)
+    history.sample(queue_redis, T0)
+    queue_redis.delete(store.counters_key("default"))  # e.g. a flushed Redis
+    counters(queue_redis, "default", 3, 1)
+    history.sample(queue_redis, T0 + 60)
+    assert history.per_minute(history.read(queue_redis), now=T0 + 61)["default"][-1] == (T0 + 60, 0, 0)
+
+
+def test_the_list_keeps_the_last_61_samples_and_an_hour_of_minutes(queue_redis):
+    for minute in range(70):
+        counters(queue_redis, "default", minute * 2, minute)
+        history.sample(queue_redis, T0 + 60 * minute)
+    assert queue_redis.llen(keys.history_key()) == 61
+    samples = history.read(queue_redis)
+    assert [t for t, _ in samples] == [T0 + 60 * m for m in range(9, 70)]
+    minutes = history.per_minute(samples, now=T0 + 60 * 69 + 5)["default"]
+    assert minutes == [(T0 + 60 * m, 1, 1) for m in range(10, 70)]
+
+
+def test_garbage_in_the_history_list_is_skipped(queue_redis):
+    counters(queue_redis, "default", 4, 0)
+    history.sample(queue_redis, T0)
+    queue_redis.lpush(keys.history_key(), b"\xff not json", json.dumps({"t": "x"}), json.dumps([1, 2]),
+                      json.dumps({"t": T0 + 30, "q": {"default": "nope"}}))
+    assert [t for t, _ in history.read(queue_redis)] == [T0, T0 + 30]  # the last one, with no usable count
+    assert history.read(queue_redis)[1][1] == {}
+
+
+def test_a_history_key_of_the_wrong_type_reads_as_no_history(queue_redis):
+    queue_redis.set(keys.history_key(), "oops")
+    assert history.read(queue_redis) == []
+
+
+def _chart(name, minutes):
+    root = ET.fromstring(str(board_history.chart(name, minutes)))
+    assert root.tag == f"{SVG}svg"
+    return root
+
+
+def test_the_chart_is_well_formed_svg_with_one_group_per_minute():
+    minutes = [(T0 + 60 * i, i % 3, i % 2) for i in range(59)] + [(T0 + 60 * 59, None, None)]
+    root = _chart("default", minutes)
+    groups = root.findall(f"{SVG}g")
+    assert len(groups) == 60
+    assert [g.get("data-minute") for g in groups] == [str(T0 + 60 * i) for i in range(60)]
+    assert groups[4].get("data-completed") == "1" and groups[4].get("data-failed") == "0"
+    assert groups[4].find(f"{SVG}title").text.endswith("UTC: 1 completed, 0 failed")
+    assert groups[-1].findall(f"{SVG}rect") == []  # no sample, no bar
+    tallest = max(float(r.get("height")) for r in root.iter(f"{SVG}rect"))
+    assert tallest == board_history.HEIGHT * 2 / 3  # max total of a minute is 3 (2 + 1): 2 of it completed
+
+
+def test_a_hostile_queue_name_is_escaped_in_the_chart():
+    name = '</svg><script>alert("x")</script>&'
+    root = _chart(name, [(T0, 1, 1)])
+    assert root.get("data-queue") == name  # parsed back to the original: it was escaped
+    assert root.find(f"{SVG}title").text.startswith(name + ":")
+    assert "<script>" not in str(board_history.chart(name, [(T0, 1, 1)]))
+
+
+def test_the_panel_home_shows_the_history_and_no_cron_box_and_writes_nothing(settings, queue_redis, db):
+    settings.OPTIMA_ENV = "dev"
+    now = time.time()
+    counters(queue_redis, "default", 3, 1)
+    history.sample(queue_redis, now - 60)
+    counters(queue_redis, "default", 9, 2)
+    history.sample(queue_redis, now)
+    before = {k: queue_redis.dump(k) for k in queue_redis.scan_iter(match=f"{settings.QUEUE_PREFIX}*")}
+    response = Client().get("/admin/queues/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Cron Schedulers" not in html
+    rows = {row["name"]: row for row in response.context["history"]}
+    assert (rows["default"]["completed"], rows["default"]["failed"]) == (5, 1)
+    assert rows["content"]["sampled"] is True and rows["content"]["completed"] == 0
+    assert html.count('class="queue-history"') == 4
+    after = {k: queue_redis.dump(k) for k in queue_redis.scan_iter(match=f"{settings.QUEUE_PREFIX}*")}
+    assert after == before
+
+
+@pytest.mark.parametrize("progress, expected", [
+    ({"step": 3, "of": 10, "note": "x"}, '<progress class="job-progress" value="3" max="10">'),
+    ({"percent": 40, "step": 4, "steps": 10}, '<progress class="job-progress" value="4" max="10">'),
+    ({"percent": 40}, '<progress class="job-progress" value="40" max="100">'),
+    ({"step": "3", "of": "10"}, '<code class="job-progress-raw">'),
+    ("<b>half</b>", '<code class="job-progress-raw">&lt;b&gt;half&lt;/b&gt;</code>'),
+    ([1, 2], '<code class="job-progress-raw">[1, 2]</code>'),
+])
+def test_progress_is_a_bar_for_numbers_and_escaped_text_otherwise(progress, expected):
+    html = render_to_string("queues/_progress.html", {"progress": progress})
+    assert expected in html
+    assert ("<progress" in html) == expected.startswith("<progress")
+    assert "<b>" not in html
