@@ -71,6 +71,11 @@ class TooLargeSerializer(serializers.Serializer):
     limit_bytes = serializers.IntegerField(help_text="the largest body accepted, in bytes")
 
 
+class JobConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    state = serializers.CharField(help_text="the job's state: started, finished, failed, stopped, canceled, ...")
+
+
 class JobStatusSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     queue = serializers.CharField(allow_null=True)
@@ -263,6 +268,59 @@ class JobStatusView(FeatureView):
                             status=status.HTTP_404_NOT_FOUND)
         return Response(JobStatusSerializer(payload).data)
 
+    @extend_schema(
+        summary="Cancel a job that has not started (queued, delayed, or waiting for a retry)",
+        responses={
+            200: OpenApiResponse(JobStatusSerializer, description="Canceled: the job will not run; its new state."),
+            401: ERROR_RESPONSES[401],
+            403: ERROR_RESPONSES[403],
+            404: OpenApiResponse(DetailSerializer, description="No such job of yours (as for GET)."),
+            409: OpenApiResponse(JobConflictSerializer, description="Not canceled: the job is already running "
+                                 "(stop it instead), has ended, or is due and being moved to its queue (try again)."),
+            503: OpenApiResponse(DetailSerializer, description="The queues are unavailable; nothing was done."),
+        },
+    )
+    def delete(self, request, job_id):
+        """Cancel the caller's job (``queues.board.operations.cancel_job``), audited with its owner.
+        Who may read a job but not cancel it (staff without the panel's act permission) gets 403."""
+        from queues import audit, jobread
+        from queues.board.operations import cancel_job
+        from queues.connection import get_connection
+
+        if not JOB_ID_RE.fullmatch(job_id):
+            return self.get(request, job_id)
+        owner = owners.owner_of(request)
+        try:
+            job = jobread.fetch(job_id, get_connection(), check_origin=False)
+            meta = {} if job is None or jobread.is_corrupt(job) else (job.meta or {})
+            if job is None or not owners.can_read_job(request, meta):
+                return self.not_found(job_id)  # another's job answers as one that never existed
+            is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
+            if not (is_owner or _may_act_on_queues(request.user)):
+                return Response({"detail": "Only the job's owner, or an operator who may act in the queue panel, "
+                                           "can cancel it."}, status=status.HTTP_403_FORBIDDEN)
+            canceled = cancel_job(job_id)
+            if canceled.outcome == "gone":
+                return self.not_found(job_id)
+        except (redis.RedisError, queues.QueueUnavailable) as exc:
+            logger.warning("job cancel unavailable: %s: %s", type(exc).__name__, exc)
+            return Response({"detail": "The job queue is unavailable right now, so nothing was canceled. "
+                                       "Try again in a few seconds."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+        who = f"its owner {owner.key}" if is_owner else "an operator"
+        audit.record(request, "cancel", getattr(job, "origin", "") or "", [job_id], "ok" if canceled.ok else "error",
+                     f"DELETE /jobs/{job_id}/ by {who}: {canceled.detail}")
+        if not canceled.ok:
+            return Response({"detail": f"Not canceled: {canceled.detail}.", "state": canceled.state},
+                            status=status.HTTP_409_CONFLICT)
+        return self.get(request, job_id)
+
+    @staticmethod
+    def not_found(job_id):
+        return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
+                        status=status.HTTP_404_NOT_FOUND)
+
     @staticmethod
     def status_of(request, job_id):
         """The job's status payload, or None when the caller may not know of it. A job Redis holds but
@@ -291,6 +349,10 @@ class JobStatusView(FeatureView):
         return {"job_id": job.id, "queue": None, "state": "corrupt", "attempt": None, "attempts_allowed": None,
                 "progress": None, "result": None, "error": f"The job cannot be read from Redis: {job.why}.",
                 "dead_reason": None, "enqueued_at": None, "started_at": None, "ended_at": None}
+
+
+def _may_act_on_queues(user):
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm("queues.act_on_queue_panel"))
 
 
 @csrf_exempt

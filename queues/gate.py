@@ -18,6 +18,9 @@ reason          the job
                 (queues/signing.py), unless ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` is still ahead.
 ==============  ======================================================================
 
+A job whose status is ``canceled`` (``board.operations.cancel_job``, or rq's ``Job.cancel``) but
+whose id is still in a queue is not refused but dropped, with an INFO: it never runs.
+
 Everything here is one pure check (``vet``) on an already fetched job, plus the refusal: no round
 trip is added for a good job. ``OptimaJob`` refuses undeclared names again at import time, for
 any path that would bypass this one.
@@ -32,6 +35,7 @@ logger = logging.getLogger("queues.worker")
 CORRUPT = deadletter.CORRUPT
 NOT_A_JOB = "not_a_job"
 UNSIGNED = "unsigned"
+CANCELED = "canceled"  # not a refusal of the job: it is dropped with an INFO (``refuse``)
 
 
 @dataclass(frozen=True)
@@ -61,12 +65,13 @@ def vet(job, queue_name):
         if name and not catalog.is_declared(name):
             return Refusal(NOT_A_JOB, f"names a {what} callback {catalog.why_not(name)}")
     if not signing.verify(job):
-        if signing.unsigned_accepted():
-            logger.warning("Job %s (%s) carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL is %s",
-                           job.id, func_name, signing.accept_unsigned_until().isoformat())
-            return None
-        return Refusal(UNSIGNED, "carries no valid signature of its function, arguments and id "
-                                 "(not written by queues.enqueue with this deployment's QUEUE_SIGNING_KEY)")
+        if not signing.unsigned_accepted():
+            return Refusal(UNSIGNED, "carries no valid signature of its function, arguments and id "
+                                     "(not written by queues.enqueue with this deployment's QUEUE_SIGNING_KEY)")
+        logger.warning("Job %s (%s) carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL is %s",
+                       job.id, func_name, signing.accept_unsigned_until().isoformat())
+    if job.get_status(refresh=False) == "canceled":  # its id left in a queue (read with the job: no round trip)
+        return Refusal(CANCELED, "was canceled")
     return None
 
 
@@ -75,6 +80,10 @@ def refuse(worker, job, queue, refusal):
     connection = worker.connection
     if refusal.reason == CORRUPT:
         bury_raw(worker, queue, job.id, refusal.why)
+        return
+    if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
+        connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
+        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
         return
     deadletter.bury(job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}",
                     worker_name=worker.name)

@@ -3,7 +3,7 @@
 Each changing view of django-rq (delete, requeue, enqueue, stop, empty) is wrapped: it needs the
 act permission (``urls.py``), and a POST to it writes one audit row per job acted on (one row for a
 queue-wide action, holding the first ids and the count), with the outcome. The bulk actions
-(delete / requeue / stop of selected jobs) are ours (``bulk_actions``): job by job, each with its
+(delete / requeue / stop / cancel of selected jobs) are ours (``bulk_actions``): job by job, each with its
 own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
 one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
@@ -24,7 +24,7 @@ import functools
 
 import redis
 from django.contrib import messages
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_rq import utils as rq_utils
@@ -37,7 +37,7 @@ from .. import audit, rqcompat
 from ..exceptions import QueueUnavailable
 from ..models import DeadLetter
 from .. import jobread
-from .operations import mark_dead_letters
+from .operations import cancel_job, mark_dead_letters
 from .readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 
 CHUNK = 500
@@ -93,7 +93,7 @@ def audited(view, action):
 
 # --- bulk actions: each job on its own ---------------------------------------------------------
 
-BULK_VERBS = {"delete": "deleted", "requeue": "requeued", "stop": "stopped"}
+BULK_VERBS = {"delete": "deleted", "requeue": "requeued", "stop": "stopped", "cancel": "canceled"}
 
 
 def _act_on_one(queue, action, job_id):
@@ -103,6 +103,9 @@ def _act_on_one(queue, action, job_id):
         if action == "stop":
             stopped, _ = rq_utils.stop_jobs(queue, [job_id])
             return ("ok", "stop sent") if stopped else ("error", "not stopped: the job is not running")
+        if action == "cancel":
+            canceled = cancel_job(job_id, queue.connection)
+            return ("ok" if canceled.ok else "error"), canceled.detail
         job = jobread.fetch(job_id, queue.connection)
         if job is None:
             raise NoSuchJobError(job_id)
@@ -169,6 +172,31 @@ def _safe_next_url(request, queue_index):
                                                      require_https=request.is_secure()):
         return next_url
     return reverse("django_rq:jobs", args=[queue_index])
+
+
+def cancel(request, queue_index, job_id):
+    """Cancel one queued or scheduled job (``operations.cancel_job``) from its page. GET: django-rq's
+    confirmation page, whose form posts to the bulk actions (one job, audited there); POST: cancel,
+    audit, and back to the job's page with the outcome."""
+    queue = get_queue_by_index(queue_index)
+    job_page = reverse("django_rq:job_detail", args=[queue_index, job_id])
+    if request.method != "POST":
+        job = jobread.fetch(job_id, queue.connection)
+        return render(request, "django_rq/confirm_action.html", {
+            **rq_views.each_context(request), "queue_index": queue_index, "action": "cancel", "job_ids": [job_id],
+            "jobs": [job], "queue": queue, "next_url": job_page})
+    try:
+        canceled = cancel_job(job_id, queue.connection)
+    except Exception as exc:
+        audit.record(request, "cancel", queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
+        raise
+    audit.record(request, "cancel", queue.name, [job_id], "ok" if canceled.ok else "error",
+                 f"from the panel's job page: {canceled.detail}")
+    if canceled.ok:
+        messages.info(request, f"Job {job_id} {canceled.detail}.")
+    else:
+        messages.error(request, f"Job {job_id} not canceled: {canceled.detail}.")
+    return redirect(job_page)
 
 
 def empty_queue(request, queue_index):

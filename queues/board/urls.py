@@ -48,6 +48,9 @@ urlpatterns = [
     path("find/", views.find, name="queues_find"),
     path("pause/<str:name>/", views.pause_queue, name="queues_pause"),
     path("resume/<str:name>/", views.resume_queue, name="queues_resume"),
+    # Cancel a queued or scheduled job: GET confirms, POST cancels (rq_actions.cancel).
+    path("queues/<int:queue_index>/<str:job_id>/cancel/", guard(known(rq_actions.cancel), act=True),
+         name="queues_cancel"),
     # stats.json and django-rq's metrics: behind the same access as the pages (no bypass by token).
     *[URLPattern(p.pattern, guard(p.callback), p.default_args, p.name) for p in rq_urls.get_api_urlpatterns()],
     *rq_urls.get_admin_urlpatterns(view_wrapper=_serve),
