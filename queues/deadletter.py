@@ -12,6 +12,11 @@ The mirror is idempotent: ``job.meta["deaths"]`` counts the job's deaths, the ro
 the deaths it has seen. The same death mirrored twice updates the row in place; a job that an
 operator retried and that died again reopens its row (``status = open``, ``times_dead + 1``).
 
+Each row carries the ``fingerprint`` of its failure (``queues/fingerprint.py``) and counts, in the
+same transaction, in its ``FailureGroup`` (deaths seen, first and last seen, queues, latest example):
+``_count_death``. Rows written without a fingerprint (by the previous release during a deploy) are
+grouped by ``reconcile``.
+
 The database may be down when a job dies: the mirror logs and carries on, never failing the worker.
 ``reconcile()`` (``manage.py queues_reconcile``, and every worker's maintenance at most every
 ``RECONCILE_INTERVAL`` seconds) brings the table back in line with Redis: failed-registry jobs missing
@@ -27,6 +32,7 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
 from . import conf, events, jobmeta, keys
+from .fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
 from .retry import exc_summary
 
 logger = logging.getLogger(__name__)
@@ -128,13 +134,15 @@ def row_values(job, exc_string=""):
     except Exception:  # noqa: BLE001 — a payload that cannot be read is exactly what to investigate
         func_path, args, kwargs = "<unreadable payload>", [], {}
     dead_at = _parse(meta.get("dead_at")) or _now()
+    func_path, exc_type, exc_message = short_text(func_path, 500), short_text(exc_type, 300), short_text(exc_message)
     return {
         "queue": jobmeta.queue_name(job),
-        "func_path": short_text(func_path, 500),
+        "func_path": func_path,
         "args": args,
         "kwargs": kwargs,
-        "exc_type": short_text(exc_type, 300),
-        "exc_message": short_text(exc_message),
+        "exc_type": exc_type,
+        "exc_message": exc_message,
+        "fingerprint": fingerprint(func_path, exc_type, exc_message),
         "traceback": short_text(traceback),
         "attempts_made": number(meta.get("attempts_made"), 0) or jobmeta.current_attempt(job),
         "attempts_allowed": number(meta.get("attempts_allowed"), 0),
@@ -167,20 +175,80 @@ def _mirror(job, values):
             with transaction.atomic():
                 row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job.id).first()
                 if row is None:
-                    return DeadLetter.objects.create(prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN,
-                                                     **values)
+                    row = DeadLetter.objects.create(prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN,
+                                                    **values)
+                    _count_death(row, row.times_dead)
+                    return row
                 if values["times_dead"] > row.times_dead:
                     row.status = DeadLetter.Status.OPEN  # died again after an operator's retry
                     row.retried_as = ""
                 elif row.status != DeadLetter.Status.OPEN:
                     return row  # this death was already handled by an operator
+                before, grouped_as = row.times_dead, row.fingerprint
                 for key, value in values.items():
                     setattr(row, key, value)
                 row.save()
+                if not grouped_as:  # a row of the previous release: none of its deaths counted yet
+                    _count_death(row, row.times_dead)
+                elif row.fingerprint != grouped_as:  # died differently this time: a death of another group
+                    _count_death(row, max(1, row.times_dead - before))
+                elif row.times_dead > before:
+                    _count_death(row, row.times_dead - before)
                 return row
         except IntegrityError:
-            continue  # a concurrent mirror created it: update that row
+            continue  # a concurrent mirror created the row or the group: do it again over theirs
     raise RuntimeError(f"could not upsert the DeadLetter row of job {job.id}")
+
+
+def _count_death(row, deaths):
+    """Count ``deaths`` deaths of ``row`` in its FailureGroup, created at its first death; the latest
+    death's row is the group's example. In the caller's transaction; the group row is locked
+    (select_for_update) so concurrent deaths of one group add up. Raises IntegrityError when a
+    concurrent first death created the same group: the caller runs its transaction again."""
+    from .models import FailureGroup
+
+    group = FailureGroup.objects.select_for_update().filter(prefix=row.prefix, fingerprint=row.fingerprint).first()
+    if group is None:
+        return FailureGroup.objects.create(
+            prefix=row.prefix, fingerprint=row.fingerprint, func_path=row.func_path, exc_type=row.exc_type,
+            pattern=pattern(row.exc_message)[:PATTERN_LIMIT], example_message=row.exc_message[:MESSAGE_LIMIT],
+            example=row, count=deaths, first_seen=row.dead_at, last_seen=row.dead_at, queues=[row.queue])
+    group.count += deaths
+    group.first_seen = min(group.first_seen, row.dead_at)
+    if row.dead_at >= group.last_seen:
+        group.last_seen, group.example, group.example_message = row.dead_at, row, row.exc_message[:MESSAGE_LIMIT]
+    if row.queue not in group.queues:
+        group.queues = sorted([*group.queues, row.queue])
+    group.save()
+    return group
+
+
+def _group_ungrouped(prefix, chunk):
+    """Fingerprint and count the rows written without a fingerprint (the previous release's workers,
+    during a deploy); returns how many. One short transaction per row, like ``_mirror``."""
+    from .models import DeadLetter
+
+    grouped, failed = 0, set()
+    while True:
+        pks = list(DeadLetter.objects.filter(prefix=prefix, fingerprint="").exclude(pk__in=failed)
+                   .order_by().values_list("pk", flat=True)[:chunk])
+        if not pks:
+            return grouped
+        for pk in pks:
+            for attempt in range(2):
+                try:
+                    with transaction.atomic():
+                        row = DeadLetter.objects.select_for_update().filter(pk=pk, fingerprint="").first()
+                        if row is not None:
+                            row.fingerprint = fingerprint(row.func_path, row.exc_type, row.exc_message)
+                            row.save(update_fields=["fingerprint"])
+                            _count_death(row, row.times_dead)
+                            grouped += 1
+                    break
+                except IntegrityError:
+                    if attempt:
+                        failed.add(pk)
+                        logger.exception("reconcile: could not group dead letter %s", pk)
 
 
 @dataclass
@@ -190,6 +258,7 @@ class ReconcileSummary:
     retried: int = 0  # open rows whose job was requeued outside the admin
     discarded: int = 0  # open rows whose job no longer exists
     errors: int = 0
+    grouped: int = 0  # rows without a fingerprint (the previous release's) put in their FailureGroup
 
     def __str__(self):
         return (f"{self.mirrored} mirrored, {self.retried} marked retried, {self.discarded} marked discarded"
@@ -232,7 +301,8 @@ def reconcile(queue_names=None, connection=None, chunk=500):
     Poison never stops it: a failed entry whose hash cannot be read as a job is mirrored as a
     ``corrupt`` row (``bury_corrupt``, the raw hash kept); an id that is not UTF-8, a key that is not
     a hash, a hash without ``data`` and a failed registry that is not a sorted set are skipped with
-    an ERROR naming the key; an open row whose job is corrupt stays open.
+    an ERROR naming the key; an open row whose job is corrupt stays open. Last, rows without a
+    fingerprint are grouped (``_group_ungrouped``: an index range, empty but during a deploy).
     """
     import redis
 
@@ -325,6 +395,7 @@ def reconcile(queue_names=None, connection=None, chunk=500):
                 summary.discarded += DeadLetter.objects.filter(
                     prefix=prefix, job_id__in=discarded, status=DeadLetter.Status.OPEN
                 ).update(status=DeadLetter.Status.DISCARDED, updated_at=_now())
+    summary.grouped = _group_ungrouped(prefix, chunk)
     return summary
 
 
@@ -349,8 +420,8 @@ def reconcile_if_due(connection=None):
         except Exception:  # noqa: BLE001
             pass
         return None
-    if summary.mirrored or summary.retried or summary.discarded or summary.errors:
-        logger.info("Dead-letter reconcile: %s", summary)
+    if summary.mirrored or summary.retried or summary.discarded or summary.errors or summary.grouped:
+        logger.info("Dead-letter reconcile: %s, %d grouped", summary, summary.grouped)
     return summary
 
 
@@ -383,6 +454,7 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
     (logged; reconcile catches up). Returns the row or None."""
     from .models import DeadLetter
 
+    prefix = conf.prefix()
     connection.zadd(keys.failed_key(queue_name), {job_id: "+inf"})
     logger.error("Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, keys.job_key(job_id), why)
     now = _now()
@@ -390,16 +462,26 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
         "queue": queue_name[:200], "func_path": "<corrupt job>", "args": [], "kwargs": {}, "exc_type": "CorruptJob",
         "exc_message": why, "traceback": "", "attempts_made": 0, "attempts_allowed": 0, "reason": CORRUPT,
         "enqueued_at": None, "first_failed_at": now, "dead_at": now, "worker": worker_name[:300], "times_dead": 1,
-        "raw_hash": encode_raw_hash(fields),
+        "raw_hash": encode_raw_hash(fields), "fingerprint": fingerprint("<corrupt job>", "CorruptJob", why),
     }
     try:
-        row, created = DeadLetter.objects.get_or_create(prefix=conf.prefix(), job_id=job_id, defaults=values)
-        if not created and (row.status != DeadLetter.Status.OPEN or row.reason != CORRUPT):
-            for key, value in values.items():
-                setattr(row, key, value)
-            row.status = DeadLetter.Status.OPEN
-            row.save()
-        return row
+        for attempt in range(2):
+            try:
+                with transaction.atomic():  # the row and its group together
+                    row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job_id).first()
+                    if row is None:
+                        row = DeadLetter.objects.create(prefix=prefix, job_id=job_id, **values)
+                        _count_death(row, 1)
+                    elif row.status != DeadLetter.Status.OPEN or row.reason != CORRUPT:
+                        for key, value in values.items():
+                            setattr(row, key, value)
+                        row.status = DeadLetter.Status.OPEN
+                        row.save()
+                        _count_death(row, 1)
+                    return row
+            except IntegrityError:
+                if attempt:  # a concurrent bury created the row or the group: once more over theirs
+                    raise
     except Exception:  # noqa: BLE001 — the worker must go on whatever the database does
         logger.exception("Could not mirror corrupt job %s into the DeadLetter table", job_id)
         return None

@@ -1,6 +1,7 @@
 """Database models of the queues app.
 
 ``DeadLetter`` mirrors jobs that reached the dead letter (see ``queues/deadletter.py``);
+``FailureGroup`` gathers the dead letters of one fingerprint (``queues/fingerprint.py``);
 ``AuditEntry`` records every operator action (see ``queues/audit.py``).
 """
 from django.conf import settings
@@ -38,16 +39,55 @@ class DeadLetter(models.Model):
     # database too: the previous release's workers, still running during a deploy, insert rows
     # without this column.
     raw_hash = models.TextField(blank=True, default="", db_default="")
+    # queues.fingerprint.fingerprint(func_path, exc_type, exc_message): the row's FailureGroup.
+    # '' for a row written by the previous release (hence the database default): reconcile groups it.
+    fingerprint = models.CharField(max_length=64, blank=True, default="", db_default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["prefix", "job_id"], name="queues_deadletter_unique_job")]
-        indexes = [models.Index(fields=["prefix", "status", "-dead_at"], name="queues_dl_status_dead")]
+        indexes = [
+            models.Index(fields=["prefix", "status", "-dead_at"], name="queues_dl_status_dead"),
+            # A group's rows, newest first (the admin's rows of a group; a group's retry or discard).
+            models.Index(fields=["prefix", "fingerprint", "-dead_at"], name="queues_dl_fingerprint"),
+        ]
         ordering = ["-dead_at", "-id"]
         permissions = [("act_on_deadletter", "Can retry and discard dead letters")]
 
     def __str__(self):
         return f"{self.queue}:{self.job_id} ({self.status})"
+
+
+class FailureGroup(models.Model):
+    """Dead letters of one fingerprint: the same function failing with the same exception and the
+    same message once ids, numbers, UUIDs and URLs are normalised away (``queues/fingerprint.py``).
+
+    ``count`` counts deaths, not open rows: every death mirrored adds one (a job retried that dies
+    again adds one more), and retrying or discarding rows never lowers it, like an error tracker's
+    event count. For a group whose rows never changed fingerprint it equals the sum of their
+    ``times_dead``. Written in the same transaction as the dead letter's row (``deadletter._mirror``).
+    """
+
+    prefix = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=64)
+    func_path = models.CharField(max_length=500)
+    exc_type = models.CharField(max_length=300, blank=True)
+    pattern = models.TextField(blank=True, help_text="the message with ids, numbers and URLs normalised away")
+    example_message = models.TextField(blank=True)
+    example = models.ForeignKey(DeadLetter, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                help_text="the dead letter of the group's latest death")
+    count = models.PositiveIntegerField(default=0, help_text="deaths seen (never lowered by a retry or discard)")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    queues = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["prefix", "fingerprint"], name="queues_group_unique")]
+        indexes = [models.Index(fields=["prefix", "-last_seen"], name="queues_group_last_seen")]
+        ordering = ["-last_seen", "-id"]
+
+    def __str__(self):
+        return f"{self.exc_type.rsplit('.', 1)[-1] or '(no exception)'} in {self.func_path} ({self.count})"
 
 
 class AuditEntry(models.Model):
