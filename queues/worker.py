@@ -357,6 +357,8 @@ class WorkerBehaviour(BaseWorker):
             if self.connection.exists(keys.job_key(job_id)):  # a hash without data
                 return self._refuse(gate.bury_raw, self, queue, job_id, "has no data field")
             self.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+            self.log.error("Worker %s: dropped job %s of queue %s: its hash %s is gone", self.name, job_id, queue.name,
+                           keys.job_key(job_id))
             return None
         except REDIS_ERRORS:
             raise
