@@ -118,7 +118,8 @@ def per_minute(samples, now, minutes=MINUTE):
             (p0, f0), (p1, f1) = before[queue], after[queue]
             failed = max(0, f1 - f0)
             completed = max(0, (p1 - f1) - (p0 - f0))
-            series[queue][minute] = (completed, failed)
+            c, f = series[queue].get(minute, (0, 0))  # two samples in a minute (a lost lock): add up
+            series[queue][minute] = (c + completed, f + failed)
     return {q: [(m, *series[q].get(m, (None, None))) for m in starts] for q in queues}
 
 

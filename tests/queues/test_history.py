@@ -149,3 +149,20 @@ def test_progress_is_a_bar_for_numbers_and_escaped_text_otherwise(progress, expe
     assert expected in html
     assert ("<progress" in html) == expected.startswith("<progress")
     assert "<b>" not in html
+
+
+def test_a_worker_takes_the_minutes_sample_on_its_heartbeat(start_worker, queue_redis):
+    counters(queue_redis, "orders-sync", 7, 2)
+    start_worker("default", "--burst").wait(60)
+    samples = history.read(queue_redis)
+    # One per minute however many heartbeats (two only if the worker's life crossed a minute).
+    assert len(samples) >= 1
+    assert len({int(t // 60) for t, _ in samples}) == len(samples)
+    assert samples[0][1]["orders-sync"] == (7, 2)  # every declared queue, not only the worker's
+    assert queue_redis.exists(keys.history_lock_key()) == 1
+
+
+def test_no_sample_is_taken_while_the_minutes_lock_is_held(start_worker, queue_redis):
+    queue_redis.set(keys.history_lock_key(), "another worker", ex=60)
+    start_worker("default", "--burst").wait(60)
+    assert queue_redis.llen(keys.history_key()) == 0
