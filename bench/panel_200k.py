@@ -7,7 +7,8 @@
 Starts a private redis-server and a throwaway SQLite file (or, with BENCH_POSTGRES, a throwaway
 database ``bench_panel_<hex>`` on that server, dropped at the end), under a prefix of its own. Fills queue ``default``'s failed registry with ``--size`` dead jobs (job hashes
 and registry entries written in pipelines of 5,000) and the DeadLetter table with as many rows
-(bulk_create), then requests each page in-process through Django's test client as a superuser —
+(bulk_create; with fingerprints and their FailureGroups, 30 groups: 3 exception classes x 10 message
+shapes, as the mirror would leave them), then requests each page in-process through Django's test client as a superuser —
 full request: middleware, access check, Redis, database, template rendering — once to warm up and
 ``--repeat`` times measured. Prints median and worst wall time per page (milliseconds) and the
 number of SQL queries and Redis round trips of one request. Cleans up after itself.
@@ -101,27 +102,43 @@ def fill_redis(size):
 def fill_db(ids, prefix):
     from django.utils import timezone
 
-    from queues.models import DeadLetter
+    from queues.fingerprint import fingerprint, pattern
+    from queues.models import DeadLetter, FailureGroup
 
     now = timezone.now()
     batch = []
+    groups = {}
     for i, job_id in enumerate(ids):
-        batch.append(DeadLetter(
+        exc_type = ("httpx.ReadTimeout", "ValueError", "KeyError")[i % 3]
+        message = f"failure number {i}: upstream said no ({'abcdefghij'[i % 10]})"
+        row = DeadLetter(
             prefix=prefix, queue="default", job_id=job_id, func_path="tests.jobs.sample.add", args=[i, 2],
-            kwargs={"cabinet": f"cab-{i % 500}"}, exc_type=("httpx.ReadTimeout", "ValueError", "KeyError")[i % 3],
-            exc_message=f"failure number {i}: upstream said no", traceback="Traceback ...\n" * 20,
+            kwargs={"cabinet": f"cab-{i % 500}"}, exc_type=exc_type,
+            exc_message=message, traceback="Traceback ...\n" * 20, fingerprint=fingerprint(
+                "tests.jobs.sample.add", exc_type, message),
             attempts_made=5, attempts_allowed=5, reason="exhausted", dead_at=now - timezone.timedelta(seconds=i),
-        ))
+        )
+        batch.append(row)
+        group = groups.setdefault(row.fingerprint, {"row": row, "count": 0, "first": row.dead_at})
+        group["count"] += 1
+        group["first"] = row.dead_at  # rows go back in time: the last one is the first seen
         if len(batch) == PIPE:
             DeadLetter.objects.bulk_create(batch)
             batch = []
     if batch:
         DeadLetter.objects.bulk_create(batch)
+    FailureGroup.objects.bulk_create([
+        FailureGroup(prefix=prefix, fingerprint=fp, func_path=g["row"].func_path, exc_type=g["row"].exc_type,
+                     pattern=pattern(g["row"].exc_message), example_message=g["row"].exc_message,
+                     example=DeadLetter.objects.get(prefix=prefix, job_id=g["row"].job_id), count=g["count"],
+                     first_seen=g["first"], last_seen=g["row"].dead_at, queues=["default"])
+        for fp, g in groups.items()])
     from django.db import connection
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE queues_deadletter")  # what autovacuum does to a table this size
+            cursor.execute("ANALYZE queues_failuregroup")
 
 
 SHOW_SQL = False
@@ -180,8 +197,13 @@ def main():
         client = Client()
         client.force_login(user)
         middle = ids[len(ids) // 2]
+        sqlite = not os.environ.get("BENCH_POSTGRES")
         mid_page = min(1000, (args.size + 99) // 200)
         row = DeadLetter.objects.get(job_id=middle)
+        from queues.models import FailureGroup
+
+        group = FailureGroup.objects.order_by("-count").first()  # the biggest: ~6,700 of the rows
+        group_page = min(10, max(1, group.count // 100))
         pages = [
             ("panel: queue list (home)", "/admin/queues/"),
             ("panel: queue detail", "/admin/queues/queues/1/details/"),
@@ -195,14 +217,25 @@ def main():
             ("admin: filter queue+status+exception", "/admin/queues/deadletter/?queue=default&status__exact=open"
                                                     "&exc_type=KeyError"),
             ("admin: search exact job id", f"/admin/queues/deadletter/?q={middle}"),
-            ("admin: search message text (scan)", "/admin/queues/deadletter/?q=number+199999"),
+            (f"admin: search message text {'(scan)' if sqlite else '(trigram)'}",
+             f"/admin/queues/deadletter/?q=number+{args.size - 1}"),
+            ("admin: search one word in every row", "/admin/queues/deadletter/?q=upstream"),
+            ("admin: search a word in no row", "/admin/queues/deadletter/?q=zebra"),
             ("admin: one dead letter", f"/admin/queues/deadletter/{row.pk}/change/"),
             ("admin: retry confirmation, all rows", None),
+            ("admin: failure groups, page 1", "/admin/queues/failuregroup/"),
+            ("admin: one failure group", f"/admin/queues/failuregroup/{group.pk}/change/"),
+            ("admin: rows of the biggest group", f"/admin/queues/deadletter/?fingerprint={group.fingerprint}"),
+            (f"admin: rows of the group, open, page {group_page}",
+             f"/admin/queues/deadletter/?fingerprint={group.fingerprint}&status__exact=open&p={group_page}"),
+            ("admin: group retry confirmation", ("group", group.pk)),
         ]
         print(f"\n{'page':42} {'median ms':>10} {'worst ms':>9} {'SQL':>4} {'Redis RT':>8} {'KiB':>6}")
         for label, url in pages:
             if url is None:
                 median, worst, sql, trips, size = measure_confirm(client, args.repeat)
+            elif isinstance(url, tuple):
+                median, worst, sql, trips, size = measure_group_confirm(client, url[1], args.repeat)
             else:
                 median, worst, sql, trips, size = measure(client, url, args.repeat)
             print(f"{label:42} {median:10.0f} {worst:9.0f} {sql:4d} {trips:8d} {size / 1024:6.0f}")
@@ -228,6 +261,19 @@ def measure_confirm(client, repeat):
     for i in range(repeat + 1):
         start = time.perf_counter()
         response = client.post("/admin/queues/deadletter/", data)
+        if i:
+            times.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200 and b"confirm-summary" in response.content, response.status_code
+    return statistics.median(times), max(times), 0, 0, len(response.content)
+
+
+def measure_group_confirm(client, group_pk, repeat):
+    """The confirmation page of retrying the biggest failure group (POST, nothing retried)."""
+    data = {"action": "retry_groups", "_selected_action": [group_pk], "index": "0"}
+    times = []
+    for i in range(repeat + 1):
+        start = time.perf_counter()
+        response = client.post("/admin/queues/failuregroup/", data)
         if i:
             times.append((time.perf_counter() - start) * 1000)
         assert response.status_code == 200 and b"confirm-summary" in response.content, response.status_code
