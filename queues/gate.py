@@ -28,7 +28,7 @@ any path that would bypass this one.
 import logging
 from dataclasses import dataclass
 
-from . import catalog, deadletter, keys, signing
+from . import catalog, deadletter, keys, rqcompat, signing
 
 logger = logging.getLogger("queues.worker")
 
@@ -53,7 +53,7 @@ def vet(job, queue_name):
         return Refusal(CORRUPT, f"has data that is not a JSON job ({type(exc).__name__})")
     if not isinstance(func_name, str) or not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
         return Refusal(CORRUPT, "has data that is not [function, instance, args, kwargs]")
-    if not isinstance(job.meta, dict) or getattr(job, "_unreadable_meta", None) is not None:
+    if not isinstance(job.meta, dict) or rqcompat.unreadable_meta(job) is not None:
         return Refusal(CORRUPT, "has a meta that is not a JSON object")  # rq keeps such bytes aside
     if job.origin != queue_name:
         return Refusal(CORRUPT, f"names origin {job.origin!r} but was popped from queue {queue_name!r}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD
 
-from . import keys
+from . import keys, rqcompat
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
@@ -127,9 +127,9 @@ def _why_job(job, raw, check_origin):
         job.func_name  # noqa: B018 — deserializes ``data``
     except Exception:  # noqa: BLE001 — whatever the payload is, it is not a job
         return "data is not a JSON job payload (zlib/JSON)"
-    if job._unreadable_meta is not None or not isinstance(job.meta, dict):
+    if rqcompat.unreadable_meta(job) is not None or not isinstance(job.meta, dict):
         return "meta is not a JSON object"
-    if raw.get(b"result") and job._result == UNSERIALIZABLE_RETURN_VALUE_PAYLOAD:
+    if raw.get(b"result") and rqcompat.cached_result(job) == UNSERIALIZABLE_RETURN_VALUE_PAYLOAD:
         return "result is not JSON"
     if check_origin:
         from .registry import queue_names

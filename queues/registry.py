@@ -15,7 +15,7 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from . import connection as _connection  # aliased: get_queue() and fetch_job() take a `connection` argument
-from . import declarations
+from . import declarations, rqcompat
 from .connection import rq_queues_setting  # noqa: F401  (public here since django-rq was wired from here)
 from .declarations import QueueConfig, declared  # noqa: F401  (public names of this module)
 from .exceptions import UnknownQueue
@@ -55,15 +55,15 @@ class OptimaJob(Job):
 
     @property
     def success_callback(self):
-        return _declared_or_refuse(self._success_callback_name, "success callback")
+        return _declared_or_refuse(rqcompat.callback_names(self)[0], "success callback")
 
     @property
     def failure_callback(self):
-        return _declared_or_refuse(self._failure_callback_name, "failure callback")
+        return _declared_or_refuse(rqcompat.callback_names(self)[1], "failure callback")
 
     @property
     def stopped_callback(self):
-        return _declared_or_refuse(self._stopped_callback_name, "stopped callback")
+        return _declared_or_refuse(rqcompat.callback_names(self)[2], "stopped callback")
 
 
 def _declared_or_refuse(name, what, instance=None):

@@ -9,6 +9,7 @@ underscored rq attribute: it calls these functions. ``MEMBERS`` lists them all, 
 """
 import rq
 import rq_scheduler
+from rq.executions import Execution
 from rq.job import Job
 from rq.queue import Queue
 from rq.scheduler import RQScheduler
@@ -34,6 +35,12 @@ MEMBERS = [
     (RQScheduler, "_stop_requested", "instance"),
     (RQScheduler, "_install_signal_handlers", "class"),
     (Scheduler, "_lock_acquired", "instance"),  # rq-scheduler's lock flag
+    (Job, "_success_callback_name", "instance"),  # callback names as stored: signed, and checked
+    (Job, "_failure_callback_name", "instance"),  # against the declared jobs before rq imports them
+    (Job, "_stopped_callback_name", "instance"),
+    (Job, "_unreadable_meta", "instance"),  # a meta rq could not decode (its bytes kept aside)
+    (Job, "_result", "instance"),  # the legacy result field as decoded (a poison one is a placeholder)
+    (Execution, "_job", "instance"),  # the execution's job, which rq fetches with pickle
 ]
 
 VERSIONS = f"rq {rq.__version__}, rq-scheduler {getattr(rq_scheduler, '__version__', '?')}"
@@ -111,6 +118,28 @@ def enqueue_prepared(queue, job, pipeline):
 
 def clear_exc_info(job):
     job._exc_info = ""
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+def callback_names(job):
+    """(success, failure, stopped) callback names as the job hash holds them (None when unset),
+    read without importing anything."""
+    return (job._success_callback_name, job._failure_callback_name, job._stopped_callback_name)
+
+
+def unreadable_meta(job):
+    """The raw bytes of a meta rq could not decode (it then shows ``{"unserialized": ...}``), or None."""
+    return getattr(job, "_unreadable_meta", None)
+
+
+def cached_result(job):
+    return job._result
+
+
+def set_execution_job(execution, job):
+    """Give an rq Execution its job, read as JSON by the caller (``Execution.job`` would fetch it
+    with rq's default serializer, pickle)."""
+    execution._job = job
 
 
 # -- RQ's scheduler (inside rqworker) ----------------------------------------------------------

@@ -29,6 +29,8 @@ import hmac
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import rqcompat
+
 _SALT = b"optima.queues.signing"
 
 _keys = None  # (signing key, *verifying keys) as bytes, built once per settings
@@ -74,7 +76,7 @@ def _mac(key, message):
 
 
 def callbacks_of(job):
-    return (job._success_callback_name, job._failure_callback_name, job._stopped_callback_name)
+    return rqcompat.callback_names(job)
 
 
 def sign(job):

@@ -15,6 +15,7 @@ What django-rq used, what it did on a GET, and what it is rebound to:
 - ``get_queue_by_index`` / ``get_queue``: ``queue.fetch_job`` LREMs an id whose hash is gone ->
   ``ReadOnlyQueue`` (the registries above, no removal).
 - ``get_jobs``: removes from the registry ids whose hash is gone -> ``get_jobs`` that skips them.
+- ``get_executions``: its ``Execution.job`` fetches the job with pickle -> each job read as JSON here.
 - ``Job.fetch`` and every job list: raise on a poison job (not UTF-8, no ``data``, garbage, a key of
   the wrong type) -> read through ``jobread``: a ``CorruptJob`` shown as "corrupt: <why>"; a list or
   registry key of the wrong type reads as empty (logged), an id that is not UTF-8 is shown escaped.
@@ -48,7 +49,7 @@ from rq.serializers import JSONSerializer
 from rq.worker import Worker
 
 from ..registry import OptimaJob, OptimaQueue
-from .. import jobread
+from .. import jobread, rqcompat
 
 logger = logging.getLogger("queues.board")
 
@@ -213,6 +214,26 @@ class PanelJob(OptimaJob):
         return job
 
 
+def get_executions(queue, composite_keys):
+    """django-rq's ``get_executions``, with each execution's job read here (JSON, a poison job as a
+    ``CorruptJob``): rq's ``Execution.job`` fetches it with rq's default serializer, pickle. An
+    execution whose job hash is gone is left out."""
+    from rq.executions import Execution
+
+    executions = []
+    for job_id, execution_id in composite_keys:
+        try:
+            execution = Execution.fetch(id=execution_id, job_id=job_id, connection=queue.connection)
+        except (ValueError, UnicodeDecodeError, redis.ResponseError):
+            continue
+        job = jobread.fetch(job_id, queue.connection)
+        if job is None:
+            continue
+        rqcompat.set_execution_job(execution, job)
+        executions.append(execution)
+    return executions
+
+
 def clean_worker_registry(queue):
     """A page leaves dead worker keys to the workers' maintenance."""
 
@@ -229,9 +250,11 @@ def get_statistics(run_maintenance_tasks=False):
 
 _REBIND = {
     "django_rq.views": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs, "Job": PanelJob,
+                        "get_executions": get_executions,
                         "clean_worker_registry": clean_worker_registry, "Worker": JSONWorker,
                         "get_scheduler_by_index": get_scheduler_by_index},
     "django_rq.utils": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "Worker": JSONWorker,
+                        "get_executions": get_executions,
                         "DjangoCronScheduler": ReadOnlyCronScheduler, "clean_worker_registry": clean_worker_registry,
                         "clean_registries": clean_registries},
     "django_rq.stats_views": {"get_statistics": get_statistics},

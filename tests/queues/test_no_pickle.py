@@ -59,6 +59,10 @@ def plant(connection, trap):
         ids[place] = job_id
     connection.rpush(queue.key, ids["queued"])
     connection.zadd(queue.started_job_registry.key, {f"{ids['started']}:planted-execution": past})
+    # Its execution, as a worker writes it: the started list then shows the execution's job, which
+    # rq's ``Execution.job`` would fetch with pickle.
+    connection.hset(f"{conf.prefix()}:execution:{ids['started']}:planted-execution", mapping={
+        "created_at": past, "last_heartbeat": past, "worker_name": "planted", "job_id": ids["started"]})
     connection.zadd(queue.finished_job_registry.key, {ids["finished"]: past})
     connection.zadd(queue.failed_job_registry.key, {ids["failed"]: past})
     connection.zadd(queue.scheduled_job_registry.key, {ids["scheduled"]: future})
