@@ -1,7 +1,5 @@
-"""An operator cancels a queued job from the panel in a real browser (issue 13, item 2).
-
-The job page's own Cancel link is not there yet (templates/django_rq/job_detail.html belongs to
-another change): the operator opens the job's cancel page, whose confirmation is django-rq's."""
+"""An operator cancels a queued job from the panel in a real browser (issue 13, item 2): from the
+job's page, its Cancel link, then django-rq's confirmation page."""
 import pytest
 from rq.job import JobStatus
 
@@ -17,7 +15,9 @@ def test_operator_cancels_a_queued_job_and_its_page_shows_it_canceled(page, live
                                                                        operator, queue_redis):  # noqa: F811
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     job_page = f"/admin/queues/queues/1/{job.id}/"
-    log_in(page, live_server, f"{job_page}cancel/")
+    log_in(page, live_server, job_page)
+    page.get_by_role("link", name="Cancel this job").click()
+    page.wait_for_url(f"{live_server.url}{job_page}cancel/")
     assert "Are you sure you want to Cancel" in page.locator("#content").inner_text()
     assert OptimaJob.fetch(job.id, connection=queue_redis).get_status(refresh=True) == JobStatus.QUEUED
     page.get_by_role("button", name="Cancel 1 job").click()
