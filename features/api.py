@@ -281,10 +281,10 @@ class JobStatusView(FeatureView):
         },
     )
     def delete(self, request, job_id):
-        """Cancel the caller's job (``queues.board.operations.cancel_job``), audited with its owner.
+        """Cancel the caller's job (``queues.cancel.cancel_job``), audited with its owner.
         Who may read a job but not cancel it (staff without the panel's act permission) gets 403."""
         from queues import audit, jobread
-        from queues.board.operations import cancel_job
+        from queues.cancel import cancel_job
         from queues.connection import get_connection
 
         if not JOB_ID_RE.fullmatch(job_id):

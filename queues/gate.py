@@ -18,7 +18,7 @@ reason          the job
                 (queues/signing.py), unless ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` is still ahead.
 ==============  ======================================================================
 
-A job whose status is ``canceled`` (``board.operations.cancel_job``, or rq's ``Job.cancel``) but
+A job whose status is ``canceled`` (``queues.cancel.cancel_job``, or rq's ``Job.cancel``) but
 whose id is still in a queue is not refused but dropped, with an INFO: it never runs.
 
 Everything here is one pure check (``vet``) on an already fetched job, plus the refusal: no round

@@ -14,7 +14,7 @@ from rq.registry import CanceledJobRegistry, FailedJobRegistry, ScheduledJobRegi
 
 import queues
 from queues import keys
-from queues.board.operations import cancel_job
+from queues.cancel import cancel_job
 from queues.models import AuditEntry, DeadLetter
 from queues.registry import OptimaJob, get_queue
 from queues.resilience.dequeue import Dequeuer
