@@ -66,6 +66,7 @@ def job(func=None, *, enqueue_call_only=False):
     else:
         _call_only.discard(path)  # a module imported again, its job declared differently
     _declared[path] = func
+    _verdicts.clear()
     return func
 
 
@@ -123,6 +124,7 @@ def autodiscover():
         importlib.import_module(name)
         _import_submodules(name)
     _job_modules = tuple(found)
+    _verdicts.clear()
     return _job_modules
 
 
@@ -141,9 +143,15 @@ def in_job_module(path):
     return any(module == name or module.startswith(name + ".") for name in job_modules())
 
 
+_verdicts = {}  # path -> is_declared(path), per enqueue a dict lookup; emptied when a job is declared
+
+
 def is_declared(path):
     """True when ``path`` names a declared job: decorated, in a job module. Imports nothing."""
-    return isinstance(path, str) and path in _declared and in_job_module(path)
+    verdict = _verdicts.get(path) if isinstance(path, str) else False
+    if verdict is None:
+        verdict = _verdicts[path] = path in _declared and in_job_module(path)
+    return verdict
 
 
 def get(path):

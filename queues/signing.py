@@ -75,13 +75,26 @@ def _mac(key, message):
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
+_signer = None  # (key, an HMAC keyed with it, copied per job: the key schedule is computed once)
+
+
+def _sign_bytes(message):
+    global _signer
+    key = keys()[0]
+    if _signer is None or _signer[0] is not key:
+        _signer = (key, hmac.new(key, digestmod=hashlib.sha256))
+    mac = _signer[1].copy()
+    mac.update(message)
+    return mac.hexdigest()
+
+
 def callbacks_of(job):
     return rqcompat.callback_names(job)
 
 
 def sign(job):
     """The signature of an rq Job about to be written (its ``data`` is built and kept)."""
-    return _mac(keys()[0], _message(job.id, job.data, callbacks_of(job)))
+    return _sign_bytes(_message(job.id, job.data, callbacks_of(job)))
 
 
 def verify(job):
