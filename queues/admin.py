@@ -528,7 +528,7 @@ class FailureGroupAdmin(ReadOnlyModelAdmin):
 
 
 def _open_rows(group):
-    """The open dead letters of ``group`` (the (prefix, fingerprint, -dead_at) index)."""
+    """The open dead letters of ``group`` (the (fingerprint, prefix, -dead_at) index)."""
     return DeadLetter.objects.filter(prefix=group.prefix, fingerprint=group.fingerprint,
                                      status=DeadLetter.Status.OPEN)
 

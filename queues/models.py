@@ -49,7 +49,9 @@ class DeadLetter(models.Model):
         indexes = [
             models.Index(fields=["prefix", "status", "-dead_at"], name="queues_dl_status_dead"),
             # A group's rows, newest first (the admin's rows of a group; a group's retry or discard).
-            models.Index(fields=["prefix", "fingerprint", "-dead_at"], name="queues_dl_fingerprint"),
+            # fingerprint first: with prefix first, SQLite picks this index for the unfiltered list
+            # (prefix = ?) and sorts all 200,000 rows (page 1,000: 1.0 s instead of 0.13 s).
+            models.Index(fields=["fingerprint", "prefix", "-dead_at"], name="queues_dl_fingerprint"),
         ]
         ordering = ["-dead_at", "-id"]
         permissions = [("act_on_deadletter", "Can retry and discard dead letters")]

@@ -68,7 +68,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='deadletter',
-            index=models.Index(fields=['prefix', 'fingerprint', '-dead_at'], name='queues_dl_fingerprint'),
+            index=models.Index(fields=['fingerprint', 'prefix', '-dead_at'], name='queues_dl_fingerprint'),
         ),
         migrations.AddField(
             model_name='failuregroup',
