@@ -24,6 +24,8 @@ key                                    what
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
 ``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
+``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.schedules``)
+``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
 =====================================  ======================================================
 """
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
@@ -133,3 +135,12 @@ def history_key():
 
 def history_lock_key():
     return conf.app_key("lock", "history-sample")
+
+
+def schedule_last_key(schedule_id):
+    """The job id of the latest run a scheduler enqueued for periodic schedule ``schedule_id``."""
+    return conf.app_key("schedule-last", schedule_id)
+
+
+def schedules_paused_key():
+    return conf.app_key("schedules-paused")

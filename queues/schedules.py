@@ -27,8 +27,14 @@ How it maps onto rq-scheduler 0.14 (and what it fixes of it):
 - Cron expressions are evaluated in UTC (rq-scheduler uses the server's local time).
 - rq-scheduler polls every 60 s by default; ``rqscheduler`` polls every
   ``OPTIMA_QUEUES_OPTIONS['SCHEDULER_INTERVAL']`` seconds (5).
-- Missed ticks (no scheduler running) are not replayed: the first poll runs the schedule once, then
-  it follows its cron/interval from then on.
+- Missed ticks (no scheduler polled while they were due) follow the schedule's ``missed`` policy
+  (``plan_runs``): ``"once"`` (the default) runs one run for all of them, at the first poll, then
+  follows the cadence from then on; ``"skip"`` runs none of them (a tick still on time, due less than
+  ``ON_TIME_SECONDS`` ago, runs) and goes on at the next tick after now; ``{"catch_up": N}`` runs the
+  latest N due ticks, each as its own run.
+- A schedule can be paused (``pause``; the panel's periodic page): its id is in the set
+  ``keys.schedules_paused_key()`` and the scheduler moves its due tick to the next one without
+  running it. Each enqueued run's id is kept under ``keys.schedule_last_key(id)`` for the panel.
 """
 import datetime as dt
 import hashlib
@@ -41,14 +47,18 @@ from django.conf import settings
 from django.core import checks as django_checks
 from rq.utils import as_text
 
-from . import catalog, conf, jobmeta
+from . import catalog, conf, jobmeta, keys
 from . import declarations as queue_declarations  # aliased: declarations() below lists the schedules'
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE_PREFIX = "schedule-"
 SCHEDULE_ID_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
-SCHEDULE_KEYS = ("id", "queue", "func", "args", "kwargs", "cron", "interval", "attempts", "timeout")
+SCHEDULE_KEYS = ("id", "queue", "func", "args", "kwargs", "cron", "interval", "attempts", "timeout", "missed")
+MISSED_POLICIES = ("once", "skip")  # or {"catch_up": N}
+DEFAULT_MISSED = "once"  # what the scheduler did before the policy existed
+MAX_CATCH_UP = 1000  # runs one poll enqueues for one schedule, at most
+ON_TIME_SECONDS = 60  # a tick due less than this long ago is not missed (plus two scheduler polls)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class Schedule:
     attempts: int | None = None  # None: the queue's
     timeout: int | None = None  # None: the queue's
     source: str = "settings"
+    # Not in spec()/digest(): the policy changes no timing, so changing it does not reschedule.
+    missed: object = DEFAULT_MISSED  # "once", "skip" or {"catch_up": N}
 
     @property
     def template_id(self):
@@ -113,12 +125,13 @@ def declared_schedules():
                 id=entry["id"], queue=entry["queue"], func=entry["func"], args=tuple(entry.get("args") or ()),
                 kwargs=dict(entry.get("kwargs") or {}), cron=entry.get("cron"), interval=entry.get("interval"),
                 attempts=entry.get("attempts"), timeout=entry.get("timeout"), source=where,
+                missed=entry.get("missed", DEFAULT_MISSED),
             )
     return [result[k] for k in sorted(result)]
 
 
 def validate_schedules(queue_names=None):
-    """Problems of the schedule declarations (check ids queues.E030-E036, docs/checks.md)."""
+    """Problems of the schedule declarations (check ids queues.E030-E037, docs/checks.md)."""
     from django.utils.module_loading import import_string
 
     from .enqueueing import _check_args
@@ -175,6 +188,7 @@ def validate_schedules(queue_names=None):
                 problems.append(conf.Problem("queues.E036", f"{label}['func'] {catalog.why_not(func)}",
                                              "A periodic job runs only when its function is a declared job."))
             problems.extend(_validate_timing(label, entry))
+            problems.extend(_validate_missed(label, entry))
             try:
                 _check_args(list(entry.get("args") or ()) if isinstance(entry.get("args", ()), (list, tuple))
                             else entry.get("args"), entry.get("kwargs") or {})
@@ -206,6 +220,82 @@ def _validate_timing(label, entry):
         return [conf.Problem("queues.E035", f"{label}['cron'] is {cron!r}, not a 5-field cron expression.",
                              "minute hour day-of-month month day-of-week, in UTC: e.g. '0 3 * * *'.")]
     return []
+
+
+def _validate_missed(label, entry):
+    missed = entry.get("missed", DEFAULT_MISSED)
+    if missed in MISSED_POLICIES and isinstance(missed, str):
+        return []
+    if isinstance(missed, dict) and set(missed) == {"catch_up"}:
+        n = missed["catch_up"]
+        if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_CATCH_UP:
+            return []
+    return [conf.Problem("queues.E037", f"{label}['missed'] must be 'once', 'skip' or {{'catch_up': N}} with "
+                                        f"N a whole number from 1 to {MAX_CATCH_UP}, got {missed!r}.",
+                         "'once' (default): one run for all missed ticks; 'skip': none, go on at the next "
+                         "tick; {'catch_up': 5}: the latest 5 due ticks, each its own run.")]
+
+
+# --- missed ticks and pauses (pure timing, then the Redis state the scheduler and panel share) ------
+
+
+def _tick_after(schedule, first, now):
+    """The first tick of ``schedule`` strictly after ``now``, on the cadence that ``first`` anchors."""
+    if schedule.interval:
+        steps = int((now - first).total_seconds() // schedule.interval) + 1
+        return first + dt.timedelta(seconds=schedule.interval * max(steps, 1))
+    return schedule.next_run(now)
+
+
+def latest_ticks(schedule, first, now, limit):
+    """The latest ``limit`` ticks from ``first`` (the due score) up to ``now``, oldest first."""
+    if now < first:
+        return []
+    if schedule.interval:
+        last = int((now - first).total_seconds() // schedule.interval)
+        return [first + dt.timedelta(seconds=schedule.interval * k) for k in range(max(0, last - limit + 1), last + 1)]
+    import crontab
+
+    cron, ticks, cursor = crontab.CronTab(schedule.cron), [], now + dt.timedelta(seconds=1)
+    while len(ticks) < limit:
+        cursor = cron.previous(now=cursor, return_datetime=True, default_utc=True).astimezone(dt.timezone.utc)
+        if cursor < first:
+            break
+        if cursor <= now:
+            ticks.append(cursor)
+    return ticks[::-1] or [first]
+
+
+def plan_runs(schedule, first, now, paused=False, grace=ON_TIME_SECONDS):
+    """(ticks to run, next tick) when ``schedule``'s tick ``first`` (aware) is due at ``now``.
+
+    Pure. A tick is *missed* when a later one is due too, or it is more than ``grace`` seconds late.
+    ``once``: one run, for ``first`` (its run id), then the next tick after it or now. ``skip``: only
+    the latest due tick, if on time. ``{"catch_up": N}``: the latest N due ticks. A paused schedule
+    runs nothing. Except for ``once``, the next tick is the cadence's first after ``now``."""
+    if schedule.missed == "once" and not paused:
+        return [first], schedule.next_run(max(now, first))
+    following = _tick_after(schedule, first, now)
+    if paused:
+        return [], following
+    if schedule.missed == "skip":
+        ticks = latest_ticks(schedule, first, now, 1)
+        return [t for t in ticks if (now - t).total_seconds() <= grace], following
+    return latest_ticks(schedule, first, now, int(schedule.missed["catch_up"])), following
+
+
+def paused_ids(connection):
+    return {as_text(m) for m in connection.smembers(keys.schedules_paused_key())}
+
+
+def set_paused(schedule_id, paused, connection):
+    """Pause (or resume) the declared schedule ``schedule_id``; -> the Schedule. Raises KeyError
+    naming the declared ids for an unknown one."""
+    declared = {s.id: s for s in declared_schedules()}
+    if schedule_id not in declared:
+        raise KeyError(f"No periodic schedule {schedule_id!r}; declared: {', '.join(declared) or '(none)'}.")
+    (connection.sadd if paused else connection.srem)(keys.schedules_paused_key(), schedule_id)
+    return declared[schedule_id]
 
 
 # --- registration ------------------------------------------------------------------------------------
@@ -268,6 +358,8 @@ def register(connection=None, now=None):
             with connection.pipeline() as pipe:
                 pipe.zrem(key, member)
                 pipe.delete(OptimaJob.key_for(member))
+                pipe.delete(keys.schedule_last_key(member[len(TEMPLATE_PREFIX):]))
+                pipe.srem(keys.schedules_paused_key(), member[len(TEMPLATE_PREFIX):])
                 pipe.execute()
             summary.removed.append(member[len(TEMPLATE_PREFIX):])
     logger.info("Periodic jobs registered: %s", summary)
@@ -282,11 +374,12 @@ def run_schedule(schedule, when, connection=None):
     """Enqueue one run of the declared ``schedule`` (a ``Schedule``) due at ``when`` (aware); -> the
     run's Job or None (already enqueued by another scheduler). Raises on Redis errors."""
     from . import enqueueing
+    from .connection import get_connection
     from .exceptions import InvalidJob
 
     job_id = run_id(schedule.template_id, when)
     try:
-        return enqueueing.enqueue_call(
+        run = enqueueing.enqueue_call(
             schedule.queue, schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs),
             attempts=schedule.attempts, timeout=schedule.timeout, job_id=job_id,
             meta=jobmeta.for_periodic_run(schedule.id, when),
@@ -296,6 +389,8 @@ def run_schedule(schedule, when, connection=None):
             logger.info("Periodic run %s was already enqueued (another scheduler)", job_id)
             return None
         raise
+    (connection or get_connection()).set(keys.schedule_last_key(schedule.id), job_id)  # for the panel
+    return run
 
 
 _scheduler_class = None
@@ -319,6 +414,7 @@ def scheduler_class():
                 now = dt.datetime.now(dt.timezone.utc)
                 declared = {s.template_id: s for s in declared_schedules()}
                 due = self.connection.zrangebyscore(self.scheduled_jobs_key, 0, now.timestamp(), withscores=True)
+                paused = paused_ids(self.connection) if due else set()
                 for member, score in due:
                     schedule = declared.get(member.decode("utf-8", "replace") if isinstance(member, bytes) else member)
                     if schedule is None:
@@ -326,18 +422,25 @@ def scheduler_class():
                         self.log.error("Removed %r from %s: not a declared schedule (OPTIMA_SCHEDULES, apps' "
                                        "SCHEDULES); nothing of it was run", member, self.scheduled_jobs_key)
                         continue
-                    self.enqueue_periodic(schedule, dt.datetime.fromtimestamp(score, dt.timezone.utc), now)
+                    self.enqueue_periodic(schedule, dt.datetime.fromtimestamp(score, dt.timezone.utc), now,
+                                          paused=schedule.id in paused)
                 return due
 
-            def enqueue_periodic(self, schedule, when, now):
-                try:
-                    run = run_schedule(schedule, when)
-                    if run is not None:
-                        self.log.info("Periodic %s: enqueued run %s on %s", schedule.id, run.id, schedule.queue)
-                except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
-                    self.log.exception("Periodic %s: could not enqueue its run due at %s", schedule.id, when)
-                self.connection.zadd(self.scheduled_jobs_key,
-                                     {schedule.template_id: schedule.next_run(max(now, when)).timestamp()})
+            def enqueue_periodic(self, schedule, when, now, paused=False):
+                grace = max(ON_TIME_SECONDS, 2 * int(self._interval))  # a tick found by a late poll is on time
+                ticks, following = plan_runs(schedule, when, now, paused=paused, grace=grace)
+                if paused:
+                    self.log.info("Periodic %s is paused: its tick due at %s was not run", schedule.id, when)
+                elif not ticks:
+                    self.log.info("Periodic %s: missed ticks since %s skipped (missed=skip)", schedule.id, when)
+                for tick in ticks:
+                    try:
+                        run = run_schedule(schedule, tick, connection=self.connection)
+                        if run is not None:
+                            self.log.info("Periodic %s: enqueued run %s on %s", schedule.id, run.id, schedule.queue)
+                    except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
+                        self.log.exception("Periodic %s: could not enqueue its run due at %s", schedule.id, tick)
+                self.connection.zadd(self.scheduled_jobs_key, {schedule.template_id: following.timestamp()})
 
         _scheduler_class = PeriodicScheduler
     return _scheduler_class
@@ -345,7 +448,7 @@ def scheduler_class():
 
 @django_checks.register(django_checks.Tags.compatibility)
 def check_schedules(app_configs=None, **kwargs):
-    """System check of the schedule declarations (queues.E030-E035)."""
+    """System check of the schedule declarations (queues.E030-E037)."""
     result = []
     for problem in validate_schedules():
         cls = django_checks.Error if problem.level == "error" else django_checks.Warning

@@ -12,7 +12,7 @@ from django_rq import stats_views
 from django_rq import urls as rq_urls
 from django_rq import views as rq_views
 
-from . import bounded, readonly, rq_actions, views
+from . import bounded, periodic, readonly, rq_actions, views
 from .access import guard
 from .lookups import known
 
@@ -46,6 +46,8 @@ def _serve(view):
 
 urlpatterns = [
     path("find/", views.find, name="queues_find"),
+    # Periodic jobs: GET the page; POST pauses or resumes one schedule (act permission).
+    path("periodic/", periodic.periodic, name="queues_periodic"),
     path("pause/<str:name>/", views.pause_queue, name="queues_pause"),
     path("resume/<str:name>/", views.resume_queue, name="queues_resume"),
     # Cancel a queued or scheduled job: GET confirms, POST cancels (rq_actions.cancel).
