@@ -109,10 +109,6 @@ def for_template(schedule):
             "timeout": schedule.timeout}
 
 
-def is_template(job):
-    return TEMPLATE_SCHEDULE in (job.meta if isinstance(job.meta, dict) else {})
-
-
 def next_attempt(meta, attempt, failed_at, reason=""):
     """Attempt ``attempt`` failed at ``failed_at`` (aware datetime): the next one is due."""
     meta[ATTEMPT] = attempt + 1
