@@ -188,6 +188,7 @@ def test_unsigned_jobs_run_until_queue_accept_unsigned_until_and_not_after(queue
     with caplog.at_level(logging.WARNING):
         run_burst(queue_redis)
     assert (tmp_path / "waiting").exists()
+    assert OptimaJob.fetch(waiting, connection=queue_redis).get_status() == JobStatus.FINISHED
     assert any("carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL" in r.getMessage()
                for r in caplog.records)
     settings.QUEUE_ACCEPT_UNSIGNED_UNTIL = "2026-01-01T00:00:00"
