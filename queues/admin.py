@@ -126,7 +126,7 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     list_per_page = 100
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # a count per filter choice would scan 200,000 rows
-    actions = ["retry_selected", "discard_selected"]
+    actions = ["retry_selected", "discard_selected", "cancel_selected"]
     change_list_template = "admin/queues/deadletter/change_list.html"
     change_form_template = "admin/queues/deadletter/change_form.html"
     fieldsets = (
@@ -252,6 +252,10 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
     def discard_selected(self, request, queryset):
         return self._confirm_or_run(request, queryset, "discard")
 
+    @admin.action(permissions=["act"], description="Cancel the waiting retry of selected dead letters")
+    def cancel_selected(self, request, queryset):
+        return self._confirm_or_run(request, queryset, "cancel")
+
     def _confirm_or_run(self, request, queryset, action, single=None):
         if request.POST.get("post") == "yes":
             counts = self._run(request, queryset.values_list("pk", "queue", "job_id"), action)
@@ -275,9 +279,9 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         return TemplateResponse(request, "admin/queues/deadletter/confirm_action.html", context)
 
     def _run(self, request, rows, action):
-        from .board.operations import discard_dead_letter, retry_dead_letter
+        from .board.operations import cancel_retry, discard_dead_letter, retry_dead_letter
 
-        op = retry_dead_letter if action == "retry" else discard_dead_letter
+        op = {"retry": retry_dead_letter, "discard": discard_dead_letter, "cancel": cancel_retry}[action]
         counts = {"ok": 0, "skipped": 0, "error": 0, "reasons": []}
         for pk, queue, job_id in rows.iterator(chunk_size=500):
             try:
@@ -295,15 +299,15 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         return counts
 
     def _report(self, request, action, counts):
-        done = "retried" if action == "retry" else "discarded"
+        done = {"retry": "retried", "discard": "discarded", "cancel": "canceled (their retry)"}[action]
         if counts["ok"]:
             self.message_user(request, ngettext("%(n)d dead letter %(done)s.", "%(n)d dead letters %(done)s.",
                                                 counts["ok"]) % {"n": counts["ok"], "done": done}, messages.SUCCESS)
         if counts["skipped"]:
+            why = "not retried: no retry to cancel" if action == "cancel" else "already retried, or not open"
             self.message_user(request, ngettext(
-                "%(n)d dead letter skipped (already retried, or not open).",
-                "%(n)d dead letters skipped (already retried, or not open).", counts["skipped"])
-                % {"n": counts["skipped"]}, messages.WARNING)
+                "%(n)d dead letter skipped (%(why)s).", "%(n)d dead letters skipped (%(why)s).", counts["skipped"])
+                % {"n": counts["skipped"], "why": why}, messages.WARNING)
         if counts["error"]:
             self.message_user(request, ngettext("%(n)d dead letter failed: see the audit trail.",
                                                 "%(n)d dead letters failed: see the audit trail.", counts["error"])
@@ -345,6 +349,8 @@ _EXPLAIN = {
              "letter is linked to it.",
     "discard": "The job is removed from the failed registry and deleted from Redis. The dead letter stays, "
                "marked discarded, and can still be retried from its stored arguments.",
+    "cancel": "The job a retry put back (still queued or scheduled, not yet started) is canceled: it never runs. "
+              "The dead letter is marked discarded and can still be retried from its stored arguments.",
 }
 
 
@@ -460,10 +466,10 @@ class FailureGroupAdmin(ReadOnlyModelAdmin):
     def _run(self, request, queryset, action):
         """Each group's open rows through the one-row operation (so a row's own rules hold: a corrupt
         one is not retried, ...), then one audit row for the group naming its fingerprint and counts."""
-        from .board.operations import discard_dead_letter, retry_dead_letter
+        from .board.operations import cancel_retry, discard_dead_letter, retry_dead_letter
 
-        op = retry_dead_letter if action == "retry" else discard_dead_letter
-        done = "retried" if action == "retry" else "discarded"
+        op = {"retry": retry_dead_letter, "discard": discard_dead_letter, "cancel": cancel_retry}[action]
+        done = {"retry": "retried", "discard": "discarded", "cancel": "canceled (their retry)"}[action]
         totals = {"ok": 0, "skipped": 0, "error": 0, "groups": 0}
         reasons = []
         for group in queryset.iterator(chunk_size=100):

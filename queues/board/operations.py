@@ -252,3 +252,24 @@ def _retry_of(raw_meta):
         return None
     value = meta.get(jobmeta.RETRY_OF) if isinstance(meta, dict) else None
     return value if isinstance(value, str) else None
+
+
+def cancel_retry(row_id):
+    """Cancel the job that retrying the DeadLetter ``row_id`` put back, while it still waits
+    (``queues.cancel``); the row is then marked ``discarded``. Returns an Outcome."""
+    from ..cancel import cancel_job
+    from ..models import DeadLetter
+
+    row = DeadLetter.objects.get(pk=row_id)
+    if row.status != DeadLetter.Status.RETRIED:
+        return Outcome("skipped", f"dead letter of job {row.job_id} is {row.status}, not retried: no retry to cancel")
+    job_id = row.retried_as or row.job_id
+    try:
+        canceled = cancel_job(job_id)
+    except redis.RedisError as exc:
+        return Outcome("error", f"{unavailable(exc)} (nothing canceled)")
+    if not canceled.ok:
+        return Outcome("error", f"retry {job_id} of dead letter {row.job_id} not canceled: {canceled.detail}")
+    DeadLetter.objects.filter(pk=row_id, status=DeadLetter.Status.RETRIED).update(
+        status=DeadLetter.Status.DISCARDED, updated_at=timezone.now())
+    return Outcome("ok", f"canceled retry {job_id}: {canceled.detail}", job_id)

@@ -333,3 +333,24 @@ def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_a
             retry_dead_letter(row.pk)
     row.refresh_from_db()
     assert (row.status, row.retried_as) == ("open", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_of_a_waiting_retry_cancels_its_job_and_discards_the_dead_letter(actor, queue_redis):
+    from rq.job import JobStatus
+
+    (retried, retried_row), (still_open, open_row) = dead_job("default"), dead_job("default")
+    actor.post(LIST, {"action": "retry_selected", "_selected_action": [retried_row.pk], "post": "yes"})
+    assert get_queue("default").get_job_ids() == [retried.id]
+    response = actor.post(LIST, {"action": "cancel_selected", "_selected_action": [retried_row.pk, open_row.pk]})
+    assert "Cancel <strong>2</strong> dead letters?" in response.content.decode()
+    response = actor.post(LIST, {"action": "cancel_selected", "_selected_action": [retried_row.pk, open_row.pk],
+                                 "post": "yes"}, follow=True)
+    assert [str(m) for m in response.context["messages"]] == [
+        "1 dead letter canceled (their retry).", "1 dead letter skipped (not retried: no retry to cancel)."]
+    assert OptimaJob.fetch(retried.id, connection=queue_redis).get_status(refresh=True) == JobStatus.CANCELED
+    assert get_queue("default").get_job_ids() == []
+    assert dict(DeadLetter.objects.values_list("job_id", "status")) == {retried.id: "discarded",
+                                                                       still_open.id: "open"}
+    audit = sorted(AuditEntry.objects.filter(action="cancel").values_list("identity", "job_ids", "outcome"))
+    assert audit == sorted([("actor", [retried.id], "ok"), ("actor", [still_open.id], "partial")])
