@@ -19,15 +19,13 @@ from .. import audit
 from ..models import DeadLetter
 from . import bounded
 from .. import jobread
-from .lookups import queue_name_at
 from .operations import mark_dead_letters
 
 REFUSED = {"requeue_job_view": "requeued", "enqueue_job": "enqueued", "stop_job": "stopped"}
 
 
 @never_cache
-def respond(request, view_name, queue_index, job):
-    queue_name = queue_name_at(queue_index)
+def respond(request, view_name, queue_index, queue_name, job):
     if request.method == "POST" and view_name == "delete_job":
         return _delete(request, queue_index, queue_name, job)
     if request.method == "POST" and view_name in REFUSED:

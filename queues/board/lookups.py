@@ -59,7 +59,8 @@ def known(view):
         if "job_id" in kwargs and jobread.is_corrupt(job := check_job(kwargs["job_id"])):
             from .corrupt import respond
 
-            return respond(request, view.__name__, kwargs.get("queue_index", 0), job)
+            queue_index = kwargs.get("queue_index", 0)
+            return respond(request, view.__name__, queue_index, queue_name_at(queue_index), job)
         if "key" in kwargs:
             check_worker(kwargs["key"])
         try:

@@ -2,7 +2,7 @@
 
 Why patched rather than replaced: django-rq's views are ~700 lines of pages and templates we want
 unchanged (STYLE: use the library that already does the job). What made them unsafe is a handful
-of names they import, so ``install()`` (called by ``urls.py``, like ``bounded.install``) rebinds
+of names they import, so ``patches.install()`` (called by ``urls.py``, like ``bounded.install``) rebinds
 those names *in django-rq's view modules only* (``django_rq.views``, ``.utils``, ``.cron_views``,
 ``.contrib.prometheus``; ``manage.py rqstats`` installs them too); rq itself, the workers and the
 schedulers are untouched.
@@ -31,7 +31,6 @@ The dashboard (``views.home``) calls ``get_statistics(run_maintenance_tasks=Fals
 Registry maintenance is the workers' job (rq's maintenance task), never a page's.
 ``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
 """
-import importlib
 import logging
 
 import redis
@@ -240,33 +239,3 @@ def clean_worker_registry(queue):
 
 def clean_registries(queue, exception_handlers=None):
     """A page leaves registry maintenance to the workers (get_statistics(run_maintenance_tasks=True))."""
-
-
-def get_statistics(run_maintenance_tasks=False):
-    from .stats import statistics
-
-    return statistics()
-
-
-_REBIND = {
-    "django_rq.views": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs, "Job": PanelJob,
-                        "get_executions": get_executions,
-                        "clean_worker_registry": clean_worker_registry, "Worker": JSONWorker,
-                        "get_scheduler_by_index": get_scheduler_by_index},
-    "django_rq.utils": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "Worker": JSONWorker,
-                        "get_executions": get_executions,
-                        "DjangoCronScheduler": ReadOnlyCronScheduler, "clean_worker_registry": clean_worker_registry,
-                        "clean_registries": clean_registries},
-    "django_rq.stats_views": {"get_statistics": get_statistics},
-    "django_rq.contrib.prometheus": {"get_queue": get_queue, "get_statistics": get_statistics},
-    "django_rq.cron_views": {"get_queue_by_index": get_queue_by_index, "DjangoCronScheduler": ReadOnlyCronScheduler},
-}
-
-
-def install():
-    """Rebind the names of the module's table in django-rq's view modules (idempotent)."""
-    for module_name, names in _REBIND.items():
-        module = importlib.import_module(module_name)
-        for name, value in names.items():
-            if hasattr(module, name):
-                setattr(module, name, value)

@@ -5,19 +5,19 @@ templates' links resolve unchanged. Views that change something need the act per
 the queue-wide ones are replaced by chunked versions, the bulk actions by per-job ones (see
 ``rq_actions``). Every django-rq view checks its URL's ids first (``lookups.known``: 404, never
 500) and runs with the panel's bounded Redis clients (``bounded``, installed here). django-rq's views
-read JSON only and write nothing on a GET (``readonly``, installed here).
+read JSON only and write nothing on a GET (``readonly``, installed here by ``patches``).
 """
 from django.urls import URLPattern, path
 from django_rq import stats_views
 from django_rq import urls as rq_urls
 from django_rq import views as rq_views
 
-from . import bounded, periodic, readonly, rq_actions, views
+from . import bounded, patches, periodic, rq_actions, views
 from .access import guard
 from .lookups import known
 
 bounded.install()
-readonly.install()  # django-rq's views: JSON only, and a GET writes nothing (readonly.py)
+patches.install()  # django-rq's views: JSON only, and a GET writes nothing (readonly.py, patches.py)
 
 app_name = "django_rq"
 
