@@ -113,8 +113,44 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
         return False
 
 
+class ActingModelAdmin(ReadOnlyModelAdmin):
+    """Retry and discard of one object from its page (``<id>/retry/``, ``<id>/discard/``: a
+    confirmation on GET, the action on POST), for those with the act permission. Subclasses run
+    the action in ``act_on_one`` and offer the bulk actions through ``_confirm_or_run``."""
+
+    def has_act_permission(self, request):
+        return request.user.has_perm(ACT_PERM)
+
+    def get_urls(self):
+        info = self.model._meta.app_label, self.model._meta.model_name
+        return [
+            path("<path:object_id>/retry/", self.admin_site.admin_view(self.single_action_view),
+                 {"action": "retry"}, name="%s_%s_retry" % info),
+            path("<path:object_id>/discard/", self.admin_site.admin_view(self.single_action_view),
+                 {"action": "discard"}, name="%s_%s_discard" % info),
+        ] + super().get_urls()
+
+    def single_action_view(self, request, object_id, action):
+        if not (self.has_view_permission(request) and self.has_act_permission(request)):
+            raise PermissionDenied
+        obj = get_object_or_404(self.get_queryset(request), pk=object_id)
+        queryset = self.get_queryset(request).filter(pk=obj.pk)
+        if request.method == "POST":
+            self.act_on_one(request, queryset, action)
+            return redirect(f"admin:{self.model._meta.app_label}_{self.model._meta.model_name}_change", obj.pk)
+        return self._confirm_or_run(request, queryset, action, single=obj)
+
+    def act_on_one(self, request, queryset, action):
+        raise NotImplementedError
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {"can_act": self.has_act_permission(request)}
+        extra.update(extra_context or {})
+        return super().change_view(request, object_id, form_url, extra)
+
+
 @admin.register(DeadLetter)
-class DeadLetterAdmin(ReadOnlyModelAdmin):
+class DeadLetterAdmin(ActingModelAdmin):
     list_display = ("job", "queue", "func_path", "exception", "message", "attempts", "dead_at", "status",
                     "times_dead")
     list_display_links = ("job",)
@@ -239,8 +275,6 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
 
     # --- permissions -----------------------------------------------------------------------------
 
-    def has_act_permission(self, request):
-        return request.user.has_perm(ACT_PERM)
 
     # --- actions ---------------------------------------------------------------------------------
 
@@ -315,32 +349,10 @@ class DeadLetterAdmin(ReadOnlyModelAdmin):
         for reason in counts["reasons"][:3]:  # why, in the operator's words (distinct reasons, first three)
             self.message_user(request, reason, messages.ERROR)
 
-    # --- single-object actions from the detail page -------------------------------------------
+    # --- single-object actions from the detail page (ActingModelAdmin) --------------------------
 
-    def get_urls(self):
-        info = self.model._meta.app_label, self.model._meta.model_name
-        return [
-            path("<path:object_id>/retry/", self.admin_site.admin_view(self.single_action_view),
-                 {"action": "retry"}, name="%s_%s_retry" % info),
-            path("<path:object_id>/discard/", self.admin_site.admin_view(self.single_action_view),
-                 {"action": "discard"}, name="%s_%s_discard" % info),
-        ] + super().get_urls()
-
-    def single_action_view(self, request, object_id, action):
-        if not (self.has_view_permission(request) and self.has_act_permission(request)):
-            raise PermissionDenied
-        obj = get_object_or_404(self.get_queryset(request), pk=object_id)
-        queryset = self.get_queryset(request).filter(pk=obj.pk)
-        if request.method == "POST":
-            counts = self._run(request, queryset.values_list("pk", "queue", "job_id"), action)
-            self._report(request, action, counts)
-            return redirect("admin:queues_deadletter_change", obj.pk)
-        return self._confirm_or_run(request, queryset, action, single=obj)
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra = {"can_act": self.has_act_permission(request)}
-        extra.update(extra_context or {})
-        return super().change_view(request, object_id, form_url, extra)
+    def act_on_one(self, request, queryset, action):
+        self._report(request, action, self._run(request, queryset.values_list("pk", "queue", "job_id"), action))
 
 
 _EXPLAIN = {
@@ -376,7 +388,7 @@ def _panel_link(queue, job_id):
 
 
 @admin.register(FailureGroup)
-class FailureGroupAdmin(ReadOnlyModelAdmin):
+class FailureGroupAdmin(ActingModelAdmin):
     """Failure groups: seen by whoever sees dead letters; their open rows retried or discarded by
     whoever may act on dead letters, after a confirmation page, one audit row per group."""
 
@@ -400,8 +412,6 @@ class FailureGroupAdmin(ReadOnlyModelAdmin):
     def has_view_permission(self, request, obj=None):
         return request.user.has_perm("queues.view_deadletter") or super().has_view_permission(request, obj)
 
-    def has_act_permission(self, request):
-        return request.user.has_perm(ACT_PERM)
 
     @admin.display(description="failure", ordering="exc_type")
     def summary(self, obj):
@@ -506,31 +516,10 @@ class FailureGroupAdmin(ReadOnlyModelAdmin):
             self.message_user(request, reason, messages.ERROR)
         return totals
 
-    # --- the actions from a group's page -------------------------------------------------------
+    # --- the actions from a group's page (ActingModelAdmin) -------------------------------------
 
-    def get_urls(self):
-        info = self.model._meta.app_label, self.model._meta.model_name
-        return [
-            path("<path:object_id>/retry/", self.admin_site.admin_view(self.single_action_view),
-                 {"action": "retry"}, name="%s_%s_retry" % info),
-            path("<path:object_id>/discard/", self.admin_site.admin_view(self.single_action_view),
-                 {"action": "discard"}, name="%s_%s_discard" % info),
-        ] + super().get_urls()
-
-    def single_action_view(self, request, object_id, action):
-        if not (self.has_view_permission(request) and self.has_act_permission(request)):
-            raise PermissionDenied
-        obj = get_object_or_404(self.get_queryset(request), pk=object_id)
-        queryset = self.get_queryset(request).filter(pk=obj.pk)
-        if request.method == "POST":
-            self._run(request, queryset, action)
-            return redirect("admin:queues_failuregroup_change", obj.pk)
-        return self._confirm_or_run(request, queryset, action, single=obj)
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra = {"can_act": self.has_act_permission(request)}
-        extra.update(extra_context or {})
-        return super().change_view(request, object_id, form_url, extra)
+    def act_on_one(self, request, queryset, action):
+        self._run(request, queryset, action)
 
 
 def _open_rows(group):
