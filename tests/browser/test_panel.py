@@ -5,19 +5,11 @@ import queues
 from queues.models import DeadLetter
 from queues.registry import OptimaJob
 from tests.conftest import wait_for
-from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, make_staff
+from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, make_staff, prod  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "pw-for-browser-1"
-
-
-@pytest.fixture
-def prod(settings):
-    settings.OPTIMA_ENV = "prod"
-    settings.QUEUE_BOARD_USER = ""
-    settings.QUEUE_BOARD_PASSWORD = ""
-    return settings
 
 
 @pytest.fixture

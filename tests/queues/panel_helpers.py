@@ -1,7 +1,9 @@
 """Helpers of the operator-surface tests: staff users with panel permissions, dead jobs in Redis."""
 import base64
 
+import pytest
 from django.contrib.auth.models import Permission
+from django.test import Client
 from django.utils import timezone
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
@@ -55,3 +57,30 @@ def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=N
             attempts_made=1, attempts_allowed=1, reason="exhausted", dead_at=timezone.now(),
         )
     return job, dl
+
+
+# Fixtures shared by the panel's and the dead-letter admin's tests (import them where used).
+
+@pytest.fixture
+def prod(settings):
+    """stage/prod rules (no DEBUG openness), no shared basic-auth account: staff accounts only."""
+    settings.OPTIMA_ENV = "prod"
+    settings.QUEUE_BOARD_USER = ""
+    settings.QUEUE_BOARD_PASSWORD = ""
+    return settings
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """A client signed in as staff who may view dead letters."""
+    client = Client()
+    client.force_login(make_staff(django_user_model, "viewer", "queues.view_deadletter"))
+    return client
+
+
+@pytest.fixture
+def actor(django_user_model):
+    """A client signed in as staff who may view and act on dead letters."""
+    client = Client()
+    client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
+    return client

@@ -7,25 +7,11 @@ from rq.registry import FailedJobRegistry
 from queues.models import AuditEntry, DeadLetter
 from queues.registry import OptimaJob, get_queue
 from tests.conftest import wait_for
-from tests.queues.panel_helpers import dead_job, make_staff
+from tests.queues.panel_helpers import actor, dead_job, make_staff, viewer  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
 LIST = "/admin/queues/deadletter/"
-
-
-@pytest.fixture
-def viewer(django_user_model):
-    client = Client()
-    client.force_login(make_staff(django_user_model, "viewer", "queues.view_deadletter"))
-    return client
-
-
-@pytest.fixture
-def actor(django_user_model):
-    client = Client()
-    client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
-    return client
 
 
 def listed(response):

@@ -5,14 +5,13 @@ import datetime as dt
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 from rq.registry import FailedJobRegistry
 
 from queues import conf, deadletter
 from queues.fingerprint import fingerprint, pattern
 from queues.models import AuditEntry, DeadLetter, FailureGroup
 from queues.registry import get_queue
-from tests.queues.panel_helpers import dead_job, make_staff
+from tests.queues.panel_helpers import actor, dead_job, viewer  # noqa: F401 (fixtures)
 
 GROUPS = "/admin/queues/failuregroup/"
 LIST = "/admin/queues/deadletter/"
@@ -134,19 +133,6 @@ def test_reconcile_groups_rows_written_without_a_fingerprint(queue_redis):
 
 
 # --- the admin ----------------------------------------------------------------------------------
-
-@pytest.fixture
-def viewer(django_user_model):
-    client = Client()
-    client.force_login(make_staff(django_user_model, "viewer", "queues.view_deadletter"))
-    return client
-
-
-@pytest.fixture
-def actor(django_user_model):
-    client = Client()
-    client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
-    return client
 
 
 @pytest.mark.django_db

@@ -12,7 +12,7 @@ from queues.models import AuditEntry
 from queues.registry import OptimaJob, get_queue
 from queues.schedules import check_schedules, register, scheduled_jobs_key
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
-from tests.queues.panel_helpers import make_staff
+from tests.queues.panel_helpers import make_staff, prod  # noqa: F401 (fixtures)
 
 UTC = dt.timezone.utc
 HOUR = 3600
@@ -134,14 +134,6 @@ def test_a_bad_missed_policy_is_reported_by_the_system_check(settings, lifecycle
 
 
 # -- the page ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def prod(settings):
-    settings.OPTIMA_ENV = "prod"
-    settings.QUEUE_BOARD_USER = ""
-    settings.QUEUE_BOARD_PASSWORD = ""
-    return settings
 
 
 @pytest.fixture
