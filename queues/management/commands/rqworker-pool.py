@@ -37,7 +37,7 @@ from rq.worker_pool import ForkProcess, WorkerPool
 from queues import rqcompat
 from queues.connection import get_connection, mask_url, queues_url
 from queues.management.commands.rqworker import (
-    build_worker, import_job_modules, run_worker, start_command,
+    build_worker, run_worker, start_command,
 )
 from queues.registry import OptimaJob, OptimaQueue
 from queues.resilience import config
@@ -163,7 +163,7 @@ class Command(BaseCommand):
         names, grace, level = start_command(self, args, options)
         if not self._wait_for_redis():
             return  # stopped while waiting
-        import_job_modules()
+        # (the job modules were imported when Django started: queues.catalog.autodiscover, shared by members)
         reset_db_connections()  # no database connection may be shared with the members
         pool = OptimaWorkerPool(names, num_workers=options["num_workers"], grace=grace,
                                 with_scheduler=not options["without_scheduler"], logging_level=level)

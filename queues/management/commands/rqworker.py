@@ -17,15 +17,13 @@ System checks: a worker runs the ones about configuration (``WORKER_CHECK_TAGS``
 models, caches, security), not those of URLs, templates and the admin, which import every view and
 template (~30 MiB more per worker process, copied on every fork: ~1 ms per job). ``manage.py check``
 in the release step runs them all (docs/operations.md#deploying). Before the first fork the worker
-imports every installed app's ``jobs`` module, so its horses do not import it again for each job.
+has every job module imported (``queues.catalog``, at Django start), so its horses do not import one per job.
 """
-import importlib
 import logging
 import os
 import sys
 import time
 
-from django.apps import apps
 from django.core.checks import Tags
 from django.core.management.base import CommandError
 from django_rq.management.commands import rqworker
@@ -42,19 +40,6 @@ from queues.resilience.outage import REDIS_ERRORS, Backoff, OutageLog
 
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
-
-
-def import_job_modules():
-    """Import every installed app's ``jobs`` module (the convention of docs/adding-a-feature.md)
-    into the worker before it forks, so that horses and pool members share it instead of each
-    importing its own copy."""
-    for app_config in apps.get_app_configs():
-        module = f"{app_config.name}.jobs"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
 
 
 def declared_names(args):
@@ -106,7 +91,8 @@ class Command(rqworker.Command):
         names, grace, level = start_command(self, args, options)
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {mask_url(queues_url())})")
         backoff = Backoff(config.options().redis_retry_max)
-        import_job_modules()
+        # The job modules were imported when Django started (queues.catalog.autodiscover, in
+        # QueuesConfig.ready), so horses share them instead of each importing its own copy.
         build_kwargs = {
             "worker_class": worker_class(options), "queue_class": options["queue_class"],
             "job_class": options["job_class"], "name": options["name"], "worker_ttl": options["worker_ttl"],
