@@ -19,7 +19,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from rq.exceptions import DuplicateJobError
 
-from . import catalog, conf, jobmeta, keys, signing
+from . import catalog, conf, jobmeta, keys, replication, signing
 from .connection import get_connection, unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
@@ -138,23 +138,14 @@ def _resolve_when(delay, at):
     return None
 
 
-def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=None, at=None, unique=None, **kwargs):
+def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=None, at=None, unique=None,
+            durable=False, limit_key=None, limit_concurrency=None, **kwargs):
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
 
-    ``attempts``, ``timeout``, ``job_id``, ``delay``, ``at`` and ``unique`` are options, not job
-    arguments; so are the reserved names of ``ENQUEUE_OPTIONS`` that ``enqueue`` does not take yet
-    (``durable``, ``limit_key``, ``limit_concurrency``): they are refused rather than handed to the job,
-    so that a call written for the option never runs the job with a stray keyword. A job declared
-    ``@queues.job(enqueue_call_only=True)`` (its parameters are named like options) is refused too:
-    enqueue it with ``enqueue_call``, which takes the job's arguments explicitly.
+    The keyword-only parameters are options, not job arguments (``ENQUEUE_OPTIONS``; docs/api.md).
+    A job declared ``@queues.job(enqueue_call_only=True)`` (its parameters are named like options)
+    is refused: enqueue it with ``enqueue_call``, which takes the job's arguments explicitly.
     """
-    if kwargs and not _NOT_YET.isdisjoint(kwargs):
-        option = next(o for o in _NOT_YET if o in kwargs)
-        raise InvalidJob(
-            f"{option}= is an enqueue option that is not available yet (reserved in "
-            f"queues.enqueueing.ENQUEUE_OPTIONS); it is not passed to the job. To give the job an argument named "
-            f"{option!r}, use queues.enqueue_call({name!r}, func, args=[...], kwargs={{{option!r}: ...}})."
-        )
     if catalog.enqueue_call_only(func):
         raise InvalidJob(
             f"func {func if isinstance(func, str) else _dotted(func)!r} is declared "
@@ -162,12 +153,9 @@ def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=N
             f"queues.enqueue cannot tell them apart. Use queues.enqueue_call({name!r}, func, args=[...], "
             "kwargs={...}, <options>)."
         )
-    return _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, unique, None)
-
-
-# The reserved options ``enqueue`` does not take yet: refused, not passed on. Derived from the
-# signature, so an option stops being refused the moment ``enqueue`` takes it.
-_NOT_YET = frozenset(ENQUEUE_OPTIONS) - set(inspect.signature(enqueue).parameters)
+    return _enqueue(name, func, args, kwargs, attempts=attempts, timeout=timeout, job_id=job_id, delay=delay,
+                    at=at, unique=unique, meta=None, durable=durable, limit_key=limit_key,
+                    limit_concurrency=limit_concurrency)
 
 
 def _dotted(func):
@@ -175,13 +163,15 @@ def _dotted(func):
 
 
 def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=None, job_id=None, delay=None,
-                 at=None, unique=None, meta=None):
+                 at=None, unique=None, meta=None, durable=False, limit_key=None, limit_concurrency=None):
     """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
-    return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts, timeout, job_id, delay, at,
-                    unique, meta)
+    return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=attempts, timeout=timeout,
+                    job_id=job_id, delay=delay, at=at, unique=unique, meta=meta, durable=durable,
+                    limit_key=limit_key, limit_concurrency=limit_concurrency)
 
 
-def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, unique, meta):
+def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, unique, meta, durable,
+             limit_key, limit_concurrency):
     config = get_config(name)
     path = func_path(func)
     _check_args(args, kwargs)
@@ -201,6 +191,9 @@ def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, uni
             unique = job_id
         if not isinstance(unique, str) or not unique:
             raise InvalidJob(f"unique must be a non-empty string key (e.g. 'cabinet-42'), got {unique!r}.")
+    if durable is not True and durable is not False:
+        raise InvalidJob(f"durable must be True or False, got {durable!r}.")
+    limit = _check_limit(name, config, limit_key, limit_concurrency)
     if meta is not None:
         _check_json(meta, "meta")
 
@@ -210,6 +203,7 @@ def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, uni
         path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
         failure_ttl=options["failure_ttl"], job_id=job_id or _new_job_id(), meta=job_meta,
     )
+    _apply_limit(job, limit)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
 
     explicit_id = job_id is not None
@@ -220,36 +214,63 @@ def _enqueue(name, func, args, kwargs, attempts, timeout, job_id, delay, at, uni
         if existing is not None:
             return existing
 
-    def write():
+    if _in_transaction() or durable:
+        # Through the outbox (queues/outbox.py): a row in this transaction, pushed after the commit,
+        # or by a relay if the push fails or the process dies first.
+        from . import outbox
+        outbox.stage(queue, job, when, explicit_id=explicit_id, lock_key=lock_key)
+        return job
+    duplicate_of = write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key)
+    if duplicate_of is not None:  # lost a race with a concurrent enqueue of the same key
         try:
-            if unique:
+            return queue.fetch_job(duplicate_of) or job
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+    return job
+
+
+def _check_limit(name, config, limit_key, limit_concurrency):
+    """Validate the fairness options (``limit_key``, ``limit_concurrency``): None when the job has no
+    limit. Filled in by the fairness work (issue 12, item 4); refuses them until then."""
+    if limit_key is None and limit_concurrency is None:
+        return None
+    raise InvalidJob(
+        f"limit_key={limit_key!r}, limit_concurrency={limit_concurrency!r}: fairness limits are not available yet."
+    )
+
+
+def _apply_limit(job, limit):
+    """Record ``limit`` (from ``_check_limit``) on ``job`` before it is signed and written."""
+
+
+def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
+    """Write the built, signed ``job`` to Redis: queued now, or scheduled for ``when``.
+
+    The one place an enqueue reaches Redis (direct enqueues, the outbox's push and relay). With
+    ``lock_key`` (``unique=``) the job is written only if the key's job is no longer waiting:
+    returns that job's id instead. ``explicit_id``: refuse to overwrite a job of the same id
+    (``InvalidJob``). A Redis failure raises ``QueueUnavailable``.
+    """
+    try:
+        with replication.acknowledged(queue) as q:
+            if lock_key:
                 # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
                 # meanwhile — even by this same transaction — is dropped, not written.
-                duplicate_of = _write_unique(queue, job, when, lock_key, explicit_id)
+                duplicate_of = _write_unique(q, job, when, lock_key, explicit_id)
                 if duplicate_of is not None:
-                    logger.info("enqueue(%r, unique=%r): job %s not written, %s is still waiting",
-                                name, unique, job.id, duplicate_of)
+                    logger.info("enqueue(%r, unique key %r): job %s not written, %s is still waiting",
+                                q.name, lock_key, job.id, duplicate_of)
                 return duplicate_of
             # An explicit job_id must not silently overwrite a job of the same id.
             if when is None:
-                queue.enqueue_job(job, unique=explicit_id)
+                q.enqueue_job(job, unique=explicit_id)
             else:
-                queue.schedule_job(job, when, unique=explicit_id)
-        except DuplicateJobError:
-            raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
-
-    if _in_transaction():
-        transaction.on_commit(write)
-    else:
-        duplicate_of = write()
-        if duplicate_of is not None:  # lost a race with a concurrent enqueue of the same key
-            try:
-                return queue.fetch_job(duplicate_of) or job
-            except redis.RedisError as exc:
-                raise unavailable(exc) from exc
-    return job
+                q.schedule_job(job, when, unique=explicit_id)
+            return None
+    except DuplicateJobError:
+        raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
 
 
 # name -> (QueueConfig, OptimaQueue). Building an RQ Queue (a dozen attributes, a serializer check,

@@ -35,9 +35,9 @@ def test_every_keyword_option_of_enqueue_is_in_the_constant():
     # A new option added to enqueue's signature without reserving it would take a keyword from jobs.
     signature = inspect.signature(queues.enqueue).parameters.values()
     keyword_only = {p.name for p in signature if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    assert keyword_only == {"attempts", "timeout", "job_id", "delay", "at", "unique"}
-    assert keyword_only <= set(catalog.ENQUEUE_OPTIONS)
-    assert enqueueing._NOT_YET == set(catalog.ENQUEUE_OPTIONS) - keyword_only == set(PLANNED)
+    assert keyword_only == set(catalog.ENQUEUE_OPTIONS)
+    call = inspect.signature(queues.enqueue_call).parameters.values()
+    assert {p.name for p in call if p.kind is inspect.Parameter.KEYWORD_ONLY} == {*catalog.ENQUEUE_OPTIONS, "meta"}
 
 
 @pytest.mark.parametrize("option", catalog.ENQUEUE_OPTIONS)
@@ -107,18 +107,6 @@ def test_enqueue_call_delivers_the_option_named_arguments_of_such_a_job_to_it(qu
     job = queues.fetch_job(job.id)
     assert job.get_status() == JobStatus.FINISHED
     assert job.return_value() == {"value": "v", "timeout": 7, "at": "noon"}
-
-
-@pytest.mark.django_db(transaction=True)  # outside a transaction: written at once
-@pytest.mark.parametrize("option", PLANNED)
-def test_enqueue_refuses_an_option_reserved_for_later_instead_of_passing_it_to_the_job(option, queue_redis):
-    with pytest.raises(InvalidJob) as excinfo:
-        queues.enqueue("default", "tests.jobs.sample.add", 1, 2, **{option: True})
-    assert str(excinfo.value) == (
-        f"{option}= is an enqueue option that is not available yet (reserved in "
-        f"queues.enqueueing.ENQUEUE_OPTIONS); it is not passed to the job. To give the job an argument named "
-        f"{option!r}, use queues.enqueue_call('default', func, args=[...], kwargs={{{option!r}: ...}}).")
-    assert get_queue("default").job_ids == []
 
 
 @pytest.mark.django_db(transaction=True)  # outside a transaction: written at once
