@@ -7,14 +7,13 @@ for the commit (a rollback enqueues nothing; delayed jobs too), but the caller g
 once either way: the Job object is built now and saved at commit.
 """
 import datetime as dt
-import inspect
 import logging
 import math
 import os
 
 import redis
 from django.core.signals import setting_changed
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.dispatch import receiver
 from django.utils import timezone
 from rq.exceptions import DuplicateJobError
