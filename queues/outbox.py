@@ -9,3 +9,7 @@ def stage(queue, job, when, *, explicit_id, lock_key):
         transaction.on_commit(lambda: write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key))
     else:
         write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key)
+
+
+def relay_if_due(worker):
+    """Called from the worker's tick (every couple of seconds): being built."""

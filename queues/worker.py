@@ -48,7 +48,7 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus, signal_name
 
-from . import events, gate, jobmeta, keys, rqcompat
+from . import events, gate, jobmeta, keys, outbox, rqcompat
 from .failures import FailureHandler, duration
 from .metrics.recorder import tally
 from .registry import OptimaJob, OptimaQueue, queue_names
@@ -300,9 +300,11 @@ class WorkerBehaviour(BaseWorker):
             self.outage.failed(exc, f"heartbeat job {job.id}")
 
     def tick(self):
-        """Every couple of seconds, also while a job runs: some scheduler holds our queues' locks."""
+        """Every couple of seconds, also while a job runs: some scheduler holds our queues' locks, and
+        the outbox's relay pushes what a commit left behind (queues/outbox.py)."""
         if self.schedulers is not None:
             self.schedulers.tick()
+        outbox.relay_if_due(self)
 
     # -- dequeue ----------------------------------------------------------------------------
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
