@@ -51,6 +51,9 @@ OPTION_DEFAULTS = {
     "REDIS_RETRY_MAX_SECONDS": 5,  # seconds, longest wait between reconnection attempts during an outage
     "OUTCOME_WAIT_SECONDS": 120,  # seconds a work horse keeps trying to record its job's outcome in an outage
     "STARTED_ENTRY_TTL_SECONDS": 3600,  # seconds a started-job entry outlives its last heartbeat (see docs)
+    # The outbox (queues/outbox.py, docs/operations.md#the-outbox):
+    "OUTBOX_RELAY_SECONDS": 2.0,  # seconds between a worker's relays of outbox rows a commit left behind
+    "OUTBOX_LEASE_SECONDS": 60,  # seconds a claimed row waits before another relay may push it (its relay died)
     # /metrics (queues/metrics/, docs/metrics.md):
     "METRICS_PREFIX": "optima",  # first word of every queue metric family: optima_queue_jobs, ...
     "METRICS_CACHE_SECONDS": 5.0,  # seconds one Redis read serves scrapes from (0: read on every scrape)
