@@ -2,7 +2,8 @@
 
 ``DeadLetter`` mirrors jobs that reached the dead letter (see ``queues/deadletter.py``);
 ``FailureGroup`` gathers the dead letters of one fingerprint (``queues/fingerprint.py``);
-``AuditEntry`` records every operator action (see ``queues/audit.py``).
+``AuditEntry`` records every operator action (see ``queues/audit.py``);
+``OutboxEntry`` is a job accepted but not yet in Redis (see ``queues/outbox.py``).
 """
 from django.conf import settings
 from django.db import models
@@ -118,3 +119,36 @@ class AuditEntry(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.identity} {self.action} {self.queue}"
+
+
+class OutboxEntry(models.Model):
+    """A job accepted in a database transaction and not yet written to Redis (``queues/outbox.py``).
+
+    Written in the caller's transaction; deleted once the job is in Redis. ``job`` is the job's
+    Redis hash as built and signed at the enqueue (base64 where a value is bytes), so a relay writes
+    exactly the job the caller was given the id of. ``claimed_at``/``claimed_by``: a pusher (the
+    committing process, or a relay) owns the row until it is pushed or its lease runs out.
+    """
+
+    prefix = models.CharField(max_length=64)
+    queue = models.CharField(max_length=200)
+    job_id = models.CharField(max_length=200)
+    job = models.JSONField()
+    # The job's due time for a delayed enqueue (``delay=`` / ``at=``); null: queued at once.
+    due_at = models.DateTimeField(null=True, blank=True)
+    explicit_id = models.BooleanField(default=False)
+    unique_key = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=64, blank=True, default="")
+    push_attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["prefix", "job_id"], name="queues_outbox_unique_job")]
+        indexes = [models.Index(fields=["prefix", "claimed_at", "id"], name="queues_outbox_claim")]
+        ordering = ["id"]
+        verbose_name_plural = "outbox entries"
+
+    def __str__(self):
+        return f"{self.queue}:{self.job_id} (outbox)"

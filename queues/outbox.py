@@ -1,15 +1,278 @@
-"""The transactional outbox (issue 12, item 1): being built. Until then: the write waits for the commit."""
-from django.db import transaction
+"""The transactional outbox: a job accepted in a database transaction is never lost.
+
+An enqueue inside ``transaction.atomic()`` (or with ``durable=True``) writes an ``OutboxEntry`` row
+in the caller's transaction instead of writing to Redis. After the commit the committing process
+claims the row, writes the job to Redis (``enqueueing.write_job``) and deletes the row. Whatever
+is left behind (Redis did not answer, the process died between the commit and the write) is
+pushed by a relay: every worker runs one every ``OUTBOX_RELAY_SECONDS`` (from its tick, also while
+a job runs), and ``manage.py queues_relay`` runs one on demand or in a loop.
+
+Why not a library: django-outbox-style packages publish events to a broker; none writes an rq job,
+and the guarantees below hinge on rq's own write (explicit job id, unique keys, limits).
+
+**One job per row, never two.** A row is pushed by whoever *claims* it: one UPDATE that sets
+``claimed_at``/``claimed_by`` where the row is unclaimed (or its claim is older than
+``OUTBOX_LEASE_SECONDS``: its pusher died). PostgreSQL relays pick their rows with ``SELECT ... FOR
+UPDATE SKIP LOCKED`` so that concurrent relays take disjoint rows without waiting; SQLite has no
+row locks, and there the claim is a single ``UPDATE ... WHERE id IN (SELECT ... LIMIT n)``
+statement, atomic under SQLite's database write lock. A pusher that wrote the job and died before
+deleting the row leaves a row whose job already exists: the next push writes with the job's id
+as an explicit, must-not-exist id, finds the job, sees it is this very job (same signature and
+creation time), and only deletes the row. So a job is written to Redis exactly once, then
+delivered at least once like every job (docs/operations.md#the-outbox).
+"""
+import base64
+import logging
+import time
+import uuid
+
+from django.db import DatabaseError, connections, router, transaction
+from django.db.models import F, Min, Q
+from django.utils import timezone
+
+from . import conf
+from .exceptions import InvalidJob, QueueUnavailable
+
+logger = logging.getLogger(__name__)
+
+BATCH = 100  # rows one relay claims at a time
+_B64 = "b64"
+
+
+# -- the row ------------------------------------------------------------------------------------
+def encode(mapping):
+    """A job's Redis hash (``Job.to_dict()``) as JSON: bytes values become ``{"b64": ...}``."""
+    out = {}
+    for key, value in mapping.items():
+        if isinstance(value, (bytes, bytearray)):
+            out[key] = {_B64: base64.b64encode(bytes(value)).decode("ascii")}
+        else:
+            out[key] = value
+    return out
+
+
+def decode(stored):
+    """The stored hash back as Redis would return it (bytes values), for ``Job.restore``."""
+    out = {}
+    for key, value in stored.items():
+        if isinstance(value, dict) and _B64 in value:
+            out[key] = base64.b64decode(value[_B64])
+        else:
+            out[key] = str(value).encode()
+    return out
+
+
+def _model():
+    from .models import OutboxEntry
+
+    return OutboxEntry
+
+
+def _using():
+    return router.db_for_write(_model())
 
 
 def stage(queue, job, when, *, explicit_id, lock_key):
+    """Accept ``job`` (built and signed) through the outbox: a row now, in the caller's transaction
+    if there is one; the push to Redis after the commit (at once outside a transaction)."""
+    Entry = _model()
+    using = _using()
+    entry = Entry.objects.using(using).create(
+        prefix=conf.prefix(), queue=queue.name, job_id=job.id, job=encode(job.to_dict()), due_at=when,
+        explicit_id=explicit_id, unique_key=lock_key or "", created_at=timezone.now(),
+    )
+    push = _Push(entry.pk, queue, job, when, explicit_id, lock_key)
+    if connections[using].in_atomic_block:
+        # robust: a failing push must neither break the caller's other on-commit callbacks nor
+        # undo what is committed; the row stays for the relay.
+        transaction.on_commit(push.after_commit, using=using, robust=True)
+    else:
+        push.after_commit()
+
+
+class _Push:
+    """The committing process's push of its own row (it still holds the job object: no decode)."""
+
+    __slots__ = ("pk", "queue", "job", "when", "explicit_id", "lock_key")
+
+    def __init__(self, pk, queue, job, when, explicit_id, lock_key):
+        self.pk, self.queue, self.job, self.when = pk, queue, job, when
+        self.explicit_id, self.lock_key = explicit_id, lock_key
+
+    def after_commit(self):
+        token = uuid.uuid4().hex
+        try:
+            claimed = _model().objects.using(_using()).filter(pk=self.pk, claimed_at__isnull=True).update(
+                claimed_at=timezone.now(), claimed_by=token)
+        except DatabaseError as exc:  # the row is committed: a relay pushes it
+            logger.warning("outbox: could not claim job %s after the commit (%s); a relay will push it",
+                           self.job.id, type(exc).__name__)
+            return
+        if claimed:  # else a relay took it first
+            _push_claimed(self.pk, self.queue, self.job, self.when, self.explicit_id, self.lock_key)
+
+
+def _push_claimed(pk, queue, job, when, explicit_id, lock_key):
+    """Write a claimed row's job to Redis and delete the row; True when the row is done with.
+    A Redis failure releases the claim (the next relay tries again) and returns False."""
     from .enqueueing import write_job
 
-    if transaction.get_connection().in_atomic_block:
-        transaction.on_commit(lambda: write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key))
-    else:
-        write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key)
+    rows = _model().objects.using(_using()).filter(pk=pk)
+    try:
+        duplicate_of = _write(write_job, queue, job, when, lock_key)
+    except QueueUnavailable as exc:
+        rows.update(claimed_at=None, claimed_by="", push_attempts=F("push_attempts") + 1, last_error=str(exc)[:2000])
+        logger.warning("outbox: job %s stays in the outbox, Redis did not take it: %s", job.id, exc)
+        return False
+    except InvalidJob as exc:
+        # Another job of this explicit id is in Redis: this one can never be written. The caller
+        # was told it was accepted, so say it loudly; the row goes (nothing could ever push it).
+        logger.error("outbox: job %s (queue %s) dropped: %s", job.id, queue.name, exc)
+        rows.delete()
+        return True
+    if duplicate_of is not None:
+        logger.info("outbox: job %s not written, unique job %s is still waiting", job.id, duplicate_of)
+    rows.delete()
+    return True
 
 
-def relay_if_due(worker):
-    """Called from the worker's tick (every couple of seconds): being built."""
+def _write(write_job, queue, job, when, lock_key):
+    """``write_job`` with the job's id as must-not-exist (generated ids too); a job already there
+    that is this very job (a pusher wrote it and died before deleting the row) counts as written."""
+    try:
+        return write_job(queue, job, when, explicit_id=True, lock_key=lock_key)
+    except InvalidJob:
+        if _already_written(queue, job):
+            logger.info("outbox: job %s was already in Redis (an earlier push); row removed", job.id)
+            return None
+        raise
+
+
+def _already_written(queue, job):
+    import redis
+
+    from .connection import unavailable
+
+    try:
+        signature, created_at = queue.connection.hmget(job.key, "signature", "created_at")
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+    mine = job.to_dict()
+    return (signature or b"").decode(errors="replace") == str(mine.get("signature", "")) and \
+        (created_at or b"").decode(errors="replace") == str(mine["created_at"])
+
+
+# -- the relay -----------------------------------------------------------------------------------
+def relay(batch=BATCH):
+    """Push up to ``batch`` rows left in the outbox, oldest first; -> (pushed, left). Stops at the
+    first Redis failure (the rest of the batch is released for the next relay)."""
+    from .enqueueing import _declared_queue
+    from .registry import get_config
+
+    Entry = _model()
+    using = _using()
+    token = uuid.uuid4().hex
+    ids = _claim(Entry, using, token, batch)
+    pushed = 0
+    for pk in ids:
+        entry = Entry.objects.using(using).filter(pk=pk, claimed_by=token).first()
+        if entry is None:
+            continue
+        try:
+            queue = _declared_queue(entry.queue, get_config(entry.queue))
+        except Exception as exc:  # noqa: BLE001 — an undeclared queue (a deploy removed it)
+            Entry.objects.using(using).filter(pk=pk).update(
+                claimed_at=None, claimed_by="", push_attempts=F("push_attempts") + 1,
+                last_error=f"{type(exc).__name__}: {exc}"[:2000])
+            logger.error("outbox: job %s waits for queue %r, which is not declared: %s", entry.job_id, entry.queue, exc)
+            continue
+        job = queue.job_class(entry.job_id, connection=queue.connection, serializer=queue.serializer)
+        job.restore(decode(entry.job))
+        if not _push_claimed(pk, queue, job, entry.due_at, entry.explicit_id, entry.unique_key or None):
+            Entry.objects.using(using).filter(claimed_by=token).update(claimed_at=None, claimed_by="")
+            break
+        pushed += 1
+    return pushed, len(ids) - pushed
+
+
+def _claim(Entry, using, token, batch):
+    """Claim up to ``batch`` unclaimed (or lease-expired) rows of this prefix; -> their ids."""
+    now = timezone.now()
+    lease = timezone.timedelta(seconds=float(conf.options()["OUTBOX_LEASE_SECONDS"]))
+    claimable = Entry.objects.using(using).filter(
+        Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lease), prefix=conf.prefix()).order_by("id")
+    if connections[using].features.has_select_for_update_skip_locked:
+        with transaction.atomic(using=using):
+            ids = list(claimable.select_for_update(skip_locked=True).values_list("id", flat=True)[:batch])
+            if ids:
+                Entry.objects.using(using).filter(id__in=ids).update(claimed_at=now, claimed_by=token)
+        return ids
+    # One statement: atomic under SQLite's write lock, so two relays never claim the same row.
+    Entry.objects.using(using).filter(id__in=claimable.values("id")[:batch]).update(claimed_at=now, claimed_by=token)
+    return list(Entry.objects.using(using).filter(claimed_by=token).order_by("id").values_list("id", flat=True))
+
+
+def stats():
+    """-> {queue: (rows, oldest created_at)} of this prefix's outbox (one grouped query)."""
+    from django.db.models import Count
+
+    rows = (_model().objects.using(_using()).filter(prefix=conf.prefix()).values_list("queue")
+            .annotate(n=Count("id"), oldest=Min("created_at")).order_by())
+    return {queue: (n, oldest) for queue, n, oldest in rows}
+
+
+def waiting(job_id):
+    """The outbox row of ``job_id`` (this prefix), or None."""
+    return _model().objects.using(_using()).filter(prefix=conf.prefix(), job_id=job_id).first()
+
+
+def cancel(job_id):
+    """Delete ``job_id``'s row unless a pusher holds it; -> True when deleted."""
+    deleted, _ = _model().objects.using(_using()).filter(
+        prefix=conf.prefix(), job_id=job_id, claimed_at__isnull=True).delete()
+    return bool(deleted)
+
+
+def stored_meta(entry):
+    """The job's meta from an outbox row (the owner, the queue), {} when unreadable."""
+    import json
+
+    raw = decode(entry.job).get("meta")
+    try:
+        meta = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+# -- in the worker -------------------------------------------------------------------------------
+class _Schedule:
+    next_at = 0.0
+    failing_since = None
+
+
+_schedule = _Schedule()
+
+
+def relay_if_due(worker=None):
+    """The worker's relay: from its tick (every couple of seconds), at most every
+    ``OUTBOX_RELAY_SECONDS``. Never raises: a database or Redis being down is logged (once a
+    minute at most) and tried again at the next tick that is due."""
+    interval = float(conf.options()["OUTBOX_RELAY_SECONDS"])
+    if interval <= 0:
+        return
+    moment = time.monotonic()
+    if moment < _schedule.next_at:
+        return
+    _schedule.next_at = moment + interval
+    try:
+        while True:
+            pushed, left = relay()
+            if left or pushed < BATCH:
+                break
+    except Exception as exc:  # noqa: BLE001 — the relay never ends or stalls a worker
+        if _schedule.failing_since is None or moment - _schedule.failing_since >= 60:
+            _schedule.failing_since = moment
+            logger.warning("outbox relay failed (%s: %s); next try in %s s", type(exc).__name__, exc, interval)
+        return
+    _schedule.failing_since = None

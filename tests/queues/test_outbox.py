@@ -1,0 +1,206 @@
+"""The transactional outbox (queues/outbox.py), in this process: a real Redis, a real database.
+
+"Redis down" is a URL nothing listens on (connections are refused at once); the process-level
+tests (SIGKILL after the commit, a Redis stopped for 30 s) are in test_outbox_processes.py.
+"""
+import logging
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+from rq.registry import ScheduledJobRegistry
+
+import queues
+from queues import outbox
+from queues.enqueueing import write_job
+from queues.models import OutboxEntry
+from queues.registry import OptimaJob, get_queue
+from queues.worker import OptimaWorker
+from tests.jobs import sample
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOWN = "redis://127.0.0.1:1/0"  # port 1: connection refused at once
+
+
+@pytest.fixture
+def redis_down(settings):
+    """Make the queues' Redis unreachable; returns a function that brings it back."""
+    up = settings.QUEUES_REDIS_URL
+    settings.QUEUES_REDIS_URL = DOWN
+
+    def back():
+        settings.QUEUES_REDIS_URL = up
+
+    return back
+
+
+def test_inside_a_transaction_the_job_is_a_row_until_the_commit_then_in_redis_and_the_row_gone():
+    queue = get_queue("default")
+    with transaction.atomic():
+        job = queues.enqueue("default", sample.add, 1, 2)
+        assert list(OutboxEntry.objects.values_list("job_id", "queue")) == [(job.id, "default")]
+        assert queue.job_ids == []
+    assert queue.job_ids == [job.id]
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_a_rollback_leaves_neither_a_row_nor_a_job():
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        with transaction.atomic():
+            queues.enqueue("default", sample.add, 1, 2)
+            raise Boom
+    assert OutboxEntry.objects.count() == 0
+    assert get_queue("default").job_ids == []
+
+
+def test_redis_down_at_the_commit_the_commit_stands_and_the_relay_pushes_the_job_once_redis_is_back(
+        redis_down, caplog):
+    with caplog.at_level(logging.WARNING, logger="queues.outbox"):
+        with transaction.atomic():
+            job = queues.enqueue("default", sample.add, 1, 2)
+            delayed = queues.enqueue("default", sample.add, 3, 4, delay=60)
+    rows = {r.job_id: r for r in OutboxEntry.objects.all()}
+    assert set(rows) == {job.id, delayed.id}
+    assert all(r.claimed_at is None and r.push_attempts == 1 and "unavailable" in r.last_error for r in rows.values())
+    assert f"job {job.id} stays in the outbox" in caplog.text
+
+    assert outbox.relay() == (0, 2)  # still down: nothing pushed, both left, claims released
+    assert OutboxEntry.objects.filter(claimed_at__isnull=True).count() == 2
+
+    redis_down()  # back
+    assert outbox.relay() == (2, 0)
+    queue = get_queue("default")
+    assert queue.job_ids == [job.id]
+    assert ScheduledJobRegistry(queue=queue).get_job_ids() == [delayed.id]
+    assert OutboxEntry.objects.count() == 0
+    pushed = queues.fetch_job(job.id)
+    assert (pushed.args, pushed.meta["queue"], pushed.meta["attempts_allowed"]) == ([1, 2], "default", 5)
+
+
+def test_the_relayed_job_is_the_one_the_caller_was_given_signed_and_runnable(redis_down):
+    from queues.connection import get_connection
+
+    with transaction.atomic():
+        job = queues.enqueue_call("default", sample.add, [20, 22], meta={"owner": "user:7"})
+    redis_down()
+    queue_redis = get_connection()
+    OptimaWorker([get_queue("default", connection=queue_redis)], connection=queue_redis).work(
+        burst=True, with_scheduler=False)  # its tick relays the row, then it runs the job
+    ran = queues.fetch_job(job.id)
+    assert ran.get_status() == "finished"
+    assert ran.return_value() == 42
+    assert ran.meta["owner"] == "user:7"
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_durable_outside_a_transaction_is_accepted_while_redis_is_down(redis_down):
+    job = queues.enqueue("default", sample.add, 1, 2, durable=True)
+    assert OutboxEntry.objects.get().job_id == job.id
+    redis_down()
+    assert outbox.relay() == (1, 0)
+    assert get_queue("default").job_ids == [job.id]
+
+
+def test_without_durable_outside_a_transaction_redis_down_still_fails_fast(redis_down):
+    with pytest.raises(queues.QueueUnavailable):
+        queues.enqueue("default", sample.add, 1, 2)
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_a_unique_enqueue_still_needs_redis_to_answer(redis_down):
+    with pytest.raises(queues.QueueUnavailable):
+        with transaction.atomic():
+            queues.enqueue("default", sample.add, 1, 2, unique="cabinet-1")
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_a_unique_enqueue_through_the_outbox_still_keeps_one_waiting_job():
+    with transaction.atomic():
+        first = queues.enqueue("default", sample.add, 1, 2, unique="cabinet-1")
+        second = queues.enqueue("default", sample.add, 1, 2, unique="cabinet-1")
+    assert get_queue("default").job_ids == [first.id]
+    assert second.id != first.id and OutboxEntry.objects.count() == 0
+
+
+def test_a_job_already_pushed_by_a_pusher_that_died_before_deleting_its_row_is_not_written_twice(redis_down):
+    with transaction.atomic():
+        job = queues.enqueue("default", sample.add, 1, 2)
+    redis_down()
+    row = OutboxEntry.objects.get()
+    queue = get_queue("default")
+    # The earlier pusher: wrote the job, then died (the row stays, claimed, until its lease runs out).
+    write_job(queue, _restored(row, queue), None, explicit_id=True)
+    OutboxEntry.objects.update(claimed_at=timezone.now() - timezone.timedelta(minutes=5), claimed_by="dead")
+
+    assert outbox.relay() == (1, 0)
+    assert queue.job_ids == [job.id]
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_a_claimed_row_is_left_alone_until_its_lease_runs_out(redis_down):
+    with transaction.atomic():
+        queues.enqueue("default", sample.add, 1, 2)
+    redis_down()
+    OutboxEntry.objects.update(claimed_at=timezone.now(), claimed_by="another-relay")
+    assert outbox.relay() == (0, 0)
+    assert get_queue("default").job_ids == []
+    OutboxEntry.objects.update(claimed_at=timezone.now() - timezone.timedelta(seconds=61))
+    assert outbox.relay() == (1, 0)
+
+
+def test_two_relays_never_claim_the_same_row(redis_down):
+    with transaction.atomic():
+        for i in range(5):
+            queues.enqueue("default", sample.add, i, i)
+    first = outbox._claim(OutboxEntry, "default", "relay-a", 3)
+    second = outbox._claim(OutboxEntry, "default", "relay-b", 100)
+    assert len(first) == 3 and len(second) == 2
+    assert not set(first) & set(second)
+    assert outbox._claim(OutboxEntry, "default", "relay-c", 100) == []
+
+
+def test_an_explicit_job_id_taken_in_redis_by_another_job_drops_the_row_with_an_error(redis_down, caplog):
+    with transaction.atomic():
+        queues.enqueue("default", sample.add, 1, 2, job_id="sync-42")
+    redis_down()
+    queues.enqueue("default", sample.add, 5, 5, job_id="sync-42")  # another job took the id meanwhile
+    with caplog.at_level(logging.ERROR, logger="queues.outbox"):
+        assert outbox.relay() == (1, 0)
+    assert "job sync-42 (queue default) dropped: A job with id 'sync-42' already exists" in caplog.text
+    assert queues.fetch_job("sync-42").args == [5, 5]
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_rows_of_another_environment_prefix_are_not_relayed(redis_down, settings):
+    with transaction.atomic():
+        queues.enqueue("default", sample.add, 1, 2)
+    redis_down()
+    settings.QUEUE_PREFIX = "another-env"
+    assert outbox.relay() == (0, 0)
+    assert outbox.stats() == {}
+
+
+def test_stats_counts_rows_and_the_oldest_per_queue(redis_down):
+    with transaction.atomic():
+        queues.enqueue("default", sample.add, 1, 2)
+        queues.enqueue("default", sample.add, 1, 2)
+        queues.enqueue("content", sample.add, 1, 2)
+    stats = outbox.stats()
+    assert {q: n for q, (n, _) in stats.items()} == {"default": 2, "content": 1}
+    assert stats["default"][1] <= timezone.now()
+
+
+def test_the_stored_hash_round_trips_bytes_and_text():
+    stored = outbox.encode({"data": b"\x00\xffzip", "origin": "default", "retries_left": 3})
+    assert stored["data"] == {"b64": "AP96aXA="}
+    assert outbox.decode(stored) == {"data": b"\x00\xffzip", "origin": b"default", "retries_left": b"3"}
+
+
+def _restored(row, queue):
+    job = OptimaJob(row.job_id, connection=queue.connection, serializer=queue.serializer)
+    job.restore(outbox.decode(row.job))
+    return job
