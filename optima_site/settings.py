@@ -121,6 +121,19 @@ os.environ["RQ_KEY_PREFIX"] = QUEUE_PREFIX
 QUEUES_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Cache, rate limiters and other shared traffic: a separate client and pool.
 CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", QUEUES_REDIS_URL)
+# Failover (docs/settings.md#redis-failover): with sentinels the clients find the master through them
+# (REDIS_URL's user, password, db and TLS still apply). Kept as given: queues/failover.py parses and
+# checks them (queues.E040-E043). The cache follows the queues' sentinels unless it has its own URL.
+QUEUES_REDIS_SENTINELS = os.environ.get("REDIS_SENTINELS", "")
+QUEUES_REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER", "")
+_cache_follows_queues = "CACHE_REDIS_URL" not in os.environ
+CACHE_REDIS_SENTINELS = os.environ.get(
+    "CACHE_REDIS_SENTINELS", QUEUES_REDIS_SENTINELS if _cache_follows_queues else "")
+CACHE_REDIS_SENTINEL_MASTER = os.environ.get(
+    "CACHE_REDIS_SENTINEL_MASTER", QUEUES_REDIS_SENTINEL_MASTER if _cache_follows_queues else "")
+# Every enqueue waits (WAIT) for this many replicas, at most this many milliseconds; 0: no wait.
+QUEUES_REDIS_WAIT_REPLICAS = os.environ.get("REDIS_WAIT_REPLICAS", "0")
+QUEUES_REDIS_WAIT_TIMEOUT_MS = os.environ.get("REDIS_WAIT_TIMEOUT_MS", "1000")
 
 OPTIMA_QUEUES = {
     "default": {},
@@ -231,6 +244,8 @@ CACHES = {
         "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     }
 }
+if CACHE_REDIS_SENTINELS:  # the master of CACHE_REDIS_SENTINEL_MASTER, found through the sentinels
+    CACHES["default"]["OPTIONS"]["pool_class"] = "queues.connection.CacheSentinelPool"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -6,13 +6,13 @@ broken configuration at first use, so the messages match. django-rq's wiring in 
 """
 from django.core.checks import Error, Tags, Warning, register
 
-from . import connection, declarations
+from . import connection, declarations, failover
 
 
 @register(Tags.compatibility)
 def check_queue_settings(app_configs=None, **kwargs):
     result = []
-    for problem in declarations.validate() + connection.validate_django_rq():
+    for problem in declarations.validate() + connection.validate_django_rq() + failover.validate():
         cls = Error if problem.level == "error" else Warning
         result.append(cls(problem.msg, hint=problem.hint or None, id=problem.id))
     return result

@@ -9,6 +9,11 @@ django-rq reaches the same Redis through ``settings.RQ_QUEUES``: ``RQQueuesSetti
 from the declared queues on every read (``rq_queues_setting()``); ``validate_django_rq()`` checks
 that settings.py wires django-rq that way (queues.E009, queues.E010).
 
+With Sentinel (``QUEUES_REDIS_SENTINELS`` / ``CACHE_REDIS_SENTINELS``, queues/failover.py) a client
+asks the sentinels for the master's address on every new connection, so after a failover the next
+command (a retry of a command that failed on the dead master) reaches the promoted replica; the
+URL still gives the user, password, database and TLS, its host and port are not used.
+
 Passwords never leave this module unmasked: ``mask_url`` is what logs, errors and pages show.
 """
 import functools
@@ -18,11 +23,12 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.sentinel import Sentinel
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from . import conf, declarations
+from . import conf, declarations, failover
 from .exceptions import QueueUnavailable
 
 _lock = threading.Lock()
@@ -66,28 +72,81 @@ class _MaskedRedis(redis.Redis):
     """A Redis client whose repr never shows the password."""
 
     def __repr__(self):
-        return f"<{type(self).__name__} {mask_url(getattr(self, '_optima_url', '?'))}>"
+        where = mask_url(getattr(self, "_optima_url", "?"))
+        sentinel = getattr(self, "_optima_sentinel", None)
+        if sentinel is not None:
+            where = f"{where} via Sentinel master {sentinel.master!r}"
+        return f"<{type(self).__name__} {where}>"
 
 
-def _make_client(url):
+def master_kwargs(url):
+    """What of ``url`` applies to a master found through Sentinel: user, password, db and TLS."""
+    parsed = redis.connection.parse_url(url)
+    kwargs = {k: v for k, v in parsed.items() if k in ("username", "password", "db") or k.startswith("ssl_")}
+    if url.startswith("rediss://"):
+        kwargs["ssl"] = True
+    return kwargs
+
+
+def sentinel_client(url, sentinel, redis_class=None, **options):
+    """A client of the master ``sentinel`` (a failover.SentinelConfig) watches, with ``url``'s
+    credentials, db and TLS (also used to reach the sentinels) and the client ``options`` (timeouts)."""
+    conn = master_kwargs(url)
+    sentinel_kwargs = {k: v for k, v in options.items() if k.startswith("socket_")}
+    sentinel_kwargs.update({k: v for k, v in conn.items() if k.startswith("ssl")})
+    manager = Sentinel(list(sentinel.sentinels), sentinel_kwargs=sentinel_kwargs, **conn, **options)
+    client = manager.master_for(sentinel.master, redis_class=redis_class or _MaskedRedis)
+    client._optima_url = url
+    client._optima_sentinel = sentinel
+    return client
+
+
+def _make_client(url, sentinel=None):
+    if sentinel is not None:
+        return sentinel_client(url, sentinel, **client_kwargs())
     client = _MaskedRedis.from_url(url, **client_kwargs())
     client._optima_url = url
     return client
 
 
 @functools.lru_cache(maxsize=None)
-def _cached_client(kind, url, _opts):
-    return _make_client(url)
+def _cached_client(kind, url, _opts, sentinel=None):
+    return _make_client(url, sentinel)
 
 
 def get_connection():
     """The queues' Redis client (lazy: nothing connects until the first command)."""
-    return _cached_client("queues", queues_url(), tuple(sorted(client_kwargs().items())))
+    return _cached_client("queues", queues_url(), tuple(sorted(client_kwargs().items())),
+                          failover.sentinel_config("queues"))
 
 
 def get_cache_connection():
     """The client for cache, rate limiters and other shared traffic: never the queues' pool."""
-    return _cached_client("cache", cache_url(), tuple(sorted(client_kwargs().items())))
+    return _cached_client("cache", cache_url(), tuple(sorted(client_kwargs().items())),
+                          failover.sentinel_config("cache"))
+
+
+def describe(kind="queues"):
+    """Where ``kind``'s Redis is, for logs and messages: the masked URL, and the Sentinel master if any."""
+    sentinel = failover.sentinel_config(kind)
+    url = mask_url(queues_url() if kind == "queues" else cache_url())
+    if sentinel is None:
+        return url
+    hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
+    return f"Sentinel master {sentinel.master!r} via {hosts} ({url})"
+
+
+class CacheSentinelPool(redis.sentinel.SentinelConnectionPool):
+    """``CACHES['default']['OPTIONS']['pool_class']`` when ``CACHE_REDIS_SENTINELS`` is set: Django's
+    RedisCache builds its pools with ``pool_class.from_url(LOCATION, **options)``; this one finds the
+    master through the cache's sentinels instead of the URL's host."""
+
+    @classmethod
+    def from_url(cls, url, **options):
+        sentinel = failover.sentinel_config("cache")
+        if sentinel is None:
+            return redis.ConnectionPool.from_url(url, **options)
+        return sentinel_client(url, sentinel, redis_class=redis.Redis, **options).connection_pool
 
 
 def reset():
@@ -99,23 +158,28 @@ def _reset_on_setting_change(*, setting, **kwargs):
     # The cache key holds the URL and timeouts already; this only lets go of superseded clients.
     if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
         reset()
+        failover.clear_caches()
 
 
 def unavailable(exc, url=None):
     """A QueueUnavailable for a redis error, naming the masked URL and never the password."""
-    url = mask_url(url or queues_url())
+    where = mask_url(url) if url else describe("queues")
     reason = type(exc).__name__
-    return QueueUnavailable(
-        f"Queue Redis at {url} is unavailable ({reason}). Check that it runs and that REDIS_URL is right."
-    )
+    fix = "REDIS_URL is right"
+    if not url and failover.sentinel_config("queues") is not None:
+        fix = "REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_URL (user, password, db) are right"
+    return QueueUnavailable(f"Queue Redis at {where} is unavailable ({reason}). Check that it runs and that {fix}.")
 
 
 def django_rq_config():
     """A django-rq connection config for the queues' Redis.
 
     HOST-style on purpose: django-rq passes client options (our timeouts) only for that form,
-    not for 'URL' configs.
+    not for 'URL' configs. With Sentinel, django-rq's SENTINELS form, with the same options.
     """
+    sentinel = failover.sentinel_config("queues")
+    if sentinel is not None:
+        return _django_rq_sentinel_config(sentinel)
     parts = urlsplit(queues_url())
     db = parts.path.lstrip("/") or "0"
     cfg = {
@@ -130,6 +194,23 @@ def django_rq_config():
     if parts.scheme == "rediss":
         cfg["SSL_CERT_REQS"] = "required"
     return cfg
+
+
+def _django_rq_sentinel_config(sentinel):
+    conn = master_kwargs(queues_url())
+    options = client_kwargs()
+    return {
+        "SENTINELS": [list(address) for address in sentinel.sentinels],
+        "MASTER_NAME": sentinel.master,
+        "DB": conn.pop("db", 0),
+        "USERNAME": conn.pop("username", None),
+        "PASSWORD": conn.pop("password", None),
+        "SOCKET_TIMEOUT": options.pop("socket_timeout"),
+        "CONNECTION_KWARGS": dict(options, **conn),
+        "SENTINEL_KWARGS": {"socket_timeout": client_kwargs()["socket_timeout"],
+                            "socket_connect_timeout": options["socket_connect_timeout"],
+                            **{k: v for k, v in conn.items() if k.startswith("ssl")}},
+    }
 
 
 def _rq_queue_entry(config, base):

@@ -1,11 +1,106 @@
-"""Waiting for replicas after an enqueue (``REDIS_WAIT_REPLICAS``; issue 12, item 2).
+"""Waiting for replicas after an enqueue (``REDIS_WAIT_REPLICAS``; docs/operations.md#redis-failover).
 
-``acknowledged(queue)`` wraps the Redis write of an enqueue (``enqueueing.write_job``).
+Redis replicates asynchronously: the master answers a write before any replica has it. If the
+master dies in that window and Sentinel promotes a replica, the write never happened — an enqueue
+the caller saw succeed is lost. ``WAIT n timeout`` closes the window: it returns once ``n``
+replicas have acknowledged every earlier write *of the calling connection*, or when the timeout
+passes, with the number that did.
+
+``acknowledged(queue)`` wraps the Redis write of every enqueue (``enqueueing.write_job``). With
+``QUEUES_REDIS_WAIT_REPLICAS`` = 0 (the default) it yields the queue untouched: no cost at all.
+Above 0 it yields a copy of the queue bound to a client that has exactly one connection (its own
+pool of size one, one per thread and source pool, kept), so that the enqueue's commands — plain
+ones, pipelines and WATCH/MULTI transactions alike — all run on the connection that then sends
+``WAIT``. (A single-connection ``redis.Redis`` would not do: its pipelines take another connection
+from the pool.) ``WAIT`` is sent after the transaction, never inside MULTI, where it does not block.
+
+Fewer replicas than asked within the timeout raises ``NotReplicated``, a ``QueueUnavailable``: the
+job *is* written on the master and will run unless a failover comes first, but the caller was
+promised an acknowledgement that would survive one, and it did not get it. Raising keeps that
+promise honest: a caller that treats ``QueueUnavailable`` as "not enqueued, try again" (the API
+answers 503, the outbox keeps its row and relays it again) then at worst runs the job twice, which
+at-least-once delivery allows (jobs are idempotent); returning normally would silently turn "waited
+for a replica" back into "may be lost". Callers that prefer to go on can catch ``NotReplicated``.
 """
 import contextlib
+import copy
+import logging
+import threading
+import weakref
+
+import redis
+from redis.sentinel import SentinelConnectionPool
+
+from . import failover
+from .exceptions import QueueUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+class NotReplicated(QueueUnavailable):
+    """The job was written on the master, but fewer replicas than ``REDIS_WAIT_REPLICAS`` acknowledged
+    it within ``REDIS_WAIT_TIMEOUT_MS``: a failover now could lose it. ``job_written`` is True."""
+
+    job_written = True
+
+    def __init__(self, message, *, acknowledged, wanted):
+        super().__init__(message)
+        self.acknowledged = acknowledged
+        self.wanted = wanted
+
+
+_local = threading.local()
+
+
+def _single_connection_pool(pool):
+    """A pool of at most one connection to the same server as ``pool`` (Sentinel-managed when it is)."""
+    kwargs = dict(pool.connection_kwargs)
+    if isinstance(pool, SentinelConnectionPool):
+        kwargs.pop("connection_pool", None)  # the source pool's proxy; the new pool makes its own
+        return SentinelConnectionPool(pool.service_name, pool.sentinel_manager, connection_class=pool.connection_class,
+                                      max_connections=1, **kwargs)
+    return redis.ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs)
+
+
+def pinned_client(client):
+    """A client like ``client`` whose every command, pipelines included, uses one and the same
+    connection. One per thread and source pool, reused (a connection per enqueue would cost a connect)."""
+    pinned = getattr(_local, "clients", None)
+    if pinned is None:
+        pinned = _local.clients = weakref.WeakKeyDictionary()
+    source = client.connection_pool
+    found = pinned.get(source)
+    if found is None:
+        found = pinned[source] = type(client)(connection_pool=_single_connection_pool(source))
+        for attr in ("_optima_url", "_optima_sentinel"):
+            if hasattr(client, attr):
+                setattr(found, attr, getattr(client, attr))
+    return found
+
+
+def wait_for_replicas(client, replicas, timeout_ms):
+    """``WAIT`` on ``client``'s one connection; raises NotReplicated when fewer than ``replicas`` acknowledged."""
+    got = client.execute_command("WAIT", replicas, timeout_ms)
+    if got < replicas:
+        raise NotReplicated(
+            f"The job was written to the queues' Redis master, but only {got} of the {replicas} replica(s) "
+            f"REDIS_WAIT_REPLICAS asks for acknowledged it within REDIS_WAIT_TIMEOUT_MS={timeout_ms} ms: a "
+            "failover now could lose it. It is not acknowledged: enqueue again if it must not be lost (a "
+            "duplicate runs at worst), and check the replicas (INFO replication).",
+            acknowledged=got, wanted=replicas,
+        )
+    return got
 
 
 @contextlib.contextmanager
 def acknowledged(queue):
-    """Yield the queue to write with; a no-op until ``REDIS_WAIT_REPLICAS`` is implemented."""
-    yield queue
+    """Yield the queue to write the job with; then, when ``REDIS_WAIT_REPLICAS`` > 0, wait for the replicas."""
+    replicas, timeout_ms = failover.wait_replicas()
+    if replicas == 0:
+        yield queue
+        return
+    client = pinned_client(queue.connection)
+    bound = copy.copy(queue)
+    bound.connection = client
+    yield bound
+    wait_for_replicas(client, replicas, timeout_ms)
