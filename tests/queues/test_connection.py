@@ -163,3 +163,114 @@ def test_the_debug_error_page_survives_cyclic_and_deeply_nested_locals_without_s
     assert DB_PASSWORD not in html and PG_PASSWORD not in html
     assert "&#x27;self&#x27;: &#x27;&lt;recursion&gt;&#x27;" in html
     assert "&lt;list nested deeper than 8 levels: not shown&gt;" in html
+
+
+# --- Sentinel and WAIT settings (queues/failover.py; checks queues.E040-E043) ---------------------------
+
+def failover_errors():
+    from django.core.checks import run_checks
+
+    return [e for e in run_checks() if e.id.startswith("queues.E04")]
+
+
+def test_no_sentinels_and_no_wait_is_a_good_configuration():
+    assert failover_errors() == []
+
+
+@override_settings(QUEUES_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380", QUEUES_REDIS_SENTINEL_MASTER="optima",
+                   CACHE_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380", CACHE_REDIS_SENTINEL_MASTER="optima",
+                   QUEUES_REDIS_WAIT_REPLICAS="1", QUEUES_REDIS_WAIT_TIMEOUT_MS="250")
+def test_sentinels_and_wait_from_the_environment_are_a_good_configuration():
+    from queues import failover
+
+    assert failover_errors() == []
+    assert failover.sentinel_config("queues") == failover.SentinelConfig(
+        (("10.0.0.1", 26379), ("::1", 26380)), "optima")
+    assert failover.wait_replicas() == (1, 250)
+
+
+@override_settings(QUEUES_REDIS_SENTINELS="10.0.0.1:26379,10.0.0.2", QUEUES_REDIS_SENTINEL_MASTER="optima",
+                   CACHE_REDIS_SENTINELS="10.0.0.1:26379,10.0.0.2", CACHE_REDIS_SENTINEL_MASTER="optima")
+def test_a_sentinel_without_port_is_e040_once_naming_the_variable_and_the_entry():
+    from django.core.checks import Error
+
+    assert failover_errors() == [Error(
+        "REDIS_SENTINELS (setting QUEUES_REDIS_SENTINELS) has '10.0.0.2', expected host:port with a port from 1 "
+        "to 65535 (e.g. 10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379).",
+        hint="List the sentinels as host:port, comma-separated, in REDIS_SENTINELS; unset it to connect to the "
+             "URL directly.", id="queues.E040")]
+
+
+@override_settings(CACHE_REDIS_SENTINELS="cache-a:70000", CACHE_REDIS_SENTINEL_MASTER="cache")
+def test_a_cache_sentinel_port_out_of_range_is_e040_naming_the_cache_variable():
+    errors = failover_errors()
+    assert [(e.id, e.msg.split(" has ")[0]) for e in errors] == [
+        ("queues.E040", "CACHE_REDIS_SENTINELS (setting CACHE_REDIS_SENTINELS)")]
+    assert "'cache-a:70000'" in errors[0].msg
+
+
+@override_settings(QUEUES_REDIS_SENTINELS="10.0.0.1:26379", QUEUES_REDIS_SENTINEL_MASTER="")
+def test_sentinels_without_master_name_is_e041():
+    errors = failover_errors()
+    assert [e.id for e in errors] == ["queues.E041"]
+    assert errors[0].msg == ("REDIS_SENTINELS (setting QUEUES_REDIS_SENTINELS) is set but REDIS_SENTINEL_MASTER "
+                             "(setting QUEUES_REDIS_SENTINEL_MASTER) is not.")
+    assert "sentinel monitor <name>" in errors[0].hint
+
+
+@override_settings(QUEUES_REDIS_SENTINEL_MASTER="optima")
+def test_a_master_name_without_sentinels_is_e041():
+    assert [e.id for e in failover_errors()] == ["queues.E041"]
+
+
+@pytest.mark.parametrize("replicas", ["-1", "one", 1.5, True])
+def test_wait_replicas_not_a_non_negative_integer_is_e042(settings, replicas):
+    settings.QUEUES_REDIS_WAIT_REPLICAS = replicas
+    errors = failover_errors()
+    assert [e.id for e in errors] == ["queues.E042"]
+    assert errors[0].msg == (f"REDIS_WAIT_REPLICAS (setting QUEUES_REDIS_WAIT_REPLICAS) is {replicas!r}, "
+                             "expected an integer >= 0.")
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "1s", None])
+def test_wait_timeout_not_a_positive_integer_of_ms_is_e043(settings, timeout):
+    settings.QUEUES_REDIS_WAIT_TIMEOUT_MS = timeout
+    errors = failover_errors()
+    assert [e.id for e in errors] == ["queues.E043"]
+    assert errors[0].msg.startswith(f"REDIS_WAIT_TIMEOUT_MS (setting QUEUES_REDIS_WAIT_TIMEOUT_MS) is {timeout!r}")
+
+
+@override_settings(QUEUES_REDIS_WAIT_REPLICAS="x")
+def test_enqueue_with_a_bad_wait_setting_refuses_with_the_checks_message():
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match=r"REDIS_WAIT_REPLICAS .* is 'x', .*\(queues\.E042\)"):
+        queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+
+
+@override_settings(QUEUES_REDIS_URL="redis://app:s3cret@10.0.0.9:6379/3", QUEUES_REDIS_SENTINELS="127.0.0.1:1",
+                   QUEUES_REDIS_SENTINEL_MASTER="optima")
+def test_sentinel_clients_and_django_rq_config_keep_user_password_and_db_and_never_show_the_password():
+    from django.conf import settings as django_settings
+
+    from queues.connection import describe, django_rq_config
+
+    client = get_connection()
+    assert "s3cret" not in repr(client)
+    assert repr(client) == "<_MaskedRedis redis://app:***@10.0.0.9:6379/3 via Sentinel master 'optima'>"
+    kwargs = client.connection_pool.connection_kwargs
+    assert (kwargs["username"], kwargs["password"], kwargs["db"]) == ("app", "s3cret", 3)
+    cfg = django_rq_config()
+    assert (cfg["SENTINELS"], cfg["MASTER_NAME"], cfg["DB"], cfg["USERNAME"]) == ([["127.0.0.1", 1]], "optima", 3, "app")
+    assert describe() == "Sentinel master 'optima' via 127.0.0.1:1 (redis://app:***@10.0.0.9:6379/3)"
+    assert "s3cret" not in repr(django_settings.RQ_QUEUES)
+
+
+@override_settings(QUEUES_REDIS_SENTINELS="127.0.0.1:1", QUEUES_REDIS_SENTINEL_MASTER="optima")
+def test_enqueue_with_no_sentinel_answering_raises_queue_unavailable_naming_the_sentinel_variables():
+    with pytest.raises(queues.QueueUnavailable) as caught:
+        queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    message = str(caught.value)
+    assert "Sentinel master 'optima' via 127.0.0.1:1" in message
+    assert "REDIS_SENTINELS, REDIS_SENTINEL_MASTER" in message
+    assert "MasterNotFoundError" in message
