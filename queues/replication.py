@@ -9,7 +9,7 @@ passes, with the number that did.
 ``acknowledged(queue)`` wraps the Redis write of every enqueue (``enqueueing.write_job``). With
 ``QUEUES_REDIS_WAIT_REPLICAS`` = 0 (the default) it yields the queue untouched: no cost at all.
 Above 0 it yields a copy of the queue bound to a client that has exactly one connection (its own
-pool of size one, one per thread and source pool, kept), so that the enqueue's commands — plain
+pool that always hands out that connection; one per thread and source pool, kept), so that the enqueue's commands — plain
 ones, pipelines and WATCH/MULTI transactions alike — all run on the connection that then sends
 ``WAIT``. (A single-connection ``redis.Redis`` would not do: its pipelines take another connection
 from the pool.) ``WAIT`` is sent after the transaction, never inside MULTI, where it does not block.
@@ -24,17 +24,15 @@ for a replica" back into "may be lost". Callers that prefer to go on can catch `
 """
 import contextlib
 import copy
-import logging
+import os
 import threading
 import weakref
 
-import redis
 from redis.sentinel import SentinelConnectionPool
 
 from . import failover
 from .exceptions import QueueUnavailable
 
-logger = logging.getLogger(__name__)
 
 
 class NotReplicated(QueueUnavailable):
@@ -52,14 +50,44 @@ class NotReplicated(QueueUnavailable):
 _local = threading.local()
 
 
+class _OneConnection:
+    """Pool behaviour: every ``get_connection`` hands out the same connection, also while it is in use
+    (rq reads INFO through the queue's client while the WATCH of a unique enqueue holds the
+    connection: a pool of size one would refuse that). Safe because a pinned client belongs to one
+    thread, whose commands follow each other. A connection that failed is disconnected by redis-py
+    and reconnects on its next command (through the sentinels when the pool is Sentinel-managed)."""
+
+    _pinned = None
+    _pinned_pid = None
+
+    def get_connection(self, *args, **kwargs):
+        if self._pinned is None or self._pinned_pid != os.getpid():
+            self._pinned = super().get_connection(*args, **kwargs)
+            self._pinned_pid = os.getpid()
+        return self._pinned
+
+    def release(self, connection):
+        """Kept: the connection stays this pool's one connection."""
+
+    def reset(self):
+        super().reset()
+        self._pinned = None
+
+
+_pool_classes = {}
+
+
 def _single_connection_pool(pool):
-    """A pool of at most one connection to the same server as ``pool`` (Sentinel-managed when it is)."""
+    """A pool of one connection to the same server as ``pool`` (Sentinel-managed when it is)."""
+    base = type(pool)
+    cls = _pool_classes.get(base)
+    if cls is None:
+        cls = _pool_classes[base] = type(f"OneConnection{base.__name__}", (_OneConnection, base), {})
     kwargs = dict(pool.connection_kwargs)
     if isinstance(pool, SentinelConnectionPool):
         kwargs.pop("connection_pool", None)  # the source pool's proxy; the new pool makes its own
-        return SentinelConnectionPool(pool.service_name, pool.sentinel_manager, connection_class=pool.connection_class,
-                                      max_connections=1, **kwargs)
-    return redis.ConnectionPool(connection_class=pool.connection_class, max_connections=1, **kwargs)
+        return cls(pool.service_name, pool.sentinel_manager, connection_class=pool.connection_class, **kwargs)
+    return cls(connection_class=pool.connection_class, **kwargs)
 
 
 def pinned_client(client):
