@@ -1,17 +1,20 @@
 """Cancel of a job not yet started (the panel's Cancel, ``DELETE /jobs/<id>/``).
 
-A queued or scheduled job (delayed, or a retry waiting for its backoff) ends ``canceled`` and never
-runs. One Lua script decides against the worker's pop, so a job a worker took a moment before is
-refused ("already running: stop it instead"), never both run and reported canceled; the worker's
-gate drops a ``canceled`` job it still finds in a queue (``gate.vet``). (Issue 12's outbox and
-limit keys do not exist yet: nothing to cancel there.)
+A queued, scheduled (delayed, or a retry waiting for its backoff) or held job (held back by its
+limit key, queues/limits.py) ends ``canceled`` and never runs. One Lua script decides against the
+worker's pop, so a job a worker took a moment before is refused ("already running: stop it
+instead"), never both run and reported canceled; the worker's gate drops a ``canceled`` job it
+still finds in a queue (``gate.vet``). A held job leaves its key's held set in the same script (rq's
+promotion only ever pushes a job whose status is still ``rate_limited``, so the two cannot cross);
+a canceled queued job of a limit key then gives its slot to the next held job of the key.
+(The outbox's rows not yet pushed are the outbox's: queues/outbox.py.)
 """
 import time
 from dataclasses import dataclass
 
 from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 
-from . import jobread, keys
+from . import jobread, keys, limits
 from .connection import get_connection
 from .registry import get_queue, queue_names
 
@@ -19,12 +22,19 @@ from .registry import get_queue, queue_names
 # resilience/dequeue.py) and the scheduler's move of a due job: the job is canceled only while
 # its id is still in its queue's list, or in the scheduled registry and not yet due; otherwise the
 # worker (or the scheduler) has it and the answer says so. KEYS: job hash, queue list,
-# intermediate list, scheduled registry, canceled registry. ARGV: id, "due before" (unix s), now.
+# intermediate list, scheduled registry, canceled registry, and for a job with a limit key its key's
+# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now.
 CANCEL_LUA = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
   if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone', ''} end
   return {'refused', ''}
+end
+if status == 'rate_limited' and KEYS[6] then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  redis.call('HSET', KEYS[1], 'status', 'canceled')
+  redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
+  return {'canceled', 'held'}
 end
 if status ~= 'queued' and status ~= 'scheduled' then return {'refused', status} end
 if redis.call('LPOS', KEYS[3], ARGV[1]) then return {'taken', status} end
@@ -61,7 +71,7 @@ class Canceled:
 
 
 def cancel_job(job_id, connection=None):
-    """Cancel a queued or scheduled job (delayed, or a retry waiting for its backoff), atomically
+    """Cancel a queued, scheduled (delayed, or a retry waiting for its backoff) or held job, atomically
     (``CANCEL_LUA``): it ends ``canceled`` in the canceled registry and never runs. Returns a
     ``Canceled``; never raises but for Redis being unavailable (``redis.RedisError``)."""
     connection = connection or get_connection()
@@ -75,13 +85,19 @@ def cancel_job(job_id, connection=None):
         return Canceled("ended", "corrupt", f"job {job_id} names queue {job.origin!r}, which is not declared")
     now = time.time()
     script = connection.register_script(CANCEL_LUA)
-    reply = script(keys=[job.key, queue_key, keys.intermediate_key(queue_key),
-                         ScheduledJobRegistry(job.origin, connection=connection).key,
-                         CanceledJobRegistry(job.origin, connection=connection).key],
-                   args=[job.id, now + DUE_MARGIN_SECONDS, now])
+    script_keys = [job.key, queue_key, keys.intermediate_key(queue_key),
+                   ScheduledJobRegistry(job.origin, connection=connection).key,
+                   CanceledJobRegistry(job.origin, connection=connection).key]
+    limited = limits.is_limited(job)
+    if limited:
+        script_keys.append(keys.limit_held_key(job.rate_limit_key))
+    reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now])
     outcome, was = (jobread.text(r) for r in reply)
     if outcome == "canceled":
-        return Canceled("canceled", "canceled", f"canceled (it was {was}); it will not run")
+        if limited and was == "queued":
+            limits.release(job)  # its slot goes to the next held job of its key
+        what = "held back by its limit key" if was == "held" else was
+        return Canceled("canceled", "canceled", f"canceled (it was {what}); it will not run")
     if outcome == "gone":
         return Canceled("gone", "", f"no job {job_id!r} in Redis (deleted or expired meanwhile)")
     if outcome == "taken":

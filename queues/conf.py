@@ -30,6 +30,9 @@ JOB_DEFAULTS = {
     "completed_max": 1000,  # completed jobs kept per queue at most (oldest go first)
     "failure_ttl": -1,  # seconds a dead job is kept; -1: forever (removed by an operator)
     "non_retryable": (),  # dotted paths of exception classes that dead-letter at once
+    # jobs sharing a limit_key that may be queued or running at once, when an enqueue gives a
+    # limit_key without a limit_concurrency (queues/limits.py); None: such an enqueue must give one
+    "limit_concurrency": None,
 }
 
 # Infrastructure options (settings.OPTIMA_QUEUES_OPTIONS), with units.
@@ -116,7 +119,7 @@ def validate_job_options(where, options, *, allow_none=False):
                 )
             )
             continue
-        if value is None and (allow_none or key == "backoff_max"):
+        if value is None and (allow_none or key in ("backoff_max", "limit_concurrency")):
             continue
         problems.extend(_validate_job_option(where, key, value))
     return problems
@@ -157,6 +160,12 @@ def _validate_job_option(where, key, value):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return [Problem("queues.E005", f"{label} must be an integer >= 0, got {value!r}.",
                             "It is how many completed jobs a queue keeps; 1000 is the default.")]
+        return []
+    if key == "limit_concurrency":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return [Problem("queues.E059", f"{label} must be an integer >= 1 or None, got {value!r}.",
+                            "It is how many jobs sharing a limit_key may be queued or running at once "
+                            "(e.g. 2); None leaves it to each enqueue's limit_concurrency.")]
         return []
     if key == "non_retryable":
         if isinstance(value, str) or not isinstance(value, (list, tuple)):

@@ -18,7 +18,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from rq.exceptions import DuplicateJobError
 
-from . import catalog, conf, jobmeta, keys, replication, signing
+from . import catalog, conf, jobmeta, keys, limits, replication, signing
 from .connection import get_connection, unavailable
 from .exceptions import InvalidJob
 from .registry import get_config, get_queue
@@ -31,9 +31,10 @@ ENQUEUE_OPTIONS = catalog.ENQUEUE_OPTIONS
 
 # Uniqueness (``unique=``): ``<prefix>:optima:unique:<queue>:<key>`` holds the id of the last job
 # enqueued under the key. A new job is refused (the waiting one is returned) while that job is still
-# waiting: queued, scheduled (delayed or waiting for a retry) or deferred. The check, the key and the
-# job's write are one WATCH/MULTI transaction, so two concurrent enqueues cannot both pass.
-UNIQUE_WAITING = ("queued", "scheduled", "deferred")
+# waiting: queued, scheduled (delayed or waiting for a retry), deferred or held by its limit key
+# (rq's ``rate_limited``). The check, the key and the job's write are one WATCH/MULTI transaction, so
+# two concurrent enqueues cannot both pass.
+UNIQUE_WAITING = ("queued", "scheduled", "deferred", "rate_limited")  # rate_limited: held by its limit key
 UNIQUE_TTL = 7 * 24 * 3600  # seconds the key outlives its job's enqueue (plus any delay)
 
 
@@ -229,17 +230,44 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
 
 
 def _check_limit(name, config, limit_key, limit_concurrency):
-    """Validate the fairness options (``limit_key``, ``limit_concurrency``): None when the job has no
-    limit. Filled in by the fairness work (issue 12, item 4); refuses them until then."""
+    """Validate the fairness options: ``(limit_key, concurrency)``, or None when the job has no
+    limit. The concurrency defaults to the queue option ``limit_concurrency`` (queues/limits.py)."""
     if limit_key is None and limit_concurrency is None:
         return None
-    raise InvalidJob(
-        f"limit_key={limit_key!r}, limit_concurrency={limit_concurrency!r}: fairness limits are not available yet."
-    )
+    if limit_key is None:
+        raise InvalidJob(
+            f"limit_concurrency={limit_concurrency!r} without a limit_key: the concurrency limits the jobs "
+            "sharing a key. Pass limit_key='<key>' too (e.g. limit_key='seller:42'), or drop limit_concurrency."
+        )
+    problem = limits.key_problem(limit_key)
+    if problem:
+        raise InvalidJob(f"limit_key={limit_key!r} {problem}. Pass a short key naming who the jobs are for, "
+                         "e.g. limit_key='seller:42'.")
+    if limit_concurrency is None:
+        limit_concurrency = config.options.get("limit_concurrency")
+        if limit_concurrency is None:
+            raise InvalidJob(
+                f"limit_key={limit_key!r} without a limit_concurrency, and queue {name!r} has no "
+                "limit_concurrency option. Pass limit_concurrency=<n> (an integer >= 1), or declare "
+                f"QUEUES = {{{name!r}: {{'limit_concurrency': <n>}}}}."
+            )
+    elif not isinstance(limit_concurrency, int) or isinstance(limit_concurrency, bool) or limit_concurrency < 1:
+        raise InvalidJob(
+            f"limit_concurrency must be an integer >= 1 (jobs of the key queued or running at once), got "
+            f"{limit_concurrency!r}. Pass e.g. limit_concurrency=2, or leave it out for the queue's option."
+        )
+    return limit_key, limit_concurrency
 
 
 def _apply_limit(job, limit):
-    """Record ``limit`` (from ``_check_limit``) on ``job`` before it is signed and written."""
+    """Record ``limit`` (from ``_check_limit``) on ``job`` before it is signed and written: rq's
+    rate-limit fields, the key scoped to the job's queue. They are stored in the job hash, so a job
+    the outbox restores from its row keeps them."""
+    if limit is None:
+        return
+    limit_key, concurrency = limit
+    job.rate_limit_key = limits.scoped(job.origin, limit_key)
+    job.rate_limit_concurrency = concurrency
 
 
 def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
@@ -252,9 +280,11 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     """
     try:
         with replication.acknowledged(queue) as q:
-            if lock_key:
+            if lock_key or limits.is_limited(job):
                 # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
-                # meanwhile — even by this same transaction — is dropped, not written.
+                # meanwhile — even by this same transaction — is dropped, not written. A job with a
+                # limit key comes this way too (rq refuses unique=True for it, and holds it by the
+                # second: queues/limits.py).
                 duplicate_of = _write_unique(q, job, when, lock_key, explicit_id)
                 if duplicate_of is not None:
                     logger.info("enqueue(%r, unique key %r): job %s not written, %s is still waiting",
@@ -322,15 +352,21 @@ def _waiting_unique(queue, lock_key):
 
 def _write_unique(queue, job, when, lock_key, explicit_id):
     """Write ``job`` and point ``lock_key`` at it in one transaction, unless the job the key points
-    at is still waiting: then write nothing and return that job's id."""
+    at is still waiting: then write nothing and return that job's id. ``lock_key`` None (a job with
+    a limit key and no ``unique=``): only the ``explicit_id`` check.
+
+    A job with a limit key goes through its limit in the same MULTI (``limits.enqueue_into``: rq's
+    pipelined path, whose promotion Lua runs inside the transaction), so the uniqueness check, the
+    hold and the push are one atomic step; a delayed one goes through it when due (rq's scheduler)."""
     ttl = UNIQUE_TTL
     if when is not None:
         ttl += max(0, int((when - timezone.now()).total_seconds()))
+    watched = [k for k in (lock_key, job.key) if k]
     with queue.connection.pipeline() as pipe:
         while True:
             try:
-                pipe.watch(lock_key, job.key)
-                current = _to_str(pipe.get(lock_key))
+                pipe.watch(*watched)
+                current = _to_str(pipe.get(lock_key)) if lock_key else None
                 if current and current != job.id:
                     status = _to_str(pipe.hget(queue.job_class.key_for(current), "status"))
                     if status in UNIQUE_WAITING:
@@ -340,11 +376,14 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
                     pipe.unwatch()
                     raise DuplicateJobError(job.id)
                 pipe.multi()
-                pipe.set(lock_key, job.id, ex=ttl)
-                if when is None:
-                    queue.enqueue_job(job, pipeline=pipe)
-                else:
+                if lock_key:
+                    pipe.set(lock_key, job.id, ex=ttl)
+                if when is not None:
                     queue.schedule_job(job, when, pipeline=pipe)
+                elif limits.is_limited(job):
+                    limits.enqueue_into(queue, job, pipe)
+                else:
+                    queue.enqueue_job(job, pipeline=pipe)
                 pipe.execute()
                 return None
             except redis.WatchError:

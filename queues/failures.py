@@ -78,9 +78,10 @@ class FailureHandler:
             worker.increment_failed_job_count(pipeline)
             if job.started_at and job.ended_at:
                 worker.increment_total_working_time(job.ended_at - job.started_at, pipeline)
-            retry.queue_retry(job, queue, delay, pipeline, failed_at=failed_at, reason=reason)
+            released = retry.queue_retry(job, queue, delay, pipeline, failed_at=failed_at, reason=reason)
             pipeline.execute()
-        rqcompat.release_slot(worker, job)
+        if not released:  # a job with a limit key gave its slot back in the MULTI above
+            rqcompat.release_slot(worker, job)
         worker.log.info("Worker %s: job %s attempt %d failed; attempt %d in %.3gs (%s)",
                         worker.name, job.id, attempt, attempt + 1, delay, reason)
         events.send(events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay),

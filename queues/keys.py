@@ -14,6 +14,10 @@ key                                    what
 ``<p>:execution:<job>:<exec>``         rq's execution hash (names its worker)
 ``<p>:executions:<job>``               rq's executions of one job
 ``<p>:worker:<name>:executions``       rq's executions of one worker
+``<p>:rl-keys``                        rq's set of the limit keys in use (``queues.limits``: ``<q>:<key>``)
+``<p>:rl:<q>:<key>``                   rq's hash of a limit key's ``concurrency``
+``<p>:rl:<q>:<key>:allowed``           rq's zset of the jobs holding one of the key's slots (queued, started)
+``<p>:rl:<q>:<key>:rate_limited``      rq's zset of the key's held jobs, oldest first
 ``<p>:optima:paused``                  set of paused queue names (``queues.pause``)
 ``<p>:optima:alive:<worker>``          a worker's liveness key (``resilience/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
@@ -32,6 +36,7 @@ from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRe
 from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job
 from rq.queue import Queue
+from rq.rate_limit import RateLimitRegistry
 from rq.worker import Worker
 from rq.results import Result
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
@@ -93,6 +98,26 @@ def worker_key(worker_name):
 
 def worker_executions_key(worker_name):
     return WORKER_EXECUTIONS_KEY_TEMPLATE.format(worker_name)
+
+
+def limit_keys_key():
+    """rq's set of the rate-limit keys in use (``queues.limits``)."""
+    return RateLimitRegistry.rl_keys_key
+
+
+def _limit_registry(scoped_key):
+    registry = RateLimitRegistry.__new__(RateLimitRegistry)  # its key names only: no connection, no scripts
+    registry.key = scoped_key
+    return registry
+
+
+def limit_allowed_key(scoped_key):
+    return _limit_registry(scoped_key).allowed_key
+
+
+def limit_held_key(scoped_key):
+    """rq's zset of the jobs a limit key holds back (``<p>:rl:<q>:<key>:rate_limited``)."""
+    return _limit_registry(scoped_key).rate_limited_key
 
 
 # -- this project's own keys ---------------------------------------------------------------

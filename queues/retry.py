@@ -30,7 +30,7 @@ from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry
 from rq.timeouts import JobTimeoutException
 
-from . import conf, events, jobmeta, rqcompat
+from . import conf, events, jobmeta, limits, rqcompat
 from .exceptions import PermanentError, RetryAfter, UnknownQueue
 
 logger = logging.getLogger(__name__)
@@ -133,20 +133,33 @@ def policy_for(job):
 
 
 def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
-    """Add the writes of one retry to ``pipeline``: meta (next attempt), status, and either the
-    ScheduledJobRegistry entry scored at ``failed_at + delay`` (exact, float seconds) or, for no
-    delay, the queue itself."""
+    """Add the writes of one retry to ``pipeline`` (a MULTI): meta (next attempt), status, and either
+    the ScheduledJobRegistry entry scored at ``failed_at + delay`` (exact, float seconds) or, for no
+    delay, the queue itself.
+
+    A job with a limit key (queues/limits.py) gives its slot back in the same MULTI — a job waiting
+    for its retry holds none, and the next held job of its key is promoted — and its re-queue goes
+    through the limit again: at once for no delay (held behind the key's other held jobs when no
+    slot is free), by rq's scheduler when the delay is over. Returns True when the slot was
+    released here (the caller must not release it again)."""
     failed_at = failed_at or dt.datetime.now(dt.timezone.utc)
     jobmeta.next_attempt(job.meta, jobmeta.current_attempt(job), failed_at, reason)
+    limited = limits.is_limited(job)
     if delay and delay > 0:
         job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)
         job.save(pipeline=pipeline)
         pipeline.sadd(queue.redis_queues_keys, queue.key)
         registry = ScheduledJobRegistry(queue.name, connection=job.connection, serializer=job.serializer)
         pipeline.zadd(registry.key, {job.id: failed_at.timestamp() + float(delay)})
+        if limited:
+            limits.release_into(job, pipeline)
     else:
         job.save(pipeline=pipeline)
-        rqcompat.enqueue_prepared(queue, job, pipeline)  # RQ's own retry path does the same
+        if limited:
+            limits.requeue_into(queue, job, pipeline)
+        else:
+            rqcompat.enqueue_prepared(queue, job, pipeline)  # RQ's own retry path does the same
+    return limited
 
 
 def schedule_retry(job, queue, *, delay=None, reason=""):

@@ -16,7 +16,9 @@ commands per queue: cheap, and bounded however large the queues are), and:
 
 - a started job whose worker is not alive lost an attempt: the next one is scheduled with the queue's
   backoff (``queues.retry.schedule_retry``), or, with no attempt left, the job is dead-lettered
-  with reason ``abandoned`` and mirrored (``queues.deadletter.bury``);
+  with reason ``abandoned`` and mirrored (``queues.deadletter.bury``); either way a job with a limit
+  key gives its slot to the next held job of its key (``queues.limits``), and its retry goes
+  through the limit again;
 - a job registered as started whose work horse never began (status still ``queued``) goes back to the
   head of its queue without losing an attempt;
 - a popped job left in an intermediate list for ``LIVENESS_TTL_SECONDS`` (seen by two scans) goes back
@@ -44,7 +46,7 @@ from rq.job import JobStatus
 from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
-from .. import events, jobmeta, keys
+from .. import events, jobmeta, keys, limits
 from .outage import REDIS_ERRORS
 
 logger = logging.getLogger("queues.resilience")
@@ -224,6 +226,7 @@ class Scan:
             self.counts["retried"] += 1
         else:
             deadletter.bury(job, reason=retry.ABANDONED, exc_string=message, worker_name=worker_name)
+            limits.release(job)  # dead: its limit key's slot goes to the next held job (a retry frees it itself)
             self.counts["dead"] += 1
 
     def _forget(self, queue_name, job_id, execution_id, worker_name):
