@@ -2,9 +2,12 @@
 
 Everything that can be wrong with a job — unknown queue, a function that is not a declared job
 (queues/catalog.py), a non-JSON argument, a bad option — is refused here, before anything reaches Redis, with an
-error naming the argument, the value and the fix. Inside ``transaction.atomic()`` the write waits
-for the commit (a rollback enqueues nothing; delayed jobs too), but the caller gets the job id at
-once either way: the Job object is built now and saved at commit.
+error naming the argument, the value and the fix. Inside ``transaction.atomic()`` (and with
+``durable=True``) the job goes through the outbox (queues/outbox.py): a row in the caller's
+transaction, written to Redis after the commit or by a relay, so a rollback enqueues nothing and a
+commit never loses the job; the caller gets the job id at once either way (the Job is built and
+signed now). Outside a transaction, without ``durable``, the write is now and a Redis failure
+raises ``QueueUnavailable`` (fail fast).
 """
 import datetime as dt
 import logging
@@ -13,7 +16,7 @@ import os
 
 import redis
 from django.core.signals import setting_changed
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.dispatch import receiver
 from django.utils import timezone
 from rq.exceptions import DuplicateJobError
@@ -170,8 +173,18 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
                     limit_key=limit_key, limit_concurrency=limit_concurrency)
 
 
+def enqueue_fail_fast(name, func, args=(), kwargs=None, *, meta=None):
+    """``enqueue_call`` that never goes through the outbox: written now, or at the commit of the
+    caller's transaction where a Redis failure raises (``QueueUnavailable``) instead of waiting in
+    the outbox. For the admin's retry of a dead letter, whose row must say "retried" only once the
+    job is in Redis (docs/api.md, "The outbox")."""
+    return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=None, timeout=None, job_id=None,
+                    delay=None, at=None, unique=None, meta=meta, durable=False, limit_key=None,
+                    limit_concurrency=None, fail_fast=True)
+
+
 def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, unique, meta, durable,
-             limit_key, limit_concurrency):
+             limit_key, limit_concurrency, fail_fast=False):
     config = get_config(name)
     path = func_path(func)
     _check_args(args, kwargs)
@@ -214,7 +227,13 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
         if existing is not None:
             return existing
 
-    if _in_transaction() or durable:
+    if fail_fast and _in_transaction():
+        # Written at the commit, a Redis failure raising there (the caller's other commit
+        # callbacks after it do not run): how the admin's retry of a dead letter marks its row
+        # retried only once the job is in Redis (board/operations.py).
+        transaction.on_commit(lambda: write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key))
+        return job
+    if not fail_fast and (durable or _in_transaction()):
         # Through the outbox (queues/outbox.py): a row in this transaction, pushed after the commit,
         # or by a relay if the push fails or the process dies first.
         from . import outbox

@@ -100,7 +100,7 @@ def retry_dead_letter(row_id):
 def _put_back(row):
     """Write ``row``'s job back to Redis: (the job id that now runs, detail). Raises QueuesError
     (QueueUnavailable with the masked URL when Redis fails), NoSuchJobError, InvalidJobOperation."""
-    from ..enqueueing import enqueue_call
+    from ..enqueueing import enqueue_fail_fast
 
     try:
         queue = get_queue(row.queue)
@@ -112,8 +112,9 @@ def _put_back(row):
             return row.job_id, "requeued the failed job in place"
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
-    job = enqueue_call(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
-                       meta={jobmeta.RETRY_OF: row.job_id})
+    # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis.
+    job = enqueue_fail_fast(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
+                            meta={jobmeta.RETRY_OF: row.job_id})
     return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
 
 
