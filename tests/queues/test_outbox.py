@@ -3,6 +3,7 @@
 "Redis down" is a URL nothing listens on (connections are refused at once); the process-level
 tests (SIGKILL after the commit, a Redis stopped for 30 s) are in test_outbox_processes.py.
 """
+import io
 import logging
 
 import pytest
@@ -204,3 +205,19 @@ def _restored(row, queue):
     job = OptimaJob(row.job_id, connection=queue.connection, serializer=queue.serializer)
     job.restore(outbox.decode(row.job))
     return job
+
+
+def test_manage_py_queues_relay_pushes_what_is_left_and_fails_while_redis_is_down(redis_down):
+    from django.core.management import CommandError, call_command
+
+    with transaction.atomic():
+        job = queues.enqueue("default", sample.add, 1, 2)
+    with pytest.raises(CommandError, match="1 jobs stay in the outbox: Redis did not take them"):
+        call_command("queues_relay")
+    redis_down()
+    out = io.StringIO()
+    call_command("queues_relay", stdout=out)
+    assert out.getvalue() == "Outbox: 1 pushed, none left\n"
+    assert get_queue("default").job_ids == [job.id]
+    with pytest.raises(CommandError, match="--interval is 0.0; give a number of seconds > 0"):
+        call_command("queues_relay", "--loop", "--interval", "0")
