@@ -76,10 +76,20 @@ class JobConflictSerializer(serializers.Serializer):
     state = serializers.CharField(help_text="the job's state: started, finished, failed, stopped, canceled, ...")
 
 
+class HeldBySerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="the limit key, e.g. owner:7")
+    concurrency = serializers.IntegerField(help_text="jobs of the key that may be queued or running at once")
+    in_use = serializers.IntegerField(help_text="jobs of the key queued or running now")
+    held = serializers.IntegerField(help_text="jobs of the key held now")
+    ahead = serializers.IntegerField(allow_null=True, help_text="held jobs of the key before this one (null: "
+                                                                "not held)")
+
+
 class JobStatusSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     queue = serializers.CharField(allow_null=True)
-    state = serializers.CharField(help_text="RQ's status: queued, scheduled, started, finished, failed, ...")
+    state = serializers.CharField(help_text="queued, scheduled, held (waiting for a slot of its limit key), started, "
+                                            "finished, failed, stopped, canceled")
     attempt = serializers.IntegerField(allow_null=True)
     attempts_allowed = serializers.IntegerField(allow_null=True)
     progress = serializers.JSONField(allow_null=True)
@@ -89,6 +99,8 @@ class JobStatusSerializer(serializers.Serializer):
         allow_null=True, help_text="why it is in the dead letter: exhausted, permanent, timeout, abandoned, stopped; "
                                   "refused without running: not_a_job, unsigned, corrupt"
     )
+    held_by = HeldBySerializer(allow_null=True, help_text="the job's limit key while it is held, queued or running; "
+                                                          "null without one")
     enqueued_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
@@ -195,8 +207,13 @@ class EnqueueView(FeatureView):
         return owners.owned_product(self.owner, product_id)
 
     def enqueue_job(self, queue, func, *args, unique=None, **options):
-        """``queues.enqueue_call`` with ``meta["owner"]`` set and ``unique`` made this owner's own."""
+        """``queues.enqueue_call`` with ``meta["owner"]`` set, ``unique`` made this owner's own, and the
+        job under the owner's limit key (``limit_key="owner:<id>"``; the queue's ``limit_concurrency``
+        option says how many of one owner's jobs may be queued or running at once), so that one
+        seller's flood never starves the others. A queue without that option has no limit."""
         owner = self.owner
+        if "limit_key" not in options and queues.get_queue(queue).config.options.get("limit_concurrency"):
+            options["limit_key"] = f"owner:{owner.key}"
         return queues.enqueue_call(queue, func, args, unique=owners.scoped(owner, unique) if unique else None,
                                    meta=owners.job_meta(owner), **options)
 
@@ -213,9 +230,17 @@ class EnqueueView(FeatureView):
 
 
 def job_status(job):
+    from queues import limits
+
     state = job.get_status(refresh=False)
     state = getattr(state, "value", state)
     meta = job.meta or {}
+    if state == limits.HELD:
+        state = "held"  # rq's "rate_limited": waiting outside the queue for a slot of its limit key
+    held_by = None
+    if state in ("held", "queued", "started"):
+        hold = limits.hold_of(job)  # None without a limit key
+        held_by = hold.as_dict() if hold is not None else None
     result = error = None
     if state == "finished":
         result = job.return_value()
@@ -234,6 +259,7 @@ def job_status(job):
         "result": result,
         "error": error,
         "dead_reason": meta.get("dead") or None,
+        "held_by": held_by,
         "enqueued_at": job.enqueued_at,
         "started_at": job.started_at,
         "ended_at": job.ended_at,

@@ -6,7 +6,9 @@ sync dead-letters); none elsewhere unless configured. Interval: ORDERS_SYNC_INTE
 """
 from features import conf
 
-QUEUES = {"orders-sync": {}}
+# limit_concurrency: at most 2 syncs of one owner queued or running at once (the API keys each
+# sync by its owner, features/api.py); the periodic syncs have no owner and no limit.
+QUEUES = {"orders-sync": {"limit_concurrency": 2}}
 
 SCHEDULES = [
     {

@@ -3,10 +3,12 @@
 Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCARD of the started
 (``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
-its last durations; plus one SMEMBERS of the paused set and ``INFO memory`` / ``INFO stats`` of the
-server (used memory, maxmemory, evicted keys: queues/redisinfo.py). Round trip 2 (only when a queue has a
-waiting job or a worker): HGET ``enqueued_at`` of each queue's head job and EXISTS of each worker
-key (rq leaves a dead worker in the set until a cleanup). No command writes: rq's ``.count`` on a
+its last durations; plus one SMEMBERS of the paused set, one of rq's set of limit keys in use
+(``<p>:rl-keys``, queues/limits.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
+maxmemory, evicted keys: queues/redisinfo.py). Round trip 2 (only when a queue has a waiting job or
+a worker, or some limit key is in use): HGET ``enqueued_at`` of each queue's head job, EXISTS of each
+worker key (rq leaves a dead worker in the set until a cleanup) and ZCARD of the held set of each
+limit key of a declared queue (held jobs per queue: ``optima_queue_held_jobs``). No command writes: rq's ``.count`` on a
 registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
 expired entries that cleanup would remove are counted with ZCOUNT and left out instead.
 
@@ -46,6 +48,7 @@ class QueueSample:
     counters: dict = None  # None: unknown (Redis error) -> counter samples are left out, not zeroed
     buckets: dict = None  # upper bound (s) -> non-cumulative count
     dead_letters: int = 0
+    held: int = 0  # jobs held back by their limit key (queues/limits.py); not a state of ``jobs``
     redis_error: bool = False
     database_error: bool = False
 
@@ -87,6 +90,7 @@ def _read_redis(client, names, samples, now):
     try:
         pipe = client.pipeline(transaction=False)
         pipe.smembers(paused_key())
+        pipe.smembers(redis_keys.limit_keys_key())
         for name in names:
             queue_key = redis_keys.queue_key(name)
             pipe.llen(queue_key)
@@ -108,11 +112,12 @@ def _read_redis(client, names, samples, now):
         return None
 
     memory = _memory(*results[-2:])
-    paused_result, results = results[0], results[1:-2]
+    paused_result, limit_keys_result, results = results[0], results[1], results[2:-2]
     paused = set() if isinstance(paused_result, Exception) else {_text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
         logger.warning("reading the paused set failed (%s); queues are reported as not paused",
                        _describe(paused_result))
+    held_keys = _held_keys(limit_keys_result, names)
     heads, worker_sets = {}, {}
     for i, name in enumerate(names):
         row = results[i * PER_QUEUE_COMMANDS:(i + 1) * PER_QUEUE_COMMANDS]
@@ -139,9 +144,26 @@ def _read_redis(client, names, samples, now):
             heads[name] = head  # as Redis holds it (maybe not UTF-8)
         if worker_keys:
             worker_sets[name] = sorted(_text(k) for k in worker_keys)
-    if heads or worker_sets:
-        _read_round_two(client, heads, worker_sets, samples, now)
+    held_keys = {name: keys for name, keys in held_keys.items() if not samples[name].redis_error}
+    if heads or worker_sets or held_keys:
+        _read_round_two(client, heads, worker_sets, samples, now, held_keys)
     return memory
+
+
+def _held_keys(members, names):
+    """{queue: [held-set key, ...]} of the limit keys in use (rq's ``<p>:rl-keys``, whose members are
+    ``<queue>:<limit key>``) of the declared ``names``. A failed read is logged: no held counts."""
+    from .. import limits
+
+    if isinstance(members, Exception):
+        logger.warning("reading the limit keys failed (%s); held jobs are reported as 0", _describe(members))
+        return {}
+    wanted, found = set(names), {}
+    for member in members:
+        queue_name, limit_key = limits.split(_text(member))
+        if queue_name in wanted and limit_key:
+            found.setdefault(queue_name, []).append(redis_keys.limit_held_key(_text(member)))
+    return {name: sorted(keys) for name, keys in found.items()}
 
 
 def _memory(memory_info, stats_info):
@@ -158,9 +180,10 @@ def _memory(memory_info, stats_info):
         return None
 
 
-def _read_round_two(client, heads, worker_sets, samples, now):
+def _read_round_two(client, heads, worker_sets, samples, now, held_keys=None):
     from rq.utils import utcparse
 
+    held_keys = held_keys or {}
     unique_workers = sorted({k for keys in worker_sets.values() for k in keys})
     try:
         pipe = client.pipeline(transaction=False)
@@ -168,10 +191,24 @@ def _read_round_two(client, heads, worker_sets, samples, now):
             pipe.hget(redis_keys.job_key_prefix().encode() + job_id, "enqueued_at")
         for key in unique_workers:
             pipe.exists(key)
+        for keys in held_keys.values():
+            for key in keys:
+                pipe.zcard(key)
         results = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
-        _all_failed(set(heads) | set(worker_sets), samples, exc)
+        _all_failed(set(heads) | set(worker_sets) | set(held_keys), samples, exc)
         return
+    held_results = results[len(heads) + len(unique_workers):]
+    results = results[:len(heads) + len(unique_workers)]
+    offset = 0
+    for name, keys in held_keys.items():
+        counts = held_results[offset:offset + len(keys)]
+        offset += len(keys)
+        errors = [c for c in counts if isinstance(c, Exception)]
+        if errors:  # a held set of the wrong type (planted): this queue's held count only
+            logger.warning("reading the held jobs of queue %r failed (%s); reported as 0", name, _describe(errors[0]))
+            continue
+        samples[name].held = sum(counts)
     for name, enqueued_at in zip(heads, results[:len(heads)]):
         if isinstance(enqueued_at, redis.ResponseError) and "WRONGTYPE" in str(enqueued_at):
             # The head job's key is not a hash (a poison entry): no age, the queue's counts stand.
@@ -280,6 +317,8 @@ def families(snapshot, prefix):
     retried = CounterMetricFamily(f"{p}_jobs_retried", "Retries scheduled after a failed attempt.",
                                   labels=["queue"])
     dead_total = CounterMetricFamily(f"{p}_jobs_dead", "Jobs that reached the dead letter.", labels=["queue"])
+    held = GaugeMetricFamily(f"{p}_held_jobs", "Jobs held back by their limit key: over the key's "
+                             "limit_concurrency, waiting outside the queue for a slot.", labels=["queue"])
     error = GaugeMetricFamily(f"{p}_scrape_error", "1 when this scrape could not read the queue's values from "
                               "the source (redis or database); its values are then zeros.",
                               labels=["queue", "source"])
@@ -291,6 +330,7 @@ def families(snapshot, prefix):
         dead.add_metric([name], s.dead_letters)
         oldest.add_metric([name], round(s.oldest_waiting_seconds, 3))
         workers.add_metric([name], s.workers)
+        held.add_metric([name], s.held)
         error.add_metric([name, "redis"], 1 if s.redis_error else 0)
         error.add_metric([name, "database"], 1 if s.database_error else 0)
         if s.counters is None:
@@ -305,7 +345,7 @@ def families(snapshot, prefix):
         failed.add_metric([name], s.counters[store.FAILED])
         retried.add_metric([name], s.counters[store.RETRIED])
         dead_total.add_metric([name], s.counters[store.DEAD])
-    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, error,
+    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, held, error,
             *memory_families(snapshot.redis_memory, prefix)]
 
 

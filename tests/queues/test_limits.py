@@ -300,3 +300,46 @@ def test_the_admin_retry_of_a_dead_letter_goes_through_the_limit():
     assert outcome.outcome == "ok", outcome.detail
     assert status(dead) == "rate_limited"  # jobs[1] holds the only slot
     assert held_ids("default", "seller:1") == [dead.id]
+
+
+# -- metrics ------------------------------------------------------------------------------------
+def _scrape(client):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from queues.metrics import collector
+
+    collector.cache.clear()
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(response.content.decode()) for s in f.samples}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_held_jobs_have_a_gauge_of_their_own_and_the_six_states_stay_as_they_were(client, settings):
+    settings.OPTIMA_QUEUES_OPTIONS = {"METRICS_CACHE_SECONDS": 0}
+    for i in range(4):
+        queues.enqueue("default", JOB, i, limit_key="seller:a", limit_concurrency=1)
+    for i in range(3):
+        queues.enqueue("default", JOB, i, limit_key="seller:b", limit_concurrency=2)
+    queues.enqueue("orders-sync", JOB, 1, limit_key="seller:a", limit_concurrency=1)
+    found = _scrape(client)
+    assert found[("optima_queue_held_jobs", frozenset({("queue", "default")}))] == 3 + 1
+    assert found[("optima_queue_held_jobs", frozenset({("queue", "orders-sync")}))] == 0
+    states = {dict(labels)["state"]: v for (name, labels), v in found.items()
+              if name == "optima_queue_jobs" and dict(labels)["queue"] == "default"}
+    assert states == {"waiting": 3, "active": 0, "delayed": 0, "paused": 0, "completed": 0, "failed": 0}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_scrape_with_held_jobs_writes_nothing(client, settings, queue_redis):
+    settings.OPTIMA_QUEUES_OPTIONS = {"METRICS_CACHE_SECONDS": 0}
+    for i in range(3):
+        queues.enqueue("default", JOB, i, limit_key="seller:a", limit_concurrency=1)
+    before = {k: v for k, v in queue_redis.info("commandstats").items()}
+    assert _scrape(client)[("optima_queue_held_jobs", frozenset({("queue", "default")}))] == 2
+    after = queue_redis.info("commandstats")
+    called = {k.removeprefix("cmdstat_") for k, v in after.items() if v["calls"] != before.get(k, {}).get("calls")}
+    assert called <= {"llen", "lindex", "zcard", "zcount", "smembers", "hgetall", "lrange", "hget", "exists",
+                      "info", "ping", "client|setinfo", "client|setname", "hello", "auth", "select"}, called
+    assert "zcard" in called
