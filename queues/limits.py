@@ -157,3 +157,50 @@ def hold_of(job, connection=None):
         in_use, held, rank = pipe.execute()
     return Hold(key=split(job.rate_limit_key)[1], concurrency=int(job.rate_limit_concurrency), in_use=int(in_use),
                 held=int(held), ahead=None if rank is None else int(rank))
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """One limit key of a queue, as the panel shows it."""
+
+    key: str  # not scoped
+    concurrency: int
+    in_use: int
+    held: int
+
+
+def keys_in_use(connection, queue_names, per_queue=10):
+    """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
+    ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Reads only."""
+    from . import keys as redis_keys
+
+    wanted = set(queue_names)
+    members = sorted(as_text(m) for m in connection.smembers(redis_keys.limit_keys_key()))
+    members = [m for m in members if split(m)[0] in wanted and split(m)[1]]
+    if not members:
+        return {}
+    with connection.pipeline(transaction=False) as pipe:
+        for member in members:
+            pipe.hget(member_config_key(member), "concurrency")
+            pipe.zcard(redis_keys.limit_allowed_key(member))
+            pipe.zcard(redis_keys.limit_held_key(member))
+        replies = pipe.execute(raise_on_error=False)
+    found = {}
+    for i, member in enumerate(members):
+        concurrency, in_use, held = replies[3 * i:3 * i + 3]
+        if any(isinstance(r, Exception) for r in (concurrency, in_use, held)):
+            continue  # a key of the wrong type (planted): left out, never a 500
+        queue_name, limit_key = split(member)
+        try:
+            concurrency = int(as_text(concurrency)) if concurrency else 0
+        except ValueError:
+            concurrency = 0
+        found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held)))
+    return {name: sorted(uses, key=lambda u: (-u.held, u.key))[:per_queue] for name, uses in found.items()}
+
+
+def member_config_key(scoped_key):
+    """rq's hash of a limit key's config (``<p>:rl:<q>:<key>``)."""
+    registry_ = RateLimitRegistry.__new__(RateLimitRegistry)
+    registry_.key = scoped_key
+    return registry_.config_key

@@ -13,7 +13,7 @@ from django_rq.stats_views import RQCollector
 from django_rq.utils import get_scheduler_statistics
 from django_rq.views import each_context
 
-from .. import audit, conf, pause
+from .. import audit, conf, limits, pause
 from ..exceptions import UnknownQueue
 from . import bounded
 from . import history as board_history
@@ -33,8 +33,13 @@ def home(request):
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats = statistics()
     paused = pause.paused_names(bounded.connection())
+    # Jobs held back by their limit key (queues/limits.py): outside the queue list, so not in
+    # django-rq's counts; per queue, and its busiest keys.
+    in_use = limits.keys_in_use(bounded.connection(), [q["name"] for q in stats["queues"]])
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
+        queue["limit_keys"] = in_use.get(queue["name"], [])
+        queue["held_jobs"] = sum(use.held for use in queue["limit_keys"])
     context = {
         **each_context(request),
         **stats,

@@ -343,3 +343,61 @@ def test_a_scrape_with_held_jobs_writes_nothing(client, settings, queue_redis):
     assert called <= {"llen", "lindex", "zcard", "zcount", "smembers", "hgetall", "lrange", "hget", "exists",
                       "info", "ping", "client|setinfo", "client|setname", "hello", "auth", "select"}, called
     assert "zcard" in called
+
+
+# -- the panel ----------------------------------------------------------------------------------
+@pytest.fixture
+def panel(settings):
+    from django.test import Client
+
+    settings.OPTIMA_ENV = "dev"
+    return Client()
+
+
+DEFAULT_INDEX = 1  # django-rq numbers queues by sorted name: content 0, default 1, orders-sync 2, repricer 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_shows_a_held_job_its_key_and_how_many_are_ahead(panel):
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:7", limit_concurrency=1) for i in range(3)]
+    response = panel.get(f"/admin/queues/queues/{DEFAULT_INDEX}/{jobs[2].id}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Held back by its limit key" in html
+    assert '<code class="job-limit-key">seller:7</code>' in html
+    assert '<span class="job-limit-in-use">1 of 1</span> slot in use' in html
+    assert '<span class="job-limit-held">2</span> jobs held' in html
+    assert '<span class="job-limit-ahead">1</span> held job of the key goes before it' in html
+    assert f"/admin/queues/queues/{DEFAULT_INDEX}/{jobs[2].id}/cancel/" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_of_a_queued_job_shows_its_key_but_not_held(panel):
+    job = queues.enqueue("default", JOB, 1, limit_key="seller:7", limit_concurrency=2)
+    html = panel.get(f"/admin/queues/queues/{DEFAULT_INDEX}/{job.id}/").content.decode()
+    assert "<h2>Limit key</h2>" in html
+    assert "Held back" not in html
+    assert "job-limit-ahead" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_of_a_job_without_a_key_has_no_limit_box(panel):
+    job = queues.enqueue("default", JOB, 1)
+    html = panel.get(f"/admin/queues/queues/{DEFAULT_INDEX}/{job.id}/").content.decode()
+    assert 'id="job-limit"' not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_panel_home_counts_held_jobs_per_queue_and_names_the_busiest_keys(panel):
+    for i in range(4):
+        queues.enqueue("default", JOB, i, limit_key="seller:a", limit_concurrency=1)
+    queues.enqueue("default", JOB, 9, limit_key="seller:b", limit_concurrency=2)
+    response = panel.get("/admin/queues/")
+    rows = {q["name"]: q for q in response.context["queues"]}
+    assert rows["default"]["held_jobs"] == 3
+    assert rows["default"]["jobs"] == 2
+    assert [(u.key, u.held, u.in_use, u.concurrency) for u in rows["default"]["limit_keys"]] == [
+        ("seller:a", 3, 1, 1), ("seller:b", 0, 1, 2)]
+    assert rows["content"]["held_jobs"] == 0
+    html = response.content.decode()
+    assert '<code>seller:a</code>: 3 held, 1 of 1 slot in use' in html
