@@ -48,7 +48,7 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus, signal_name
 
-from . import events, gate, jobmeta, keys, outbox, rqcompat
+from . import events, gate, jobmeta, keys, limits, outbox, rqcompat
 from .failures import FailureHandler, duration
 from .metrics.recorder import tally
 from .registry import OptimaJob, OptimaQueue, queue_names
@@ -368,7 +368,10 @@ class WorkerBehaviour(BaseWorker):
             return self._refuse(gate.bury_raw, self, queue, job_id, f"cannot be read ({type(exc).__name__})")
         refusal = gate.vet(job, queue.name)
         if refusal is not None:
-            return self._refuse(gate.refuse, self, job, queue, refusal)
+            self._refuse(gate.refuse, self, job, queue, refusal)
+            if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
+                limits.release(job)
+            return None
         return job
 
     def _refuse(self, how, *args):

@@ -401,3 +401,33 @@ def test_the_panel_home_counts_held_jobs_per_queue_and_names_the_busiest_keys(pa
     assert rows["content"]["held_jobs"] == 0
     html = response.content.decode()
     assert '<code>seller:a</code>: 3 held, 1 of 1 slot in use' in html
+
+
+# -- a worker in this process ----------------------------------------------------------------------
+def _run_burst(queue_name="default"):
+    from queues.worker import OptimaWorker
+
+    queue = get_queue(queue_name)
+    worker = OptimaWorker([queue], connection=queue.connection)
+    worker.work(burst=True, with_scheduler=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_refused_without_running_gives_its_slot_to_the_next_held_job():
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:1", limit_concurrency=1) for i in range(2)]
+    connection = get_queue("default").connection
+    connection.hset(jobs[0].key, "signature", "0" * 64)  # rewritten in Redis: refused as unsigned
+    _run_burst()
+    assert [status(j) for j in jobs] == ["failed", "finished"]
+    assert fetch_job(jobs[0].id).meta.get("dead") == "unsigned"
+    assert allowed_ids("default", "seller:1") == []
+    assert held_ids("default", "seller:1") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_that_succeed_in_a_real_work_horse_release_their_slots_in_order():
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:1", limit_concurrency=1) for i in range(3)]
+    _run_burst()
+    assert [status(j) for j in jobs] == ["finished"] * 3
+    assert [fetch_job(j.id).return_value() for j in jobs] == [0, 1, 2]
+    assert allowed_ids("default", "seller:1") == []
