@@ -49,6 +49,8 @@ class QueueSample:
     buckets: dict = None  # upper bound (s) -> non-cumulative count
     dead_letters: int = 0
     held: int = 0  # jobs held back by their limit key (queues/limits.py); not a state of ``jobs``
+    outbox: int = 0  # jobs accepted and not yet in Redis (queues/outbox.py); not a state of ``jobs`` either
+    outbox_oldest_seconds: float = 0.0
     redis_error: bool = False
     database_error: bool = False
 
@@ -78,6 +80,7 @@ def read_snapshot(names=None, client=None, now=None):
     samples = {name: QueueSample() for name in names}
     memory = _read_redis(client, names, samples, now)
     _read_dead_letters(samples)
+    _read_outbox(samples, now)
     return Snapshot(queues=samples, taken_at=now, read_seconds=time.monotonic() - started, redis_memory=memory)
 
 
@@ -273,6 +276,27 @@ def _read_dead_letters(samples):
         sample.dead_letters = counts.get(name, 0)
 
 
+def _read_outbox(samples, now):
+    """Outbox rows per queue and the age of the oldest (queues/outbox.py): one grouped query. The
+    database being down zeroes them (and the error gauge says so)."""
+    from django.db import DatabaseError, transaction
+
+    from .. import outbox
+
+    try:
+        with transaction.atomic():  # a savepoint inside a caller's transaction, as above
+            stats = outbox.stats()
+    except DatabaseError as exc:
+        logger.warning("counting the outbox failed (%s); it is reported as zeros", _describe(exc))
+        for sample in samples.values():
+            sample.database_error = True
+        return
+    for name, sample in samples.items():
+        rows, oldest = stats.get(name, (0, None))
+        sample.outbox = rows
+        sample.outbox_oldest_seconds = max(0.0, now - oldest.timestamp()) if oldest is not None else 0.0
+
+
 class _Cache:
     """The last snapshot, reused for METRICS_CACHE_SECONDS; one read at a time per process."""
 
@@ -322,6 +346,11 @@ def families(snapshot, prefix):
     error = GaugeMetricFamily(f"{p}_scrape_error", "1 when this scrape could not read the queue's values from "
                               "the source (redis or database); its values are then zeros.",
                               labels=["queue", "source"])
+    outbox = GaugeMetricFamily(f"{p}_outbox", "Jobs accepted in a committed transaction (or durable=True) and "
+                               "not yet written to Redis: the outbox's rows (a relay pushes them).", labels=["queue"])
+    outbox_age = GaugeMetricFamily(f"{p}_outbox_oldest_age_seconds", "Age of the queue's oldest outbox row "
+                                   "(0 when none): high means Redis does not take them or no relay runs.",
+                                   labels=["queue"])
     for name, s in snapshot.queues.items():
         for state in STATES:
             jobs.add_metric([name, state], s.jobs[state])
@@ -331,6 +360,8 @@ def families(snapshot, prefix):
         oldest.add_metric([name], round(s.oldest_waiting_seconds, 3))
         workers.add_metric([name], s.workers)
         held.add_metric([name], s.held)
+        outbox.add_metric([name], s.outbox)
+        outbox_age.add_metric([name], round(s.outbox_oldest_seconds, 3))
         error.add_metric([name, "redis"], 1 if s.redis_error else 0)
         error.add_metric([name, "database"], 1 if s.database_error else 0)
         if s.counters is None:
@@ -345,7 +376,7 @@ def families(snapshot, prefix):
         failed.add_metric([name], s.counters[store.FAILED])
         retried.add_metric([name], s.counters[store.RETRIED])
         dead_total.add_metric([name], s.counters[store.DEAD])
-    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, held, error,
+    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, held, outbox, outbox_age, error,
             *memory_families(snapshot.redis_memory, prefix)]
 
 

@@ -499,7 +499,7 @@ def test_promtool_accepts_the_alert_rules_and_the_example_scrape_config():
     rules = ROOT / "deploy" / "prometheus" / "alerts.yml"
     result = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout
     config = ROOT / "deploy" / "prometheus" / "prometheus.yml"
     result = subprocess.run([promtool(), "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr

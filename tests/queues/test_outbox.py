@@ -221,3 +221,20 @@ def test_manage_py_queues_relay_pushes_what_is_left_and_fails_while_redis_is_dow
     assert get_queue("default").job_ids == [job.id]
     with pytest.raises(CommandError, match="--interval is 0.0; give a number of seconds > 0"):
         call_command("queues_relay", "--loop", "--interval", "0")
+
+
+def test_metrics_count_the_outbox_rows_and_the_oldest_age_per_queue(redis_down):
+
+    from queues.metrics import collector
+
+    with transaction.atomic():
+        queues.enqueue("default", sample.add, 1, 2)
+        queues.enqueue("default", sample.add, 1, 2)
+    OutboxEntry.objects.update(created_at=timezone.now() - timezone.timedelta(seconds=90))
+    redis_down()
+    snapshot = collector.read_snapshot(["default", "content"])
+    families = {f.name: f for f in collector.families(snapshot, "optima")}
+    rows = {s.labels["queue"]: s.value for s in families["optima_queue_outbox"].samples}
+    ages = {s.labels["queue"]: s.value for s in families["optima_queue_outbox_oldest_age_seconds"].samples}
+    assert rows == {"default": 2, "content": 0}
+    assert 90 <= ages["default"] < 150 and ages["content"] == 0
