@@ -431,3 +431,36 @@ def test_jobs_that_succeed_in_a_real_work_horse_release_their_slots_in_order():
     assert [status(j) for j in jobs] == ["finished"] * 3
     assert [fetch_job(j.id).return_value() for j in jobs] == [0, 1, 2]
     assert allowed_ids("default", "seller:1") == []
+
+
+# -- the outbox and checks ----------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_inside_a_transaction_goes_through_the_limit_at_the_commit():
+    from django.db import transaction
+
+    with transaction.atomic():
+        jobs = [queues.enqueue("default", JOB, i, limit_key="seller:1", limit_concurrency=1) for i in range(2)]
+        assert get_queue("default").count == 0
+    assert [status(j) for j in jobs] == ["queued", "rate_limited"]
+    assert fetch_job(jobs[1].id).rate_limit_key == "default:seller:1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_durable_enqueue_goes_through_the_limit():
+    jobs = [queues.enqueue("default", JOB, i, durable=True, limit_key="seller:1", limit_concurrency=1)
+            for i in range(2)]
+    assert [status(j) for j in jobs] == ["queued", "rate_limited"]
+
+
+def test_a_bad_limit_concurrency_queue_option_is_check_e059():
+    from django.core.checks import Error, run_checks
+
+    with override_settings(OPTIMA_QUEUES={"default": {"limit_concurrency": 0}}):
+        errors = [e for e in run_checks() if e.id.startswith("queues.")]
+    assert errors == [Error(
+        "OPTIMA_QUEUES['default']['limit_concurrency'] must be an integer >= 1 or None, got 0.",
+        hint="It is how many jobs sharing a limit_key may be queued or running at once (e.g. 2); None leaves "
+             "it to each enqueue's limit_concurrency.",
+        id="queues.E059")]
+    with override_settings(OPTIMA_QUEUES={"default": {"limit_concurrency": 3}}):
+        assert [e for e in run_checks() if e.id.startswith("queues.")] == []
