@@ -34,7 +34,6 @@ from . import failover
 from .exceptions import QueueUnavailable
 
 
-
 class NotReplicated(QueueUnavailable):
     """The job was written on the master, but fewer replicas than ``REDIS_WAIT_REPLICAS`` acknowledged
     it within ``REDIS_WAIT_TIMEOUT_MS``: a failover now could lose it. ``job_written`` is True."""
@@ -54,8 +53,7 @@ class _OneConnection:
     """Pool behaviour: every ``get_connection`` hands out the same connection, also while it is in use
     (rq reads INFO through the queue's client while the WATCH of a unique enqueue holds the
     connection: a pool of size one would refuse that). Safe because a pinned client belongs to one
-    thread, whose commands follow each other. A connection that failed is disconnected by redis-py
-    and reconnects on its next command (through the sentinels when the pool is Sentinel-managed)."""
+    thread, whose commands follow each other."""
 
     _pinned = None
     _pinned_pid = None
@@ -64,6 +62,11 @@ class _OneConnection:
         if self._pinned is None or self._pinned_pid != os.getpid():
             self._pinned = super().get_connection(*args, **kwargs)
             self._pinned_pid = os.getpid()
+        else:
+            # As a pool does at each checkout: a connection dropped by the last command reconnects here,
+            # where a Sentinel-managed one asks the sentinels for the master again (a reconnect deeper
+            # down, when a command is sent, would go back to the address it had).
+            self._pinned.connect()
         return self._pinned
 
     def release(self, connection):

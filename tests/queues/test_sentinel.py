@@ -1,0 +1,102 @@
+"""Sentinel failover with real processes on loopback: a master, two replicas, three sentinels
+(tests/queues/replica_set.py), two real workers and an rq-scheduler process pointed at the
+sentinels. The master is SIGKILLed halfway through 500 enqueues that each wait for a replica
+(REDIS_WAIT_REPLICAS=1): a replica is promoted, nobody is restarted, and every enqueue that
+returned runs.
+
+Two replicas, not one: with REDIS_WAIT_REPLICAS=1 an enqueue needs a replica *after* the failover
+too, and Sentinel points the surviving replica at the promoted one.
+"""
+import time
+
+import pytest
+from django.core.cache import cache
+
+import queues
+from queues.schedules import scheduled_jobs_key
+from tests.conftest import wait_for
+from tests.queues.lifecycle_helpers import WORKER_ENV, lifecycle_queue, lifecycle_schedules  # noqa: F401
+from tests.queues.replica_set import MASTER_NAME, ReplicaSet
+
+JOBS = 500
+KILL_AT = 200
+
+
+@pytest.fixture
+def replica_set():
+    rs = ReplicaSet(replicas=2, sentinels=3).start()
+    yield rs
+    rs.stop()
+
+
+def failover_env(rs):
+    return {"REDIS_URL": rs.master.url, "REDIS_SENTINELS": rs.sentinel_setting,
+            "REDIS_SENTINEL_MASTER": MASTER_NAME, "REDIS_WAIT_REPLICAS": "1", "REDIS_WAIT_TIMEOUT_MS": "500"}
+
+
+def use_sentinels(settings, rs):
+    """This process (the web's part: enqueue, cache) on the sentinels, as the environment would set it."""
+    settings.QUEUES_REDIS_URL = settings.CACHE_REDIS_URL = rs.master.url
+    settings.QUEUES_REDIS_SENTINELS = settings.CACHE_REDIS_SENTINELS = rs.sentinel_setting
+    settings.QUEUES_REDIS_SENTINEL_MASTER = settings.CACHE_REDIS_SENTINEL_MASTER = MASTER_NAME
+    settings.QUEUES_REDIS_WAIT_REPLICAS, settings.QUEUES_REDIS_WAIT_TIMEOUT_MS = "1", "500"
+    settings.CACHES = {"default": dict(settings.CACHES["default"], LOCATION=rs.master.url, OPTIONS=dict(
+        settings.CACHES["default"]["OPTIONS"], pool_class="queues.connection.CacheSentinelPool"))}
+
+
+def enqueue_until_acknowledged(path, i, deadline):
+    """Enqueue run ``i``; retried while the queues are unavailable (the failover), as a caller would.
+    A retry after NotReplicated may run ``i`` twice: at least once is the contract."""
+    while True:
+        try:
+            return queues.enqueue("default", "tests.jobs.sample.touch", str(path), str(i))
+        except queues.QueueUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def runs(path):
+    return set(path.read_text().split()) if path.exists() else set()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_sigkill_of_the_master_promotes_a_replica_and_every_acknowledged_enqueue_runs_without_restarts(
+        settings, start_worker, tmp_path, replica_set, lifecycle_schedules):
+    rs = replica_set
+    use_sentinels(settings, rs)
+    env = dict(WORKER_ENV, **failover_env(rs))
+    workers = [start_worker("default", "lifecycle", env=env) for _ in range(2)]
+    scheduler = start_worker("--interval", "1", command="rqscheduler", env=env)
+    wait_for(lambda: "Periodic jobs:" in scheduler.output(), timeout=60, message="the rqscheduler's registration")
+    path = tmp_path / "runs.txt"
+    old_master = rs.master.port
+    assert cache.set("before", "1") is None and cache.get("before") == "1"
+
+    deadline = time.monotonic() + 60
+    for i in range(JOBS):
+        if i == KILL_AT:
+            rs.master.kill()
+        enqueue_until_acknowledged(path, i, deadline)
+
+    new_master = wait_for(lambda: rs.master_port() != old_master and rs.master_port(), timeout=30,
+                          message="a replica promoted")
+    promoted = rs.node_on(new_master)
+    assert promoted.client().info("replication")["role"] == "master"
+    wait_for(lambda: len(runs(path)) == JOBS, timeout=60, message=f"all {JOBS} acknowledged jobs to run")
+    assert runs(path) == {str(i) for i in range(JOBS)}
+
+    # The schedulers go on against the promoted master: RQ's (in the workers) runs a delayed job,
+    # the rqscheduler process enqueues a periodic job's tick and moves the template on.
+    queues.enqueue("default", "tests.jobs.sample.touch", str(path), "delayed", delay=1)
+    due = time.time() - 1
+    promoted.client().zadd(scheduled_jobs_key(), {"schedule-tick": due})
+    wait_for(lambda: "delayed" in runs(path), timeout=30, message="the delayed job to run")
+    wait_for(lambda: (promoted.client().zscore(scheduled_jobs_key(), "schedule-tick") or 0) > due, timeout=30,
+             message="the rqscheduler to enqueue the tick")
+    # The web's cache goes on too.
+    cache.set("after", "2")
+    assert cache.get("after") == "2"
+    for proc in [*workers, scheduler]:
+        assert proc.process.poll() is None, proc.output()
