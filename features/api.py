@@ -88,8 +88,9 @@ class HeldBySerializer(serializers.Serializer):
 class JobStatusSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     queue = serializers.CharField(allow_null=True)
-    state = serializers.CharField(help_text="queued, scheduled, held (waiting for a slot of its limit key), started, "
-                                            "finished, failed, stopped, canceled")
+    state = serializers.CharField(help_text="outbox (accepted, not yet in Redis), queued, scheduled, held (waiting "
+                                            "for a slot of its limit key), started, finished, failed, stopped, "
+                                            "canceled")
     attempt = serializers.IntegerField(allow_null=True)
     attempts_allowed = serializers.IntegerField(allow_null=True)
     progress = serializers.JSONField(allow_null=True)
@@ -214,6 +215,9 @@ class EnqueueView(FeatureView):
         owner = self.owner
         if "limit_key" not in options and queues.get_queue(queue).config.options.get("limit_concurrency"):
             options["limit_key"] = f"owner:{owner.key}"
+        # durable: accepted through the outbox even while Redis is down (202, not 503); a unique
+        # enqueue still asks Redis first whether the same key's job is waiting (503 while it is down).
+        options.setdefault("durable", True)
         return queues.enqueue_call(queue, func, args, unique=owners.scoped(owner, unique) if unique else None,
                                    meta=owners.job_meta(owner), **options)
 
@@ -266,6 +270,26 @@ def job_status(job):
     }
 
 
+def outbox_status(request, job_id):
+    """The status of a job accepted but still in the outbox (state "outbox"), or None when it is
+    not there or the caller may not know of it (queues/outbox.py)."""
+    from queues import outbox
+
+    entry = outbox.waiting(job_id)
+    if entry is None:
+        return None
+    meta = outbox.stored_meta(entry)
+    if not owners.can_read_job(request, meta):
+        return None
+    return _outbox_payload(entry, meta)
+
+
+def _outbox_payload(entry, meta):
+    return {"job_id": entry.job_id, "queue": meta.get("queue", entry.queue), "state": "outbox", "attempt": None,
+            "attempts_allowed": meta.get("attempts_allowed"), "progress": None, "result": None, "error": None,
+            "dead_reason": None, "held_by": None, "enqueued_at": None, "started_at": None, "ended_at": None}
+
+
 class JobStatusView(FeatureView):
     @extend_schema(
         summary="A job's state, progress, and result or error",
@@ -316,6 +340,9 @@ class JobStatusView(FeatureView):
         if not JOB_ID_RE.fullmatch(job_id):
             return self.get(request, job_id)
         owner = owners.owner_of(request)
+        in_outbox = self.cancel_in_outbox(request, job_id, owner)
+        if in_outbox is not None:
+            return in_outbox
         try:
             job = jobread.fetch(job_id, get_connection(), check_origin=False)
             meta = {} if job is None or jobread.is_corrupt(job) else (job.meta or {})
@@ -342,6 +369,31 @@ class JobStatusView(FeatureView):
                             status=status.HTTP_409_CONFLICT)
         return self.get(request, job_id)
 
+    def cancel_in_outbox(self, request, job_id, owner):
+        """Cancel a job still in the outbox (accepted, not yet in Redis) by deleting its row; None
+        when the job is not in the outbox (cancel it in Redis)."""
+        from queues import audit, outbox
+
+        entry = outbox.waiting(job_id)
+        if entry is None:
+            return None
+        meta = outbox.stored_meta(entry)
+        if not owners.can_read_job(request, meta):
+            return self.not_found(job_id)
+        is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
+        if not (is_owner or _may_act_on_queues(request.user)):
+            return Response({"detail": "Only the job's owner, or an operator who may act in the queue panel, "
+                                       "can cancel it."}, status=status.HTTP_403_FORBIDDEN)
+        who = f"its owner {owner.key}" if is_owner else "an operator"
+        if not outbox.cancel(job_id):
+            audit.record(request, "cancel", entry.queue, [job_id], "error",
+                         f"DELETE /jobs/{job_id}/ by {who}: not canceled, it is being written to Redis right now")
+            return Response({"detail": "Not canceled: the job is being written to the queue right now; try again in "
+                                       "a few seconds.", "state": "outbox"}, status=status.HTTP_409_CONFLICT)
+        audit.record(request, "cancel", entry.queue, [job_id], "ok",
+                     f"DELETE /jobs/{job_id}/ by {who}: deleted from the outbox before it reached Redis")
+        return Response(JobStatusSerializer(dict(_outbox_payload(entry, meta), state="canceled")).data)
+
     @staticmethod
     def not_found(job_id):
         return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
@@ -356,9 +408,21 @@ class JobStatusView(FeatureView):
         from queues import jobread
         from queues.connection import get_connection
 
-        job = jobread.fetch(job_id, get_connection(), check_origin=False)
+        try:
+            job = jobread.fetch(job_id, get_connection(), check_origin=False)
+        except (redis.RedisError, queues.QueueUnavailable):
+            payload = outbox_status(request, job_id)  # accepted while Redis is down: still answerable
+            if payload is None:
+                raise
+            return payload
         if job is None:
-            return None
+            payload = outbox_status(request, job_id)
+            if payload is not None:
+                return payload
+            # Pushed between the two reads (its row deleted just now): Redis has it by now.
+            job = jobread.fetch(job_id, get_connection(), check_origin=False)
+            if job is None:
+                return None
         if not jobread.is_corrupt(job):
             # Another owner's job answers exactly as one that never existed.
             if not owners.can_read_job(request, job.meta):

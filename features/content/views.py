@@ -1,7 +1,6 @@
 from django.db import transaction
 from rest_framework import serializers
 
-import queues
 from features import conf
 from features.api import EnqueueView, StrictCharField, StrictIntegerField, enqueue_schema
 
@@ -26,26 +25,19 @@ class ContentView(EnqueueView):
         return super().post(request)
 
     def enqueue(self, data):
-        generation = None
         product_id = self.product(data["product_id"]).product_id  # 404 unless the caller's
-        try:
-            with transaction.atomic():
-                generation = ContentGeneration.objects.create(
-                    product_id=product_id, prompt=data["prompt"], owner=self.owner.user
-                )
-                # Inside the transaction the enqueue waits for the commit: the worker never sees a job
-                # whose row is not committed yet, and a rollback enqueues nothing.
-                job = self.enqueue_job(
-                    QUEUE, generate_content, generation.pk, conf.get("CONTENT_GENERATION_SECONDS"),
-                    timeout=conf.get("CONTENT_TIMEOUT"),
-                )
-                generation.job_id = job.id
-                generation.save(update_fields=["job_id"])
-        except queues.QueueUnavailable:
-            # The row committed, its job did not: say so on the row, then answer 503.
-            if generation is not None and generation.pk:
-                ContentGeneration.objects.filter(pk=generation.pk).update(
-                    status=ContentGeneration.Status.FAILED, error="not enqueued: the job queue was unavailable"
-                )
-            raise
+        with transaction.atomic():
+            generation = ContentGeneration.objects.create(
+                product_id=product_id, prompt=data["prompt"], owner=self.owner.user
+            )
+            # Inside the transaction the job goes through the outbox (queues/outbox.py): written to
+            # Redis after the commit, so the worker never sees a job whose row is not committed, a
+            # rollback enqueues nothing, and a Redis that is down at the commit loses nothing (the
+            # job waits in the outbox; the client gets 202 all the same).
+            job = self.enqueue_job(
+                QUEUE, generate_content, generation.pk, conf.get("CONTENT_GENERATION_SECONDS"),
+                timeout=conf.get("CONTENT_TIMEOUT"),
+            )
+            generation.job_id = job.id
+            generation.save(update_fields=["job_id"])
         return job, QUEUE

@@ -5,6 +5,7 @@ import socket
 import pytest
 from django.db import transaction
 from django.test import override_settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 import queues
@@ -116,22 +117,61 @@ def test_a_logged_in_session_is_enough(django_user_model):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_queues_unavailable_answers_503_with_a_clear_message_and_no_secret(api):
-    api.own(cabinets=[1], products=[1])
+def test_queues_unavailable_a_unique_enqueue_answers_503_with_a_clear_message_and_no_secret(api):
+    api.own(cabinets=[1])
     url = f"redis://someone:hunter2-secret@127.0.0.1:{closed_port()}/0"
     with override_settings(QUEUES_REDIS_URL=url):
-        sync = api.post("/features/orders/sync/", {"cabinet_id": 1}, format="json")
-        content = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json")
+        sync = api.post("/features/orders/sync/", {"cabinet_id": 1}, format="json")  # unique=: asks Redis first
         status = api.get("/jobs/abcdef/")
-    for response in (sync, content, status):
+    for response in (sync, status):
         assert response.status_code == 503
         assert response["Retry-After"] == "5"
         assert "unavailable" in response.json()["detail"]
         assert "hunter2" not in response.content.decode()
     assert "nothing was enqueued" in sync.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queues_unavailable_a_job_is_accepted_into_the_outbox_and_runs_once_redis_is_back(api):
+    from queues import outbox
+    from queues.models import OutboxEntry
+
+    api.own(products=[1])
+    url = f"redis://someone:hunter2-secret@127.0.0.1:{closed_port()}/0"
+    with override_settings(QUEUES_REDIS_URL=url):
+        content = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json")
+        assert content.status_code == 202, content.content
+        job_id = content.json()["job_id"]
+        status = api.get(f"/jobs/{job_id}/")  # Redis down: answered from the outbox
+    assert status.status_code == 200
+    assert (status.json()["state"], status.json()["queue"]) == ("outbox", "content")
+    assert api.get(f"/jobs/{job_id}/").json()["state"] == "outbox"  # Redis up, the job not pushed yet
     generation = ContentGeneration.objects.get()
-    assert generation.status == "failed"
-    assert generation.error == "not enqueued: the job queue was unavailable"
+    assert (generation.status, generation.job_id) == ("queued", job_id)  # the row says accepted, not failed
+    assert OutboxEntry.objects.get().job_id == job_id
+
+    assert outbox.relay() == (1, 0)
+    assert api.get(f"/jobs/{job_id}/").json()["state"] == "queued"
+    assert queued_ids("content") == [job_id]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_still_in_the_outbox_is_canceled_by_deleting_its_row(api):
+    from queues.models import AuditEntry, OutboxEntry
+
+    api.own(products=[1])
+    with override_settings(QUEUES_REDIS_URL=f"redis://127.0.0.1:{closed_port()}/0"):
+        job_id = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json").json()["job_id"]
+    OutboxEntry.objects.update(claimed_at=timezone.now(), claimed_by="a-relay")  # being pushed right now
+    busy = api.delete(f"/jobs/{job_id}/")
+    assert (busy.status_code, busy.json()["state"]) == (409, "outbox")
+    OutboxEntry.objects.update(claimed_at=None, claimed_by="")
+    canceled = api.delete(f"/jobs/{job_id}/")
+    assert (canceled.status_code, canceled.json()["state"]) == (200, "canceled")
+    assert not OutboxEntry.objects.exists()
+    assert api.get(f"/jobs/{job_id}/").status_code == 404
+    assert [(a.action, a.outcome) for a in AuditEntry.objects.order_by("id")] == [("cancel", "error"), ("cancel", "ok")]
+    assert queued_ids("content") == []
 
 
 @pytest.mark.django_db(transaction=True)
