@@ -63,8 +63,8 @@ def runs(path):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_sigkill_of_the_master_promotes_a_replica_and_every_acknowledged_enqueue_runs_without_restarts(
-        settings, start_worker, tmp_path, replica_set, lifecycle_schedules):
-    rs = replica_set
+        replica_set, settings, start_worker, tmp_path, lifecycle_schedules):
+    rs = replica_set  # requested first: torn down last, after the workers stopped
     use_sentinels(settings, rs)
     env = dict(WORKER_ENV, **failover_env(rs))
     workers = [start_worker("default", "lifecycle", env=env) for _ in range(2)]
