@@ -192,7 +192,10 @@ def django_rq_config():
         "REDIS_CLIENT_KWARGS": client_kwargs(),
     }
     if parts.scheme == "rediss":
-        cfg["SSL_CERT_REQS"] = "required"
+        # The URL's ssl_* query options (?ssl_ca_certs=/etc/optima/redis-ca.pem) reach workers too.
+        tls = {k: v for k, v in master_kwargs(queues_url()).items() if k.startswith("ssl_")}
+        cfg["SSL_CERT_REQS"] = tls.pop("ssl_cert_reqs", "required")
+        cfg["REDIS_CLIENT_KWARGS"].update(tls)
     return cfg
 
 
