@@ -40,7 +40,8 @@ def test_settings_override_an_apps_queue_key_by_key_above_the_global_defaults():
                            OPTIMA_QUEUES={"default": {}, "content": {"attempts": 3}}):
         content = declarations.declared()["content"]
     # built-in < OPTIMA_QUEUE_DEFAULTS (backoff) < features/content/queues.py (timeout) < OPTIMA_QUEUES (attempts)
-    assert content == QueueConfig("content", {**DEFAULTS, "backoff": 7.0, "timeout": 600, "attempts": 3}, "content")
+    assert content == QueueConfig("content", {**DEFAULTS, "backoff": 7.0, "timeout": 600, "attempts": 3,
+                                              "limit_concurrency": 2}, "content")
 
 
 def test_a_queue_declared_only_in_settings_has_the_global_defaults_under_its_own_options():
@@ -50,7 +51,8 @@ def test_a_queue_declared_only_in_settings_has_the_global_defaults_under_its_own
 
 
 def test_a_queue_declared_only_by_an_apps_queues_module_keeps_the_apps_options():
-    assert declarations.declared()["repricer"] == QueueConfig("repricer", {**DEFAULTS, "attempts": 1}, "repricer")
+    assert declarations.declared()["repricer"] == QueueConfig(
+        "repricer", {**DEFAULTS, "attempts": 1, "limit_concurrency": 4}, "repricer")
 
 
 def test_without_feature_apps_only_the_settings_declare_queues():
@@ -72,7 +74,7 @@ def test_an_app_may_declare_queues_as_an_appconfig_attribute_merged_after_earlie
     assert declared["invoices"] == QueueConfig("invoices", {**DEFAULTS, "attempts": 3}, "invoicing")
     # features.content comes first in INSTALLED_APPS: it names the source, the later app adds a key.
     assert declared["content"] == QueueConfig(
-        "content", {**DEFAULTS, "timeout": 600, "attempts": 2, "backoff": 9}, "content")
+        "content", {**DEFAULTS, "timeout": 600, "attempts": 2, "limit_concurrency": 2, "backoff": 9}, "content")
     assert "invoices" not in declarations.declared()
 
 
