@@ -126,8 +126,9 @@ class OutboxEntry(models.Model):
 
     Written in the caller's transaction; deleted once the job is in Redis. ``job`` is the job's
     Redis hash as built and signed at the enqueue (base64 where a value is bytes), so a relay writes
-    exactly the job the caller was given the id of. ``claimed_at``/``claimed_by``: a pusher (the
-    committing process, or a relay) owns the row until it is pushed or its lease runs out.
+    exactly the job the caller was given the id of. ``claimed_by``/``claimed_until``: a pusher (the
+    committing process, from the insert; or a relay) owns the row until it is pushed or the claim
+    runs out; null: nobody holds it (a relay may take it).
     """
 
     prefix = models.CharField(max_length=64)
@@ -139,14 +140,14 @@ class OutboxEntry(models.Model):
     explicit_id = models.BooleanField(default=False)
     unique_key = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
     claimed_by = models.CharField(max_length=64, blank=True, default="")
     push_attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["prefix", "job_id"], name="queues_outbox_unique_job")]
-        indexes = [models.Index(fields=["prefix", "claimed_at", "id"], name="queues_outbox_claim")]
+        indexes = [models.Index(fields=["prefix", "claimed_until", "id"], name="queues_outbox_claim")]
         ordering = ["id"]
         verbose_name_plural = "outbox entries"
 

@@ -10,12 +10,17 @@ a job runs), and ``manage.py queues_relay`` runs one on demand or in a loop.
 Why not a library: django-outbox-style packages publish events to a broker; none writes an rq job,
 and the guarantees below hinge on rq's own write (explicit job id, unique keys, limits).
 
-**One job per row, never two.** A row is pushed by whoever *claims* it: one UPDATE that sets
-``claimed_at``/``claimed_by`` where the row is unclaimed (or its claim is older than
-``OUTBOX_LEASE_SECONDS``: its pusher died). PostgreSQL relays pick their rows with ``SELECT ... FOR
-UPDATE SKIP LOCKED`` so that concurrent relays take disjoint rows without waiting; SQLite has no
-row locks, and there the claim is a single ``UPDATE ... WHERE id IN (SELECT ... LIMIT n)``
-statement, atomic under SQLite's database write lock. A pusher that wrote the job and died before
+**One job per row, never two.** A row is pushed by whoever holds its claim (``claimed_by``,
+``claimed_until``). The committing process inserts its row already claimed for ``PUSH_GRACE``
+seconds, so its push after the commit costs no extra statement (past half the grace, a long
+transaction, it renews the claim first: one UPDATE that succeeds only while the claim is still
+its own). A relay claims rows nobody holds or whose claim ran out (their pusher died, or Redis
+refused the push and it let go), for ``OUTBOX_LEASE_SECONDS``. PostgreSQL relays pick their rows
+with ``SELECT ... FOR UPDATE SKIP LOCKED`` so that concurrent relays take disjoint rows without
+waiting; SQLite has no row locks, and there the claim is a single ``UPDATE ... WHERE id IN (SELECT
+... LIMIT n)`` statement, atomic under SQLite's database write lock. Claims compare times of
+different machines (the web's insert, a worker's relay): clocks kept by NTP are well within the
+grace. A pusher that wrote the job and died before
 deleting the row leaves a row whose job already exists: the next push writes with the job's id
 as an explicit, must-not-exist id, finds the job, sees it is this very job (same signature and
 creation time), and only deletes the row. So a job is written to Redis exactly once, then
@@ -36,6 +41,11 @@ from .exceptions import InvalidJob, QueueUnavailable
 logger = logging.getLogger(__name__)
 
 BATCH = 100  # rows one relay claims at a time
+# Seconds the committing process holds its own row from the insert: after a SIGKILL between the
+# commit and the push, a relay pushes the row this long after the insert at the latest (plus its
+# OUTBOX_RELAY_SECONDS). A push slower than this (a Redis timing out) may meet a relay's push of
+# the same row: the second finds the job written and only deletes the row (see _write).
+PUSH_GRACE = 10.0
 _B64 = "b64"
 
 
@@ -75,13 +85,16 @@ def _using():
 def stage(queue, job, when, *, explicit_id, lock_key):
     """Accept ``job`` (built and signed) through the outbox: a row now, in the caller's transaction
     if there is one; the push to Redis after the commit (at once outside a transaction)."""
-    Entry = _model()
     using = _using()
-    entry = Entry.objects.using(using).create(
+    token = uuid.uuid4().hex
+    staged = time.monotonic()
+    now = timezone.now()
+    entry = _model().objects.using(using).create(
         prefix=conf.prefix(), queue=queue.name, job_id=job.id, job=encode(job.to_dict()), due_at=when,
-        explicit_id=explicit_id, unique_key=lock_key or "", created_at=timezone.now(),
+        explicit_id=explicit_id, unique_key=lock_key or "", created_at=now,
+        claimed_by=token, claimed_until=now + timezone.timedelta(seconds=PUSH_GRACE),
     )
-    push = _Push(entry.pk, queue, job, when, explicit_id, lock_key)
+    push = _Push(entry.pk, token, staged, queue, job, when, lock_key)
     if connections[using].in_atomic_block:
         # robust: a failing push must neither break the caller's other on-commit callbacks nor
         # undo what is committed; the row stays for the relay.
@@ -93,26 +106,32 @@ def stage(queue, job, when, *, explicit_id, lock_key):
 class _Push:
     """The committing process's push of its own row (it still holds the job object: no decode)."""
 
-    __slots__ = ("pk", "queue", "job", "when", "explicit_id", "lock_key")
+    __slots__ = ("pk", "token", "staged", "queue", "job", "when", "lock_key")
 
-    def __init__(self, pk, queue, job, when, explicit_id, lock_key):
-        self.pk, self.queue, self.job, self.when = pk, queue, job, when
-        self.explicit_id, self.lock_key = explicit_id, lock_key
+    def __init__(self, pk, token, staged, queue, job, when, lock_key):
+        self.pk, self.token, self.staged = pk, token, staged
+        self.queue, self.job, self.when, self.lock_key = queue, job, when, lock_key
 
     def after_commit(self):
-        token = uuid.uuid4().hex
-        try:
-            claimed = _model().objects.using(_using()).filter(pk=self.pk, claimed_at__isnull=True).update(
-                claimed_at=timezone.now(), claimed_by=token)
-        except DatabaseError as exc:  # the row is committed: a relay pushes it
-            logger.warning("outbox: could not claim job %s after the commit (%s); a relay will push it",
-                           self.job.id, type(exc).__name__)
-            return
-        if claimed:  # else a relay took it first
-            _push_claimed(self.pk, self.queue, self.job, self.when, self.explicit_id, self.lock_key)
+        if time.monotonic() - self.staged > PUSH_GRACE / 2:
+            # A long transaction: renew the claim, unless a relay took the row meanwhile.
+            try:
+                mine = _model().objects.using(_using()).filter(pk=self.pk, claimed_by=self.token).update(
+                    claimed_until=timezone.now() + _lease())
+            except DatabaseError as exc:  # the row is committed: a relay pushes it
+                logger.warning("outbox: could not claim job %s after the commit (%s); a relay will push it",
+                               self.job.id, type(exc).__name__)
+                return
+            if not mine:
+                return
+        _push_claimed(self.pk, self.queue, self.job, self.when, self.lock_key)
 
 
-def _push_claimed(pk, queue, job, when, explicit_id, lock_key):
+def _lease():
+    return timezone.timedelta(seconds=float(conf.options()["OUTBOX_LEASE_SECONDS"]))
+
+
+def _push_claimed(pk, queue, job, when, lock_key):
     """Write a claimed row's job to Redis and delete the row; True when the row is done with.
     A Redis failure releases the claim (the next relay tries again) and returns False."""
     from .enqueueing import write_job
@@ -121,7 +140,8 @@ def _push_claimed(pk, queue, job, when, explicit_id, lock_key):
     try:
         duplicate_of = _write(write_job, queue, job, when, lock_key)
     except QueueUnavailable as exc:
-        rows.update(claimed_at=None, claimed_by="", push_attempts=F("push_attempts") + 1, last_error=str(exc)[:2000])
+        rows.update(claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1,
+                    last_error=str(exc)[:2000])
         logger.warning("outbox: job %s stays in the outbox, Redis did not take it: %s", job.id, exc)
         return False
     except InvalidJob as exc:
@@ -182,33 +202,33 @@ def relay(batch=BATCH):
             queue = _declared_queue(entry.queue, get_config(entry.queue))
         except Exception as exc:  # noqa: BLE001 — an undeclared queue (a deploy removed it)
             Entry.objects.using(using).filter(pk=pk).update(
-                claimed_at=None, claimed_by="", push_attempts=F("push_attempts") + 1,
+                claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1,
                 last_error=f"{type(exc).__name__}: {exc}"[:2000])
             logger.error("outbox: job %s waits for queue %r, which is not declared: %s", entry.job_id, entry.queue, exc)
             continue
         job = queue.job_class(entry.job_id, connection=queue.connection, serializer=queue.serializer)
         job.restore(decode(entry.job))
-        if not _push_claimed(pk, queue, job, entry.due_at, entry.explicit_id, entry.unique_key or None):
-            Entry.objects.using(using).filter(claimed_by=token).update(claimed_at=None, claimed_by="")
+        if not _push_claimed(pk, queue, job, entry.due_at, entry.unique_key or None):
+            Entry.objects.using(using).filter(claimed_by=token).update(claimed_until=None, claimed_by="")
             break
         pushed += 1
     return pushed, len(ids) - pushed
 
 
 def _claim(Entry, using, token, batch):
-    """Claim up to ``batch`` unclaimed (or lease-expired) rows of this prefix; -> their ids."""
+    """Claim up to ``batch`` rows of this prefix nobody holds (or whose claim ran out); -> their ids."""
     now = timezone.now()
-    lease = timezone.timedelta(seconds=float(conf.options()["OUTBOX_LEASE_SECONDS"]))
     claimable = Entry.objects.using(using).filter(
-        Q(claimed_at__isnull=True) | Q(claimed_at__lt=now - lease), prefix=conf.prefix()).order_by("id")
+        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), prefix=conf.prefix()).order_by("id")
+    claim = {"claimed_until": now + _lease(), "claimed_by": token}
     if connections[using].features.has_select_for_update_skip_locked:
         with transaction.atomic(using=using):
             ids = list(claimable.select_for_update(skip_locked=True).values_list("id", flat=True)[:batch])
             if ids:
-                Entry.objects.using(using).filter(id__in=ids).update(claimed_at=now, claimed_by=token)
+                Entry.objects.using(using).filter(id__in=ids).update(**claim)
         return ids
     # One statement: atomic under SQLite's write lock, so two relays never claim the same row.
-    Entry.objects.using(using).filter(id__in=claimable.values("id")[:batch]).update(claimed_at=now, claimed_by=token)
+    Entry.objects.using(using).filter(id__in=claimable.values("id")[:batch]).update(**claim)
     return list(Entry.objects.using(using).filter(claimed_by=token).order_by("id").values_list("id", flat=True))
 
 
@@ -229,7 +249,8 @@ def waiting(job_id):
 def cancel(job_id):
     """Delete ``job_id``'s row unless a pusher holds it; -> True when deleted."""
     deleted, _ = _model().objects.using(_using()).filter(
-        prefix=conf.prefix(), job_id=job_id, claimed_at__isnull=True).delete()
+        Q(claimed_until__isnull=True) | Q(claimed_until__lt=timezone.now()), prefix=conf.prefix(),
+        job_id=job_id).delete()
     return bool(deleted)
 
 

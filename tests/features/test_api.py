@@ -162,10 +162,11 @@ def test_a_job_still_in_the_outbox_is_canceled_by_deleting_its_row(api):
     api.own(products=[1])
     with override_settings(QUEUES_REDIS_URL=f"redis://127.0.0.1:{closed_port()}/0"):
         job_id = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json").json()["job_id"]
-    OutboxEntry.objects.update(claimed_at=timezone.now(), claimed_by="a-relay")  # being pushed right now
+    OutboxEntry.objects.update(claimed_until=timezone.now() + timezone.timedelta(seconds=60),
+                               claimed_by="a-relay")  # being pushed right now
     busy = api.delete(f"/jobs/{job_id}/")
     assert (busy.status_code, busy.json()["state"]) == (409, "outbox")
-    OutboxEntry.objects.update(claimed_at=None, claimed_by="")
+    OutboxEntry.objects.update(claimed_until=None, claimed_by="")
     canceled = api.delete(f"/jobs/{job_id}/")
     assert (canceled.status_code, canceled.json()["state"]) == (200, "canceled")
     assert not OutboxEntry.objects.exists()

@@ -66,11 +66,12 @@ def test_redis_down_at_the_commit_the_commit_stands_and_the_relay_pushes_the_job
             delayed = queues.enqueue("default", sample.add, 3, 4, delay=60)
     rows = {r.job_id: r for r in OutboxEntry.objects.all()}
     assert set(rows) == {job.id, delayed.id}
-    assert all(r.claimed_at is None and r.push_attempts == 1 and "unavailable" in r.last_error for r in rows.values())
+    assert all(r.claimed_until is None and r.push_attempts == 1 and "unavailable" in r.last_error
+               for r in rows.values())
     assert f"job {job.id} stays in the outbox" in caplog.text
 
     assert outbox.relay() == (0, 2)  # still down: nothing pushed, both left, claims released
-    assert OutboxEntry.objects.filter(claimed_at__isnull=True).count() == 2
+    assert OutboxEntry.objects.filter(claimed_until__isnull=True).count() == 2
 
     redis_down()  # back
     assert outbox.relay() == (2, 0)
@@ -133,24 +134,53 @@ def test_a_job_already_pushed_by_a_pusher_that_died_before_deleting_its_row_is_n
     redis_down()
     row = OutboxEntry.objects.get()
     queue = get_queue("default")
-    # The earlier pusher: wrote the job, then died (the row stays, claimed, until its lease runs out).
+    # The earlier pusher: wrote the job, then died (the row stays, claimed, until its claim runs out).
     write_job(queue, _restored(row, queue), None, explicit_id=True)
-    OutboxEntry.objects.update(claimed_at=timezone.now() - timezone.timedelta(minutes=5), claimed_by="dead")
+    OutboxEntry.objects.update(claimed_until=timezone.now() - timezone.timedelta(seconds=1), claimed_by="dead")
 
     assert outbox.relay() == (1, 0)
     assert queue.job_ids == [job.id]
     assert OutboxEntry.objects.count() == 0
 
 
-def test_a_claimed_row_is_left_alone_until_its_lease_runs_out(redis_down):
+def test_a_claimed_row_is_left_alone_until_its_claim_runs_out(redis_down):
     with transaction.atomic():
         queues.enqueue("default", sample.add, 1, 2)
     redis_down()
-    OutboxEntry.objects.update(claimed_at=timezone.now(), claimed_by="another-relay")
+    OutboxEntry.objects.update(claimed_until=timezone.now() + timezone.timedelta(seconds=60),
+                               claimed_by="another-relay")
     assert outbox.relay() == (0, 0)
     assert get_queue("default").job_ids == []
-    OutboxEntry.objects.update(claimed_at=timezone.now() - timezone.timedelta(seconds=61))
+    OutboxEntry.objects.update(claimed_until=timezone.now() - timezone.timedelta(seconds=1))
     assert outbox.relay() == (1, 0)
+
+
+def test_the_committing_process_holds_its_row_from_the_insert_and_a_relay_takes_it_after_the_grace():
+    """A process killed between its commit and its push: its row is claimed by it for PUSH_GRACE
+    seconds from the insert, then any relay pushes it."""
+    started = timezone.now()
+    with transaction.atomic():
+        queues.enqueue("default", sample.add, 1, 2)
+        row = OutboxEntry.objects.get()
+        assert row.claimed_by and row.claimed_until >= started + timezone.timedelta(seconds=outbox.PUSH_GRACE)
+        transaction.get_connection().run_on_commit.clear()  # as if killed right after the commit
+    assert outbox.relay() == (0, 0)  # still its own
+    OutboxEntry.objects.update(claimed_until=timezone.now() - timezone.timedelta(seconds=1))  # the grace is over
+    assert outbox.relay() == (1, 0)
+    assert get_queue("default").job_ids == [row.job_id]
+
+
+def test_after_a_long_transaction_the_push_renews_its_claim_unless_a_relay_took_the_row(monkeypatch):
+    monkeypatch.setattr(outbox, "PUSH_GRACE", 0.0)  # every transaction counts as long
+    with transaction.atomic():
+        kept = queues.enqueue("default", sample.add, 1, 2)
+    assert get_queue("default").job_ids == [kept.id] and not OutboxEntry.objects.exists()
+
+    with transaction.atomic():
+        taken = queues.enqueue("default", sample.add, 3, 4)
+        OutboxEntry.objects.update(claimed_by="a-relay")  # a relay took it meanwhile
+    assert get_queue("default").job_ids == [kept.id]  # not pushed by the committing process
+    assert OutboxEntry.objects.get().job_id == taken.id
 
 
 def test_two_relays_never_claim_the_same_row(redis_down):
