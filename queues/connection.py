@@ -126,6 +126,20 @@ def get_cache_connection():
                           failover.sentinel_config("cache"))
 
 
+def probe_client(kind="queues", timeout=0.5, **options):
+    """A new client of ``kind``'s Redis ('queues' or 'cache') with ``timeout`` seconds per connect and
+    round trip, through the sentinels when there are some: for probes (/healthz, checks, scrapes)
+    that must not use the shared pool. The caller closes it."""
+    url = queues_url() if kind == "queues" else cache_url()
+    options = dict({"socket_timeout": timeout, "socket_connect_timeout": timeout}, **options)
+    sentinel = failover.sentinel_config(kind)
+    if sentinel is not None:
+        return sentinel_client(url, sentinel, **options)
+    client = _MaskedRedis.from_url(url, **options)
+    client._optima_url = url
+    return client
+
+
 def describe(kind="queues"):
     """Where ``kind``'s Redis is, for logs and messages: the masked URL, and the Sentinel master if any."""
     sentinel = failover.sentinel_config(kind)

@@ -274,3 +274,19 @@ def test_enqueue_with_no_sentinel_answering_raises_queue_unavailable_naming_the_
     assert "Sentinel master 'optima' via 127.0.0.1:1" in message
     assert "REDIS_SENTINELS, REDIS_SENTINEL_MASTER" in message
     assert "MasterNotFoundError" in message
+
+
+def test_probe_clients_have_the_probe_timeouts_and_find_the_master_through_the_sentinels(settings):
+    from redis.sentinel import SentinelConnectionPool
+
+    from queues.connection import probe_client
+
+    direct = probe_client("queues", timeout=0.25)
+    assert direct.ping() is True
+    assert direct.connection_pool.connection_kwargs["socket_timeout"] == 0.25
+    direct.close()
+    settings.QUEUES_REDIS_SENTINELS, settings.QUEUES_REDIS_SENTINEL_MASTER = "127.0.0.1:1", "optima"
+    via = probe_client("queues", timeout=0.25)
+    assert isinstance(via.connection_pool, SentinelConnectionPool)
+    assert via.connection_pool.sentinel_manager.sentinels[0].connection_pool.connection_kwargs["socket_timeout"] == 0.25
+    assert probe_client("cache").connection_pool.__class__ is not SentinelConnectionPool  # the cache's own setting
