@@ -13,7 +13,7 @@ import redis
 from django_rq.management.commands import rqscheduler
 
 from queues import conf, schedules
-from queues.connection import get_connection, mask_url, queues_url
+from queues.connection import describe, get_connection
 from queues.registry import OptimaJob, get_queue, queue_names
 
 logger = logging.getLogger("queues.schedules")
@@ -65,7 +65,7 @@ class Command(rqscheduler.Command):
                 summary = schedules.register(connection)
             except redis.RedisError as exc:
                 logger.warning("Cannot register periodic jobs, Redis at %s unavailable (%s); retrying in %.1fs",
-                               mask_url(queues_url()), type(exc).__name__, delay)
+                               describe(), type(exc).__name__, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, retry_max)
                 continue

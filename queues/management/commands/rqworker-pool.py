@@ -35,7 +35,7 @@ from rq.serializers import JSONSerializer
 from rq.worker_pool import ForkProcess, WorkerPool
 
 from queues import rqcompat
-from queues.connection import get_connection, mask_url, queues_url
+from queues.connection import describe, get_connection
 from queues.management.commands.rqworker import (
     build_worker, run_worker, start_command,
 )
@@ -61,7 +61,7 @@ def serve_member(master_pid, name, names, grace, work_kwargs):
     # it holds no job yet.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    outage = OutageLog(logging.getLogger("rq.worker"), f"Pool member {name} (Redis at {mask_url(queues_url())})")
+    outage = OutageLog(logging.getLogger("rq.worker"), f"Pool member {name} (Redis at {describe()})")
     backoff = Backoff(config.options().redis_retry_max)
     worker = run_worker(
         lambda: build_worker(names, grace, outage, backoff, worker_class=OptimaWorker, name=name),
@@ -178,7 +178,7 @@ class Command(BaseCommand):
         previous = {sig: signal.signal(sig, lambda signum, frame: stop.append(signum))
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         connection = get_connection()
-        outage = OutageLog(logger, f"rqworker-pool (Redis at {mask_url(queues_url())})")
+        outage = OutageLog(logger, f"rqworker-pool (Redis at {describe()})")
         try:
             return wait_until_reachable(connection, Backoff(config.options().redis_retry_max), outage,
                                         should_stop=lambda: bool(stop))

@@ -32,7 +32,7 @@ from django_rq.workers import get_worker
 from rq.logutils import setup_loghandlers
 
 from queues import rqcompat
-from queues.connection import mask_url, queues_url
+from queues.connection import describe
 from queues.exceptions import UnknownQueue
 from queues.registry import get_config, queue_names
 from queues.resilience import config
@@ -89,7 +89,7 @@ class Command(rqworker.Command):
 
     def handle(self, *args, **options):
         names, grace, level = start_command(self, args, options)
-        outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {mask_url(queues_url())})")
+        outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {describe()})")
         backoff = Backoff(config.options().redis_retry_max)
         # The job modules were imported when Django started (queues.catalog.autodiscover, in
         # QueuesConfig.ready), so horses share them instead of each importing its own copy.
