@@ -26,7 +26,7 @@ from django.utils.translation import ngettext
 
 from . import audit, conf, throttle
 from .deadletter import CORRUPT
-from .models import AuditEntry, DeadLetter, FailureGroup
+from .models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry
 
 ACT_PERM = "queues.act_on_deadletter"
 CONFIRM_SAMPLE = 100  # objects listed on a confirmation page; the count covers the rest
@@ -549,6 +549,29 @@ class AuditEntryAdmin(ReadOnlyModelAdmin):
     @admin.display(description="detail")
     def short_detail(self, obj):
         return Truncator(obj.detail).chars(100)
+
+
+@admin.register(OutboxEntry)
+class OutboxEntryAdmin(ReadOnlyModelAdmin):
+    """Jobs accepted and not yet in Redis (queues/outbox.py), this environment's: read only. A row
+    that stays names why in ``last_error``; workers and ``manage.py queues_relay`` push them."""
+
+    list_display = ("job_id", "queue", "created_at", "due_at", "push_attempts", "short_error", "claimed_until")
+    list_filter = ("queue",)
+    search_fields = ("job_id",)
+    search_help_text = "A job id."
+    list_per_page = 100
+    show_full_result_count = False
+    readonly_fields = ("job_id", "queue", "created_at", "due_at", "explicit_id", "unique_key", "push_attempts",
+                       "last_error", "claimed_by", "claimed_until", "prefix")
+    exclude = ("job",)  # the signed Redis hash, base64: nothing for a person to read
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(prefix=conf.prefix())
+
+    @admin.display(description="last error")
+    def short_error(self, obj):
+        return Truncator(obj.last_error).chars(100)
 
 
 # The admin login form counts failed sign-ins per client address and answers 429 past

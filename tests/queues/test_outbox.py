@@ -268,3 +268,16 @@ def test_metrics_count_the_outbox_rows_and_the_oldest_age_per_queue(redis_down):
     ages = {s.labels["queue"]: s.value for s in families["optima_queue_outbox_oldest_age_seconds"].samples}
     assert rows == {"default": 2, "content": 0}
     assert 90 <= ages["default"] < 150 and ages["content"] == 0
+
+
+def test_the_admin_lists_this_environments_outbox_rows_read_only(redis_down, admin_client, settings):
+    with transaction.atomic():
+        job = queues.enqueue("default", sample.add, 1, 2)
+    page = admin_client.get("/admin/queues/outboxentry/")
+    assert page.status_code == 200
+    assert job.id in page.content.decode() and "unavailable" in page.content.decode()
+    row = OutboxEntry.objects.get()
+    detail = admin_client.get(f"/admin/queues/outboxentry/{row.pk}/change/")
+    assert detail.status_code == 200 and "Save" not in detail.content.decode()
+    settings.QUEUE_PREFIX = "another-env"
+    assert job.id not in admin_client.get("/admin/queues/outboxentry/").content.decode()
