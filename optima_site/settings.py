@@ -245,7 +245,7 @@ CACHES = {
     }
 }
 if CACHE_REDIS_SENTINELS:  # the master of CACHE_REDIS_SENTINEL_MASTER, found through the sentinels
-    CACHES["default"]["OPTIONS"]["pool_class"] = "queues.connection.CacheSentinelPool"
+    CACHES["default"]["OPTIONS"]["pool_class"] = "queues.sentinel.CacheSentinelPool"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

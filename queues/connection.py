@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis.sentinel import Sentinel
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import conf, declarations, failover
+from .sentinel import django_rq_sentinel_config, master_kwargs, sentinel_client
 from .exceptions import QueueUnavailable
 
 _lock = threading.Lock()
@@ -79,31 +79,9 @@ class _MaskedRedis(redis.Redis):
         return f"<{type(self).__name__} {where}>"
 
 
-def master_kwargs(url):
-    """What of ``url`` applies to a master found through Sentinel: user, password, db and TLS."""
-    parsed = redis.connection.parse_url(url)
-    kwargs = {k: v for k, v in parsed.items() if k in ("username", "password", "db") or k.startswith("ssl_")}
-    if url.startswith("rediss://"):
-        kwargs["ssl"] = True
-    return kwargs
-
-
-def sentinel_client(url, sentinel, redis_class=None, **options):
-    """A client of the master ``sentinel`` (a failover.SentinelConfig) watches, with ``url``'s
-    credentials, db and TLS (also used to reach the sentinels) and the client ``options`` (timeouts)."""
-    conn = master_kwargs(url)
-    sentinel_kwargs = {k: v for k, v in options.items() if k.startswith("socket_")}
-    sentinel_kwargs.update({k: v for k, v in conn.items() if k.startswith("ssl")})
-    manager = Sentinel(list(sentinel.sentinels), sentinel_kwargs=sentinel_kwargs, **conn, **options)
-    client = manager.master_for(sentinel.master, redis_class=redis_class or _MaskedRedis)
-    client._optima_url = url
-    client._optima_sentinel = sentinel
-    return client
-
-
 def _make_client(url, sentinel=None):
     if sentinel is not None:
-        return sentinel_client(url, sentinel, **client_kwargs())
+        return sentinel_client(url, sentinel, _MaskedRedis, **client_kwargs())
     client = _MaskedRedis.from_url(url, **client_kwargs())
     client._optima_url = url
     return client
@@ -134,7 +112,7 @@ def probe_client(kind="queues", timeout=0.5, **options):
     options = dict({"socket_timeout": timeout, "socket_connect_timeout": timeout}, **options)
     sentinel = failover.sentinel_config(kind)
     if sentinel is not None:
-        return sentinel_client(url, sentinel, **options)
+        return sentinel_client(url, sentinel, _MaskedRedis, **options)
     client = _MaskedRedis.from_url(url, **options)
     client._optima_url = url
     return client
@@ -148,19 +126,6 @@ def describe(kind="queues"):
         return url
     hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
     return f"Sentinel master {sentinel.master!r} via {hosts} ({url})"
-
-
-class CacheSentinelPool(redis.sentinel.SentinelConnectionPool):
-    """``CACHES['default']['OPTIONS']['pool_class']`` when ``CACHE_REDIS_SENTINELS`` is set: Django's
-    RedisCache builds its pools with ``pool_class.from_url(LOCATION, **options)``; this one finds the
-    master through the cache's sentinels instead of the URL's host."""
-
-    @classmethod
-    def from_url(cls, url, **options):
-        sentinel = failover.sentinel_config("cache")
-        if sentinel is None:
-            return redis.ConnectionPool.from_url(url, **options)
-        return sentinel_client(url, sentinel, redis_class=redis.Redis, **options).connection_pool
 
 
 def reset():
@@ -193,7 +158,7 @@ def django_rq_config():
     """
     sentinel = failover.sentinel_config("queues")
     if sentinel is not None:
-        return _django_rq_sentinel_config(sentinel)
+        return django_rq_sentinel_config(queues_url(), sentinel, client_kwargs())
     parts = urlsplit(queues_url())
     db = parts.path.lstrip("/") or "0"
     cfg = {
@@ -211,23 +176,6 @@ def django_rq_config():
         cfg["SSL_CERT_REQS"] = tls.pop("ssl_cert_reqs", "required")
         cfg["REDIS_CLIENT_KWARGS"].update(tls)
     return cfg
-
-
-def _django_rq_sentinel_config(sentinel):
-    conn = master_kwargs(queues_url())
-    options = client_kwargs()
-    return {
-        "SENTINELS": [list(address) for address in sentinel.sentinels],
-        "MASTER_NAME": sentinel.master,
-        "DB": conn.pop("db", 0),
-        "USERNAME": conn.pop("username", None),
-        "PASSWORD": conn.pop("password", None),
-        "SOCKET_TIMEOUT": options.pop("socket_timeout"),
-        "CONNECTION_KWARGS": dict(options, **conn),
-        "SENTINEL_KWARGS": {"socket_timeout": client_kwargs()["socket_timeout"],
-                            "socket_connect_timeout": options["socket_connect_timeout"],
-                            **{k: v for k, v in conn.items() if k.startswith("ssl")}},
-    }
 
 
 def _rq_queue_entry(config, base):

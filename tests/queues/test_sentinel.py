@@ -41,7 +41,7 @@ def use_sentinels(settings, rs):
     settings.QUEUES_REDIS_SENTINEL_MASTER = settings.CACHE_REDIS_SENTINEL_MASTER = MASTER_NAME
     settings.QUEUES_REDIS_WAIT_REPLICAS, settings.QUEUES_REDIS_WAIT_TIMEOUT_MS = "1", "500"
     settings.CACHES = {"default": dict(settings.CACHES["default"], LOCATION=rs.master.url, OPTIONS=dict(
-        settings.CACHES["default"]["OPTIONS"], pool_class="queues.connection.CacheSentinelPool"))}
+        settings.CACHES["default"]["OPTIONS"], pool_class="queues.sentinel.CacheSentinelPool"))}
 
 
 def enqueue_until_acknowledged(path, i, deadline):
