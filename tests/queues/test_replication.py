@@ -88,3 +88,12 @@ def test_each_thread_reuses_one_pinned_connection(on_replica_set):
         queues.enqueue("default", "tests.jobs.sample.add", i, 1)
     after = on_replica_set.master.client().info("stats")["total_connections_received"]
     assert after - before == 1  # the INFO client's own connection; the enqueues opened none
+
+
+def test_enqueues_through_a_limit_key_wait_too(on_replica_set):
+    replica = on_replica_set.replicas[0]
+    first = queues.enqueue("default", "tests.jobs.sample.add", 1, 2, limit_key="seller:1", limit_concurrency=1)
+    held = queues.enqueue("default", "tests.jobs.sample.add", 3, 4, limit_key="seller:1", limit_concurrency=1)
+    explicit = queues.enqueue("default", "tests.jobs.sample.add", 5, 6, limit_key="seller:1", limit_concurrency=1,
+                              job_id="limited-explicit")
+    assert all(job_on(replica, job.id) for job in (first, held, explicit))
