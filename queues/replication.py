@@ -80,29 +80,34 @@ class _OneConnection:
 _pool_classes = {}
 
 
-def _single_connection_pool(pool):
-    """A pool of one connection to the same server as ``pool`` (Sentinel-managed when it is)."""
+def _single_connection_pool(pool, wait_seconds):
+    """A pool of one connection to the same server as ``pool`` (Sentinel-managed when it is), whose
+    socket timeout is longer by ``wait_seconds``: a WAIT blocks that long before it answers, and a
+    socket timeout first would drop the connection and report an outage instead of NotReplicated."""
     base = type(pool)
     cls = _pool_classes.get(base)
     if cls is None:
         cls = _pool_classes[base] = type(f"OneConnection{base.__name__}", (_OneConnection, base), {})
     kwargs = dict(pool.connection_kwargs)
+    if kwargs.get("socket_timeout"):
+        kwargs["socket_timeout"] += wait_seconds
     if isinstance(pool, SentinelConnectionPool):
         kwargs.pop("connection_pool", None)  # the source pool's proxy; the new pool makes its own
         return cls(pool.service_name, pool.sentinel_manager, connection_class=pool.connection_class, **kwargs)
     return cls(connection_class=pool.connection_class, **kwargs)
 
 
-def pinned_client(client):
+def pinned_client(client, wait_seconds=0.0):
     """A client like ``client`` whose every command, pipelines included, uses one and the same
-    connection. One per thread and source pool, reused (a connection per enqueue would cost a connect)."""
+    connection, with ``wait_seconds`` more socket timeout. One per thread and source pool, reused (a
+    connection per enqueue would cost a connect; a settings change makes a new source pool)."""
     pinned = getattr(_local, "clients", None)
     if pinned is None:
         pinned = _local.clients = weakref.WeakKeyDictionary()
     source = client.connection_pool
     found = pinned.get(source)
     if found is None:
-        found = pinned[source] = type(client)(connection_pool=_single_connection_pool(source))
+        found = pinned[source] = type(client)(connection_pool=_single_connection_pool(source, wait_seconds))
         for attr in ("_optima_url", "_optima_sentinel"):
             if hasattr(client, attr):
                 setattr(found, attr, getattr(client, attr))
@@ -130,7 +135,7 @@ def acknowledged(queue):
     if replicas == 0:
         yield queue
         return
-    client = pinned_client(queue.connection)
+    client = pinned_client(queue.connection, timeout_ms / 1000)
     bound = copy.copy(queue)
     bound.connection = client
     yield bound

@@ -97,3 +97,16 @@ def test_enqueues_through_a_limit_key_wait_too(on_replica_set):
     explicit = queues.enqueue("default", "tests.jobs.sample.add", 5, 6, limit_key="seller:1", limit_concurrency=1,
                               job_id="limited-explicit")
     assert all(job_on(replica, job.id) for job in (first, held, explicit))
+
+
+def test_a_wait_longer_than_the_socket_timeout_still_ends_in_not_replicated(on_replica_set, settings):
+    settings.OPTIMA_QUEUES_OPTIONS = dict(getattr(settings, "OPTIMA_QUEUES_OPTIONS", {}), SOCKET_TIMEOUT=0.2)
+    settings.QUEUES_REDIS_WAIT_TIMEOUT_MS = "500"
+    replica = on_replica_set.replicas[0]
+    replica.process.send_signal(signal.SIGSTOP)
+    try:
+        with pytest.raises(replication.NotReplicated) as caught:
+            queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    finally:
+        replica.process.send_signal(signal.SIGCONT)
+    assert caught.value.acknowledged == 0
