@@ -43,6 +43,8 @@ def test_a_failing_job_frees_its_slot_while_it_waits_and_when_it_dies(start_work
 
     wait_for(lambda: statuses([failing, after]) == ["failed", "finished"], timeout=60,
              message="the failing job dead and the other finished")
+    dead = fetch_job(failing.id)
+    assert (dead.meta["dead"], dead.meta["attempt"]) == ("exhausted", 2)  # its retry ran, through the limit
     connection = get_queue("default").connection
     scoped = limits.scoped("default", "seller:a")
     assert connection.zcard(keys.limit_allowed_key(scoped)) == 0  # no slot leaked
