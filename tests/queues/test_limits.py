@@ -464,3 +464,17 @@ def test_a_bad_limit_concurrency_queue_option_is_check_e059():
         id="queues.E059")]
     with override_settings(OPTIMA_QUEUES={"default": {"limit_concurrency": 3}}):
         assert [e for e in run_checks() if e.id.startswith("queues.")] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_retry_with_no_delay_goes_behind_the_keys_held_job_and_frees_every_slot():
+    first = queues.enqueue("default", "tests.jobs.lifecycle.rate_limited", 0, attempts=2, limit_key="seller:1",
+                           limit_concurrency=1)
+    second = queues.enqueue("default", JOB, 2, limit_key="seller:1", limit_concurrency=1)
+    _run_burst()  # first: RetryAfter(0) -> held behind second; second runs; first's 2nd attempt dies
+    first, second = fetch_job(first.id), fetch_job(second.id)
+    assert (first.get_status(refresh=False), second.get_status(refresh=False)) == ("failed", "finished")
+    assert first.meta["attempt"] == 2
+    assert second.ended_at <= first.ended_at  # the retry went behind the job held before it
+    assert allowed_ids("default", "seller:1") == []
+    assert held_ids("default", "seller:1") == []
