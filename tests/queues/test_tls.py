@@ -46,10 +46,15 @@ def _make_certificate(directory):
     return cert, key
 
 
-def _start(binary, port, cert, key, workdir):
-    args = [binary, "--port", "0", "--tls-port", str(port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
-            "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", str(workdir), "--requirepass", PASSWORD]
+def _tls_args(cert, key):
+    return ["--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
+            "--tls-auth-clients", "no", "--tls-replication", "yes"]
+
+
+def _start(binary, port, cert, key, workdir, *extra):
+    args = [binary, "--port", "0", "--tls-port", str(port), *_tls_args(cert, key), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(workdir), "--requirepass", PASSWORD,
+            "--repl-diskless-sync-delay", "0", *extra]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     client = redis.Redis(port=port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert), socket_timeout=0.5,
@@ -68,8 +73,8 @@ def _start(binary, port, cert, key, workdir):
 
 
 @pytest.fixture(scope="module")
-def tls_redis(tmp_path_factory):
-    """(port, CA certificate path) of a running TLS-only redis-server with a password."""
+def tls_server(tmp_path_factory):
+    """(binary, port, certificate, key, workdir) of a running TLS-only redis-server with a password."""
     workdir = tmp_path_factory.mktemp("tls-redis")
     cert, key = _make_certificate(workdir)
     for binary in _candidates():
@@ -79,9 +84,24 @@ def tls_redis(tmp_path_factory):
             break
     else:
         _missing(f"no redis-server with TLS among {_candidates() or 'none found'}")
-    yield port, cert
+    yield binary, port, cert, key, workdir
+    _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def tls_redis(tls_server):
+    """(port, CA certificate path) of the TLS redis-server."""
+    _, port, cert, _, _ = tls_server
+    return port, cert
+
+
+def _stop(proc):
     proc.send_signal(signal.SIGTERM)
-    proc.wait(10)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def tls_url(tls_redis, **query):
@@ -135,3 +155,41 @@ def test_a_real_worker_over_rediss_runs_a_job(tls_redis, settings, start_worker,
     assert worker.wait(60) == 0, worker.output()
     assert path.read_text() == "over-tls\n"
     assert PASSWORD not in worker.output()
+
+
+@pytest.fixture
+def tls_sentinel(tls_server):
+    """A replica of the TLS server and a sentinel watching it as master ``tls``, all over TLS only.
+    -> (sentinel port, replica port)."""
+    binary, master_port, cert, key, workdir = tls_server
+    replica_port, sentinel_port = free_port(), free_port()
+    replica = _start(binary, replica_port, cert, key, workdir, "--replicaof", "127.0.0.1", str(master_port),
+                     "--masterauth", PASSWORD, "--dbfilename", "replica.rdb")
+    assert replica is not None
+    conf = workdir / f"sentinel-{sentinel_port}.conf"
+    conf.write_text("\n".join([
+        "port 0", f"tls-port {sentinel_port}", "bind 127.0.0.1", f"dir {workdir}",
+        *(f"{a[2:]} {b}" for a, b in zip(_tls_args(cert, key)[::2], _tls_args(cert, key)[1::2])),
+        f"sentinel monitor tls 127.0.0.1 {master_port} 1", f"sentinel auth-pass tls {PASSWORD}", ""]))
+    sentinel = subprocess.Popen([binary, str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    replica_client = redis.Redis(port=replica_port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert))
+    deadline = time.monotonic() + 20
+    while replica_client.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the TLS replica did not sync"
+        time.sleep(0.05)
+    yield sentinel_port, replica_client
+    _stop(sentinel)
+    _stop(replica)
+
+
+def test_sentinels_over_tls_find_the_master_and_an_enqueue_waits_for_the_replica(settings, tls_redis, tls_sentinel):
+    port, cert = tls_redis
+    sentinel_port, replica = tls_sentinel
+    # The URL's host and port are not used with sentinels (port 1: nothing listens there).
+    settings.QUEUES_REDIS_URL = f"rediss://:{PASSWORD}@127.0.0.1:1/0?ssl_ca_certs={cert}"
+    settings.QUEUES_REDIS_SENTINELS, settings.QUEUES_REDIS_SENTINEL_MASTER = f"127.0.0.1:{sentinel_port}", "tls"
+    settings.QUEUES_REDIS_WAIT_REPLICAS = "1"
+    job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    assert replica.exists(f"{settings.QUEUE_PREFIX}:job:{job.id}") == 1
+    assert get_connection().connection_pool.connection_kwargs["ssl_ca_certs"] == str(cert)
