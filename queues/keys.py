@@ -111,6 +111,11 @@ def _limit_registry(scoped_key):
     return registry
 
 
+def limit_config_key(scoped_key):
+    """rq's hash of a limit key's ``concurrency`` (``<p>:rl:<q>:<key>``)."""
+    return _limit_registry(scoped_key).config_key
+
+
 def limit_allowed_key(scoped_key):
     return _limit_registry(scoped_key).allowed_key
 

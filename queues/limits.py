@@ -181,7 +181,7 @@ def keys_in_use(connection, queue_names, per_queue=10):
         return {}
     with connection.pipeline(transaction=False) as pipe:
         for member in members:
-            pipe.hget(member_config_key(member), "concurrency")
+            pipe.hget(redis_keys.limit_config_key(member), "concurrency")
             pipe.zcard(redis_keys.limit_allowed_key(member))
             pipe.zcard(redis_keys.limit_held_key(member))
         replies = pipe.execute(raise_on_error=False)
@@ -197,10 +197,3 @@ def keys_in_use(connection, queue_names, per_queue=10):
             concurrency = 0
         found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held)))
     return {name: sorted(uses, key=lambda u: (-u.held, u.key))[:per_queue] for name, uses in found.items()}
-
-
-def member_config_key(scoped_key):
-    """rq's hash of a limit key's config (``<p>:rl:<q>:<key>``)."""
-    registry_ = RateLimitRegistry.__new__(RateLimitRegistry)
-    registry_.key = scoped_key
-    return registry_.config_key
