@@ -98,3 +98,29 @@ def test_100_enqueues_around_a_30_s_redis_outage_all_run(private_redis, start_wo
              message=f"all 100 jobs to run (ran so far: {len(set(lines(ran)))})")
     wait_for(lambda: not OutboxEntry.objects.exists(), timeout=30, message="the outbox to be empty")
     assert worker.process.poll() is None, worker.output()
+
+
+def test_four_relay_processes_at_once_push_each_row_exactly_once(settings, subprocess_env, tmp_path, queue_redis):
+    """300 rows left behind (Redis refused at their commits), then four `manage.py queues_relay`
+    processes started together: their counts add up to 300 (no row claimed twice) and the queue
+    holds each job once."""
+    from django.db import transaction
+
+    from queues.registry import get_queue
+
+    up = settings.QUEUES_REDIS_URL
+    settings.QUEUES_REDIS_URL = "redis://127.0.0.1:1/0"  # refused: every push fails, rows stay
+    with transaction.atomic():
+        staged = {queues.enqueue("default", TOUCH, str(tmp_path / "never.txt"), str(i)).id for i in range(300)}
+    settings.QUEUES_REDIS_URL = up
+    assert OutboxEntry.objects.filter(claimed_until__isnull=True).count() == 300
+
+    relays = [subprocess.Popen([sys.executable, "manage.py", "queues_relay"], cwd=ROOT, env=subprocess_env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+    outputs = [relay.communicate(timeout=120)[0] for relay in relays]
+    assert [relay.returncode for relay in relays] == [0, 0, 0, 0], outputs
+    pushed = [int(out.rsplit("Outbox: ", 1)[1].split(" pushed")[0]) for out in outputs]
+    assert sum(pushed) == 300, outputs
+    job_ids = get_queue("default", connection=queue_redis).job_ids
+    assert len(job_ids) == 300 and set(job_ids) == staged
+    assert not OutboxEntry.objects.exists()
