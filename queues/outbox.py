@@ -220,6 +220,8 @@ def _claim(Entry, using, token, batch):
     now = timezone.now()
     claimable = Entry.objects.using(using).filter(
         Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), prefix=conf.prefix()).order_by("id")
+    if not claimable.exists():  # the usual case: a read, no write lock taken (SQLite) every relay tick
+        return []
     claim = {"claimed_until": now + _lease(), "claimed_by": token}
     if connections[using].features.has_select_for_update_skip_locked:
         with transaction.atomic(using=using):
