@@ -24,6 +24,7 @@ from the table are mirrored; open rows whose job left the failed registry some o
 ``retried`` (requeued, e.g. from django-rq's dashboard) or ``discarded`` (deleted).
 """
 import datetime as dt
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -152,7 +153,31 @@ def row_values(job, exc_string=""):
         "dead_at": dead_at,
         "worker": short_text(meta.get("dead_worker") or job.worker_name, 300),
         "times_dead": max(1, number(meta.get("deaths"), 1)),
+        "carried": carried_of(job, meta),
     }
+
+
+def carried_of(job, meta):
+    """What the admin's retry of this job carries over when the job is no longer in Redis (the row
+    is then all there is): its owner and its limit key. JSON text, '' when there is nothing."""
+    from . import limits
+
+    carried = {}
+    if isinstance(meta.get(jobmeta.OWNER), str):
+        carried["owner"] = meta[jobmeta.OWNER]
+    if limits.is_limited(job):
+        carried["limit_key"] = limits.split(job.rate_limit_key)[1]
+        carried["limit_concurrency"] = job.rate_limit_concurrency
+    return json.dumps(carried, sort_keys=True) if carried else ""
+
+
+def carried(row):
+    """``carried_of``'s dict back from a row ({} for '' or anything unreadable)."""
+    try:
+        value = json.loads(row.carried) if row.carried else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def mirror(job, exc_string=""):

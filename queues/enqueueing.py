@@ -173,14 +173,14 @@ def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=Non
                     limit_key=limit_key, limit_concurrency=limit_concurrency)
 
 
-def enqueue_fail_fast(name, func, args=(), kwargs=None, *, meta=None):
+def enqueue_fail_fast(name, func, args=(), kwargs=None, *, meta=None, limit_key=None, limit_concurrency=None):
     """``enqueue_call`` that never goes through the outbox: written now, or at the commit of the
     caller's transaction where a Redis failure raises (``QueueUnavailable``) instead of waiting in
     the outbox. For the admin's retry of a dead letter, whose row must say "retried" only once the
     job is in Redis (docs/api.md, "The outbox")."""
     return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=None, timeout=None, job_id=None,
-                    delay=None, at=None, unique=None, meta=meta, durable=False, limit_key=None,
-                    limit_concurrency=None, fail_fast=True)
+                    delay=None, at=None, unique=None, meta=meta, durable=False, limit_key=limit_key,
+                    limit_concurrency=limit_concurrency, fail_fast=True)
 
 
 def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, unique, meta, durable,

@@ -43,6 +43,9 @@ class DeadLetter(models.Model):
     # queues.fingerprint.fingerprint(func_path, exc_type, exc_message): the row's FailureGroup.
     # '' for a row written by the previous release (hence the database default): reconcile groups it.
     fingerprint = models.CharField(max_length=64, blank=True, default="", db_default="")
+    # What a retry of a job no longer in Redis carries over (``deadletter.carried``): its owner
+    # (meta) and its limit key, as JSON; '' when none (and for rows of the previous release).
+    carried = models.TextField(blank=True, default="", db_default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

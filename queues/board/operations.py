@@ -35,7 +35,7 @@ from rq.registry import (
     ScheduledJobRegistry,
 )
 
-from .. import conf, jobmeta
+from .. import conf, deadletter, jobmeta
 from ..connection import get_connection, unavailable
 from ..deadletter import CORRUPT
 from ..exceptions import QueuesError
@@ -112,9 +112,16 @@ def _put_back(row):
             return row.job_id, "requeued the failed job in place"
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
-    # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis.
+    # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis. Its
+    # owner and limit key come back from the row (deadletter.carried): the new job is still the
+    # owner's, and still counts against the owner's limit.
+    carried = deadletter.carried(row)
+    meta = {jobmeta.RETRY_OF: row.job_id}
+    if isinstance(carried.get("owner"), str):
+        meta[jobmeta.OWNER] = carried["owner"]
     job = enqueue_fail_fast(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
-                            meta={jobmeta.RETRY_OF: row.job_id})
+                            meta=meta, limit_key=carried.get("limit_key"),
+                            limit_concurrency=carried.get("limit_concurrency"))
     return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
 
 

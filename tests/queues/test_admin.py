@@ -1,9 +1,12 @@
 """Dead letters in the admin: list, filters, search, detail, and the retry/discard actions (single and
 bulk, confirmed first), with view and act as separate permissions and one audit row per object."""
+import json
+
 import pytest
 from django.test import Client
 from rq.registry import FailedJobRegistry
 
+import queues
 from queues.models import AuditEntry, DeadLetter
 from queues.registry import OptimaJob, get_queue
 from tests.conftest import wait_for
@@ -340,3 +343,27 @@ def test_cancel_of_a_waiting_retry_cancels_its_job_and_discards_the_dead_letter(
                                                                        still_open.id: "open"}
     audit = sorted(AuditEntry.objects.filter(action="cancel").values_list("identity", "job_ids", "outcome"))
     assert audit == sorted([("actor", [retried.id], "ok"), ("actor", [still_open.id], "partial")])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retry_of_a_job_gone_from_redis_keeps_its_owner_and_limit_key(queue_redis):
+    """The row is all that is left of the job: the retry is still the owner's and still counts
+    against the owner's limit key (deadletter.carried)."""
+    from queues import deadletter, limits
+    from queues.board.operations import retry_dead_letter
+
+    job = queues.enqueue_call("default", "tests.jobs.sample.add", [1, 2], meta={"owner": "user:7"},
+                              limit_key="seller:7", limit_concurrency=2)
+    job = OptimaJob.fetch(job.id, connection=queue_redis)
+    values = deadletter.row_values(job)
+    assert json.loads(values["carried"]) == {"limit_concurrency": 2, "limit_key": "seller:7", "owner": "user:7"}
+    _, row = dead_job("default", "tests.jobs.sample.add", (1, 2))
+    DeadLetter.objects.filter(pk=row.pk).update(carried=values["carried"])
+    OptimaJob.fetch(row.job_id, connection=queue_redis).delete()
+
+    outcome = retry_dead_letter(row.pk)
+    assert outcome.outcome == "ok", outcome.detail
+    retried = OptimaJob.fetch(outcome.job_id, connection=queue_redis)
+    assert retried.meta["owner"] == "user:7" and retried.meta["retry_of"] == row.job_id
+    assert (limits.split(retried.rate_limit_key)[1], retried.rate_limit_concurrency) == ("seller:7", 2)
+    assert deadletter.carried(DeadLetter(carried="not json")) == {}
