@@ -103,9 +103,11 @@ def _problems_of_sentinels(kind):
     return [], (SentinelConfig(sentinels, str(master)) if sentinels else None)
 
 
+@functools.lru_cache(maxsize=2)
 def sentinel_config(kind):
     """The SentinelConfig of ``kind`` ('queues' or 'cache'), or None when it connects to its URL directly.
-    A bad configuration raises ImproperlyConfigured with the system check's message."""
+    A bad configuration raises ImproperlyConfigured with the system check's message. Cached: every
+    ``get_connection()`` reads it."""
     problems, config = _problems_of_sentinels(kind)
     if problems:
         raise ImproperlyConfigured(f"{problems[0].msg} {problems[0].hint} ({problems[0].id})")
@@ -167,3 +169,4 @@ def validate():
 def clear_caches():
     """Forget the parsed settings (called on Django's ``setting_changed`` by queues.connection)."""
     _wait_cached.cache_clear()
+    sentinel_config.cache_clear()
