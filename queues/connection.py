@@ -9,10 +9,10 @@ django-rq reaches the same Redis through ``settings.RQ_QUEUES``: ``RQQueuesSetti
 from the declared queues on every read (``rq_queues_setting()``); ``validate_django_rq()`` checks
 that settings.py wires django-rq that way (queues.E009, queues.E010).
 
-With Sentinel (``QUEUES_REDIS_SENTINELS`` / ``CACHE_REDIS_SENTINELS``, queues/failover.py) a client
-asks the sentinels for the master's address on every new connection, so after a failover the next
-command (a retry of a command that failed on the dead master) reaches the promoted replica; the
-URL still gives the user, password, database and TLS, its host and port are not used.
+With Sentinel (``QUEUES_REDIS_SENTINELS`` / ``CACHE_REDIS_SENTINELS``, queues/failover.py;
+queues/sentinel.py) a client asks the sentinels for the master's address whenever it takes a
+connection that is not connected, so after a failover the commands that follow the failed one reach
+the promoted replica; the URL still gives the user, password, database and TLS, not the host.
 
 Passwords never leave this module unmasked: ``mask_url`` is what logs, errors and pages show.
 """
