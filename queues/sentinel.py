@@ -44,8 +44,9 @@ def django_rq_sentinel_config(url, sentinel, options):
         "SENTINELS": [list(address) for address in sentinel.sentinels],
         "MASTER_NAME": sentinel.master,
         "DB": conn.pop("db", 0),
-        "USERNAME": conn.pop("username", None),
         "PASSWORD": conn.pop("password", None),
+        # username and TLS inside CONNECTION_KWARGS: django-rq drops a top-level USERNAME where it
+        # filters connection params (filter_connection_params), CONNECTION_KWARGS survives.
         "SOCKET_TIMEOUT": options.pop("socket_timeout"),
         "CONNECTION_KWARGS": dict(options, **conn),
         "SENTINEL_KWARGS": {"socket_timeout": socket_timeout,

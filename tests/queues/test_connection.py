@@ -261,7 +261,8 @@ def test_sentinel_clients_and_django_rq_config_keep_user_password_and_db_and_nev
     kwargs = client.connection_pool.connection_kwargs
     assert (kwargs["username"], kwargs["password"], kwargs["db"]) == ("app", "s3cret", 3)
     cfg = django_rq_config()
-    assert (cfg["SENTINELS"], cfg["MASTER_NAME"], cfg["DB"], cfg["USERNAME"]) == ([["127.0.0.1", 1]], "optima", 3, "app")
+    assert (cfg["SENTINELS"], cfg["MASTER_NAME"], cfg["DB"]) == ([["127.0.0.1", 1]], "optima", 3)
+    assert cfg["CONNECTION_KWARGS"]["username"] == "app"
     assert describe() == "Sentinel master 'optima' via 127.0.0.1:1 (redis://app:***@10.0.0.9:6379/3)"
     assert "s3cret" not in repr(django_settings.RQ_QUEUES)
 
