@@ -3,13 +3,15 @@
 Public API (stable names; everything else is internal)::
 
     from queues import enqueue, enqueue_call, fetch_job, get_queue, job, queue_names, ENQUEUE_OPTIONS
-    from queues import UnknownQueue, QueueUnavailable, InvalidJob, PermanentError, RetryAfter
+    from queues import UnknownQueue, QueueUnavailable, NotReplicated, InvalidJob, PermanentError, RetryAfter
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
 have exported the key prefix.
 """
 from .catalog import ENQUEUE_OPTIONS, job
-from .exceptions import InvalidJob, NotAJob, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue
+from .exceptions import (
+    InvalidJob, NotAJob, NotReplicated, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue,
+)
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -21,6 +23,7 @@ __all__ = [
     "queue_names",
     "InvalidJob",
     "NotAJob",
+    "NotReplicated",
     "PermanentError",
     "QueuesError",
     "QueueUnavailable",

@@ -54,3 +54,15 @@ class RetryAfter(Exception):
             raise ValueError(f"RetryAfter(seconds) must be a number of seconds >= 0, got {seconds!r}.")
         self.seconds = seconds
         super().__init__(message or f"retry after {seconds:g}s")
+
+
+class NotReplicated(QueueUnavailable):
+    """The job was written on the master, but fewer replicas than ``REDIS_WAIT_REPLICAS`` acknowledged
+    it within ``REDIS_WAIT_TIMEOUT_MS``: a failover now could lose it. ``job_written`` is True."""
+
+    job_written = True
+
+    def __init__(self, message, *, acknowledged, wanted):
+        super().__init__(message)
+        self.acknowledged = acknowledged
+        self.wanted = wanted

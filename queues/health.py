@@ -22,15 +22,20 @@ from django.http import JsonResponse
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
 from . import conf, redisinfo
-from .connection import cache_url, mask_url, queues_url
+from .connection import cache_url, mask_url, probe_client, queues_url
 
 
-def _probe_redis(url, eviction=False):
+def _probe_redis(kind, eviction=False):
     """PING (and, with ``eviction``, ``INFO memory`` in the same round trip): the queues' Redis is
     failing when its maxmemory-policy is ``allkeys-*`` (it may delete waiting jobs; queues/redisinfo.py).
     A Redis that refuses INFO (an ACL without it) is judged by its PING alone."""
     timeout = conf.options()["HEALTH_TIMEOUT"]
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    url = queues_url() if kind == "queues" else cache_url()
+    try:
+        # Through the sentinels when there are some: after a failover the master is elsewhere.
+        client = probe_client(kind, timeout)
+    except ValueError:  # a malformed setting: reported by the system checks; down for a probe
+        return {"status": "error", "url": mask_url(url), "error": "ValueError"}
     try:
         if not eviction:
             client.ping()
@@ -84,8 +89,8 @@ def healthz(request):
     started = time.monotonic()
     components = {
         "database": _probe_database(),
-        "queue_redis": _probe_redis(queues_url(), eviction=True),
-        "cache_redis": _probe_redis(cache_url()),
+        "queue_redis": _probe_redis("queues", eviction=True),
+        "cache_redis": _probe_redis("cache"),
     }
     failing = [name for name, c in components.items() if c["status"] != "ok"]
     body = {"status": "ok" if not failing else "error", "failing": failing}

@@ -28,6 +28,7 @@ key                                    what
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
 ``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
+``<p>:optima:replication-probe``       written before a WAIT that confirms an earlier write (``replication.confirm``; 60 s)
 ``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
 =====================================  ======================================================
@@ -174,3 +175,8 @@ def schedule_last_key(schedule_id):
 
 def schedules_paused_key():
     return conf.app_key("schedules-paused")
+
+
+def replication_probe_key():
+    """A write of the connection that then WAITs for replicas (queues/replication.py ``confirm``)."""
+    return conf.app_key("replication-probe")

@@ -163,9 +163,24 @@ def _write(write_job, queue, job, when, lock_key):
         return write_job(queue, job, when, explicit_id=True, lock_key=lock_key)
     except InvalidJob:
         if _already_written(queue, job):
+            # An earlier push wrote it; with REDIS_WAIT_REPLICAS it may have raised NotReplicated:
+            # the row goes only once the replicas have the job too (raises NotReplicated meanwhile).
+            _confirm_replicated(queue)
             logger.info("outbox: job %s was already in Redis (an earlier push); row removed", job.id)
             return None
         raise
+
+
+def _confirm_replicated(queue):
+    import redis
+
+    from . import replication
+    from .connection import unavailable
+
+    try:
+        replication.confirm(queue)
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
 
 
 def _already_written(queue, job):

@@ -85,13 +85,16 @@ def policy_problems(policy, url):
 def validate(url=None, timeout=None):
     """queues.E070 / W071 for the queues' Redis; [] when it is fine, unreachable or refuses INFO."""
     from . import conf
-    from .connection import mask_url, queues_url
+    from .connection import mask_url, probe_client, queues_url
 
-    url = url or queues_url()
     timeout = conf.options()["HEALTH_TIMEOUT"] if timeout is None else timeout
     try:
-        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    except ValueError:  # a malformed URL is reported where the connection is configured
+        if url is None:  # the queues' Redis, through the sentinels when there are some
+            url = queues_url()
+            client = probe_client("queues", timeout)
+        else:
+            client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    except ValueError:  # a malformed URL or sentinel list is reported where the connection is configured
         return []
     try:
         policy = client.info("memory").get("maxmemory_policy")

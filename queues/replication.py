@@ -31,19 +31,7 @@ import weakref
 from redis.sentinel import SentinelConnectionPool
 
 from . import failover
-from .exceptions import QueueUnavailable
-
-
-class NotReplicated(QueueUnavailable):
-    """The job was written on the master, but fewer replicas than ``REDIS_WAIT_REPLICAS`` acknowledged
-    it within ``REDIS_WAIT_TIMEOUT_MS``: a failover now could lose it. ``job_written`` is True."""
-
-    job_written = True
-
-    def __init__(self, message, *, acknowledged, wanted):
-        super().__init__(message)
-        self.acknowledged = acknowledged
-        self.wanted = wanted
+from .exceptions import NotReplicated
 
 
 _local = threading.local()
@@ -139,4 +127,20 @@ def acknowledged(queue):
     bound = copy.copy(queue)
     bound.connection = client
     yield bound
+    wait_for_replicas(client, replicas, timeout_ms)
+
+
+def confirm(queue):
+    """For a job found already written (the outbox's re-push after a ``NotReplicated``): make sure the
+    replicas have it before it counts as acknowledged. WAIT counts only the writes of its own
+    connection, so this connection writes first (a probe key of this app, expiring in a minute),
+    then WAITs: a replica that has the probe has everything the master wrote before it, the job
+    included. Raises ``NotReplicated``; a no-op when ``REDIS_WAIT_REPLICAS`` is 0."""
+    from . import keys
+
+    replicas, timeout_ms = failover.wait_replicas()
+    if replicas == 0:
+        return
+    client = pinned_client(queue.connection, timeout_ms / 1000)
+    client.set(keys.replication_probe_key(), os.getpid(), ex=60)
     wait_for_replicas(client, replicas, timeout_ms)

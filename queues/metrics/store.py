@@ -106,22 +106,20 @@ def scrape_client():
     pipeline the benchmark can count. A refused or dropped connection is retried once (a pooled
     connection may be stale after a Redis restart); a timeout never is.
     """
+    from .. import failover
     from ..connection import queues_url
 
     timeout = float(conf.options()["METRICS_REDIS_TIMEOUT"])
-    return _client(queues_url(), timeout)
+    return _client(queues_url(), timeout, failover.sentinel_config("queues"))
 
 
 @functools.lru_cache(maxsize=4)
-def _client(url, timeout):
-    from ..connection import _MaskedRedis
+def _client(url, timeout, sentinel):
+    from ..connection import _MaskedRedis, probe_client
 
-    client = _MaskedRedis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        health_check_interval=0,
-        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
-    )
+    options = {"health_check_interval": 0, "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))}
+    if sentinel is not None:  # the master the sentinels name, found again after a failover
+        return probe_client("queues", timeout, **options)
+    client = _MaskedRedis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, **options)
     client._optima_url = url
     return client

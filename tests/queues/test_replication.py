@@ -59,7 +59,7 @@ def test_no_replica_acknowledging_within_the_timeout_raises_not_replicated_but_t
     replica = on_replica_set.replicas[0]
     replica.process.send_signal(signal.SIGSTOP)  # alive but silent: no ACK reaches the master
     try:
-        with pytest.raises(replication.NotReplicated) as caught:
+        with pytest.raises(queues.NotReplicated) as caught:
             queues.enqueue("default", "tests.jobs.sample.add", 1, 2, job_id="not-acknowledged")
     finally:
         replica.process.send_signal(signal.SIGCONT)
@@ -72,7 +72,7 @@ def test_no_replica_acknowledging_within_the_timeout_raises_not_replicated_but_t
 
 def test_asking_for_more_replicas_than_exist_raises_not_replicated(on_replica_set, settings):
     settings.QUEUES_REDIS_WAIT_REPLICAS = "2"
-    with pytest.raises(replication.NotReplicated) as caught:
+    with pytest.raises(queues.NotReplicated) as caught:
         queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     assert (caught.value.acknowledged, caught.value.wanted) == (1, 2)
 
@@ -105,8 +105,30 @@ def test_a_wait_longer_than_the_socket_timeout_still_ends_in_not_replicated(on_r
     replica = on_replica_set.replicas[0]
     replica.process.send_signal(signal.SIGSTOP)
     try:
-        with pytest.raises(replication.NotReplicated) as caught:
+        with pytest.raises(queues.NotReplicated) as caught:
             queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     finally:
         replica.process.send_signal(signal.SIGCONT)
     assert caught.value.acknowledged == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outbox_row_whose_push_was_not_replicated_stays_until_the_replicas_have_the_job(on_replica_set):
+    """The push wrote the job but raised NotReplicated: the row stays. The next relay finds the job
+    already written and deletes the row only once a replica has it (replication.confirm)."""
+    from queues import outbox
+    from queues.models import OutboxEntry
+
+    replica = on_replica_set.replicas[0]
+    replica.process.send_signal(signal.SIGSTOP)
+    try:
+        job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2, durable=True)  # accepted: no raise
+        assert job_on(on_replica_set.master, job.id)
+        assert OutboxEntry.objects.get().push_attempts == 1
+        assert outbox.relay() == (0, 1)  # found written, not replicated: the row stays
+        assert "replica(s) REDIS_WAIT_REPLICAS asks for" in OutboxEntry.objects.get().last_error
+    finally:
+        replica.process.send_signal(signal.SIGCONT)
+    assert outbox.relay() == (1, 0)
+    assert not OutboxEntry.objects.exists()
+    assert job_on(replica, job.id)

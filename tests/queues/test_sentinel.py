@@ -113,5 +113,14 @@ def test_sigkill_of_the_master_promotes_a_replica_and_every_acknowledged_enqueue
     # The web's cache goes on too.
     cache.set("after", "2")
     assert cache.get("after") == "2"
+    # /healthz, the eviction check and /metrics ask the sentinels too: the promoted master answers
+    # them, not the old master that REDIS_URL names (a replica now).
+    from queues import health, redisinfo
+    from queues.metrics import store
+
+    assert health._probe_redis("queues", eviction=True)["status"] == "ok"
+    assert health._probe_redis("cache")["status"] == "ok"
+    assert store.scrape_client().info("replication")["role"] == "master"
+    assert redisinfo.validate() == []
     for proc in [*workers, scheduler]:
         assert proc.process.poll() is None, proc.output()
