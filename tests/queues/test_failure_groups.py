@@ -248,17 +248,23 @@ def test_group_retry_keeps_each_rows_own_rules_a_corrupt_row_is_refused(actor, q
 
 @pytest.mark.django_db(transaction=True)
 def test_migration_fills_fingerprints_and_groups_of_existing_rows(queue_redis):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
     call_command("migrate", "queues", "0003", verbosity=0)
     try:
+        # The model as it was at 0003 (later migrations add columns the table does not have yet).
+        state = MigrationExecutor(connection).loader.project_state(("queues", "0003_failure_groups"))
+        OldDeadLetter = state.apps.get_model("queues", "DeadLetter")
         now = dt.datetime.now(dt.timezone.utc)
         for i in range(5):
-            DeadLetter.objects.create(
+            OldDeadLetter.objects.create(
                 prefix=conf.prefix(), queue=("default", "content")[i % 2], job_id=f"old-{i}",
                 func_path="features.orders.sync", exc_type="KeyError", exc_message=f"'order-{i}'",
                 dead_at=now - dt.timedelta(minutes=i), times_dead=2 if i == 0 else 1)
-        DeadLetter.objects.create(prefix="other-env", queue="default", job_id="old-x", func_path="f",
-                                  exc_type="E", exc_message="m 1", dead_at=now)
-        assert FailureGroup.objects.count() == 0
+        OldDeadLetter.objects.create(prefix="other-env", queue="default", job_id="old-x", func_path="f",
+                                     exc_type="E", exc_message="m 1", dead_at=now)
+        assert state.apps.get_model("queues", "FailureGroup").objects.count() == 0
     finally:
         call_command("migrate", "queues", verbosity=0)
     mine = FailureGroup.objects.get(prefix=conf.prefix())
