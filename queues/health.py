@@ -17,6 +17,7 @@ import time
 
 import redis
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.http import JsonResponse
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
@@ -34,8 +35,8 @@ def _probe_redis(kind, eviction=False):
     try:
         # Through the sentinels when there are some: after a failover the master is elsewhere.
         client = probe_client(kind, timeout)
-    except ValueError:  # a malformed setting: reported by the system checks; down for a probe
-        return {"status": "error", "url": mask_url(url), "error": "ValueError"}
+    except (ValueError, ImproperlyConfigured) as exc:  # a malformed setting: the system checks name it
+        return {"status": "error", "url": mask_url(url), "error": type(exc).__name__}
     try:
         if not eviction:
             client.ping()

@@ -21,6 +21,7 @@ a machine without one (a Docker build running ``collectstatic``).
 from dataclasses import dataclass
 
 import redis
+from django.core.exceptions import ImproperlyConfigured
 
 POLICY_IDS = {"allkeys": "queues.E070", "volatile": "queues.W071"}
 
@@ -94,7 +95,7 @@ def validate(url=None, timeout=None):
             client = probe_client("queues", timeout)
         else:
             client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    except ValueError:  # a malformed URL or sentinel list is reported where the connection is configured
+    except (ValueError, ImproperlyConfigured):  # a malformed URL or sentinel list: E040/E041 report it
         return []
     try:
         policy = client.info("memory").get("maxmemory_policy")
