@@ -2,7 +2,7 @@
 
 An enqueue inside ``transaction.atomic()`` (or with ``durable=True``) writes an ``OutboxEntry`` row
 in the caller's transaction instead of writing to Redis. After the commit the committing process
-claims the row, writes the job to Redis (``enqueueing.write_job``) and deletes the row. Whatever
+claims the row, writes the job to Redis (``writing.write_job``) and deletes the row. Whatever
 is left behind (Redis did not answer, the process died between the commit and the write) is
 pushed by a relay: every worker runs one every ``OUTBOX_RELAY_SECONDS`` (from its tick, also while
 a job runs), and ``manage.py queues_relay`` runs one on demand or in a loop.
@@ -134,7 +134,7 @@ def _lease():
 def _push_claimed(pk, queue, job, when, lock_key):
     """Write a claimed row's job to Redis and delete the row; True when the row is done with.
     A Redis failure releases the claim (the next relay tries again) and returns False."""
-    from .enqueueing import write_job
+    from .writing import write_job
 
     rows = _model().objects.using(_using()).filter(pk=pk)
     try:
@@ -201,7 +201,7 @@ def _already_written(queue, job):
 def relay(batch=BATCH):
     """Push up to ``batch`` rows left in the outbox, oldest first; -> (pushed, left). Stops at the
     first Redis failure (the rest of the batch is released for the next relay)."""
-    from .enqueueing import _declared_queue
+    from .writing import declared_queue
     from .registry import get_config
 
     Entry = _model()
@@ -214,7 +214,7 @@ def relay(batch=BATCH):
         if entry is None:
             continue
         try:
-            queue = _declared_queue(entry.queue, get_config(entry.queue))
+            queue = declared_queue(entry.queue, get_config(entry.queue))
         except Exception as exc:  # noqa: BLE001 — an undeclared queue (a deploy removed it)
             Entry.objects.using(using).filter(pk=pk).update(
                 claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1,

@@ -6,7 +6,7 @@ the caller saw succeed is lost. ``WAIT n timeout`` closes the window: it returns
 replicas have acknowledged every earlier write *of the calling connection*, or when the timeout
 passes, with the number that did.
 
-``acknowledged(queue)`` wraps the Redis write of every enqueue (``enqueueing.write_job``). With
+``acknowledged(queue)`` wraps the Redis write of every enqueue (``writing.write_job``). With
 ``QUEUES_REDIS_WAIT_REPLICAS`` = 0 (the default) it yields the queue untouched: no cost at all.
 Above 0 it yields a copy of the queue bound to a client that has exactly one connection (its own
 pool that always hands out that connection; one per thread and source pool, kept), so that the enqueue's commands — plain

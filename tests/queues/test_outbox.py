@@ -13,7 +13,7 @@ from rq.registry import ScheduledJobRegistry
 
 import queues
 from queues import outbox
-from queues.enqueueing import write_job
+from queues.writing import write_job
 from queues.models import OutboxEntry
 from queues.registry import OptimaJob, get_queue
 from queues.worker import OptimaWorker
