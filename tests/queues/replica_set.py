@@ -78,7 +78,7 @@ bind 127.0.0.1
 dir {dir}
 logfile {logfile}
 sentinel monitor %(name)s 127.0.0.1 %(master)d %(quorum)d
-sentinel down-after-milliseconds %(name)s 1000
+sentinel down-after-milliseconds %(name)s 2000
 sentinel failover-timeout %(name)s 3000
 sentinel parallel-syncs %(name)s 2
 """

@@ -207,12 +207,14 @@ def test_worker_leaves_a_paused_queue_alone_and_takes_it_up_again_on_resume(star
     probe = queues.enqueue("content", "tests.jobs.sample.add", 2, 2)
     wait_for(lambda: OptimaJob.fetch(probe.id, connection=queue_redis).get_status() == "finished", timeout=60,
              message="the job of the active queue to finish")
+    # The worker notices the pause on its first pop that finds nothing: after the probe, which may
+    # have been waiting already when it started. Resume only once it said so.
+    wait_said(worker, "paused queues left alone: default")
     assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
     assert get_queue("default").get_job_ids() == [held.id]
     pause.resume("default")
     wait_for(lambda: OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "finished", timeout=60,
              message="the held job to run after resume")
-    assert "paused queues left alone: default" in worker.output()
 
 
 @pytest.mark.slow
