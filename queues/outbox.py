@@ -208,11 +208,10 @@ def relay(batch=BATCH):
     using = _using()
     token = uuid.uuid4().hex
     ids = _claim(Entry, using, token, batch)
+    rows = list(Entry.objects.using(using).filter(id__in=ids, claimed_by=token).order_by("id")) if ids else []
     pushed = 0
-    for pk in ids:
-        entry = Entry.objects.using(using).filter(pk=pk, claimed_by=token).first()
-        if entry is None:
-            continue
+    for entry in rows:
+        pk = entry.pk
         try:
             queue = declared_queue(entry.queue, get_config(entry.queue))
         except Exception as exc:  # noqa: BLE001 — an undeclared queue (a deploy removed it)
@@ -230,11 +229,20 @@ def relay(batch=BATCH):
     return pushed, len(ids) - pushed
 
 
+def relay_all():
+    """``relay`` batch after batch until the outbox is empty or Redis refuses; -> (pushed, left)."""
+    pushed = 0
+    while True:
+        done, left = relay()
+        pushed += done
+        if left or done < BATCH:
+            return pushed, left
+
+
 def _claim(Entry, using, token, batch):
     """Claim up to ``batch`` rows of this prefix nobody holds (or whose claim ran out); -> their ids."""
     now = timezone.now()
-    claimable = Entry.objects.using(using).filter(
-        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), prefix=conf.prefix()).order_by("id")
+    claimable = Entry.objects.using(using).filter(_unclaimed(now), prefix=conf.prefix()).order_by("id")
     if not claimable.exists():  # the usual case: a read, no write lock taken (SQLite) every relay tick
         return []
     claim = {"claimed_until": now + _lease(), "claimed_by": token}
@@ -247,6 +255,11 @@ def _claim(Entry, using, token, batch):
     # One statement: atomic under SQLite's write lock, so two relays never claim the same row.
     Entry.objects.using(using).filter(id__in=claimable.values("id")[:batch]).update(**claim)
     return list(Entry.objects.using(using).filter(claimed_by=token).order_by("id").values_list("id", flat=True))
+
+
+def _unclaimed(now):
+    """Rows nobody holds: never claimed, released, or their claim ran out by ``now``."""
+    return Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
 
 
 def stats():
@@ -266,8 +279,7 @@ def waiting(job_id):
 def cancel(job_id):
     """Delete ``job_id``'s row unless a pusher holds it; -> True when deleted."""
     deleted, _ = _model().objects.using(_using()).filter(
-        Q(claimed_until__isnull=True) | Q(claimed_until__lt=timezone.now()), prefix=conf.prefix(),
-        job_id=job_id).delete()
+        _unclaimed(timezone.now()), prefix=conf.prefix(), job_id=job_id).delete()
     return bool(deleted)
 
 
@@ -292,7 +304,7 @@ class _Schedule:
 _schedule = _Schedule()
 
 
-def relay_if_due(worker=None):
+def relay_if_due():
     """The worker's relay: from its tick (every couple of seconds), at most every
     ``OUTBOX_RELAY_SECONDS``. Never raises: a database or Redis being down is logged (once a
     minute at most) and tried again at the next tick that is due."""
@@ -304,10 +316,7 @@ def relay_if_due(worker=None):
         return
     _schedule.next_at = moment + interval
     try:
-        while True:
-            pushed, left = relay()
-            if left or pushed < BATCH:
-                break
+        relay_all()
     except Exception as exc:  # noqa: BLE001 — the relay never ends or stalls a worker
         if _schedule.failing_since is None or moment - _schedule.failing_since >= 60:
             _schedule.failing_since = moment

@@ -304,7 +304,7 @@ class WorkerBehaviour(BaseWorker):
         the outbox's relay pushes what a commit left behind (queues/outbox.py)."""
         if self.schedulers is not None:
             self.schedulers.tick()
-        outbox.relay_if_due(self)
+        outbox.relay_if_due()
 
     # -- dequeue ----------------------------------------------------------------------------
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):

@@ -26,7 +26,7 @@ class Command(BaseCommand):
             raise CommandError(f"--interval is {interval!r}; give a number of seconds > 0, e.g. --interval 2.")
         try:
             while True:
-                pushed, left = self.relay_all()
+                pushed, left = outbox.relay_all()
                 self.stdout.write(f"Outbox: {pushed} pushed, {left} left (Redis did not take them)"
                                   if left else f"Outbox: {pushed} pushed, none left")
                 if not loop:
@@ -37,12 +37,3 @@ class Command(BaseCommand):
         if left:
             raise CommandError(f"{left} jobs stay in the outbox: Redis did not take them (see the warning above). "
                                "Run again once Redis answers; workers relay them too.")
-
-    @staticmethod
-    def relay_all():
-        pushed = 0
-        while True:
-            done, left = outbox.relay()
-            pushed += done
-            if left or done < outbox.BATCH:
-                return pushed, left
