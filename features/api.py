@@ -345,13 +345,12 @@ class JobStatusView(FeatureView):
             return in_outbox
         try:
             job = jobread.fetch(job_id, get_connection(), check_origin=False)
-            meta = {} if job is None or jobread.is_corrupt(job) else (job.meta or {})
-            if job is None or not owners.can_read_job(request, meta):
-                return self.not_found(job_id)  # another's job answers as one that never existed
-            is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
-            if not (is_owner or _may_act_on_queues(request.user)):
-                return Response({"detail": "Only the job's owner, or an operator who may act in the queue panel, "
-                                           "can cancel it."}, status=status.HTTP_403_FORBIDDEN)
+            if job is None:
+                return self.not_found(job_id)
+            refusal, who = self.cancel_refusal(request, job_id, owner,
+                                               {} if jobread.is_corrupt(job) else (job.meta or {}))
+            if refusal is not None:
+                return refusal
             canceled = cancel_job(job_id)
             if canceled.outcome == "gone":
                 return self.not_found(job_id)
@@ -361,7 +360,6 @@ class JobStatusView(FeatureView):
                                        "Try again in a few seconds."},
                             status=status.HTTP_503_SERVICE_UNAVAILABLE,
                             headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
-        who = f"its owner {owner.key}" if is_owner else "an operator"
         audit.record(request, "cancel", getattr(job, "origin", "") or "", [job_id], "ok" if canceled.ok else "error",
                      f"DELETE /jobs/{job_id}/ by {who}: {canceled.detail}")
         if not canceled.ok:
@@ -378,13 +376,9 @@ class JobStatusView(FeatureView):
         if entry is None:
             return None
         meta = outbox.stored_meta(entry)
-        if not owners.can_read_job(request, meta):
-            return self.not_found(job_id)
-        is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
-        if not (is_owner or _may_act_on_queues(request.user)):
-            return Response({"detail": "Only the job's owner, or an operator who may act in the queue panel, "
-                                       "can cancel it."}, status=status.HTTP_403_FORBIDDEN)
-        who = f"its owner {owner.key}" if is_owner else "an operator"
+        refusal, who = self.cancel_refusal(request, job_id, owner, meta)
+        if refusal is not None:
+            return refusal
         if not outbox.cancel(job_id):
             audit.record(request, "cancel", entry.queue, [job_id], "error",
                          f"DELETE /jobs/{job_id}/ by {who}: not canceled, it is being written to Redis right now")
@@ -393,6 +387,18 @@ class JobStatusView(FeatureView):
         audit.record(request, "cancel", entry.queue, [job_id], "ok",
                      f"DELETE /jobs/{job_id}/ by {who}: deleted from the outbox before it reached Redis")
         return Response(JobStatusSerializer(dict(_outbox_payload(entry, meta), state="canceled")).data)
+
+    def cancel_refusal(self, request, job_id, owner, meta):
+        """(refusal, who) for a job of ``meta``, in Redis or in the outbox: the 404 (another's job
+        answers as one that never existed) or 403 when the caller may not cancel it, else None; and
+        who cancels it, for the audit trail."""
+        if not owners.can_read_job(request, meta):
+            return self.not_found(job_id), None
+        is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
+        if not (is_owner or _may_act_on_queues(request.user)):
+            return Response({"detail": "Only the job's owner, or an operator who may act in the queue panel, "
+                                       "can cancel it."}, status=status.HTTP_403_FORBIDDEN), None
+        return None, f"its owner {owner.key}" if is_owner else "an operator"
 
     @staticmethod
     def not_found(job_id):
