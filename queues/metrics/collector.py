@@ -254,42 +254,43 @@ def _describe(exc):
     return f"{type(exc).__name__}: {exc}"
 
 
-def _read_dead_letters(samples):
-    """Open dead letters per queue: one grouped query. The database being down zeroes them."""
+def _from_database(samples, what, read):
+    """``read()``'s grouped query, in a savepoint (called inside a transaction, a failed query must
+    not break the caller's). The database being down marks every queue's database error, logs one
+    line naming ``what``, and returns None: the values stay zeros."""
     from django.db import DatabaseError, transaction
+
+    try:
+        with transaction.atomic():
+            return read()
+    except DatabaseError as exc:
+        logger.warning("counting %s failed (%s); reported as zeros", what, _describe(exc))
+        for sample in samples.values():
+            sample.database_error = True
+        return None
+
+
+def _read_dead_letters(samples):
+    """Open dead letters per queue: one grouped query."""
     from django.db.models import Count
 
     from ..models import DeadLetter
 
-    try:
-        # A savepoint when called inside a transaction: a failed query must not break the caller's.
-        with transaction.atomic():
-            counts = dict(DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
-                          .values_list("queue").annotate(n=Count("id")).order_by())
-    except DatabaseError as exc:
-        logger.warning("counting open dead letters failed (%s); they are reported as zeros",
-                       _describe(exc))
-        for sample in samples.values():
-            sample.database_error = True
+    counts = _from_database(samples, "open dead letters", lambda: dict(
+        DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
+        .values_list("queue").annotate(n=Count("id")).order_by()))
+    if counts is None:
         return
     for name, sample in samples.items():
         sample.dead_letters = counts.get(name, 0)
 
 
 def _read_outbox(samples, now):
-    """Outbox rows per queue and the age of the oldest (queues/outbox.py): one grouped query. The
-    database being down zeroes them (and the error gauge says so)."""
-    from django.db import DatabaseError, transaction
-
+    """Outbox rows per queue and the age of the oldest (queues/outbox.py): one grouped query."""
     from .. import outbox
 
-    try:
-        with transaction.atomic():  # a savepoint inside a caller's transaction, as above
-            stats = outbox.stats()
-    except DatabaseError as exc:
-        logger.warning("counting the outbox failed (%s); it is reported as zeros", _describe(exc))
-        for sample in samples.values():
-            sample.database_error = True
+    stats = _from_database(samples, "the outbox", outbox.stats)
+    if stats is None:
         return
     for name, sample in samples.items():
         rows, oldest = stats.get(name, (0, None))
