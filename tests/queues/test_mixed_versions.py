@@ -2,7 +2,7 @@
 
 During a deploy, jobs, meta and Redis keys written by the release in production are read by the new
 release, and the other way round (a rollback, or old workers still draining while new web processes
-enqueue). The *old release* is frozen in ``tests/compat/release-71c2a29.tar.gz`` (tests/compat/README.md
+enqueue). The *old release* is frozen in ``tests/compat/release-bb8470f.tar.gz`` (tests/compat/README.md
 says how it was made and when to refresh it); it is extracted once per session and run as real
 ``manage.py`` processes from that tree, with this session's interpreter, Redis, ACL user, prefix and
 database. The *new release* is the working tree: this process (enqueueing) and ``start_worker``.
@@ -15,7 +15,6 @@ Job functions come from ``tests/jobs`` (each tree has its own copy under the sam
 Worker processes of both releases load ``mixed_versions_settings`` (written at session start into a
 directory on PYTHONPATH): the site's settings of *their own* tree plus short liveness options.
 """
-import datetime as dt
 import json
 import os
 import signal
@@ -39,7 +38,7 @@ from tests.jobs.resilience import ends, starts
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-OLD_COMMIT = "71c2a29"
+OLD_COMMIT = "bb8470f"
 TARBALL = ROOT / "tests" / "compat" / f"release-{OLD_COMMIT}.tar.gz"
 
 # Seconds. Short liveness, so that a killed worker is noticed in a few seconds (defaults: 10 / 2 / 5).
@@ -58,7 +57,7 @@ OPTIMA_QUEUES_OPTIONS = {{
 }}
 '''
 
-# Meta an enqueuer writes and every worker must read (queues.enqueue at 71c2a29).
+# Meta an enqueuer writes and every worker must read (queues.enqueue at bb8470f).
 COMPAT_META = ("queue", "attempt", "attempts_allowed")
 # Meta a worker writes when a job dies, read by the other release's reconcile, panel and requeue.
 DEAD_META = ("dead", "attempts_made", "attempts_allowed", "exc_type", "exc_message", "deaths")
@@ -113,10 +112,8 @@ def releases(tmp_path_factory):
 
 @pytest.fixture
 def release_env(subprocess_env, releases):
-    # The old release signs no job: the new release's workers accept unsigned ones for the length of
-    # the deploy, as docs/operations.md tells a deploy that introduces signing to do.
-    accept_until = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).isoformat()
-    return dict(subprocess_env, DJANGO_SETTINGS_MODULE=SETTINGS_MODULE, QUEUE_ACCEPT_UNSIGNED_UNTIL=accept_until,
+    # Both releases sign their jobs with the same key and verify the other's: no unsigned window.
+    return dict(subprocess_env, DJANGO_SETTINGS_MODULE=SETTINGS_MODULE,
                 PYTHONPATH=os.pathsep.join(filter(None, [str(releases.settings_dir), os.environ.get("PYTHONPATH")])))
 
 
