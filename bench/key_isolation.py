@@ -62,7 +62,7 @@ def main():
         before = patterns(client, "optima")
         client.flushall()
 
-        # Only declared jobs run (queues/catalog.py): the same lifecycle with tests.jobs.sample's
+        # Only declared jobs run (queues/catalog/jobs.py): the same lifecycle with tests.jobs.sample's
         # whoami (os.getpid) and fail, enqueued (and signed) by queues.enqueue.
         env = dict(env, REDIS_URL=server.url, QUEUE_PREFIX="optima", OPTIMA_ENV="test",
                    DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3", QUEUE_JOB_MODULES="tests.jobs")

@@ -59,8 +59,8 @@ def populate(conn, names):
     from rq import SimpleWorker, Worker
     from rq.serializers import JSONSerializer
 
-    from queues import events
-    from queues.registry import OptimaJob, OptimaQueue
+    from queues.worker import signals as events
+    from queues.catalog.lookup import OptimaJob, OptimaQueue
 
     qs = [OptimaQueue(n, connection=conn) for n in names]
     for q in qs:
@@ -120,7 +120,7 @@ def main():
         from django.test.utils import override_settings
 
         from django_rq.contrib.prometheus import RQCollector
-        from queues import registry
+        from queues.catalog import lookup as registry
         from queues.metrics import collector
 
         RoundTrips.install()

@@ -1,4 +1,4 @@
-"""Enqueue cost with and without the outbox (queues/outbox.py), and plain RQ, in one run.
+"""Enqueue cost with and without the outbox (queues/producer/outbox.py), and plain RQ, in one run.
 
     .venv/bin/python bench/outbox.py                      # SQLite in a temp dir, ~1 minute
     .venv/bin/python bench/outbox.py --database postgres://postgres@127.0.0.1:5432/bench_outbox
@@ -46,8 +46,8 @@ def child(rounds, calls):
     from rq import Queue
 
     import queues
-    from queues.connection import get_connection
-    from queues.enqueueing import enqueue_fail_fast
+    from queues.connection.clients import get_connection
+    from queues.producer.api import enqueue_fail_fast
     from queues.models import AuditEntry
 
     job = "bench.jobs.noop"

@@ -76,8 +76,8 @@ def fill_redis(size):
     from rq.job import JobStatus
     from rq.registry import FailedJobRegistry
 
-    from queues import signing
-    from queues.registry import get_queue
+    from queues.jobs import signing
+    from queues.catalog.lookup import get_queue
 
     queue = get_queue("default")
     template = queue.create_job("tests.jobs.sample.add", args=[1, 2], meta={"queue": "default", "attempt": 5,
@@ -102,7 +102,7 @@ def fill_redis(size):
 def fill_db(ids, prefix):
     from django.utils import timezone
 
-    from queues.fingerprint import fingerprint, pattern
+    from queues.failures.fingerprint import fingerprint, pattern
     from queues.models import DeadLetter, FailureGroup
 
     now = timezone.now()

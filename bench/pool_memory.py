@@ -96,8 +96,8 @@ class Bench:
         from rq.worker import Worker
 
         import queues
-        from queues.connection import get_connection
-        from queues.registry import OptimaJob
+        from queues.connection.clients import get_connection
+        from queues.catalog.lookup import OptimaJob
 
         self.queues, self.Worker, self.OptimaJob = queues, Worker, OptimaJob
         self.connection = get_connection()

@@ -53,8 +53,8 @@ def main():
 
     django.setup()
     import queues
-    from queues.connection import get_connection
-    from queues.registry import OptimaJob
+    from queues.connection.clients import get_connection
+    from queues.catalog.lookup import OptimaJob
 
     connection = get_connection()
     workers = []

@@ -18,7 +18,7 @@ Workers are real processes, each run on the same number of jobs of one declared 
       itself when the command has no such option or still forks (a 10-job trial counts forks);
       "n/a" while the class does not exist;
   (e) ``rq.SimpleWorker`` (JSON) after ``django.setup()``;
-  (f), (g) the workers of (a) and (d) on jobs enqueued with signing skipped (``queues.signing.sign``
+  (f), (g) the workers of (a) and (d) on jobs enqueued with signing skipped (``queues.jobs.signing.sign``
       patched to return "" in the client process), which they run because their
       ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` is an hour ahead (the gate still computes the HMAC to check it).
 
@@ -163,7 +163,7 @@ def client_role():
     from rq import Queue
     from rq.serializers import JSONSerializer
 
-    from queues import signing
+    from queues.jobs import signing
 
     RoundTrips.install()
     plain = Queue(QUEUE, connection=Redis.from_url(os.environ["REDIS_URL"]), serializer=JSONSerializer)
@@ -182,7 +182,7 @@ def client_role():
         if command == "probe":
             from django.core.management import load_command_class
 
-            from queues import worker
+            from queues.worker import adapter as worker
 
             parser = load_command_class("queues", "rqworker").create_parser("manage.py", "rqworker")
             reply({"simple": hasattr(worker, "OptimaSimpleWorker"),
@@ -202,7 +202,7 @@ def client_role():
         elif command == "micro":  # micro NUMBER: timeit of signing.sign / signing.verify, seconds per call
             import timeit
 
-            from queues.registry import OptimaJob
+            from queues.catalog.lookup import OptimaJob
 
             written = queues.enqueue(QUEUE, JOB)
             job = OptimaJob.fetch(written.id, connection=plain.connection)  # as the worker has it
@@ -590,7 +590,7 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
             label = "OptimaSimpleWorker (" + ("rqworker --no-fork)" if bench.d_by_command else "class, directly)")
         name = f"({kind.key}) {label}"
         if kind.role == "d" and not bench.probe["simple"]:
-            print(f"{name:<44} n/a (not available: queues.worker has no OptimaSimpleWorker)")
+            print(f"{name:<44} n/a (not available: queues.worker.adapter has no OptimaSimpleWorker)")
             continue
         errors = [r.error for r in runs[kind.key] if r.error]
         if not good(kind.key):

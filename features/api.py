@@ -234,7 +234,7 @@ class EnqueueView(FeatureView):
 
 
 def job_status(job):
-    from queues import limits
+    from queues.producer import limits
 
     state = job.get_status(refresh=False)
     state = getattr(state, "value", state)
@@ -272,8 +272,8 @@ def job_status(job):
 
 def outbox_status(request, job_id):
     """The status of a job accepted but still in the outbox (state "outbox"), or None when it is
-    not there or the caller may not know of it (queues/outbox.py)."""
-    from queues import outbox
+    not there or the caller may not know of it (queues/producer/outbox.py)."""
+    from queues.producer import outbox
 
     entry = outbox.waiting(job_id)
     if entry is None:
@@ -331,11 +331,12 @@ class JobStatusView(FeatureView):
         },
     )
     def delete(self, request, job_id):
-        """Cancel the caller's job (``queues.cancel.cancel_job``), audited with its owner.
+        """Cancel the caller's job (``queues.producer.cancel.cancel_job``), audited with its owner.
         Who may read a job but not cancel it (staff without the panel's act permission) gets 403."""
-        from queues import audit, jobread
-        from queues.cancel import cancel_job
-        from queues.connection import get_connection
+        from queues import audit
+        from queues.jobs import read as jobread
+        from queues.producer.cancel import cancel_job
+        from queues.connection.clients import get_connection
 
         if not JOB_ID_RE.fullmatch(job_id):
             return self.get(request, job_id)
@@ -370,7 +371,8 @@ class JobStatusView(FeatureView):
     def cancel_in_outbox(self, request, job_id, owner):
         """Cancel a job still in the outbox (accepted, not yet in Redis) by deleting its row; None
         when the job is not in the outbox (cancel it in Redis)."""
-        from queues import audit, outbox
+        from queues import audit
+        from queues.producer import outbox
 
         entry = outbox.waiting(job_id)
         if entry is None:
@@ -411,8 +413,8 @@ class JobStatusView(FeatureView):
         that cannot be read (corrupt: planted, or written by something else) answers state "corrupt"
         to whoever may read any job (staff with the panel's view permission); its owner cannot be
         told apart from anyone else, so everyone else gets the 404 of a job that does not exist."""
-        from queues import jobread
-        from queues.connection import get_connection
+        from queues.jobs import read as jobread
+        from queues.connection.clients import get_connection
 
         try:
             job = jobread.fetch(job_id, get_connection(), check_origin=False)

@@ -122,7 +122,7 @@ QUEUES_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Cache, rate limiters and other shared traffic: a separate client and pool.
 CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", QUEUES_REDIS_URL)
 # Failover (docs/settings.md#redis-failover): with sentinels the clients find the master through them
-# (REDIS_URL's user, password, db and TLS still apply). Kept as given: queues/failover.py parses and
+# (REDIS_URL's user, password, db and TLS still apply). Kept as given: queues/connection/failover.py parses and
 # checks them (queues.E040-E043). The cache follows the queues' sentinels unless it has its own URL.
 QUEUES_REDIS_SENTINELS = os.environ.get("REDIS_SENTINELS", "")
 QUEUES_REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER", "")
@@ -139,10 +139,10 @@ OPTIMA_QUEUES = {
     "default": {},
 }
 
-# Job modules besides each installed app's ``jobs`` module (queues/catalog.py): only functions
+# Job modules besides each installed app's ``jobs`` module (queues/catalog/jobs.py): only functions
 # decorated with @queues.job in these run. Comma-separated in the environment.
 QUEUE_JOB_MODULES = [m.strip() for m in os.environ.get("QUEUE_JOB_MODULES", "").split(",") if m.strip()]
-# Signed jobs (queues/signing.py): the HMAC key (default: derived from SECRET_KEY), keys that still
+# Signed jobs (queues/jobs/signing.py): the HMAC key (default: derived from SECRET_KEY), keys that still
 # verify during a rotation (comma-separated), and until when (ISO 8601, UTC) unsigned jobs still run.
 QUEUE_SIGNING_KEY = os.environ.get("QUEUE_SIGNING_KEY", "")
 QUEUE_SIGNING_OLD_KEYS = [k for k in os.environ.get("QUEUE_SIGNING_OLD_KEYS", "").split(",") if k.strip()]
@@ -163,7 +163,7 @@ RQ_QUEUES = RQQueuesSetting()
 # set (queues.W020 warns when only one is). Staff accounts with the panel permission always work.
 QUEUE_BOARD_USER = os.environ.get("QUEUE_BOARD_USER", "")
 QUEUE_BOARD_PASSWORD = os.environ.get("QUEUE_BOARD_PASSWORD", "")
-# Reverse proxies whose X-Forwarded-For is believed for the sign-in throttle (queues/throttle.py).
+# Reverse proxies whose X-Forwarded-For is believed for the sign-in throttle (queues/board/throttle.py).
 QUEUE_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("QUEUE_TRUSTED_PROXIES", "").split(",") if p.strip()]
 # django-rq's own admin entry (/admin/django_rq/...) would serve its views without the panel's
 # access control and audit: the panel lives at /admin/queues/ only.
@@ -211,7 +211,7 @@ ROOT_URLCONF = "optima_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],  # the queues app carries its own templates (queues/templates/)
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -8,8 +8,8 @@ Public API (stable names; everything else is internal)::
 The functions are imported lazily so that ``import queues`` never imports rq before settings
 have exported the key prefix.
 """
-from .catalog import ENQUEUE_OPTIONS, job
-from .exceptions import (
+from queues.catalog.jobs import ENQUEUE_OPTIONS, job
+from queues.exceptions import (
     InvalidJob, NotAJob, NotReplicated, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue,
 )
 
@@ -32,11 +32,11 @@ __all__ = [
 ]
 
 _LAZY = {
-    "enqueue": ("queues.enqueueing", "enqueue"),
-    "enqueue_call": ("queues.enqueueing", "enqueue_call"),
-    "fetch_job": ("queues.registry", "fetch_job"),
-    "get_queue": ("queues.registry", "get_queue"),
-    "queue_names": ("queues.registry", "queue_names"),
+    "enqueue": ("queues.producer.api", "enqueue"),
+    "enqueue_call": ("queues.producer.api", "enqueue_call"),
+    "fetch_job": ("queues.catalog.lookup", "fetch_job"),
+    "get_queue": ("queues.catalog.lookup", "get_queue"),
+    "queue_names": ("queues.catalog.lookup", "queue_names"),
 }
 
 

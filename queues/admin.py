@@ -24,9 +24,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
-from . import audit, conf, throttle
-from .deadletter import CORRUPT
-from .models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry
+from queues import audit, conf
+
+from queues.board import throttle
+from queues.failures.deadletter import CORRUPT
+from queues.models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry
 
 ACT_PERM = "queues.act_on_deadletter"
 CONFIRM_SAMPLE = 100  # objects listed on a confirmation page; the count covers the rest
@@ -39,7 +41,7 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request, model_admin):
-        from .registry import queue_names
+        from queues.catalog.lookup import queue_names
 
         return [(name, name) for name in queue_names()]
 
@@ -239,8 +241,8 @@ class DeadLetterAdmin(ActingModelAdmin):
     def raw_hash_preview(self, obj):
         """Each field of the corrupt job's hash, bytes that are not UTF-8 shown as ``\\xNN``, long values
         cut (``jobread.preview``): escaped text, never the raw bytes."""
-        from .jobread import preview
-        from .deadletter import decode_raw_hash
+        from queues.jobs.read import preview
+        from queues.failures.deadletter import decode_raw_hash
 
         try:
             fields = decode_raw_hash(obj.raw_hash)
@@ -313,7 +315,7 @@ class DeadLetterAdmin(ActingModelAdmin):
         return TemplateResponse(request, "admin/queues/deadletter/confirm_action.html", context)
 
     def _run(self, request, rows, action):
-        from .board.operations import cancel_retry, discard_dead_letter, retry_dead_letter
+        from queues.failures.operations import cancel_retry, discard_dead_letter, retry_dead_letter
 
         op = {"retry": retry_dead_letter, "discard": discard_dead_letter, "cancel": cancel_retry}[action]
         counts = {"ok": 0, "skipped": 0, "error": 0, "reasons": []}
@@ -370,8 +372,8 @@ def _panel_link(queue, job_id):
     """A link to the job in the panel while Redis still has it."""
     from django_rq.settings import get_queues_map
 
-    from .connection import get_connection
-    from .registry import OptimaJob
+    from queues.connection.clients import get_connection
+    from queues.catalog.lookup import OptimaJob
 
     try:
         exists = get_connection().exists(OptimaJob.key_for(job_id))
@@ -476,7 +478,7 @@ class FailureGroupAdmin(ActingModelAdmin):
     def _run(self, request, queryset, action):
         """Each group's open rows through the one-row operation (so a row's own rules hold: a corrupt
         one is not retried, ...), then one audit row for the group naming its fingerprint and counts."""
-        from .board.operations import cancel_retry, discard_dead_letter, retry_dead_letter
+        from queues.failures.operations import cancel_retry, discard_dead_letter, retry_dead_letter
 
         op = {"retry": retry_dead_letter, "discard": discard_dead_letter, "cancel": cancel_retry}[action]
         done = {"retry": "retried", "discard": "discarded", "cancel": "canceled (their retry)"}[action]
@@ -553,7 +555,7 @@ class AuditEntryAdmin(ReadOnlyModelAdmin):
 
 @admin.register(OutboxEntry)
 class OutboxEntryAdmin(ReadOnlyModelAdmin):
-    """Jobs accepted and not yet in Redis (queues/outbox.py), this environment's: read only. A row
+    """Jobs accepted and not yet in Redis (queues/producer/outbox.py), this environment's: read only. A row
     that stays names why in ``last_error``; workers and ``manage.py queues_relay`` push them."""
 
     list_display = ("job_id", "queue", "created_at", "due_at", "push_attempts", "short_error", "claimed_until")
@@ -575,5 +577,5 @@ class OutboxEntryAdmin(ReadOnlyModelAdmin):
 
 
 # The admin login form counts failed sign-ins per client address and answers 429 past
-# QUEUE_LOGIN_FAILURES (queues/throttle.py). Done here, before admin.site.urls is built.
+# QUEUE_LOGIN_FAILURES (queues/board/throttle.py). Done here, before admin.site.urls is built.
 throttle.protect_admin_login(admin.site)

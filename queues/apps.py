@@ -9,11 +9,12 @@ class QueuesConfig(AppConfig):
     def ready(self):
         # System checks register on import: queues.E001-E010 (checks), E030-E035 (schedules),
         # E050-E053 (metrics, via metrics.install), E060/E061 (worker options), W020 (panel).
-        from . import checks, metrics, schedules  # noqa: F401
-        from .board import access as board_access
-        from .resilience import checks as resilience_checks  # noqa: F401
+        from queues import checks, metrics  # noqa: F401
+        from queues.periodic import schedules
+        from queues.board import access as board_access
+        from queues.worker import checks as resilience_checks  # noqa: F401
 
-        from . import catalog
+        from queues.catalog import jobs as catalog
 
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)

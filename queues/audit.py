@@ -12,10 +12,10 @@ details come from requests, and their control characters are escaped (no forged 
 """
 from django.db import transaction
 
-from . import conf
-from .logsafe import get_logger
+from queues import conf
+from queues.logsafe import get_logger
 
-logger = get_logger(__name__)
+logger = get_logger("queues.audit")  # a documented logger name: kept when the module moved
 
 # Queue-wide actions can touch 200,000 jobs: a row keeps the first ids, the detail says how many.
 MAX_JOB_IDS = 1000
@@ -41,7 +41,7 @@ def record(request_or_identity, action, queue="", job_ids=(), outcome="ok", deta
     ``request_or_identity``: the HttpRequest of the action (preferred), a user, or an identity
     string for actions without a request. ``outcome``: ``ok``, ``partial`` or ``error``.
     """
-    from .models import AuditEntry
+    from queues.models import AuditEntry
 
     identity, user = identity_of(request_or_identity)
     job_ids = [str(j) for j in job_ids]

@@ -1,12 +1,16 @@
 """System checks of the queue configuration. Every id is listed in docs/checks.md.
 
-They report ``queues.declarations.validate()``'s problems: the same validator that refuses a
+They report ``queues.catalog.queues.validate()``'s problems: the same validator that refuses a
 broken configuration at first use, so the messages match. django-rq's wiring in settings
-(``queues.connection.validate_django_rq()``) is checked here only: a queue works without it.
+(``queues.connection.clients.validate_django_rq()``) is checked here only: a queue works without it.
 """
 from django.core.checks import Error, Tags, Warning, register
 
-from . import connection, declarations, failover
+from queues.connection import clients as connection
+
+from queues.catalog import queues as declarations
+
+from queues.connection import failover
 
 
 @register(Tags.compatibility)
@@ -20,16 +24,16 @@ def check_queue_settings(app_configs=None, **kwargs):
 
 @register(Tags.security)
 def check_queue_board_auth(app_configs=None, **kwargs):
-    """The queue panel's access and the sign-in throttle (queues/board/access.py, queues/throttle.py):
+    """The queue panel's access and the sign-in throttle (queues/board/access.py, queues/board/throttle.py):
 
     - queues.W020: only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set;
     - queues.E021: QUEUE_BOARD_PASSWORD shorter than 16 characters in stage/prod;
     - queues.E022: QUEUE_LOGIN_FAILURES is not a rate; queues.E023: a bad QUEUE_TRUSTED_PROXIES entry;
     - queues.E024: QUEUE_BOARD_REDIS_TIMEOUT / QUEUE_BOARD_DEADLINE not a number of seconds > 0.
     """
-    from . import throttle
-    from .board import bounded
-    from .board.access import validate_basic_auth, validate_password_length
+    from queues.board import throttle
+    from queues.board import bounded
+    from queues.board.access import validate_basic_auth, validate_password_length
 
     problems = validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate()
     return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]
@@ -37,10 +41,11 @@ def check_queue_board_auth(app_configs=None, **kwargs):
 
 @register(Tags.security)
 def check_trust_boundary(app_configs=None, **kwargs):
-    """Declared and signed jobs (queues/catalog.py, queues/signing.py): queues.E025 (a QUEUE_JOB_MODULES
+    """Declared and signed jobs (queues/catalog/jobs.py, queues/jobs/signing.py): queues.E025 (a QUEUE_JOB_MODULES
     module cannot be imported), queues.E026 / W027 (QUEUE_ACCEPT_UNSIGNED_UNTIL not a time / far
     ahead), queues.E028 (a signing key shorter than 32 characters)."""
-    from . import catalog, signing
+    from queues.catalog import jobs as catalog
+    from queues.jobs import signing
 
     problems = catalog.validate() + signing.validate()
     return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]
@@ -48,10 +53,10 @@ def check_trust_boundary(app_configs=None, **kwargs):
 
 @register("redis")
 def check_redis_eviction(app_configs=None, **kwargs):
-    """The queues' Redis must not evict keys (queues/redisinfo.py): queues.E070 (an ``allkeys-*``
+    """The queues' Redis must not evict keys (queues/connection/info.py): queues.E070 (an ``allkeys-*``
     maxmemory-policy: waiting jobs can be deleted), queues.W071 (``volatile-*``: keys with a TTL can be).
     Reads ``INFO memory`` with /healthz's short timeout; an unreachable Redis reports nothing here."""
-    from . import redisinfo
+    from queues.connection import info as redisinfo
 
     return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id)
             for p in redisinfo.validate()]

@@ -3,7 +3,7 @@
 ``options()`` is the cached accessor; the cache is cleared on Django's ``setting_changed``
 so ``override_settings`` works. ``validate()`` checks the settings read here; the queue
 declarations (these settings merged with the feature apps' ``QUEUES``) are merged and checked in
-``queues/declarations.py``, whose ``validate()`` the system checks report and first use refuses
+``queues/catalog/queues.py``, whose ``validate()`` the system checks report and first use refuses
 with, so the messages match. docs/settings.md documents each value.
 
 A leaf module: it imports nothing else from ``queues``, so every other module may import it.
@@ -31,7 +31,7 @@ JOB_DEFAULTS = {
     "failure_ttl": -1,  # seconds a dead job is kept; -1: forever (removed by an operator)
     "non_retryable": (),  # dotted paths of exception classes that dead-letter at once
     # jobs sharing a limit_key that may be queued or running at once, when an enqueue gives a
-    # limit_key without a limit_concurrency (queues/limits.py); None: such an enqueue must give one
+    # limit_key without a limit_concurrency (queues/producer/limits.py); None: such an enqueue must give one
     "limit_concurrency": None,
 }
 
@@ -54,7 +54,7 @@ OPTION_DEFAULTS = {
     "REDIS_RETRY_MAX_SECONDS": 5,  # seconds, longest wait between reconnection attempts during an outage
     "OUTCOME_WAIT_SECONDS": 120,  # seconds a work horse keeps trying to record its job's outcome in an outage
     "STARTED_ENTRY_TTL_SECONDS": 3600,  # seconds a started-job entry outlives its last heartbeat (see docs)
-    # The outbox (queues/outbox.py, docs/operations.md#the-outbox):
+    # The outbox (queues/producer/outbox.py, docs/operations.md#the-outbox):
     "OUTBOX_RELAY_SECONDS": 2.0,  # seconds between a worker's relays of outbox rows a commit left behind
     "OUTBOX_LEASE_SECONDS": 60,  # seconds a claimed row waits before another relay may push it (its relay died)
     # /metrics (queues/metrics/, docs/metrics.md):
@@ -209,7 +209,7 @@ def validate_declaration(where, declaration):
 
 def validate():
     """Problems of the settings read here (prefix, rq's key prefix, global job defaults), in a stable
-    order. ``queues.declarations.validate()`` adds the queue declarations' problems to these."""
+    order. ``queues.catalog.queues.validate()`` adds the queue declarations' problems to these."""
     problems = list(validate_prefix(prefix()))
     import rq.defaults
 
@@ -235,7 +235,7 @@ def job_defaults():
 
 
 def queues_setting():
-    """settings.OPTIMA_QUEUES as given, unvalidated (``queues.declarations`` checks and merges it)."""
+    """settings.OPTIMA_QUEUES as given, unvalidated (``queues.catalog.queues`` checks and merges it)."""
     return getattr(settings, "OPTIMA_QUEUES", {})
 
 

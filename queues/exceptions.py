@@ -30,7 +30,7 @@ class InvalidJob(QueuesError, ValueError):
 
 
 class NotAJob(QueuesError):
-    """A job in Redis names a function (or callback) that is not a declared job (queues/catalog.py):
+    """A job in Redis names a function (or callback) that is not a declared job (queues/catalog/jobs.py):
     it is never imported; the worker dead-letters it as ``not_a_job``."""
 
 

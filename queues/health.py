@@ -9,7 +9,7 @@ Bounded in time even when Redis does not answer: each probe runs on a client wit
 socket timeouts (``OPTIMA_QUEUES_OPTIONS['HEALTH_TIMEOUT']``, 0.5 s by default).
 
 The queues' Redis also fails when its ``maxmemory-policy`` is ``allkeys-*`` (``"error":
-"EvictionPolicy"``): it may delete waiting jobs (queues/redisinfo.py, check queues.E070). The cache's
+"EvictionPolicy"``): it may delete waiting jobs (queues/connection/info.py, check queues.E070). The cache's
 Redis may evict: only its PING counts.
 """
 import hmac
@@ -22,13 +22,15 @@ from django.db import connection
 from django.http import JsonResponse
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
-from . import conf, redisinfo
-from .connection import cache_url, mask_url, probe_client, queues_url
+from queues import conf
+
+from queues.connection import info as redisinfo
+from queues.connection.clients import cache_url, mask_url, probe_client, queues_url
 
 
 def _probe_redis(kind, eviction=False):
     """PING (and, with ``eviction``, ``INFO memory`` in the same round trip): the queues' Redis is
-    failing when its maxmemory-policy is ``allkeys-*`` (it may delete waiting jobs; queues/redisinfo.py).
+    failing when its maxmemory-policy is ``allkeys-*`` (it may delete waiting jobs; queues/connection/info.py).
     A Redis that refuses INFO (an ACL without it) is judged by its PING alone."""
     timeout = conf.options()["HEALTH_TIMEOUT"]
     url = queues_url() if kind == "queues" else cache_url()

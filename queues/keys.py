@@ -14,22 +14,22 @@ key                                    what
 ``<p>:execution:<job>:<exec>``         rq's execution hash (names its worker)
 ``<p>:executions:<job>``               rq's executions of one job
 ``<p>:worker:<name>:executions``       rq's executions of one worker
-``<p>:rl-keys``                        rq's set of the limit keys in use (``queues.limits``: ``<q>:<key>``)
+``<p>:rl-keys``                        rq's set of the limit keys in use (``queues.producer.limits``: ``<q>:<key>``)
 ``<p>:rl:<q>:<key>``                   rq's hash of a limit key's ``concurrency``
 ``<p>:rl:<q>:<key>:allowed``           rq's zset of the jobs holding one of the key's slots (queued, started)
 ``<p>:rl:<q>:<key>:rate_limited``      rq's zset of the key's held jobs, oldest first
-``<p>:optima:paused``                  set of paused queue names (``queues.pause``)
+``<p>:optima:paused``                  set of paused queue names (``queues.worker.pause``)
 ``<p>:optima:alive:<worker>``          a worker's liveness key (``resilience/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
 ``<p>:optima:intermediate-seen:<q>``   when the scan first saw each popped-not-started job
 ``<p>:optima:metrics:<q>``             counters, histogram buckets, duration sum (``queues.metrics``)
 ``<p>:optima:metrics:<q>:durations``   the last 50 completed durations, ms, newest first
-``<p>:optima:unique:<q>:<key>``        the job holding a ``unique=`` key (``queues.enqueueing``)
+``<p>:optima:unique:<q>:<key>``        the job holding a ``unique=`` key (``queues.producer.api``)
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
 ``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
 ``<p>:optima:replication-probe``       written before a WAIT that confirms an earlier write (``replication.confirm``; 60 s)
-``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.schedules``)
+``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.periodic.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
 =====================================  ======================================================
 """
@@ -42,7 +42,7 @@ from rq.worker import Worker
 from rq.results import Result
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 
-from . import conf
+from queues import conf
 
 
 def queue_key(name):
@@ -102,7 +102,7 @@ def worker_executions_key(worker_name):
 
 
 def limit_keys_key():
-    """rq's set of the rate-limit keys in use (``queues.limits``)."""
+    """rq's set of the rate-limit keys in use (``queues.producer.limits``)."""
     return RateLimitRegistry.rl_keys_key
 
 
@@ -178,5 +178,5 @@ def schedules_paused_key():
 
 
 def replication_probe_key():
-    """A write of the connection that then WAITs for replicas (queues/replication.py ``confirm``)."""
+    """A write of the connection that then WAITs for replicas (queues/connection/replication.py ``confirm``)."""
     return conf.app_key("replication-probe")

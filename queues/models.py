@@ -1,9 +1,9 @@
 """Database models of the queues app.
 
-``DeadLetter`` mirrors jobs that reached the dead letter (see ``queues/deadletter.py``);
-``FailureGroup`` gathers the dead letters of one fingerprint (``queues/fingerprint.py``);
+``DeadLetter`` mirrors jobs that reached the dead letter (see ``queues/failures/deadletter.py``);
+``FailureGroup`` gathers the dead letters of one fingerprint (``queues/failures/fingerprint.py``);
 ``AuditEntry`` records every operator action (see ``queues/audit.py``);
-``OutboxEntry`` is a job accepted but not yet in Redis (see ``queues/outbox.py``).
+``OutboxEntry`` is a job accepted but not yet in Redis (see ``queues/producer/outbox.py``).
 """
 from django.conf import settings
 from django.db import models
@@ -34,13 +34,13 @@ class DeadLetter(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
     times_dead = models.PositiveIntegerField(default=1)
     retried_as = models.CharField(max_length=200, blank=True)
-    # A job refused as ``corrupt`` (queues/gate.py): its Redis hash exactly as it was, as JSON
+    # A job refused as ``corrupt`` (queues/jobs/gate.py): its Redis hash exactly as it was, as JSON
     # ``[[field, value], ...]`` with every name and value base64-encoded — such bytes (pickles,
     # invalid UTF-8, NUL) cannot go into a PostgreSQL text column as they are. A default in the
     # database too: the previous release's workers, still running during a deploy, insert rows
     # without this column.
     raw_hash = models.TextField(blank=True, default="", db_default="")
-    # queues.fingerprint.fingerprint(func_path, exc_type, exc_message): the row's FailureGroup.
+    # queues.failures.fingerprint.fingerprint(func_path, exc_type, exc_message): the row's FailureGroup.
     # '' for a row written by the previous release (hence the database default): reconcile groups it.
     fingerprint = models.CharField(max_length=64, blank=True, default="", db_default="")
     # What a retry of a job no longer in Redis carries over (``deadletter.carried``): its owner
@@ -66,7 +66,7 @@ class DeadLetter(models.Model):
 
 class FailureGroup(models.Model):
     """Dead letters of one fingerprint: the same function failing with the same exception and the
-    same message once ids, numbers, UUIDs and URLs are normalised away (``queues/fingerprint.py``).
+    same message once ids, numbers, UUIDs and URLs are normalised away (``queues/failures/fingerprint.py``).
 
     ``count`` counts deaths, not open rows: every death mirrored adds one (a job retried that dies
     again adds one more), and retrying or discarding rows never lowers it, like an error tracker's
@@ -125,7 +125,7 @@ class AuditEntry(models.Model):
 
 
 class OutboxEntry(models.Model):
-    """A job accepted in a database transaction and not yet written to Redis (``queues/outbox.py``).
+    """A job accepted in a database transaction and not yet written to Redis (``queues/producer/outbox.py``).
 
     Written in the caller's transaction; deleted once the job is in Redis. ``job`` is the job's
     Redis hash as built and signed at the enqueue (base64 where a value is bytes), so a relay writes

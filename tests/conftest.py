@@ -25,7 +25,7 @@ def admin_redis():
 @pytest.fixture
 def queue_redis():
     """The queues' own client, as the app uses it (the prefix-confined ACL user)."""
-    from queues.connection import get_connection
+    from queues.connection.clients import get_connection
 
     return get_connection()
 

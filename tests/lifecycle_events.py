@@ -1,4 +1,4 @@
-"""A test-only app that records the queues.events signals a worker process sends, one JSON line
+"""A test-only app that records the queues.worker.signals signals a worker process sends, one JSON line
 each, into the file named by ``OPTIMA_TEST_EVENTS_FILE`` (installed by tests/lifecycle_settings.py)."""
 import json
 import os
@@ -16,7 +16,7 @@ class Recorder(AppConfig):
         path = os.environ.get("OPTIMA_TEST_EVENTS_FILE")
         if not path:
             return
-        from queues import events
+        from queues.worker import signals as events
 
         for name in SIGNALS:
             getattr(events, name).connect(_recorder(path, name), weak=False)

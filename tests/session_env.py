@@ -20,7 +20,7 @@ if not os.environ.get("OPTIMA_ENV"):  # unset means prod (optima_site/settings.p
 PREFIX = os.environ.get("OPTIMA_TEST_PREFIX") or f"test-{uuid.uuid4().hex[:10]}"
 os.environ["QUEUE_PREFIX"] = PREFIX
 os.environ["RQ_KEY_PREFIX"] = PREFIX
-# The suite's own jobs (tests/jobs/*.py) are declared jobs like a feature app's (queues/catalog.py).
+# The suite's own jobs (tests/jobs/*.py) are declared jobs like a feature app's (queues/catalog/jobs.py).
 os.environ.setdefault("QUEUE_JOB_MODULES", "tests.jobs")
 
 if not os.environ.get("REDIS_URL"):

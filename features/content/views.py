@@ -30,7 +30,7 @@ class ContentView(EnqueueView):
             generation = ContentGeneration.objects.create(
                 product_id=product_id, prompt=data["prompt"], owner=self.owner.user
             )
-            # Inside the transaction the job goes through the outbox (queues/outbox.py): written to
+            # Inside the transaction the job goes through the outbox (queues/producer/outbox.py): written to
             # Redis after the commit, so the worker never sees a job whose row is not committed, a
             # rollback enqueues nothing, and a Redis that is down at the commit loses nothing (the
             # job waits in the outbox; the client gets 202 all the same).

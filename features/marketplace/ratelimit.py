@@ -1,5 +1,5 @@
 """A per-cabinet rate limiter shared by every worker: the ``limits`` library's moving window in
-Redis, on the *cache* connection (``queues.connection.get_cache_connection()``), never the queues'
+Redis, on the *cache* connection (``queues.connection.clients.get_cache_connection()``), never the queues'
 one, so a worker's blocking pop can never hold up a limiter check (ADR 0007's reason for a
 dedicated queue connection).
 
@@ -20,7 +20,7 @@ from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 
 import queues
-from queues.connection import get_cache_connection
+from queues.connection.clients import get_cache_connection
 
 from .. import conf
 

@@ -14,7 +14,7 @@ Changes are POST only (Django's CSRF protection applies to every panel form) and
 When only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set, basic auth stays off and the
 system check ``queues.W020`` plus a start-up log line say so. The panel is never open in stage/prod.
 
-Failed basic-auth attempts are throttled per client address (``queues.throttle``, shared with the
+Failed basic-auth attempts are throttled per client address (``queues.board.throttle``, shared with the
 admin login form): past ``QUEUE_LOGIN_FAILURES`` the panel answers 429 with ``Retry-After``
 without checking the credentials. In stage/prod a ``QUEUE_BOARD_PASSWORD`` shorter than
 ``MIN_PASSWORD`` characters is a system check error (``queues.E021``) and basic auth stays off.
@@ -40,11 +40,11 @@ from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 from django.urls import reverse
 
-from .. import throttle
-from ..conf import Problem
-from ..exceptions import QueueUnavailable
-from ..logsafe import get_logger
-from . import bounded
+from queues.board import throttle
+from queues.conf import Problem
+from queues.exceptions import QueueUnavailable
+from queues.logsafe import get_logger
+from queues.board import bounded
 
 logger = get_logger("queues.board")
 
@@ -181,7 +181,7 @@ def _digest(text):
 
 def decide(request):
     """The Access of this request (see the module's table). A wrong basic-auth attempt is counted,
-    logged and audited here (``queues.throttle.record_failure``), once per request."""
+    logged and audited here (``queues.board.throttle.record_failure``), once per request."""
     user = getattr(request, "user", None)
     authenticated = bool(user is not None and user.is_authenticated and user.is_active)
     if env() in OPEN_ENVS:

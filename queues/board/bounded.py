@@ -33,8 +33,8 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .. import conf
-from ..connection import django_rq_config, mask_url, queues_url
+from queues import conf
+from queues.connection.clients import django_rq_config, mask_url, queues_url
 
 # Settings read here (seconds), with their defaults; docs/settings.md documents them.
 DEFAULTS = {
@@ -49,7 +49,7 @@ def setting(name):
 
 def validate():
     """Problems of the panel's Redis settings (E024)."""
-    from ..conf import Problem
+    from queues.conf import Problem
 
     problems = []
     for name in DEFAULTS:
@@ -146,7 +146,7 @@ def connection():
 
     scope = _scope.get()
     if scope is None:
-        from ..connection import get_connection
+        from queues.connection.clients import get_connection
 
         return get_connection()
     return scope.client_for(django_rq_config(), _ORIGINAL or connection_utils.get_redis_connection)

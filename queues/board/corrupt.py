@@ -15,11 +15,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django_rq.views import each_context
 
-from .. import audit
-from ..models import DeadLetter
-from . import bounded
-from .. import jobread
-from .operations import mark_dead_letters
+from queues import audit
+from queues.models import DeadLetter
+from queues.board import bounded
+from queues.jobs import read as jobread
+from queues.failures.operations import mark_dead_letters
 
 REFUSED = {"requeue_job_view": "requeued", "enqueue_job": "enqueued", "stop_job": "stopped"}
 

@@ -10,7 +10,7 @@ import datetime
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from ..metrics import history
+from queues.metrics import history
 
 BAR = 5  # px per minute
 HEIGHT = 48  # px of the tallest bar

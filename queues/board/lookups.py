@@ -21,8 +21,8 @@ from django_rq.settings import get_queues_list
 from rq.exceptions import NoSuchJobError
 from rq.worker import Worker
 
-from . import bounded
-from .. import jobread
+from queues.board import bounded
+from queues.jobs import read as jobread
 
 
 def queue_name_at(index):
@@ -57,7 +57,7 @@ def known(view):
             if name in kwargs:
                 queue_name_at(kwargs[name])
         if "job_id" in kwargs and jobread.is_corrupt(job := check_job(kwargs["job_id"])):
-            from .corrupt import respond
+            from queues.board.corrupt import respond
 
             queue_index = kwargs.get("queue_index", 0)
             return respond(request, view.__name__, queue_index, queue_name_at(queue_index), job)

@@ -6,7 +6,7 @@ so that neither needs the other's import for the table.
 """
 import importlib
 
-from .readonly import (
+from queues.board.readonly import (
     REGISTRIES,
     JSONWorker,
     PanelJob,
@@ -19,7 +19,7 @@ from .readonly import (
     get_queue_by_index,
     get_scheduler_by_index,
 )
-from .stats import statistics
+from queues.board.stats import statistics
 
 _REBIND = {
     "django_rq.views": {**REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs, "Job": PanelJob,

@@ -1,5 +1,5 @@
 """The panel's periodic jobs page: every declared schedule with its last and next run, and its
-pause/resume (``queues.schedules``).
+pause/resume (``queues.periodic.schedules``).
 
 A GET reads, in three round trips and without writing: the templates' scores in rq-scheduler's
 sorted set (the next run) plus each schedule's last run id and the paused set, then the last runs'
@@ -17,9 +17,13 @@ from django_rq.settings import get_queues_map
 from django_rq.views import each_context
 from rq.utils import as_text
 
-from .. import audit, jobread, keys, schedules
-from . import bounded
-from .access import guard
+from queues import audit, keys
+
+from queues.jobs import read as jobread
+
+from queues.periodic import schedules
+from queues.board import bounded
+from queues.board.access import guard
 
 UTC = dt.timezone.utc
 

@@ -47,8 +47,9 @@ from rq.exceptions import NoSuchJobError
 from rq.serializers import JSONSerializer
 from rq.worker import Worker
 
-from ..registry import OptimaJob, OptimaQueue
-from .. import jobread, rqcompat
+from queues.catalog.lookup import OptimaJob, OptimaQueue
+from queues import rqcompat
+from queues.jobs import read as jobread
 
 logger = logging.getLogger("queues.board")
 

@@ -33,13 +33,13 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
-from .. import audit, rqcompat
-from ..exceptions import QueueUnavailable
-from ..models import DeadLetter
-from .. import jobread
-from ..cancel import cancel_job
-from .operations import mark_dead_letters
-from .readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
+from queues import audit, rqcompat
+from queues.exceptions import QueueUnavailable
+from queues.models import DeadLetter
+from queues.jobs import read as jobread
+from queues.producer.cancel import cancel_job
+from queues.failures.operations import mark_dead_letters
+from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 
 CHUNK = 500
 
@@ -176,7 +176,7 @@ def _safe_next_url(request, queue_index):
 
 
 def cancel(request, queue_index, job_id):
-    """Cancel one queued or scheduled job (``queues.cancel.cancel_job``) from its page. GET: django-rq's
+    """Cancel one queued or scheduled job (``queues.producer.cancel.cancel_job``) from its page. GET: django-rq's
     confirmation page, whose form posts to the bulk actions (one job, audited there); POST: cancel,
     audit, and back to the job's page with the outcome."""
     queue = get_queue_by_index(queue_index)

@@ -12,8 +12,8 @@ from django_rq.settings import get_queues_list
 from django_rq.templatetags.django_rq import to_localtime
 from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
 
-from . import readonly
-from .. import jobread
+from queues.board import readonly
+from queues.jobs import read as jobread
 
 EXPECTED_TYPES = {"queue": b"list", "started": b"zset", "finished": b"zset", "failed": b"zset",
                   "deferred": b"zset", "scheduled": b"zset", "canceled": b"zset"}

@@ -12,9 +12,9 @@ from django_rq import stats_views
 from django_rq import urls as rq_urls
 from django_rq import views as rq_views
 
-from . import bounded, patches, periodic, rq_actions, views
-from .access import guard
-from .lookups import known
+from queues.board import bounded, patches, periodic, rq_actions, views
+from queues.board.access import guard
+from queues.board.lookups import known
 
 bounded.install()
 patches.install()  # django-rq's views: JSON only, and a GET writes nothing (readonly.py, patches.py)

@@ -13,13 +13,17 @@ from django_rq.stats_views import RQCollector
 from django_rq.utils import get_scheduler_statistics
 from django_rq.views import each_context
 
-from .. import audit, conf, limits, pause
-from ..exceptions import UnknownQueue
-from . import bounded
-from . import history as board_history
-from .access import guard
-from .operations import find_job
-from .stats import statistics
+from queues import audit, conf
+
+from queues.producer import limits
+
+from queues.worker import pause
+from queues.exceptions import UnknownQueue
+from queues.board import bounded
+from queues.board import history as board_history
+from queues.board.access import guard
+from queues.failures.operations import find_job
+from queues.board.stats import statistics
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 
@@ -33,7 +37,7 @@ def home(request):
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats = statistics()
     paused = pause.paused_names(bounded.connection())
-    # Jobs held back by their limit key (queues/limits.py): outside the queue list, so not in
+    # Jobs held back by their limit key (queues/producer/limits.py): outside the queue list, so not in
     # django-rq's counts; per queue, and its busiest keys.
     in_use = limits.keys_in_use(bounded.connection(), [q["name"] for q in stats["queues"]])
     for queue in stats["queues"]:
@@ -59,12 +63,12 @@ def home(request):
 @guard
 def queue_details(request, queue_index):
     """django-rq's ``queue_details`` (same template), reading the oldest and newest waiting job
-    through ``queues.jobread``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
+    through ``queues.jobs.read``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
     from django_rq.settings import get_queues_list
     from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
     from rq.worker import Worker
 
-    from .readonly import get_queue_by_index
+    from queues.board.readonly import get_queue_by_index
 
     queue = get_queue_by_index(queue_index)
     ends = queue.get_job_ids(0, 1) + queue.get_job_ids(-1, 1) if queue.count else []
@@ -112,7 +116,7 @@ def resume_queue(request, name):
 @guard
 def find(request):
     """Find a job by id in every declared queue and registry; one match goes straight to it."""
-    from ..models import DeadLetter
+    from queues.models import DeadLetter
 
     job_id = request.GET.get("job_id", "").strip()
     context = {**each_context(request), "job_id": job_id, "result": None, "error": "", "title": "Find a job"}

@@ -44,8 +44,8 @@ def install():
     global _installed
     from prometheus_client import REGISTRY
 
-    from . import checks, recorder  # noqa: F401  (checks registers the system check)
-    from .collector import QueueCollector
+    from queues.metrics import checks, recorder  # noqa: F401  (checks registers the system check)
+    from queues.metrics.collector import QueueCollector
 
     with _lock:
         recorder.connect()

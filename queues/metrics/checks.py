@@ -1,8 +1,8 @@
 """System check of the METRICS_* options (ids queues.E050-E053, listed in docs/metrics.md)."""
 from django.core.checks import Error, Tags, register
 
-from .. import conf
-from . import store
+from queues import conf
+from queues.metrics import store
 
 
 @register(Tags.compatibility)

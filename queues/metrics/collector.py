@@ -4,8 +4,8 @@ Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCAR
 (``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
 its last durations; plus one SMEMBERS of the paused set, one of rq's set of limit keys in use
-(``<p>:rl-keys``, queues/limits.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
-maxmemory, evicted keys: queues/redisinfo.py). Round trip 2 (only when a queue has a waiting job or
+(``<p>:rl-keys``, queues/producer/limits.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
+maxmemory, evicted keys: queues/connection/info.py). Round trip 2 (only when a queue has a waiting job or
 a worker, or some limit key is in use): HGET ``enqueued_at`` of each queue's head job, EXISTS of each
 worker key (rq leaves a dead worker in the set until a cleanup) and ZCARD of the held set of each
 limit key of a declared queue (held jobs per queue: ``optima_queue_held_jobs``). No command writes: rq's ``.count`` on a
@@ -27,9 +27,11 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from .. import conf, redisinfo
-from .. import keys as redis_keys
-from . import store
+from queues import conf
+
+from queues.connection import info as redisinfo
+from queues import keys as redis_keys
+from queues.metrics import store
 
 logger = logging.getLogger("queues.metrics")
 
@@ -48,8 +50,8 @@ class QueueSample:
     counters: dict = None  # None: unknown (Redis error) -> counter samples are left out, not zeroed
     buckets: dict = None  # upper bound (s) -> non-cumulative count
     dead_letters: int = 0
-    held: int = 0  # jobs held back by their limit key (queues/limits.py); not a state of ``jobs``
-    outbox: int = 0  # jobs accepted and not yet in Redis (queues/outbox.py); not a state of ``jobs`` either
+    held: int = 0  # jobs held back by their limit key (queues/producer/limits.py); not a state of ``jobs``
+    outbox: int = 0  # jobs accepted and not yet in Redis (queues/producer/outbox.py); not a state of ``jobs`` either
     outbox_oldest_seconds: float = 0.0
     redis_error: bool = False
     database_error: bool = False
@@ -71,7 +73,7 @@ def _text(value):
 
 def read_snapshot(names=None, client=None, now=None):
     """One read of every declared queue (or ``names``). Never raises for Redis or the database."""
-    from .. import registry
+    from queues.catalog import lookup as registry
 
     started = time.monotonic()
     names = list(registry.declared()) if names is None else list(names)
@@ -87,7 +89,7 @@ def read_snapshot(names=None, client=None, now=None):
 def _read_redis(client, names, samples, now):
     from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-    from ..pause import paused_key
+    from queues.worker.pause import paused_key
 
     bounds = store.buckets()
     try:
@@ -156,7 +158,7 @@ def _read_redis(client, names, samples, now):
 def _held_keys(members, names):
     """{queue: [held-set key, ...]} of the limit keys in use (rq's ``<p>:rl-keys``, whose members are
     ``<queue>:<limit key>``) of the declared ``names``. A failed read is logged: no held counts."""
-    from .. import limits
+    from queues.producer import limits
 
     if isinstance(members, Exception):
         logger.warning("reading the limit keys failed (%s); held jobs are reported as 0", _describe(members))
@@ -241,7 +243,7 @@ def _queue_failed(name, samples, exc):
 
 
 def _all_failed(names, samples, exc):
-    from ..connection import mask_url, queues_url
+    from queues.connection.clients import mask_url, queues_url
 
     logger.warning("Redis at %s did not answer the scrape (%s); %d queue(s) are reported as zeros",
                    mask_url(queues_url()), _describe(exc), len(names))
@@ -274,7 +276,7 @@ def _read_dead_letters(samples):
     """Open dead letters per queue: one grouped query."""
     from django.db.models import Count
 
-    from ..models import DeadLetter
+    from queues.models import DeadLetter
 
     counts = _from_database(samples, "open dead letters", lambda: dict(
         DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
@@ -286,8 +288,8 @@ def _read_dead_letters(samples):
 
 
 def _read_outbox(samples, now):
-    """Outbox rows per queue and the age of the oldest (queues/outbox.py): one grouped query."""
-    from .. import outbox
+    """Outbox rows per queue and the age of the oldest (queues/producer/outbox.py): one grouped query."""
+    from queues.producer import outbox
 
     stats = _from_database(samples, "the outbox", outbox.stats)
     if stats is None:
@@ -382,7 +384,7 @@ def families(snapshot, prefix):
 
 
 def memory_families(memory, prefix):
-    """The server's memory (queues/redisinfo.py): no labels, one Redis. Empty families when unknown."""
+    """The server's memory (queues/connection/info.py): no labels, one Redis. Empty families when unknown."""
     p = f"{prefix}_redis"
     used = GaugeMetricFamily(f"{p}_memory_used_bytes", "Memory the queues' Redis uses (INFO memory used_memory).")
     limit = GaugeMetricFamily(f"{p}_memory_max_bytes", "maxmemory of the queues' Redis; 0 means no limit.")

@@ -30,9 +30,9 @@ import time
 
 import redis
 
-from .. import keys
-from ..registry import queue_names
-from . import store
+from queues import keys
+from queues.catalog.lookup import queue_names
+from queues.metrics import store
 
 logger = logging.getLogger("queues.metrics")
 

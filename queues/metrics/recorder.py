@@ -1,4 +1,4 @@
-"""Receivers of queues.events: count and time jobs in Redis, where every worker and web process
+"""Receivers of queues.worker.signals: count and time jobs in Redis, where every worker and web process
 sees the same numbers.
 
 Outside a worker (web, commands, rqscheduler) each event is written at once, in one pipelined
@@ -12,7 +12,7 @@ The last 50 completed durations are kept by the receiver, not read back from rq'
 registry at scrape time: a scrape then costs one LRANGE per queue instead of 50 job hashes, and
 the sample survives ``result_ttl=0`` jobs, which rq does not keep in the finished registry.
 
-A receiver never raises: losing one count is better than failing a job (queues.events logs
+A receiver never raises: losing one count is better than failing a job (queues.worker.signals logs
 anything that escapes anyway).
 """
 import json
@@ -23,7 +23,7 @@ from collections import defaultdict
 
 import redis
 
-from . import store
+from queues.metrics import store
 
 logger = logging.getLogger("queues.metrics")
 
@@ -134,7 +134,7 @@ def _connection(job):
     connection = getattr(job, "connection", None)
     if connection is not None:
         return connection
-    from ..connection import get_connection
+    from queues.connection.clients import get_connection
 
     return get_connection()
 
@@ -174,7 +174,7 @@ def on_job_dead(sender=None, *, queue, job=None, **kwargs):
 
 def connect():
     """Connect the receivers (idempotent: dispatch_uid)."""
-    from .. import events
+    from queues.worker import signals as events
 
     events.job_succeeded.connect(on_job_succeeded, dispatch_uid="queues.metrics.succeeded")
     events.job_failed.connect(on_job_failed, dispatch_uid="queues.metrics.failed")

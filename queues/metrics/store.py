@@ -18,7 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .. import conf, keys
+from queues import conf, keys
 
 DURATION_SAMPLE = 50  # completed jobs the p50/p95 gauges are computed over (the record's number)
 QUANTILES = (0.5, 0.95)
@@ -106,8 +106,8 @@ def scrape_client():
     pipeline the benchmark can count. A refused or dropped connection is retried once (a pooled
     connection may be stale after a Redis restart); a timeout never is.
     """
-    from .. import failover
-    from ..connection import queues_url
+    from queues.connection import failover
+    from queues.connection.clients import queues_url
 
     timeout = float(conf.options()["METRICS_REDIS_TIMEOUT"])
     return _client(queues_url(), timeout, failover.sentinel_config("queues"))
@@ -115,7 +115,7 @@ def scrape_client():
 
 @functools.lru_cache(maxsize=4)
 def _client(url, timeout, sentinel):
-    from ..connection import _MaskedRedis, probe_client
+    from queues.connection.clients import _MaskedRedis, probe_client
 
     options = {"health_check_interval": 0, "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))}
     if sentinel is not None:  # the master the sentinels name, found again after a failover

@@ -18,7 +18,7 @@ from prometheus_client.exposition import choose_encoder
 @require_safe
 def metrics(request):
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ:
-        from . import collector
+        from queues.metrics import collector
 
         registry = prometheus_client.CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

@@ -14,7 +14,7 @@ CHUNK = 2000
 
 
 def fill(apps, schema_editor):
-    from queues.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
+    from queues.failures.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
 
     DeadLetter = apps.get_model("queues", "DeadLetter")
     FailureGroup = apps.get_model("queues", "FailureGroup")

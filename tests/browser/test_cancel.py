@@ -5,7 +5,7 @@ from rq.job import JobStatus
 
 import queues
 from queues.models import AuditEntry
-from queues.registry import OptimaJob
+from queues.catalog.lookup import OptimaJob
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -5,9 +5,9 @@ import datetime as dt
 import pytest
 from rq.registry import FailedJobRegistry
 
-from queues import deadletter
+from queues.failures import deadletter
 from queues.models import AuditEntry, DeadLetter, FailureGroup
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 from tests.queues.panel_helpers import dead_job
 

@@ -3,7 +3,7 @@ import pytest
 
 import queues
 from queues.models import DeadLetter
-from queues.registry import OptimaJob
+from queues.catalog.lookup import OptimaJob
 from tests.conftest import wait_for
 from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, make_staff, prod  # noqa: F401 (fixtures)
 

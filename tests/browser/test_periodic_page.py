@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from queues import schedules
+from queues.periodic import schedules
 from queues.models import AuditEntry
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)

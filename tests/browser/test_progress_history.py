@@ -7,7 +7,7 @@ import pytest
 import queues
 from queues import keys
 from queues.metrics import history
-from queues.registry import OptimaJob
+from queues.catalog.lookup import OptimaJob
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 from tests.conftest import wait_for
 

@@ -133,7 +133,7 @@ def test_queues_unavailable_a_unique_enqueue_answers_503_with_a_clear_message_an
 
 @pytest.mark.django_db(transaction=True)
 def test_queues_unavailable_a_job_is_accepted_into_the_outbox_and_runs_once_redis_is_back(api):
-    from queues import outbox
+    from queues.producer import outbox
     from queues.models import OutboxEntry
 
     api.own(products=[1])

@@ -3,7 +3,7 @@ key, so one seller's flood waits behind their own jobs; ``/jobs/<id>/`` says a j
 import pytest
 
 import queues
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

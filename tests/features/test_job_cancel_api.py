@@ -6,8 +6,8 @@ from rq.registry import ScheduledJobRegistry
 
 import queues
 from queues.models import AuditEntry
-from queues.registry import OptimaJob, get_queue
-from queues.resilience.dequeue import Dequeuer
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.worker.dequeue import Dequeuer
 from tests.queues.test_gate import run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -122,7 +122,7 @@ def test_two_workers_limiters_share_one_window_per_cabinet():
 
 
 def test_rate_limiter_keys_live_under_the_prefix_on_the_cache_connection(admin_redis):
-    from queues.connection import get_cache_connection, get_connection
+    from queues.connection.clients import get_cache_connection, get_connection
 
     limiter = CabinetRateLimiter("5/second")
     limiter.acquire("cabinet-9")

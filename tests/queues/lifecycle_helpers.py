@@ -3,7 +3,7 @@ import pytest
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
-from queues.registry import OptimaJob
+from queues.catalog.lookup import OptimaJob
 from tests.conftest import wait_for
 from tests.lifecycle_settings import LIFECYCLE_QUEUES
 

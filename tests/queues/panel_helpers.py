@@ -10,7 +10,7 @@ from rq.registry import FailedJobRegistry
 from rq.results import Result
 
 from queues import conf
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 
 BASIC_USER = "ops"
 BASIC_PASSWORD = "s3cret-board-pass"

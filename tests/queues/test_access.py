@@ -8,7 +8,7 @@ import pytest
 from django.core.checks import Warning, run_checks
 from django.test import Client
 
-from queues import pause
+from queues.worker import pause
 from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, basic_header, dead_job, make_staff
 
 HOME = "/admin/queues/"

@@ -3,7 +3,9 @@ for the panel's own actions and for those done through django-rq's views."""
 import pytest
 from django.test import Client
 
-from queues import audit, pause
+from queues import audit
+
+from queues.worker import pause
 from queues.models import AuditEntry
 from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, basic_header, dead_job, make_staff
 

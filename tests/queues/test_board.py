@@ -10,9 +10,9 @@ from rq import Worker
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry
 
 import queues
-from queues import pause
+from queues.worker import pause
 from queues.models import DeadLetter
-from queues.registry import OptimaJob, get_queue
+from queues.catalog.lookup import OptimaJob, get_queue
 from tests.conftest import wait_for
 from tests.queues.panel_helpers import dead_job
 
@@ -265,7 +265,7 @@ def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_wo
 
 @pytest.mark.django_db(transaction=True)
 def test_find_a_job_enqueued_to_retry_a_dead_letter_shows_that_dead_letter(client, queue_redis):
-    from queues.board.operations import retry_dead_letter
+    from queues.failures.operations import retry_dead_letter
 
     job, row = dead_job("default")
     job.delete()

@@ -14,10 +14,10 @@ from rq.registry import CanceledJobRegistry, FailedJobRegistry, ScheduledJobRegi
 
 import queues
 from queues import keys
-from queues.cancel import cancel_job
+from queues.producer.cancel import cancel_job
 from queues.models import AuditEntry, DeadLetter
-from queues.registry import OptimaJob, get_queue
-from queues.resilience.dequeue import Dequeuer
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.worker.dequeue import Dequeuer
 from tests.conftest import wait_for
 from tests.jobs import sample
 from tests.queues.panel_helpers import basic_header

@@ -1,4 +1,4 @@
-"""Enqueue options never take a job's own arguments (queues/catalog.py ENQUEUE_OPTIONS).
+"""Enqueue options never take a job's own arguments (queues/catalog/jobs.py ENQUEUE_OPTIONS).
 
 ``queues.enqueue(name, func, *args, <options>, **kwargs)`` hands every other keyword to the job, so
 a job with a parameter named like an option is refused when it is decorated (or declared
@@ -15,10 +15,11 @@ import pytest
 from rq.job import JobStatus
 
 import queues
-from queues import catalog, enqueueing
+from queues.catalog import jobs as catalog
+from queues.producer import api as enqueueing
 from queues.exceptions import InvalidJob
-from queues.registry import get_queue
-from queues.worker import OptimaWorker
+from queues.catalog.lookup import get_queue
+from queues.worker.adapter import OptimaWorker
 from tests.jobs import options as option_jobs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

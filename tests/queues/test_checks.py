@@ -105,7 +105,7 @@ def test_rq_queues_written_by_hand_is_e010():
     assert queue_errors() == [
         Error(
             "settings.RQ_QUEUES is a dict, expected queues.connection.RQQueuesSetting().",
-            hint="Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
+            hint="Set RQ_QUEUES = RQQueuesSetting() (from queues.connection.clients) in settings.py: django-rq then sees "
                  "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
             id="queues.E010",
         )
@@ -125,7 +125,7 @@ def test_using_a_broken_configuration_raises_the_same_message():
     assert "queues.E003" in str(excinfo.value)
 
 
-# -- trust boundary: declared and signed jobs (queues/catalog.py, queues/signing.py) -------------
+# -- trust boundary: declared and signed jobs (queues/catalog/jobs.py, queues/jobs/signing.py) -------------
 
 @override_settings(QUEUE_JOB_MODULES=["tests.jobs", "features.nowhere.tasks"])
 def test_a_job_module_that_cannot_be_imported_is_e025():

@@ -8,7 +8,7 @@ from django.urls import path
 from django.views.debug import ExceptionReporter
 
 import queues
-from queues.connection import get_cache_connection, get_connection, mask_url
+from queues.connection.clients import get_cache_connection, get_connection, mask_url
 from tests.jobs import sample
 
 
@@ -165,7 +165,7 @@ def test_the_debug_error_page_survives_cyclic_and_deeply_nested_locals_without_s
     assert "&lt;list nested deeper than 8 levels: not shown&gt;" in html
 
 
-# --- Sentinel and WAIT settings (queues/failover.py; checks queues.E040-E043) ---------------------------
+# --- Sentinel and WAIT settings (queues/connection/failover.py; checks queues.E040-E043) ---------------------------
 
 def failover_errors():
     from django.core.checks import run_checks
@@ -181,7 +181,7 @@ def test_no_sentinels_and_no_wait_is_a_good_configuration():
                    CACHE_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380", CACHE_REDIS_SENTINEL_MASTER="optima",
                    QUEUES_REDIS_WAIT_REPLICAS="1", QUEUES_REDIS_WAIT_TIMEOUT_MS="250")
 def test_sentinels_and_wait_from_the_environment_are_a_good_configuration():
-    from queues import failover
+    from queues.connection import failover
 
     assert failover_errors() == []
     assert failover.sentinel_config("queues") == failover.SentinelConfig(
@@ -253,7 +253,7 @@ def test_enqueue_with_a_bad_wait_setting_refuses_with_the_checks_message():
 def test_sentinel_clients_and_django_rq_config_keep_user_password_and_db_and_never_show_the_password():
     from django.conf import settings as django_settings
 
-    from queues.connection import describe, django_rq_config
+    from queues.connection.clients import describe, django_rq_config
 
     client = get_connection()
     assert "s3cret" not in repr(client)
@@ -280,7 +280,7 @@ def test_enqueue_with_no_sentinel_answering_raises_queue_unavailable_naming_the_
 def test_probe_clients_have_the_probe_timeouts_and_find_the_master_through_the_sentinels(settings):
     from redis.sentinel import SentinelConnectionPool
 
-    from queues.connection import probe_client
+    from queues.connection.clients import probe_client
 
     direct = probe_client("queues", timeout=0.25)
     assert direct.ping() is True

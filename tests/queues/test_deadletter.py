@@ -7,7 +7,7 @@ from django.core.management import call_command
 from rq.registry import FailedJobRegistry
 
 import queues
-from queues import deadletter
+from queues.failures import deadletter
 from queues.conf import prefix
 from queues.models import DeadLetter
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixture)

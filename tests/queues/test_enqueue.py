@@ -9,7 +9,7 @@ from rq.registry import ScheduledJobRegistry
 
 import queues
 from queues.exceptions import InvalidJob, UnknownQueue
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 from tests.jobs import sample
 
 

@@ -1,4 +1,4 @@
-"""Eviction and memory of the queues' Redis (queues/redisinfo.py): the maxmemory-policy read from
+"""Eviction and memory of the queues' Redis (queues/connection/info.py): the maxmemory-policy read from
 INFO is a system check (queues.E070 / W071) and a /healthz failure, and the scrape reports used
 memory, maxmemory and evicted keys. Each test runs its own redis-server with the policy under test."""
 import shutil

@@ -1,4 +1,4 @@
-"""The trust boundary, worker side: only declared, signed, readable jobs run (queues/gate.py).
+"""The trust boundary, worker side: only declared, signed, readable jobs run (queues/jobs/gate.py).
 
 Each test plants what someone with write access to the queues' Redis could write, next to a good
 job enqueued after it, and runs a real worker (in this process, forking its work horses): the
@@ -16,12 +16,14 @@ import pytest
 from rq.job import JobStatus
 
 import queues
-from queues import catalog, keys, signing
-from queues.deadletter import decode_raw_hash
+from queues import keys
+from queues.catalog import jobs as catalog
+from queues.jobs import signing
+from queues.failures.deadletter import decode_raw_hash
 from queues.exceptions import InvalidJob, NotAJob
 from queues.models import DeadLetter
-from queues.registry import OptimaJob, get_queue
-from queues.worker import OptimaWorker
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.worker.adapter import OptimaWorker
 from tests.jobs import sample
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
 
@@ -311,7 +313,7 @@ def test_a_queue_key_of_the_wrong_type_is_set_aside_and_the_other_queues_go_on(q
 
 def test_the_scheduler_runs_only_declared_schedules_whatever_the_template_in_redis_says(
         queue_redis, lifecycle_schedules, tmp_path, caplog):
-    from queues import schedules
+    from queues.periodic import schedules
 
     schedules.register(queue_redis)
     # Planted: a member that is no declared schedule, and a declared one's template rewritten.
@@ -339,8 +341,10 @@ def test_the_scheduler_runs_only_declared_schedules_whatever_the_template_in_red
 def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan(queue_redis, tmp_path):
     from rq.serializers import DefaultSerializer
 
-    from queues import deadletter, schedules
-    from queues.resilience import abandoned
+    from queues.failures import deadletter
+
+    from queues.periodic import schedules
+    from queues.worker import abandoned
     from tests.queues.test_no_pickle import Boom, plant as plant_pickles
 
     trap = tmp_path / "trap"
@@ -372,7 +376,7 @@ def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan
 # -- the dead-letter admin's retry of refused jobs ----------------------------------------------
 
 def test_retry_of_an_unsigned_dead_letter_enqueues_a_new_signed_job_from_the_row(queue_redis, tmp_path):
-    from queues.board.operations import retry_dead_letter
+    from queues.failures.operations import retry_dead_letter
 
     planted = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "ran")])
     run_burst(queue_redis)
@@ -385,7 +389,7 @@ def test_retry_of_an_unsigned_dead_letter_enqueues_a_new_signed_job_from_the_row
 
 
 def test_retry_of_a_not_a_job_dead_letter_is_refused(queue_redis):
-    from queues.board.operations import retry_dead_letter
+    from queues.failures.operations import retry_dead_letter
 
     planted = plant(queue_redis, "os.system", ["true"], signed=True)
     run_burst(queue_redis)

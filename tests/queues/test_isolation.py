@@ -16,7 +16,7 @@ import redis
 from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 import queues
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 from tests.conftest import ROOT, wait_for
 from tests.session_env import PREFIX, delete_prefix_keys
 

@@ -1,4 +1,4 @@
-"""Limit keys (queues/limits.py): at most N jobs of a key queued or running; the rest held, in order.
+"""Limit keys (queues/producer/limits.py): at most N jobs of a key queued or running; the rest held, in order.
 
 Real Redis, no worker: the worker's side (a job ending frees its slot) is driven through the same
 functions the worker calls (``retry.queue_retry``, rq's ``release_slot``), and with real worker
@@ -12,10 +12,12 @@ from rq.job import JobStatus
 from rq.rate_limit import release_slot
 
 import queues
-from queues import keys, limits, retry
-from queues.cancel import cancel_job
-from queues.registry import fetch_job, get_queue
-from queues.resilience.abandoned import Scan
+from queues import keys
+from queues.producer import limits
+from queues.failures import retry
+from queues.producer.cancel import cancel_job
+from queues.catalog.lookup import fetch_job, get_queue
+from queues.worker.abandoned import Scan
 
 JOB = "tests.jobs.lifecycle.quick"
 
@@ -156,7 +158,7 @@ def test_a_delayed_job_takes_no_slot_until_it_is_due():
 
 
 def test_the_limit_survives_signing_a_rewritten_limit_is_not_a_signature_matter():
-    from queues import signing
+    from queues.jobs import signing
 
     job = queues.enqueue("default", JOB, 1, limit_key="seller:1", limit_concurrency=1)
     stored = fetch_job(job.id)
@@ -286,8 +288,8 @@ def test_an_abandoned_job_waiting_for_its_retry_holds_no_slot():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_admin_retry_of_a_dead_letter_goes_through_the_limit():
-    from queues import deadletter
-    from queues.board.operations import retry_dead_letter
+    from queues.failures import deadletter
+    from queues.failures.operations import retry_dead_letter
     from queues.models import DeadLetter
 
     jobs = [queues.enqueue("default", JOB, i, limit_key="seller:1", limit_concurrency=1) for i in range(2)]
@@ -405,7 +407,7 @@ def test_the_panel_home_counts_held_jobs_per_queue_and_names_the_busiest_keys(pa
 
 # -- a worker in this process ----------------------------------------------------------------------
 def _run_burst(queue_name="default"):
-    from queues.worker import OptimaWorker
+    from queues.worker.adapter import OptimaWorker
 
     queue = get_queue(queue_name)
     worker = OptimaWorker([queue], connection=queue.connection)

@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import queues
 from devtools.redis_server import RedisServer, free_port
-from queues import events, pause
+from queues.worker import signals as events
+from queues.worker import pause
 from queues.metrics import collector, store
 from queues.models import DeadLetter
 from tests.conftest import ROOT, PREFIX, wait_for
@@ -288,7 +289,7 @@ def test_dead_letters_read_zero_with_an_error_when_the_database_fails(
 # --- cheap and read-only ----------------------------------------------------------------------
 
 def test_a_scrape_costs_two_round_trips_whatever_the_number_of_queues(private_redis, settings):
-    from queues.registry import declared
+    from queues.catalog.lookup import declared
 
     for extra in (1, 30):
         settings.OPTIMA_QUEUES = {f"q{i:02d}": {} for i in range(extra)}

@@ -20,7 +20,7 @@ from rq.results import Result
 from rq.worker import Worker
 
 from queues import conf
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -167,7 +167,7 @@ def test_no_get_of_the_panel_admin_metrics_or_job_api_unpickles_or_writes_to_red
 
 def test_reconcile_mirrors_a_pickled_failed_job_without_unpickling_it(queue_redis, tmp_path):
     # The worker and schedulers get the same test with the worker issue; reconcile is web-side too.
-    from queues import deadletter
+    from queues.failures import deadletter
     from queues.models import DeadLetter
 
     plant(queue_redis, tmp_path)
@@ -206,7 +206,7 @@ def test_rqstats_reads_json_only_and_writes_nothing(queue_redis, admin_redis, tm
 def test_rqenqueue_goes_through_queues_enqueue_call(queue_redis, django_capture_on_commit_callbacks):
     from django.core.management import call_command
 
-    from queues.registry import OptimaJob
+    from queues.catalog.lookup import OptimaJob
 
     with django_capture_on_commit_callbacks(execute=True):  # the test's transaction; a shell has none
         call_command("rqenqueue", "-q", "default", "--json", "tests.jobs.sample.add", "2", "3", verbosity=0)

@@ -12,7 +12,7 @@ from rq.worker import Worker
 
 import queues
 from devtools.redis_server import RedisServer
-from queues.registry import OptimaJob
+from queues.catalog.lookup import OptimaJob
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, runs, starts
 
@@ -138,7 +138,7 @@ def test_job_that_fails_while_redis_is_down_is_retried_by_its_policy_once_redis_
 
 
 def test_rqscheduler_carries_on_after_redis_was_refused_for_30_s(outage_redis, start_worker, tmp_path):
-    from queues.schedules import scheduled_jobs_key
+    from queues.periodic.schedules import scheduled_jobs_key
     from tests.queues.lifecycle_helpers import WORKER_ENV
 
     server, client = outage_redis(durable=False)

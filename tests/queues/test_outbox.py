@@ -1,4 +1,4 @@
-"""The transactional outbox (queues/outbox.py), in this process: a real Redis, a real database.
+"""The transactional outbox (queues/producer/outbox.py), in this process: a real Redis, a real database.
 
 "Redis down" is a URL nothing listens on (connections are refused at once); the process-level
 tests (SIGKILL after the commit, a Redis stopped for 30 s) are in test_outbox_processes.py.
@@ -12,11 +12,11 @@ from django.utils import timezone
 from rq.registry import ScheduledJobRegistry
 
 import queues
-from queues import outbox
-from queues.writing import write_job
+from queues.producer import outbox
+from queues.producer.write import write_job
 from queues.models import OutboxEntry
-from queues.registry import OptimaJob, get_queue
-from queues.worker import OptimaWorker
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.worker.adapter import OptimaWorker
 from tests.jobs import sample
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,7 +84,7 @@ def test_redis_down_at_the_commit_the_commit_stands_and_the_relay_pushes_the_job
 
 
 def test_the_relayed_job_is_the_one_the_caller_was_given_signed_and_runnable(redis_down):
-    from queues.connection import get_connection
+    from queues.connection.clients import get_connection
 
     with transaction.atomic():
         job = queues.enqueue_call("default", sample.add, [20, 22], meta={"owner": "user:7"})

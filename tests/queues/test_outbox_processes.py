@@ -1,5 +1,5 @@
 """The outbox with real processes: a process SIGKILLed right after its commit, and a Redis stopped
-for 30 s around 100 enqueues. Every accepted job runs (queues/outbox.py)."""
+for 30 s around 100 enqueues. Every accepted job runs (queues/producer/outbox.py)."""
 import shutil
 import signal
 import subprocess
@@ -106,7 +106,7 @@ def test_four_relay_processes_at_once_push_each_row_exactly_once(settings, subpr
     holds each job once."""
     from django.db import transaction
 
-    from queues.registry import get_queue
+    from queues.catalog.lookup import get_queue
 
     up = settings.QUEUES_REDIS_URL
     settings.QUEUES_REDIS_URL = "redis://127.0.0.1:1/0"  # refused: every push fails, rows stay

@@ -7,10 +7,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from queues import keys, schedules
+from queues import keys
+
+from queues.periodic import schedules
 from queues.models import AuditEntry
-from queues.registry import OptimaJob, get_queue
-from queues.schedules import check_schedules, register, scheduled_jobs_key
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.periodic.schedules import check_schedules, register, scheduled_jobs_key
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
 from tests.queues.panel_helpers import make_staff, prod  # noqa: F401 (fixtures)
 

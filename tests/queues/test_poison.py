@@ -13,10 +13,12 @@ import pytest
 from django.urls import reverse
 from rq.job import JobStatus
 
-from queues import conf, deadletter, keys
-from queues import jobread
+from queues import conf, keys
+
+from queues.failures import deadletter
+from queues.jobs import read as jobread
 from queues.models import AuditEntry, DeadLetter
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 from tests.queues.panel_helpers import dead_job
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 
@@ -264,7 +266,7 @@ def test_reconcile_marks_the_open_row_of_a_job_whose_hash_is_gone_discarded(queu
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_abandoned_scan_handles_the_others_and_never_raises_for_a_poison_entry(queue_redis, kind):
-    from queues.resilience.abandoned import Scan
+    from queues.worker.abandoned import Scan
 
     queue = get_queue("default")
     good = queue.create_job("tests.jobs.sample.add", args=[1, 2], meta={"queue": "default"})
@@ -282,7 +284,7 @@ def test_abandoned_scan_handles_the_others_and_never_raises_for_a_poison_entry(q
 # --- container keys of the wrong type ---------------------------------------------------------------
 
 def test_container_keys_of_the_wrong_type_answer_no_500_anywhere(operator, queue_redis):
-    from queues.resilience.abandoned import Scan
+    from queues.worker.abandoned import Scan
 
     queue = get_queue("default")
     queue_redis.hset(queue.key, "x", "y")  # the queue list is a hash

@@ -15,7 +15,7 @@ from rq.worker import Worker
 
 import queues
 from devtools.redis_server import RedisServer
-from queues.registry import OptimaJob, get_queue
+from queues.catalog.lookup import OptimaJob, get_queue
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, starts
 

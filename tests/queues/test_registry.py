@@ -4,7 +4,7 @@ import signal
 from django.conf import settings
 from django.test import override_settings
 
-from queues.registry import declared, get_config, queue_names
+from queues.catalog.lookup import declared, get_config, queue_names
 from tests.conftest import wait_for
 
 

@@ -1,12 +1,13 @@
-"""REDIS_WAIT_REPLICAS: an enqueue returns once a replica has the job (queues/replication.py), against a
+"""REDIS_WAIT_REPLICAS: an enqueue returns once a replica has the job (queues/connection/replication.py), against a
 real master and replica on loopback (tests/queues/replica_set.py)."""
 import signal
 
 import pytest
 
 import queues
-from queues import keys, replication
-from queues.registry import OptimaQueue
+from queues import keys
+from queues.connection import replication
+from queues.catalog.lookup import OptimaQueue
 from tests.queues.replica_set import ReplicaSet
 
 
@@ -78,7 +79,7 @@ def test_asking_for_more_replicas_than_exist_raises_not_replicated(on_replica_se
 
 
 def test_each_thread_reuses_one_pinned_connection(on_replica_set):
-    from queues.connection import get_connection
+    from queues.connection.clients import get_connection
 
     pinned = replication.pinned_client(get_connection())
     assert replication.pinned_client(get_connection()) is pinned
@@ -116,7 +117,7 @@ def test_a_wait_longer_than_the_socket_timeout_still_ends_in_not_replicated(on_r
 def test_an_outbox_row_whose_push_was_not_replicated_stays_until_the_replicas_have_the_job(on_replica_set):
     """The push wrote the job but raised NotReplicated: the row stays. The next relay finds the job
     already written and deletes the row only once a replica has it (replication.confirm)."""
-    from queues import outbox
+    from queues.producer import outbox
     from queues.models import OutboxEntry
 
     replica = on_replica_set.replicas[0]

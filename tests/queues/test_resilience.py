@@ -12,7 +12,7 @@ from rq.scheduler import RQScheduler
 from rq.worker import Worker
 
 import queues
-from queues.registry import OptimaJob, get_queue
+from queues.catalog.lookup import OptimaJob, get_queue
 from queues.keys import alive_key
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, starts

@@ -4,8 +4,8 @@ from rq.registry import FinishedJobRegistry
 
 import queues
 from queues.conf import prefix
-from queues.registry import OptimaJob, get_queue
-from queues.retention import enforce_completed_max
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.jobs.retention import enforce_completed_max
 from tests.queues.lifecycle_helpers import WORKER_ENV, lifecycle_queue  # noqa: F401 (fixture)
 
 

@@ -6,7 +6,7 @@ from rq.timeouts import JobTimeoutException
 
 import queues
 from queues.exceptions import PermanentError, RetryAfter
-from queues.retry import RetryPolicy, backoff_delay, decide, resolve_policy
+from queues.failures.retry import RetryPolicy, backoff_delay, decide, resolve_policy
 from tests.conftest import wait_for
 from tests.jobs.lifecycle import BadInput
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixture)

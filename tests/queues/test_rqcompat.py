@@ -7,8 +7,8 @@ from rq.scheduler import RQScheduler
 from rq_scheduler import Scheduler
 
 from queues import rqcompat
-from queues.registry import get_queue
-from queues.worker import OptimaWorker
+from queues.catalog.lookup import get_queue
+from queues.worker.adapter import OptimaWorker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def test_a_member_that_rq_dropped_is_reported_by_name(queue_redis, monkeypatch):
     monkeypatch.setattr(rqcompat, "MEMBERS", rqcompat.MEMBERS + [(OptimaWorker, "_no_such_member", "instance"),
                                                                  (Job, "_gone_method", "class")])
     worker = OptimaWorker([get_queue("default")], connection=queue_redis)
-    assert rqcompat.missing_members([worker]) == ["queues.worker.OptimaWorker._no_such_member",
+    assert rqcompat.missing_members([worker]) == ["queues.worker.adapter.OptimaWorker._no_such_member",
                                                   "rq.job.Job._gone_method"]
 
 

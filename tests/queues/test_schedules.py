@@ -3,10 +3,10 @@ import datetime as dt
 
 import pytest
 
-from queues import schedules
+from queues.periodic import schedules
 from queues.conf import prefix
-from queues.registry import OptimaJob, get_queue
-from queues.schedules import (Schedule, check_schedules, declared_schedules, register, run_schedule,
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.periodic.schedules import (Schedule, check_schedules, declared_schedules, register, run_schedule,
                               scheduled_jobs_key)
 from tests.conftest import wait_for
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixtures)

@@ -16,7 +16,7 @@ import redis
 from django.core.cache import cache
 
 import queues
-from queues.schedules import scheduled_jobs_key
+from queues.periodic.schedules import scheduled_jobs_key
 from tests.conftest import wait_for
 from tests.queues.lifecycle_helpers import WORKER_ENV, lifecycle_queue, lifecycle_schedules  # noqa: F401
 from tests.queues.replica_set import MASTER_NAME, ReplicaSet
@@ -132,7 +132,8 @@ def test_sigkill_of_the_master_promotes_a_replica_and_every_acknowledged_enqueue
     assert cache.get("after") == "2"
     # /healthz, the eviction check and /metrics ask the sentinels too: the promoted master answers
     # them, not the old master that REDIS_URL names (a replica now).
-    from queues import health, redisinfo
+    from queues import health
+    from queues.connection import info as redisinfo
     from queues.metrics import store
 
     assert health._probe_redis("queues", eviction=True)["status"] == "ok"

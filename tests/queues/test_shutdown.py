@@ -10,7 +10,7 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
 import queues
-from queues.registry import OptimaJob, get_queue
+from queues.catalog.lookup import OptimaJob, get_queue
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, starts
 
@@ -133,7 +133,7 @@ def test_work_horse_ignores_a_sigterm_sent_to_every_process_of_the_worker(start_
 def test_worker_whose_queues_are_all_paused_still_stops_on_sigterm(start_worker, queue_redis):
     from rq.worker import Worker
 
-    from queues.pause import pause
+    from queues.worker.pause import pause
 
     pause("default")
     worker = start_worker("default")

@@ -1,5 +1,5 @@
 """Failed sign-ins throttled per client address: the queue panel's basic auth and the admin login
-form share one window (queues/throttle.py), answered 429 with Retry-After; the client address
+form share one window (queues/board/throttle.py), answered 429 with Retry-After; the client address
 comes from X-Forwarded-For only through QUEUE_TRUSTED_PROXIES."""
 import logging
 
@@ -7,7 +7,7 @@ import pytest
 from django.core.checks import Error, run_checks
 from django.test import Client, RequestFactory
 
-from queues import throttle
+from queues.board import throttle
 from queues.models import AuditEntry
 from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, basic_header
 

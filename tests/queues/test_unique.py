@@ -5,7 +5,7 @@ import pytest
 from django.db import transaction
 
 import queues
-from queues.registry import get_queue
+from queues.catalog.lookup import get_queue
 
 
 def test_a_second_enqueue_while_the_first_waits_returns_the_waiting_job():

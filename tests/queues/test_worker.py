@@ -1,5 +1,5 @@
 """The worker class in-process: OptimaSimpleWorker runs jobs in this very process, so the whole
-failure policy, the dead letter, metrics and retention of ``queues.worker`` are exercised here
+failure policy, the dead letter, metrics and retention of ``queues.worker.adapter`` are exercised here
 without forking. (Real processes and signals: test_shutdown, test_resilience, test_no_fork.)"""
 import pytest
 from rq.job import JobStatus
@@ -9,8 +9,8 @@ import queues
 from queues.metrics import store
 from queues.metrics.recorder import tally
 from queues.models import DeadLetter
-from queues.registry import OptimaJob, get_queue
-from queues.worker import OptimaSimpleWorker, OptimaWorker
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.worker.adapter import OptimaSimpleWorker, OptimaWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,7 +82,7 @@ def test_completed_jobs_beyond_completed_max_are_trimmed_when_the_worker_goes_id
 
 
 def test_a_paused_queue_is_left_alone_by_the_worker(queue_redis):
-    from queues import pause
+    from queues.worker import pause
 
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
     pause.pause("default", queue_redis)
@@ -101,7 +101,7 @@ def test_a_job_whose_hash_cannot_be_read_is_dead_lettered_as_corrupt_with_its_ra
     from rq import Queue
     from rq.serializers import DefaultSerializer
 
-    from queues.deadletter import decode_raw_hash
+    from queues.failures.deadletter import decode_raw_hash
     from queues.models import DeadLetter
 
     marker = tmp_path / "ran"

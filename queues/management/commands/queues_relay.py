@@ -1,6 +1,6 @@
 """``manage.py queues_relay [--loop] [--interval S]``: push the jobs left in the outbox to Redis.
 
-Every worker already relays every ``OUTBOX_RELAY_SECONDS`` (queues/outbox.py); this command is for
+Every worker already relays every ``OUTBOX_RELAY_SECONDS`` (queues/producer/outbox.py); this command is for
 a deploy with no worker running yet, a cron job, or draining the outbox by hand after an outage.
 Safe to run next to workers and other relays: a row is pushed by whoever claims it, once.
 Exits non-zero when rows are left because Redis did not take them (without ``--loop``).
@@ -9,7 +9,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queues import conf, outbox
+from queues import conf
+
+from queues.producer import outbox
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queues.enqueueing import enqueue_call
+from queues.producer.api import enqueue_call
 from queues.exceptions import QueuesError
 
 

@@ -1,9 +1,9 @@
 """``manage.py rqscheduler``: rq-scheduler's process (periodic jobs), under the environment prefix.
 
-On start it registers the declared schedules (``queues.schedules.register``: idempotent, removes the
+On start it registers the declared schedules (``queues.periodic.schedules.register``: idempotent, removes the
 ones no longer declared), then polls every ``--interval`` seconds (default
 ``OPTIMA_QUEUES_OPTIONS['SCHEDULER_INTERVAL']``, 5; rq-scheduler's own default is 60) and enqueues each
-due schedule as a fresh job (``queues.schedules.scheduler_class``). Running two is safe: one holds the
+due schedule as a fresh job (``queues.periodic.schedules.scheduler_class``). Running two is safe: one holds the
 lock per poll, and a run's job id derives from its tick.
 """
 import logging
@@ -12,9 +12,11 @@ import time
 import redis
 from django_rq.management.commands import rqscheduler
 
-from queues import conf, schedules
-from queues.connection import describe, get_connection
-from queues.registry import OptimaJob, get_queue, queue_names
+from queues import conf
+
+from queues.periodic import schedules
+from queues.connection.clients import describe, get_connection
+from queues.catalog.lookup import OptimaJob, get_queue, queue_names
 
 logger = logging.getLogger("queues.schedules")
 
@@ -51,7 +53,7 @@ class Command(rqscheduler.Command):
             connection=connection, job_class=OptimaJob,
         )
         try:
-            from queues.resilience.schedulers import run_rq_scheduler
+            from queues.periodic.supervision import run_rq_scheduler
         except ImportError:  # the resilience work not present: rq-scheduler's own loop
             scheduler.run(burst=options["burst"])
         else:

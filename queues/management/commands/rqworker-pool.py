@@ -35,15 +35,15 @@ from rq.serializers import JSONSerializer
 from rq.worker_pool import ForkProcess, WorkerPool
 
 from queues import rqcompat
-from queues.connection import describe, get_connection
+from queues.connection.clients import describe, get_connection
 from queues.management.commands.rqworker import (
     build_worker, run_worker, start_command,
 )
-from queues.registry import OptimaJob, OptimaQueue
-from queues.resilience import config
-from queues.resilience.liveness import die_with_parent
-from queues.resilience.outage import Backoff, OutageLog, wait_until_reachable
-from queues.worker import OptimaWorker
+from queues.catalog.lookup import OptimaJob, OptimaQueue
+from queues.worker import options as config
+from queues.worker.liveness import die_with_parent
+from queues.connection.outage import Backoff, OutageLog, wait_until_reachable
+from queues.worker.adapter import OptimaWorker
 
 # Seconds the master waits, beyond the grace, for its members to stop before it SIGKILLs them. A
 # member needs a few seconds after the grace (kill the horse, put the job back, unregister); the
@@ -163,7 +163,7 @@ class Command(BaseCommand):
         names, grace, level = start_command(self, args, options)
         if not self._wait_for_redis():
             return  # stopped while waiting
-        # (the job modules were imported when Django started: queues.catalog.autodiscover, shared by members)
+        # (the job modules were imported when Django started: queues.catalog.jobs.autodiscover, shared by members)
         reset_db_connections()  # no database connection may be shared with the members
         pool = OptimaWorkerPool(names, num_workers=options["num_workers"], grace=grace,
                                 with_scheduler=not options["without_scheduler"], logging_level=level)

@@ -7,7 +7,7 @@ stopping worker lets its job finish (``SHUTDOWN_GRACE_SECONDS``); and a worker s
 is unreachable waits for it instead of exiting (a supervisor's restart loop is not needed).
 
 One process serves all the queues it is given, in the order given (priority): its dequeue is an
-atomic LMOVE for one queue or several (``queues.resilience.dequeue``), so running one process per
+atomic LMOVE for one queue or several (``queues.worker.dequeue``), so running one process per
 queue is a capacity choice, not a safety one. docs/operations.md has the stop timeouts to configure.
 
 ``--no-fork`` runs ``queues.worker.OptimaSimpleWorker``: jobs run in the worker's own process (no
@@ -17,7 +17,7 @@ System checks: a worker runs the ones about configuration (``WORKER_CHECK_TAGS``
 models, caches, security), not those of URLs, templates and the admin, which import every view and
 template (~30 MiB more per worker process, copied on every fork: ~1 ms per job). ``manage.py check``
 in the release step runs them all (docs/operations.md#deploying). Before the first fork the worker
-has every job module imported (``queues.catalog``, at Django start), so its horses do not import one per job.
+has every job module imported (``queues.catalog.jobs``, at Django start), so its horses do not import one per job.
 """
 import logging
 import os
@@ -32,11 +32,11 @@ from django_rq.workers import get_worker
 from rq.logutils import setup_loghandlers
 
 from queues import rqcompat
-from queues.connection import describe
+from queues.connection.clients import describe
 from queues.exceptions import UnknownQueue
-from queues.registry import get_config, queue_names
-from queues.resilience import config
-from queues.resilience.outage import REDIS_ERRORS, Backoff, OutageLog
+from queues.catalog.lookup import get_config, queue_names
+from queues.worker import options as config
+from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
@@ -76,7 +76,7 @@ class Command(rqworker.Command):
         )
         parser.add_argument(
             "--no-fork", action="store_true", dest="no_fork",
-            help="Run jobs in this process instead of a forked work horse per job (queues.worker."
+            help="Run jobs in this process instead of a forked work horse per job (queues.worker.adapter."
                  "OptimaSimpleWorker): faster for trusted I/O-bound jobs; no hard kill at timeout + 60 s or at "
                  "the end of the grace, and a job that crashes the interpreter ends the worker. docs/operations.md.",
         )
@@ -91,7 +91,7 @@ class Command(rqworker.Command):
         names, grace, level = start_command(self, args, options)
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {describe()})")
         backoff = Backoff(config.options().redis_retry_max)
-        # The job modules were imported when Django started (queues.catalog.autodiscover, in
+        # The job modules were imported when Django started (queues.catalog.jobs.autodiscover, in
         # QueuesConfig.ready), so horses share them instead of each importing its own copy.
         build_kwargs = {
             "worker_class": worker_class(options), "queue_class": options["queue_class"],

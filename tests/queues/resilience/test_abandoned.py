@@ -1,12 +1,12 @@
-"""The abandoned-job scan in-process, against the real Redis (queues/resilience/abandoned.py)."""
+"""The abandoned-job scan in-process, against the real Redis (queues/worker/abandoned.py)."""
 import logging
 
 from rq.job import JobStatus
 
 import queues
 from queues import keys
-from queues.registry import OptimaJob
-from queues.resilience.abandoned import Scan
+from queues.catalog.lookup import OptimaJob
+from queues.worker.abandoned import Scan
 
 
 def plant_started(connection, job, worker_name="gone-worker", execution_id="e1"):

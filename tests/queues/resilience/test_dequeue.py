@@ -1,8 +1,9 @@
 """Dequeuer against the real Redis, in-process: priority order, paused queues, the intermediate list
-(queues/resilience/dequeue.py)."""
-from queues import keys, pause
-from queues.registry import get_queue
-from queues.resilience.dequeue import Dequeuer
+(queues/worker/dequeue.py)."""
+from queues import keys
+from queues.worker import pause
+from queues.catalog.lookup import get_queue
+from queues.worker.dequeue import Dequeuer
 
 
 def _ids(connection, key):

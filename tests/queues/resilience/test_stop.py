@@ -1,5 +1,5 @@
-"""StopState in-process: the stop request, the grace period and the cold stop (queues/resilience/stop.py)."""
-from queues.resilience.stop import StopState
+"""StopState in-process: the stop request, the grace period and the cold stop (queues/worker/stop.py)."""
+from queues.worker.stop import StopState
 
 
 class Clock:

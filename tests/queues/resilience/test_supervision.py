@@ -1,5 +1,5 @@
 """The supervision of one work horse, in-process: ``verdict`` for every case, and ``HorseWatch``
-with a real child process (queues/resilience/supervision.py)."""
+with a real child process (queues/worker/supervision.py)."""
 import logging
 import os
 import signal
@@ -7,9 +7,9 @@ import time
 
 from rq.job import JobStatus
 
-from queues.resilience.horse import EX_TEMPFAIL
-from queues.resilience.stop import StopState
-from queues.resilience.supervision import HorseWatch, Verdict, verdict
+from queues.worker.horse import EX_TEMPFAIL
+from queues.worker.stop import StopState
+from queues.worker.supervision import HorseWatch, Verdict, verdict
 
 EXITED_0 = 0
 EXITED_1 = 1 << 8

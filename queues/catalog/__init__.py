@@ -1,0 +1,3 @@
+"""What exists: declared jobs (``jobs``), declared queues (``queues``), the rq classes that
+refuse anything else (``classes``) and the name -> queue lookup (``lookup``).
+"""

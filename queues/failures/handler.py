@@ -1,0 +1,114 @@
+"""What a worker does when an attempt fails: the retry policy applied, and the dead letter.
+
+rq's ``handle_job_failure`` retries with its own ``Retry`` (a fixed list of whole-second
+intervals set at enqueue, no RetryAfter, no non-retryable errors) or fails the job. This
+project's policy is ``queues.failures.retry``; this module applies it for a worker:
+
+1. ``judge``: which attempt failed, with what, and the ``Decision`` (retry after a delay, or dead
+   with a reason); sends ``job_failed``.
+2. ``retry``: one MULTI cleans up the execution, keeps the attempt's traceback in the job's results
+   stream (rq's RETRIED result), counts the failure for the worker, and schedules the next attempt
+   (``retry.queue_retry``); then ``job_retry_scheduled``.
+3. dead: ``before_burial`` records the death in the meta; the worker then lets rq fail the job
+   (FAILED status, FailedJobRegistry, the failure result); ``after_burial`` pins it at +inf in the
+   failed registry, mirrors it into the ``DeadLetter`` table and sends ``job_dead``.
+
+The worker keeps the exception object rq hands to ``handle_exception`` (rq passes only its text
+to ``handle_job_failure``): ``remember`` / ``take``.
+"""
+import datetime as dt
+import logging
+
+from rq.results import Result
+
+from queues import rqcompat
+
+from queues.failures import deadletter
+
+from queues.worker import signals as events
+
+from queues.jobs import meta as jobmeta
+
+from queues.failures import retry
+from queues.exceptions import RetryAfter
+
+logger = logging.getLogger("queues.worker")
+
+
+def duration(job):
+    """Seconds the attempt ran (0 when rq has no start or end time)."""
+    if job.started_at and job.ended_at:
+        return max(0.0, (job.ended_at - job.started_at).total_seconds())
+    return 0.0
+
+
+class FailureHandler:
+    def __init__(self, worker):
+        self.worker = worker
+        self._held = None  # (job id, exc_info) of the latest handle_exception
+
+    def remember(self, job, exc_info):
+        self._held = (job.id, exc_info)
+
+    def take(self, job):
+        held, self._held = self._held, None
+        return held[1] if held and held[0] == job.id else None
+
+    def judge(self, job, exc_info, *, stopped):
+        """The Decision for a failed attempt (sends ``job_failed``)."""
+        if stopped:
+            decision = retry.Decision(False, reason=retry.STOPPED)
+        else:
+            try:
+                job.get_meta(refresh=True)  # the job may have written its own meta while running
+            except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
+                logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
+            decision = retry.decide(jobmeta.current_attempt(job), retry.policy_for(job), exc_info[1] if exc_info else None)
+        events.send(events.job_failed, queue=jobmeta.queue_name(job), job=job, exc_info=exc_info,
+                    duration=duration(job), will_retry=decision.retry)
+        return decision
+
+    def retry(self, job, queue, delay, exc_info, exc_string, execution):
+        """Schedule the next attempt. False when the writes failed (the caller decides what then)."""
+        worker = self.worker
+        attempt = jobmeta.current_attempt(job)
+        failed_at = job.ended_at or dt.datetime.now(dt.timezone.utc)
+        if failed_at.tzinfo is None:
+            failed_at = failed_at.replace(tzinfo=dt.timezone.utc)
+        reason = "retry_after" if exc_info and isinstance(exc_info[1], RetryAfter) else "backoff"
+        with worker.connection.pipeline() as pipeline:
+            worker.cleanup_execution(job, pipeline=pipeline, execution=execution)
+            # The failed attempt's traceback, kept in the job's results stream (rq's RETRIED type).
+            Result.create(job, Result.Type.RETRIED, job.failure_ttl, exc_string=exc_string, worker_name=worker.name,
+                          pipeline=pipeline, execution_id=execution.id if execution else None,
+                          execution_started_at=execution.created_at if execution else None,
+                          execution_ended_at=job.ended_at)
+            worker.increment_failed_job_count(pipeline)
+            if job.started_at and job.ended_at:
+                worker.increment_total_working_time(job.ended_at - job.started_at, pipeline)
+            released = retry.queue_retry(job, queue, delay, pipeline, failed_at=failed_at, reason=reason)
+            pipeline.execute()
+        if not released:  # a job with a limit key gave its slot back in the MULTI above
+            rqcompat.release_slot(worker, job)
+        worker.log.info("Worker %s: job %s attempt %d failed; attempt %d in %.3gs (%s)",
+                        worker.name, job.id, attempt, attempt + 1, delay, reason)
+        events.send(events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay),
+                    attempt=attempt + 1)
+        return True
+
+    def before_burial(self, job, reason, exc_info, exc_string):
+        exc_type, exc_message = retry.exc_summary(exc_info, exc_string)
+        deadletter.mark_dead(job, reason, exc_type=exc_type, exc_message=exc_message, worker_name=self.worker.name)
+        try:
+            job.save_meta()
+        except Exception:  # noqa: BLE001
+            logger.exception("Worker %s: could not save the dead-letter meta of job %s", self.worker.name, job.id)
+        job.retries_left = None  # never rq's own retry: the policy decided
+
+    def after_burial(self, job, reason, exc_string):
+        try:
+            deadletter.keep_forever(job)
+        except Exception:  # noqa: BLE001 — rq's -1 score keeps it too; this only makes it read as "never"
+            logger.warning("Worker %s: could not pin dead job %s at +inf", self.worker.name, job.id)
+        deadletter.mirror(job, exc_string=exc_string)
+        events.send(events.job_dead, queue=jobmeta.queue_name(job), job=job, reason=reason)

@@ -1,0 +1,287 @@
+"""What an operator can do to dead letters and jobs; each function acts on one object.
+
+Retry of a dead letter:
+  - its job is still in the queue's failed registry -> requeue that very job (same id, so if it
+    dies again the lifecycle mirror reopens this row and counts ``times_dead``); the worker gives
+    a requeued dead job a full set of attempts again (``queues.failures.retry``);
+  - otherwise (discarded, deleted from the panel, expired) -> enqueue a new job from the stored
+    ``func_path``/``args``/``kwargs`` through ``queues.enqueue_call``, with ``meta.retry_of`` set to the
+    old id, and link the row to it (``retried_as``).
+Discard: remove the job from the failed registry and delete it from Redis; the row stays, marked
+``discarded`` (it remains searchable and can still be retried from its stored arguments).
+A corrupt dead letter (reason ``corrupt``: its hash could not be read as a job) has nothing to run:
+retry is refused; discard deletes its hash and failed-registry entry like any other. So is the retry
+of a ``not_a_job`` one (its function is no declared job). An ``unsigned`` one is retried as a new job,
+signed, from the row's stored function and arguments (what the operator sees), never in place.
+
+Cancelling a job that has not started: ``queues/producer/cancel.py`` (the panel and ``DELETE /jobs/<id>/``).
+
+Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
+"""
+import functools
+import json
+from dataclasses import dataclass
+
+import redis
+
+from django.db import transaction
+from django.utils import timezone
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq.registry import (
+    CanceledJobRegistry,
+    DeferredJobRegistry,
+    FailedJobRegistry,
+    FinishedJobRegistry,
+    ScheduledJobRegistry,
+)
+
+from queues import conf
+
+from queues.failures import deadletter
+
+from queues.jobs import meta as jobmeta
+from queues.connection.clients import get_connection, unavailable
+from queues.failures.deadletter import CORRUPT
+from queues.exceptions import QueuesError
+from queues.jobs.gate import NOT_A_JOB, UNSIGNED
+from queues.catalog.lookup import OptimaJob, get_queue, queue_names
+from queues.jobs import read as jobread
+
+
+@dataclass(frozen=True)
+class Outcome:
+    outcome: str  # "ok", "error" or "skipped"
+    detail: str
+    job_id: str = ""  # the job that now runs, when one does
+
+
+def _failed_registry(queue):
+    return FailedJobRegistry(queue=queue, job_class=OptimaJob)
+
+
+def retry_dead_letter(row_id):
+    """Retry the DeadLetter ``row_id`` (see the module docstring). Returns an Outcome.
+
+    Redis first, then the row: the row becomes ``retried`` only once its job is in Redis. If Redis
+    refuses, the row stays open and the Outcome's detail names the masked Redis URL. (Before, the
+    enqueue ran inside the row's transaction, so it was written at the commit: a Redis failure then
+    left a ``retried`` row pointing at a job never written, out of reconcile's sight.)
+
+    Called inside a caller's transaction, ``enqueue_call`` writes at its commit; the row's update is
+    then registered with ``on_commit`` after that write, so it runs only if the write did (Django
+    runs commit callbacks in order and stops at the first that raises).
+
+    Two operators retrying the same row at once may both write; the second finds the row already
+    retried, deletes the job it wrote (when it is a new one) and reports "skipped".
+    """
+    from queues.models import DeadLetter
+
+    row = DeadLetter.objects.get(pk=row_id)
+    if row.reason == CORRUPT:
+        return Outcome("error", f"Dead letter of job {row.job_id} not retried: the job is corrupt ({row.exc_message}), "
+                                "so there is nothing to run. Discard it.")
+    if row.reason == NOT_A_JOB:
+        return Outcome("error", f"Dead letter of job {row.job_id} not retried: it names {row.func_path!r}, which is "
+                                "not a declared job, so it would never run. Discard it (and find out who wrote it).")
+    if row.status == DeadLetter.Status.RETRIED:
+        return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
+    at_commit = transaction.get_connection().in_atomic_block
+    try:
+        new_id, detail = _put_back(row)
+    except (QueuesError, NoSuchJobError, InvalidJobOperation) as exc:
+        return Outcome("error", f"{type(exc).__name__}: {exc} (the dead letter stays open)")
+    if at_commit:
+        transaction.on_commit(functools.partial(_mark_retried, row_id, new_id))
+        return Outcome("ok", f"{detail} (written at the commit of the caller's transaction)", new_id)
+    if not _mark_retried(row_id, new_id):
+        if new_id != row.job_id:
+            delete_job_hash(new_id)
+        return Outcome("skipped", f"retried meanwhile by someone else; the job {new_id} written for it was deleted"
+                       if new_id != row.job_id else "retried meanwhile by someone else")
+    return Outcome("ok", detail, new_id)
+
+
+def _put_back(row):
+    """Write ``row``'s job back to Redis: (the job id that now runs, detail). Raises QueuesError
+    (QueueUnavailable with the masked URL when Redis fails), NoSuchJobError, InvalidJobOperation."""
+    from queues.producer.api import enqueue_fail_fast
+
+    try:
+        queue = get_queue(row.queue)
+        registry = _failed_registry(queue)
+        # An unsigned job is never requeued as it is in Redis (which anyone able to write there may have
+        # changed since): a new job is signed from what the operator sees in the row.
+        if row.reason != UNSIGNED and row.job_id in registry:
+            registry.requeue(row.job_id)
+            return row.job_id, "requeued the failed job in place"
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+    # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis. Its
+    # owner and limit key come back from the row (deadletter.carried): the new job is still the
+    # owner's, and still counts against the owner's limit.
+    carried = deadletter.carried(row)
+    meta = {jobmeta.RETRY_OF: row.job_id}
+    if isinstance(carried.get("owner"), str):
+        meta[jobmeta.OWNER] = carried["owner"]
+    job = enqueue_fail_fast(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
+                            meta=meta, limit_key=carried.get("limit_key"),
+                            limit_concurrency=carried.get("limit_concurrency"))
+    return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
+
+
+def _mark_retried(row_id, new_id):
+    """The row -> retried as ``new_id``, unless it already was; returns whether it changed."""
+    from queues.models import DeadLetter
+
+    return bool(DeadLetter.objects.filter(pk=row_id).exclude(status=DeadLetter.Status.RETRIED).update(
+        status=DeadLetter.Status.RETRIED, retried_as=new_id, updated_at=timezone.now()))
+
+
+def discard_dead_letter(row_id):
+    """Discard the DeadLetter ``row_id``: out of the failed registry, job deleted, row kept."""
+    from queues.models import DeadLetter
+
+    with transaction.atomic():
+        row = DeadLetter.objects.select_for_update().get(pk=row_id)
+        if row.status != DeadLetter.Status.OPEN:
+            return Outcome("skipped", f"status is {row.status}; only open dead letters are discarded")
+        # No declared queue needed: a queue removed from the settings still has its registry in Redis.
+        connection = get_connection()
+        try:
+            removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
+        except redis.ResponseError:  # the registry key is not a sorted set: nothing of this job in it
+            removed = False
+        deleted = delete_job_hash(row.job_id, connection)
+        detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
+            ", job deleted" if deleted else ", job hash already gone")
+        row.status = DeadLetter.Status.DISCARDED
+        row.save(update_fields=["status", "updated_at"])
+    return Outcome("ok", detail)
+
+
+def delete_job_hash(job_id, connection=None):
+    """Delete a job and what rq keeps with it; False when it was already gone. A corrupt job's hash
+    (and results) are deleted as they are, nothing in them read."""
+    connection = connection or get_connection()
+    job = jobread.fetch(job_id, connection, check_origin=False)
+    if job is None:
+        return False
+    if jobread.is_corrupt(job):
+        with connection.pipeline(transaction=False) as pipe:
+            jobread.delete_keys(pipe, job_id)
+            pipe.execute()
+        return True
+    job.delete()
+    return True
+
+
+def mark_dead_letters(job_ids, status, retried_as_self=False):
+    """Rows of ``job_ids`` still open -> ``status`` (after the panel requeued or deleted the jobs)."""
+    from queues.models import DeadLetter
+
+    job_ids = list(job_ids)
+    if not job_ids:
+        return 0
+    updates = {"status": status, "updated_at": timezone.now()}
+    total = 0
+    for start in range(0, len(job_ids), 500):
+        chunk = job_ids[start:start + 500]
+        rows = DeadLetter.objects.filter(prefix=conf.prefix(), job_id__in=chunk, status=DeadLetter.Status.OPEN)
+        if retried_as_self:
+            from django.db.models import F
+
+            total += rows.update(retried_as=F("job_id"), **updates)
+        else:
+            total += rows.update(**updates)
+    return total
+
+
+# --- finding a job -------------------------------------------------------------------------------
+
+_REGISTRIES = (
+    ("failed", FailedJobRegistry),
+    ("finished", FinishedJobRegistry),
+    ("scheduled", ScheduledJobRegistry),
+    ("deferred", DeferredJobRegistry),
+    ("canceled", CanceledJobRegistry),
+)
+
+
+def find_job(job_id, connection=None):
+    """Where ``job_id`` is, across every declared queue and registry, in two round trips.
+
+    Returns {"job_id", "exists", "corrupt" (why, or ""), "origin", "status", "description",
+    "locations": [(queue, place)]}; every value printable (bytes that are not UTF-8 escaped).
+    """
+    connection = connection or get_connection()
+    names = queue_names()
+    rid = jobread.normal_id(job_id)  # an id shown escaped (not UTF-8) is looked up as Redis holds it
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.hgetall(jobread.job_key(rid))
+        for name in names:
+            queue = get_queue(name, connection=connection)
+            pipe.lpos(queue.key, rid)
+            for _, cls in _REGISTRIES:
+                pipe.zscore(cls(name, connection=connection).key, rid)
+        # A key of the wrong type (the job's, a queue's, a registry's) is an answer, not a failure.
+        replies = pipe.execute(raise_on_error=False)
+    job = jobread.load(rid, replies[0], connection)
+    replies = [None if isinstance(r, redis.ResponseError) else r for r in replies]
+    raw = {jobread.text(k): jobread.text(v) for k, v in (replies[0] or {}).items()}
+    origin, status, description, enqueued_at, ended_at, meta = (
+        raw.get(f) for f in ("origin", "status", "description", "enqueued_at", "ended_at", "meta"))
+    locations = []
+    i = 1
+    for name in names:
+        if replies[i] is not None:
+            locations.append((name, "queued"))
+        i += 1
+        for place, _ in _REGISTRIES:
+            if replies[i] is not None:
+                locations.append((name, place))
+            i += 1
+    if status == "started" and origin:
+        locations.append((origin, "started"))
+    return {
+        "job_id": job_id,
+        "exists": job is not None,
+        "corrupt": job.why if jobread.is_corrupt(job) else "",
+        "origin": origin,
+        "status": status,
+        "description": description,
+        "enqueued_at": enqueued_at,
+        "ended_at": ended_at,
+        "locations": locations,
+        "retry_of": _retry_of(meta),
+    }
+
+
+def _retry_of(raw_meta):
+    """The dead job this one was enqueued to retry (``meta.retry_of``), or None."""
+    try:
+        meta = json.loads(raw_meta) if raw_meta else {}
+    except ValueError:
+        return None
+    value = meta.get(jobmeta.RETRY_OF) if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def cancel_retry(row_id):
+    """Cancel the job that retrying the DeadLetter ``row_id`` put back, while it still waits
+    (``queues.producer.cancel``); the row is then marked ``discarded``. Returns an Outcome."""
+    from queues.producer.cancel import cancel_job
+    from queues.models import DeadLetter
+
+    row = DeadLetter.objects.get(pk=row_id)
+    if row.status != DeadLetter.Status.RETRIED:
+        return Outcome("skipped", f"dead letter of job {row.job_id} is {row.status}, not retried: no retry to cancel")
+    job_id = row.retried_as or row.job_id
+    try:
+        canceled = cancel_job(job_id)
+    except redis.RedisError as exc:
+        return Outcome("error", f"{unavailable(exc)} (nothing canceled)")
+    if not canceled.ok:
+        return Outcome("error", f"retry {job_id} of dead letter {row.job_id} not canceled: {canceled.detail}")
+    DeadLetter.objects.filter(pk=row_id, status=DeadLetter.Status.RETRIED).update(
+        status=DeadLetter.Status.DISCARDED, updated_at=timezone.now())
+    return Outcome("ok", f"canceled retry {job_id}: {canceled.detail}", job_id)

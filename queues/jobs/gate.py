@@ -1,0 +1,117 @@
+"""The worker's gate: what a popped job must be before anything of it is imported or run.
+
+Whoever can write to the queues' Redis can push any hash onto a queue. Between the pop and the
+start (``WorkerBehaviour._fetch``), the job is read as JSON only, and refused — dead-lettered
+without running, then the worker goes on to the next job — when:
+
+==============  ======================================================================
+reason          the job
+==============  ======================================================================
+``corrupt``     cannot be read as a JSON job: garbage or missing ``data``, meta or fields
+                that are not JSON / not UTF-8, a wrong-typed key, an ``origin`` that is
+                not the queue it was popped from. Its raw hash is kept, base64-encoded,
+                in the dead letter's ``raw_hash`` (``deadletter.bury_corrupt``).
+``not_a_job``   names a function, an instance method or a success/failure/stopped
+                callback that is not a declared job (queues/catalog/jobs.py). Nothing is
+                imported.
+``unsigned``    carries no valid signature of its function, arguments and id
+                (queues/jobs/signing.py), unless ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` is still ahead.
+==============  ======================================================================
+
+A job whose status is ``canceled`` (``queues.producer.cancel.cancel_job``, or rq's ``Job.cancel``) but
+whose id is still in a queue is not refused but dropped, with an INFO: it never runs.
+
+Everything here is one pure check (``vet``) on an already fetched job, plus the refusal: no round
+trip is added for a good job. ``OptimaJob`` refuses undeclared names again at import time, for
+any path that would bypass this one.
+"""
+import logging
+from dataclasses import dataclass
+
+from queues import keys, rqcompat
+
+from queues.catalog import jobs as catalog
+
+from queues.failures import deadletter
+
+from queues.jobs import signing
+
+logger = logging.getLogger("queues.worker")
+
+CORRUPT = deadletter.CORRUPT
+NOT_A_JOB = "not_a_job"
+UNSIGNED = "unsigned"
+CANCELED = "canceled"  # not a refusal of the job: it is dropped with an INFO (``refuse``)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    why: str
+
+
+def vet(job, queue_name):
+    """None when ``job`` (an OptimaJob fetched from Redis, popped from ``queue_name``) may run;
+    else the ``Refusal``. Imports nothing that the job names."""
+    try:
+        func_name, instance, args, kwargs = job.func_name, job.instance, job.args, job.kwargs
+    except Exception as exc:  # noqa: BLE001 — whatever the bytes were
+        return Refusal(CORRUPT, f"has data that is not a JSON job ({type(exc).__name__})")
+    if not isinstance(func_name, str) or not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
+        return Refusal(CORRUPT, "has data that is not [function, instance, args, kwargs]")
+    if not isinstance(job.meta, dict) or rqcompat.unreadable_meta(job) is not None:
+        return Refusal(CORRUPT, "has a meta that is not a JSON object")  # rq keeps such bytes aside
+    if job.origin != queue_name:
+        return Refusal(CORRUPT, f"names origin {job.origin!r} but was popped from queue {queue_name!r}")
+    if instance is not None:
+        return Refusal(NOT_A_JOB, f"names a method {func_name!r} of an instance; only declared functions run")
+    if not catalog.is_declared(func_name):
+        return Refusal(NOT_A_JOB, f"names {catalog.why_not(func_name)}")
+    for what, name in zip(("success", "failure", "stopped"), signing.callbacks_of(job)):
+        if name and not catalog.is_declared(name):
+            return Refusal(NOT_A_JOB, f"names a {what} callback {catalog.why_not(name)}")
+    if not signing.verify(job):
+        if not signing.unsigned_accepted():
+            return Refusal(UNSIGNED, "carries no valid signature of its function, arguments and id "
+                                     "(not written by queues.enqueue with this deployment's QUEUE_SIGNING_KEY)")
+        logger.warning("Job %s (%s) carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL is %s",
+                       job.id, func_name, signing.accept_unsigned_until().isoformat())
+    if job.get_status(refresh=False) == "canceled":  # its id left in a queue (read with the job: no round trip)
+        return Refusal(CANCELED, "was canceled")
+    return None
+
+
+def refuse(worker, job, queue, refusal):
+    """Dead-letter a fetched job that must not run, and take it out of the intermediate list."""
+    connection = worker.connection
+    if refusal.reason == CORRUPT:
+        bury_raw(worker, queue, job.id, refusal.why)
+        return
+    if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
+        connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
+        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
+        return
+    deadletter.bury(job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}",
+                    worker_name=worker.name)
+    connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
+    worker.log.error("Worker %s: job %s of queue %s dead-lettered without running (%s): it %s",
+                     worker.name, job.id, queue.name, refusal.reason, refusal.why)
+
+
+def bury_raw(worker, queue, job_id, why):
+    """A job whose hash cannot be read as a job: dead-lettered as ``corrupt`` with its raw hash kept;
+    a key that is not a hash (or is gone) is only dropped from the queue, with an ERROR naming it."""
+    import redis
+
+    connection = worker.connection
+    key = keys.job_key(job_id)
+    try:
+        fields = connection.hgetall(key)
+    except redis.ResponseError:  # WRONGTYPE: not a hash
+        fields = None
+    if fields:
+        deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name)
+    else:
+        worker.log.error("Worker %s: dropped job %s of queue %s: its key %s %s", worker.name, job_id, queue.name,
+                         key, "is not a hash" if fields is None else "is gone")
+    connection.lrem(keys.intermediate_key(queue.key), 1, job_id)

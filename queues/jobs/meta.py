@@ -1,0 +1,149 @@
+"""Every key this project keeps in an rq job's ``meta``, with its one writer and its readers.
+
+``job.meta`` is a JSON object in the job hash; rq leaves it to us. Other releases of this project
+read and write the same keys (a rolling deploy runs two at once), so a key is never renamed or
+given another meaning: add a new one instead. Leaf module: no import from this project.
+
+==================== ============================== =========================================
+key                  written by                     meaning
+==================== ============================== =========================================
+queue                ``for_enqueue``                declared queue name (rq's origin may differ)
+attempts_allowed     ``for_enqueue``                runs in all, per-enqueue override
+attempt              ``for_enqueue``, ``next_attempt``, ``new_life``   1-based attempt now due
+first_failed_at      ``next_attempt``, ``mark_dead``  ISO time of the first failure of this life
+last_failed_at       ``next_attempt``               ISO time of the latest failure
+last_retry_reason    ``next_attempt``               backoff, retry_after, abandoned
+dead                 ``mark_dead`` (reason)         set while the job is a dead letter
+dead_at              ``mark_dead``                  ISO time of the death
+deaths               ``mark_dead``                  deaths so far (the mirror's idempotency)
+attempts_made        ``mark_dead``                  attempts used in the life that ended
+exc_type             ``mark_dead``                  dotted class of the last error
+exc_message          ``mark_dead``                  its message (2,000 chars at most)
+dead_worker          ``mark_dead``                  worker that ran the last attempt
+interruptions        ``mark_interrupted``           returns to the queue that cost no attempt
+last_interruption    ``mark_interrupted``           why the latest one happened
+retry_of             admin retry (board)            dead job this one retries
+schedule             periodic run (schedules)       schedule id of a periodic run
+scheduled_for        periodic run (schedules)       ISO time of the tick it runs for
+progress             job code (features)            free-form progress of a running job
+owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>/`` (user id or "anonymous")
+==================== ============================== =========================================
+
+A periodic job's *template* (the rq-scheduler entry ``queues.periodic.schedules.register`` writes; never run
+itself) carries ``optima_schedule`` (schedule id), ``digest``, ``queue``, ``cron``, ``interval``,
+``attempts`` and ``timeout``: ``for_template`` writes them, for the panel and ``register``'s digest; a
+run is built from the declared schedule, never from them (``schedules.scheduler_class``).
+"""
+import datetime as dt
+
+QUEUE = "queue"
+ATTEMPTS_ALLOWED = "attempts_allowed"
+ATTEMPT = "attempt"
+FIRST_FAILED_AT = "first_failed_at"
+LAST_FAILED_AT = "last_failed_at"
+LAST_RETRY_REASON = "last_retry_reason"
+DEAD = "dead"
+DEAD_AT = "dead_at"
+DEATHS = "deaths"
+ATTEMPTS_MADE = "attempts_made"
+EXC_TYPE = "exc_type"
+EXC_MESSAGE = "exc_message"
+DEAD_WORKER = "dead_worker"
+INTERRUPTIONS = "interruptions"
+LAST_INTERRUPTION = "last_interruption"
+RETRY_OF = "retry_of"
+SCHEDULE = "schedule"
+SCHEDULED_FOR = "scheduled_for"
+PROGRESS = "progress"
+OWNER = "owner"
+TEMPLATE_SCHEDULE = "optima_schedule"
+TEMPLATE_DIGEST = "digest"
+
+
+def _iso(when):
+    return when.astimezone(dt.timezone.utc).isoformat()
+
+
+def _int(value, default):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+# -- readers -------------------------------------------------------------------------------
+def queue_name(job):
+    """The declared queue name of a job (written at enqueue; rq's origin otherwise)."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    return meta.get(QUEUE) or job.origin
+
+
+def current_attempt(job):
+    """The 1-based attempt the job is on (1 when the meta says nothing usable)."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    return max(1, _int(meta.get(ATTEMPT, 1), 1))
+
+
+def attempts_allowed(job):
+    """The per-enqueue ``attempts``, or None."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    return meta.get(ATTEMPTS_ALLOWED)
+
+
+# -- writers (they change ``meta`` in place; the caller saves it with its other writes) ------
+def for_enqueue(extra, *, queue, attempts):
+    """The meta of a job being enqueued: the caller's ``extra`` plus this project's keys."""
+    meta = {QUEUE: queue, ATTEMPTS_ALLOWED: attempts, ATTEMPT: 1}
+    return {**extra, **meta} if extra else meta
+
+
+def for_periodic_run(schedule_id, when):
+    """The meta of one run of a periodic job, due at ``when`` (aware datetime)."""
+    return {SCHEDULE: schedule_id, SCHEDULED_FOR: when.isoformat()}
+
+
+def for_template(schedule):
+    """The meta of a periodic job's template (``queues.periodic.schedules.Schedule``)."""
+    return {TEMPLATE_SCHEDULE: schedule.id, TEMPLATE_DIGEST: schedule.digest(), QUEUE: schedule.queue,
+            "cron": schedule.cron, "interval": schedule.interval, "attempts": schedule.attempts,
+            "timeout": schedule.timeout}
+
+
+def next_attempt(meta, attempt, failed_at, reason=""):
+    """Attempt ``attempt`` failed at ``failed_at`` (aware datetime): the next one is due."""
+    meta[ATTEMPT] = attempt + 1
+    meta.setdefault(FIRST_FAILED_AT, _iso(failed_at))
+    meta[LAST_FAILED_AT] = _iso(failed_at)
+    if reason:
+        meta[LAST_RETRY_REASON] = reason
+
+
+def mark_dead(meta, reason, *, attempt, exc_type="", exc_message="", worker_name="", now=None):
+    """Record a death (``reason``: exhausted, permanent, timeout, abandoned, stopped)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    meta[DEAD] = reason
+    meta[DEAD_AT] = _iso(now)
+    meta[DEATHS] = _int(meta.get(DEATHS, 0) or 0, 0) + 1
+    meta[ATTEMPTS_MADE] = attempt
+    meta.setdefault(FIRST_FAILED_AT, meta[DEAD_AT])
+    meta[EXC_TYPE] = (exc_type or "")[:300]
+    meta[EXC_MESSAGE] = (exc_message or "")[:2000]
+    if worker_name:
+        meta[DEAD_WORKER] = worker_name
+
+
+def new_life(meta):
+    """A dead job requeued by an operator starts again with a full set of attempts. True when the
+    meta changed (it was dead)."""
+    if not meta.get(DEAD):
+        return False
+    meta.pop(DEAD, None)
+    meta[ATTEMPT] = 1
+    meta.pop(FIRST_FAILED_AT, None)
+    return True
+
+
+def mark_interrupted(meta, why):
+    """The job went back to its queue without using up an attempt."""
+    meta[INTERRUPTIONS] = _int(meta.get(INTERRUPTIONS, 0) or 0, 0) + 1
+    meta[LAST_INTERRUPTION] = why

@@ -1,0 +1,227 @@
+"""Reading a job that may be poison: a job, ``None`` (gone), or a ``CorruptJob`` — never an exception.
+
+Used by the panel, the dead-letter reconcile, the abandoned-job scan and ``/jobs/<id>/``.
+
+Someone with write access to the queues' Redis can plant entries rq cannot read. rq's own
+``Job.fetch`` / ``fetch_many`` then raise (``UnicodeDecodeError``, ``NoSuchJobError`` for a hash
+without ``data``, ``WRONGTYPE``, ``ValueError`` on a bad status) or return a job whose ``func_name``
+raises later. Everything that lists or acts on jobs for an operator (the panel, the dead-letter
+reconcile, the abandoned-job scan) reads through here instead:
+
+| what Redis holds                                  | what ``load`` returns                          |
+| ------------------------------------------------- | ---------------------------------------------- |
+| no key                                            | ``None``                                       |
+| a key that is not a hash (``WRONGTYPE``)          | ``CorruptJob`` "key ... is not a hash"         |
+| a hash without ``data``                           | ``CorruptJob`` "no data field"                 |
+| a field (other than the binary ``data`` /         | ``CorruptJob`` "field 'x' is not UTF-8"        |
+| ``exc_info``) or the job id that is not UTF-8     |                                                |
+| ``data`` that is not a zlib/JSON job payload      | ``CorruptJob`` "data is not a JSON job payload"|
+| ``meta`` / ``result`` that is not JSON            | ``CorruptJob`` "meta is not JSON" ...          |
+| an ``origin`` that is not a declared queue        | ``CorruptJob`` (only with ``check_origin``)    |
+| anything else                                     | the ``OptimaJob``                              |
+
+Nothing here decodes anything but JSON, and nothing writes — except ``raw_delete``, which an
+operator asks for ("Delete" of a corrupt job: DEL of its hash, its entries in its queue's list and
+registries).
+"""
+import codecs
+from dataclasses import dataclass, field
+
+import redis
+from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD
+
+from queues import keys, rqcompat
+
+BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
+PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
+PREVIEW_CHARS = 300  # characters shown of each value
+
+
+def text(value):
+    """``value`` (bytes or str) as printable text: bytes that are not UTF-8 shown as ``\\xNN``."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return value
+
+
+def raw_id(job_id):
+    """The id as Redis holds it: ``text()`` of a non-UTF-8 id turned back into its bytes (so the
+    operator can delete what a list shows), else ``job_id`` itself."""
+    if isinstance(job_id, bytes) or "\\x" not in job_id:
+        return job_id
+    try:
+        raw = codecs.escape_decode(job_id.encode("utf-8"))[0]
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+    except ValueError:
+        return job_id
+    return job_id
+
+
+def job_key(job_id):
+    """The job hash key of ``job_id`` (str or raw bytes)."""
+    if isinstance(job_id, bytes):
+        return keys.job_key_prefix().encode() + job_id
+    return keys.job_key(job_id)
+
+
+def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
+    """[(name, value)] of a raw hash as printable, truncated text (for pages; never raw bytes)."""
+    def short(value):
+        shown = text(value)
+        return shown if len(shown) <= chars else f"{shown[:chars]}… ({len(value)} bytes)"
+
+    return [(short(k), short(v)) for k, v in list(fields)[:limit]]
+
+
+@dataclass
+class CorruptJob:
+    """What a page shows instead of a job it cannot read. Attributes named like rq's Job's, so
+    django-rq's templates render it (its ``func_name`` says "corrupt: <why>")."""
+
+    id: str  # printable (``text``); ``raw_id`` gives what Redis holds
+    why: str
+    fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as HGETALL gave them
+    kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8), "content" (unreadable)
+    is_corrupt = True
+    origin = ""
+    description = None
+    created_at = enqueued_at = started_at = ended_at = None
+    args = ()
+    kwargs = {}
+    meta = {}
+
+    @property
+    def func_name(self):
+        return f"corrupt: {self.why}"
+
+    @property
+    def raw_id(self):
+        return raw_id(self.id)
+
+    @property
+    def preview(self):
+        return preview(self.fields)
+
+    def get_status(self, refresh=False):
+        return "corrupt"
+
+    def __str__(self):
+        return f"corrupt job {self.id}: {self.why}"
+
+
+def _why_fields(raw):
+    for name, value in raw.items():
+        try:
+            name.decode("utf-8")
+            if name not in BINARY_FIELDS:
+                value.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"field {text(name)!r} is not UTF-8"
+    return None
+
+
+def _why_job(job, raw, check_origin):
+    try:
+        job.func_name  # noqa: B018 — deserializes ``data``
+    except Exception:  # noqa: BLE001 — whatever the payload is, it is not a job
+        return "data is not a JSON job payload (zlib/JSON)"
+    if rqcompat.unreadable_meta(job) is not None or not isinstance(job.meta, dict):
+        return "meta is not a JSON object"
+    if raw.get(b"result") and rqcompat.cached_result(job) == UNSERIALIZABLE_RETURN_VALUE_PAYLOAD:
+        return "result is not JSON"
+    if check_origin:
+        from queues.catalog.lookup import queue_names
+
+        if job.origin not in queue_names():
+            return f"its queue {job.origin!r} is not declared"
+    return None
+
+
+def load(job_id, raw, connection, check_origin=True):
+    """One job from its HGETALL reply ``raw`` (a dict, or the exception a pipeline returned)."""
+    from queues.catalog.lookup import OptimaJob
+
+    shown = text(job_id)
+    if isinstance(raw, redis.ResponseError):
+        return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)", kind="wrong_type")
+    if isinstance(raw, Exception):
+        raise raw  # a connection error: the caller's own (503 on a page)
+    if not raw:
+        return None
+    if isinstance(job_id, bytes):
+        return CorruptJob(shown, "its id is not UTF-8", list(raw.items()), kind="id")
+    if b"data" not in raw:
+        return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
+    why = _why_fields(raw)
+    if why is None:
+        job = OptimaJob(job_id, connection=connection)
+        try:
+            job.restore(raw)
+        except Exception as exc:  # noqa: BLE001 — rq could not read it: that is the finding
+            why = f"{type(exc).__name__}: {text(str(exc))[:200]}"
+        else:
+            why = _why_job(job, raw, check_origin)
+            if why is None:
+                return job
+    return CorruptJob(shown, why, list(raw.items()))
+
+
+def normal_id(job_id):
+    """A job id from Redis (bytes) or a URL (str, maybe ``text``-escaped) as Redis holds it: str when
+    it is UTF-8, else bytes."""
+    if isinstance(job_id, bytes):
+        try:
+            return job_id.decode("utf-8")
+        except UnicodeDecodeError:
+            return job_id
+    return raw_id(job_id)
+
+
+def fetch_many(job_ids, connection, check_origin=True):
+    """[job, CorruptJob or None per id] in one round trip (ids: str, escaped str, or bytes)."""
+    job_ids = [normal_id(j) for j in job_ids]
+    if not job_ids:
+        return []
+    with connection.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hgetall(job_key(job_id))
+        replies = pipe.execute(raise_on_error=False)
+    return [load(j, r, connection, check_origin) for j, r in zip(job_ids, replies)]
+
+
+def fetch(job_id, connection, check_origin=True):
+    return fetch_many([job_id], connection, check_origin)[0]
+
+
+def is_corrupt(job):
+    return isinstance(job, CorruptJob)
+
+
+def delete_keys(pipe, job_id):
+    """Queue on ``pipe`` the DEL of a job's hash and results stream, whatever their type."""
+    job_id = normal_id(job_id)
+    pipe.delete(job_key(job_id))
+    pipe.delete(keys.results_key(job_id) if isinstance(job_id, str) else keys.results_key("").encode() + job_id)
+
+
+def raw_delete(connection, queue_name, job_id):
+    """DEL a corrupt job's hash and results, and take its id off ``queue_name``'s list and
+    registries (a key of the wrong type is left alone). True when the hash was there."""
+    job_id = normal_id(job_id)
+    with connection.pipeline(transaction=False) as pipe:
+        delete_keys(pipe, job_id)
+        pipe.lrem(keys.queue_key(queue_name), 0, job_id)
+        for registry_key in registry_keys(queue_name):
+            pipe.zrem(registry_key, job_id)
+        replies = pipe.execute(raise_on_error=False)
+    return replies[0] == 1
+
+
+def registry_keys(queue_name):
+    """The sorted-set registries of ``queue_name`` that hold plain job ids."""
+    from rq.registry import CanceledJobRegistry, DeferredJobRegistry
+
+    return [keys.failed_key(queue_name), keys.finished_key(queue_name), keys.scheduled_key(queue_name),
+            DeferredJobRegistry.key_template.format(queue_name), CanceledJobRegistry.key_template.format(queue_name)]

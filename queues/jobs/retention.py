@@ -1,0 +1,127 @@
+"""Retention of completed and failed jobs (the record's ``removeOnComplete: {age: 24h, count: 1000}``
+and ``removeOnFail: false``).
+
+- Age: a completed job's hash, results stream and finished-registry entry carry the queue's
+  ``result_ttl`` (24 h): RQ sets those expiries itself when the job succeeds (``job.cleanup`` /
+  ``Result.save``); the finished registry ``<prefix>:finished:<queue>`` is a sorted set scored by
+  expiry time, which RQ trims in its maintenance.
+- Count: RQ has no cap. ``TRIM_LUA`` deletes, when the registry holds more than ``completed_max``
+  entries, the oldest (lowest expiry) with every key of theirs — the job hash,
+  ``<prefix>:results:<id>`` (RQ 3 keeps results in a stream beside the hash),
+  ``:dependents``/``:dependencies`` and ``<prefix>:executions:<id>``. One call costs ZCARD plus the
+  entries it removes: it never scans the registry, so its cost does not grow with it. A worker notes
+  each job it ran (``Completions``): after each job it re-scores that job with sub-second precision in
+  the pipeline of its heartbeat (a ZADD XX: rq scores whole seconds, which would leave the order of
+  the jobs of one second to their ids), and trims each queue after every ``TRIM_EVERY`` jobs and
+  whenever it goes idle or stops. A queue may so hold up to ``TRIM_EVERY - 1`` jobs over the cap
+  for a moment while jobs flow.
+- Failed (dead) jobs: ``failure_ttl`` -1 keeps them, hash and results, until an operator acts
+  (queues/failures/deadletter.py). Both overridable per queue.
+"""
+import logging
+import time
+
+from queues import keys
+
+logger = logging.getLogger("queues.retention")  # a documented logger name: kept when the module moved
+
+# KEYS[1] finished registry; ARGV[1] max kept; ARGV[2] job key prefix ("<prefix>:job:");
+# ARGV[3] results key prefix; ARGV[4] executions key prefix; ARGV[5], ARGV[6] (optional): the job just
+# completed and its expiry with sub-second precision — RQ scores in whole seconds, which would leave the
+# order of the jobs of one second to their ids. Returns how many jobs were removed.
+TRIM_LUA = """
+if ARGV[5] and ARGV[5] ~= '' then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[6], ARGV[5])
+end
+local n = redis.call('ZCARD', KEYS[1])
+local keep = tonumber(ARGV[1])
+if n <= keep then return 0 end
+local ids = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+for _, id in ipairs(ids) do
+  redis.call('DEL', ARGV[2] .. id, ARGV[2] .. id .. ':dependents', ARGV[2] .. id .. ':dependencies',
+             ARGV[3] .. id, ARGV[4] .. id)
+end
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - keep - 1)
+return #ids
+"""
+
+_scripts = {}
+
+
+def _trim_script(connection):
+    script = _scripts.get(id(connection))
+    if script is None:
+        script = _scripts[id(connection)] = connection.register_script(TRIM_LUA)
+    return script
+
+
+def completed_max_of(name):
+    from queues.catalog.lookup import get_config
+
+    try:
+        return get_config(name).options["completed_max"]
+    except KeyError:
+        from queues import conf
+
+        return conf.JOB_DEFAULTS["completed_max"]
+
+
+def enforce_completed_max(queue, job=None, keep=None):
+    """Delete the oldest completed jobs of ``queue`` beyond ``completed_max``; returns how many.
+    Never raises (called by the worker after a success)."""
+    from queues.exceptions import UnknownQueue
+
+    try:
+        if keep is None:
+            try:
+                keep = completed_max_of(queue.name)
+            except UnknownQueue:
+                return 0
+        prefixes = [keys.job_key_prefix(), keys.results_key(""), keys.job_executions_key("")]
+        rescore = ["", ""]
+        ttl = getattr(job, "result_ttl", None)
+        if job is not None and ttl is not None and ttl > 0:
+            rescore = [job.id, repr(time.time() + ttl)]
+        removed = _trim_script(queue.connection)(
+            keys=[keys.finished_key(queue.name)], args=[int(keep), *prefixes, *rescore]
+        )
+    except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
+        logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))
+        return 0
+    if removed:
+        logger.debug("Removed %d completed jobs of %s beyond completed_max=%s", removed, queue.name, keep)
+    return int(removed)
+
+
+TRIM_EVERY = 10  # jobs of a queue a worker runs between two trims (and on going idle)
+
+
+class Completions:
+    """Jobs a worker ran, waiting for their re-score and their queue's trim (worker-side only)."""
+
+    def __init__(self):
+        self.scores = {}  # queue name -> {job id: expiry}
+        self.since_trim = {}  # queue -> jobs noted since its last trim
+        self.queues = {}  # queue name -> queue object
+
+    def note(self, queue, job):
+        ttl = getattr(job, "result_ttl", None)
+        if ttl is not None and ttl > 0:
+            self.scores.setdefault(queue.name, {})[job.id] = time.time() + ttl
+        self.queues[queue.name] = queue
+        self.since_trim[queue.name] = self.since_trim.get(queue.name, 0) + 1
+
+    def rescore_into(self, pipe):
+        """Queue the sub-second re-scores into ``pipe`` (ZADD XX: only jobs in the finished registry)."""
+        scores, self.scores = self.scores, {}
+        for name, members in scores.items():
+            pipe.zadd(keys.finished_key(name), members, xx=True)
+
+    def trim(self, idle=False):
+        """Trim the queues that are due (all noted ones when ``idle``). Never raises."""
+        for name, count in list(self.since_trim.items()):
+            if count and (idle or count >= TRIM_EVERY):
+                self.since_trim[name] = 0
+                enforce_completed_max(self.queues[name])
+
+

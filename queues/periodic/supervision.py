@@ -1,0 +1,210 @@
+"""Both schedulers, made to survive Redis outages and their own worker's death.
+
+RQ's scheduler (``rqworker``, unless ``--without-scheduler``) moves due jobs — delayed enqueues and
+every retry — from ``<p>:scheduled:<q>`` to the queue. rq 3.0 runs it as a child process of one
+worker per queue, chosen by a lock ``<p>:scheduler-lock:<q>``, and:
+
+- the child dies on the first Redis error, and its worker restarts it only at its next maintenance
+  (every 10 minutes);
+- the lock lives ``interval + 60`` s (61 s): a worker killed with SIGKILL stalls every retry of its
+  queues for a minute, and the other workers only try to take the lock at *their* next maintenance.
+
+``ResilientRQScheduler`` keeps RQ's scheduling code and changes those: its loop waits out Redis
+errors; its lock lives ``SCHEDULER_LOCK_SECONDS`` (10 s) past the last heartbeat (one per second);
+it dies with its worker; and every OptimaWorker checks every couple of seconds that some scheduler
+holds its queues' locks, starting its own when the lock is free (``SchedulerKeeper.tick``). So the
+scheduler of a killed worker is replaced within about ``SCHEDULER_LOCK_SECONDS``.
+
+``run_rq_scheduler`` does the same for ``manage.py rqscheduler`` (rq-scheduler, periodic jobs), whose
+``run()`` exits on the first Redis error.
+"""
+import logging
+import os
+import signal
+import time
+import uuid
+from datetime import datetime
+
+from rq.scheduler import RQScheduler
+from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
+from rq.utils import now, utcformat
+
+from queues import rqcompat
+from queues.worker.liveness import die_with_parent
+from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
+
+logger = logging.getLogger("queues.resilience")
+
+
+class ResilientRQScheduler(RQScheduler):
+    def __init__(self, *args, lock_seconds=10, retry_max=5.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lock_seconds = int(lock_seconds)
+        self.retry_max = retry_max
+        self.parent_pid = os.getpid()
+
+    @property
+    def should_reacquire_locks(self):
+        """Missing some locks: try again after a lock's lifetime (rq waits 2 minutes)."""
+        if rqcompat.scheduler_queue_names(self) == self.acquired_locks:
+            return False
+        if not self.lock_acquisition_time:
+            return True
+        return (datetime.now() - self.lock_acquisition_time).total_seconds() > self.lock_seconds
+
+    def acquire_locks(self, auto_start=False):
+        """RQ's acquire_locks with a lock of ``lock_seconds``."""
+        successful = set()
+        for name in rqcompat.scheduler_queue_names(self):
+            outcome = acquire_or_refresh_lock(self.connection, self.get_locking_key(name), self.name,
+                                              self.lock_seconds)
+            if outcome == "acquired":
+                self.log.info("Acquired scheduler lock for %s", name)
+            if outcome in ("acquired", "refreshed"):
+                successful.add(name)
+        rqcompat.set_scheduler_locks(self, successful)
+        self.lock_acquisition_time = datetime.now()
+        process = rqcompat.scheduler_process(self)
+        if successful and auto_start and (not process or not process.is_alive()):
+            self.start()
+        return successful
+
+    def heartbeat(self):
+        """RQ's heartbeat with a lock of ``lock_seconds``."""
+        self.last_heartbeat = now()
+        names = sorted(rqcompat.scheduler_locks(self))
+        script = self.connection.register_script(ACQUIRE_OR_REFRESH_LOCK_SCRIPT)
+        with self.connection.pipeline() as pipe:
+            pipe.hset(self.key, "last_heartbeat", utcformat(self.last_heartbeat))
+            pipe.expire(self.key, self.interval + 60)
+            for name in names:
+                script(keys=[self.get_locking_key(name)], args=[self.name, self.lock_seconds], client=pipe)
+            results = pipe.execute()
+        lost = {name for name, outcome in zip(names, results[2:]) if outcome == 0}
+        if lost:
+            self.log.warning("Scheduler locks for %s were taken over by another scheduler", ", ".join(sorted(lost)))
+            rqcompat.set_scheduler_locks(self, rqcompat.scheduler_locks(self) - lost)
+
+    def work(self):
+        """RQ's scheduler loop (in the forked child), waiting out Redis errors instead of dying."""
+        die_with_parent(self.parent_pid)
+        rqcompat.install_scheduler_signal_handlers(self)
+        outage = OutageLog(self.log, f"RQ scheduler {self.name}")
+        backoff = Backoff(self.retry_max)
+        born = False
+        while not rqcompat.scheduler_stop_requested(self):
+            try:
+                if not born:
+                    self.register_birth()
+                    born = True
+                if self.should_reacquire_locks:
+                    self.acquire_locks()
+                self.heartbeat()
+                self.enqueue_scheduled_jobs()
+            except REDIS_ERRORS as exc:
+                outage.failed(exc, "move due jobs to their queues")
+                rqcompat.forget_scheduled_registries(self)
+                sleep(backoff.next(), lambda: rqcompat.scheduler_stop_requested(self))
+                continue
+            outage.ok()
+            backoff.reset()
+            if os.getppid() != self.parent_pid:
+                break  # the worker is gone (where the kernel could not tell us)
+            sleep(self.interval, lambda: rqcompat.scheduler_stop_requested(self))
+        try:
+            self.stop()
+        except REDIS_ERRORS:
+            pass  # the locks expire by themselves
+
+
+class SchedulerKeeper:
+    """A worker's RQ scheduler: started with the worker (rq's ``_start_scheduler`` with
+    ``ResilientRQScheduler``), stopped with it, and restarted within seconds when a lock is free."""
+
+    def __init__(self, worker, *, burst=False, logging_level="INFO", date_format=None, log_format=None):
+        from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
+
+        self.worker = worker
+        self.burst = burst
+        self.scheduler = ResilientRQScheduler(
+            worker.queues, connection=worker.connection,
+            logging_level=logging_level if logging_level is not None else worker.log.level,
+            date_format=date_format or DEFAULT_LOGGING_DATE_FORMAT, log_format=log_format or DEFAULT_LOGGING_FORMAT,
+            serializer=worker.serializer, lock_seconds=worker.resilience.scheduler_lock,
+            retry_max=worker.resilience.redis_retry_max,
+        )
+        self.every = max(1.0, worker.resilience.scheduler_lock / 4)
+        self._next_tick = 0.0
+
+    def start(self):
+        """Take the locks that are free; in burst mode move due jobs once, else start the process."""
+        scheduler = self.scheduler
+        scheduler.acquire_locks()
+        if scheduler.acquired_locks:
+            if self.burst:
+                try:
+                    scheduler.register_birth()
+                    scheduler.enqueue_scheduled_jobs()
+                finally:
+                    scheduler.release_locks()
+                    scheduler.register_death()
+            else:
+                scheduler.start()
+        return scheduler
+
+    def tick(self):
+        """Every couple of seconds: make sure some scheduler holds the locks of the worker's queues."""
+        moment = time.monotonic()
+        if moment < self._next_tick or self.burst or self.worker.stop.requested:
+            return
+        self._next_tick = moment + self.every
+        process = rqcompat.scheduler_process(self.scheduler)
+        if process is not None and process.is_alive():
+            return
+        try:
+            self.scheduler.acquire_locks(auto_start=True)  # starts a scheduler process if a lock was free
+        except REDIS_ERRORS as exc:
+            self.worker.outage.failed(exc, "check the scheduler lock")
+
+    def stop(self):
+        process = rqcompat.scheduler_process(self.scheduler)
+        if process is None or not process.pid:
+            return
+        try:
+            os.kill(process.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+            process.join(2)
+
+
+def run_rq_scheduler(scheduler, *, retry_max=5.0, burst=False, log=logger):
+    """``scheduler.run()`` (rq-scheduler) again and again until it ends normally or is stopped.
+
+    rq-scheduler's ``run()`` registers, installs SIGTERM/SIGINT handlers that raise SystemExit, and
+    leaves on the first Redis error. Each new run gets a new name: the old registration may still be
+    there without its death (it expires by itself).
+    """
+    outage = OutageLog(log, "rq-scheduler")
+    backoff = Backoff(retry_max)
+
+    def exit_now(signum, frame):
+        raise SystemExit(0)
+
+    while True:
+        started = time.monotonic()
+        try:
+            scheduler.run(burst=burst)
+            return
+        except REDIS_ERRORS as exc:
+            outage.failed(exc, "run the periodic-job scheduler")
+        if time.monotonic() - started > 60:
+            backoff.reset()  # a new outage, not the same one
+        # rq-scheduler's handlers talk to Redis: while it is away, a stop must just stop.
+        signal.signal(signal.SIGTERM, exit_now)
+        signal.signal(signal.SIGINT, exit_now)
+        rqcompat.release_periodic_lock_flag(scheduler)
+        scheduler.name = uuid.uuid4().hex
+        wait_until_reachable(scheduler.connection, backoff, outage)

@@ -1,0 +1,115 @@
+"""Cancel of a job not yet started (the panel's Cancel, ``DELETE /jobs/<id>/``).
+
+A queued, scheduled (delayed, or a retry waiting for its backoff) or held job (held back by its
+limit key, queues/producer/limits.py) ends ``canceled`` and never runs. One Lua script decides against the
+worker's pop, so a job a worker took a moment before is refused ("already running: stop it
+instead"), never both run and reported canceled; the worker's gate drops a ``canceled`` job it
+still finds in a queue (``gate.vet``). A held job leaves its key's held set in the same script (rq's
+promotion only ever pushes a job whose status is still ``rate_limited``, so the two cannot cross);
+a canceled queued job of a limit key then gives its slot to the next held job of the key.
+(The outbox's rows not yet pushed are the outbox's: queues/producer/outbox.py.)
+"""
+import time
+from dataclasses import dataclass
+
+from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
+
+from queues import keys
+
+from queues.jobs import read as jobread
+
+from queues.producer import limits
+from queues.connection.clients import get_connection
+from queues.catalog.lookup import get_queue, queue_names
+
+# Atomic against the worker's pop (an LMOVE of the queue's head into its intermediate list,
+# resilience/dequeue.py) and the scheduler's move of a due job: the job is canceled only while
+# its id is still in its queue's list, or in the scheduled registry and not yet due; otherwise the
+# worker (or the scheduler) has it and the answer says so. KEYS: job hash, queue list,
+# intermediate list, scheduled registry, canceled registry, and for a job with a limit key its key's
+# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now.
+CANCEL_LUA = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone', ''} end
+  return {'refused', ''}
+end
+if status == 'rate_limited' and KEYS[6] then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  redis.call('HSET', KEYS[1], 'status', 'canceled')
+  redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
+  return {'canceled', 'held'}
+end
+if status ~= 'queued' and status ~= 'scheduled' then return {'refused', status} end
+if redis.call('LPOS', KEYS[3], ARGV[1]) then return {'taken', status} end
+if not redis.call('LPOS', KEYS[2], ARGV[1]) then
+  local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
+  if not score then return {'taken', status} end
+  if tonumber(score) <= tonumber(ARGV[2]) then return {'due', status} end
+end
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('HSET', KEYS[1], 'status', 'canceled')
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
+return {'canceled', status}
+"""
+
+# A scheduled job due within this many seconds may already be in a scheduler's hands (rq reads the
+# due ids, then moves them in a second round trip): it is not canceled, the answer says to retry.
+DUE_MARGIN_SECONDS = 2
+
+
+@dataclass(frozen=True)
+class Canceled:
+    """What ``cancel_job`` did: ``outcome`` is ``canceled``, ``gone`` (no such job), or a refusal:
+    ``running`` (a worker has it), ``due`` (a scheduler is moving it), ``ended`` (finished,
+    failed, stopped, already canceled, deferred, or corrupt). ``state``: the job's state now."""
+
+    outcome: str
+    state: str
+    detail: str
+
+    @property
+    def ok(self):
+        return self.outcome == "canceled"
+
+
+def cancel_job(job_id, connection=None):
+    """Cancel a queued, scheduled (delayed, or a retry waiting for its backoff) or held job, atomically
+    (``CANCEL_LUA``): it ends ``canceled`` in the canceled registry and never runs. Returns a
+    ``Canceled``; never raises but for Redis being unavailable (``redis.RedisError``)."""
+    connection = connection or get_connection()
+    job = jobread.fetch(job_id, connection, check_origin=False)
+    if job is None:
+        return Canceled("gone", "", f"no job {job_id!r} in Redis (never there, deleted, or expired)")
+    if jobread.is_corrupt(job):
+        return Canceled("ended", "corrupt", f"job {job_id} is corrupt ({job.why}): nothing to cancel; delete it")
+    queue_key = get_queue(job.origin, connection=connection).key if job.origin in queue_names() else None
+    if queue_key is None:
+        return Canceled("ended", "corrupt", f"job {job_id} names queue {job.origin!r}, which is not declared")
+    now = time.time()
+    script = connection.register_script(CANCEL_LUA)
+    script_keys = [job.key, queue_key, keys.intermediate_key(queue_key),
+                   ScheduledJobRegistry(job.origin, connection=connection).key,
+                   CanceledJobRegistry(job.origin, connection=connection).key]
+    limited = limits.is_limited(job)
+    if limited:
+        script_keys.append(keys.limit_held_key(job.rate_limit_key))
+    reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now])
+    outcome, was = (jobread.text(r) for r in reply)
+    if outcome == "canceled":
+        if limited and was == "queued":
+            limits.release(job)  # its slot goes to the next held job of its key
+        what = "held back by its limit key" if was == "held" else was
+        return Canceled("canceled", "canceled", f"canceled (it was {what}); it will not run")
+    if outcome == "gone":
+        return Canceled("gone", "", f"no job {job_id!r} in Redis (deleted or expired meanwhile)")
+    if outcome == "taken":
+        return Canceled("running", "started", f"job {job_id} is already running (a worker took it): stop it instead")
+    if outcome == "due":
+        return Canceled("due", was, f"job {job_id} is due now and being moved to its queue: "
+                                    "cancel it again in a few seconds")
+    if was == "started":
+        return Canceled("running", was, f"job {job_id} is already running: stop it instead")
+    return Canceled("ended", was or "unknown", f"job {job_id} is already {was or 'without a status'}: "
+                                               "only a queued or scheduled job can be canceled")

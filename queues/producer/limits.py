@@ -1,0 +1,199 @@
+"""Fairness: at most N jobs sharing a limit key are queued or running at once (issue 12, item 4).
+
+``queues.enqueue(..., limit_key="seller:42", limit_concurrency=2)`` (the concurrency defaults to the
+queue option ``limit_concurrency``). A job over the limit is *held*: it waits outside its queue, so
+the jobs of other keys behind it in the queue are taken by workers first, and it is pushed to the
+queue's tail, oldest first, when a job of its key frees a slot by ending in any way.
+
+This is rq 3.0's own ``RateLimit``, adapted (docs/decisions.md, "Limit keys"): its Lua promotes a
+held job by pushing it onto the queue list, which our LMOVE dequeue (resilience/dequeue.py) takes as
+any other job, and rq's worker releases the slot of a job that succeeded or failed for good, its
+scheduler sends a due job back through the limit, its registries' ``requeue`` (the panel's, the
+dead-letter admin's retry) too, ``Job.cancel``/``delete`` free the slot, and its maintenance
+(``clean_registries``, run by our workers every ``maintenance_interval``) frees the slots of jobs
+that vanished or ended without saying so. What rq refuses — a rate-limited job written on a
+pipeline (our ``unique=`` enqueue, WATCH/MULTI) or with ``unique=True`` (our explicit ``job_id``) —
+is done here with rq's public ``RateLimitRegistry`` on our pipeline (``enqueue_into``, the steps of
+rq's ``_enqueue_rate_limited_job``); the re-queue paths rq does not know (our retries, the
+abandoned-job scan, cancel) use ``release_into``, ``requeue_into`` and ``release``.
+
+The key is scoped to its queue: rq's key is ``<queue>:<limit_key>``. Keys (rq's, ``<p>`` =
+QUEUE_PREFIX; queues/keys.py lists them):
+
+- ``<p>:rl-keys``: set of the scoped keys in use (rq removes a key once it has no job);
+- ``<p>:rl:<queue>:<key>``: hash, ``concurrency`` (the latest enqueue's);
+- ``<p>:rl:<queue>:<key>:allowed``: zset of the job ids holding a slot (queued or started);
+- ``<p>:rl:<queue>:<key>:rate_limited``: zset of the held job ids, scored by when they were held.
+
+A held job's rq status is ``rate_limited``; this project calls it *held* (the API's state, the
+panel, ``optima_queue_held_jobs``).
+"""
+import time
+from dataclasses import dataclass
+
+from rq.job import JobStatus
+from rq.rate_limit import RateLimitRegistry
+from rq.utils import as_text
+
+
+HELD = JobStatus.RATE_LIMITED.value  # rq's status of a held job: "rate_limited"
+HOLDS_SLOT = (JobStatus.QUEUED.value, JobStatus.STARTED.value)
+MAX_KEY_LENGTH = 200
+# rq names the sets of key K "K:allowed" and "K:rate_limited", next to K's own hash "K": a limit key
+# ending in one of these would share its keys with another limit key's (and break on WRONGTYPE).
+RESERVED_SUFFIXES = (":allowed", ":rate_limited")
+
+
+def key_problem(value):
+    """Why ``value`` cannot be a ``limit_key`` (a sentence), or None."""
+    if not isinstance(value, str):
+        return f"must be a string (e.g. 'seller:42'), not {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_KEY_LENGTH:
+        return f"must be at most {MAX_KEY_LENGTH} characters, got {len(value)}"
+    if value != value.strip() or any(ch.isspace() or not ch.isprintable() for ch in value):
+        return "must not contain spaces, control or other non-printable characters"
+    if value.endswith(RESERVED_SUFFIXES):
+        return f"must not end in {' or '.join(RESERVED_SUFFIXES)} (rq's own names for a key's sets)"
+    return None
+
+
+def scoped(queue_name, limit_key):
+    """rq's rate-limit key of ``limit_key`` on queue ``queue_name``: the same key on two queues is
+    two limits."""
+    return f"{queue_name}:{limit_key}"
+
+
+def split(scoped_key):
+    """(queue name, limit key) of an rq rate-limit key written by ``scoped``."""
+    queue_name, _, limit_key = scoped_key.partition(":")
+    return queue_name, limit_key
+
+
+def is_limited(job):
+    return bool(getattr(job, "has_rate_limit", False))
+
+
+def registry(job):
+    return RateLimitRegistry.from_job(job)
+
+
+# -- re-queue paths rq does not know (queues/failures/retry.py, queues/producer/cancel.py, the abandoned-job scan) ----
+def release_into(job, pipeline):
+    """Queue on ``pipeline`` (a MULTI) the release of ``job``'s slot and the promotion of the held
+    jobs of its key that then fit. For a job leaving the queued/started states in the same MULTI
+    (scheduled for a retry)."""
+    reg = registry(job)
+    pipeline.zrem(reg.allowed_key, job.id)
+    reg.acquire_and_enqueue(job.rate_limit_concurrency, pipeline=pipeline)
+
+
+def enqueue_into(queue, job, pipeline):
+    """Queue on ``pipeline`` (a MULTI) the write of ``job`` through its limit: held, or pushed at
+    once when its key has a free slot (rq's promotion Lua, run inside the MULTI).
+
+    The steps of rq's ``Queue._enqueue_rate_limited_job``, on rq's public ``RateLimitRegistry``,
+    with one difference: rq scores a held job in whole seconds, so jobs held within one second would
+    be promoted in the order of their ids; here the score is to the microsecond, so the jobs of a
+    key run in the order they came. (Jobs coming back through rq's scheduler or its ``requeue``
+    keep rq's whole-second score: in order to the second.)"""
+    reg = registry(job)
+    job.origin = queue.name
+    pipeline.sadd(queue.redis_queues_keys, queue.key)
+    reg.register(job.rate_limit_concurrency, pipeline)
+    job.set_status(JobStatus.RATE_LIMITED, pipeline=pipeline)
+    job.save(pipeline=pipeline)
+    reg.add_to_rate_limited(job.id, pipeline, timestamp=time.time())
+    reg.acquire_and_enqueue(job.rate_limit_concurrency, pipeline=pipeline)
+
+
+def requeue_into(queue, job, pipeline):
+    """Queue on ``pipeline`` (a MULTI) a re-queue of ``job`` *through its limit*: its slot is freed
+    and it is held again behind the jobs of its key already held (or pushed at once when a slot is
+    free). A retry with no delay does this, so a failing job cannot keep its key's slot for ever."""
+    pipeline.zrem(registry(job).allowed_key, job.id)
+    enqueue_into(queue, job, pipeline)
+
+
+def release(job):
+    """Free ``job``'s slot and promote the next held jobs of its key, unless Redis says the job is
+    queued or started (it still needs the slot). For a job that ended outside rq's worker (the
+    abandoned-job scan's dead letter, a cancel). Returns the promoted job ids."""
+    if not is_limited(job):
+        return []
+    status = as_text(job.connection.hget(job.key, "status") or b"")
+    if status in HOLDS_SLOT:
+        return []
+    return registry(job).release_and_enqueue(job.id)
+
+
+# -- reading (panel, API, metrics): no writes ------------------------------------------------------
+@dataclass(frozen=True)
+class Hold:
+    """Where a job stands with its limit key."""
+
+    key: str  # the limit key as given at enqueue (not scoped)
+    concurrency: int  # jobs of the key that may be queued or running at once
+    in_use: int  # slots taken now (queued or running jobs of the key)
+    held: int  # jobs of the key held now
+    ahead: int | None  # held jobs of the key before this one; None when this one is not held
+
+    def as_dict(self):
+        return {"key": self.key, "concurrency": self.concurrency, "in_use": self.in_use, "held": self.held,
+                "ahead": self.ahead}
+
+
+def hold_of(job, connection=None):
+    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one."""
+    if not is_limited(job):
+        return None
+    connection = connection or job.connection
+    reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.zcard(reg.allowed_key)
+        pipe.zcard(reg.rate_limited_key)
+        pipe.zrank(reg.rate_limited_key, job.id)
+        in_use, held, rank = pipe.execute()
+    return Hold(key=split(job.rate_limit_key)[1], concurrency=int(job.rate_limit_concurrency), in_use=int(in_use),
+                held=int(held), ahead=None if rank is None else int(rank))
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """One limit key of a queue, as the panel shows it."""
+
+    key: str  # not scoped
+    concurrency: int
+    in_use: int
+    held: int
+
+
+def keys_in_use(connection, queue_names, per_queue=10):
+    """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
+    ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Reads only."""
+    from queues import keys as redis_keys
+
+    wanted = set(queue_names)
+    members = sorted(as_text(m) for m in connection.smembers(redis_keys.limit_keys_key()))
+    members = [m for m in members if split(m)[0] in wanted and split(m)[1]]
+    if not members:
+        return {}
+    with connection.pipeline(transaction=False) as pipe:
+        for member in members:
+            pipe.hget(redis_keys.limit_config_key(member), "concurrency")
+            pipe.zcard(redis_keys.limit_allowed_key(member))
+            pipe.zcard(redis_keys.limit_held_key(member))
+        replies = pipe.execute(raise_on_error=False)
+    found = {}
+    for i, member in enumerate(members):
+        concurrency, in_use, held = replies[3 * i:3 * i + 3]
+        if any(isinstance(r, Exception) for r in (concurrency, in_use, held)):
+            continue  # a key of the wrong type (planted): left out, never a 500
+        queue_name, limit_key = split(member)
+        try:
+            concurrency = int(as_text(concurrency)) if concurrency else 0
+        except ValueError:
+            concurrency = 0
+        found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held)))
+    return {name: sorted(uses, key=lambda u: (-u.held, u.key))[:per_queue] for name, uses in found.items()}

@@ -1,0 +1,146 @@
+"""The Redis write of an enqueue: one function every enqueue's job reaches Redis through.
+
+``write_job`` writes a built, signed job: queued now or scheduled, through its limit key
+(queues/producer/limits.py), under its ``unique=`` key, waiting for replicas when asked
+(queues/connection/replication.py). ``queues.enqueue`` (queues/producer/api.py) calls it for a direct enqueue,
+the outbox (queues/producer/outbox.py) for its pushes and relays: a module of its own so that neither of
+those two imports the other.
+"""
+import logging
+
+import redis
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils import timezone
+from rq.exceptions import DuplicateJobError
+
+from queues.producer import limits
+
+from queues.connection import replication
+from queues.connection.clients import get_connection, unavailable
+from queues.exceptions import InvalidJob
+from queues.catalog.lookup import get_queue
+
+logger = logging.getLogger("queues.enqueueing")  # the name enqueue logs always had (log filters rely on it)
+
+# Uniqueness (``unique=``): ``<prefix>:optima:unique:<queue>:<key>`` holds the id of the last job
+# enqueued under the key. A new job is refused (the waiting one is returned) while that job is still
+# waiting: queued, scheduled (delayed or waiting for a retry), deferred or held by its limit key
+# (rq's ``rate_limited``). The check, the key and the job's write are one WATCH/MULTI transaction, so
+# two concurrent enqueues cannot both pass.
+UNIQUE_WAITING = ("queued", "scheduled", "deferred", "rate_limited")  # rate_limited: held by its limit key
+UNIQUE_TTL = 7 * 24 * 3600  # seconds the key outlives its job's enqueue (plus any delay)
+
+
+def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
+    """Write the built, signed ``job`` to Redis: queued now, or scheduled for ``when``.
+
+    The one place an enqueue reaches Redis (direct enqueues, the outbox's push and relay). With
+    ``lock_key`` (``unique=``) the job is written only if the key's job is no longer waiting:
+    returns that job's id instead. ``explicit_id``: refuse to overwrite a job of the same id
+    (``InvalidJob``). A Redis failure raises ``QueueUnavailable``.
+    """
+    try:
+        with replication.acknowledged(queue) as q:
+            if lock_key or limits.is_limited(job):
+                # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
+                # meanwhile — even by this same transaction — is dropped, not written. A job with a
+                # limit key comes this way too (rq refuses unique=True for it, and holds it by the
+                # second: queues/producer/limits.py).
+                duplicate_of = _write_unique(q, job, when, lock_key, explicit_id)
+                if duplicate_of is not None:
+                    logger.info("enqueue(%r, unique key %r): job %s not written, %s is still waiting",
+                                q.name, lock_key, job.id, duplicate_of)
+                return duplicate_of
+            # An explicit job_id must not silently overwrite a job of the same id.
+            if when is None:
+                q.enqueue_job(job, unique=explicit_id)
+            else:
+                q.schedule_job(job, when, unique=explicit_id)
+            return None
+    except DuplicateJobError:
+        raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+
+
+# name -> (QueueConfig, OptimaQueue). Building an RQ Queue (a dozen attributes, a serializer check,
+# the client lookup) costs more than the rest of the Python side of an enqueue, and nothing in it
+# changes between enqueues. Built again when the declarations were (a new QueueConfig) and after any
+# setting change (override_settings, the test ``settings`` fixture: a new Redis URL or timeouts).
+_queues = {}
+
+
+def declared_queue(name, config):
+    """The OptimaQueue of the declared queue ``name`` (``config``: its QueueConfig)."""
+    cached = _queues.get(name)
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    queue = get_queue(name, connection=get_connection())
+    _queues[name] = (config, queue)
+    return queue
+
+
+@receiver(setting_changed)
+def _forget_queues(**kwargs):
+    _queues.clear()
+
+
+def waiting_unique(queue, lock_key):
+    """The still-waiting Job holding ``lock_key``, or None."""
+    try:
+        current = _to_str(queue.connection.get(lock_key))
+        if current is None:
+            return None
+        job = queue.fetch_job(current)
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+    if job is not None and job.get_status(refresh=False) in UNIQUE_WAITING:
+        return job
+    return None
+
+
+def _write_unique(queue, job, when, lock_key, explicit_id):
+    """Write ``job`` and point ``lock_key`` at it in one transaction, unless the job the key points
+    at is still waiting: then write nothing and return that job's id. ``lock_key`` None (a job with
+    a limit key and no ``unique=``): only the ``explicit_id`` check.
+
+    A job with a limit key goes through its limit in the same MULTI (``limits.enqueue_into``: rq's
+    pipelined path, whose promotion Lua runs inside the transaction), so the uniqueness check, the
+    hold and the push are one atomic step; a delayed one goes through it when due (rq's scheduler)."""
+    ttl = UNIQUE_TTL
+    if when is not None:
+        ttl += max(0, int((when - timezone.now()).total_seconds()))
+    watched = [k for k in (lock_key, job.key) if k]
+    with queue.connection.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(*watched)
+                current = _to_str(pipe.get(lock_key)) if lock_key else None
+                if current and current != job.id:
+                    status = _to_str(pipe.hget(queue.job_class.key_for(current), "status"))
+                    if status in UNIQUE_WAITING:
+                        pipe.unwatch()
+                        return current
+                if explicit_id and pipe.exists(job.key):
+                    pipe.unwatch()
+                    raise DuplicateJobError(job.id)
+                pipe.multi()
+                if lock_key:
+                    pipe.set(lock_key, job.id, ex=ttl)
+                if when is not None:
+                    queue.schedule_job(job, when, pipeline=pipe)
+                elif limits.is_limited(job):
+                    limits.enqueue_into(queue, job, pipe)
+                else:
+                    queue.enqueue_job(job, pipeline=pipe)
+                pipe.execute()
+                return None
+            except redis.WatchError:
+                continue
+
+
+def _to_str(value):
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else value

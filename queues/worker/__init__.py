@@ -1,0 +1,22 @@
+"""The worker: the rq adapter (``adapter``) and the plain objects it hands over to: stop requests
+(``stop``), one job's process (``supervision``, ``horse``), the atomic pop (``dequeue``), liveness and
+the abandoned-job scan (``liveness``, ``abandoned``), pause, options and the signals it sends.
+
+``queues.worker.OptimaWorker`` and ``queues.worker.OptimaSimpleWorker`` are the dotted paths settings
+(``RQ['WORKER_CLASS']``) and ``rqworker --worker-class`` name.
+"""
+
+# Imported on first use (PEP 562), so that importing a sibling module never imports this whole package.
+_EXPORTS = {
+    "OptimaWorker": "queues.worker.adapter",
+    "OptimaSimpleWorker": "queues.worker.adapter",
+}
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+
+        value = globals()[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

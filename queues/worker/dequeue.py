@@ -1,0 +1,163 @@
+"""Dequeueing that cannot lose a job and honours paused queues, for one queue or several.
+
+rq 3.0 dequeues from a single queue with BLMOVE into ``<p>:queue:<q>:intermediate`` (Redis >= 6.2),
+so a worker killed between the pop and the started registry leaves the job in that list, where it
+can be found. With several queues it still uses BLPOP (``Queue.lpop``): a kill between the pop and
+the started registry loses the job outright (rq issues #1716, #2079). And rq knows no pause.
+
+``Dequeuer.pop`` runs one Lua script (``POP_LUA``): in the worker's priority order, it skips the
+queues in the paused set and LMOVEs the head of the first non-empty one into that queue's
+intermediate list, atomically — so a job of a queue paused a moment ago is never taken, and the
+pause costs no round trip of its own. When nothing is there:
+
+- one queue not paused: a blocking BLMOVE (as rq), then a SISMEMBER to see whether the queue was
+  paused while the worker waited (that job goes back to the head of its queue, untouched);
+- several: Redis has no blocking multi-key LMOVE, so the worker polls — after 50 ms, doubling up to
+  ``MULTI_QUEUE_POLL_SECONDS`` (0.5 s) — the way Sidekiq Pro's reliable fetch does;
+- all paused: it waits ``pause_poll`` seconds and looks again.
+
+While one of its queues is paused, no wait lasts longer than ``pause_poll`` (1 s): a resume is seen
+within a second.
+
+The job leaves the intermediate list in the same MULTI that records it as started (the worker's
+``prepare_execution``); a job stranded there by a killed worker is pushed back to the head of its
+queue by the abandoned-job scan. The alternative — one worker process per queue — would keep rq's
+BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
+"""
+import logging
+import time
+
+import redis
+from rq.utils import as_text
+
+from queues import keys
+from queues.worker.abandoned import give_back
+
+POP_LUA = """
+local paused = {}
+for i = 2, #KEYS, 2 do
+  local name = ARGV[i / 2]
+  if redis.call('SISMEMBER', KEYS[1], name) == 1 then
+    paused[#paused + 1] = name
+  else
+    local id = redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT')
+    if id then
+      return {1, KEYS[i], id}
+    end
+  end
+end
+return {0, unpack(paused)}
+"""
+
+FIRST_POLL_SECONDS = 0.05
+DROPPED = object()  # what a pop returns internally for an entry it dropped (``_checked``)
+
+
+class Dequeuer:
+    """Pops job ids for one worker. ``should_stop()`` ends a wait early."""
+
+    def __init__(self, connection, *, poll_cap=0.5, pause_poll=1.0, should_stop=lambda: False, log=None, who="Worker"):
+        self.connection = connection
+        self.log = log or logging.getLogger("queues.resilience")
+        self.who = who
+        self.script = connection.register_script(POP_LUA)
+        self.poll_cap = poll_cap
+        self.pause_poll = pause_poll
+        self.should_stop = should_stop
+        self.paused = set()  # the worker's queues found paused by the latest empty pop
+        self._poll = FIRST_POLL_SECONDS
+
+    def pop(self, queues, wait):
+        """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
+        wait for a job (None: do not wait, for burst mode). A key of the wrong type or an id that
+        is not text is put aside with an ERROR naming it (``_set_aside``), never raised."""
+        for _ in range(100):  # each round drops or sets aside one bad entry; then a last plain try
+            try:
+                found = self._pop(queues, wait)
+            except redis.ResponseError as exc:
+                if "WRONGTYPE" not in str(exc):
+                    raise
+                self._set_aside(queues)
+                continue
+            if found is not DROPPED:
+                return found
+        return None
+
+    def _pop(self, queues, wait):
+        found = self._pop_now(queues)
+        if found is not None or wait is None:
+            return found  # DROPPED too: the caller pops again at once
+        active = [q for q in queues if q.name not in self.paused]
+        if self.paused:
+            wait = min(wait, self.pause_poll)  # a resume is seen within pause_poll seconds
+        if len(active) == 1:
+            return self._block_on(active[0], wait)
+        self._sleep(min(wait, self.pause_poll) if not active else min(wait, self._poll))
+        if active:
+            self._poll = min(self._poll * 2, self.poll_cap)
+        return self._pop_now(queues)
+
+    def _pop_now(self, queues):
+        keys_ = [keys.paused_key()]
+        for queue in queues:
+            keys_ += [queue.key, keys.intermediate_key(queue.key)]
+        reply = self.script(keys=keys_, args=[q.name for q in queues])
+        if reply[0] == 1:
+            self._poll = FIRST_POLL_SECONDS
+            queue = next(q for q in queues if q.key == as_text(reply[1]))
+            return self._checked(queue, reply[2])
+        self.paused = {as_text(name) for name in reply[1:]}
+        return None
+
+    def _block_on(self, queue, wait):
+        job_id = self.connection.blmove(queue.key, keys.intermediate_key(queue.key), max(1, int(wait)),
+                                        "LEFT", "RIGHT")
+        if job_id is None:
+            return None
+        found = self._checked(queue, job_id)
+        if found is DROPPED:
+            return DROPPED
+        job_id = found[1]
+        if self.connection.sismember(keys.paused_key(), queue.name):
+            give_back(self.connection, queue.key, job_id)  # paused while we waited: untouched
+            self.log.info("%s: queue %s was paused meanwhile; job %s put back", self.who, queue.name, job_id)
+            self.paused.add(queue.name)
+            return None
+        return queue, job_id
+
+    def _checked(self, queue, raw_id):
+        """(queue, id) for a popped id that can be a job id; else DROPPED, the entry dropped from the
+        intermediate list with an ERROR (an id that is not UTF-8 text, or holds ':')."""
+        try:
+            job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+        except UnicodeDecodeError:
+            job_id = None
+        if job_id and ":" not in job_id:
+            return queue, job_id
+        self.connection.lrem(keys.intermediate_key(queue.key), 1, raw_id)
+        self.log.error("%s: dropped entry %r of %s: not a job id", self.who, raw_id, queue.key)
+        return DROPPED
+
+    def _set_aside(self, queues):
+        """A queue's list, its intermediate list or the paused set holds another type of key
+        (written by something else): renamed to ``<key>.corrupt-<unix time>``, kept for
+        investigation, with an ERROR naming it; the next pop goes on with the rest."""
+        expected = {keys.paused_key(): b"set"}
+        for queue in queues:
+            expected[queue.key] = expected[keys.intermediate_key(queue.key)] = b"list"
+        for key, kind in expected.items():
+            found = self.connection.type(key)
+            found = found if isinstance(found, bytes) else str(found).encode()
+            if found not in (kind, b"none"):
+                aside = f"{key}.corrupt-{int(time.time())}"
+                self.connection.rename(key, aside)
+                self.log.error("%s: %s is a %s, not a %s: renamed to %s and left for investigation", self.who, key,
+                               found.decode(), kind.decode(), aside)
+
+    def _sleep(self, seconds):
+        deadline = time.monotonic() + seconds
+        while not self.should_stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(0.2, left))

@@ -1,0 +1,133 @@
+"""A worker's proof of life, and the processes that must not outlive their worker.
+
+``Lifeline`` is a daemon thread of the worker's main process (never of its work horse: a fork keeps
+only the forking thread). Every ``LIVENESS_INTERVAL_SECONDS`` it sets ``<p>:optima:alive:<worker>``
+to expire after ``LIVENESS_TTL_SECONDS``, on a Redis client of its own (short timeouts, its own
+pool: nothing it does can block, or be blocked by, the worker's BLMOVE or a fork). Then, once Redis
+has answered for ``LIVENESS_TTL + LIVENESS_INTERVAL`` seconds in a row — time for every live worker
+to have beaten again after an outage — it offers to run the abandoned-job scan (``abandoned.py``).
+
+A thread, not the main loop, because the main loop may be blocked for a long time in places it
+does not control (a job of several minutes, a slow callback), and liveness must not depend on them.
+
+``die_with_parent`` makes a child (the work horse, RQ's scheduler process) get SIGKILL when the worker
+dies, on Linux: a worker killed with SIGKILL must not leave an orphan finishing a job that is being
+retried elsewhere, or a scheduler that keeps its lock.
+"""
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+
+import redis
+from rq.connections import parse_connection
+
+from queues import keys
+from queues.worker import abandoned
+from queues.connection.outage import REDIS_ERRORS, OutageLog
+
+logger = logging.getLogger("queues.resilience")
+
+PR_SET_PDEATHSIG = 1
+
+
+_libc = None
+
+
+def libc():
+    """The C library, loaded once per process tree: a worker loads it before it forks, so its work
+    horses do not (``find_library`` runs ldconfig: ~2 ms per horse otherwise)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def die_with_parent(parent_pid):
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux; elsewhere a no-op), and
+    exit now if the parent is already gone."""
+    try:
+        libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def private_client(connection, socket_timeout=2.0):
+    """A client to the same server as ``connection``, with its own pool and short timeouts."""
+    client_class, connection_class, kwargs = parse_connection(connection)
+    kwargs = dict(kwargs, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+    return client_class(connection_pool=redis.ConnectionPool(connection_class=connection_class, **kwargs))
+
+
+class Lifeline(threading.Thread):
+    def __init__(self, worker_name, connection, options, queue_names, log=logger):
+        super().__init__(name="optima-lifeline", daemon=True)
+        self.worker_name = worker_name
+        self.on_beat = None  # callable(connection) run after each beat (the fork-free worker's job heartbeat)
+        self.connection = private_client(connection, socket_timeout=min(2.0, options.liveness_ttl / 3))
+        self.options = options
+        self.queue_names = queue_names  # callable -> names to scan
+        self.log = log
+        self.outage = OutageLog(log, f"Worker {worker_name} (liveness)")
+        self.value = f"{socket.gethostname()}:{os.getpid()}"
+        self._halt = threading.Event()
+        self._healthy_since = None
+        self._next_scan = 0.0
+        self.scans = 0
+
+    def beat(self):
+        self.connection.set(keys.alive_key(self.worker_name), self.value, ex=int(self.options.liveness_ttl))
+        if self.on_beat is not None:
+            self.on_beat(self.connection)
+        if self._healthy_since is None:
+            self._healthy_since = time.monotonic()
+
+    def run(self):
+        while not self._halt.wait(self.options.liveness_interval):
+            try:
+                self.beat()
+            except REDIS_ERRORS as exc:
+                self._healthy_since = None
+                self.outage.failed(exc, "renew its liveness key")
+                continue
+            except Exception:  # noqa: BLE001 — the lifeline must not die
+                self.log.exception("Worker %s: liveness beat failed", self.worker_name)
+                continue
+            self.outage.ok()
+            now = time.monotonic()
+            if now - self._healthy_since < self.options.recovery_grace or now < self._next_scan:
+                continue
+            self._next_scan = now + self.options.abandoned_scan
+            self.scan()
+
+    def scan(self):
+        from django.db import connections
+
+        try:
+            abandoned.scan_if_due(self.connection, self.queue_names(), interval=self.options.abandoned_scan,
+                                  stale_after=self.options.liveness_ttl, log=self.log)
+            self.scans += 1
+        except REDIS_ERRORS as exc:
+            self._healthy_since = None
+            self.outage.failed(exc, "scan for abandoned jobs")
+        except Exception:  # noqa: BLE001 — a bad job must not stop the scans of the others
+            self.log.exception("Worker %s: abandoned-job scan failed", self.worker_name)
+        finally:
+            connections.close_all()  # this thread's own database connections
+
+    def stop(self, timeout=5.0):
+        """Stop beating and withdraw the alive key (a stopped worker is dead at once)."""
+        self._halt.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
+        try:
+            self.connection.delete(keys.alive_key(self.worker_name))
+        except REDIS_ERRORS:
+            pass
+        self.connection.close()
