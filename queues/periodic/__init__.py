@@ -1,3 +1,8 @@
-"""Periodic jobs: schedules declared in settings and apps (``schedules``), rq-scheduler under the
-prefix (``scheduler``) and schedulers kept alive through outages (``supervision``).
+"""Periodic jobs: schedules declared in settings and apps, run by rq-scheduler under the prefix.
+
+``schedules`` tells the whole story (and keeps the names callers import); ``declare`` validates the
+declarations and makes them ``Schedule`` objects; ``plan`` computes the ticks, keeps pauses and writes
+the templates to rq-scheduler's keys; ``run`` is the scheduler that enqueues each due run;
+``scheduler`` is rq-scheduler under the prefix and ``supervision`` keeps both schedulers alive
+through outages.
 """

@@ -9,10 +9,12 @@ from django.urls import reverse
 
 from queues import keys
 
-from queues.periodic import schedules
 from queues.models import AuditEntry
 from queues.catalog.lookup import OptimaJob, get_queue
-from queues.periodic.schedules import check_schedules, register, scheduled_jobs_key
+from queues.periodic import plan
+from queues.periodic.declare import check_schedules, declared_schedules
+from queues.periodic.plan import register, scheduled_jobs_key
+from queues.periodic.run import PeriodicScheduler, run_schedule
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
 from tests.queues.panel_helpers import make_staff, prod  # noqa: F401 (fixtures)
 
@@ -22,8 +24,7 @@ PAGE = "/admin/queues/periodic/"
 
 
 def scheduler(connection):
-    return schedules.scheduler_class()(queue_name="lifecycle", connection=connection, interval=5,
-                                       job_class=OptimaJob)
+    return PeriodicScheduler(queue_name="lifecycle", connection=connection, interval=5, job_class=OptimaJob)
 
 
 def score(connection, template_id):
@@ -103,12 +104,12 @@ def test_cron_catch_up_runs_each_missed_cron_tick_as_its_own_run(queue_redis, se
 def test_a_paused_schedules_due_tick_moves_to_the_next_tick_without_a_run(queue_redis, settings, lifecycle_queue):
     declare(settings)
     ticks = down_for_three_ticks(queue_redis)
-    schedules.set_paused("tick", True, queue_redis)
+    plan.set_paused("tick", True, queue_redis)
     scheduler(queue_redis).enqueue_jobs()
     assert run_ids(queue_redis) == []
     assert score(queue_redis, "schedule-tick") == ticks[-1] + HOUR
     assert queue_redis.get(keys.schedule_last_key("tick")) is None
-    schedules.set_paused("tick", False, queue_redis)
+    plan.set_paused("tick", False, queue_redis)
     queue_redis.zadd(scheduled_jobs_key(), {"schedule-tick": ticks[-1]})
     scheduler(queue_redis).enqueue_jobs()
     assert run_ids(queue_redis) == [f"schedule-tick-{ticks[-1]}"]
@@ -117,7 +118,7 @@ def test_a_paused_schedules_due_tick_moves_to_the_next_tick_without_a_run(queue_
 def test_pausing_an_undeclared_schedule_names_the_declared_ones(queue_redis, settings, lifecycle_queue):
     declare(settings)
     with pytest.raises(KeyError, match="No periodic schedule 'nope'; declared: tick"):
-        schedules.set_paused("nope", True, queue_redis)
+        plan.set_paused("nope", True, queue_redis)
     assert queue_redis.exists(keys.schedules_paused_key()) == 0
 
 
@@ -162,9 +163,9 @@ def test_the_page_lists_every_schedule_with_its_last_and_next_run(acting, queue_
                                                                   django_capture_on_commit_callbacks):
     register(queue_redis)
     when = dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
-    schedule = next(s for s in schedules.declared_schedules() if s.id == "tick")
+    schedule = next(s for s in declared_schedules() if s.id == "tick")
     with django_capture_on_commit_callbacks(execute=True):  # the enqueue waits for the commit
-        run = schedules.run_schedule(schedule, when)
+        run = run_schedule(schedule, when)
     run.set_status("finished")
     queue_redis.hset(run.key, mapping={"started_at": "2026-01-01T10:00:01.000000Z",
                                        "ended_at": "2026-01-01T10:00:03.500000Z"})
@@ -190,9 +191,9 @@ def test_the_last_run_link_goes_to_the_jobs_panel_page(acting, queue_redis, life
     from django_rq.settings import get_queues_map
 
     register(queue_redis)
-    schedule = next(s for s in schedules.declared_schedules() if s.id == "tick")
+    schedule = next(s for s in declared_schedules() if s.id == "tick")
     with django_capture_on_commit_callbacks(execute=True):
-        run = schedules.run_schedule(schedule, dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
+        run = run_schedule(schedule, dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
     url = reverse("django_rq:job_detail", args=[get_queues_map()["lifecycle"], run.id])
     assert f'href="{url}"' in row_of(acting.get(PAGE).content.decode(), "tick")
     assert acting.get(url).status_code == 200
@@ -211,11 +212,11 @@ def test_pause_and_resume_from_the_page_are_audited_and_the_page_shows_the_state
     register(queue_redis)
     response = acting.post(PAGE, {"schedule": "nightly", "action": "pause"})
     assert (response.status_code, response["Location"]) == (302, PAGE)
-    assert schedules.paused_ids(queue_redis) == {"nightly"}
+    assert plan.paused_ids(queue_redis) == {"nightly"}
     row = row_of(acting.get(PAGE).content.decode(), "nightly")
     assert "schedule-state-paused" in row and "Resume nightly" in row
     acting.post(PAGE, {"schedule": "nightly", "action": "resume"})
-    assert schedules.paused_ids(queue_redis) == set()
+    assert plan.paused_ids(queue_redis) == set()
     entries = list(AuditEntry.objects.order_by("pk").values_list("identity", "action", "queue", "outcome"))
     assert entries == [("acting", "pause-schedule", "lifecycle", "ok"), ("acting", "resume-schedule", "lifecycle", "ok")]
 

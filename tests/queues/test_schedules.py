@@ -3,11 +3,11 @@ import datetime as dt
 
 import pytest
 
-from queues.periodic import schedules
 from queues.conf import prefix
 from queues.catalog.lookup import OptimaJob, get_queue
-from queues.periodic.schedules import (Schedule, check_schedules, declared_schedules, register, run_schedule,
-                              scheduled_jobs_key)
+from queues.periodic.declare import Schedule, check_schedules, declared_schedules
+from queues.periodic.plan import register, scheduled_jobs_key
+from queues.periodic.run import PeriodicScheduler, run_schedule
 from tests.conftest import wait_for
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixtures)
     WORKER_ENV, fetch, lifecycle_queue, lifecycle_schedules, wait_scheduled_for_attempt,
@@ -79,8 +79,7 @@ def test_rqscheduler_registers_on_start_and_overlapping_runs_do_not_share_state(
     assert started.wait(60) == 0, started.output()
     assert sorted(templates(queue_redis)) == ["schedule-nightly", "schedule-tick"]
 
-    scheduler = schedules.scheduler_class()(queue_name="lifecycle", connection=queue_redis, interval=5,
-                                            job_class=OptimaJob)
+    scheduler = PeriodicScheduler(queue_name="lifecycle", connection=queue_redis, interval=5, job_class=OptimaJob)
     worker = start_worker("lifecycle", "--without-scheduler", env=WORKER_ENV)
     queue_redis.zadd(scheduled_jobs_key(), {"schedule-nightly": 1_700_000_000})
     scheduler.enqueue_jobs()

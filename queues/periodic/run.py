@@ -1,0 +1,83 @@
+"""What runs at each tick: ``PeriodicScheduler`` (rq-scheduler under the prefix) finds the due
+templates, plans their runs (``plan.plan_runs``) and enqueues each run of the *declared* schedule as a
+fresh job (``run_schedule``).
+"""
+import datetime as dt
+import logging
+
+from queues import keys
+from queues.jobs import meta as jobmeta
+from queues.periodic.declare import declared_schedules
+from queues.periodic.plan import ON_TIME_SECONDS, paused_ids, plan_runs
+from queues.periodic.scheduler import PrefixedScheduler
+
+logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
+
+
+def run_id(template_id, when):
+    return f"{template_id}-{int(when.timestamp())}"
+
+
+def run_schedule(schedule, when, connection=None):
+    """Enqueue one run of the declared ``schedule`` (a ``Schedule``) due at ``when`` (aware); -> the
+    run's Job or None (already enqueued by another scheduler). Raises on Redis errors."""
+    from queues.producer import api as enqueueing
+    from queues.connection.clients import get_connection
+    from queues.exceptions import InvalidJob
+
+    job_id = run_id(schedule.template_id, when)
+    try:
+        run = enqueueing.enqueue_call(
+            schedule.queue, schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs),
+            attempts=schedule.attempts, timeout=schedule.timeout, job_id=job_id,
+            meta=jobmeta.for_periodic_run(schedule.id, when),
+        )
+    except InvalidJob as exc:
+        if "already exists" in str(exc):
+            logger.info("Periodic run %s was already enqueued (another scheduler)", job_id)
+            return None
+        raise
+    (connection or get_connection()).set(keys.schedule_last_key(schedule.id), job_id)  # for the panel
+    return run
+
+
+class PeriodicScheduler(PrefixedScheduler):
+    """rq-scheduler under the prefix, running declared schedules as fresh jobs (``manage.py rqscheduler``).
+
+    Only the *timing* comes from Redis (the template's score in rq-scheduler's sorted set); what
+    runs — function, arguments, queue, options — is the declared ``Schedule`` of the template's id.
+    A member that is not a declared schedule's template (planted, left by an older release, or any
+    job put there with rq-scheduler's own API, which this project does not use) is removed with an
+    ERROR naming it: nothing of it is read, let alone run."""
+
+    def enqueue_jobs(self):
+        now = dt.datetime.now(dt.timezone.utc)
+        declared = {s.template_id: s for s in declared_schedules()}
+        due = self.connection.zrangebyscore(self.scheduled_jobs_key, 0, now.timestamp(), withscores=True)
+        paused = paused_ids(self.connection) if due else set()
+        for member, score in due:
+            schedule = declared.get(member.decode("utf-8", "replace") if isinstance(member, bytes) else member)
+            if schedule is None:
+                self.connection.zrem(self.scheduled_jobs_key, member)
+                self.log.error("Removed %r from %s: not a declared schedule (OPTIMA_SCHEDULES, apps' "
+                               "SCHEDULES); nothing of it was run", member, self.scheduled_jobs_key)
+                continue
+            self.enqueue_periodic(schedule, dt.datetime.fromtimestamp(score, dt.timezone.utc), now,
+                                  paused=schedule.id in paused)
+        return due
+
+    def enqueue_periodic(self, schedule, when, now, paused=False):
+        grace = max(ON_TIME_SECONDS, 2 * int(self._interval))  # a tick found by a late poll is on time
+        ticks, following = plan_runs(schedule, when, now, paused=paused, grace=grace)
+        if paused:
+            self.log.info("Periodic %s is paused: its tick due at %s was not run", schedule.id, when)
+        elif not ticks:
+            self.log.info("Periodic %s: missed ticks since %s skipped (missed=skip)", schedule.id, when)
+        for tick in ticks:
+            try:
+                run = run_schedule(schedule, tick, connection=self.connection)
+                if run is not None:
+                    self.log.info("Periodic %s: enqueued run %s on %s", schedule.id, run.id, schedule.queue)
+            except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
+                self.log.exception("Periodic %s: could not enqueue its run due at %s", schedule.id, tick)
+        self.connection.zadd(self.scheduled_jobs_key, {schedule.template_id: following.timestamp()})
