@@ -1,3 +1,5 @@
 """How a job fails: the retry policy (``retry``), the failure handler (``handler``), dead letters
-(``deadletter``), failure groups (``fingerprint``) and the operator's retry and discard (``operations``).
+(``deadletter``: the lifecycle and burial, with ``mirror`` for the DeadLetter row, ``reconcile`` for
+catching up with Redis, ``corrupt`` for jobs whose hash is no job), failure groups (``fingerprint``)
+and the operator's retry and discard (``operations``).
 """

@@ -37,11 +37,10 @@ from rq.registry import (
 
 from queues import conf
 
-from queues.failures import deadletter
-
 from queues.jobs import meta as jobmeta
 from queues.connection.clients import get_connection, unavailable
-from queues.failures.deadletter import CORRUPT
+from queues.failures.corrupt import CORRUPT
+from queues.failures.mirror import carried
 from queues.exceptions import QueuesError
 from queues.jobs.gate import NOT_A_JOB, UNSIGNED
 from queues.catalog.lookup import OptimaJob, get_queue, queue_names
@@ -117,15 +116,15 @@ def _put_back(row):
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
     # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis. Its
-    # owner and limit key come back from the row (deadletter.carried): the new job is still the
+    # owner and limit key come back from the row (mirror.carried): the new job is still the
     # owner's, and still counts against the owner's limit.
-    carried = deadletter.carried(row)
+    kept = carried(row)
     meta = {jobmeta.RETRY_OF: row.job_id}
-    if isinstance(carried.get("owner"), str):
-        meta[jobmeta.OWNER] = carried["owner"]
+    if isinstance(kept.get("owner"), str):
+        meta[jobmeta.OWNER] = kept["owner"]
     job = enqueue_fail_fast(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
-                            meta=meta, limit_key=carried.get("limit_key"),
-                            limit_concurrency=carried.get("limit_concurrency"))
+                            meta=meta, limit_key=kept.get("limit_key"),
+                            limit_concurrency=kept.get("limit_concurrency"))
     return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
 
 

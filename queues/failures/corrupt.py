@@ -1,0 +1,73 @@
+"""Corrupt dead letters: jobs whose Redis hash cannot be read as a job (reason ``corrupt``).
+
+Nothing in such a hash is decoded or run. ``bury_corrupt`` puts the job's id in its queue's failed
+registry with no expiry, leaves the hash exactly as it was, and keeps it in the row's ``raw_hash``
+(``encode_raw_hash``: lossless JSON text) for the admin to show escaped (``decode_raw_hash``).
+Retrying such a row is refused (``queues.failures.operations``); discarding it works like any other.
+"""
+import base64
+import json
+import logging
+
+from django.db import IntegrityError, transaction
+
+from queues import conf, keys
+
+from queues.failures.fingerprint import fingerprint
+from queues.failures.mirror import count_death, now
+
+logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
+
+CORRUPT = "corrupt"
+
+
+def encode_raw_hash(fields):
+    """A job hash as HGETALL gave it (bytes -> bytes) -> JSON text ``[[field, value], ...]``, every
+    name and value base64-encoded: lossless, and storable in any text column."""
+    return json.dumps([[base64.b64encode(k).decode(), base64.b64encode(v).decode()]
+                       for k, v in sorted((fields or {}).items())])
+
+
+def decode_raw_hash(text):
+    """The inverse of ``encode_raw_hash``: [(field bytes, value bytes), ...] ([] for '')."""
+    return [(base64.b64decode(k), base64.b64decode(v)) for k, v in (json.loads(text) if text else [])]
+
+
+def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
+    """Dead-letter a job whose hash cannot be read as a job (reason ``corrupt``): its id goes into
+    its queue's failed registry with no expiry (its hash is left exactly as it was, nothing in it
+    decoded), and its row keeps the raw hash (``encode_raw_hash``). Never raises for the database
+    (logged; reconcile catches up). Returns the row or None."""
+    from queues.models import DeadLetter
+
+    prefix = conf.prefix()
+    connection.zadd(keys.failed_key(queue_name), {job_id: "+inf"})
+    logger.error("Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, keys.job_key(job_id), why)
+    at = now()
+    values = {
+        "queue": queue_name[:200], "func_path": "<corrupt job>", "args": [], "kwargs": {}, "exc_type": "CorruptJob",
+        "exc_message": why, "traceback": "", "attempts_made": 0, "attempts_allowed": 0, "reason": CORRUPT,
+        "enqueued_at": None, "first_failed_at": at, "dead_at": at, "worker": worker_name[:300], "times_dead": 1,
+        "raw_hash": encode_raw_hash(fields), "fingerprint": fingerprint("<corrupt job>", "CorruptJob", why),
+    }
+    try:
+        for attempt in range(2):
+            try:
+                with transaction.atomic():  # the row and its group together
+                    row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job_id).first()
+                    if row is None:
+                        row = DeadLetter.objects.create(prefix=prefix, job_id=job_id, **values)
+                        count_death(row, 1)
+                    elif row.status != DeadLetter.Status.OPEN or row.reason != CORRUPT:
+                        for key, value in values.items():
+                            setattr(row, key, value)
+                        row.status = DeadLetter.Status.OPEN
+                        row.save()
+                        count_death(row, 1)
+                    return row
+            except IntegrityError:
+                if attempt:  # a concurrent bury created the row or the group: once more over theirs
+                    raise
+    except Exception:  # noqa: BLE001 — the worker must go on whatever the database does
+        logger.exception("Could not mirror corrupt job %s into the DeadLetter table", job_id)
+        return None

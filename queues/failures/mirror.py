@@ -1,0 +1,186 @@
+"""The ``DeadLetter`` row of a dead job, and the count of its death in its ``FailureGroup``.
+
+``row_values`` reads the row's fields off the job (and the meta ``deadletter.mark_dead`` wrote);
+``mirror`` upserts the row and never raises (a database outage is logged, ``reconcile`` catches up);
+``upsert`` is the idempotent write both it and ``reconcile`` use: ``job.meta["deaths"]`` counts the
+job's deaths, the row's ``times_dead`` the deaths it has seen, so the same death mirrored twice updates
+the row in place, and a job that died again after an operator's retry reopens its row.
+``count_death`` adds deaths to the row's failure group in the same transaction.
+"""
+import datetime as dt
+import json
+import logging
+
+from django.db import IntegrityError, transaction
+
+from queues import conf
+
+from queues.jobs import meta as jobmeta
+from queues.failures.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
+from queues.failures.retry import exc_summary
+
+logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
+
+
+def now():
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _parse(value):
+    if not value:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def latest_exc_string(job):
+    """The traceback of the job's latest result ('' when there is none or it cannot be read)."""
+    try:
+        result = job.latest_result()
+    except Exception:  # noqa: BLE001 — an unreadable result only costs the traceback
+        return ""
+    return (result.exc_string or "") if result is not None else ""
+
+
+def row_values(job, exc_string=""):
+    """The DeadLetter fields of a dead job (from the job and the meta ``mark_dead`` wrote). Never
+    raises for what the job holds: a value of the wrong type reads as missing."""
+    def number(value, default):
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+    def short_text(value, limit=None):
+        value = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+        value = value if isinstance(value, str) else ("" if value is None else str(value))
+        return value[:limit] if limit else value
+
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    traceback = exc_string or latest_exc_string(job)
+    exc_type, exc_message = meta.get("exc_type"), meta.get("exc_message")
+    if not exc_type and not exc_message:
+        exc_type, exc_message = exc_summary(None, traceback)
+    try:
+        func_path, args, kwargs = job.func_name or "", list(job.args or ()), dict(job.kwargs or {})
+    except Exception:  # noqa: BLE001 — a payload that cannot be read is exactly what to investigate
+        func_path, args, kwargs = "<unreadable payload>", [], {}
+    dead_at = _parse(meta.get("dead_at")) or now()
+    func_path, exc_type, exc_message = short_text(func_path, 500), short_text(exc_type, 300), short_text(exc_message)
+    return {
+        "queue": jobmeta.queue_name(job),
+        "func_path": func_path,
+        "args": args,
+        "kwargs": kwargs,
+        "exc_type": exc_type,
+        "exc_message": exc_message,
+        "fingerprint": fingerprint(func_path, exc_type, exc_message),
+        "traceback": short_text(traceback),
+        "attempts_made": number(meta.get("attempts_made"), 0) or jobmeta.current_attempt(job),
+        "attempts_allowed": number(meta.get("attempts_allowed"), 0),
+        "reason": (meta.get("dead") if isinstance(meta.get("dead"), str) else "") or "",
+        "enqueued_at": job.enqueued_at,
+        "first_failed_at": _parse(meta.get("first_failed_at")) or dead_at,
+        "dead_at": dead_at,
+        "worker": short_text(meta.get("dead_worker") or job.worker_name, 300),
+        "times_dead": max(1, number(meta.get("deaths"), 1)),
+        "carried": carried_of(job, meta),
+    }
+
+
+def carried_of(job, meta):
+    """What the admin's retry of this job carries over when the job is no longer in Redis (the row
+    is then all there is): its owner and its limit key. JSON text, '' when there is nothing."""
+    from queues.producer import limits
+
+    carried = {}
+    if isinstance(meta.get(jobmeta.OWNER), str):
+        carried["owner"] = meta[jobmeta.OWNER]
+    if limits.is_limited(job):
+        carried["limit_key"] = limits.split(job.rate_limit_key)[1]
+        carried["limit_concurrency"] = job.rate_limit_concurrency
+    return json.dumps(carried, sort_keys=True) if carried else ""
+
+
+def carried(row):
+    """``carried_of``'s dict back from a row ({} for '' or anything unreadable)."""
+    try:
+        value = json.loads(row.carried) if row.carried else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def mirror(job, exc_string=""):
+    """Upsert the job's DeadLetter row; never raises (a database outage is logged, reconcile catches
+    up). Returns the row, or None."""
+    try:
+        return upsert(job, row_values(job, exc_string))
+    except Exception:  # noqa: BLE001 — the worker must go on whatever the database does
+        logger.exception("Could not mirror dead job %s into the DeadLetter table; "
+                         "manage.py queues_reconcile will", job.id)
+        return None
+
+
+def upsert(job, values):
+    """Write ``values`` (``row_values``) as the job's DeadLetter row and count the deaths it had not
+    seen; returns the row. Raises for the database (``mirror`` logs, ``reconcile`` counts an error)."""
+    from queues.models import DeadLetter
+
+    prefix = conf.prefix()
+    for _ in range(2):
+        try:
+            with transaction.atomic():
+                row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job.id).first()
+                if row is None:
+                    row = DeadLetter.objects.create(prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN,
+                                                    **values)
+                    count_death(row, row.times_dead)
+                    return row
+                if values["times_dead"] > row.times_dead:
+                    row.status = DeadLetter.Status.OPEN  # died again after an operator's retry
+                    row.retried_as = ""
+                elif row.status != DeadLetter.Status.OPEN:
+                    return row  # this death was already handled by an operator
+                before, grouped_as = row.times_dead, row.fingerprint
+                for key, value in values.items():
+                    setattr(row, key, value)
+                row.save()
+                if not grouped_as:  # a row of the previous release: none of its deaths counted yet
+                    count_death(row, row.times_dead)
+                elif row.fingerprint != grouped_as:  # died differently this time: a death of another group
+                    count_death(row, max(1, row.times_dead - before))
+                elif row.times_dead > before:
+                    count_death(row, row.times_dead - before)
+                return row
+        except IntegrityError:
+            continue  # a concurrent mirror created the row or the group: do it again over theirs
+    raise RuntimeError(f"could not upsert the DeadLetter row of job {job.id}")
+
+
+def count_death(row, deaths):
+    """Count ``deaths`` deaths of ``row`` in its FailureGroup, created at its first death; the latest
+    death's row is the group's example. In the caller's transaction; the group row is locked
+    (select_for_update) so concurrent deaths of one group add up. Raises IntegrityError when a
+    concurrent first death created the same group: the caller runs its transaction again."""
+    from queues.models import FailureGroup
+
+    group = FailureGroup.objects.select_for_update().filter(prefix=row.prefix, fingerprint=row.fingerprint).first()
+    if group is None:
+        return FailureGroup.objects.create(
+            prefix=row.prefix, fingerprint=row.fingerprint, func_path=row.func_path, exc_type=row.exc_type,
+            pattern=pattern(row.exc_message)[:PATTERN_LIMIT], example_message=row.exc_message[:MESSAGE_LIMIT],
+            example=row, count=deaths, first_seen=row.dead_at, last_seen=row.dead_at, queues=[row.queue])
+    group.count += deaths
+    group.first_seen = min(group.first_seen, row.dead_at)
+    if row.dead_at >= group.last_seen:
+        group.last_seen, group.example, group.example_message = row.dead_at, row, row.exc_message[:MESSAGE_LIMIT]
+    if row.queue not in group.queues:
+        group.queues = sorted([*group.queues, row.queue])
+    group.save()
+    return group
