@@ -23,6 +23,10 @@ optima_queue_jobs_processed_total           counter    queue             attempt
 optima_queue_jobs_failed_total              counter    queue             attempts that raised (recorder)
 optima_queue_jobs_retried_total             counter    queue             retries scheduled (recorder)
 optima_queue_jobs_dead_total                counter    queue             jobs dead-lettered (recorder)
+optima_queue_held_jobs                      gauge      queue             ZCARD of the held set of each of the
+                                                                         queue's limit keys in use (rl-keys)
+optima_queue_outbox                         gauge      queue             outbox rows not yet in Redis (database)
+optima_queue_outbox_oldest_age_seconds      gauge      queue             now - created_at of the oldest row
 optima_queue_scrape_error                   gauge      queue, source     1: source (redis, database) unread
 optima_redis_memory_used_bytes              gauge      (none)            INFO memory used_memory
 optima_redis_memory_max_bytes               gauge      (none)            INFO memory maxmemory (0: no limit)
@@ -30,7 +34,10 @@ optima_redis_evicted_keys_total             counter    (none)            INFO st
 ==========================================  =========  ================  =====================================
 
 Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receivers, worker side),
-``collector`` (the scrape and its cache), ``views`` (the endpoint). docs/metrics.md is the
+``collector`` (the snapshot, its cache and the families above), which reads through ``scrape``
+(Redis, two round trips at most), ``database`` (the dead-letter and outbox counts) and
+``redis_memory`` (INFO and the ``optima_redis_*`` families) into ``snapshot``'s dataclasses;
+``history`` (per-minute samples for the panel), ``views`` (the endpoint). docs/metrics.md is the
 operator's version of this table.
 """
 import threading

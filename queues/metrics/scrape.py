@@ -1,0 +1,184 @@
+"""The scrape of Redis: every declared queue in at most two pipelined round trips, never a write.
+
+Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCARD of the started
+(``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
+registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
+its last durations; plus one SMEMBERS of the paused set, one of rq's set of limit keys in use
+(``<p>:rl-keys``, queues/producer/limits.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
+maxmemory, evicted keys: queues/connection/info.py). Round trip 2 (only when a queue has a waiting job or
+a worker, or some limit key is in use): HGET ``enqueued_at`` of each queue's head job, EXISTS of each
+worker key (rq leaves a dead worker in the set until a cleanup) and ZCARD of the held set of each
+limit key of a declared queue (held jobs per queue: ``optima_queue_held_jobs``). No command writes: rq's ``.count`` on a
+registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
+expired entries that cleanup would remove are counted with ZCOUNT and left out instead.
+
+A command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
+refuses, drops or does not answer zeroes all of them. Either way the error gauge says so and one
+line is logged; the collector itself never raises, so the rest of /metrics is still served. A
+poison head job (an id that is not UTF-8, a key that is not a hash) only loses its queue's age. A
+Redis that refuses INFO (an ACL without it) only loses the memory families: left out, not zeroed.
+"""
+import logging
+
+import redis
+
+from queues import keys as redis_keys
+from queues.connection import info as redisinfo
+from queues.metrics import redis_memory, store
+from queues.metrics.snapshot import QueueSample, describe_error, text
+
+logger = logging.getLogger("queues.metrics")
+
+PER_QUEUE_COMMANDS = 11  # commands of round trip 1 per queue (see the module docstring)
+
+
+def read_redis(client, names, samples, now):
+    """Round trips 1 and 2 into ``samples``; -> the server's ``redisinfo.Memory``, or None when unknown."""
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    from queues.worker.pause import paused_key
+
+    bounds = store.buckets()
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.smembers(paused_key())
+        pipe.smembers(redis_keys.limit_keys_key())
+        for name in names:
+            queue_key = redis_keys.queue_key(name)
+            pipe.llen(queue_key)
+            pipe.lindex(queue_key, 0)  # rq pushes at the tail and pops at the head: the oldest
+            pipe.zcard(redis_keys.started_key(name))
+            pipe.zcard(redis_keys.scheduled_key(name))  # scored by run time, nothing expires
+            # Scored by expiry time, -1 or +inf for "forever": what rq's cleanup would remove
+            # (ZREMRANGEBYSCORE 0 now) is counted apart and left out, not removed.
+            for registry_key in (redis_keys.finished_key(name), redis_keys.failed_key(name)):
+                pipe.zcard(registry_key)
+                pipe.zcount(registry_key, 0, now)
+            pipe.smembers(WORKERS_BY_QUEUE_KEY % name)
+            pipe.hgetall(store.counters_key(name))
+            pipe.lrange(store.durations_key(name), 0, store.DURATION_SAMPLE - 1)
+        redisinfo.add_reads(pipe)  # last, so the per-queue rows keep their offsets
+        results = pipe.execute(raise_on_error=False)
+    except redis.RedisError as exc:
+        _all_failed(names, samples, exc)
+        return None
+
+    memory = redis_memory.from_replies(*results[-2:])
+    paused_result, limit_keys_result, results = results[0], results[1], results[2:-2]
+    paused = set() if isinstance(paused_result, Exception) else {text(n) for n in paused_result}
+    if isinstance(paused_result, Exception):
+        logger.warning("reading the paused set failed (%s); queues are reported as not paused",
+                       describe_error(paused_result))
+    held_keys = _held_keys(limit_keys_result, names)
+    heads, worker_sets = {}, {}
+    for i, name in enumerate(names):
+        row = results[i * PER_QUEUE_COMMANDS:(i + 1) * PER_QUEUE_COMMANDS]
+        errors = [r for r in row if isinstance(r, Exception)]
+        sample = samples[name]
+        if errors:
+            sample.redis_error = True
+            logger.warning("reading queue %r failed (%s); it is reported as zeros",
+                           name, describe_error(errors[0]))
+            continue
+        queued, head, active, delayed, finished, finished_expired, failed, failed_expired, worker_keys, counters, \
+            durations = row
+        completed, failed = finished - finished_expired, failed - failed_expired
+        is_paused = name in paused
+        sample.jobs.update(waiting=0 if is_paused else queued, paused=queued if is_paused else 0,
+                           active=active, delayed=delayed, completed=completed, failed=failed)
+        sample.durations_ms = [float(d) for d in durations]
+        counters = {text(k): text(v) for k, v in counters.items()}
+        sample.counters = {k: int(counters.get(k, 0)) for k in (store.PROCESSED, store.FAILED, store.RETRIED,
+                                                                 store.DEAD)}
+        sample.counters[store.DURATION_SUM] = float(counters.get(store.DURATION_SUM, 0))
+        sample.buckets = {b: int(counters.get(store.bucket_field(b), 0)) for b in bounds}
+        if head is not None and not is_paused:
+            heads[name] = head  # as Redis holds it (maybe not UTF-8)
+        if worker_keys:
+            worker_sets[name] = sorted(text(k) for k in worker_keys)
+    held_keys = {name: keys for name, keys in held_keys.items() if not samples[name].redis_error}
+    if heads or worker_sets or held_keys:
+        _read_round_two(client, heads, worker_sets, samples, now, held_keys)
+    return memory
+
+
+def _held_keys(members, names):
+    """{queue: [held-set key, ...]} of the limit keys in use (rq's ``<p>:rl-keys``, whose members are
+    ``<queue>:<limit key>``) of the declared ``names``. A failed read is logged: no held counts."""
+    from queues.producer import limits
+
+    if isinstance(members, Exception):
+        logger.warning("reading the limit keys failed (%s); held jobs are reported as 0", describe_error(members))
+        return {}
+    wanted, found = set(names), {}
+    for member in members:
+        queue_name, limit_key = limits.split(text(member))
+        if queue_name in wanted and limit_key:
+            found.setdefault(queue_name, []).append(redis_keys.limit_held_key(text(member)))
+    return {name: sorted(keys) for name, keys in found.items()}
+
+
+def _read_round_two(client, heads, worker_sets, samples, now, held_keys=None):
+    from rq.utils import utcparse
+
+    held_keys = held_keys or {}
+    unique_workers = sorted({k for keys in worker_sets.values() for k in keys})
+    try:
+        pipe = client.pipeline(transaction=False)
+        for job_id in heads.values():
+            pipe.hget(redis_keys.job_key_prefix().encode() + job_id, "enqueued_at")
+        for key in unique_workers:
+            pipe.exists(key)
+        for keys in held_keys.values():
+            for key in keys:
+                pipe.zcard(key)
+        results = pipe.execute(raise_on_error=False)
+    except redis.RedisError as exc:
+        _all_failed(set(heads) | set(worker_sets) | set(held_keys), samples, exc)
+        return
+    held_results = results[len(heads) + len(unique_workers):]
+    results = results[:len(heads) + len(unique_workers)]
+    offset = 0
+    for name, keys in held_keys.items():
+        counts = held_results[offset:offset + len(keys)]
+        offset += len(keys)
+        errors = [c for c in counts if isinstance(c, Exception)]
+        if errors:  # a held set of the wrong type (planted): this queue's held count only
+            logger.warning("reading the held jobs of queue %r failed (%s); reported as 0", name, describe_error(errors[0]))
+            continue
+        samples[name].held = sum(counts)
+    for name, enqueued_at in zip(heads, results[:len(heads)]):
+        if isinstance(enqueued_at, redis.ResponseError) and "WRONGTYPE" in str(enqueued_at):
+            # The head job's key is not a hash (a poison entry): no age, the queue's counts stand.
+            logger.warning("the job at the head of queue %r cannot be read (%s); its age is reported as 0",
+                           name, describe_error(enqueued_at))
+        elif isinstance(enqueued_at, Exception):
+            _queue_failed(name, samples, enqueued_at)
+        elif enqueued_at:  # a stale id without its job hash has no age
+            try:
+                waited = now - utcparse(text(enqueued_at)).timestamp()
+            except ValueError:
+                continue
+            samples[name].oldest_waiting_seconds = max(0.0, waited)
+    alive = dict(zip(unique_workers, results[len(heads):]))
+    for name, keys in worker_sets.items():
+        errors = [alive[k] for k in keys if isinstance(alive[k], Exception)]
+        if errors:
+            _queue_failed(name, samples, errors[0])
+        else:
+            samples[name].workers = sum(1 for k in keys if alive[k])
+
+
+def _queue_failed(name, samples, exc):
+    if not samples[name].redis_error:
+        logger.warning("reading queue %r failed (%s); it is reported as zeros", name, describe_error(exc))
+    samples[name] = QueueSample(redis_error=True, dead_letters=samples[name].dead_letters)
+
+
+def _all_failed(names, samples, exc):
+    from queues.connection.clients import mask_url, queues_url
+
+    logger.warning("Redis at %s did not answer the scrape (%s); %d queue(s) are reported as zeros",
+                   mask_url(queues_url()), describe_error(exc), len(names))
+    for name in names:
+        samples[name] = QueueSample(redis_error=True)
