@@ -2,10 +2,15 @@
 
 The worker, the schedulers and the retry path need a few things rq keeps private: the flag its
 work loop reads to stop, the queue order it dequeues in, the horse's pid, the job id its stop-job
-command marks, the scheduler's child process and locks. Nothing else in ``queues/`` touches an
-underscored rq attribute: it calls these functions. ``MEMBERS`` lists them all, and
-``tests/queues/test_rqcompat.py`` fails with a clear message when an installed rq no longer has one
-(``missing_members``), before anything subtle breaks at run time.
+command marks, the scheduler's child process and locks. Nothing else in ``queues/`` or
+``features/`` touches an underscored member of rq, rq-scheduler or django-rq: it calls these
+functions, or overrides a method ``MEMBERS`` lists. ``MEMBERS`` lists every one, and
+``tests/queues/test_rqcompat.py`` fails
+
+- with a clear message when an installed rq no longer has one (``missing_members``), before
+  anything subtle breaks at run time;
+- naming file and line when code elsewhere uses a private name those libraries define (it reads
+  their installed source), or when this module uses one ``MEMBERS`` does not list.
 """
 import rq
 import rq_scheduler
@@ -24,10 +29,12 @@ MEMBERS = [
     (BaseWorker, "_horse_pid", "instance"),  # the forked horse; 0 when none
     (BaseWorker, "_stopped_job_id", "instance"),  # set by rq's stop-job command
     (BaseWorker, "_state", "instance"),  # the state set_state last recorded
-    (BaseWorker, "_release_slot_safely", "class"),
-    (BaseWorker, "_install_signal_handlers", "class"),  # rq calls it after bootstrap; OptimaWorker overrides it  # frees a rate-limit slot after a retry
-    (Queue, "_enqueue_job", "class"),
-    (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)  # push a prepared job in a pipeline (rq's own retry does it)
+    (BaseWorker, "_release_slot_safely", "class"),  # frees a rate-limit slot after a retry
+    (BaseWorker, "_install_signal_handlers", "class"),  # rq calls it after bootstrap; WorkerBehaviour overrides it
+    (BaseWorker, "_start_scheduler", "class"),  # rq's work() starts its scheduler so; WorkerBehaviour overrides it
+    (Queue, "_enqueue_job", "class"),  # push a prepared job in a pipeline (rq's own retry does it)
+    (Queue, "_is_async", "instance"),  # the is_async a queue was built with (the panel's read-only copy keeps it)
+    (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)
     (RQScheduler, "_process", "instance"),  # the scheduler child process of a worker
     (RQScheduler, "_acquired_locks", "instance"),
     (RQScheduler, "_queue_names", "instance"),
@@ -35,6 +42,7 @@ MEMBERS = [
     (RQScheduler, "_stop_requested", "instance"),
     (RQScheduler, "_install_signal_handlers", "class"),
     (Scheduler, "_lock_acquired", "instance"),  # rq-scheduler's lock flag
+    (Scheduler, "_interval", "instance"),  # rq-scheduler's polling interval, seconds
     (Job, "_success_callback_name", "instance"),  # callback names as stored: signed, and checked
     (Job, "_failure_callback_name", "instance"),  # against the declared jobs before rq imports them
     (Job, "_stopped_callback_name", "instance"),
@@ -120,6 +128,11 @@ def clear_exc_info(job):
     job._exc_info = ""
 
 
+def is_async(queue):
+    """Whether ``queue`` runs its jobs through a worker (False: at enqueue, in the caller)."""
+    return queue._is_async
+
+
 # -- jobs ---------------------------------------------------------------------------------------
 def callback_names(job):
     """(success, failure, stopped) callback names as the job hash holds them (None when unset),
@@ -174,6 +187,11 @@ def install_scheduler_signal_handlers(scheduler):
 
 
 # -- rq-scheduler (manage.py rqscheduler) -------------------------------------------------------
+def periodic_interval(scheduler):
+    """Seconds between two polls of rq-scheduler's ``run()`` loop."""
+    return scheduler._interval
+
+
 def release_periodic_lock_flag(scheduler):
     """rq-scheduler believes it holds its lock until told otherwise (after a Redis outage)."""
     scheduler._lock_acquired = False

@@ -179,14 +179,14 @@ def get_queue_by_index(index):
     from django_rq.queues import get_queue_by_index as original
 
     queue = original(index)
-    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=queue._is_async)
+    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=rqcompat.is_async(queue))
 
 
 def get_queue(name, *args, **kwargs):
     from django_rq.queues import get_queue as original
 
     queue = original(name, *args, **kwargs)
-    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=queue._is_async)
+    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=rqcompat.is_async(queue))
 
 
 def get_scheduler_by_index(index):

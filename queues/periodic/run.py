@@ -5,7 +5,7 @@ fresh job (``run_schedule``).
 import datetime as dt
 import logging
 
-from queues import keys
+from queues import keys, rqcompat
 from queues.jobs import meta as jobmeta
 from queues.periodic.declare import declared_schedules
 from queues.periodic.plan import ON_TIME_SECONDS, paused_ids, plan_runs
@@ -67,7 +67,8 @@ class PeriodicScheduler(PrefixedScheduler):
         return due
 
     def enqueue_periodic(self, schedule, when, now, paused=False):
-        grace = max(ON_TIME_SECONDS, 2 * int(self._interval))  # a tick found by a late poll is on time
+        # a tick found by a late poll is on time
+        grace = max(ON_TIME_SECONDS, 2 * int(rqcompat.periodic_interval(self)))
         ticks, following = plan_runs(schedule, when, now, paused=paused, grace=grace)
         if paused:
             self.log.info("Periodic %s is paused: its tick due at %s was not run", schedule.id, when)
