@@ -2,24 +2,19 @@
 
 They report ``queues.catalog.queues.validate()``'s problems: the same validator that refuses a
 broken configuration at first use, so the messages match. django-rq's wiring in settings
-(``queues.connection.clients.validate_django_rq()``) is checked here only: a queue works without it.
+(``queues.connection.djangorq.validate_django_rq()``) is checked here only: a queue works without it.
+Each validator returns ``conf.Problem``s; ``conf.check_messages`` turns them into Django's messages.
 """
-from django.core.checks import Error, Tags, Warning, register
-
-from queues.connection import clients as connection
+from django.core.checks import Tags, register
 
 from queues.catalog import queues as declarations
-
-from queues.connection import failover
+from queues.conf import check_messages
+from queues.connection import djangorq, failover
 
 
 @register(Tags.compatibility)
 def check_queue_settings(app_configs=None, **kwargs):
-    result = []
-    for problem in declarations.validate() + connection.validate_django_rq() + failover.validate():
-        cls = Error if problem.level == "error" else Warning
-        result.append(cls(problem.msg, hint=problem.hint or None, id=problem.id))
-    return result
+    return check_messages(declarations.validate() + djangorq.validate_django_rq() + failover.validate())
 
 
 @register(Tags.security)
@@ -35,8 +30,7 @@ def check_queue_board_auth(app_configs=None, **kwargs):
     from queues.board import bounded
     from queues.board.access import validate_basic_auth, validate_password_length
 
-    problems = validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate()
-    return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]
+    return check_messages(validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate())
 
 
 @register(Tags.security)
@@ -47,8 +41,7 @@ def check_trust_boundary(app_configs=None, **kwargs):
     from queues.catalog import jobs as catalog
     from queues.jobs import signing
 
-    problems = catalog.validate() + signing.validate()
-    return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems]
+    return check_messages(catalog.validate() + signing.validate())
 
 
 @register("redis")
@@ -58,5 +51,4 @@ def check_redis_eviction(app_configs=None, **kwargs):
     Reads ``INFO memory`` with /healthz's short timeout; an unreachable Redis reports nothing here."""
     from queues.connection import info as redisinfo
 
-    return [(Error if p.level == "error" else Warning)(p.msg, hint=p.hint or None, id=p.id)
-            for p in redisinfo.validate()]
+    return check_messages(redisinfo.validate())

@@ -79,6 +79,27 @@ class Problem:
     level: str = "error"  # or "warning"
 
 
+def check_messages(problems):
+    """A validator's ``problems`` as Django check messages: ``Error`` or ``Warning`` by level, with the
+    same id, message and hint. Every system check of this app returns this."""
+    from django.core import checks
+
+    return [(checks.Error if p.level == "error" else checks.Warning)(p.msg, hint=p.hint or None, id=p.id)
+            for p in problems]
+
+
+def raise_first_error(problems, *, see_check=True):
+    """Refuse to go on when ``problems`` hold an error (warnings never stop anything): raise
+    ImproperlyConfigured with the first error's message, hint and id — the system check's words.
+    ``see_check`` adds "run manage.py check for all", for validators that may find several."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    first = next((p for p in problems if p.level == "error"), None)
+    if first is not None:
+        more = "; run manage.py check for all" if see_check else ""
+        raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id}{more})")
+
+
 def _did_you_mean(word, choices):
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f"Did you mean {close[0]!r}? " if close else ""

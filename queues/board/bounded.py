@@ -30,11 +30,11 @@ import time
 
 import redis
 from django.conf import settings
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from queues import conf
-from queues.connection.clients import django_rq_config, mask_url, queues_url
+from queues.connection.clients import mask_url, queues_url
+from queues.connection.djangorq import django_rq_config
+from queues.connection.factory import ReconnectOnce, restrict
 
 # Settings read here (seconds), with their defaults; docs/settings.md documents them.
 DEFAULTS = {
@@ -90,12 +90,9 @@ class _Scope:
 _scope = contextvars.ContextVar("queues_board_redis_scope", default=None)
 
 
-class DeadlineRetry(Retry):
+class DeadlineRetry(ReconnectOnce):
     """Retry a refused or dropped connection once (a pooled connection may be stale after a Redis
     restart), never a timeout; refuse to start a command once the request's deadline passed."""
-
-    def __init__(self):
-        super().__init__(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
     def call_with_retry(self, do, fail, *args, **kwargs):
         scope = _scope.get()
@@ -106,13 +103,7 @@ class DeadlineRetry(Retry):
 
 def bound(client, timeout):
     """``client`` changed, before it ever connects, to short timeouts and ``DeadlineRetry``."""
-    kwargs = client.connection_pool.connection_kwargs
-    kwargs["socket_timeout"] = timeout
-    if "socket_connect_timeout" in kwargs or "host" in kwargs:
-        kwargs["socket_connect_timeout"] = timeout
-    kwargs["health_check_interval"] = 0
-    client.set_retry(DeadlineRetry())
-    return client
+    return restrict(client, timeout=timeout, retry=DeadlineRetry())
 
 
 @contextlib.contextmanager

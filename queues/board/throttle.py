@@ -111,18 +111,11 @@ def client_address(request):
 
 @functools.lru_cache(maxsize=4)
 def _storage(_url, _timeout):
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
     from queues.connection.clients import get_cache_connection
+    from queues.connection.factory import ReconnectOnce, copy_client
 
-    source = get_cache_connection().connection_pool
-    kwargs = dict(source.connection_kwargs, socket_timeout=_timeout, health_check_interval=0,
-                  retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
-    if "host" in kwargs:
-        kwargs["socket_connect_timeout"] = _timeout
-    pool = redis.ConnectionPool(connection_class=source.connection_class, **kwargs)
-    return RedisStorage("redis://", connection_pool=pool, key_prefix=conf.app_key("throttle"))
+    client = copy_client(get_cache_connection(), timeout=_timeout, retry=ReconnectOnce(), health_check_interval=0)
+    return RedisStorage("redis://", connection_pool=client.connection_pool, key_prefix=conf.app_key("throttle"))
 
 
 def _limiter():

@@ -22,7 +22,6 @@ import threading
 from dataclasses import dataclass, field
 
 from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
@@ -105,10 +104,7 @@ def validate():
 
 
 def _build():
-    errors = [p for p in validate() if p.level == "error"]
-    if errors:
-        first = errors[0]
-        raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id}; run manage.py check for all)")
+    conf.raise_first_error(validate())
     merged = {}  # name -> (options, source)
     for label, decl in app_declarations():
         for name, opts in decl.items():

@@ -1,5 +1,6 @@
-"""Redis: clients (``clients``), Sentinel and failover, replication (WAIT), INFO, and what an
-outage looks like (``outage``).
+"""Redis: how every client is built (``factory``), the app's clients (``clients``), django-rq's view of
+them (``djangorq``), Sentinel and failover, replication (WAIT), INFO, what an outage looks like
+(``outage``), and error pages without passwords (``masking``).
 
 ``queues.connection.RQQueuesSetting`` (``RQ_QUEUES``) and
 ``queues.connection.MaskingExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``) are what
@@ -8,8 +9,8 @@ settings name.
 
 # Imported on first use (PEP 562), so that importing a sibling module never imports this whole package.
 _EXPORTS = {
-    "RQQueuesSetting": "queues.connection.clients",
-    "MaskingExceptionReporterFilter": "queues.connection.clients",
+    "RQQueuesSetting": "queues.connection.djangorq",
+    "MaskingExceptionReporterFilter": "queues.connection.masking",
 }
 
 

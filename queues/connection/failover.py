@@ -28,9 +28,8 @@ import re
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 
-from queues.conf import Problem
+from queues.conf import Problem, raise_first_error
 
 # setting name -> the environment variable it is read from (messages name the variable operators set).
 ENV = {
@@ -109,8 +108,7 @@ def sentinel_config(kind):
     A bad configuration raises ImproperlyConfigured with the system check's message. Cached: every
     ``get_connection()`` reads it."""
     problems, config = _problems_of_sentinels(kind)
-    if problems:
-        raise ImproperlyConfigured(f"{problems[0].msg} {problems[0].hint} ({problems[0].id})")
+    raise_first_error(problems, see_check=False)
     return config
 
 
@@ -151,8 +149,7 @@ def wait_replicas():
 @functools.lru_cache(maxsize=1)
 def _wait_cached():
     problems, value = _problems_of_wait()
-    if problems:
-        raise ImproperlyConfigured(f"{problems[0].msg} {problems[0].hint} ({problems[0].id})")
+    raise_first_error(problems, see_check=False)
     return value
 
 

@@ -87,6 +87,7 @@ def validate(url=None, timeout=None):
     """queues.E070 / W071 for the queues' Redis; [] when it is fine, unreachable or refuses INFO."""
     from queues import conf
     from queues.connection.clients import mask_url, probe_client, queues_url
+    from queues.connection.factory import make_client
 
     timeout = conf.options()["HEALTH_TIMEOUT"] if timeout is None else timeout
     try:
@@ -94,7 +95,7 @@ def validate(url=None, timeout=None):
             url = queues_url()
             client = probe_client("queues", timeout)
         else:
-            client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            client = make_client(url, timeout=timeout)
     except (ValueError, ImproperlyConfigured):  # a malformed URL or sentinel list: E040/E041 report it
         return []
     try:

@@ -3,7 +3,7 @@
 A Sentinel-managed connection asks the sentinels for the master's address whenever it connects, so
 after a failover the next connection reaches the promoted replica. The URL (``REDIS_URL``,
 ``CACHE_REDIS_URL``) still gives the user, password, database and TLS; its host and port are not
-used. Three consumers: the app's clients (``queues.connection.clients``), django-rq's workers and dashboard
+used. Three consumers: the app's clients (``queues.connection.factory``), django-rq's workers and dashboard
 (``django_rq_sentinel_config``), and Django's cache (``CacheSentinelPool``).
 """
 import redis
@@ -28,10 +28,7 @@ def sentinel_client(url, sentinel, redis_class, **options):
     sentinel_kwargs = {k: v for k, v in options.items() if k.startswith("socket_")}
     sentinel_kwargs.update({k: v for k, v in conn.items() if k.startswith("ssl")})
     manager = Sentinel(list(sentinel.sentinels), sentinel_kwargs=sentinel_kwargs, **conn, **options)
-    client = manager.master_for(sentinel.master, redis_class=redis_class)
-    client._optima_url = url
-    client._optima_sentinel = sentinel
-    return client
+    return manager.master_for(sentinel.master, redis_class=redis_class)
 
 
 def django_rq_sentinel_config(url, sentinel, options):

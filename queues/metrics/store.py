@@ -14,10 +14,6 @@ import functools
 import math
 import re
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from queues import conf, keys
 
 DURATION_SAMPLE = 50  # completed jobs the p50/p95 gauges are computed over (the record's number)
@@ -67,30 +63,34 @@ def nearest_rank(values, q):
 
 
 def validate_options(options):
-    """Problems of the METRICS_* options, as (id, message, hint) triples (system checks report them)."""
+    """The ``conf.Problem``s of the METRICS_* options (system checks report them)."""
     where = "OPTIMA_QUEUES_OPTIONS"
     problems = []
     prefix = options.get("METRICS_PREFIX")
     if not isinstance(prefix, str) or not METRIC_NAME_RE.fullmatch(prefix):
-        problems.append(("queues.E050", f"{where}['METRICS_PREFIX'] must be a Prometheus metric name prefix "
-                         f"matching [a-zA-Z_:][a-zA-Z0-9_:]*, got {prefix!r}.",
-                         "Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'."))
+        problems.append(conf.Problem(
+            "queues.E050", f"{where}['METRICS_PREFIX'] must be a Prometheus metric name prefix "
+            f"matching [a-zA-Z_:][a-zA-Z0-9_:]*, got {prefix!r}.",
+            "Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'."))
     cache = options.get("METRICS_CACHE_SECONDS")
     if not _is_number(cache) or not 0 <= cache <= 60:
-        problems.append(("queues.E051", f"{where}['METRICS_CACHE_SECONDS'] must be a number of seconds between "
-                         f"0 and 60, got {cache!r}.",
-                         "5 to 10 seconds lets several scrapers share one Redis read; 0 reads on every scrape."))
+        problems.append(conf.Problem(
+            "queues.E051", f"{where}['METRICS_CACHE_SECONDS'] must be a number of seconds between "
+            f"0 and 60, got {cache!r}.",
+            "5 to 10 seconds lets several scrapers share one Redis read; 0 reads on every scrape."))
     timeout = options.get("METRICS_REDIS_TIMEOUT")
     if not _is_number(timeout) or not 0 < timeout <= 1.5:
-        problems.append(("queues.E052", f"{where}['METRICS_REDIS_TIMEOUT'] must be a number of seconds > 0 and "
-                         f"<= 1.5, got {timeout!r}.",
-                         "/metrics must answer within 2 s when Redis hangs; 0.5 (the default) leaves room."))
+        problems.append(conf.Problem(
+            "queues.E052", f"{where}['METRICS_REDIS_TIMEOUT'] must be a number of seconds > 0 and "
+            f"<= 1.5, got {timeout!r}.",
+            "/metrics must answer within 2 s when Redis hangs; 0.5 (the default) leaves room."))
     bounds = options.get("METRICS_DURATION_BUCKETS")
     if (isinstance(bounds, (str, bytes)) or not isinstance(bounds, (list, tuple)) or not bounds
             or not all(_is_number(b) and 0 < b < math.inf for b in bounds) or len(set(bounds)) != len(bounds)):
-        problems.append(("queues.E053", f"{where}['METRICS_DURATION_BUCKETS'] must be a non-empty list of distinct "
-                         f"positive numbers of seconds, got {bounds!r}.",
-                         "E.g. [0.1, 1, 10, 60, 600]; +Inf is added for you."))
+        problems.append(conf.Problem(
+            "queues.E053", f"{where}['METRICS_DURATION_BUCKETS'] must be a non-empty list of distinct "
+            f"positive numbers of seconds, got {bounds!r}.",
+            "E.g. [0.1, 1, 10, 60, 600]; +Inf is added for you."))
     return problems
 
 
@@ -115,11 +115,7 @@ def scrape_client():
 
 @functools.lru_cache(maxsize=4)
 def _client(url, timeout, sentinel):
-    from queues.connection.clients import _MaskedRedis, probe_client
+    from queues.connection.factory import ReconnectOnce, make_client
 
-    options = {"health_check_interval": 0, "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))}
-    if sentinel is not None:  # the master the sentinels name, found again after a failover
-        return probe_client("queues", timeout, **options)
-    client = _MaskedRedis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, **options)
-    client._optima_url = url
-    return client
+    # With sentinels: the master they name, found again after a failover.
+    return make_client(url, sentinel=sentinel, timeout=timeout, retry=ReconnectOnce())

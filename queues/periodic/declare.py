@@ -74,12 +74,7 @@ def declarations():
 
 def declared_schedules():
     """Every declared Schedule, by id; settings override an app's schedule of the same id."""
-    problems = [p for p in validate_schedules() if p.level == "error"]
-    if problems:
-        from django.core.exceptions import ImproperlyConfigured
-
-        first = problems[0]
-        raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id}; run manage.py check for all)")
+    conf.raise_first_error(validate_schedules())
     result = {}
     for where, entries in declarations():
         for entry in entries:
@@ -201,8 +196,4 @@ def _validate_missed(label, entry):
 @django_checks.register(django_checks.Tags.compatibility)
 def check_schedules(app_configs=None, **kwargs):
     """System check of the schedule declarations (queues.E030-E037)."""
-    result = []
-    for problem in validate_schedules():
-        cls = django_checks.Error if problem.level == "error" else django_checks.Warning
-        result.append(cls(problem.msg, hint=problem.hint or None, id=problem.id))
-    return result
+    return conf.check_messages(validate_schedules())

@@ -23,10 +23,8 @@ import socket
 import threading
 import time
 
-import redis
-from rq.connections import parse_connection
-
 from queues import keys
+from queues.connection.factory import copy_client
 from queues.worker import abandoned
 from queues.connection.outage import REDIS_ERRORS, OutageLog
 
@@ -58,19 +56,12 @@ def die_with_parent(parent_pid):
         os._exit(1)
 
 
-def private_client(connection, socket_timeout=2.0):
-    """A client to the same server as ``connection``, with its own pool and short timeouts."""
-    client_class, connection_class, kwargs = parse_connection(connection)
-    kwargs = dict(kwargs, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
-    return client_class(connection_pool=redis.ConnectionPool(connection_class=connection_class, **kwargs))
-
-
 class Lifeline(threading.Thread):
     def __init__(self, worker_name, connection, options, queue_names, log=logger):
         super().__init__(name="optima-lifeline", daemon=True)
         self.worker_name = worker_name
         self.on_beat = None  # callable(connection) run after each beat (the fork-free worker's job heartbeat)
-        self.connection = private_client(connection, socket_timeout=min(2.0, options.liveness_ttl / 3))
+        self.connection = copy_client(connection, timeout=min(2.0, options.liveness_ttl / 3))
         self.options = options
         self.queue_names = queue_names  # callable -> names to scan
         self.log = log

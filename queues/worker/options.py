@@ -5,8 +5,6 @@ its problems, and a worker or scheduler refuses to start with the same message.
 """
 from dataclasses import dataclass
 
-from django.core.exceptions import ImproperlyConfigured
-
 from queues import conf
 
 
@@ -46,7 +44,7 @@ RULES = {
 
 
 def problems(opts=None):
-    """[(check id, message, hint)] of the resilience options; empty when they are fine."""
+    """The ``conf.Problem``s of the resilience options; empty when they are fine."""
     opts = conf.options() if opts is None else opts
     found = []
     for key, (_, minimum, inclusive, whole) in RULES.items():
@@ -56,7 +54,7 @@ def problems(opts=None):
         ok = ok and (value >= minimum if inclusive else value > minimum)
         if not ok:
             kind = "a whole number of seconds" if whole else "a number of seconds"
-            found.append((
+            found.append(conf.Problem(
                 "queues.E060",
                 f"OPTIMA_QUEUES_OPTIONS[{key!r}] must be {kind} {'>=' if inclusive else '>'} {minimum}, got {value!r}.",
                 f"Remove it to use the default ({conf.OPTION_DEFAULTS[key]!r}); docs/settings.md explains it.",
@@ -64,7 +62,7 @@ def problems(opts=None):
     if not found:
         ttl, interval = opts["LIVENESS_TTL_SECONDS"], opts["LIVENESS_INTERVAL_SECONDS"]
         if ttl < 2 * interval:
-            found.append((
+            found.append(conf.Problem(
                 "queues.E061",
                 f"OPTIMA_QUEUES_OPTIONS['LIVENESS_TTL_SECONDS'] ({ttl!r}) must be at least twice "
                 f"LIVENESS_INTERVAL_SECONDS ({interval!r}): one late beat would make a live worker look dead "
@@ -77,10 +75,7 @@ def problems(opts=None):
 def options():
     """The validated ResilienceOptions; ImproperlyConfigured (the check's message) when invalid."""
     opts = conf.options()
-    found = problems(opts)
-    if found:
-        id_, msg, hint = found[0]
-        raise ImproperlyConfigured(f"{msg} {hint} ({id_}; run manage.py check for all)")
+    conf.raise_first_error(problems(opts))
     values = {}
     for key, (field, _, _, whole) in RULES.items():
         values[field] = int(opts[key]) if whole else float(opts[key])

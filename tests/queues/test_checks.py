@@ -105,7 +105,7 @@ def test_rq_queues_written_by_hand_is_e010():
     assert queue_errors() == [
         Error(
             "settings.RQ_QUEUES is a dict, expected queues.connection.RQQueuesSetting().",
-            hint="Set RQ_QUEUES = RQQueuesSetting() (from queues.connection.clients) in settings.py: django-rq then sees "
+            hint="Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
                  "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
             id="queues.E010",
         )

@@ -253,7 +253,8 @@ def test_enqueue_with_a_bad_wait_setting_refuses_with_the_checks_message():
 def test_sentinel_clients_and_django_rq_config_keep_user_password_and_db_and_never_show_the_password():
     from django.conf import settings as django_settings
 
-    from queues.connection.clients import describe, django_rq_config
+    from queues.connection.clients import describe
+    from queues.connection.djangorq import django_rq_config
 
     client = get_connection()
     assert "s3cret" not in repr(client)

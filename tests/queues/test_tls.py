@@ -137,7 +137,7 @@ def test_plain_redis_to_the_tls_port_is_unavailable(settings, tls_redis):
 
 
 def test_django_rq_config_carries_tls_and_the_ca_to_workers(settings, tls_redis):
-    from queues.connection.clients import django_rq_config
+    from queues.connection.djangorq import django_rq_config
 
     settings.QUEUES_REDIS_URL = tls_url(tls_redis)
     cfg = django_rq_config()

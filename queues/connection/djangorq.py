@@ -1,0 +1,112 @@
+"""django-rq's view of the queues' Redis: ``settings.RQ_QUEUES`` and the check of ``settings.RQ``.
+
+django-rq reaches the same Redis as this app through ``settings.RQ_QUEUES``: ``RQQueuesSetting``
+derives it from the declared queues on every read (``rq_queues_setting()``), with the client
+timeouts of ``queues.connection.clients``; ``validate_django_rq()`` checks that settings.py wires
+django-rq that way (queues.E009, queues.E010).
+
+settings.py imports ``RQQueuesSetting`` (as ``queues.connection.RQQueuesSetting``) before Django is
+set up: this module imports neither rq nor the app registry.
+"""
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from queues import conf
+from queues.catalog import queues as declarations
+from queues.connection import failover
+from queues.connection.clients import client_kwargs, queues_url
+from queues.connection.sentinel import django_rq_sentinel_config, master_kwargs
+
+
+def django_rq_config():
+    """A django-rq connection config for the queues' Redis.
+
+    HOST-style on purpose: django-rq passes client options (our timeouts) only for that form,
+    not for 'URL' configs. With Sentinel, django-rq's SENTINELS form, with the same options.
+    """
+    sentinel = failover.sentinel_config("queues")
+    if sentinel is not None:
+        return django_rq_sentinel_config(queues_url(), sentinel, client_kwargs())
+    parts = urlsplit(queues_url())
+    db = parts.path.lstrip("/") or "0"
+    cfg = {
+        "HOST": parts.hostname or "127.0.0.1",
+        "PORT": parts.port or 6379,
+        "DB": int(db) if db.isdigit() else 0,
+        "USERNAME": parts.username or None,
+        "PASSWORD": parts.password,
+        "SSL": parts.scheme == "rediss",
+        "REDIS_CLIENT_KWARGS": client_kwargs(),
+    }
+    if parts.scheme == "rediss":
+        # The URL's ssl_* query options (?ssl_ca_certs=/etc/optima/redis-ca.pem) reach workers too.
+        tls = {k: v for k, v in master_kwargs(queues_url()).items() if k.startswith("ssl_")}
+        cfg["SSL_CERT_REQS"] = tls.pop("ssl_cert_reqs", "required")
+        cfg["REDIS_CLIENT_KWARGS"].update(tls)
+    return cfg
+
+
+def _rq_queue_entry(config, base):
+    return dict(base, DEFAULT_TIMEOUT=config.options["timeout"], QUEUE_CLASS="queues.registry.OptimaQueue",
+                SERIALIZER="rq.serializers.JSONSerializer")
+
+
+def rq_queues_setting():
+    """The RQ_QUEUES dict django-rq's commands and dashboard read, one entry per declared queue."""
+    base = django_rq_config()
+    return {name: _rq_queue_entry(config, base) for name, config in declarations.declared().items()}
+
+
+class RQQueuesSetting(Mapping):
+    """``settings.RQ_QUEUES``: ``rq_queues_setting()``, computed on every read.
+
+    django-rq reads ``settings.RQ_QUEUES`` on each use, as a mapping. The declared queues depend on
+    the installed apps, which are not loaded while settings.py runs, so the value cannot be a dict
+    written there; computing it on each read (from the cached declarations) keeps it in step with
+    ``override_settings`` too, where a dict written once at start-up would not.
+    """
+
+    def __getitem__(self, name):
+        return _rq_queue_entry(declarations.declared()[name], django_rq_config())
+
+    def __iter__(self):
+        return iter(declarations.declared())
+
+    def __len__(self):
+        return len(declarations.declared())
+
+    def __repr__(self):
+        # Never the entries: they hold the Redis password (diffsettings and error pages show this).
+        return f"{type(self).__name__}()"
+
+
+# What settings.RQ must name: django-rq builds every job, queue, worker and scheduler from these.
+DJANGO_RQ_CLASSES = {
+    "JOB_CLASS": "queues.registry.OptimaJob",
+    "QUEUE_CLASS": "queues.registry.OptimaQueue",
+    "SCHEDULER_CLASS": "queues.scheduler.PrefixedScheduler",
+    "WORKER_CLASS": "queues.worker.OptimaWorker",
+}
+
+
+def validate_django_rq():
+    """Problems of django-rq's wiring in settings: RQ's classes (E009) and RQ_QUEUES (E010)."""
+    problems = []
+    rq_setting = getattr(settings, "RQ", {})
+    for key, expected in DJANGO_RQ_CLASSES.items():
+        value = rq_setting.get(key) if isinstance(rq_setting, dict) else None
+        if value != expected:
+            problems.append(conf.Problem(
+                "queues.E009", f"settings.RQ[{key!r}] is {value!r}, expected {expected!r}.",
+                "django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
+                "classes jobs are pickled and failures are not retried. Set RQ as optima_site/settings.py does."))
+    rq_queues = getattr(settings, "RQ_QUEUES", None)
+    if not isinstance(rq_queues, RQQueuesSetting):
+        got = "not set" if rq_queues is None else f"a {type(rq_queues).__name__}"
+        problems.append(conf.Problem(
+            "queues.E010", f"settings.RQ_QUEUES is {got}, expected queues.connection.RQQueuesSetting().",
+            "Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
+            "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead."))
+    return problems
