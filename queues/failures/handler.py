@@ -13,8 +13,9 @@ project's policy is ``queues.failures.retry``; this module applies it for a work
    (FAILED status, FailedJobRegistry, the failure result); ``after_burial`` pins it at +inf in the
    failed registry, mirrors it into the ``DeadLetter`` table and sends ``job_dead``.
 
-The worker keeps the exception object rq hands to ``handle_exception`` (rq passes only its text
-to ``handle_job_failure``): ``remember`` / ``take``.
+``handle`` runs the three for the worker's ``handle_job_failure``. The worker keeps the exception
+object rq hands to ``handle_exception`` (rq passes only its text to ``handle_job_failure``):
+``remember`` / ``take``.
 """
 import datetime as dt
 import logging
@@ -25,6 +26,7 @@ from queues import rqcompat
 
 from queues.failures import deadletter
 
+from queues.worker import horse
 from queues.worker import signals as events
 
 from queues.jobs import meta as jobmeta
@@ -53,6 +55,27 @@ class FailureHandler:
     def take(self, job):
         held, self._held = self._held, None
         return held[1] if held and held[0] == job.id else None
+
+    def handle(self, job, queue, *, exc_string, execution, bury):
+        """A failed attempt: the next one scheduled, or the job dead (``bury()`` is rq's own failure
+        bookkeeping, between ``before_burial`` and ``after_burial``). A retry that cannot be
+        scheduled puts the job back (``worker.outcome_lost``): it must not be lost."""
+        worker = self.worker
+        if worker.is_horse or worker.runs_jobs_in_process:
+            # Record the failure once Redis answers (the retry policy needs it), not half of it now.
+            horse.record_for(worker, worker.connection.ping, f"record the failure of job {job.id}")
+        exc_info = self.take(job)
+        decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id)
+        if decision.retry:
+            try:
+                self.retry(job, queue, decision.delay, exc_info, exc_string, execution)
+            except Exception:  # noqa: BLE001 — the job must not be lost: it goes back instead
+                worker.log.exception("Worker %s: failed to schedule the retry of job %s", worker.name, job.id)
+                worker.outcome_lost(job, queue, execution, "its retry could not be scheduled")
+            return
+        self.before_burial(job, decision.reason, exc_info, exc_string)
+        bury()
+        self.after_burial(job, decision.reason, exc_string)
 
     def judge(self, job, exc_info, *, stopped):
         """The Decision for a failed attempt (sends ``job_failed``)."""

@@ -1,6 +1,8 @@
-"""The worker: the rq adapter (``adapter``) and the plain objects it hands over to: stop requests
-(``stop``), one job's process (``supervision``, ``horse``), the atomic pop (``dequeue``), liveness and
-the abandoned-job scan (``liveness``, ``abandoned``), pause, options and the signals it sends.
+"""The worker: the rq adapter (``adapter``, a map of rq's overrides) and the plain objects it hands
+over to: stop requests (``stop``), the intake of jobs (``intake`` over the atomic pop, ``dequeue``),
+one attempt (``attempt``, ``horse``), one job's process (``supervision``, ``settle``, ``inprocess``),
+the housekeeping (``housekeeping``), liveness and the abandoned-job scan (``liveness``,
+``abandoned``), pause, options and the signals it sends.
 
 ``queues.worker.OptimaWorker`` and ``queues.worker.OptimaSimpleWorker`` are the dotted paths settings
 (``RQ['WORKER_CLASS']``) and ``rqworker --worker-class`` name.

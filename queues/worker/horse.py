@@ -56,6 +56,14 @@ def record(func, doing, *, options, log, who, in_horse, should_stop=None):
         raise OutcomeNotRecorded(0) from None
 
 
+def record_for(worker, func, doing):
+    """``record`` in ``worker``'s job process: its work horse, or the fork-free worker itself."""
+    in_horse = worker.is_horse
+    who = f"Work horse of worker {worker.name}" if in_horse else f"Worker {worker.name}"
+    return record(func, doing, options=worker.resilience, log=worker.log, who=who, in_horse=in_horse,
+                  should_stop=lambda: worker.stop.requested)
+
+
 def success_recorder(record_success, job):
     """``record_success()`` made idempotent under retry: a Redis error after the success itself was
     written (only what follows it failed) is not retried."""

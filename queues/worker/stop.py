@@ -9,8 +9,17 @@ reads) is set through ``queues.rqcompat``.
 - ``request_cold()``: second signal. The running job goes back to its queue now.
 - ``interrupt(why)`` / ``take_interrupted()``: the worker ended the running job on purpose (grace
   over, cold stop); the settlement puts it back to its queue with its attempt not counted.
+
+``first_signal`` and ``second_signal`` are what the worker's signal handlers do with it.
 """
+import signal
 import time
+
+from rq.utils import now
+from rq.worker.base import signal_name
+
+from queues import rqcompat
+from queues.connection.outage import REDIS_ERRORS
 
 
 class StopState:
@@ -68,3 +77,39 @@ class StopState:
         if self.requested:
             return max(5.0, self.grace)
         return None
+
+
+def first_signal(worker, signum):
+    """First SIGTERM/SIGINT: take no new job; the running one may finish within the grace period.
+    Never raises (rq raises StopRequested when idle, which could strand a popped job); the next
+    signal is ``worker.request_force_stop``."""
+    running = worker.job_running()
+    worker.stop.request(running)
+    rqcompat.request_stop(worker, now())
+    signal.signal(signal.SIGINT, worker.request_force_stop)
+    signal.signal(signal.SIGTERM, worker.request_force_stop)
+    if running:
+        worker.log.warning(
+            "Worker %s: %s: taking no new job; the running one may finish within %g s, then it goes back "
+            "to its queue (a second signal does that now)", worker.name, signal_name(signum), worker.stop.grace)
+        try:
+            worker.set_shutdown_requested_date()
+        except REDIS_ERRORS:
+            pass
+    else:
+        worker.log.warning("Worker %s: %s: stopping", worker.name, signal_name(signum))
+    worker.stop_scheduler()
+
+
+def second_signal(worker, signum):
+    """Second signal: the running job goes back to its queue now; then the worker exits 0."""
+    if worker.stop.repeated():
+        return  # the same stop, delivered twice (e.g. by a pool and by the terminal)
+    if worker.job_running():
+        worker.log.warning("Worker %s: %s again: stopping the running job now; it goes back to its queue",
+                           worker.name, signal_name(signum))
+        worker.stop.request_cold("its worker received a second stop signal")
+        worker.end_running_job()
+        return
+    worker.log.warning("Worker %s: %s again: exiting now", worker.name, signal_name(signum))
+    raise SystemExit(0)

@@ -15,6 +15,7 @@ while heart-beating, and treats a horse that exited 0 as done whatever Redis say
 A horse that exited 0 recorded its job's outcome itself (the horse exits with EX_TEMPFAIL when it
 could not: ``horse.py``), so the common case costs the worker no Redis command at all.
 """
+import enum
 import os
 import select
 import time
@@ -107,9 +108,19 @@ class HorseWatch:
             self.reaper.close()
 
 
+class Action(enum.Enum):
+    """What the worker must still do for a job after its horse ended."""
+
+    REQUEUE = "requeue"  # back to the head of its queue, its attempt not counted
+    FAIL = "fail"  # the horse died mid-job: the attempt failed (retry or dead letter)
+    STOPPED = "stopped"  # rq's stop-job command ended it: failed, never retried
+    FORGET = "forget"  # it ended: only its execution record is left to drop
+    NONE = "none"  # nothing left to do
+
+
 @dataclass(frozen=True)
 class Verdict:
-    action: str  # "requeue", "fail", "stopped", "forget", "none"
+    action: Action
     why: str = ""
 
 
@@ -134,19 +145,19 @@ def verdict(*, status, registered, wait_status, interrupted, stopped):
     """
     code = exit_code(wait_status)
     if registered and status == JobStatus.QUEUED:
-        return Verdict("requeue", interrupted or "its work horse ended before starting it")
+        return Verdict(Action.REQUEUE, interrupted or "its work horse ended before starting it")
     if interrupted:
         if status == JobStatus.STARTED:
-            return Verdict("requeue", interrupted)
+            return Verdict(Action.REQUEUE, interrupted)
     elif wait_status is None or code in (0, EX_TEMPFAIL):
         if registered and status == JobStatus.STARTED:
-            return Verdict("requeue", "its work horse could not reach Redis to record the outcome"
+            return Verdict(Action.REQUEUE, "its work horse could not reach Redis to record the outcome"
                            if code == EX_TEMPFAIL else "its outcome was not recorded")
     elif stopped:
-        return Verdict("stopped")
+        return Verdict(Action.STOPPED)
     elif status == JobStatus.STARTED:
-        return Verdict("fail", failure_text(wait_status))
-    return Verdict("forget" if registered else "none")
+        return Verdict(Action.FAIL, failure_text(wait_status))
+    return Verdict(Action.FORGET if registered else Action.NONE)
 
 
 def return_to_queue(connection, job, queue, execution, why):

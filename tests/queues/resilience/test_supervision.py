@@ -9,7 +9,7 @@ from rq.job import JobStatus
 
 from queues.worker.horse import EX_TEMPFAIL
 from queues.worker.stop import StopState
-from queues.worker.supervision import HorseWatch, Verdict, verdict
+from queues.worker.supervision import Action, HorseWatch, Verdict, verdict
 
 EXITED_0 = 0
 EXITED_1 = 1 << 8
@@ -23,36 +23,38 @@ def judge(status, registered=True, wait_status=EXITED_0, interrupted=None, stopp
 
 
 def test_a_job_still_queued_after_its_horse_ended_goes_back_without_using_an_attempt():
-    assert judge(JobStatus.QUEUED, wait_status=KILLED) == Verdict("requeue", "its work horse ended before starting it")
-    assert judge(JobStatus.QUEUED, interrupted="grace over") == Verdict("requeue", "grace over")
+    assert judge(JobStatus.QUEUED, wait_status=KILLED) == Verdict(Action.REQUEUE,
+                                                                  "its work horse ended before starting it")
+    assert judge(JobStatus.QUEUED, interrupted="grace over") == Verdict(Action.REQUEUE, "grace over")
 
 
 def test_a_job_the_worker_interrupted_goes_back_when_it_was_still_running():
-    assert judge(JobStatus.STARTED, wait_status=KILLED, interrupted="grace over") == Verdict("requeue", "grace over")
+    assert judge(JobStatus.STARTED, wait_status=KILLED, interrupted="grace over") == Verdict(Action.REQUEUE,
+                                                                                             "grace over")
 
 
 def test_a_job_that_ended_before_the_interruption_is_only_forgotten():
-    assert judge(JobStatus.FINISHED, interrupted="grace over") == Verdict("forget")
-    assert judge(JobStatus.FINISHED, registered=False, interrupted="grace over") == Verdict("none")
+    assert judge(JobStatus.FINISHED, interrupted="grace over") == Verdict(Action.FORGET)
+    assert judge(JobStatus.FINISHED, registered=False, interrupted="grace over") == Verdict(Action.NONE)
 
 
 def test_a_horse_that_could_not_reach_redis_hands_its_job_back():
     assert judge(JobStatus.STARTED, wait_status=EXITED_TEMPFAIL) == Verdict(
-        "requeue", "its work horse could not reach Redis to record the outcome")
-    assert judge(JobStatus.STARTED, wait_status=EXITED_0) == Verdict("requeue", "its outcome was not recorded")
-    assert judge(JobStatus.STARTED, wait_status=None) == Verdict("requeue", "its outcome was not recorded")
+        Action.REQUEUE, "its work horse could not reach Redis to record the outcome")
+    assert judge(JobStatus.STARTED, wait_status=EXITED_0) == Verdict(Action.REQUEUE, "its outcome was not recorded")
+    assert judge(JobStatus.STARTED, wait_status=None) == Verdict(Action.REQUEUE, "its outcome was not recorded")
 
 
 def test_a_killed_horse_fails_its_attempt_and_a_stopped_job_is_stopped():
     failed = judge(JobStatus.STARTED, wait_status=KILLED)
-    assert failed.action == "fail"
+    assert failed.action is Action.FAIL
     assert failed.why == "Work-horse terminated unexpectedly; waitpid returned 9 (signal 9); "
-    assert judge(JobStatus.STARTED, wait_status=EXITED_1, stopped=True) == Verdict("stopped")
+    assert judge(JobStatus.STARTED, wait_status=EXITED_1, stopped=True) == Verdict(Action.STOPPED)
 
 
 def test_a_recorded_outcome_needs_nothing_more():
-    assert judge(JobStatus.FINISHED, registered=False) == Verdict("none")
-    assert judge(JobStatus.FAILED, registered=False, wait_status=EXITED_1) == Verdict("none")
+    assert judge(JobStatus.FINISHED, registered=False) == Verdict(Action.NONE)
+    assert judge(JobStatus.FAILED, registered=False, wait_status=EXITED_1) == Verdict(Action.NONE)
 
 
 def _child(seconds):

@@ -1,0 +1,81 @@
+"""One attempt of a job: its start on both sides of the fork, and its success.
+
+- In the worker (``begin``): rq's ``prepare_execution`` (the execution record, the worker BUSY)
+  plus the job leaving the intermediate list, in one MULTI. A stop request, or Redis going away
+  before the MULTI is known to have landed, gives the job back to the head of its queue instead
+  (``NotStarted``): a popped job is never stranded by this worker.
+- In the process that runs the job (``mark_started``): rq's ``prepare_job_execution`` recorded
+  through an outage (``horse.record_for``); a dead job an operator requeued starts a new life
+  (its attempts counted from one again); then the ``job_started`` signal.
+- In the process that ran the job (``mark_succeeded``): rq's ``handle_job_success`` recorded through
+  an outage, never twice (``horse.success_recorder``); then the ``job_succeeded`` signal.
+
+A failed attempt goes to ``failures/handler.py``.
+"""
+from rq.executions import Execution
+from rq.worker.base import WorkerStatus
+
+from queues import keys
+from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
+from queues.failures.handler import duration
+from queues.jobs import meta as jobmeta
+from queues.worker import horse
+from queues.worker import signals as events
+from queues.worker.abandoned import give_back
+
+
+class NotStarted(Exception):
+    """A dequeued job went back to its queue instead of starting (stop request, outage)."""
+
+
+def begin(worker, job):
+    """The job's rq Execution, recorded as started; raises NotStarted when it went back instead."""
+    queue_key = keys.queue_key(job.origin)
+    if worker.stop.requested:
+        _give_back(worker, job, queue_key, "the worker is stopping")
+        raise NotStarted()
+    execution = None
+    try:
+        with worker.connection.pipeline() as pipe:
+            execution = Execution.create(job, worker.get_heartbeat_ttl(job), pipeline=pipe, worker_name=worker.name)
+            worker.set_state(WorkerStatus.BUSY, pipeline=pipe)
+            pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
+            pipe.execute()
+    except REDIS_ERRORS as exc:
+        worker.outage.failed(exc, f"start job {job.id}")
+        if not wait_until_reachable(worker.connection, worker.backoff, worker.outage,
+                                    should_stop=lambda: worker.stop.requested):
+            raise NotStarted() from None  # still in the intermediate list: the abandoned-job scan returns it
+        if execution is None or worker.connection.zscore(job.started_job_registry.key,
+                                                         execution.composite_key) is None:
+            _give_back(worker, job, queue_key, "Redis was unreachable when it was to start")
+            raise NotStarted() from None
+    worker.executions[execution.id] = execution
+    return execution
+
+
+def _give_back(worker, job, queue_key, why):
+    try:
+        if give_back(worker.connection, queue_key, job.id):
+            worker.log.info("Worker %s: job %s back at the head of its queue, not started: %s", worker.name, job.id,
+                            why)
+    except REDIS_ERRORS:
+        pass  # left in the intermediate list: the abandoned-job scan returns it
+
+
+def mark_started(worker, job, rq_prepare):
+    """In the job's process: ``rq_prepare()`` (rq's ``prepare_job_execution``, which must not touch
+    the intermediate list: the worker took the job out of it) recorded through an outage."""
+    horse.record_for(worker, rq_prepare, f"mark job {job.id} started")
+    if jobmeta.new_life(job.meta):
+        try:
+            job.save_meta()
+        except Exception:  # noqa: BLE001 — the attempt counter is not worth failing the job for
+            worker.log.exception("Could not reset the attempts of requeued dead job %s", job.id)
+    events.send(events.job_started, queue=jobmeta.queue_name(job), job=job)
+
+
+def mark_succeeded(worker, job, rq_success):
+    """In the job's process: ``rq_success()`` (rq's ``handle_job_success``) recorded through an outage."""
+    horse.record_for(worker, horse.success_recorder(rq_success, job), f"record the success of job {job.id}")
+    events.send(events.job_succeeded, queue=jobmeta.queue_name(job), job=job, duration=duration(job))

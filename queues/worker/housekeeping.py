@@ -1,0 +1,152 @@
+"""A worker's housekeeping, in its main process: everything it writes besides the jobs themselves.
+
+One object, ``Housekeeping``, so that the worker's writes share round trips:
+
+- ``flush``: one pipeline with the worker's heartbeat (at most every ``HEARTBEAT_EVERY`` seconds
+  unless rq asks for one), the metrics the work horses reported (``metrics/recorder.py``: ``tally``)
+  and the retention re-scores (``jobs/retention.py``: ``Completions``). After a heartbeat that was
+  due: registering again a worker a restarted Redis forgot, and the panel's history sample.
+- ``after_job``: retention bookkeeping of the job that just ended, then a flush. So per job this
+  layer adds no round trip of its own.
+- ``tick``: every couple of seconds, also while a job runs: the RQ scheduler keeper
+  (``periodic/supervision.py``) and the outbox relay (``producer/outbox.py``).
+- ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile;
+  nothing there (Redis away, a database down) ever ends the worker.
+
+The horses hand their metrics over through a pipe (``report_pipe`` in the worker, ``ship`` in the
+horse): a horse never writes metrics to Redis itself.
+"""
+import os
+import time
+
+from rq import worker_registration
+from rq.utils import now
+
+from queues.connection.outage import REDIS_ERRORS
+from queues.jobs.retention import Completions
+from queues.metrics.recorder import tally
+from queues.producer import outbox
+from queues.worker.abandoned import LIVENESS_MARK
+
+HEARTBEAT_EVERY = 5.0  # seconds between the worker's own heartbeats when nothing else is to write
+REGISTRATION_CHECK_EVERY = 30.0  # seconds between checks that Redis still knows this worker
+
+
+class Housekeeping:
+    def __init__(self, worker):
+        self.worker = worker
+        self.completions = Completions()
+        self.schedulers = None  # the worker's SchedulerKeeper, once rq starts its scheduler
+        self._reports = None  # (read end, write end) of the pipe the horses report their metrics through
+        self._next_beat = 0.0
+        self._registered_after = 0  # outage episodes seen at the latest registration check
+        self._next_registration_check = 0.0
+        self._history_minute = None
+
+    def start(self):
+        tally.deferred = True  # metrics ride on the heartbeat pipeline (metrics/recorder.py)
+
+    def stop(self):
+        self.flush(idle=True)
+        tally.deferred = False
+
+    def report_pipe(self):
+        """Open the pipe the work horses hand their metrics to the worker through (before any fork)."""
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        self._reports = (read, write)
+
+    def ship(self):
+        """In a work horse, after its job: hand the job's metrics to the worker."""
+        if self._reports is not None:
+            tally.ship(self._reports[1])
+
+    def flush(self, timeout=None, idle=False):
+        """One pipeline: the heartbeat (when due, or when rq passes a ``timeout``), pending metrics
+        and retention re-scores. A Redis error is logged once per outage and never raised."""
+        worker = self.worker
+        moment = time.monotonic()
+        if self._reports is not None:
+            tally.receive(self._reports[0])
+        due = bool(timeout) or moment >= self._next_beat
+        if due or tally.pending() or self.completions.scores:
+            data = None
+            try:
+                with worker.connection.pipeline(transaction=False) as pipe:
+                    if due:
+                        worker.heartbeat(timeout, pipe)
+                    data = tally.flush_into(pipe)
+                    self.completions.rescore_into(pipe)
+                    pipe.execute()
+            except REDIS_ERRORS as exc:
+                if data is not None:
+                    tally.merge(data)
+                worker.outage.failed(exc, "heartbeat")
+                return
+            worker.outage.ok()
+            if due:
+                self._next_beat = moment + HEARTBEAT_EVERY
+                self._check_registration(moment)
+                self._sample_history()
+        self.completions.trim(idle=idle)  # on going idle even with nothing else to write
+
+    def after_job(self, job, queue):
+        self.completions.note(queue, job)
+        self.flush()
+
+    def tick(self):
+        """Some scheduler holds our queues' locks; the outbox's relay pushes what a commit left behind."""
+        if self.schedulers is not None:
+            self.schedulers.tick()
+        outbox.relay_if_due()
+
+    def maintain(self, rq_maintenance):
+        """rq's maintenance (``rq_maintenance()``: its registries' clean-up), then the dead letters'
+        reconcile; a failure is logged and tried again at the next maintenance."""
+        from queues.failures.deadletter import reconcile_if_due
+
+        worker = self.worker
+        try:
+            rq_maintenance()
+            reconcile_if_due(worker.connection)
+        except REDIS_ERRORS as exc:
+            worker.outage.failed(exc, "run maintenance")
+        except Exception:  # noqa: BLE001 — maintenance (e.g. a database being down) never ends the worker
+            worker.log.exception("Worker %s: maintenance failed; next try in %s s", worker.name,
+                                 worker.maintenance_interval)
+        finally:
+            worker.last_cleaned_at = now()
+
+    def _sample_history(self):
+        """The panel's recent history (metrics/history.py): on a due heartbeat, once per wall-clock
+        minute per worker, try to take the minute's sample; a Redis lock lets one worker win. Never
+        per job, and one SET a minute when another worker already sampled."""
+        from queues.metrics import history
+
+        minute = int(time.time() // history.MINUTE)
+        if self._history_minute != minute:
+            self._history_minute = minute
+            history.sample_if_due(self.worker.connection)
+
+    def _check_registration(self, moment):
+        """After an outage (and every 30 s): a Redis restarted without its data has forgotten this
+        worker; register it again so that panels and metrics still count it."""
+        worker = self.worker
+        if worker.outage.episodes == self._registered_after and moment < self._next_registration_check:
+            return
+        self._registered_after = worker.outage.episodes
+        self._next_registration_check = moment + REGISTRATION_CHECK_EVERY
+        try:
+            if worker.connection.hexists(worker.key, "birth") or worker.birth_date is None:
+                return
+            with worker.connection.pipeline() as pipe:
+                pipe.hset(worker.key, mapping=worker.serialize())
+                pipe.hset(worker.key, mapping={"state": worker.get_state(),
+                                               LIVENESS_MARK: int(worker.resilience.liveness_ttl)})
+                worker_registration.register(worker, pipe)
+                pipe.expire(worker.key, worker.worker_ttl + 60)
+                pipe.execute()
+        except REDIS_ERRORS as exc:
+            worker.outage.failed(exc, "register again")
+            return
+        worker.log.warning("Worker %s: Redis had lost this worker's registration; registered again", worker.name)

@@ -1,0 +1,127 @@
+"""From the queues to a job the worker may run, in the worker's main process.
+
+``Intake.next_job`` is rq's dequeue loop (``dequeue_job_and_maintain_ttl``) made safe: the pop is
+``Dequeuer``'s (pause-aware, atomic, ``dequeue.py``); between waits it runs the housekeeping,
+sees a stop request, and waits out a Redis outage instead of dying.
+
+Trust boundary (``jobs/gate.py``): a popped job runs only when it reads as JSON, names a declared
+job (``catalog/``) and carries a valid signature (``jobs/signing.py``); otherwise it is refused —
+dead-lettered (``corrupt``, ``not_a_job``, ``unsigned``) or dropped — without anything of it
+imported, and the worker goes on. ``Intake.refuse`` takes one shape whatever the refusal:
+the queue, the job id, and ``bury()``, the refusal itself.
+"""
+import time
+
+from rq.exceptions import NoSuchJobError, StopRequested
+from rq.worker.base import WorkerStatus
+
+from queues import keys, rqcompat
+from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
+from queues.jobs import gate
+from queues.producer import limits
+from queues.worker.abandoned import give_back
+from queues.worker.dequeue import Dequeuer
+
+
+class Intake:
+    def __init__(self, worker):
+        self.worker = worker
+        self.dequeuer = Dequeuer(worker.connection, poll_cap=worker.resilience.multi_queue_poll,
+                                 should_stop=lambda: worker.stop.requested, log=worker.log, who=f"Worker {worker.name}")
+        self._paused_logged = set()
+
+    def next_job(self, timeout, max_idle_time=None):
+        """(job, queue) vetted and ready to start; None when ``timeout`` (or ``max_idle_time``)
+        passed with nothing to run; raises rq's StopRequested when the worker is to stop."""
+        worker = self.worker
+        worker.set_state(WorkerStatus.IDLE)
+        worker.procline("Listening on " + ",".join(worker.queue_names()))
+        idle_until = None if max_idle_time is None else time.monotonic() + max_idle_time
+        while True:
+            worker.heartbeat()
+            if worker.should_run_maintenance_tasks:
+                worker.run_maintenance_tasks()
+            worker.housekeeping.tick()
+            if worker.stop.requested:
+                raise StopRequested()
+            wait = timeout
+            if wait is not None and idle_until is not None:
+                wait = max(1, min(wait, int(idle_until - time.monotonic() + 0.999)))
+            try:
+                found = self.dequeuer.pop(rqcompat.ordered_queues(worker), wait)
+                self._log_paused()
+                if found is None:
+                    worker.housekeeping.flush(idle=True)
+                    if timeout is None or (idle_until is not None and time.monotonic() >= idle_until):
+                        return None
+                    continue
+                queue, job_id = found
+                job = self.fetch(queue, job_id)
+            except REDIS_ERRORS as exc:
+                worker.outage.failed(exc, "dequeue")
+                wait_until_reachable(worker.connection, worker.backoff, worker.outage,
+                                     should_stop=lambda: worker.stop.requested)
+                continue
+            if job is None:
+                continue
+            if worker.stop.requested:
+                give_back(worker.connection, queue.key, job.id)
+                raise StopRequested()
+            worker.reorder_queues(reference_queue=queue)
+            job.redis_server_version = worker.get_redis_server_version()
+            worker.log.info("Worker %s: %s: %s", worker.name, queue.name, job.id)
+            return job, queue
+
+    def fetch(self, queue, job_id):
+        """The popped job, read as JSON and vetted (``gate.vet``); None when it must not run: then it
+        is dead-lettered or dropped (``gate``), never the end of the worker."""
+        worker = self.worker
+        try:
+            job = worker.job_class.fetch(job_id, connection=worker.connection, serializer=worker.serializer)
+        except NoSuchJobError:
+            if worker.connection.exists(keys.job_key(job_id)):  # a hash without data
+                return self.refuse(queue=queue, job_id=job_id,
+                                   bury=lambda: gate.bury_raw(worker, queue, job_id, "has no data field"))
+            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+            worker.log.error("Worker %s: dropped job %s of queue %s: its hash %s is gone", worker.name, job_id,
+                             queue.name, keys.job_key(job_id))
+            return None
+        except REDIS_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
+            why = f"cannot be read ({type(exc).__name__})"
+            return self.refuse(queue=queue, job_id=job_id, bury=lambda: gate.bury_raw(worker, queue, job_id, why))
+        refusal = gate.vet(job, queue.name)
+        if refusal is not None:
+            self.refuse(queue=queue, job_id=job.id, bury=lambda: gate.refuse(worker, job, queue, refusal))
+            if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
+                limits.release(job)
+            return None
+        return job
+
+    def refuse(self, *, queue, job_id, bury):
+        """Refuse a popped job: ``bury()`` (one of ``gate``'s refusals). If even that fails (other
+        than by a Redis outage, which the dequeue loop waits out), the id is dropped from the
+        intermediate list with an ERROR. Always None: nothing to run."""
+        worker = self.worker
+        try:
+            bury()
+        except REDIS_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001
+            worker.log.exception("Worker %s: could not dead-letter job %s of queue %s; dropped from the queue "
+                                 "(its hash %s is left as it is)", worker.name, job_id, queue.name,
+                                 keys.job_key(job_id))
+            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+        return None
+
+    def _log_paused(self):
+        worker = self.worker
+        paused = self.dequeuer.paused & set(worker.queue_names())
+        if paused != self._paused_logged:
+            if paused:
+                worker.log.info("Worker %s: paused queues left alone: %s", worker.name, ", ".join(sorted(paused)))
+                worker.procline("Paused: " + ", ".join(sorted(paused)))
+            else:
+                worker.log.info("Worker %s: no paused queue any more", worker.name)
+            self._paused_logged = paused
