@@ -10,7 +10,8 @@ Decided per request, reading settings at that moment (so ``override_settings`` w
 - stage/prod, anybody else: 401 with a basic challenge (basic auth on) or the admin login page; a
   staff user without the permission gets 403.
 
-Changes are POST only (Django's CSRF protection applies to every panel form) and need "may act".
+Any request but a GET or HEAD needs "may act", on every panel view whatever it does (``guard``);
+changes are POST only (Django's CSRF protection applies to every panel form).
 When only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set, basic auth stays off and the
 system check ``queues.W020`` plus a start-up log line say so. The panel is never open in stage/prod.
 
@@ -243,9 +244,18 @@ def unavailable(request, exc):
     return response
 
 
+SAFE_METHODS = ("GET", "HEAD")
+
+
+def needs_act(request, act):
+    """Whether this request needs the act permission: the view's own ``act`` (its GET is a change's
+    confirmation page), or any method but GET/HEAD, whatever the view: deny by default."""
+    return act or request.method not in SAFE_METHODS
+
+
 def guard(view=None, *, act=False, long_running=False):
-    """Wrap a panel view: refuse whoever may not view it (or act, when ``act``), and make
-    ``request.queue_access`` and a staff ``request.user`` available to the view.
+    """Wrap a panel view: refuse whoever may not view it, or act when ``needs_act`` (the one place
+    that enforces it), and make ``request.queue_access`` and a staff ``request.user`` available.
 
     The view runs with the panel's bounded Redis clients (``bounded.request_scope``): with the
     per-request deadline, or, when ``long_running`` (queue-wide actions), with none and the app's
@@ -262,7 +272,7 @@ def guard(view=None, *, act=False, long_running=False):
         user = getattr(request, "user", None)
         if not (user is not None and user.is_authenticated and user.is_active and user.is_staff):
             request.user = _operator_for(access)
-        if act and not access.can_act:
+        if needs_act(request, act) and not access.can_act:
             return render(request, "queues/denied.html", {"reason": "act"}, status=403)
         options = {"deadline": None, "timeout": bounded.long_running_timeout()} if long_running else {}
         try:

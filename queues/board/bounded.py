@@ -6,8 +6,8 @@ and never answers, a panel page took ~26 s and then answered 500.
 
 How it is wired (the least invasive way that reaches every client django-rq makes):
 
-- ``install()`` (called by ``urls.py``) replaces django-rq's connection factory
-  ``get_redis_connection`` in the modules that use it by ``_get_redis_connection``, which hands
+- ``patches.install()`` (called by ``urls.py``) replaces django-rq's connection factory
+  ``get_redis_connection`` in the modules that use it by ``get_redis_connection`` here, which hands
   out the *request's bounded client* inside a panel request and calls django-rq's own factory,
   untouched, everywhere else (management commands, workers, other code).
 - ``guard`` (``access.py``) runs every panel view inside ``request_scope()``: one client per
@@ -30,6 +30,7 @@ import time
 
 import redis
 from django.conf import settings
+from django_rq import connection_utils as _rq_connection_utils
 
 from queues import conf
 from queues.connection.clients import mask_url, queues_url
@@ -133,14 +134,12 @@ def long_running_timeout():
 def connection():
     """The queues' Redis for panel code: the request's bounded client inside ``request_scope``,
     else the app's client."""
-    from django_rq import connection_utils
-
     scope = _scope.get()
     if scope is None:
         from queues.connection.clients import get_connection
 
         return get_connection()
-    return scope.client_for(django_rq_config(), _ORIGINAL or connection_utils.get_redis_connection)
+    return scope.client_for(django_rq_config(), _ORIGINAL)
 
 
 def masked_url():
@@ -149,28 +148,14 @@ def masked_url():
 
 # --- django-rq's connection factory -----------------------------------------------------------
 
-_ORIGINAL = None
-_PATCHED_MODULES = ("django_rq.connection_utils", "django_rq.queues", "django_rq.utils", "django_rq.cron")
+# django-rq's own factory, taken before ``patches.install`` rebinds it (patches imports this module first).
+_ORIGINAL = _rq_connection_utils.get_redis_connection
 
 
-def _get_redis_connection(config, use_strict_redis=False):
-    """django-rq's ``get_redis_connection``: bounded inside a panel request, untouched elsewhere."""
+def get_redis_connection(config, use_strict_redis=False):
+    """django-rq's ``get_redis_connection``: bounded inside a panel request, untouched elsewhere.
+    ``patches.REBIND`` puts it in django-rq's modules."""
     scope = _scope.get()
     if scope is None:
         return _ORIGINAL(config, use_strict_redis)
     return scope.client_for(config, lambda c: _ORIGINAL(c, use_strict_redis))
-
-
-def install():
-    """Route django-rq's client creation through ``_get_redis_connection`` (idempotent)."""
-    global _ORIGINAL
-    import importlib
-
-    from django_rq import connection_utils
-
-    if _ORIGINAL is None:
-        _ORIGINAL = connection_utils.get_redis_connection
-    for name in _PATCHED_MODULES:
-        module = importlib.import_module(name)
-        if getattr(module, "get_redis_connection", None) is _ORIGINAL:
-            module.get_redis_connection = _get_redis_connection

@@ -4,7 +4,8 @@ pause/resume (``queues.periodic.schedules``).
 A GET reads, in three round trips and without writing: the templates' scores in rq-scheduler's
 sorted set (the next run) plus each schedule's last run id and the paused set, then the last runs'
 job hashes as JSON (``jobread.fetch_many``: a poison hash is shown as corrupt, never unpickled).
-A POST (act permission, CSRF) pauses or resumes one schedule and writes one audit row.
+A POST (the act permission, as any POST to the panel: ``access.guard``; CSRF) pauses or resumes one
+schedule and writes one audit row.
 """
 import datetime as dt
 
@@ -23,7 +24,6 @@ from queues.jobs import read as jobread
 
 from queues.periodic import schedules
 from queues.board import bounded
-from queues.board.access import guard
 
 UTC = dt.timezone.utc
 
@@ -97,15 +97,11 @@ def _toggle(request):
     return redirect("django_rq:queues_periodic")
 
 
-_guarded_page = guard(_page)
-_guarded_toggle = guard(_toggle, act=True)
-
-
 @never_cache
 @require_http_methods(["GET", "HEAD", "POST"])
 def periodic(request):
-    """GET: the page (view permission). POST ``schedule``, ``action`` = pause|resume: act permission.
-    One URL for both, so the page's GET is covered by the panel-wide checks of every URL."""
+    """GET: the page. POST ``schedule``, ``action`` = pause|resume (the guard asks the act permission
+    of any POST)."""
     if request.method == "POST":
-        return _guarded_toggle(request)
-    return _guarded_page(request)
+        return _toggle(request)
+    return _page(request)

@@ -1,59 +1,99 @@
-"""The panel's URLs: django-rq's dashboard, every view behind ``access.guard``, plus ours.
+"""The panel's URLs: django-rq's URLconf and ours, denied by default, every view behind ``access.guard``.
 
 Mounted at ``admin/queues/`` (optima_site/urls.py) under django-rq's own namespace, so its
-templates' links resolve unchanged. Views that change something need the act permission;
-the queue-wide ones are replaced by chunked versions, the bulk actions by per-job ones (see
-``rq_actions``). Every django-rq view checks its URL's ids first (``lookups.known``: 404, never
-500) and runs with the panel's bounded Redis clients (``bounded``, installed here). django-rq's views
-read JSON only and write nothing on a GET (``readonly``, installed here by ``patches``).
+templates' links resolve unchanged.
+
+- ``DJANGO_RQ`` classifies every URL name of django-rq's URLconf: ``READ`` (the view permission)
+  or ``ACT`` (the act permission, for the GET too: it is the confirmation page of a change). A
+  django-rq URL it does not name is not mounted (404) and logged at start-up: a view that a
+  django-rq upgrade adds is refused until somebody classifies it (``tests/queues/test_panel_deny.py``
+  fails naming it).
+- Whatever the classification, a request whose method is not GET or HEAD needs the act
+  permission (``access.needs_act``, enforced by ``guard`` alone).
+- Some django-rq views are served by ours (``SERVED_BY``: the dashboard, the queue page, the
+  chunked queue-wide actions, the per-job bulk actions); the single-job ones are audited
+  (``AUDITED``; see ``rq_actions``).
+- Every view checks its URL's ids first (``lookups.known``: 404, never 500) and runs with the
+  panel's bounded Redis clients; django-rq's views read JSON only and write nothing on a GET
+  (``patches.install()``, here: it fails at start-up when django-rq lacks a name it rebinds).
 """
 from django.urls import URLPattern, path
-from django_rq import stats_views
 from django_rq import urls as rq_urls
-from django_rq import views as rq_views
 
-from queues.board import bounded, patches, periodic, rq_actions, views
+from queues.board import patches, periodic, rq_actions, views
 from queues.board.access import guard
 from queues.board.lookups import known
+from queues.logsafe import get_logger
 
-bounded.install()
-patches.install()  # django-rq's views: JSON only, and a GET writes nothing (readonly.py, patches.py)
+patches.install()
+
+logger = get_logger("queues.board")
 
 app_name = "django_rq"
 
-# django-rq view -> what serves it here (all guarded; the first group needs the act permission).
-_ACTING = {
-    rq_views.delete_job: rq_actions.audited(rq_views.delete_job, "delete"),
-    rq_views.requeue_job_view: rq_actions.audited(rq_views.requeue_job_view, "requeue"),
-    rq_views.enqueue_job: rq_actions.audited(rq_views.enqueue_job, "enqueue"),
-    rq_views.stop_job: rq_actions.audited(rq_views.stop_job, "stop"),
-    rq_views.actions: rq_actions.bulk_actions,
-    rq_views.confirm_action: rq_views.confirm_action,
-    rq_views.clear_queue: rq_actions.empty_queue,
-    rq_views.requeue_all: rq_actions.requeue_all_failed,
-    rq_views.delete_failed_jobs: rq_actions.delete_all_failed,
+READ, ACT = "read", "act"
+
+# Every URL name of django-rq's URLconf (checked against 4.2.0) -> the permission it needs.
+DJANGO_RQ = {
+    "home": READ, "home_json": READ, "metrics": READ,
+    "jobs": READ, "queue_details": READ, "finished_jobs": READ, "failed_jobs": READ, "scheduled_jobs": READ,
+    "started_jobs": READ, "deferred_jobs": READ, "job_detail": READ, "result_detail": READ,
+    "workers": READ, "worker_details": READ, "scheduler_jobs": READ,
+    "cron_scheduler_detail": READ, "cron_job_detail": READ,
+    "delete_job": ACT, "requeue_job": ACT, "enqueue_job": ACT, "stop_job": ACT,
+    "confirm_action": ACT, "actions": ACT,
+    "clear": ACT, "requeue_all": ACT, "delete_failed_jobs": ACT,
 }
-_REPLACED = {stats_views.stats: views.home, rq_views.queue_details: views.queue_details}
+# django-rq URL name -> our view serving it (same URL arguments).
+SERVED_BY = {
+    "home": views.home, "queue_details": views.queue_details, "actions": rq_actions.bulk_actions,
+    "clear": rq_actions.empty_queue, "requeue_all": rq_actions.requeue_all_failed,
+    "delete_failed_jobs": rq_actions.delete_all_failed,
+}
+# django-rq URL name -> the audit action of its view (one job, ``rq_actions.audited``).
+AUDITED = {"delete_job": "delete", "requeue_job": "requeue", "enqueue_job": "enqueue", "stop_job": "stop"}
 # Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
-_LONG_RUNNING = {rq_views.clear_queue, rq_views.requeue_all, rq_views.delete_failed_jobs}
+LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs"}
+
+# Ours: (route, view, URL name, the permission it needs).
+OURS = [
+    ("find/", views.find, "queues_find", READ),
+    # Periodic jobs: GET the page; POST pauses or resumes one schedule (a POST: act, by the guard).
+    ("periodic/", periodic.periodic, "queues_periodic", READ),
+    ("pause/<str:name>/", views.pause_queue, "queues_pause", ACT),
+    ("resume/<str:name>/", views.resume_queue, "queues_resume", ACT),
+    # Cancel a queued or scheduled job: GET confirms, POST cancels.
+    ("queues/<int:queue_index>/<str:job_id>/cancel/", rq_actions.cancel, "queues_cancel", ACT),
+]
 
 
-def _serve(view):
-    if view in _ACTING:
-        return guard(known(_ACTING[view]), act=True, long_running=view in _LONG_RUNNING)
-    return guard(known(_REPLACED.get(view, view)))
+def served(name, view, needs):
+    return guard(known(view), act=needs == ACT, long_running=name in LONG_RUNNING)
+
+
+def _django_rq_view(pattern):
+    if pattern.name in SERVED_BY:
+        return SERVED_BY[pattern.name]
+    if pattern.name in AUDITED:
+        return rq_actions.audited(pattern.callback, AUDITED[pattern.name])
+    return pattern.callback
+
+
+def _django_rq_patterns():
+    """django-rq's patterns, classified ones only; the API ones (stats.json, metrics) included: they
+    are behind the same access as the pages, no bypass by token."""
+    mounted = []
+    for pattern in [*rq_urls.get_api_urlpatterns(), *rq_urls.get_admin_urlpatterns()]:
+        if pattern.name not in DJANGO_RQ:
+            logger.warning("django-rq serves /%s (URL name %r), which queues/board/urls.py does not classify "
+                           "as read or act: not mounted, it answers 404", pattern.pattern, pattern.name)
+            continue
+        view = served(pattern.name, _django_rq_view(pattern), DJANGO_RQ[pattern.name])
+        mounted.append(URLPattern(pattern.pattern, view, pattern.default_args, pattern.name))
+    return mounted
 
 
 urlpatterns = [
-    path("find/", views.find, name="queues_find"),
-    # Periodic jobs: GET the page; POST pauses or resumes one schedule (act permission).
-    path("periodic/", periodic.periodic, name="queues_periodic"),
-    path("pause/<str:name>/", views.pause_queue, name="queues_pause"),
-    path("resume/<str:name>/", views.resume_queue, name="queues_resume"),
-    # Cancel a queued or scheduled job: GET confirms, POST cancels (rq_actions.cancel).
-    path("queues/<int:queue_index>/<str:job_id>/cancel/", guard(known(rq_actions.cancel), act=True),
-         name="queues_cancel"),
-    # stats.json and django-rq's metrics: behind the same access as the pages (no bypass by token).
-    *[URLPattern(p.pattern, guard(p.callback), p.default_args, p.name) for p in rq_urls.get_api_urlpatterns()],
-    *rq_urls.get_admin_urlpatterns(view_wrapper=_serve),
+    *[path(route, served(name, view, needs), name=name) for route, view, name, needs in OURS],
+    *_django_rq_patterns(),
 ]
