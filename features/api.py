@@ -233,61 +233,13 @@ class EnqueueView(FeatureView):
         return accepted(job, queue)
 
 
-def job_status(job):
-    from queues.producer import limits
-
-    state = job.get_status(refresh=False)
-    state = getattr(state, "value", state)
-    meta = job.meta or {}
-    if state == limits.HELD:
-        state = "held"  # rq's "rate_limited": waiting outside the queue for a slot of its limit key
-    held_by = None
-    if state in ("held", "queued", "started"):
-        hold = limits.hold_of(job)  # None without a limit key
-        held_by = hold.as_dict() if hold is not None else None
-    result = error = None
-    if state == "finished":
-        result = job.return_value()
-    elif state == "failed" or meta.get("last_failed_at"):
-        # Dead, or a retry waiting for its backoff: the last attempt's error either way.
-        latest = job.latest_result()
-        exc_string = getattr(latest, "exc_string", None) if latest is not None else None
-        error = public_error(exc_string)  # class and message, no internal URL or secret
-    return {
-        "job_id": job.id,
-        "queue": meta.get("queue", job.origin),
-        "state": state,
-        "attempt": meta.get("attempt"),
-        "attempts_allowed": meta.get("attempts_allowed"),
-        "progress": meta.get("progress"),
-        "result": result,
-        "error": error,
-        "dead_reason": meta.get("dead") or None,
-        "held_by": held_by,
-        "enqueued_at": job.enqueued_at,
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-    }
-
-
-def outbox_status(request, job_id):
-    """The status of a job accepted but still in the outbox (state "outbox"), or None when it is
-    not there or the caller may not know of it (queues/producer/outbox.py)."""
-    from queues.producer import outbox
-
-    entry = outbox.waiting(job_id)
-    if entry is None:
-        return None
-    meta = outbox.stored_meta(entry)
-    if not owners.can_read_job(request, meta):
-        return None
-    return _outbox_payload(entry, meta)
-
-
-def _outbox_payload(entry, meta):
-    return {"job_id": entry.job_id, "queue": meta.get("queue", entry.queue), "state": "outbox", "attempt": None,
-            "attempts_allowed": meta.get("attempts_allowed"), "progress": None, "result": None, "error": None,
-            "dead_reason": None, "held_by": None, "enqueued_at": None, "started_at": None, "ended_at": None}
+def public_state(state):
+    """The API's payload of a ``queues.JobState``: the error shown is its last line only (class and
+    message, no internal URL or secret)."""
+    payload = state.as_dict()
+    if state.state != "corrupt":
+        payload["error"] = public_error(state.error)
+    return payload
 
 
 class JobStatusView(FeatureView):
@@ -331,64 +283,36 @@ class JobStatusView(FeatureView):
         },
     )
     def delete(self, request, job_id):
-        """Cancel the caller's job (``queues.producer.cancel.cancel_job``), audited with its owner.
-        Who may read a job but not cancel it (staff without the panel's act permission) gets 403."""
-        from queues import audit
-        from queues.jobs import read as jobread
-        from queues.producer.cancel import cancel_job
-        from queues.connection.clients import get_connection
-
+        """Cancel the caller's job (``queues.cancel``), audited with its owner. Who may read a job but
+        not cancel it (staff without the panel's act permission) gets 403."""
         if not JOB_ID_RE.fullmatch(job_id):
             return self.get(request, job_id)
         owner = owners.owner_of(request)
-        in_outbox = self.cancel_in_outbox(request, job_id, owner)
-        if in_outbox is not None:
-            return in_outbox
         try:
-            job = jobread.fetch(job_id, get_connection(), check_origin=False)
-            if job is None:
+            state = queues.job_state(job_id)
+            if state is None:
                 return self.not_found(job_id)
-            refusal, who = self.cancel_refusal(request, job_id, owner,
-                                               {} if jobread.is_corrupt(job) else (job.meta or {}))
+            refusal, who = self.cancel_refusal(request, job_id, owner, state.meta)
             if refusal is not None:
                 return refusal
-            canceled = cancel_job(job_id)
-            if canceled.outcome == "gone":
-                return self.not_found(job_id)
+            canceled = queues.cancel(job_id, request=request, reason=f"DELETE /jobs/{job_id}/ by {who}")
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job cancel unavailable: %s: %s", type(exc).__name__, exc)
             return Response({"detail": "The job queue is unavailable right now, so nothing was canceled. "
                                        "Try again in a few seconds."},
                             status=status.HTTP_503_SERVICE_UNAVAILABLE,
                             headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
-        audit.record(request, "cancel", getattr(job, "origin", "") or "", [job_id], "ok" if canceled.ok else "error",
-                     f"DELETE /jobs/{job_id}/ by {who}: {canceled.detail}")
+        if canceled.outcome == "gone":
+            return self.not_found(job_id)
+        if canceled.outcome == "busy":  # in the outbox, being written to Redis right now
+            return Response({"detail": "Not canceled: the job is being written to the queue right now; try again in "
+                                       "a few seconds.", "state": "outbox"}, status=status.HTTP_409_CONFLICT)
         if not canceled.ok:
             return Response({"detail": f"Not canceled: {canceled.detail}.", "state": canceled.state},
                             status=status.HTTP_409_CONFLICT)
+        if state.state == "outbox":  # its row is gone: it never reached Redis
+            return Response(JobStatusSerializer(public_state(state.but(state="canceled"))).data)
         return self.get(request, job_id)
-
-    def cancel_in_outbox(self, request, job_id, owner):
-        """Cancel a job still in the outbox (accepted, not yet in Redis) by deleting its row; None
-        when the job is not in the outbox (cancel it in Redis)."""
-        from queues import audit
-        from queues.producer import outbox
-
-        entry = outbox.waiting(job_id)
-        if entry is None:
-            return None
-        meta = outbox.stored_meta(entry)
-        refusal, who = self.cancel_refusal(request, job_id, owner, meta)
-        if refusal is not None:
-            return refusal
-        if not outbox.cancel(job_id):
-            audit.record(request, "cancel", entry.queue, [job_id], "error",
-                         f"DELETE /jobs/{job_id}/ by {who}: not canceled, it is being written to Redis right now")
-            return Response({"detail": "Not canceled: the job is being written to the queue right now; try again in "
-                                       "a few seconds.", "state": "outbox"}, status=status.HTTP_409_CONFLICT)
-        audit.record(request, "cancel", entry.queue, [job_id], "ok",
-                     f"DELETE /jobs/{job_id}/ by {who}: deleted from the outbox before it reached Redis")
-        return Response(JobStatusSerializer(dict(_outbox_payload(entry, meta), state="canceled")).data)
 
     def cancel_refusal(self, request, job_id, owner, meta):
         """(refusal, who) for a job of ``meta``, in Redis or in the outbox: the 404 (another's job
@@ -413,40 +337,13 @@ class JobStatusView(FeatureView):
         that cannot be read (corrupt: planted, or written by something else) answers state "corrupt"
         to whoever may read any job (staff with the panel's view permission); its owner cannot be
         told apart from anyone else, so everyone else gets the 404 of a job that does not exist."""
-        from queues.jobs import read as jobread
-        from queues.connection.clients import get_connection
-
-        try:
-            job = jobread.fetch(job_id, get_connection(), check_origin=False)
-        except (redis.RedisError, queues.QueueUnavailable):
-            payload = outbox_status(request, job_id)  # accepted while Redis is down: still answerable
-            if payload is None:
-                raise
-            return payload
-        if job is None:
-            payload = outbox_status(request, job_id)
-            if payload is not None:
-                return payload
-            # Pushed between the two reads (its row deleted just now): Redis has it by now.
-            job = jobread.fetch(job_id, get_connection(), check_origin=False)
-            if job is None:
-                return None
-        if not jobread.is_corrupt(job):
-            # Another owner's job answers exactly as one that never existed.
-            if not owners.can_read_job(request, job.meta):
-                return None
-            try:
-                return job_status(job)
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise
-            except Exception as exc:  # noqa: BLE001 — e.g. an unreadable results stream
-                job = jobread.CorruptJob(job.id, f"{type(exc).__name__} while reading its status")
-        logger.error("job status: job %s cannot be read: %s", job.id, job.why)
-        if not owners.can_read_job(request, {}):
+        state = queues.job_state(job_id)
+        if state is None:
             return None
-        return {"job_id": job.id, "queue": None, "state": "corrupt", "attempt": None, "attempts_allowed": None,
-                "progress": None, "result": None, "error": f"The job cannot be read from Redis: {job.why}.",
-                "dead_reason": None, "enqueued_at": None, "started_at": None, "ended_at": None}
+        # Another owner's job answers exactly as one that never existed (a corrupt one has no owner).
+        if not owners.can_read_job(request, state.meta):
+            return None
+        return public_state(state)
 
 
 def _may_act_on_queues(user):

@@ -3,7 +3,12 @@
 Public API (stable names; everything else is internal)::
 
     from queues import enqueue, enqueue_call, fetch_job, get_queue, job, queue_names, ENQUEUE_OPTIONS
+    from queues import job_state, cancel, cache_connection
     from queues import UnknownQueue, QueueUnavailable, NotReplicated, InvalidJob, PermanentError, RetryAfter
+
+``job_state(job_id)`` -> ``JobState`` or None (queues/jobs/state.py: one shape for a job in Redis, in the
+outbox, or unreadable); ``cancel(job_id, request=None, reason="")`` -> ``Canceled`` (queues/producer/cancel.py);
+``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
 have exported the key prefix.
@@ -21,6 +26,9 @@ __all__ = [
     "fetch_job",
     "get_queue",
     "queue_names",
+    "job_state",
+    "cancel",
+    "cache_connection",
     "InvalidJob",
     "NotAJob",
     "NotReplicated",
@@ -37,6 +45,9 @@ _LAZY = {
     "fetch_job": ("queues.catalog.lookup", "fetch_job"),
     "get_queue": ("queues.catalog.lookup", "get_queue"),
     "queue_names": ("queues.catalog.lookup", "queue_names"),
+    "job_state": ("queues.jobs.state", "job_state"),
+    "cancel": ("queues.producer.cancel", "cancel"),
+    "cache_connection": ("queues.connection.clients", "get_cache_connection"),
 }
 
 

@@ -1,5 +1,5 @@
 """A per-cabinet rate limiter shared by every worker: the ``limits`` library's moving window in
-Redis, on the *cache* connection (``queues.connection.clients.get_cache_connection()``), never the queues'
+Redis, on the *cache* connection (``queues.cache_connection()``), never the queues'
 one, so a worker's blocking pop can never hold up a limiter check (ADR 0007's reason for a
 dedicated queue connection).
 
@@ -20,7 +20,6 @@ from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 
 import queues
-from queues.connection.clients import get_cache_connection
 
 from .. import conf
 
@@ -46,7 +45,7 @@ class CabinetRateLimiter:
             ) from None
         self.rate = rate
         self.max_wait = conf.get("MARKETPLACE_RATE_LIMIT_MAX_WAIT") if max_wait is None else max_wait
-        client = connection or get_cache_connection()
+        client = connection or queues.cache_connection()
         self.storage = RedisStorage("redis://", connection_pool=client.connection_pool, key_prefix=key_prefix())
         self.limiter = MovingWindowRateLimiter(self.storage)
 

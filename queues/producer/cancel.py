@@ -14,13 +14,11 @@ from dataclasses import dataclass
 
 from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 
-from queues import keys
-
-from queues.jobs import read as jobread
-
-from queues.producer import limits
-from queues.connection.clients import get_connection
+from queues import audit, keys
 from queues.catalog.lookup import get_queue, queue_names
+from queues.connection.clients import get_connection
+from queues.jobs import read as jobread
+from queues.producer import limits, outbox
 
 # Atomic against the worker's pop (an LMOVE of the queue's head into its intermediate list,
 # resilience/dequeue.py) and the scheduler's move of a due job: the job is canceled only while
@@ -113,3 +111,29 @@ def cancel_job(job_id, connection=None):
         return Canceled("running", was, f"job {job_id} is already running: stop it instead")
     return Canceled("ended", was or "unknown", f"job {job_id} is already {was or 'without a status'}: "
                                                "only a queued or scheduled job can be canceled")
+
+
+def cancel(job_id, *, request=None, reason="", connection=None):
+    """``queues.cancel``: cancel a job that has not started, wherever it is; -> ``Canceled``.
+
+    A job still in the outbox (accepted, not yet in Redis) is canceled by deleting its row
+    (``outcome`` ``busy`` while a pusher is writing it to Redis: try again); any other goes through
+    ``cancel_job``. With ``request``, the attempt is audited (``queues.audit``) as ``"<reason>: <what
+    happened>"``, naming the job's queue. Raises ``redis.RedisError`` when Redis is unavailable and the
+    outbox does not hold the job; nothing is audited then."""
+    entry = outbox.waiting(job_id)
+    if entry is not None:
+        if outbox.cancel(job_id):
+            result = Canceled("canceled", "canceled", "deleted from the outbox before it reached Redis")
+        else:
+            result = Canceled("busy", "outbox", "not canceled, it is being written to Redis right now")
+        queue = entry.queue
+    else:
+        connection = connection or get_connection()
+        job = jobread.fetch(job_id, connection, check_origin=False)
+        queue = getattr(job, "origin", "") or ""
+        result = cancel_job(job_id, connection=connection)
+    if request is not None and result.outcome != "gone":
+        audit.record(request, "cancel", queue, [job_id], "ok" if result.ok else "error",
+                     f"{reason}: {result.detail}" if reason else result.detail)
+    return result

@@ -1,0 +1,129 @@
+"""What a job's owner may be told about it: ``queues.job_state(job_id)``, one shape wherever the job is.
+
+A job is in one of three places, and each answers with the same fields (``JobState.FIELDS``):
+
+- the outbox (accepted inside a transaction, not yet written to Redis): state ``outbox``;
+- Redis: rq's state, ``held`` for rq's ``rate_limited`` (waiting for a slot of its limit key, with
+  ``held_by``), and the last attempt's error while it is dead or waiting for a retry;
+- Redis, but unreadable (planted, or written by something else): state ``corrupt``, ``why`` says why.
+
+``meta`` carries the job's meta (empty for a corrupt job), so that a caller can decide who may see it
+(features/sellers/owners.py) before showing anything. ``error`` is the raw exception string of the
+last failed attempt: a public API shows only its last line (features/redaction.py).
+"""
+import logging
+from dataclasses import dataclass, field, replace
+
+import redis
+
+from queues.connection.clients import get_connection
+from queues.exceptions import QueueUnavailable
+from queues.jobs import read as jobread
+from queues.producer import limits, outbox
+
+logger = logging.getLogger("queues")
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    state: str  # outbox, queued, scheduled, deferred, held, started, finished, failed, stopped, canceled, corrupt
+    queue: str | None = None
+    attempt: int | None = None
+    attempts_allowed: int | None = None
+    progress: object = None
+    result: object = None
+    error: str | None = None  # the last failed attempt's exception string (raw: may name internals)
+    dead_reason: str | None = None
+    held_by: dict | None = None
+    enqueued_at: object = None
+    started_at: object = None
+    ended_at: object = None
+    meta: dict = field(default_factory=dict, compare=False)
+    why: str = ""  # a corrupt job: why it cannot be read
+
+    PUBLIC = ("job_id", "queue", "state", "attempt", "attempts_allowed", "progress", "result", "error",
+              "dead_reason", "held_by", "enqueued_at", "started_at", "ended_at")
+
+    def as_dict(self):
+        """The public fields, in the order of the API's payload (no ``meta``, no ``why``)."""
+        return {name: getattr(self, name) for name in self.PUBLIC}
+
+    def but(self, **changes):
+        return replace(self, **changes)
+
+
+def job_state(job_id, connection=None):
+    """The state of job ``job_id`` (``JobState``), or None when neither Redis nor the outbox has it.
+
+    Raises ``QueueUnavailable`` when Redis cannot be read and the outbox does not have the job (a job
+    accepted while Redis is down is still answered from the outbox)."""
+    connection = connection or get_connection()
+    try:
+        job = jobread.fetch(job_id, connection, check_origin=False)
+    except (redis.RedisError, QueueUnavailable):
+        state = in_outbox(job_id)
+        if state is None:
+            raise
+        return state
+    if job is None:
+        state = in_outbox(job_id)
+        if state is not None:
+            return state
+        # Pushed between the two reads (its row deleted just now): Redis has it by now.
+        job = jobread.fetch(job_id, connection, check_origin=False)
+        if job is None:
+            return None
+    if jobread.is_corrupt(job):
+        return _corrupt(job)
+    try:
+        return of_job(job)
+    except (redis.ConnectionError, redis.TimeoutError):
+        raise
+    except Exception as exc:  # noqa: BLE001 — e.g. an unreadable results stream
+        return _corrupt(jobread.CorruptJob(job.id, f"{type(exc).__name__} while reading its status"))
+
+
+def in_outbox(job_id):
+    """The state of a job accepted but still in the outbox, or None when the outbox does not hold it."""
+    entry = outbox.waiting(job_id)
+    if entry is None:
+        return None
+    meta = outbox.stored_meta(entry)
+    return JobState(job_id=entry.job_id, state="outbox", queue=meta.get("queue", entry.queue),
+                    attempts_allowed=meta.get("attempts_allowed"), meta=meta)
+
+
+def of_job(job):
+    """The state of an rq job read from Redis."""
+    state = job.get_status(refresh=False)
+    state = getattr(state, "value", state)
+    meta = job.meta or {}
+    if state == limits.HELD:
+        state = "held"  # rq's "rate_limited": waiting outside the queue for a slot of its limit key
+    held_by = None
+    if state in ("held", "queued", "started"):
+        hold = limits.hold_of(job)  # None without a limit key
+        held_by = hold.as_dict() if hold is not None else None
+    result = error = None
+    if state == "finished":
+        result = job.return_value()
+    elif state == "failed" or meta.get("last_failed_at"):
+        # Dead, or a retry waiting for its backoff: the last attempt's error either way.
+        latest = job.latest_result()
+        error = getattr(latest, "exc_string", None) if latest is not None else None
+    return JobState(
+        job_id=job.id, queue=meta.get("queue", job.origin), state=state, attempt=meta.get("attempt"),
+        attempts_allowed=meta.get("attempts_allowed"), progress=meta.get("progress"), result=result, error=error,
+        dead_reason=meta.get("dead") or None, held_by=held_by, enqueued_at=job.enqueued_at,
+        started_at=job.started_at, ended_at=job.ended_at, meta=meta,
+    )
+
+
+def _corrupt(job):
+    logger.error("job status: job %s cannot be read: %s", job.id, job.why)
+    return JobState(job_id=job.id, state="corrupt", error=f"The job cannot be read from Redis: {job.why}.",
+                    why=job.why)
+
+
+__all__ = ["JobState", "job_state", "in_outbox", "of_job"]

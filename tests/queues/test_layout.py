@@ -1,0 +1,99 @@
+"""The house: what users write keeps resolving, and features use only the public ``queues`` API.
+
+``queues/`` moved from one folder into subpackages; the dotted paths below are written in users'
+settings files, URLconfs and commands (docs/settings.md, docs/install.md), so each must keep
+resolving to the object it always named. Everything else moved for real.
+"""
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+from django.utils.module_loading import import_string
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# dotted path users write -> where the object lives now
+USER_PATHS = {
+    "queues.worker.OptimaWorker": "queues.worker.adapter.OptimaWorker",
+    "queues.worker.OptimaSimpleWorker": "queues.worker.adapter.OptimaSimpleWorker",
+    "queues.registry.OptimaJob": "queues.catalog.classes.OptimaJob",
+    "queues.registry.OptimaQueue": "queues.catalog.classes.OptimaQueue",
+    "queues.scheduler.PrefixedScheduler": "queues.periodic.scheduler.PrefixedScheduler",
+    "queues.sentinel.CacheSentinelPool": "queues.connection.sentinel.CacheSentinelPool",
+    "queues.connection.RQQueuesSetting": None,
+    "queues.connection.MaskingExceptionReporterFilter": None,
+    "queues.logsafe.EscapeControlCharacters": "queues.logsafe.EscapeControlCharacters",
+    "queues.health.healthz": "queues.health.healthz",
+    "queues.metrics.views.metrics": "queues.metrics.views.metrics",
+}
+
+
+@pytest.mark.parametrize("path", sorted(USER_PATHS))
+def test_every_dotted_path_a_user_writes_resolves_to_the_object_it_always_named(path):
+    obj = import_string(path)
+    assert obj.__name__ == path.rsplit(".", 1)[1]
+    if USER_PATHS[path] is not None:
+        assert obj is import_string(USER_PATHS[path])
+
+
+def test_the_panel_urlconf_a_user_includes_still_imports():
+    module = importlib.import_module("queues.board.urls")
+    assert module.app_name == "django_rq"
+    assert len(module.urlpatterns) > 10
+
+
+def test_the_site_settings_name_only_paths_that_resolve():
+    from django.conf import settings
+
+    for key, path in settings.RQ.items():
+        assert import_string(path).__name__ == path.rsplit(".", 1)[1], key
+    assert import_string(settings.DEFAULT_EXCEPTION_REPORTER_FILTER).__name__ == "MaskingExceptionReporterFilter"
+
+
+PUBLIC_QUEUES_MODULES = {"queues"}
+
+
+def _queues_imports(path):
+    """(line, module) of every import of a ``queues`` module in ``path``, at any level."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "queues" or alias.name.startswith("queues."):
+                    yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "queues" or node.module.startswith("queues."):
+                yield node.lineno, node.module
+
+
+def test_features_import_only_the_public_queues_api():
+    """features/ uses ``queues`` as any outside app would: ``import queues`` / ``from queues import ...``
+    of the names in ``queues.__all__``, never a module inside it."""
+    import queues
+
+    offenders = []
+    for path in sorted((ROOT / "features").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for line, module in _queues_imports(path):
+            if module not in PUBLIC_QUEUES_MODULES:
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "queues" and node.level == 0:
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports queues.{a.name} (not in queues.__all__)"
+                              for a in node.names if a.name not in queues.__all__]
+    assert offenders == []
+
+
+def test_the_public_api_check_reports_an_internal_import(tmp_path):
+    """The scan above can fail: an import of an internal module is found, at any level."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import queues\n\ndef f():\n    from queues.jobs import read\n    import queues.producer.outbox\n")
+    assert list(_queues_imports(bad)) == [(1, "queues"), (4, "queues.jobs"), (5, "queues.producer.outbox")]
+
+
+def test_every_public_name_of_queues_resolves():
+    import queues
+
+    for name in queues.__all__:
+        assert getattr(queues, name) is not None, name
