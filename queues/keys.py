@@ -19,7 +19,7 @@ key                                    what
 ``<p>:rl:<q>:<key>:allowed``           rq's zset of the jobs holding one of the key's slots (queued, started)
 ``<p>:rl:<q>:<key>:rate_limited``      rq's zset of the key's held jobs, oldest first
 ``<p>:optima:paused``                  set of paused queue names (``queues.worker.pause``)
-``<p>:optima:alive:<worker>``          a worker's liveness key (``resilience/liveness.py``)
+``<p>:optima:alive:<worker>``          a worker's liveness key (``worker/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
 ``<p>:optima:intermediate-seen:<q>``   when the scan first saw each popped-not-started job
 ``<p>:optima:metrics:<q>``             counters, histogram buckets, duration sum (``queues.metrics``)

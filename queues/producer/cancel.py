@@ -21,7 +21,7 @@ from queues.jobs import read as jobread
 from queues.producer import limits, outbox
 
 # Atomic against the worker's pop (an LMOVE of the queue's head into its intermediate list,
-# resilience/dequeue.py) and the scheduler's move of a due job: the job is canceled only while
+# worker/dequeue.py) and the scheduler's move of a due job: the job is canceled only while
 # its id is still in its queue's list, or in the scheduled registry and not yet due; otherwise the
 # worker (or the scheduler) has it and the answer says so. KEYS: job hash, queue list,
 # intermediate list, scheduled registry, canceled registry, and for a job with a limit key its key's

@@ -6,7 +6,7 @@ the jobs of other keys behind it in the queue are taken by workers first, and it
 queue's tail, oldest first, when a job of its key frees a slot by ending in any way.
 
 This is rq 3.0's own ``RateLimit``, adapted (docs/decisions.md, "Limit keys"): its Lua promotes a
-held job by pushing it onto the queue list, which our LMOVE dequeue (resilience/dequeue.py) takes as
+held job by pushing it onto the queue list, which our LMOVE dequeue (worker/dequeue.py) takes as
 any other job, and rq's worker releases the slot of a job that succeeded or failed for good, its
 scheduler sends a due job back through the limit, its registries' ``requeue`` (the panel's, the
 dead-letter admin's retry) too, ``Job.cancel``/``delete`` free the slot, and its maintenance
