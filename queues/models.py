@@ -71,7 +71,7 @@ class FailureGroup(models.Model):
     ``count`` counts deaths, not open rows: every death mirrored adds one (a job retried that dies
     again adds one more), and retrying or discarding rows never lowers it, like an error tracker's
     event count. For a group whose rows never changed fingerprint it equals the sum of their
-    ``times_dead``. Written in the same transaction as the dead letter's row (``deadletter._mirror``).
+    ``times_dead``. Written in the same transaction as the dead letter's row (``queues.failures.mirror.upsert``).
     """
 
     prefix = models.CharField(max_length=64)

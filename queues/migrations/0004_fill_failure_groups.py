@@ -3,7 +3,7 @@
 Rows are read in primary-key chunks (only the columns the fingerprint needs), their fingerprints
 written with bulk_update, and the groups built in memory (one dict entry per fingerprint) then
 inserted at the end: at 200,000 rows, tens of seconds on SQLite and PostgreSQL, not a row-by-row
-upsert. ``count`` is the sum of the rows' ``times_dead`` (deaths, as ``deadletter._count_death``
+upsert. ``count`` is the sum of the rows' ``times_dead`` (deaths, as ``queues.failures.mirror.count_death``
 counts them); the example is the row of the latest death. Idempotent: rows that already have a
 fingerprint are left alone, and groups are only created where none exists (a death mirrored while
 this runs). Reversing empties the fingerprints and the groups.
