@@ -1,7 +1,7 @@
 """The worker's gate: what a popped job must be before anything of it is imported or run.
 
 Whoever can write to the queues' Redis can push any hash onto a queue. Between the pop and the
-start (``WorkerBehaviour._fetch``), the job is read as JSON only, and refused — dead-lettered
+start (``Intake.fetch``, worker/intake.py), the job is read as JSON only, and refused — dead-lettered
 without running, then the worker goes on to the next job — when:
 
 ==============  ======================================================================

@@ -6,7 +6,7 @@ the recorder's cumulative counters (``store.counters_key(queue)``, fields ``proc
 ``failed``) are *sampled* once a minute, and the panel draws the differences between samples.
 
 Who samples: the first worker whose heartbeat falls in a new minute (``sample_if_due``, called from
-``WorkerBehaviour._flush`` when its heartbeat is due, i.e. every few seconds at most). The lock is
+``Housekeeping.flush`` when its heartbeat is due, i.e. every few seconds at most). The lock is
 ``SET <lock> NX EXAT <start of the next minute>``: one sample per minute whichever worker and
 however many, and a panel page never samples (a GET writes nothing). With no worker running there
 are no samples, and the panel says so; minutes without a sample show no bar.
