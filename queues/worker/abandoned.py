@@ -32,9 +32,8 @@ commands per queue: cheap, and bounded however large the queues are), and:
 
 rq's own clean-up of the started registry (every 10 minutes in workers, and on every ``.count`` of
 the registry, e.g. by django-rq's dashboard) fails such jobs without a retry, and drops a ``queued``
-one outright. OptimaWorkers therefore give their started entries a long TTL
-(``STARTED_ENTRY_TTL_SECONDS``, default 1 h) so that it is this scan, not rq's, that handles them —
-even after every worker was down for a while.
+one outright. OptimaWorkers therefore give their started entries a long TTL (``STARTED_ENTRY_TTL_SECONDS``,
+default 1 h) so that it is this scan, not rq's, that handles them, even after every worker was down.
 """
 import logging
 import time
@@ -47,13 +46,10 @@ from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from queues import keys
-
-from queues.worker import signals as events
-
-from queues.jobs import meta as jobmeta
-
-from queues.producer import limits
 from queues.connection.outage import REDIS_ERRORS
+from queues.jobs import meta as jobmeta
+from queues.producer import limits
+from queues.worker import signals as events
 
 logger = logging.getLogger("queues.resilience")
 
@@ -101,10 +97,8 @@ def forget_execution(pipe, queue_name, job_id, execution_id, worker_name):
 def abandoned_message(job, worker_name):
     attempt = jobmeta.current_attempt(job)
     who = f"worker {worker_name}" if worker_name else "its worker"
-    return (
-        f"rq.exceptions.AbandonedJobError: {who} died (no liveness beat) while running attempt {attempt} "
-        f"of job {job.id}; the attempt counts as failed"
-    )
+    return (f"rq.exceptions.AbandonedJobError: {who} died (no liveness beat) while running attempt {attempt} "
+            f"of job {job.id}; the attempt counts as failed")
 
 
 class Scan:
@@ -152,8 +146,7 @@ class Scan:
 
         queue = OptimaQueue(name, connection=self.connection)
         wip_key = keys.started_key(name)
-        entries = [e for e in self._text_entries(wip_key, self.connection.zrange(wip_key, 0, LIMIT - 1))
-                   if ":" in e]
+        entries = [e for e in self._text_entries(wip_key, self.connection.zrange(wip_key, 0, LIMIT - 1)) if ":" in e]
         if not entries:
             return set()
         parsed = [parse_composite_key(e) for e in entries]
@@ -219,8 +212,7 @@ class Scan:
             deadletter.bury_corrupt(self.connection, job.id, queue.name, dict(job.fields), job.why)
 
     def abandoned(self, job, queue, worker_name):
-        from queues.failures import deadletter
-        from queues.failures import retry
+        from queues.failures import deadletter, retry
 
         message = abandoned_message(job, worker_name)
         self.log.warning("Job %s (%s): %s", job.id, queue.name, message.split(": ", 1)[1])
