@@ -79,7 +79,7 @@ def _django_rq_view(pattern):
     return pattern.callback
 
 
-def _django_rq_patterns():
+def django_rq_patterns():
     """django-rq's patterns, classified ones only; the API ones (stats.json, metrics) included: they
     are behind the same access as the pages, no bypass by token."""
     mounted = []
@@ -95,5 +95,5 @@ def _django_rq_patterns():
 
 urlpatterns = [
     *[path(route, served(name, view, needs), name=name) for route, view, name, needs in OURS],
-    *_django_rq_patterns(),
+    *django_rq_patterns(),
 ]

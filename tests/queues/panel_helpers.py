@@ -1,4 +1,5 @@
-"""Helpers of the operator-surface tests: staff users with panel permissions, dead jobs in Redis."""
+"""Helpers of the operator-surface tests: staff users with panel permissions, dead and finished jobs
+and a registered worker in Redis."""
 import base64
 
 import pytest
@@ -6,7 +7,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 from rq.job import JobStatus
-from rq.registry import FailedJobRegistry
+from rq.registry import FailedJobRegistry, FinishedJobRegistry
 from rq.results import Result
 
 from queues import conf
@@ -57,6 +58,33 @@ def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=N
             attempts_made=1, attempts_allowed=1, reason="exhausted", dead_at=timezone.now(),
         )
     return job, dl
+
+
+def finished_job(name="default", func="tests.jobs.sample.add", args=(2, 3), return_value=5):
+    """A job in ``name``'s finished registry with its successful result, as a worker leaves it."""
+    queue = get_queue(name)
+    job = queue.create_job(func, args=list(args), meta={"queue": name})
+    job.origin = name
+    job._status = JobStatus.FINISHED
+    job.ended_at = timezone.now()
+    with queue.connection.pipeline() as pipe:
+        job.save(pipeline=pipe)
+        FinishedJobRegistry(queue=queue).add(job, ttl=-1, pipeline=pipe)
+        Result.create(job, Result.Type.SUCCESSFUL, ttl=600, return_value=return_value, pipeline=pipe)
+        pipe.execute()
+    return job
+
+
+def registered_worker(connection, name="panel-test-worker", queue="default"):
+    """The keys of an idle worker of ``queue`` as rq registers one; returns its key."""
+    from rq.worker import Worker
+
+    key = f"{Worker.redis_worker_namespace_prefix}{name}"
+    connection.hset(key, mapping={"birth": "2026-01-01T00:00:00Z", "last_heartbeat": "2026-01-01T00:00:00Z",
+                                  "queues": queue, "state": "idle"})
+    connection.sadd(Worker.redis_workers_keys, key)
+    connection.sadd(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:{queue}", key)
+    return key
 
 
 # Fixtures shared by the panel's and the dead-letter admin's tests (import them where used).
