@@ -30,8 +30,9 @@ JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 
 @never_cache
 def home(request):
-    """django-rq's dashboard (same statistics, its queue table), with pause state, job search and
-    the recent history; without django-rq's "Cron Schedulers" box (rq's cron, which we do not run)."""
+    """The panel's dashboard (queues/board.html): django-rq's statistics and counts per state (its
+    ``get_statistics`` keys, read by ``stats``), pause state, held jobs, job search and the recent
+    history; no "Cron Schedulers" box (rq's cron, which we do not run)."""
     # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats = statistics()
