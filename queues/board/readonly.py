@@ -2,10 +2,9 @@
 
 Why patched rather than replaced: django-rq's views are ~700 lines of pages and templates we want
 unchanged (STYLE: use the library that already does the job). What made them unsafe is a handful
-of names they import, so ``patches.install()`` (called by ``urls.py``, like ``bounded.install``) rebinds
-those names *in django-rq's view modules only* (``django_rq.views``, ``.utils``, ``.cron_views``,
-``.contrib.prometheus``; ``manage.py rqstats`` installs them too); rq itself, the workers and the
-schedulers are untouched.
+of names they import, so ``patches.install()`` (called by ``urls.py`` and ``manage.py rqstats``) rebinds
+those names *in django-rq's modules only* (the table ``patches.REBIND``); rq itself, the workers and
+the schedulers are untouched.
 
 What django-rq used, what it did on a GET, and what it is rebound to:
 
@@ -26,7 +25,7 @@ What django-rq used, what it did on a GET, and what it is rebound to:
 - ``get_scheduler_by_index``: rq-scheduler's ``get_jobs`` cancels ids whose hash is gone -> the
   scheduler with ``cancel`` a no-op.
 
-The dashboard (``views.home``) calls ``get_statistics(run_maintenance_tasks=False)``; django-rq's
+The dashboard (``views.home``) reads ``stats.statistics()``, which never runs maintenance; django-rq's
 ``metrics`` of the panel gets ``ReadOnlyQueue`` too (``django_rq.contrib.prometheus.get_queue``).
 Registry maintenance is the workers' job (rq's maintenance task), never a page's.
 ``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
