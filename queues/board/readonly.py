@@ -62,11 +62,15 @@ def wrong_type(key, exc, empty):
 
 
 def _entry_job_id(cls, entry):
-    entry = jobread.text(entry)
-    try:
-        return cls.parse_job_id(entry)
-    except ValueError:
-        return entry
+    """The job id of a registry entry as pages show it (``shown_id``): the started registry's entries
+    are ``<job id>:<execution id>``, the others' the job id itself (which may hold a ``:``)."""
+    if issubclass(cls, StartedJobRegistry):
+        entry = _raw(entry).split(b":", 1)[0]
+    return jobread.shown_id(entry)
+
+
+def _raw(entry):
+    return entry if isinstance(entry, bytes) else entry.encode("utf-8")
 
 
 def _read_only(cls):
@@ -97,7 +101,8 @@ def _read_only(cls):
         return [_entry_job_id(cls, e) for e in _entries(self, start, end, desc)]
 
     def get_job_and_execution_ids(self, start=0, end=-1, desc=False, cleanup=True):
-        return [tuple((jobread.text(e).split(":", 1) + [""])[:2]) for e in _entries(self, start, end, desc)]
+        pairs = [(_raw(e).split(b":", 1) + [b""])[:2] for e in _entries(self, start, end, desc)]
+        return [(jobread.shown_id(job_id), jobread.text(execution_id)) for job_id, execution_id in pairs]
 
     def get_scheduled_time(self, job_or_id):
         """rq's, for a ``CorruptJob`` too (by its id as Redis holds it)."""
@@ -136,7 +141,7 @@ class ReadOnlyQueue(OptimaQueue):
             return []
         end = offset + length - 1 if length >= 0 else length
         try:
-            return [jobread.text(i) for i in self.connection.lrange(self.key, offset, end)]
+            return [jobread.shown_id(i) for i in self.connection.lrange(self.key, offset, end)]
         except redis.ResponseError as exc:
             return wrong_type(self.key, exc, [])
 

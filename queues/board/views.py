@@ -23,6 +23,7 @@ from queues.exceptions import UnknownQueue
 from queues.board import bounded
 from queues.board import history as board_history
 from queues.failures.operations import find_job
+from queues.jobs import read as jobread
 from queues.board.stats import statistics
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
@@ -122,7 +123,9 @@ def find(request):
         result = find_job(job_id, connection=bounded.connection())
         index = get_queues_map()
         if result["origin"] in index:
-            result["url"] = reverse("django_rq:job_detail", args=[index[result["origin"]], job_id])
+            # As the job lists show it: an id rq rejects ("a/b") still fits one URL segment.
+            shown = jobread.shown_id(jobread.normal_id(job_id))
+            result["url"] = reverse("django_rq:job_detail", args=[index[result["origin"]], shown])
         result["places"] = [
             {"queue": q, "place": p, "queue_url": reverse("django_rq:queue_details", args=[index[q]])
              if q in index else ""} for q, p in result["locations"]

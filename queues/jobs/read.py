@@ -13,6 +13,9 @@ reconcile, the abandoned-job scan) reads through here instead:
 | no key                                            | ``None``                                       |
 | a key that is not a hash (``WRONGTYPE``)          | ``CorruptJob`` "key ... is not a hash"         |
 | a hash without ``data``                           | ``CorruptJob`` "no data field"                 |
+| a job id rq rejects (outside ``[A-Za-z0-9_-]``:   | ``CorruptJob`` "its id is not one rq accepts"  |
+| ``r2.dot.id``, ``../../x``, ``a:b``; rq's ``Job`` |                                                |
+| raises ``ValueError`` for it)                     |                                                |
 | a field (other than the binary ``data`` /         | ``CorruptJob`` "field 'x' is not UTF-8"        |
 | ``exc_info``) or the job id that is not UTF-8     |                                                |
 | ``data`` that is not a zlib/JSON job payload      | ``CorruptJob`` "data is not a JSON job payload"|
@@ -28,7 +31,7 @@ import codecs
 from dataclasses import dataclass, field
 
 import redis
-from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD
+from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
 
 from queues import keys, rqcompat
 
@@ -44,19 +47,27 @@ def text(value):
     return value
 
 
+def shown_id(job_id):
+    """A job id (bytes or str) as pages and URLs show it, reversibly (``raw_id``): bytes that are not
+    UTF-8 as ``\\xNN``, and ``\\`` and ``/`` too (``\\x5c``, ``\\x2f``), so that an id rq rejects
+    (``../../x``) still fits in one URL segment. An id rq accepts is shown as it is."""
+    raw = job_id if isinstance(job_id, bytes) else job_id.encode("utf-8")
+    return raw.replace(b"\\", b"\\x5c").replace(b"/", b"\\x2f").decode("utf-8", "backslashreplace")
+
+
 def raw_id(job_id):
-    """The id as Redis holds it: ``text()`` of a non-UTF-8 id turned back into its bytes (so the
-    operator can delete what a list shows), else ``job_id`` itself."""
+    """The id as Redis holds it, from ``shown_id`` (or ``text``) of it: str when it is UTF-8, else
+    bytes (so the operator can delete what a list shows); an id without ``\\x`` is itself."""
     if isinstance(job_id, bytes) or "\\x" not in job_id:
         return job_id
     try:
         raw = codecs.escape_decode(job_id.encode("utf-8"))[0]
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
     except ValueError:
         return job_id
-    return job_id
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
 
 
 def job_key(job_id):
@@ -80,10 +91,10 @@ class CorruptJob:
     """What a page shows instead of a job it cannot read. Attributes named like rq's Job's, so
     django-rq's templates render it (its ``func_name`` says "corrupt: <why>")."""
 
-    id: str  # printable (``text``); ``raw_id`` gives what Redis holds
+    id: str  # printable, fits a URL (``shown_id``); ``raw_id`` gives what Redis holds
     why: str
     fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as HGETALL gave them
-    kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8), "content" (unreadable)
+    kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8, or rq rejects it), "content"
     is_corrupt = True
     origin = ""
     description = None
@@ -109,6 +120,16 @@ class CorruptJob:
 
     def __str__(self):
         return f"corrupt job {self.id}: {self.why}"
+
+
+def why_id(job_id):
+    """Why rq cannot build a job of ``job_id`` (a str), or None: rq's ``Job`` raises ``ValueError``
+    for an id outside ``[A-Za-z0-9_-]`` (``r2.dot.id``, ``../../x``, ``a:b``, a newline)."""
+    try:
+        validate_job_id(job_id)
+    except (TypeError, ValueError):
+        return "its id is not one rq accepts (letters, digits, '_' and '-' only)"
+    return None
 
 
 def _why_fields(raw):
@@ -143,7 +164,7 @@ def load(job_id, raw, connection, check_origin=True):
     """One job from its HGETALL reply ``raw`` (a dict, or the exception a pipeline returned)."""
     from queues.catalog.lookup import OptimaJob
 
-    shown = text(job_id)
+    shown = shown_id(job_id)
     if isinstance(raw, redis.ResponseError):
         return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)", kind="wrong_type")
     if isinstance(raw, Exception):
@@ -152,6 +173,9 @@ def load(job_id, raw, connection, check_origin=True):
         return None
     if isinstance(job_id, bytes):
         return CorruptJob(shown, "its id is not UTF-8", list(raw.items()), kind="id")
+    why = why_id(job_id)
+    if why is not None:
+        return CorruptJob(shown, why, list(raw.items()), kind="id")
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
     why = _why_fields(raw)
