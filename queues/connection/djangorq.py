@@ -9,8 +9,8 @@ settings.py imports ``RQQueuesSetting`` (as ``queues.connection.RQQueuesSetting`
 set up: this module imports neither rq nor the app registry.
 """
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
+import redis
 from django.conf import settings
 
 from queues import conf
@@ -27,24 +27,30 @@ def django_rq_config():
     not for 'URL' configs. With Sentinel, django-rq's SENTINELS form, with the same options.
     """
     sentinel = failover.sentinel_config("queues")
+    url = queues_url()
     if sentinel is not None:
-        return django_rq_sentinel_config(queues_url(), sentinel, client_kwargs())
-    parts = urlsplit(queues_url())
-    db = parts.path.lstrip("/") or "0"
+        return django_rq_sentinel_config(url, sentinel, client_kwargs())
+    # Read as redis-py reads it (as every other client is built from it): the user and password from the
+    # authority or from ``?username=`` / ``?password=``, the db from the path or ``?db=``.
+    try:
+        parsed = redis.connection.parse_url(url)
+    except ValueError:  # not a redis:// URL: make_client refuses it, with redis-py's message
+        parsed = {}
+    tls = url.startswith("rediss://")
     cfg = {
-        "HOST": parts.hostname or "127.0.0.1",
-        "PORT": parts.port or 6379,
-        "DB": int(db) if db.isdigit() else 0,
-        "USERNAME": parts.username or None,
-        "PASSWORD": parts.password,
-        "SSL": parts.scheme == "rediss",
+        "HOST": parsed.get("host") or "127.0.0.1",
+        "PORT": parsed.get("port") or 6379,
+        "DB": parsed.get("db", 0),
+        "USERNAME": parsed.get("username"),
+        "PASSWORD": parsed.get("password"),
+        "SSL": tls,
         "REDIS_CLIENT_KWARGS": client_kwargs(),
     }
-    if parts.scheme == "rediss":
+    if tls:
         # The URL's ssl_* query options (?ssl_ca_certs=/etc/optima/redis-ca.pem) reach workers too.
-        tls = {k: v for k, v in master_kwargs(queues_url()).items() if k.startswith("ssl_")}
-        cfg["SSL_CERT_REQS"] = tls.pop("ssl_cert_reqs", "required")
-        cfg["REDIS_CLIENT_KWARGS"].update(tls)
+        tls_options = {k: v for k, v in master_kwargs(url).items() if k.startswith("ssl_")}
+        cfg["SSL_CERT_REQS"] = tls_options.pop("ssl_cert_reqs", "required")
+        cfg["REDIS_CLIENT_KWARGS"].update(tls_options)
     return cfg
 
 

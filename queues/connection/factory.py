@@ -22,7 +22,7 @@ a client to the same server as another, with a pool of its own; ``restrict`` bou
 else built before it connects. A client built here shows ``mask_url(url)`` in its repr, never the
 password; redis-py's own errors name the host and port only.
 """
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -32,19 +32,27 @@ from queues.connection.sentinel import sentinel_client
 
 
 def mask_url(url):
-    """The URL with any password replaced by ``***`` (user names stay: they help debugging)."""
+    """The URL with every password replaced by ``***``: the authority's and any query parameter named
+    like one (``?password=``, ``?ssl_password=``: redis-py reads both). User names stay: they help
+    debugging."""
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "<unparseable Redis URL>"
-    if parts.password is None:
+    netloc = parts.netloc
+    if password is not None:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+    query = "&".join(_masked_param(param) for param in parts.query.split("&")) if parts.query else ""
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _masked_param(param):
+    name, sep, _value = param.partition("=")
+    return f"{name}=***" if sep and "password" in unquote(name).lower() else param
 
 
 class _MaskedRedis(redis.Redis):

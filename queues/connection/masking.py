@@ -1,7 +1,7 @@
 """Error pages without secrets: ``MaskingExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``).
 
 Settings name it as ``queues.connection.MaskingExceptionReporterFilter``. ``mask_urls_in`` masks the
-password of every URL inside a text; a single Redis URL is masked by
+password of every URL inside a text (in the authority or the query); a single Redis URL is masked by
 ``queues.connection.factory.mask_url``.
 """
 import re
@@ -13,12 +13,14 @@ from django.views.debug import SafeExceptionReporterFilter
 # scheme://user:password@ anywhere in a string: the password part (up to the last @ of the authority,
 # as an unencoded @ in a password would leave it) is replaced.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)[^\s/]+@")
+# ...and a query parameter named like a password (redis-py reads ``?password=`` and ``?ssl_password=``).
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&][^\s=&#?]*password=)[^\s&#]*", re.IGNORECASE)
 _MAX_DEPTH = 8  # containers nested deeper than this are not shown at all on an error page
 
 
 def mask_urls_in(text):
     """``text`` with the password of every URL in it replaced by ``***``."""
-    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+    return _QUERY_PASSWORD.sub(r"\g<head>***", _URL_PASSWORD.sub(r"\g<head>***@", text))
 
 
 class MaskingExceptionReporterFilter(SafeExceptionReporterFilter):
