@@ -11,7 +11,9 @@ Decided per request, reading settings at that moment (so ``override_settings`` w
   staff user without the permission gets 403.
 
 Any request but a GET or HEAD needs "may act", on every panel view whatever it does (``guard``);
-changes are POST only (Django's CSRF protection applies to every panel form).
+changes are POST only (Django's CSRF protection applies to every panel form). A panel view never
+redirects off this site: ``guard`` drops a foreign ``Referer`` / ``next_url`` before the view reads
+it and sends any other off-site redirect to the panel's home.
 When only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set, basic auth stays off and the
 system check ``queues.W020`` plus a start-up log line say so. The panel is never open in stage/prod.
 
@@ -38,8 +40,10 @@ import redis
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import redirect_to_login
+from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from queues.board import throttle
 from queues.conf import Problem
@@ -247,6 +251,34 @@ def unavailable(request, exc):
 SAFE_METHODS = ("GET", "HEAD")
 
 
+def same_site(request, url):
+    """Whether the redirect target ``url`` stays on this site: a path, or an http(s) URL of this host."""
+    return url.startswith(("/", "http://", "https://")) and url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure())
+
+
+def _drop_foreign_targets(request):
+    """django-rq redirects to the ``Referer`` (confirm_action) and to a posted ``next_url`` (actions),
+    unchecked: a foreign one is dropped before the view reads it, so django-rq's own fallback (the
+    queue's page) applies."""
+    if not same_site(request, request.META.get("HTTP_REFERER", "/")):
+        del request.META["HTTP_REFERER"]
+    if request.method == "POST" and not same_site(request, request.POST.get("next_url", "/")):
+        request.POST = request.POST.copy()
+        del request.POST["next_url"]
+
+
+def _on_site(request, response):
+    """``response``, unless it redirects off this site (whatever view and parameter it took the target
+    from): then a redirect to the panel's home."""
+    location = response.get("Location", "") if 300 <= response.status_code < 400 else ""
+    if not location or same_site(request, location):
+        return response
+    logger.warning("queue panel: %s redirected to %s, off this site: sent to the panel's home instead",
+                   request.path, location)
+    return HttpResponseRedirect(reverse("django_rq:home"))
+
+
 def needs_act(request, act):
     """Whether this request needs the act permission: the view's own ``act`` (its GET is a change's
     confirmation page), or any method but GET/HEAD, whatever the view: deny by default."""
@@ -275,9 +307,10 @@ def guard(view=None, *, act=False, long_running=False):
         if needs_act(request, act) and not access.can_act:
             return render(request, "queues/denied.html", {"reason": "act"}, status=403)
         options = {"deadline": None, "timeout": bounded.long_running_timeout()} if long_running else {}
+        _drop_foreign_targets(request)
         try:
             with bounded.request_scope(**options):
-                return view(request, *args, **kwargs)
+                return _on_site(request, view(request, *args, **kwargs))
         except (redis.RedisError, QueueUnavailable) as exc:
             return unavailable(request, exc)
 
