@@ -13,13 +13,16 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils import timezone
 from rq.exceptions import DuplicateJobError
+from rq.job import validate_job_id
 
-from queues.producer import limits
-
+from queues import keys
+from queues.catalog.lookup import get_queue
 from queues.connection import replication
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob
-from queues.catalog.lookup import get_queue
+from queues.jobs import read as jobread
+from queues.logsafe import escape
+from queues.producer import limits
 
 logger = logging.getLogger("queues.enqueueing")  # the name enqueue logs always had (log filters rely on it)
 
@@ -87,17 +90,35 @@ def _forget_queues(**kwargs):
 
 
 def waiting_unique(queue, lock_key):
-    """The still-waiting Job holding ``lock_key``, or None."""
+    """The still-waiting Job holding ``lock_key``, or None (also when the key holds something that is
+    not a readable job: the write replaces it, ``_write_unique``)."""
     try:
-        current = _to_str(queue.connection.get(lock_key))
-        if current is None:
-            return None
-        job = queue.fetch_job(current)
+        holder, waiting, _why = _unique_holder(queue.connection, lock_key)
+        job = jobread.fetch(holder, queue.connection) if waiting else None
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
-    if job is not None and job.get_status(refresh=False) in UNIQUE_WAITING:
-        return job
-    return None
+    return None if job is None or jobread.is_corrupt(job) else job
+
+
+def _unique_holder(connection, lock_key):
+    """``(holder, waiting, why)`` of ``lock_key``: the job id it holds (None: no key), whether that
+    job is still waiting (``UNIQUE_WAITING``), and why the holder is no job at all (None: it is one).
+
+    Anyone who can write to Redis can plant the key: an id rq rejects, bytes that are not UTF-8 or
+    a job key that is no hash are no waiting job, never an exception."""
+    raw = connection.get(lock_key)
+    if raw is None:
+        return None, False, None
+    try:
+        holder = raw.decode() if isinstance(raw, bytes) else raw
+        validate_job_id(holder)
+    except (UnicodeDecodeError, ValueError):
+        return raw, False, "an id rq rejects (letters, digits, '_' and '-' only)"
+    try:
+        status = connection.hget(keys.job_key(holder), "status")
+    except redis.ResponseError:
+        return holder, False, "an id whose job key is not a hash"
+    return holder, (status or b"").decode("utf-8", "replace") in UNIQUE_WAITING, None
 
 
 def _write_unique(queue, job, when, lock_key, explicit_id):
@@ -107,7 +128,8 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
 
     A job with a limit key goes through its limit in the same MULTI (``limits.enqueue_into``: rq's
     pipelined path, whose promotion Lua runs inside the transaction), so the uniqueness check, the
-    hold and the push are one atomic step; a delayed one goes through it when due (rq's scheduler)."""
+    hold and the push are one atomic step; a delayed one goes through it when due (rq's scheduler).
+    A key holding no job (``_unique_holder``) is reported here, where it is replaced: once."""
     ttl = UNIQUE_TTL
     if when is not None:
         ttl += max(0, int((when - timezone.now()).total_seconds()))
@@ -116,12 +138,10 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
         while True:
             try:
                 pipe.watch(*watched)
-                current = _to_str(pipe.get(lock_key)) if lock_key else None
-                if current and current != job.id:
-                    status = _to_str(pipe.hget(queue.job_class.key_for(current), "status"))
-                    if status in UNIQUE_WAITING:
-                        pipe.unwatch()
-                        return current
+                holder, waiting, why = _unique_holder(pipe, lock_key) if lock_key else (None, False, None)
+                if waiting and holder != job.id:
+                    pipe.unwatch()
+                    return holder
                 if explicit_id and pipe.exists(job.key):
                     pipe.unwatch()
                     raise DuplicateJobError(job.id)
@@ -135,12 +155,10 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
                 else:
                     queue.enqueue_job(job, pipeline=pipe)
                 pipe.execute()
+                if why is not None:
+                    logger.error("unique key %s held %r, %s: treated as no waiting job, replaced by job %s",
+                                 escape(lock_key), holder, why, job.id)
                 return None
             except redis.WatchError:
                 continue
 
-
-def _to_str(value):
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else value
