@@ -6,7 +6,9 @@ changes, and the marketplace sees the key prefixed with the owner (``owner-7.pro
 The queue runs it with ``attempts=1`` (a price applied twice is harmful, so nothing retries it
 blindly; an operator retries a dead letter after looking). The key is what makes even that safe:
 
-1. ``PriceChange`` is created for (owner, key) (unique) or found; a key already ``applied`` -> no-op.
+1. ``PriceChange`` is created for (owner, key) (unique) or found (``PriceChange.claim``: the API
+   creates it when the change is asked, and answers 409 to the same key with other arguments);
+   a key asked with other arguments fails for good; a key already ``applied`` -> no-op.
 2. The marketplace call carries the key as ``Idempotency-Key``, so a change that reached the
    marketplace before a crash is not applied twice there either.
 3. ``pending`` -> ``applied`` is one conditional UPDATE: of two concurrent jobs with one key, only
@@ -23,7 +25,7 @@ from rq import get_current_job
 import queues
 from features.marketplace.client import MarketplaceClient
 
-from .models import PriceChange, Product
+from .models import KeyConflict, PriceChange, Product
 
 
 @queues.job
@@ -34,15 +36,10 @@ def apply_price(product_id, price, idempotency_key, owner_id=None):
     """
     price = Decimal(price)
     job = get_current_job()
-    change, _created = PriceChange.objects.get_or_create(
-        owner_id=owner_id, idempotency_key=idempotency_key,
-        defaults={"product_id": product_id, "price": price, "job_id": job.id if job else ""},
-    )
-    if change.product_id != product_id or change.price != price:
-        raise queues.PermanentError(
-            f"idempotency_key {idempotency_key!r} was already used for product {change.product_id} at "
-            f"{change.price}; this job asks product {product_id} at {price}. Use a new key for a new change."
-        )
+    try:
+        change, _created = PriceChange.claim(owner_id, idempotency_key, product_id, price, job.id if job else "")
+    except KeyConflict as exc:
+        raise queues.PermanentError(str(exc)) from None
     if change.status == PriceChange.Status.APPLIED:
         return {"applied": False, "reason": "already applied", "product_id": product_id, "price": str(price)}
 

@@ -1,5 +1,11 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
+
+
+class KeyConflict(Exception):
+    """An idempotency key asked again with other arguments than it was first asked with."""
 
 
 class Product(models.Model):
@@ -46,3 +52,21 @@ class PriceChange(models.Model):
 
     def __str__(self):
         return f"{self.idempotency_key}: product {self.product_id} -> {self.price} ({self.status})"
+
+    @classmethod
+    def claim(cls, owner_id, idempotency_key, product_id, price, job_id=""):
+        """``(change, created)``: the row of ``owner_id``'s ``idempotency_key``, created for
+        ``product_id`` at ``price`` when the key is new. The one rule of a key, for the API (409,
+        whether the first change is queued, running or done) and for the job (a permanent failure):
+        a key asked again with another product or price raises ``KeyConflict``."""
+        price = Decimal(price)
+        change, created = cls.objects.get_or_create(
+            owner_id=owner_id, idempotency_key=idempotency_key,
+            defaults={"product_id": product_id, "price": price, "job_id": job_id},
+        )
+        if change.product_id != product_id or change.price != price:
+            raise KeyConflict(
+                f"idempotency_key {idempotency_key!r} was already used for product {change.product_id} at "
+                f"{change.price}; this asks product {product_id} at {price}: the arguments differ. Use a new key "
+                "for a new change.")
+        return change, created

@@ -1,8 +1,12 @@
-from rest_framework import serializers
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
 
 from features.api import EnqueueView, MoneyField, StrictIntegerField, StrictRegexField, enqueue_schema
 
 from .jobs import apply_price
+from .models import KeyConflict, PriceChange
 
 QUEUE = "repricer"
 
@@ -17,21 +21,45 @@ class RepriceRequest(serializers.Serializer):
     )
 
 
+class KeyConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    idempotency_key = serializers.CharField(help_text="the key, already used for another product or price")
+
+
+class IdempotencyKeyConflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "idempotency_key_conflict"
+
+
 class RepricerView(EnqueueView):
     """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key."""
 
     serializer_class = RepriceRequest
 
-    @enqueue_schema(RepriceRequest, "Set a product's price (once per idempotency key)")
+    @enqueue_schema(RepriceRequest, "Set a product's price (once per idempotency key)", {
+        409: OpenApiResponse(KeyConflictSerializer, description="The idempotency key was already used with another "
+                             "product or price (whether that change is queued, running or done); nothing enqueued."),
+    })
     def post(self, request):
         return super().post(request)
 
     def enqueue(self, data):
         key = data["idempotency_key"]
         product_id = self.product(data["product_id"]).product_id  # 404 unless the caller's
-        job = self.enqueue_job(
-            QUEUE, apply_price, product_id, str(data["price"]), key, self.owner.user.pk,
-            attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
-            unique=f"price-{key}",  # the same owner's key asked again while waiting returns the same job
-        )
+        owner_id = self.owner.user.pk
+        # The key's row is claimed with the enqueue (one transaction: a 503 claims nothing), so the same key
+        # with other arguments gets the same 409 while the first job is queued, running, or done.
+        with transaction.atomic():
+            try:
+                change, created = PriceChange.claim(owner_id, key, product_id, data["price"])
+            except KeyConflict as exc:
+                raise IdempotencyKeyConflict({"detail": str(exc), "idempotency_key": key}) from None
+            job = self.enqueue_job(
+                QUEUE, apply_price, product_id, str(data["price"]), key, owner_id,
+                attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
+                unique=f"price-{key}",  # the same owner's key asked again while waiting returns the same job
+            )
+            if created:
+                change.job_id = job.id
+                change.save(update_fields=["job_id"])
         return job, QUEUE

@@ -233,7 +233,7 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
     assert sorted(schema["paths"]) == ["/features/content/", "/features/orders/sync/", "/features/repricer/",
                                        "/jobs/{job_id}/"]
     assert sorted(schema["paths"]["/features/repricer/"]["post"]["responses"]) == [
-        "202", "400", "401", "403", "404", "413", "415", "503"]
+        "202", "400", "401", "403", "404", "409", "413", "415", "503"]  # 409: an idempotency key reused
 
 
 def test_without_an_optima_env_setting_the_api_is_not_in_dev_mode(settings):

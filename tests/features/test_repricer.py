@@ -1,6 +1,8 @@
 """Repricer end to end: attempts=1 and an idempotency key, through the view and a real worker."""
 import pytest
 
+import queues
+
 from features.repricer.models import PriceChange, Product
 from tests.features.helpers import dead_letter, wait_job
 
@@ -40,11 +42,11 @@ def test_a_new_key_applies_a_new_price(api, marketplace, feature_worker):
 def test_a_reused_key_for_another_price_is_refused_for_good(api, marketplace, feature_worker):
     worker = feature_worker("repricer")
     wait_job(api, reprice(api, 33, "10.00", "k-33"), worker=worker)
-    job_id = reprice(api, 33, "99.00", "k-33")
-    status = wait_job(api, job_id, worker=worker)
-    assert status["state"] == "failed"
-    assert "already used for product 33 at 10.00" in status["error"]
-    assert dead_letter(job_id).reason == "permanent"
+    response = api.post("/features/repricer/", {"product_id": 33, "price": "99.00", "idempotency_key": "k-33"},
+                        format="json")
+    assert response.status_code == 409  # refused at once now, not by a job that fails (issue 19)
+    assert "already used for product 33 at 10.00" in response.json()["detail"]
+    assert queues.get_queue("repricer").count == 0
     assert str(Product.objects.get(product_id=33).price) == "10.00"
 
 
