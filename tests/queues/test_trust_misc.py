@@ -95,6 +95,28 @@ def test_every_client_the_app_builds_authenticates_with_a_password_given_in_the_
 
 
 @pytest.mark.parametrize("form", sorted(QUERY_URLS))
+def test_djangos_cache_authenticates_with_a_password_given_in_the_query(form, settings):
+    from django.core.cache import caches
+
+    settings.CACHES = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": QUERY_URLS[form]()}}
+    cache = caches["default"]
+    assert _whoami(cache._cache.get_client(write=True)) == ACL_USER
+    cache.set("query-password", "ok")  # under KEY_PREFIX, the prefix the ACL user may write
+    assert cache.get("query-password") == "ok"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_process_runs_jobs_with_a_password_given_in_the_query_and_never_logs_it(start_worker):
+    job = queues.enqueue("default", sample.add, 2, 3)
+    worker = start_worker("default", "--burst", env={"REDIS_URL": QUERY_URLS["password in the query"]()})
+    assert worker.wait(60) == 0, worker.output()
+    job.refresh()
+    assert (job.get_status(), job.return_value()) == ("finished", 5)
+    assert SECRET not in worker.output()
+
+
+@pytest.mark.parametrize("form", sorted(QUERY_URLS))
 def test_sentinel_clients_and_django_rq_take_the_credentials_from_the_query(form):
     from django.conf import settings
 
