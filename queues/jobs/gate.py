@@ -9,8 +9,9 @@ reason          the job
 ==============  ======================================================================
 ``corrupt``     cannot be read as a JSON job: garbage or missing ``data``, meta or fields
                 that are not JSON / not UTF-8, a wrong-typed key, an ``origin`` that is
-                not the queue it was popped from. Its raw hash is kept, base64-encoded,
-                in the dead letter's ``raw_hash`` (``deadletter.bury_corrupt``).
+                not the queue it was popped from, a ``signature`` that is not ASCII; or
+                ``vet`` itself raised on it (``Intake.fetch``). Its raw hash is kept,
+                base64-encoded, in the dead letter's ``raw_hash`` (``deadletter.bury_corrupt``).
 ``not_a_job``   names a function, an instance method or a success/failure/stopped
                 callback that is not a declared job (queues/catalog/jobs.py). Nothing is
                 imported.
@@ -63,6 +64,8 @@ def vet(job, queue_name):
         return Refusal(CORRUPT, "has a meta that is not a JSON object")  # rq keeps such bytes aside
     if job.origin != queue_name:
         return Refusal(CORRUPT, f"names origin {job.origin!r} but was popped from queue {queue_name!r}")
+    if not str(getattr(job, "signature", "") or "").isascii():
+        return Refusal(CORRUPT, "has a signature field that is not ASCII (a signature is 64 hex digits)")
     if instance is not None:
         return Refusal(NOT_A_JOB, f"names a method {func_name!r} of an instance; only declared functions run")
     if not catalog.is_declared(func_name):

@@ -100,8 +100,8 @@ def sign(job):
 def verify(job):
     """True when the job carries a signature of any current key over what it will run."""
     signature = getattr(job, "signature", "")
-    if not signature or not isinstance(signature, str):
-        return False
+    if not signature or not isinstance(signature, str) or not signature.isascii():
+        return False  # hmac.compare_digest raises TypeError on a str that is not ASCII
     message = _message(job.id, job.data, callbacks_of(job))
     return any(hmac.compare_digest(_mac(key, message), signature) for key in keys())
 

@@ -5,7 +5,7 @@ fresh job (``run_schedule``).
 import datetime as dt
 import logging
 
-from queues import keys, rqcompat
+from queues import keys, quarantine, rqcompat
 from queues.jobs import meta as jobmeta
 from queues.periodic.declare import declared_schedules
 from queues.periodic.plan import ON_TIME_SECONDS, paused_ids, plan_runs
@@ -50,7 +50,17 @@ class PeriodicScheduler(PrefixedScheduler):
     job put there with rq-scheduler's own API, which this project does not use) is removed with an
     ERROR naming it: nothing of it is read, let alone run."""
 
+    def expected_keys(self):
+        """{key: type} of what a poll reads and writes (``queues.quarantine``)."""
+        return {self.scheduled_jobs_key: "zset", keys.schedules_paused_key(): "set"}
+
     def enqueue_jobs(self):
+        """One poll inside the quarantine boundary: a key of the wrong type is renamed aside and the poll
+        runs once more; what still fails is reported once and skipped, and the next poll tries again."""
+        return quarantine.contain(self.connection, self.expected_keys, self._enqueue_due, who="rq-scheduler",
+                                  what="enqueue the due periodic jobs", log=self.log)
+
+    def _enqueue_due(self):
         now = dt.datetime.now(dt.timezone.utc)
         declared = {s.template_id: s for s in declared_schedules()}
         due = self.connection.zrangebyscore(self.scheduled_jobs_key, 0, now.timestamp(), withscores=True)

@@ -29,7 +29,7 @@ from rq.scheduler import RQScheduler
 from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
 from rq.utils import now, utcformat
 
-from queues import rqcompat
+from queues import quarantine, rqcompat
 from queues.worker.liveness import die_with_parent
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
 
@@ -85,8 +85,23 @@ class ResilientRQScheduler(RQScheduler):
             self.log.warning("Scheduler locks for %s were taken over by another scheduler", ", ".join(sorted(lost)))
             rqcompat.set_scheduler_locks(self, rqcompat.scheduler_locks(self) - lost)
 
+    def expected_keys(self):
+        """{key: type} of what moving due jobs touches (``queues.quarantine``): the scheduled registries,
+        the first due jobs' hashes, the queues, the locks and this scheduler's hash."""
+        names = rqcompat.scheduler_queue_names(self)
+        expected = quarantine.scheduler(self.connection, names, self.key)
+        expected.update({self.get_locking_key(name): "string" for name in names})
+        return expected
+
+    def guarded(self, call, what):
+        """``call()`` inside the quarantine boundary: a key of the wrong type is renamed aside and ``call()``
+        runs once more; any other entry it cannot read is reported once and skipped (None)."""
+        return quarantine.contain(self.connection, self.expected_keys, call, who=f"RQ scheduler {self.name}",
+                                  what=what, log=self.log)
+
     def work(self):
-        """RQ's scheduler loop (in the forked child), waiting out Redis errors instead of dying."""
+        """RQ's scheduler loop (in the forked child), waiting out Redis errors instead of dying, and
+        setting aside what it cannot read (``queues.quarantine``)."""
         die_with_parent(self.parent_pid)
         rqcompat.install_scheduler_signal_handlers(self)
         outage = OutageLog(self.log, f"RQ scheduler {self.name}")
@@ -106,6 +121,10 @@ class ResilientRQScheduler(RQScheduler):
                 rqcompat.forget_scheduled_registries(self)
                 sleep(backoff.next(), lambda: rqcompat.scheduler_stop_requested(self))
                 continue
+            except Exception as exc:  # noqa: BLE001 — an entry it cannot read: set aside or reported, never its end
+                quarantine.settle(self.connection, self.expected_keys, exc, who=f"RQ scheduler {self.name}",
+                                  what="move due jobs to their queues", log=self.log)
+                rqcompat.forget_scheduled_registries(self)
             outage.ok()
             backoff.reset()
             if os.getppid() != self.parent_pid:
@@ -139,12 +158,12 @@ class SchedulerKeeper:
     def start(self):
         """Take the locks that are free; in burst mode move due jobs once, else start the process."""
         scheduler = self.scheduler
-        scheduler.acquire_locks()
+        scheduler.guarded(scheduler.acquire_locks, "take its locks")
         if scheduler.acquired_locks:
             if self.burst:
                 try:
                     scheduler.register_birth()
-                    scheduler.enqueue_scheduled_jobs()
+                    scheduler.guarded(scheduler.enqueue_scheduled_jobs, "move due jobs to their queues")
                 finally:
                     scheduler.release_locks()
                     scheduler.register_death()
@@ -161,8 +180,8 @@ class SchedulerKeeper:
         process = rqcompat.scheduler_process(self.scheduler)
         if process is not None and process.is_alive():
             return
-        try:
-            self.scheduler.acquire_locks(auto_start=True)  # starts a scheduler process if a lock was free
+        try:  # starts a scheduler process if a lock was free
+            self.scheduler.guarded(lambda: self.scheduler.acquire_locks(auto_start=True), "take its locks")
         except REDIS_ERRORS as exc:
             self.worker.outage.failed(exc, "check the scheduler lock")
 
@@ -200,6 +219,12 @@ def run_rq_scheduler(scheduler, *, retry_max=5.0, burst=False, log=logger):
             return
         except REDIS_ERRORS as exc:
             outage.failed(exc, "run the periodic-job scheduler")
+        except Exception as exc:  # noqa: BLE001 — an entry it cannot read: reported once, then run again
+            quarantine.settle(scheduler.connection, scheduler.expected_keys, exc, who="rq-scheduler",
+                              what="run the periodic-job scheduler", log=log)
+            if burst:
+                return
+            sleep(rqcompat.periodic_interval(scheduler))
         if time.monotonic() - started > 60:
             backoff.reset()  # a new outage, not the same one
         # rq-scheduler's handlers talk to Redis: while it is away, a stop must just stop.

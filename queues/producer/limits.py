@@ -119,13 +119,24 @@ def requeue_into(queue, job, pipeline):
 def release(job):
     """Free ``job``'s slot and promote the next held jobs of its key, unless Redis says the job is
     queued or started (it still needs the slot). For a job that ended outside rq's worker (the
-    abandoned-job scan's dead letter, a cancel). Returns the promoted job ids."""
+    abandoned-job scan's dead letter, a cancel, the gate's refusal). Returns the promoted job ids.
+
+    Never raises for what is in Redis: a key of the limit of another type than rq's (WRONGTYPE) is
+    renamed aside (``queues.quarantine``), and a limit that still cannot be read (a concurrency that
+    is no number) is reported once and skipped, its slot left to rq's maintenance."""
     if not is_limited(job):
         return []
-    status = as_text(job.connection.hget(job.key, "status") or b"")
-    if status in HOLDS_SLOT:
-        return []
-    return registry(job).release_and_enqueue(job.id)
+
+    def release_now():
+        status = as_text(job.connection.hget(job.key, "status") or b"")
+        if status in HOLDS_SLOT:
+            return []
+        return registry(job).release_and_enqueue(job.id)
+
+    from queues import quarantine
+
+    return quarantine.contain(job.connection, lambda: quarantine.limit(job.rate_limit_key), release_now,
+                              who=f"Limit key {job.rate_limit_key}", what="release a job's slot") or []
 
 
 # -- reading (panel, API, metrics): no writes ------------------------------------------------------
@@ -154,9 +165,10 @@ def hold_of(job, connection=None):
         pipe.zcard(reg.allowed_key)
         pipe.zcard(reg.rate_limited_key)
         pipe.zrank(reg.rate_limited_key, job.id)
-        in_use, held, rank = pipe.execute()
-    return Hold(key=split(job.rate_limit_key)[1], concurrency=int(job.rate_limit_concurrency), in_use=int(in_use),
-                held=int(held), ahead=None if rank is None else int(rank))
+        # a key of the wrong type (planted) reads as empty: a page never fails on it
+        in_use, held, rank = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
+    return Hold(key=split(job.rate_limit_key)[1], concurrency=int(job.rate_limit_concurrency), in_use=int(in_use or 0),
+                held=int(held or 0), ahead=None if rank is None else int(rank))
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from rq.job import JobStatus
 from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
-from queues import keys
+from queues import keys, quarantine
 from queues.connection.outage import REDIS_ERRORS
 from queues.jobs import meta as jobmeta
 from queues.producer import limits
@@ -115,7 +115,11 @@ class Scan:
         for name in self.queue_names:
             started_ids = self.skipping_wrong_types(self.started, name, default=set())
             self.skipping_wrong_types(self.intermediate, name, started_ids)
-        self.dead_workers()
+        try:
+            self.dead_workers()
+        except redis.ResponseError as exc:  # rq's worker registry of another type (planted): set aside
+            quarantine.settle(self.connection, lambda: {REDIS_WORKER_KEYS: "set"}, exc, who="Abandoned-job scan",
+                              what="find dead workers", log=self.log)
         return self.counts
 
     def skipping_wrong_types(self, step, name, *args, default=None):

@@ -10,6 +10,7 @@ worker too (``handle_job_failure`` also runs in the worker when it settles a kil
 
 ==============================================  ================================================
 stop, grace, cold stop                          ``stop.py``: ``StopState``, ``first_signal``
+registration; keys of the wrong type in rq's    ``quarantine.py`` (``registration``, ``maintenance``)
 dequeue, pause, the trust gate                  ``intake.py``: ``Intake`` (``dequeue.py``, ``gate``)
 an attempt's start, success; through outages    ``attempt.py``; ``horse.py``: ``record_for``
 one job in a forking worker / a fork-free one   ``settle.py``: ``watch``; ``inprocess.py``
@@ -34,7 +35,7 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus
 
-from queues import rqcompat
+from queues import quarantine, rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue, queue_names
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.failures.handler import FailureHandler
@@ -108,6 +109,16 @@ class WorkerBehaviour(BaseWorker):
         super().bootstrap(*args, **kwargs)
         self.connection.hset(self.key, LIVENESS_MARK, int(self.resilience.liveness_ttl))
         self.lifeline.start()
+
+    def register_birth(self):  # worker
+        """rq's, with a key of the wrong type among its keys (a planted ``<p>:workers`` string) renamed
+        aside; the hash the failed MULTI wrote would read as another live worker of this name: deleted."""
+        quarantine.retry_once(self.connection, lambda: quarantine.registration(self), super().register_birth,
+                              who=f"Worker {self.name}", log=self.log, again=lambda: self.connection.delete(self.key))
+
+    def register_death(self):  # worker
+        quarantine.retry_once(self.connection, lambda: quarantine.registration(self), super().register_death,
+                              who=f"Worker {self.name}", log=self.log)
 
     def teardown(self):  # both (rq's horse tears down too: then rq's only)
         if self.is_horse:

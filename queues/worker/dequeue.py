@@ -30,7 +30,7 @@ import time
 import redis
 from rq.utils import as_text
 
-from queues import keys
+from queues import keys, quarantine
 from queues.worker.abandoned import give_back
 
 POP_LUA = """
@@ -141,18 +141,11 @@ class Dequeuer:
     def _set_aside(self, queues):
         """A queue's list, its intermediate list or the paused set holds another type of key
         (written by something else): renamed to ``<key>.corrupt-<unix time>``, kept for
-        investigation, with an ERROR naming it; the next pop goes on with the rest."""
-        expected = {keys.paused_key(): b"set"}
+        investigation, with an ERROR naming it (``queues.quarantine``); the next pop goes on with the rest."""
+        expected = {keys.paused_key(): "set"}
         for queue in queues:
-            expected[queue.key] = expected[keys.intermediate_key(queue.key)] = b"list"
-        for key, kind in expected.items():
-            found = self.connection.type(key)
-            found = found if isinstance(found, bytes) else str(found).encode()
-            if found not in (kind, b"none"):
-                aside = f"{key}.corrupt-{int(time.time())}"
-                self.connection.rename(key, aside)
-                self.log.error("%s: %s is a %s, not a %s: renamed to %s and left for investigation", self.who, key,
-                               found.decode(), kind.decode(), aside)
+            expected[queue.key] = expected[keys.intermediate_key(queue.key)] = "list"
+        quarantine.set_aside(self.connection, expected, who=self.who, log=self.log)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds

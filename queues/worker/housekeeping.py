@@ -11,7 +11,8 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
 - ``tick``: every couple of seconds, also while a job runs: the RQ scheduler keeper
   (``periodic/supervision.py``) and the outbox relay (``producer/outbox.py``).
 - ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile;
-  nothing there (Redis away, a database down) ever ends the worker.
+  nothing there (Redis away, a database down, a key of the wrong type: ``queues/quarantine.py``)
+  ever ends the worker.
 
 The horses hand their metrics over through a pipe (``report_pipe`` in the worker, ``ship`` in the
 horse): a horse never writes metrics to Redis itself.
@@ -19,9 +20,11 @@ horse): a horse never writes metrics to Redis itself.
 import os
 import time
 
+import redis
 from rq import worker_registration
 from rq.utils import now
 
+from queues import quarantine
 from queues.connection.outage import REDIS_ERRORS
 from queues.jobs.retention import Completions
 from queues.metrics.recorder import tally
@@ -83,6 +86,9 @@ class Housekeeping:
                     tally.merge(data)
                 worker.outage.failed(exc, "heartbeat")
                 return
+            except redis.ResponseError as exc:  # the other commands of the pipeline were applied: not merged back
+                quarantine.settle(worker.connection, lambda: quarantine.flush(worker), exc, who=f"Worker {worker.name}",
+                                  what="write its heartbeat and metrics", log=worker.log)
             worker.outage.ok()
             if due:
                 self._next_beat = moment + HEARTBEAT_EVERY
@@ -107,7 +113,10 @@ class Housekeeping:
 
         worker = self.worker
         try:
-            rq_maintenance()
+            # rq's clean-up reads keys whatever their type: one of another type is renamed aside, then once more
+            quarantine.retry_once(worker.connection, lambda: quarantine.maintenance(
+                worker.connection, worker.queues, worker.redis_workers_keys), rq_maintenance,
+                who=f"Worker {worker.name}", log=worker.log)
             reconcile_if_due(worker.connection)
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "run maintenance")
@@ -137,16 +146,24 @@ class Housekeeping:
         self._registered_after = worker.outage.episodes
         self._next_registration_check = moment + REGISTRATION_CHECK_EVERY
         try:
-            if worker.connection.hexists(worker.key, "birth") or worker.birth_date is None:
-                return
-            with worker.connection.pipeline() as pipe:
-                pipe.hset(worker.key, mapping=worker.serialize())
-                pipe.hset(worker.key, mapping={"state": worker.get_state(),
-                                               LIVENESS_MARK: int(worker.resilience.liveness_ttl)})
-                worker_registration.register(worker, pipe)
-                pipe.expire(worker.key, worker.worker_ttl + 60)
-                pipe.execute()
+            registered = quarantine.contain(worker.connection, lambda: quarantine.registration(worker),
+                                            self._register_again, who=f"Worker {worker.name}", what="register again",
+                                            log=worker.log)
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "register again")
             return
-        worker.log.warning("Worker %s: Redis had lost this worker's registration; registered again", worker.name)
+        if registered:
+            worker.log.warning("Worker %s: Redis had lost this worker's registration; registered again", worker.name)
+
+    def _register_again(self):
+        """True when Redis had forgotten this worker and it registered again."""
+        worker = self.worker
+        if worker.connection.hexists(worker.key, "birth") or worker.birth_date is None:
+            return False
+        with worker.connection.pipeline() as pipe:
+            pipe.hset(worker.key, mapping=worker.serialize())
+            pipe.hset(worker.key, mapping={"state": worker.get_state(), LIVENESS_MARK: int(worker.resilience.liveness_ttl)})
+            worker_registration.register(worker, pipe)
+            pipe.expire(worker.key, worker.worker_ttl + 60)
+            pipe.execute()
+        return True

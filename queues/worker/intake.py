@@ -91,7 +91,14 @@ class Intake:
         except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
             why = f"cannot be read ({type(exc).__name__})"
             return self.refuse(queue=queue, job_id=job_id, bury=lambda: gate.bury_raw(worker, queue, job_id, why))
-        refusal = gate.vet(job, queue.name)
+        try:
+            refusal = gate.vet(job, queue.name)
+        except REDIS_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 — whatever the job holds, the gate refuses it: never the worker's end
+            worker.log.error("Worker %s: the gate raised on job %s of queue %s: refused as corrupt", worker.name,
+                             job.id, queue.name, exc_info=True)
+            refusal = gate.Refusal(gate.CORRUPT, f"could not be vetted ({type(exc).__name__})")
         if refusal is not None:
             self.refuse(queue=queue, job_id=job.id, bury=lambda: gate.refuse(worker, job, queue, refusal))
             if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next

@@ -12,7 +12,7 @@ import time
 import redis
 from django_rq.management.commands import rqscheduler
 
-from queues import conf
+from queues import conf, keys, logsafe, quarantine
 
 from queues.periodic import schedules
 from queues.connection.clients import describe, get_connection
@@ -32,6 +32,7 @@ class Command(rqscheduler.Command):
                             help="Do not (re)register the declared schedules at start.")
 
     def handle(self, *args, **options):
+        logsafe.install()  # what it logs from Redis (keys, members, job ids) cannot forge a line
         verbosity = options["verbosity"]
         level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
         # Not rq-scheduler's setup_loghandlers: it adds a handler of its own to a logger that also
@@ -60,11 +61,18 @@ class Command(rqscheduler.Command):
             run_rq_scheduler(scheduler, burst=options["burst"])
 
     def _register(self, connection, retry_max=5.0):
-        """Register the schedules, waiting for Redis if it is not there yet."""
+        """Register the schedules, waiting for Redis if it is not there yet. A key of the wrong type
+        (rq-scheduler's set, a template's hash, the paused set) is renamed aside and the registration
+        runs once more (``queues.quarantine``); an entry that still cannot be read is reported and the
+        scheduler runs the templates already registered."""
         delay = 0.5
         while True:
             try:
-                summary = schedules.register(connection)
+                summary = quarantine.retry_once(connection, lambda: self._expected(connection),
+                                                lambda: schedules.register(connection), who="rqscheduler")
+            except redis.ResponseError as exc:
+                quarantine.report(exc, who="rqscheduler", what="register the declared periodic jobs")
+                return None
             except redis.RedisError as exc:
                 logger.warning("Cannot register periodic jobs, Redis at %s unavailable (%s); retrying in %.1fs",
                                describe(), type(exc).__name__, delay)
@@ -73,3 +81,8 @@ class Command(rqscheduler.Command):
                 continue
             self.stdout.write(f"Periodic jobs: {summary}")
             return summary
+
+    @staticmethod
+    def _expected(connection):
+        return {schedules.scheduled_jobs_key(): "zset", keys.schedules_paused_key(): "set",
+                **{OptimaJob.key_for(s.template_id): "hash" for s in schedules.declared_schedules()}}

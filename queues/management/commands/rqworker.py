@@ -31,7 +31,7 @@ from django_rq.utils import reset_db_connections
 from django_rq.workers import get_worker
 from rq.logutils import setup_loghandlers
 
-from queues import rqcompat
+from queues import logsafe, rqcompat
 from queues.connection.clients import describe
 from queues.exceptions import UnknownQueue
 from queues.catalog.lookup import get_config, queue_names
@@ -110,6 +110,7 @@ class Command(rqworker.Command):
 def start_command(command, args, options):
     """What ``rqworker`` and ``rqworker-pool`` do first: the configuration checks, the queue names,
     the grace, logging and the pid file. -> (names, grace seconds, log level)."""
+    logsafe.install()  # what the worker logs from Redis (job ids, entries, key names) cannot forge a line
     command.check(tags=WORKER_CHECK_TAGS)
     names = declared_names(args)
     grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])

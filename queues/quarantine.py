@@ -1,0 +1,194 @@
+"""A Redis key of the wrong type, met inside rq's or rq-scheduler's own code: renamed aside, never fatal.
+
+Whoever can write to the queues' Redis can turn any key into another type (``SET <p>:workers
+poison``). This project's own reads check what they get; rq's and rq-scheduler's cannot be changed,
+and raise ``WRONGTYPE`` (or a ``ValueError`` on a bad number) out of a worker's registration, its
+maintenance, a scheduler's move of due jobs or a limit key's release. Each such entry point runs
+inside a boundary from here:
+
+``retry_once(connection, expected, call, who=...)``
+    ``call()``; on a wrong type, every key of ``expected()`` (``{key: type}``, computed only then)
+    that holds another type is renamed to ``<key>.corrupt-<unix time>`` (kept for investigation,
+    the same name ``worker/dequeue.py`` gives a queue list) with one ERROR naming it, and ``call()``
+    runs once more. Anything else is raised, as before: the caller decides.
+``contain(connection, expected, call, who=..., what=...)``
+    ``retry_once``, and whatever still fails (but a lost connection: the callers wait those out) is
+    reported once per process (ERROR, masked, control characters escaped) and skipped: None.
+``settle(connection, expected, exc, who=..., what=...)``
+    the same for an error the caller caught itself, without trying again.
+
+The tables of what each entry point touches (``registration``, ``maintenance``, ``scheduler``,
+``limit``, ``flush``) name rq's keys with rq's own templates, as ``keys.py`` does.
+"""
+import time
+import uuid
+
+import redis
+from rq.utils import as_text
+
+from queues import logsafe
+from queues.connection.outage import REDIS_ERRORS
+
+logger = logsafe.get_logger("queues.resilience")  # the logger dequeue.py and abandoned.py set keys aside with
+
+MAX_REPORTED = 1000  # distinct failures remembered per process, so that each is reported once
+DUE_MEMBERS = 100  # due members of a scheduled registry whose job hashes are checked too
+
+_reported = set()
+
+
+def is_wrong_type(exc):
+    return isinstance(exc, redis.ResponseError) and "WRONGTYPE" in str(exc)
+
+
+def set_aside(connection, expected, *, who, log=logger):
+    """Rename each key of ``expected`` ({key: Redis type}) that holds another type (one pipelined TYPE
+    for all, then a RENAMENX each); -> the keys renamed. A key that is gone is fine."""
+    names = list(expected)
+    if not names:
+        return []
+    with connection.pipeline(transaction=False) as pipe:
+        for key in names:
+            pipe.type(key)
+        found = pipe.execute()
+    renamed = []
+    for key, kind in zip(names, found):
+        kind = as_text(kind)
+        if kind in (expected[key], "none"):
+            continue
+        aside = f"{key}.corrupt-{int(time.time())}"
+        if not connection.renamenx(key, aside):  # one already set aside this second: keep both
+            aside = f"{aside}-{uuid.uuid4().hex[:6]}"
+            connection.rename(key, aside)
+        log.error("%s: %s is a %s, not a %s: renamed to %s and left for investigation", who, key, kind,
+                  expected[key], aside)
+        renamed.append(key)
+    return renamed
+
+
+def retry_once(connection, expected, call, *, who, log=logger, again=None):
+    """``call()``; on WRONGTYPE, the keys of ``expected()`` of another type set aside and ``call()`` once
+    more (``again()`` first, when given: undo what the failed MULTI did apply). Raises what ``call()``
+    raises otherwise (also when no key could be named)."""
+    try:
+        return call()
+    except redis.ResponseError as exc:
+        if not is_wrong_type(exc) or not set_aside(connection, expected(), who=who, log=log):
+            raise
+    if again is not None:
+        again()
+    return call()
+
+
+def contain(connection, expected, call, *, who, what, log=logger):
+    """``retry_once``; what still fails is reported once and skipped (None). A lost connection is raised."""
+    try:
+        return retry_once(connection, expected, call, who=who, log=log)
+    except REDIS_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 — an entry rq cannot read must not end the process
+        report(exc, who=who, what=what, log=log)
+        return None
+
+
+def settle(connection, expected, exc, *, who, what, log=logger):
+    """For an error already caught (``exc``): the keys of ``expected()`` of another type set aside, or,
+    when that names none, ``report``. Nothing is tried again: the caller's next run does."""
+    if not (is_wrong_type(exc) and set_aside(connection, expected(), who=who, log=log)):
+        report(exc, who=who, what=what, log=log)
+
+
+def report(exc, *, who, what, log=logger):
+    """One ERROR (with its traceback) per distinct failure and process: the same bad entry met at every
+    tick is not a new line every tick."""
+    from queues.connection.masking import mask_urls_in
+
+    text = mask_urls_in(f"{type(exc).__name__}: {exc}")
+    if (who, what, text) in _reported:
+        return
+    if len(_reported) < MAX_REPORTED:
+        _reported.add((who, what, text))
+    log.error("%s: could not %s (%s): skipped, not ended. An entry in Redis is not what rq expects; the "
+              "traceback says where", who, what, text, exc_info=(type(exc), exc, exc.__traceback__))
+
+
+# -- what rq's entry points touch: {key: Redis type} -------------------------------------------------
+def registration(worker):
+    """rq's ``register_birth`` / ``register_death`` and our re-registration (housekeeping.py)."""
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    expected = {worker.redis_workers_keys: "set", worker.key: "hash"}
+    expected.update({WORKERS_BY_QUEUE_KEY % name: "set" for name in worker.queue_names()})
+    return expected
+
+
+def flush(worker):
+    """A worker's heartbeat pipeline: its hash, and per queue the metrics and the finished registry
+    (``worker/housekeeping.py``)."""
+    from queues import keys
+
+    expected = {worker.key: "hash"}
+    for name in worker.queue_names():
+        expected.update({keys.metrics_key(name): "hash", keys.durations_key(name): "list",
+                         keys.finished_key(name): "zset"})
+    return expected
+
+
+def limit(scoped_key):
+    """rq's three keys of one limit key (``queues.producer.limits``)."""
+    from queues import keys
+
+    return {keys.limit_config_key(scoped_key): "hash", keys.limit_allowed_key(scoped_key): "zset",
+            keys.limit_held_key(scoped_key): "zset"}
+
+
+def limits_in_use(connection):
+    """rq's set of the limit keys in use, and the keys of each member of it that is text."""
+    from queues import keys
+
+    expected = {keys.limit_keys_key(): "set"}
+    if as_text(connection.type(keys.limit_keys_key())) == "set":
+        for member in connection.smembers(keys.limit_keys_key()):
+            try:
+                expected.update(limit(as_text(member)))
+            except UnicodeDecodeError:
+                continue
+    return expected
+
+
+def maintenance(connection, queues, workers_key):
+    """rq's ``clean_registries`` and ``clean_group_registries`` over ``queues`` (rq Queue objects)."""
+    from rq.group import Group
+    from rq.registry import ReadyJobRegistry
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    from queues import keys
+
+    expected = {workers_key: "set", Group.REDIS_GROUP_KEY: "set"}
+    for queue in queues:
+        expected.update({queue.key: "list", keys.intermediate_key(queue.key): "list",
+                         keys.started_key(queue.name): "zset", keys.finished_key(queue.name): "zset",
+                         keys.failed_key(queue.name): "zset", queue.deferred_job_registry.key: "zset",
+                         ReadyJobRegistry.key_template.format(queue.name): "zset",
+                         WORKERS_BY_QUEUE_KEY % queue.name: "set"})
+    expected.update(limits_in_use(connection))
+    return expected
+
+
+def scheduler(connection, queue_names, scheduler_key=None):
+    """RQ's scheduler moving due jobs of ``queue_names``: their scheduled registries, the hashes of the
+    first due jobs, their queues, and the scheduler's own hash."""
+    from queues import keys
+
+    expected = {} if scheduler_key is None else {scheduler_key: "hash"}
+    for name in queue_names:
+        registry = keys.scheduled_key(name)
+        expected.update({registry: "zset", keys.queue_key(name): "list"})
+        if as_text(connection.type(registry)) == "zset":
+            for member in connection.zrangebyscore(registry, 0, time.time(), start=0, num=DUE_MEMBERS):
+                try:
+                    expected[keys.job_key(as_text(member))] = "hash"
+                except UnicodeDecodeError:
+                    continue
+    expected.update(limits_in_use(connection))
+    return expected
