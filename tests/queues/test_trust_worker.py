@@ -216,3 +216,21 @@ def test_no_line_a_worker_writes_starts_with_text_a_job_id_chose(start_worker, q
     assert [line for line in output.splitlines() if FORGED in line and not re.match(r"\d{4}-\d\d-\d\d \d\d:", line)] == []
     assert f"evil\\n{FORGED}" in output and f"gone\\n{FORGED}" in output  # both were logged, escaped
     assert DeadLetter.objects.get(job_id=with_hash).reason == "corrupt"
+
+
+def test_a_traceback_keeps_its_lines_and_a_line_break_in_a_value_is_escaped():
+    from queues import logsafe
+
+    record = logging.LogRecord("rq.worker", logging.ERROR, __file__, 1, "job %s: failed\n%s", None, None)
+    try:
+        raise ValueError(f"No such job: evil\n{FORGED}")
+    except ValueError as exc:
+        record.args = (f"evil\n{FORGED}", "Traceback (most recent call last):\n  File \"x\", line 1\nKeyError: k\n")
+        record.exc_info = (type(exc), exc, exc.__traceback__)
+    logsafe.EscapeControlCharacters().filter(record)
+    text = logging.Formatter("%(levelname)s %(message)s").format(record)
+    lines = text.splitlines()
+    assert lines[:4] == [f"ERROR job evil\\n{FORGED}: failed", "Traceback (most recent call last):", '  File "x", line 1',
+                         "KeyError: k"]
+    assert lines[-1] == f"ValueError: No such job: evil\\n{FORGED}" and lines.count(lines[1]) == 2
+    assert [line for line in lines if line.startswith(FORGED)] == []
