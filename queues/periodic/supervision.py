@@ -25,11 +25,12 @@ import time
 import uuid
 from datetime import datetime
 
+import redis
 from rq.scheduler import RQScheduler
 from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
-from rq.utils import now, utcformat
+from rq.utils import as_text, now, utcformat
 
-from queues import quarantine, rqcompat
+from queues import keys, quarantine, rqcompat
 from queues.worker.liveness import die_with_parent
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
 
@@ -99,6 +100,57 @@ class ResilientRQScheduler(RQScheduler):
         return quarantine.contain(self.connection, self.expected_keys, call, who=f"RQ scheduler {self.name}",
                                   what=what, log=self.log)
 
+    def move_due_jobs(self):
+        """rq's ``enqueue_scheduled_jobs`` in the boundary. rq stops the whole move at the first due job
+        it cannot read (an id it rejects, a hash it cannot restore, an id that is not UTF-8): those are
+        dead-lettered ``corrupt`` with their raw hash and leave the registry, then the move runs again."""
+        who = f"RQ scheduler {self.name}"
+        try:
+            return quarantine.retry_once(self.connection, self.expected_keys, self.enqueue_scheduled_jobs, who=who,
+                                         log=self.log)
+        except REDIS_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            rqcompat.forget_scheduled_registries(self)
+            if not self.bury_unreadable():
+                quarantine.report(exc, who=who, what="move due jobs to their queues", log=self.log)
+                return None
+        return self.guarded(self.enqueue_scheduled_jobs, "move due jobs to their queues")
+
+    def bury_unreadable(self):
+        """The due jobs of this scheduler's queues that rq cannot read, out of their scheduled registry
+        (dead letters when there is a hash to keep); -> how many."""
+        from rq.job import Job
+
+        from queues.failures.corrupt import bury_corrupt
+
+        buried = 0
+        for name in sorted(rqcompat.scheduler_locks(self)):
+            registry = keys.scheduled_key(name)
+            for member in self.connection.zrangebyscore(registry, 0, time.time(), start=0, num=quarantine.DUE_MEMBERS):
+                try:
+                    Job.fetch_many([as_text(member)], connection=self.connection, serializer=self.serializer)
+                    continue
+                except REDIS_ERRORS:
+                    raise
+                except Exception as exc:  # noqa: BLE001 — what rq's move would raise on
+                    why = f"cannot be read by RQ's scheduler ({type(exc).__name__})"
+                fields = self._raw_hash(member)
+                self.connection.zrem(registry, member)
+                buried += 1
+                if fields:
+                    bury_corrupt(self.connection, as_text(member), name, fields, why, worker_name=self.name)
+                else:
+                    self.log.error("RQ scheduler %s: removed %r from %s: it %s and has no hash to keep", self.name,
+                                   member, registry, why)
+        return buried
+
+    def _raw_hash(self, member):
+        try:
+            return self.connection.hgetall(keys.job_key(as_text(member)))
+        except (UnicodeDecodeError, redis.ResponseError):
+            return {}
+
     def work(self):
         """RQ's scheduler loop (in the forked child), waiting out Redis errors instead of dying, and
         setting aside what it cannot read (``queues.quarantine``)."""
@@ -115,7 +167,7 @@ class ResilientRQScheduler(RQScheduler):
                 if self.should_reacquire_locks:
                     self.acquire_locks()
                 self.heartbeat()
-                self.enqueue_scheduled_jobs()
+                self.move_due_jobs()
             except REDIS_ERRORS as exc:
                 outage.failed(exc, "move due jobs to their queues")
                 rqcompat.forget_scheduled_registries(self)
@@ -163,7 +215,7 @@ class SchedulerKeeper:
             if self.burst:
                 try:
                     scheduler.register_birth()
-                    scheduler.guarded(scheduler.enqueue_scheduled_jobs, "move due jobs to their queues")
+                    scheduler.move_due_jobs()
                 finally:
                     scheduler.release_locks()
                     scheduler.register_death()

@@ -178,6 +178,21 @@ def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_rqs_scheduler_in_t
 
 
 @pytest.mark.slow
+def test_due_jobs_rqs_scheduler_cannot_read_are_dead_lettered_and_the_others_move(start_worker, queue_redis):
+    scheduled = keys.scheduled_key("default")
+    planted = plant(queue_redis)
+    queue_redis.delete(keys.queue_key("default"))
+    queue_redis.rename(keys.job_key(planted), keys.job_key("bad.id"))  # an id rq rejects, with a hash to keep
+    delayed = queues.enqueue("default", sample.add, 2, 3, delay=3600)
+    queue_redis.zadd(scheduled, {"bad.id": 0, b"\xff-not-utf8": 0, delayed.id: 0})  # all three due
+    output = burst(start_worker, "default")
+    assert ran(queue_redis, delayed)
+    assert DeadLetter.objects.get(job_id="bad.id").reason == "corrupt"
+    assert queue_redis.zrange(scheduled, 0, -1) == []
+    assert len([line for line in output.splitlines() if "ERROR" in line and "xff-not-utf8" in line]) == 1, output
+
+
+@pytest.mark.slow
 def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_the_scheduler_process_of_a_worker(
         start_worker, queue_redis):
     scheduled = keys.scheduled_key("default")
