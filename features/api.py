@@ -118,9 +118,7 @@ ERROR_RESPONSES = {
 }
 
 
-def enqueue_schema(request_serializer, summary, more_responses=None):
-    """The OpenAPI schema of a feature POST: 202 and ``ERROR_RESPONSES``, plus the endpoint's own
-    (``more_responses``: status -> OpenApiResponse, e.g. the repricer's 409)."""
+def enqueue_schema(request_serializer, summary, more_responses=None):  # more: e.g. the repricer's 409
     return extend_schema(
         request=request_serializer,
         responses={202: OpenApiResponse(JobAcceptedSerializer, description="Enqueued."), **ERROR_RESPONSES,
