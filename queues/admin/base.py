@@ -31,14 +31,15 @@ EXPLAIN = {
 }
 
 
-def each_outcome(action, rows):
+def each_outcome(action, rows, **options):
     """``action``'s operation on each dead letter of ``rows`` (a ``values_list("pk", "queue",
-    "job_id")``), one at a time: yields (queue, job_id, Outcome, raised). One row that raises must
-    not stop the rest: its exception becomes an "error" Outcome naming it, ``raised`` True."""
+    "job_id")``), one at a time, with ``options`` (``accept_unverified``: the one-row retry only):
+    yields (queue, job_id, Outcome, raised). One row that raises must not stop the rest: its
+    exception becomes an "error" Outcome naming it, ``raised`` True."""
     operation = OPERATIONS[action]
     for pk, queue, job_id in rows.iterator(chunk_size=500):
         try:
-            result, raised = operation(pk), False
+            result, raised = operation(pk, **options), False
         except Exception as exc:  # audited as an error by the caller
             result, raised = Outcome("error", f"{type(exc).__name__}: {exc}"), True
         yield queue, job_id, result, raised
@@ -52,10 +53,12 @@ class Tally:
     ok: int = 0
     skipped: int = 0
     error: int = 0
+    unverified: int = 0  # of the skipped: rows never verified, left to a one-row retry
     reasons: list = field(default_factory=list)
 
     def add(self, result, reason=True):
         setattr(self, result.outcome, getattr(self, result.outcome) + 1)
+        self.unverified += result.outcome == "skipped" and result.unverified
         if reason and result.outcome == "error":
             self.note(result.detail)
 
@@ -64,6 +67,7 @@ class Tally:
 
     def __iadd__(self, other):
         self.ok, self.skipped, self.error = self.ok + other.ok, self.skipped + other.skipped, self.error + other.error
+        self.unverified += other.unverified
         self.note(*other.reasons)
         return self
 
@@ -111,7 +115,7 @@ class ActingModelAdmin(ReadOnlyModelAdmin):
         obj = get_object_or_404(self.get_queryset(request), pk=object_id)
         queryset = self.get_queryset(request).filter(pk=obj.pk)
         if request.method == "POST":
-            self.run(request, queryset, action)
+            self.run(request, queryset, action, **self.single_options(request, obj, action))
             return redirect(f"admin:{self.model._meta.app_label}_{self.model._meta.model_name}_change", obj.pk)
         return self.confirm_or_run(request, queryset, action, single=obj)
 
@@ -133,14 +137,20 @@ class ActingModelAdmin(ReadOnlyModelAdmin):
             "select_across": request.POST.get("select_across") == "1",
             "single": single,
             "explanation": EXPLAIN[action],
-            **self.confirmation(queryset, action),
+            **self.confirmation(queryset, action, single=single),
         }
         return TemplateResponse(request, self.confirm_template, context)
 
-    def confirmation(self, queryset, action):
-        """What the confirmation page of ``action`` on ``queryset`` shows: title, counts, sample."""
+    def single_options(self, request, obj, action):
+        """The operation's options of a one-object action POSTed from its confirmation page."""
+        return {}
+
+    def confirmation(self, queryset, action, single=None):
+        """What the confirmation page of ``action`` on ``queryset`` (``single``: the one object of its
+        own page's action) shows: title, counts, sample."""
         raise NotImplementedError
 
-    def run(self, request, queryset, action):
-        """Run ``action`` on ``queryset`` (through ``each_outcome``): audit rows, then messages."""
+    def run(self, request, queryset, action, **options):
+        """Run ``action`` on ``queryset`` (through ``each_outcome``, with ``options``): audit rows,
+        then messages."""
         raise NotImplementedError

@@ -1,5 +1,10 @@
 """The dead-letter admin: list (filters, search, each row's failure group), detail, and the
-retry, discard and cancel actions, one audit row per dead letter."""
+retry, discard and cancel actions, one audit row per dead letter.
+
+A row never verified (``unverified``, ``unsigned``: ``operations.NEVER_VERIFIED``) says so on its page
+and is retried only from there, one at a time: the confirmation page shows its function and
+arguments as not verified, and its form carries ``accept_unverified`` (the row's id); a bulk retry
+skips such rows and says how many."""
 import json
 
 from django.contrib import admin, messages
@@ -14,7 +19,12 @@ from queues import audit, conf
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
 from queues.admin.filters import ExceptionFilter, FingerprintFilter, QueueFilter
 from queues.failures.corrupt import CORRUPT, decode_raw_hash
+from queues.failures.operations import NEVER_VERIFIED
 from queues.models import FailureGroup
+
+NOT_VERIFIED = ("Not verified: this job's function and arguments were not verified (it carried no valid signature "
+                "when it was {reason}), so whoever could write to Redis may have written them. A retry signs and "
+                "runs exactly these: it is offered only here, one row at a time, after a confirmation showing them.")
 
 
 class GroupedChangeList(ChangeList):
@@ -112,6 +122,13 @@ class DeadLetterAdmin(ActingModelAdmin):
     def get_fieldsets(self, request, obj=None):
         if obj is not None and obj.reason == CORRUPT:
             return self.fieldsets + (("Corrupt job: its Redis hash as it was", {"fields": ("raw_hash_preview",)}),)
+        if obj is not None and obj.reason in NEVER_VERIFIED:
+            found = "found in a failed registry" if obj.reason != "unsigned" else "refused by the worker"
+            arguments = ("Arguments (not verified)", {**self.fieldsets[2][1], "description": NOT_VERIFIED.format(
+                reason=found)})
+            kept = (("Unverified job: its Redis hash as it was", {"fields": ("raw_hash_preview",)}),) if obj.raw_hash \
+                else ()
+            return (*self.fieldsets[:2], arguments, *self.fieldsets[3:], *kept)
         return self.fieldsets
 
     def get_readonly_fields(self, request, obj=None):
@@ -168,21 +185,33 @@ class DeadLetterAdmin(ActingModelAdmin):
     def cancel_selected(self, request, queryset):
         return self.confirm_or_run(request, queryset, "cancel")
 
-    def confirmation(self, queryset, action):
+    def confirmation(self, queryset, action, single=None):
         count = queryset.count()
-        return {
+        context = {
             "title": f"{action.capitalize()} dead letters: are you sure?",
             "action_name": f"{action}_selected",
             "count": count,
             "more": max(0, count - CONFIRM_SAMPLE),
             "sample": list(queryset[:CONFIRM_SAMPLE]),
         }
+        if action == "retry" and single is not None and single.reason in NEVER_VERIFIED:
+            context.update(accept_unverified=True, unverified_call=_pretty_call(single))
+        elif action == "retry":
+            context["unverified"] = queryset.filter(reason__in=NEVER_VERIFIED).count()
+        return context
 
-    def run(self, request, queryset, action):
+    def single_options(self, request, obj, action):
+        """A never verified row is retried only when its own confirmation page's form said so."""
+        if action == "retry" and request.POST.get("accept_unverified") == str(obj.pk):
+            return {"accept_unverified": True}
+        return {}
+
+    def run(self, request, queryset, action, **options):
         """One audit row per dead letter (naming the job that now runs when it is a new one), then
         the counts and the distinct reasons of the errors as messages."""
         tally = Tally()
-        for queue, job_id, result, raised in each_outcome(action, queryset.values_list("pk", "queue", "job_id")):
+        rows = queryset.values_list("pk", "queue", "job_id")
+        for queue, job_id, result, raised in each_outcome(action, rows, **options):
             tally.add(result, reason=not raised)  # an exception is told by the audit trail only
             ids = [job_id] if not result.job_id or result.job_id == job_id else [job_id, result.job_id]
             outcome = "ok" if result.outcome == "ok" else "error" if result.outcome == "error" else "partial"
@@ -195,17 +224,33 @@ class DeadLetterAdmin(ActingModelAdmin):
         if tally.ok:
             self.message_user(request, ngettext("%(n)d dead letter %(done)s.", "%(n)d dead letters %(done)s.",
                                                 tally.ok) % {"n": tally.ok, "done": done}, messages.SUCCESS)
-        if tally.skipped:
+        skipped = tally.skipped - tally.unverified
+        if skipped:
             why = "not retried: no retry to cancel" if action == "cancel" else "already retried, or not open"
             self.message_user(request, ngettext(
-                "%(n)d dead letter skipped (%(why)s).", "%(n)d dead letters skipped (%(why)s).", tally.skipped)
-                % {"n": tally.skipped, "why": why}, messages.WARNING)
+                "%(n)d dead letter skipped (%(why)s).", "%(n)d dead letters skipped (%(why)s).", skipped)
+                % {"n": skipped, "why": why}, messages.WARNING)
+        if tally.unverified:
+            self.message_user(request, ngettext(
+                "%(n)d dead letter not retried: its function and arguments were never verified (unverified or "
+                "unsigned). Retry it on its own from its page, which shows them.",
+                "%(n)d dead letters not retried: their function and arguments were never verified (unverified or "
+                "unsigned). Retry each on its own from its page, which shows them.", tally.unverified)
+                % {"n": tally.unverified}, messages.WARNING)
         if tally.error:
             self.message_user(request, ngettext("%(n)d dead letter failed: see the audit trail.",
                                                 "%(n)d dead letters failed: see the audit trail.", tally.error)
                               % {"n": tally.error}, messages.ERROR)
         for reason in tally.reasons[:3]:  # why, in the operator's words (distinct reasons, first three)
             self.message_user(request, reason, messages.ERROR)
+
+
+def _pretty_call(row):
+    """``func_path(args, kwargs)`` of a row as the text a confirmation page shows (escaped there)."""
+    def dump(value):
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+    return {"func_path": row.func_path, "args": dump(row.args), "kwargs": dump(row.kwargs)}
 
 
 def _pretty_json(value):

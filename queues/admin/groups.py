@@ -10,6 +10,7 @@ from django.utils.translation import ngettext
 from queues import audit, conf
 
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
+from queues.failures.operations import NEVER_VERIFIED
 from queues.models import DeadLetter
 
 
@@ -74,7 +75,7 @@ class FailureGroupAdmin(ActingModelAdmin):
     def discard_groups(self, request, queryset):
         return self.confirm_or_run(request, queryset, "discard")
 
-    def confirmation(self, queryset, action):
+    def confirmation(self, queryset, action, single=None):
         groups = list(queryset[:CONFIRM_SAMPLE])
         for group in groups:
             group.open_count = open_rows(group).count()
@@ -84,13 +85,16 @@ class FailureGroupAdmin(ActingModelAdmin):
             "action_name": f"{action}_groups",
             "count": count,
             "rows": sum(group.open_count for group in groups),
+            "unverified": sum(open_rows(group).filter(reason__in=NEVER_VERIFIED).count() for group in groups)
+            if action == "retry" else 0,
             "more": max(0, count - CONFIRM_SAMPLE),
             "groups": groups,
         }
 
-    def run(self, request, queryset, action):
+    def run(self, request, queryset, action, **options):
         """Each group's open rows through the one-row operation (so a row's own rules hold: a corrupt
-        one is not retried, ...), then one audit row for the group naming its fingerprint and counts."""
+        one is not retried, one never verified is skipped: a group's retry never accepts it), then one
+        audit row for the group naming its fingerprint and counts. ``options`` are not passed on."""
         totals, n = Tally(), 0
         for group in queryset.iterator(chunk_size=100):
             tally, job_ids = Tally(), []
@@ -105,6 +109,11 @@ class FailureGroupAdmin(ActingModelAdmin):
             "%(rows)d dead letters %(done)s in %(n)d failure groups (%(skipped)d skipped, %(error)d failed).", n)
             % {"rows": totals.ok, "done": DONE[action], "n": n, "skipped": totals.skipped, "error": totals.error},
             messages.ERROR if totals.error else messages.SUCCESS)
+        if totals.unverified:
+            self.message_user(request, ngettext(
+                "%(n)d dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page.",
+                "%(n)d dead letters skipped: never verified (unverified or unsigned); retry each on its own from its "
+                "page.", totals.unverified) % {"n": totals.unverified}, messages.WARNING)
         for reason in totals.reasons[:3]:
             self.message_user(request, reason, messages.ERROR)
         return totals
@@ -116,6 +125,8 @@ def _audit_group(request, action, group, tally, job_ids):
     detail = (f"failure group {group.fingerprint} ({group.exc_type} in {group.func_path}): "
               f"{total} open dead letters, {tally.ok} {DONE[action]}, {tally.skipped} skipped, "
               f"{tally.error} failed")
+    if tally.unverified:
+        detail += f" ({tally.unverified} never verified: retry each on its own page)"
     queue = group.queues[0] if len(group.queues or []) == 1 else ""
     audit.record(request, f"{action}_group", queue, job_ids, outcome, detail)
 

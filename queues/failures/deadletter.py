@@ -19,6 +19,8 @@ dead letter's life is in modules of its own, their names re-exported here:
   (``queues/failures/fingerprint.py``) and counts, in the same transaction, in its ``FailureGroup``
   (deaths seen, first and last seen, queues, latest example): ``mirror.count_death``.
 - ``corrupt``: a job whose hash cannot be read as a job (``bury_corrupt``, the raw hash kept).
+- ``unverified``: a failed-registry job whose signature does not verify, mirrored by ``reconcile``
+  with nothing of its meta believed; like the gate's ``unsigned``, never retried but one row at a time.
 - ``reconcile``: the database may be down when a job dies: the mirror logs and carries on, never
   failing the worker. ``reconcile()`` (``manage.py queues_reconcile``, and every worker's maintenance
   at most every ``RECONCILE_INTERVAL`` seconds) brings the table back in line with Redis: failed-registry
@@ -37,6 +39,7 @@ from queues.jobs import meta as jobmeta
 from queues.failures.corrupt import CORRUPT, bury_corrupt, decode_raw_hash, encode_raw_hash  # noqa: F401
 from queues.failures.mirror import carried, carried_of, mirror, now, row_values  # noqa: F401
 from queues.failures.reconcile import ReconcileSummary, reconcile, reconcile_if_due  # noqa: F401
+from queues.failures.unverified import UNVERIFIED  # noqa: F401
 from queues.failures.retry import exc_summary
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved

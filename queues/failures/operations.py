@@ -11,8 +11,14 @@ Discard: remove the job from the failed registry and delete it from Redis; the r
 ``discarded`` (it remains searchable and can still be retried from its stored arguments).
 A corrupt dead letter (reason ``corrupt``: its hash could not be read as a job) has nothing to run:
 retry is refused; discard deletes its hash and failed-registry entry like any other. So is the retry
-of a ``not_a_job`` one (its function is no declared job). An ``unsigned`` one is retried as a new job,
-signed, from the row's stored function and arguments (what the operator sees), never in place.
+of a ``not_a_job`` one (its function is no declared job).
+
+Never verified (``NEVER_VERIFIED``): an ``unsigned`` row (the worker's gate refused its job) and an
+``unverified`` one (reconcile found it in a failed registry without a valid signature) hold a
+function and arguments nobody verified, and a retry signs them. So ``retry_dead_letter`` skips them
+unless called with ``accept_unverified=True``, which only the admin's one-row retry passes, once the
+operator confirmed on a page showing the function and the arguments; bulk and group actions never
+do. Accepted, such a row is retried as a new signed job from what the operator saw, never in place.
 
 Cancelling a job that has not started: ``queues/producer/cancel.py`` (the panel and ``DELETE /jobs/<id>/``).
 
@@ -42,9 +48,13 @@ from queues.connection.clients import get_connection, unavailable
 from queues.failures.corrupt import CORRUPT
 from queues.failures.mirror import carried
 from queues.exceptions import QueuesError
+from queues.failures.unverified import UNVERIFIED
 from queues.jobs.gate import NOT_A_JOB, UNSIGNED
 from queues.catalog.lookup import OptimaJob, get_queue, queue_names
 from queues.jobs import read as jobread
+
+
+NEVER_VERIFIED = frozenset({UNSIGNED, UNVERIFIED})  # reasons of rows whose function and arguments nobody verified
 
 
 @dataclass(frozen=True)
@@ -52,14 +62,18 @@ class Outcome:
     outcome: str  # "ok", "error" or "skipped"
     detail: str
     job_id: str = ""  # the job that now runs, when one does
+    unverified: bool = False  # skipped because the row was never verified (NEVER_VERIFIED)
 
 
 def _failed_registry(queue):
     return FailedJobRegistry(queue=queue, job_class=OptimaJob)
 
 
-def retry_dead_letter(row_id):
+def retry_dead_letter(row_id, *, accept_unverified=False):
     """Retry the DeadLetter ``row_id`` (see the module docstring). Returns an Outcome.
+
+    A row never verified (``NEVER_VERIFIED``) is skipped (``Outcome.unverified``) unless
+    ``accept_unverified``: the operator confirmed its function and arguments, shown to them alone.
 
     Redis first, then the row: the row becomes ``retried`` only once its job is in Redis. If Redis
     refuses, the row stays open and the Outcome's detail names the masked Redis URL. (Before, the
@@ -82,6 +96,10 @@ def retry_dead_letter(row_id):
     if row.reason == NOT_A_JOB:
         return Outcome("error", f"Dead letter of job {row.job_id} not retried: it names {row.func_path!r}, which is "
                                 "not a declared job, so it would never run. Discard it (and find out who wrote it).")
+    if row.reason in NEVER_VERIFIED and not accept_unverified:
+        return Outcome("skipped", f"Dead letter of job {row.job_id} not retried: its function and arguments were "
+                                  f"never verified (reason {row.reason}). Retry it on its own from its page, which "
+                                  "shows them.", unverified=True)
     if row.status == DeadLetter.Status.RETRIED:
         return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
     at_commit = transaction.get_connection().in_atomic_block
@@ -89,6 +107,9 @@ def retry_dead_letter(row_id):
         new_id, detail = _put_back(row)
     except (QueuesError, NoSuchJobError, InvalidJobOperation) as exc:
         return Outcome("error", f"{type(exc).__name__}: {exc} (the dead letter stays open)")
+    if row.reason in NEVER_VERIFIED:
+        detail = (f"{row.reason} dead letter retried as the operator confirmed: {row.func_path} with its stored "
+                  f"arguments, not verified, now signed; {detail}")
     if at_commit:
         transaction.on_commit(functools.partial(_mark_retried, row_id, new_id))
         return Outcome("ok", f"{detail} (written at the commit of the caller's transaction)", new_id)
@@ -108,9 +129,9 @@ def _put_back(row):
     try:
         queue = get_queue(row.queue)
         registry = _failed_registry(queue)
-        # An unsigned job is never requeued as it is in Redis (which anyone able to write there may have
-        # changed since): a new job is signed from what the operator sees in the row.
-        if row.reason != UNSIGNED and row.job_id in registry:
+        # A job never verified is not requeued as it is in Redis (which anyone able to write there may
+        # have changed since the operator looked): a new job is signed from what they saw in the row.
+        if row.reason not in NEVER_VERIFIED and row.job_id in registry:
             registry.requeue(row.job_id)
             return row.job_id, "requeued the failed job in place"
     except redis.RedisError as exc:
@@ -156,6 +177,19 @@ def discard_dead_letter(row_id):
         row.status = DeadLetter.Status.DISCARDED
         row.save(update_fields=["status", "updated_at"])
     return Outcome("ok", detail)
+
+
+def requeue(queue, job, in_failed):
+    """Put ``job`` back on ``queue`` (the panel's requeue and enqueue); one in the failed registry
+    (``in_failed``) leaves it first (rq's ``FailedJobRegistry.requeue``: ZREM, then enqueue). django-rq
+    maps only the status ``failed`` to that registry: a job stopped from the panel (``stopped``) ran
+    again while still listed failed, its dead letter open."""
+    from django_rq.utils import requeue_job
+
+    if in_failed:
+        FailedJobRegistry(queue=queue, job_class=type(job)).requeue(job)
+    else:
+        requeue_job(queue, job)
 
 
 def delete_job_hash(job_id, connection=None):

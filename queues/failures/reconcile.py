@@ -5,6 +5,10 @@ The database may be down when a job dies: the mirror logs and carries on. ``reco
 seconds through ``reconcile_if_due``) then catches up, queue by queue:
 
 1. failed-registry jobs missing from the table are mirrored (a corrupt one through ``bury_corrupt``);
+   a job whose signature does not verify (the current key or ``QUEUE_SIGNING_OLD_KEYS``, as the
+   worker's gate checks) is mirrored as ``unverified`` (``unverified_values``): anyone who can write
+   to Redis can plant a failed entry, and a row copied from it as it claims to be would later be
+   retried as a new, signed job;
 2. open rows whose job left the failed registry some other way are marked ``retried`` (requeued,
    e.g. from django-rq's dashboard) or ``discarded`` (deleted);
 3. last, rows written without a fingerprint (the previous release's workers, during a deploy) are
@@ -25,6 +29,7 @@ from queues import conf, keys
 from queues.jobs import read as jobread
 from queues.failures.corrupt import bury_corrupt
 from queues.failures.fingerprint import fingerprint
+from queues.failures.unverified import UNVERIFIED, unverified_values, verified
 from queues.failures.mirror import count_death, latest_exc_string, now, row_values, upsert
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
@@ -116,6 +121,8 @@ class _Reconciler:
             elif jobread.is_corrupt(job):
                 if job_id not in seen:
                     counts.update(self.mirror_corrupt(name, job))
+            elif not verified(job):
+                counts.update(self.mirror_unverified(name, job_id, job, seen))
             else:
                 counts.update(self.mirror_dead(job_id, job, seen))
         return counts, missing
@@ -150,6 +157,22 @@ class _Reconciler:
         except Exception:  # noqa: BLE001
             logger.exception("reconcile: could not mirror dead job %s", job_id)
             return ["errors"]
+        return ["mirrored"]
+
+    def mirror_unverified(self, name, job_id, job, seen):
+        """Mirror a failed job whose signature does not verify as ``unverified``, nothing of its meta
+        believed: ["mirrored"], ["errors"] or []. A row an operator already dealt with is left alone
+        (a planted ``deaths`` must not reopen it, nor rewrite what it shows)."""
+        if job_id in seen:
+            return []
+        try:
+            raw = self.connection.hgetall(jobread.job_key(job_id))
+            upsert(job, unverified_values(name, row_values(job), raw))
+        except Exception:  # noqa: BLE001
+            logger.exception("reconcile: could not mirror unverified job %s", job_id)
+            return ["errors"]
+        logger.error("reconcile: failed job %s of %s carries no valid signature: dead letter %r (retried only "
+                     "one at a time, from its page)", job_id, name, UNVERIFIED)
         return ["mirrored"]
 
     def open_ids_not_in(self, name, still_failed):

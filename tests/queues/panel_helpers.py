@@ -33,8 +33,9 @@ def make_staff(django_user_model, username, *perms, password="pw-for-tests-1"):
 
 def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=None, *, row=True,
              exc_type="RuntimeError", exc_message="boom", job_id=None):
-    """A job in ``name``'s failed registry, as the worker leaves a dead one, plus its DeadLetter row.
-    Returns (job, row or None)."""
+    """A job in ``name``'s failed registry, as the worker leaves a dead one (signed, as queues.enqueue
+    wrote it), plus its DeadLetter row. Returns (job, row or None)."""
+    from queues.jobs import signing
     from queues.models import DeadLetter
 
     queue = get_queue(name)
@@ -42,6 +43,7 @@ def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=N
                            meta={"queue": name, "attempts_allowed": 1, "attempt": 1, "dead": "exhausted",
                                  "deaths": 1})
     job.origin = name
+    job.signature = signing.sign(job)
     job._status = JobStatus.FAILED
     job.ended_at = timezone.now()
     traceback = f"Traceback (most recent call last):\n  File \"job.py\", line 1\n{exc_type}: {exc_message}\n"

@@ -247,7 +247,7 @@ def test_reconcile_mirrors_the_others_and_buries_an_unreadable_hash_as_corrupt(q
         row = DeadLetter.objects.get(job_id="poison")
         assert dict(deadletter.decode_raw_hash(row.raw_hash)) == queue_redis.hgetall(jobread.job_key(rid))
     elif kind == "undeclared_origin":
-        assert rows["poison"] == "exhausted"  # readable: mirrored as it is
+        assert rows["poison"] == "unverified"  # readable, but planted without a signature (issue 19)
     else:
         assert "poison" not in rows
     if kind in ("no_data", "wrong_type_job", "non_utf8_id"):
