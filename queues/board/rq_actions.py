@@ -7,7 +7,8 @@ queue-wide action, holding the first ids and the count), with the outcome. The b
 own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
 one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
-``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.)
+``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.) A job put back
+leaves the failed registry whatever its status (``operations.requeue``): one stopped, then enqueued too.
 
 Two queue-wide views are replaced rather than wrapped, for the 200,000-job case: django-rq's
 "Delete All" failed jobs loads every job at once with rq's default (pickle) serializer, and its
@@ -38,7 +39,7 @@ from queues.exceptions import QueueUnavailable
 from queues.models import DeadLetter
 from queues.jobs import read as jobread
 from queues.producer.cancel import cancel_job
-from queues.failures.operations import mark_dead_letters
+from queues.failures.operations import mark_dead_letters, requeue
 from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 
 CHUNK = 500
@@ -58,12 +59,22 @@ def _outcome(response):
     return "ok" if response.status_code < 400 else "error"
 
 
+def _enqueue_failed(request, queue, queue_index, job_id, view):
+    """"Enqueue" from the page of a job in the failed registry (one stopped from the panel)."""
+    job = jobread.fetch(job_id, queue.connection)
+    if job is None or jobread.is_corrupt(job):
+        return view(request, queue_index, job_id)  # django-rq's own answer
+    requeue(queue, job, in_failed=True)
+    messages.info(request, f"You have successfully enqueued {job.id}")
+    return redirect("django_rq:job_detail", queue_index, job_id)
+
+
 def _mark_rows_of(action, failed_ids):
-    """After a successful requeue/delete of jobs that were in the failed registry, their dead-letter
-    rows follow at once (no wait for the reconcile)."""
+    """After a successful requeue/enqueue/delete of jobs that were in the failed registry, their
+    dead-letter rows follow at once (no wait for the reconcile)."""
     if not failed_ids:
         return
-    if action == "requeue":
+    if action in ("requeue", "enqueue"):
         mark_dead_letters(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
     elif action == "delete":
         mark_dead_letters(failed_ids, DeadLetter.Status.DISCARDED)
@@ -79,7 +90,10 @@ def audited(view, action):
         queue = get_queue_by_index(queue_index)
         failed = _failed_ids(queue, [job_id])
         try:
-            response = view(request, queue_index, job_id, *args, **kwargs)
+            if action == "enqueue" and failed:  # django-rq's would leave it in the failed registry
+                response = _enqueue_failed(request, queue, queue_index, job_id, view)
+            else:
+                response = view(request, queue_index, job_id, *args, **kwargs)
         except Exception as exc:
             audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
             raise
@@ -97,9 +111,9 @@ def audited(view, action):
 BULK_VERBS = {"delete": "deleted", "requeue": "requeued", "stop": "stopped", "cancel": "canceled"}
 
 
-def _act_on_one(queue, action, job_id):
-    """Apply ``action`` to one job; returns (outcome, detail). Never raises: a missing job, an
-    invalid operation or a Redis error is this job's own outcome, and the others go on."""
+def _act_on_one(queue, action, job_id, in_failed=False):
+    """Apply ``action`` to one job (``in_failed``: listed failed); returns (outcome, detail). Never raises:
+    a missing job, an invalid operation or a Redis error is this job's own outcome, and the others go on."""
     try:
         if action == "stop":
             stopped, _ = rq_utils.stop_jobs(queue, [job_id])
@@ -116,7 +130,7 @@ def _act_on_one(queue, action, job_id):
             queue.connection.lrem(queue.key, 0, job.id)
             job.delete()
             return "ok", "deleted"
-        rq_utils.requeue_job(queue, job)
+        requeue(queue, job, in_failed)
         return "ok", "requeued"
     except NoSuchJobError:
         return "error", f"no job {job_id!r} in Redis (deleted or expired)"
@@ -144,7 +158,7 @@ def bulk_actions(request, queue_index):
     queue = get_queue_by_index(queue_index)
     # Redis failing here: nothing done yet, the panel answers 503 (access.guard). Later, per job.
     failed = set(_failed_ids(queue, job_ids))
-    results = [(job_id, *_act_on_one(queue, action, job_id)) for job_id in job_ids]
+    results = [(job_id, *_act_on_one(queue, action, job_id, job_id in failed)) for job_id in job_ids]
     done = [job_id for job_id, outcome, _ in results if outcome == "ok"]
     _mark_rows_of(action, [job_id for job_id in done if job_id in failed])
     for job_id, outcome, detail in results:
