@@ -17,9 +17,9 @@ from importlib.metadata import PackageNotFoundError, version
 from django.core.exceptions import ImproperlyConfigured
 
 from queues.board import bounded
+from queues.board.readers import JSONWorker
 from queues.board.readonly import (
     REGISTRIES,
-    JSONWorker,
     PanelJob,
     ReadOnlyCronScheduler,
     clean_registries,
@@ -49,8 +49,9 @@ REBIND = {
                         "clean_registries": clean_registries, **_FACTORY},
     # stats.statistics takes django-rq's run_maintenance_tasks and never runs maintenance.
     "django_rq.stats_views": {"get_statistics": statistics},
-    # Its collector counts through get_queue (4.2 no longer calls get_statistics there).
-    "django_rq.contrib.prometheus": {"get_queue": get_queue},
+    # Its collector counts through get_queue (4.2 no longer calls get_statistics there), and lists the
+    # workers of the worker class of the settings (rq's reads, which raise for a poison worker set).
+    "django_rq.contrib.prometheus": {"get_queue": get_queue, "get_worker_class": lambda: JSONWorker},
     "django_rq.cron_views": {"get_queue_by_index": get_queue_by_index, "DjangoCronScheduler": ReadOnlyCronScheduler},
     # django-rq's client factory, where it is defined and where it was imported: bounded inside a panel request.
     "django_rq.connection_utils": _FACTORY,

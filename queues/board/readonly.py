@@ -17,21 +17,22 @@ What django-rq used, what it did on a GET, and what it is rebound to:
 - ``get_executions``: its ``Execution.job`` fetches the job with pickle -> each job read as JSON here.
 - ``Job.fetch`` and every job list: raise on a poison job (not UTF-8, no ``data``, garbage, a key of
   the wrong type) -> read through ``jobread``: a ``CorruptJob`` shown as "corrupt: <why>"; a list or
-  registry key of the wrong type reads as empty (logged), an id that is not UTF-8 is shown escaped.
+  registry key of the wrong type reads as empty (reported once: ``entries.report``), an id that is not
+  UTF-8 or that rq rejects is shown escaped (``jobread.shown_id``).
 - ``get_statistics``: stops at a poison head job or a key of the wrong type -> ``stats.statistics``.
 - ``clean_worker_registry`` / ``clean_registries``: SREM / registry maintenance -> nothing.
-- ``Worker``: ``find_by_key`` builds a pickle worker whose current job is fetched with pickle -> ``JSONWorker``.
+- ``Worker`` (and ``get_worker_class`` of django-rq's ``metrics``): ``find_by_key`` builds a pickle worker
+  whose current job is fetched with pickle, SREMs a gone worker, and a worker set or hash of the wrong
+  type raises -> ``readers.JSONWorker``.
 - ``DjangoCronScheduler.all(cleanup=True)``: ZREMs stale cron schedulers -> ``ReadOnlyCronScheduler``.
-- ``get_scheduler_by_index``: rq-scheduler's ``get_jobs`` cancels ids whose hash is gone -> the
-  scheduler with ``cancel`` a no-op.
+- ``get_scheduler_by_index``: rq-scheduler's ``get_jobs`` cancels ids whose hash is gone, and raises
+  for its sorted set of the wrong type or a poison job -> ``readers.read_only_scheduler``.
 
 The dashboard (``views.home``) reads ``stats.statistics()``, which never runs maintenance; django-rq's
 ``metrics`` of the panel gets ``ReadOnlyQueue`` too (``django_rq.contrib.prometheus.get_queue``).
 Registry maintenance is the workers' job (rq's maintenance task), never a page's.
 ``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
 """
-import logging
-
 import redis
 from django_rq.cron import DjangoCronScheduler
 from rq.registry import (
@@ -44,20 +45,18 @@ from rq.registry import (
 )
 from rq.exceptions import NoSuchJobError
 from rq.serializers import JSONSerializer
-from rq.worker import Worker
 
 from queues.catalog.lookup import OptimaJob, OptimaQueue
-from queues import rqcompat
+from queues import entries, rqcompat
+from queues.board.readers import JSONWorker, read_only_scheduler  # noqa: F401 (JSONWorker: rebound by patches)
 from queues.jobs import read as jobread
-
-logger = logging.getLogger("queues.board")
 
 
 def wrong_type(key, exc, empty):
-    """A key of the wrong type reads as ``empty`` (an ERROR names it); other errors are raised."""
+    """A key of the wrong type reads as ``empty`` (reported once: ``entries.report``); other errors are raised."""
     if "WRONGTYPE" not in str(exc):
         raise exc
-    logger.error("%s is not of the type rq expects (%s): the panel shows it as empty", jobread.text(key), exc)
+    entries.report(key, "not of the type rq expects (WRONGTYPE): the panel shows it as empty")
     return empty
 
 
@@ -159,20 +158,6 @@ class ReadOnlyQueue(OptimaQueue):
     canceled_job_registry = property(lambda self: self._registry("CanceledJobRegistry"))
 
 
-class JSONWorker(Worker):
-    """rq's Worker as the panel reads it: JSON serializer and jobs, whatever the caller passes."""
-
-    @classmethod
-    def find_by_key(cls, worker_key, connection, job_class=None, queue_class=None, serializer=None):
-        return super().find_by_key(worker_key, connection, job_class=OptimaJob, queue_class=OptimaQueue,
-                                   serializer=JSONSerializer)
-
-    @classmethod
-    def all(cls, connection=None, job_class=None, queue_class=None, queue=None, serializer=None):
-        return super().all(connection=connection, job_class=OptimaJob, queue_class=OptimaQueue, queue=queue,
-                           serializer=JSONSerializer)
-
-
 class ReadOnlyCronScheduler(DjangoCronScheduler):
     @classmethod
     def all(cls, connection, cleanup=True):
@@ -196,9 +181,7 @@ def get_queue(name, *args, **kwargs):
 def get_scheduler_by_index(index):
     from django_rq.queues import get_scheduler_by_index as original
 
-    scheduler = original(index)
-    scheduler.cancel = lambda *args, **kwargs: None  # get_jobs() cancels missing ids: not on a page
-    return scheduler
+    return read_only_scheduler(original(index))
 
 
 def get_jobs(queue, job_ids, registry=None):

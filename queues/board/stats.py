@@ -8,11 +8,13 @@ all of them. Here the same dictionary is built from the read-only queue and regi
 corrupt one shows "corrupt"), and each queue lists its ``problems`` (a key that is not of the type
 rq expects), shown on the dashboard. Nothing is written.
 """
+from django.core.exceptions import ImproperlyConfigured
 from django_rq.settings import get_queues_list
 from django_rq.templatetags.django_rq import to_localtime
 from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
 
 from queues.board import readonly
+from queues.board.readers import JSONWorker, read_only_scheduler
 from queues.jobs import read as jobread
 
 EXPECTED_TYPES = {"queue": b"list", "started": b"zset", "finished": b"zset", "failed": b"zset",
@@ -49,8 +51,6 @@ def oldest_timestamp(queue):
 
 
 def queue_statistics(index):
-    from rq.worker import Worker
-
     queue = readonly.get_queue_by_index(index)
     return {
         "name": queue.name,
@@ -59,7 +59,7 @@ def queue_statistics(index):
         "index": index,
         "connection_kwargs": get_displayable_connection_kwargs(queue),
         "scheduler_pid": get_scheduler_pid(queue),
-        "workers": Worker.count(queue=queue),
+        "workers": JSONWorker.count(queue=queue),
         "finished_jobs": len(queue.finished_job_registry),
         "started_jobs": len(queue.started_job_registry),
         "deferred_jobs": len(queue.deferred_job_registry),
@@ -72,3 +72,22 @@ def queue_statistics(index):
 def statistics(run_maintenance_tasks=False):
     """django-rq's ``get_statistics`` (same keys, plus ``problems``); never runs maintenance."""
     return {"queues": [queue_statistics(index) for index, _ in enumerate(get_queues_list())]}
+
+
+def scheduler_statistics():
+    """django-rq's ``get_scheduler_statistics`` (same keys) through ``readers.read_only_scheduler``:
+    rq-scheduler's set of the wrong type counts 0 instead of raising."""
+    from django_rq.queues import get_scheduler
+
+    schedulers = {}
+    for index, config in enumerate(get_queues_list()):
+        queue = readonly.get_queue_by_index(index)
+        kwargs = get_displayable_connection_kwargs(queue)
+        where = f"{kwargs.get('host', 'NOHOST')}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
+        if where not in schedulers:
+            try:
+                scheduler = read_only_scheduler(get_scheduler(config["name"]))
+            except ImproperlyConfigured:  # as django-rq's: rq-scheduler not installed
+                continue
+            schedulers[where] = {"count": scheduler.count(), "index": index}
+    return {"schedulers": schedulers}

@@ -11,7 +11,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_rq.settings import get_queues_map
 from django_rq.stats_views import RQCollector
-from django_rq.utils import get_scheduler_statistics
 from django_rq.views import each_context
 
 from queues import audit, conf
@@ -24,7 +23,7 @@ from queues.board import bounded
 from queues.board import history as board_history
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
-from queues.board.stats import statistics
+from queues.board.stats import scheduler_statistics, statistics
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 
@@ -48,7 +47,7 @@ def home(request):
     context = {
         **each_context(request),
         **stats,
-        **get_scheduler_statistics(),
+        **scheduler_statistics(),
         "view_metrics": RQCollector is not None,
         # Not rq's cron schedulers: this project runs rq-scheduler, so django-rq's box is left out.
         # Completed/failed per minute, from the workers' once-a-minute samples (one LRANGE, no write).
@@ -66,8 +65,8 @@ def queue_details(request, queue_index):
     through ``queues.jobs.read``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
     from django_rq.settings import get_queues_list
     from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
-    from rq.worker import Worker
 
+    from queues.board.readers import JSONWorker
     from queues.board.readonly import get_queue_by_index
 
     queue = get_queue_by_index(queue_index)
@@ -77,7 +76,7 @@ def queue_details(request, queue_index):
         **each_context(request), "queue": queue, "queue_index": queue_index,
         "connection_kwargs": get_displayable_connection_kwargs(queue),
         "queue_config": get_queues_list()[queue_index]["connection_config"], "num_jobs": queue.count,
-        "num_workers": Worker.count(queue=queue), "num_started": len(queue.started_job_registry),
+        "num_workers": JSONWorker.count(queue=queue), "num_started": len(queue.started_job_registry),
         "num_finished": len(queue.finished_job_registry), "num_failed": len(queue.failed_job_registry),
         "num_deferred": len(queue.deferred_job_registry), "num_scheduled": len(queue.scheduled_job_registry),
         "scheduler_pid": get_scheduler_pid(queue), "oldest_queued_job": oldest, "newest_queued_job": newest,

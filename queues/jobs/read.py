@@ -18,26 +18,31 @@ reconcile, the abandoned-job scan) reads through here instead:
 | raises ``ValueError`` for it)                     |                                                |
 | a field (other than the binary ``data`` /         | ``CorruptJob`` "field 'x' is not UTF-8"        |
 | ``exc_info``) or the job id that is not UTF-8     |                                                |
+| a hash over ``entries.JOB_BYTES`` (256 KiB, its  | ``CorruptJob`` "too large" (``kind``           |
+| ``data`` decompressed: never past the cap)        | ``too_large``): its fields cut for the page    |
 | ``data`` that is not a zlib/JSON job payload      | ``CorruptJob`` "data is not a JSON job payload"|
 | ``meta`` / ``result`` that is not JSON            | ``CorruptJob`` "meta is not JSON" ...          |
 | an ``origin`` that is not a declared queue        | ``CorruptJob`` (only with ``check_origin``)    |
-| anything else                                     | the ``OptimaJob``                              |
+| anything else                                     | the job (``results.ReadJob``: an ``OptimaJob`` |
+|                                                   | whose results stream is read without raising)  |
 
 Nothing here decodes anything but JSON, and nothing writes — except ``raw_delete``, which an
 operator asks for ("Delete" of a corrupt job: DEL of its hash, its entries in its queue's list and
 registries).
 """
 import codecs
+import zlib
 from dataclasses import dataclass, field
 
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
 
-from queues import keys, rqcompat
+from queues import entries, keys, rqcompat
+from queues.jobs.results import ReadJob
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
-PREVIEW_CHARS = 300  # characters shown of each value
+PREVIEW_CHARS = entries.PREVIEW_CHARS  # characters shown of each value
 
 
 def text(value):
@@ -80,8 +85,8 @@ def job_key(job_id):
 def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
     """[(name, value)] of a raw hash as printable, truncated text (for pages; never raw bytes)."""
     def short(value):
-        shown = text(value)
-        return shown if len(shown) <= chars else f"{shown[:chars]}… ({len(value)} bytes)"
+        shown = text(value[:chars * 4])  # a 50 MB value is never decoded whole
+        return shown if len(value) <= chars and len(shown) <= chars else f"{shown[:chars]}… ({len(value)} bytes)"
 
     return [(short(k), short(v)) for k, v in list(fields)[:limit]]
 
@@ -94,7 +99,8 @@ class CorruptJob:
     id: str  # printable, fits a URL (``shown_id``); ``raw_id`` gives what Redis holds
     why: str
     fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as HGETALL gave them
-    kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8, or rq rejects it), "content"
+    kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8, or rq rejects it), "too_large",
+    # "content" (unreadable)
     is_corrupt = True
     origin = ""
     description = None
@@ -132,6 +138,22 @@ def why_id(job_id):
     return None
 
 
+def _why_size(raw):
+    """Why the hash is too large to read, or None: over ``entries.JOB_BYTES`` with ``data``
+    decompressed (only as far as the cap)."""
+    size = sum(len(k) + len(v) for k, v in raw.items() if k != b"data")
+    data = raw.get(b"data", b"")
+    try:
+        inflated, whole = entries.inflate(data, max(0, entries.JOB_BYTES - size))
+    except zlib.error:
+        inflated, whole = data, True  # rq keeps data that is not zlib as it is (then not a payload)
+    size += len(inflated) if whole else entries.JOB_BYTES + 1
+    if size <= entries.JOB_BYTES:
+        return None
+    return (f"too large to read: its hash is over {entries.JOB_BYTES // 1024} KiB"
+            f" ({sum(len(v) for v in raw.values())} bytes as stored)")
+
+
 def _why_fields(raw):
     for name, value in raw.items():
         try:
@@ -162,8 +184,6 @@ def _why_job(job, raw, check_origin):
 
 def load(job_id, raw, connection, check_origin=True):
     """One job from its HGETALL reply ``raw`` (a dict, or the exception a pipeline returned)."""
-    from queues.catalog.lookup import OptimaJob
-
     shown = shown_id(job_id)
     if isinstance(raw, redis.ResponseError):
         return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)", kind="wrong_type")
@@ -178,9 +198,12 @@ def load(job_id, raw, connection, check_origin=True):
         return CorruptJob(shown, why, list(raw.items()), kind="id")
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
+    why = _why_size(raw)
+    if why is not None:
+        return CorruptJob(shown, why, list(raw.items()), kind="too_large")
     why = _why_fields(raw)
     if why is None:
-        job = OptimaJob(job_id, connection=connection)
+        job = ReadJob(job_id, connection=connection)
         try:
             job.restore(raw)
         except Exception as exc:  # noqa: BLE001 — rq could not read it: that is the finding

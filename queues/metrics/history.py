@@ -30,7 +30,7 @@ import time
 
 import redis
 
-from queues import keys
+from queues import entries, keys
 from queues.catalog.lookup import queue_names
 from queues.metrics import store
 
@@ -75,25 +75,40 @@ def sample(connection, at):
 
 def read(connection):
     """The stored samples, oldest first, as ``(t, {queue: (processed, failed)})``. An entry that is
-    not a sample (whatever else wrote there) is skipped, never raised."""
+    not a sample (whatever else wrote there: not JSON, over ``entries.HISTORY_BYTES``, a time or a
+    count that is not a finite number of the range Redis counters have) is reported once and skipped,
+    never raised; a key that is not a list reads as no history."""
+    key = keys.history_key()
     try:
-        raw = connection.lrange(keys.history_key(), 0, SAMPLES - 1)
+        raw = connection.lrange(key, 0, SAMPLES - 1)
     except redis.ResponseError as exc:
-        logger.error("%s cannot be read as a list (%s): no history shown", keys.history_key(), exc)
+        entries.report(key, f"not a list ({exc}): no history shown")
         return []
     samples = []
     for item in reversed(raw):
-        try:
-            entry = json.loads(item)
-            at = float(entry["t"])
-            counts = {str(q): (_int(v[0]), _int(v[1])) for q, v in entry["q"].items()
-                      if isinstance(v, list) and len(v) == 2}
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        sample = _sample(item)
+        if sample is None:
+            entries.report(key, f"entry {entries.text(item[:80])!r} is not a sample")
             continue
-        if math.isfinite(at):
-            samples.append((at, counts))
+        samples.append(sample)
     samples.sort(key=lambda sample: sample[0])
     return samples
+
+
+def _sample(item):
+    """``(t, counts)`` of one stored entry, or None when it is not a sample."""
+    if len(item) > entries.HISTORY_BYTES:
+        return None
+    try:
+        entry = json.loads(item)
+        at = float(entry["t"])
+        counts = {str(q): (_count(v[0]), _count(v[1])) for q, v in entry["q"].items()
+                  if isinstance(v, list) and len(v) == 2}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError):
+        return None
+    if not math.isfinite(at) or None in (c for pair in counts.values() for c in pair):
+        return None
+    return at, counts
 
 
 def per_minute(samples, now, minutes=MINUTE):
@@ -132,5 +147,12 @@ def minute_starts(now, minutes=MINUTE):
 def _int(value):
     try:
         return max(0, int(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
+
+
+def _count(value):
+    """A stored count: an int in the range of a Redis counter (HINCRBY's 64 bits), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 63:
+        return None
+    return value

@@ -83,3 +83,118 @@ def test_every_panel_page_stats_find_and_the_job_api_answer_without_500_for_reje
     assert operator.get("/jobs/r2.dot.id/").status_code == 404
     detail = operator.get(reverse("django_rq:job_detail", args=[DEFAULT, jobread.shown_id("../../x")]))
     assert (detail.status_code, "corrupt" in detail.content.decode()) == (200, True)
+
+
+# --- finding 4: other entries that stopped a page ---------------------------------------------------
+
+BIG = 50 * 1024 * 1024  # bytes: a 50 MB value
+
+
+def plant_history(connection):
+    import json
+
+    now = time.time()
+    for at, counts in ((now - 170, '[1e999, NaN]'), (now - 110, f"[{10 ** 400}, 1]"), (now - 50, "[3, 1]")):
+        connection.lpush(keys.history_key(), '{"t": %r, "q": {"default": %s}}' % (at, counts))
+    connection.lpush(keys.history_key(), json.dumps({"t": "1e999", "q": {}}), '{"t": 1e999, "q": {"default": [1, 1]}}',
+                     '{"t": NaN, "q": {}}', b"\xff\xfe not json")
+
+
+def plant_results(connection):
+    """Finished jobs whose results stream holds entries rq cannot restore; returns their ids."""
+    from tests.queues.panel_helpers import finished_job
+
+    bad = {"not_base64": {"type": "1", "return_value": "!!! not base64 !!!"},
+           "not_json": {"type": "1", "return_value": "bm90IGpzb24="},  # base64 of b"not json"
+           "not_zlib": {"type": "2", "exc_string": "bm90IHpsaWI="},
+           "bad_type": {"type": "x"}}
+    ids = {}
+    for name, fields in bad.items():
+        job = finished_job("default")
+        connection.xadd(keys.results_key(job.id), fields)
+        ids[name] = job.id
+    job = finished_job("default")
+    connection.delete(keys.results_key(job.id))
+    connection.set(keys.results_key(job.id), "a string, not a stream")
+    ids["wrong_type"] = job.id
+    return ids
+
+
+def plant_wrong_types(connection):
+    from rq.worker import Worker
+
+    from queues.periodic.schedules import scheduled_jobs_key
+
+    from rq.registry import CanceledJobRegistry, DeferredJobRegistry
+
+    connection.delete(keys.finished_key("default"), keys.scheduled_key("default"))
+    connection.set(keys.scheduled_key("default"), "a string, not a zset")
+    connection.rpush(keys.finished_key("default"), "a list, not a zset")
+    connection.hset(DeferredJobRegistry.key_template.format("default"), "a hash", "not a zset")
+    connection.set(CanceledJobRegistry.key_template.format("default"), "a string, not a zset")
+    connection.set(scheduled_jobs_key(), "a string, not a zset")
+    connection.set(Worker.redis_workers_keys, "poison")
+    connection.set(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", "poison")
+
+
+def plant_big(connection):
+    """A failed job whose description and meta are 50 MB each; returns its id."""
+    from tests.queues.panel_helpers import dead_job
+
+    job, _ = dead_job("default", row=False)
+    connection.hset(job.key, mapping={"description": "d" * BIG, "meta": '{"queue": "default", "x": "%s"}' % ("m" * BIG)})
+    return job.id
+
+
+def _answers(operator, job_ids):
+    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": job_ids[0],
+              "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
+              "token": "t", "name": "default"}
+    urls = panel_urls(sample) + [reverse("django_rq:job_detail", args=[DEFAULT, j]) for j in job_ids]
+    urls += [f"/jobs/{j}/" for j in job_ids] + ["/metrics", "/healthz"]
+    return {url: operator.get(url) for url in urls}
+
+
+PLANTS = {"history": plant_history, "results": plant_results, "wrong_types": plant_wrong_types, "big": plant_big}
+
+
+@pytest.mark.parametrize("kind", PLANTS)
+def test_no_page_metrics_or_healthz_answers_500_or_503_for_bad_history_results_types_or_sizes(
+        operator, queue_redis, kind):
+    from tests.queues.panel_helpers import dead_job
+
+    planted = PLANTS[kind](queue_redis)
+    job_ids = list(planted.values()) if isinstance(planted, dict) else [planted] if planted else []
+    job_ids.append(dead_job("default", row=False)[0].id)
+    answers = _answers(operator, job_ids)
+    assert {url: r.status_code for url, r in answers.items() if r.status_code >= 500} == {}
+    assert {url: len(r.content) for url, r in answers.items() if len(r.content) > 512 * 1024} == {}
+
+
+def test_a_bad_entry_is_reported_once_with_its_key_escaped(operator, queue_redis, caplog):
+    from rq.worker import Worker
+
+    from queues import entries
+
+    entries._reported.clear()
+    evil = f"{Worker.redis_worker_namespace_prefix}evil\n2026-12-01 13:00:00,000 CRITICAL forged"
+    queue_redis.sadd(Worker.redis_workers_keys, evil)
+    queue_redis.sadd(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", evil)
+    queue_redis.set(evil, "a string, not a worker's hash")
+    for _ in range(2):
+        assert operator.get(reverse("django_rq:workers", args=[DEFAULT])).status_code == 200
+        assert operator.get(reverse("django_rq:home")).status_code == 200
+    reported = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "evil" in r.getMessage()]
+    assert len(reported) == 1
+    assert "\n" not in reported[0] and "evil\\n2026" in reported[0] and "not a worker's hash" in reported[0]
+
+
+def test_workers_set_of_the_wrong_type_is_a_bad_entry_not_a_timeout(operator, queue_redis):
+    from rq.worker import Worker
+
+    queue_redis.set(Worker.redis_workers_keys, "poison")
+    queue_redis.set(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", "poison")
+    for url in (reverse("django_rq:home"), reverse("django_rq:workers", args=[DEFAULT]),
+                reverse("django_rq:queue_details", args=[DEFAULT]), reverse("django_rq:home_json")):
+        response = operator.get(url)
+        assert (url, response.status_code, b"did not answer in time" in response.content) == (url, 200, False)

@@ -1,0 +1,96 @@
+"""Entries read from Redis that a reader cannot use: reported once and skipped; and the size caps.
+
+Whoever can write to the queues' Redis can plant anything under any key (``keys.py`` lists the
+families and the reader of each). A reader never raises for what it finds: an entry it cannot use
+is reported by ``report`` (one ERROR per entry and process, its key and why escaped and masked)
+and skipped, or shown as corrupt. What is read is bounded, and so is what is kept from it:
+
+===============================  ==========  ==============================================================
+cap                              value       what happens past it
+===============================  ==========  ==============================================================
+``JOB_BYTES``                    256 KiB     a job hash (its ``data`` decompressed) this large reads as a
+                                             corrupt job "too large" (``jobs/read.py``): shown as its
+                                             fields cut at ``PREVIEW_CHARS``, never decompressed whole
+``RESULT_BYTES``                 256 KiB     a result's return value this large (base64) is shown as
+                                             ``"(… bytes: not shown)"`` (``jobs/results.py``)
+``TEXT_CHARS``                   64 KiB      a traceback, an exception message, a result's exception
+                                             string: cut, with ``TRUNCATED`` and the size it had
+``ARGS_CHARS``                   64 KiB      a dead letter's arguments as JSON: past it the row keeps
+                                             ``TRUNCATED_ARGS`` instead (``failures/mirror.py``)
+``RAW_VALUE_BYTES``              2 KiB       each name and value kept in a corrupt dead letter's
+                                             ``raw_hash`` (``failures/corrupt.py``), cut inside valid JSON
+``RAW_FIELDS``                   64          fields kept in a ``raw_hash``
+``PREVIEW_CHARS``                300         characters shown of each value of a corrupt job's hash
+``HISTORY_BYTES``                4 KiB       a history sample longer than this is skipped
+===============================  ==========  ==============================================================
+
+So a 50 MB value costs kilobytes in the database and in a page. Reported entries are remembered
+(at most ``MAX_REPORTED`` per process), so a page that meets the same bad entry at every load logs
+it once. A leaf module: it imports only ``logsafe`` and, when it reports, the URL masking.
+"""
+import zlib
+
+from queues import logsafe
+
+JOB_BYTES = 256 * 1024
+RESULT_BYTES = 256 * 1024
+TEXT_CHARS = 64 * 1024
+ARGS_CHARS = 64 * 1024
+RAW_VALUE_BYTES = 2 * 1024
+RAW_FIELDS = 64
+PREVIEW_CHARS = 300
+HISTORY_BYTES = 4 * 1024
+
+TRUNCATED = "… (truncated: {size} in all, the first {kept} kept)"
+MAX_REPORTED = 1000
+
+logger = logsafe.get_logger("queues.resilience")  # the logger that names bad entries set aside, too
+
+_reported = set()
+
+
+def report(key, why, log=logger):
+    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped". URLs in them are
+    masked; the logger (``logsafe.get_logger``) escapes control characters, as a key or a value
+    may hold a line break."""
+    from queues.connection.masking import mask_urls_in
+
+    key, why = mask_urls_in(text(key)), mask_urls_in(text(why))
+    if (key, why) in _reported:
+        return
+    if len(_reported) < MAX_REPORTED:
+        _reported.add((key, why))
+    log.error("bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)", key, why)
+
+
+def text(value):
+    """``value`` (bytes or str) as text: bytes that are not UTF-8 shown as ``\\xNN``."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return value if isinstance(value, str) else str(value)
+
+
+def cut(value, limit=TEXT_CHARS):
+    """``value`` (str) cut to ``limit`` characters, with a visible marker saying so."""
+    if value is None or len(value) <= limit:
+        return value
+    return value[:limit] + TRUNCATED.format(size=f"{len(value)} characters", kept=limit)
+
+
+def cut_bytes(value, limit):
+    """``value`` (bytes) cut to ``limit`` bytes, with the marker (as bytes) saying so."""
+    if len(value) <= limit:
+        return value
+    return value[:limit] + TRUNCATED.format(size=f"{len(value)} bytes", kept=limit).encode()
+
+
+def inflate(data, limit):
+    """``data`` zlib-decompressed, at most ``limit`` bytes of it: (bytes, whole). ``whole`` is False
+    when more would have come (never decompressed past the limit: a small bomb stays small).
+    Raises ``zlib.error`` when ``data`` is not zlib."""
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(data, limit + 1)
+    if not inflater.unconsumed_tail:
+        out += inflater.flush()
+    whole = len(out) <= limit and not inflater.unconsumed_tail
+    return out[:limit], whole
