@@ -4,7 +4,9 @@ registrations below are the list of what it shows.
 
 Permissions: seeing dead letters is Django's ``queues.view_deadletter``; retrying and discarding
 is ``queues.act_on_deadletter``. A corrupt dead letter (reason ``corrupt``) shows its job's raw hash,
-escaped; retrying it is refused (nothing to run), discarding it works like any other. Rows are
+escaped; retrying it is refused (nothing to run), discarding it works like any other. A row never
+verified (``unverified``, ``unsigned``) is retried only from its own page, once its function and
+arguments were shown as not verified and confirmed; bulk and group retries skip it. Rows are
 never deleted here: a discarded dead letter stays, marked ``discarded``. Every retry or discard
 writes one audit row per dead letter. Lists stay fast with 200,000 rows: no full count, indexed
 filters, 100 rows a page.
