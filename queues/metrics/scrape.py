@@ -12,16 +12,21 @@ limit key of a declared queue (held jobs per queue: ``optima_queue_held_jobs``).
 registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
 expired entries that cleanup would remove are counted with ZCOUNT and left out instead.
 
-A command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
+A planted worker set, counters hash or durations list (of the wrong type, or holding values that are
+not numbers in a Redis counter's range) only loses what it holds: 0 workers, counters unknown (left
+out, not zeroed), no durations; each such entry reported once (``entries.report``). Any other
+command that fails for one queue (wrong type, ACL, ...) zeroes that queue only; a Redis that
 refuses, drops or does not answer zeroes all of them. Either way the error gauge says so and one
 line is logged; the collector itself never raises, so the rest of /metrics is still served. A
 poison head job (an id that is not UTF-8, a key that is not a hash) only loses its queue's age. A
 Redis that refuses INFO (an ACL without it) only loses the memory families: left out, not zeroed.
 """
 import logging
+import math
 
 import redis
 
+from queues import entries
 from queues import keys as redis_keys
 from queues.connection import info as redisinfo
 from queues.metrics import redis_memory, store
@@ -72,7 +77,7 @@ def read_redis(client, names, samples, now):
     held_keys = _held_keys(limit_keys_result, names)
     heads, worker_sets = {}, {}
     for i, name in enumerate(names):
-        row = results[i * PER_QUEUE_COMMANDS:(i + 1) * PER_QUEUE_COMMANDS]
+        row = _tolerated(name, results[i * PER_QUEUE_COMMANDS:(i + 1) * PER_QUEUE_COMMANDS])
         errors = [r for r in row if isinstance(r, Exception)]
         sample = samples[name]
         if errors:
@@ -86,12 +91,9 @@ def read_redis(client, names, samples, now):
         is_paused = name in paused
         sample.jobs.update(waiting=0 if is_paused else queued, paused=queued if is_paused else 0,
                            active=active, delayed=delayed, completed=completed, failed=failed)
-        sample.durations_ms = [float(d) for d in durations]
-        counters = {text(k): text(v) for k, v in counters.items()}
-        sample.counters = {k: int(counters.get(k, 0)) for k in (store.PROCESSED, store.FAILED, store.RETRIED,
-                                                                 store.DEAD)}
-        sample.counters[store.DURATION_SUM] = float(counters.get(store.DURATION_SUM, 0))
-        sample.buckets = {b: int(counters.get(store.bucket_field(b), 0)) for b in bounds}
+        sample.durations_ms = _durations(name, durations)
+        if counters is not None:
+            _counters(name, counters, sample, bounds)
         if head is not None and not is_paused:
             heads[name] = head  # as Redis holds it (maybe not UTF-8)
         if worker_keys:
@@ -100,6 +102,66 @@ def read_redis(client, names, samples, now):
     if heads or worker_sets or held_keys:
         _read_round_two(client, heads, worker_sets, samples, now, held_keys)
     return memory
+
+
+# Round trip 1's replies a bad entry may spoil without spoiling the queue's other values: the worker
+# set (offset 8: no workers), the counters (9: unknown) and the durations (10: none).
+_WORKERS, _COUNTERS, _DURATIONS = 8, 9, 10
+
+
+def _tolerated(name, row):
+    """``row`` with a wrong-typed worker set, counters hash or durations list reported (once) and read
+    as empty / unknown instead of failing the whole queue."""
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    row = list(row)
+    for offset, key, instead in ((_WORKERS, WORKERS_BY_QUEUE_KEY % name, set()),
+                                 (_COUNTERS, store.counters_key(name), None),
+                                 (_DURATIONS, store.durations_key(name), [])):
+        reply = row[offset]
+        if isinstance(reply, redis.ResponseError) and "WRONGTYPE" in str(reply):
+            entries.report(key, "not of the type the scrape reads (WRONGTYPE): left out of /metrics", log=logger)
+            row[offset] = instead
+    return row
+
+
+def _durations(name, values):
+    """The stored durations (ms) that are finite numbers; the others reported and left out."""
+    found = []
+    for value in values:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if math.isfinite(number) and number >= 0:
+            found.append(number)
+        else:
+            entries.report(store.durations_key(name), f"entry {text(value[:40])!r} is not a duration", log=logger)
+    return found
+
+
+def _counters(name, counters, sample, bounds):
+    """The recorder's counters into ``sample``; a value that is not a whole number in a Redis counter's
+    range leaves them unknown (counter samples left out, not zeroed), reported."""
+    counters = {text(k): text(v) for k, v in counters.items()}
+
+    def number(field, cast=int):
+        try:
+            value = cast(counters.get(field, 0))
+        except (TypeError, ValueError, OverflowError):
+            value = None
+        if value is None or not math.isfinite(value) or not 0 <= value < 2 ** 63:
+            raise ValueError(field)
+        return value
+
+    try:
+        sample.counters = {k: number(k) for k in (store.PROCESSED, store.FAILED, store.RETRIED, store.DEAD)}
+        sample.counters[store.DURATION_SUM] = number(store.DURATION_SUM, float)
+        sample.buckets = {b: number(store.bucket_field(b)) for b in bounds}
+    except ValueError as exc:
+        entries.report(store.counters_key(name), f"field {exc.args[0]!r} is not a count: counters left out",
+                       log=logger)
+        sample.counters = sample.buckets = None
 
 
 def _held_keys(members, names):

@@ -198,3 +198,34 @@ def test_workers_set_of_the_wrong_type_is_a_bad_entry_not_a_timeout(operator, qu
                 reverse("django_rq:queue_details", args=[DEFAULT]), reverse("django_rq:home_json")):
         response = operator.get(url)
         assert (url, response.status_code, b"did not answer in time" in response.content) == (url, 200, False)
+
+
+# --- finding 4: /metrics with bad entries -----------------------------------------------------------
+
+def test_metrics_keep_the_true_counts_of_a_queue_whose_counters_durations_or_worker_set_are_bad(
+        client, queue_redis, settings):
+    from prometheus_client.parser import text_string_to_metric_families
+    from rq.worker import Worker
+
+    from queues.metrics import collector, store
+
+    collector.cache.clear()
+    queue_redis.rpush(keys.queue_key("default"), "waiting-job")
+    queue_redis.hset(store.counters_key("default"), mapping={"processed": "1e999", "failed": "not a number"})
+    queue_redis.rpush(store.durations_key("default"), "nan", "x" * 100, "5")
+    queue_redis.set(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", "poison")
+    queue_redis.hset(store.counters_key("repricer"), mapping={"processed": "4", "failed": "1"})
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    found = {(s.name, frozenset(s.labels.items())): s.value
+             for family in text_string_to_metric_families(response.content.decode()) for s in family.samples}
+
+    def value(name, **labels):
+        return found.get((name, frozenset(labels.items())))
+
+    assert value("optima_queue_jobs", queue="default", state="waiting") == 1.0
+    assert value("optima_queue_workers", queue="default") == 0.0
+    assert value("optima_queue_jobs_processed_total", queue="default") is None  # unknown, not 0
+    assert value("optima_queue_jobs_processed_total", queue="repricer") == 4.0
+    assert value("optima_queue_job_duration_ms", queue="default", quantile="0.5") == 5.0
+    assert value("optima_queue_scrape_error", queue="default", source="redis") == 0.0
