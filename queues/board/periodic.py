@@ -3,12 +3,16 @@ pause/resume (``queues.periodic.schedules``).
 
 A GET reads, in three round trips and without writing: the templates' scores in rq-scheduler's
 sorted set (the next run) plus each schedule's last run id and the paused set, then the last runs'
-job hashes as JSON (``jobread.fetch_many``: a poison hash is shown as corrupt, never unpickled).
+job hashes as JSON (``jobread.fetch_many``: a poison hash is shown as corrupt, never unpickled). A
+key of the wrong type, an absurd score or a last-run id rq rejects is shown as unknown or corrupt
+(reported once), never a 500 or a 503.
 A POST (the act permission, as any POST to the panel: ``access.guard``; CSRF) pauses or resumes one
 schedule and writes one audit row.
 """
 import datetime as dt
+import math
 
+import redis
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -16,9 +20,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 from django_rq.settings import get_queues_map
 from django_rq.views import each_context
-from rq.utils import as_text
 
-from queues import audit, keys
+from queues import audit, entries, keys
 
 from queues.jobs import read as jobread
 
@@ -36,29 +39,32 @@ def _when(value):
 
 
 def rows(connection):
-    """One dict per declared schedule, for the page (reads only)."""
+    """One dict per declared schedule, for the page (reads only). A key of the wrong type, an absurd
+    score or a last-run id rq rejects is reported once (``entries.report``) and shown as unknown."""
     declared = schedules.declared_schedules()
     with connection.pipeline(transaction=False) as pipe:
         for schedule in declared:
             pipe.zscore(schedules.scheduled_jobs_key(), schedule.template_id)
             pipe.get(keys.schedule_last_key(schedule.id))
         pipe.smembers(keys.schedules_paused_key())
-        replies = pipe.execute()
-    paused = {as_text(m) for m in replies[-1]}
-    last_ids = [as_text(r) if r is not None else None for r in replies[1:-1:2]]
+        replies = pipe.execute(raise_on_error=False)
+    paused = {jobread.text(m) for m in _readable(replies[-1], keys.schedules_paused_key(), set())}
+    scores = [_readable(r, schedules.scheduled_jobs_key(), None) for r in replies[0:-1:2]]
+    last_ids = [_readable(r, keys.schedule_last_key(s.id), None) for s, r in zip(declared, replies[1:-1:2])]
+    last_ids = [jobread.normal_id(r) if r is not None else None for r in last_ids]
     jobs = iter(jobread.fetch_many([j for j in last_ids if j], connection, check_origin=False))
     index = get_queues_map()
     result = []
-    for schedule, score, last_id in zip(declared, replies[0:-1:2], last_ids):
+    for schedule, score, last_id in zip(declared, scores, last_ids):
         row = {"schedule": schedule, "paused": schedule.id in paused,
                "timing": f"cron {schedule.cron} (UTC)" if schedule.cron else f"every {schedule.interval} s",
                "missed": schedule.missed if isinstance(schedule.missed, str)
                else f"catch up (at most {schedule.missed['catch_up']})",
-               "next_run": dt.datetime.fromtimestamp(float(score), UTC) if score is not None else None,
-               "last": None}
+               "next_run": _next_run(score, schedule), "last": None}
         if last_id:
             job = next(jobs)
-            last = {"id": last_id, "status": "gone (expired or deleted)", "started": None, "ended": None,
+            shown = jobread.shown_id(last_id)
+            last = {"id": shown, "status": "gone (expired or deleted)", "started": None, "ended": None,
                     "duration": None, "url": ""}
             if job is not None:
                 status = job.get_status(refresh=False)
@@ -67,10 +73,30 @@ def rows(connection):
                 if last["started"] and last["ended"]:
                     last["duration"] = round((last["ended"] - last["started"]).total_seconds(), 3)
                 if schedule.queue in index:
-                    last["url"] = reverse("django_rq:job_detail", args=[index[schedule.queue], last_id])
+                    last["url"] = reverse("django_rq:job_detail", args=[index[schedule.queue], shown])
             row["last"] = last
         result.append(row)
     return result
+
+
+def _readable(reply, key, instead):
+    """A pipeline reply, or ``instead`` for a key of the wrong type (reported); other errors raised."""
+    if isinstance(reply, redis.ResponseError) and "WRONGTYPE" in str(reply):
+        entries.report(key, "not of the type the periodic page reads (WRONGTYPE): shown as unknown")
+        return instead
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def _next_run(score, schedule):
+    """The template's score as an aware UTC datetime; None for none or a score that is not a time."""
+    if score is None:
+        return None
+    if not math.isfinite(score) or not 0 <= score < 2 ** 40:
+        entries.report(schedules.scheduled_jobs_key(), f"{schedule.template_id} has the score {score}, not a time")
+        return None
+    return dt.datetime.fromtimestamp(float(score), UTC)
 
 
 def _page(request):

@@ -229,3 +229,27 @@ def test_metrics_keep_the_true_counts_of_a_queue_whose_counters_durations_or_wor
     assert value("optima_queue_jobs_processed_total", queue="repricer") == 4.0
     assert value("optima_queue_job_duration_ms", queue="default", quantile="0.5") == 5.0
     assert value("optima_queue_scrape_error", queue="default", source="redis") == 0.0
+
+
+@pytest.mark.parametrize("bad", ["wrong_types", "absurd_score", "rejected_last_id"])
+def test_periodic_page_shows_what_it_can_read_and_never_answers_500_or_503(operator, queue_redis, settings, bad):
+    from queues.periodic.declare import declared_schedules
+    from queues.periodic.schedules import scheduled_jobs_key
+
+    settings.OPTIMA_SCHEDULES = [{"id": "tick", "queue": "default", "func": "tests.jobs.sample.add",
+                                  "args": [1, 2], "interval": 3600}]
+    schedule = declared_schedules()[0]
+    if bad == "wrong_types":
+        queue_redis.set(scheduled_jobs_key(), "a string, not a zset")
+        queue_redis.hset(keys.schedule_last_key("tick"), "a hash", "not a job id")
+        queue_redis.set(keys.schedules_paused_key(), "a string, not a set")
+    elif bad == "absurd_score":
+        queue_redis.zadd(scheduled_jobs_key(), {schedule.template_id: float("inf")})
+    else:
+        queue_redis.set(keys.schedule_last_key("tick"), "../../x")
+        queue_redis.hset(keys.job_key("../../x"), mapping=good_hash(queue_redis))
+    for url in (reverse("django_rq:queues_periodic"), reverse("django_rq:scheduler_jobs", args=[DEFAULT]),
+                reverse("django_rq:home")):
+        response = operator.get(url)
+        assert (url, response.status_code) == (url, 200)
+    assert b"tick" in operator.get(reverse("django_rq:queues_periodic")).content
