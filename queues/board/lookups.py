@@ -10,12 +10,16 @@ argument's name — so a view added to django-rq's URLconf is covered as long as
 | --- | --- |
 | ``queue_index``, ``scheduler_index`` | not an index of the declared queues (sorted by name) |
 | ``job_id`` | no such job in Redis (a corrupt one is handed to ``corrupt.respond``: shown, deletable) |
-| ``key`` | not a worker key of this prefix, or no such worker |
+| ``key`` | not a worker key of this prefix, no such worker, or one rq cannot read (reported) |
 
-A ``NoSuchJobError`` raised later by the view (the job deleted meanwhile) is a 404 too.
+A ``NoSuchJobError`` raised later by the view (the job deleted meanwhile) is a 404 too. A
+``WRONGTYPE`` that rq's own code raises for a planted key none of the panel's readers met (they
+read such keys as empty: ``readonly``, ``readers``, ``jobread``) answers ``bad_entry``'s page (200,
+naming the queue's keys of the wrong type), not the guard's 503 "Redis did not answer in time".
 """
 import functools
 
+import redis
 from django.http import Http404
 from django_rq.settings import get_queues_list
 from rq.exceptions import NoSuchJobError
@@ -43,9 +47,13 @@ def check_job(job_id):
 
 
 def check_worker(key):
+    """Http404 unless ``key`` is a worker the panel can read (``readers.JSONWorker``: a hash of the
+    wrong type or that rq cannot read is reported and answers 404)."""
+    from queues.board.readers import JSONWorker
+
     prefix = Worker.redis_worker_namespace_prefix
-    if not key.startswith(prefix) or not bounded.connection().exists(key):
-        raise Http404(f"No worker with key {key!r} (worker keys start with {prefix!r}).")
+    if not key.startswith(prefix) or JSONWorker.find_by_key(key, bounded.connection()) is None:
+        raise Http404(f"No worker with key {key!r} that can be read (worker keys start with {prefix!r}).")
 
 
 def known(view):
@@ -67,5 +75,26 @@ def known(view):
             return view(request, *args, **kwargs)
         except NoSuchJobError as exc:
             raise Http404(f"No job {kwargs.get('job_id', '')!r} in Redis.") from exc
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            return bad_entry(request, exc, kwargs)
 
     return checked
+
+
+def bad_entry(request, exc, kwargs):
+    """The page of a view that met a key of the wrong type no reader of ours caught (rq's own reads):
+    it says so, lists the keys of the wrong type of the URL's queue, and reports it once, instead of
+    the guard's 503 "Redis did not answer"."""
+    from django.shortcuts import render
+    from django_rq.views import each_context
+
+    from queues import entries
+    from queues.board.readonly import get_queue_by_index
+    from queues.board.stats import problems
+
+    entries.report(request.path, f"a key this page reads is of the wrong type ({exc})")
+    found = problems(get_queue_by_index(kwargs["queue_index"])) if "queue_index" in kwargs else []
+    return render(request, "queues/bad_entry.html", {
+        **each_context(request), "title": "A Redis entry of the wrong type", "problems": found})

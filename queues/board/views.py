@@ -4,6 +4,7 @@ every view, these too, behind ``access.guard``)."""
 import re
 import time
 
+import redis
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -13,13 +14,13 @@ from django_rq.settings import get_queues_map
 from django_rq.stats_views import RQCollector
 from django_rq.views import each_context
 
-from queues import audit, conf
+from queues import audit, conf, entries, keys
 
 from queues.producer import limits
 
 from queues.worker import pause
 from queues.exceptions import UnknownQueue
-from queues.board import bounded
+from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
@@ -36,10 +37,10 @@ def home(request):
     # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats = statistics()
-    paused = pause.paused_names(bounded.connection())
+    paused = set(readers.members(bounded.connection(), keys.paused_key()))
     # Jobs held back by their limit key (queues/producer/limits.py): outside the queue list, so not in
     # django-rq's counts; per queue, and its busiest keys.
-    in_use = limits.keys_in_use(bounded.connection(), [q["name"] for q in stats["queues"]])
+    in_use = _keys_in_use(bounded.connection(), [q["name"] for q in stats["queues"]])
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
         queue["limit_keys"] = in_use.get(queue["name"], [])
@@ -57,6 +58,18 @@ def home(request):
         "prefix": conf.prefix(),
     }
     return render(request, "queues/board.html", context)
+
+
+def _keys_in_use(connection, names):
+    """``limits.keys_in_use``; rq's set of limit keys of the wrong type, or with a member that is not
+    UTF-8, reads as none in use (reported once)."""
+    try:
+        return limits.keys_in_use(connection, names)
+    except (redis.ResponseError, UnicodeDecodeError) as exc:
+        if isinstance(exc, redis.ResponseError) and "WRONGTYPE" not in str(exc):
+            raise
+        entries.report(keys.limit_keys_key(), f"cannot be read ({type(exc).__name__}): no held jobs shown")
+        return {}
 
 
 @never_cache

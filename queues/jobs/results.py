@@ -7,7 +7,8 @@ string). rq's ``Result.restore`` raises on an entry that is not (``binascii.Erro
 the job's panel page, its result page and ``/jobs/<id>/`` answered 500 or 503.
 
 ``ReadJob`` is the job ``jobs/read.py`` hands out: rq's job (``OptimaJob``) whose ``results()`` and
-``latest_result()`` read through ``read`` here:
+``latest_result()`` read through ``read`` here (and whose ``dependent_ids`` reads a dependents set of
+the wrong type as none, reported):
 
 | what the stream holds                     | what ``read`` gives                                            |
 | ----------------------------------------- | -------------------------------------------------------------- |
@@ -74,7 +75,18 @@ def read(job, count=RESULTS_READ):
 
 class ReadJob(OptimaJob):
     """The job ``jobs/read.py`` hands out: rq's, with its results read through ``read`` (bounded,
-    never raising for what the stream holds)."""
+    never raising for what the stream holds) and its dependents set of the wrong type read as none."""
+
+    @property
+    def dependent_ids(self):
+        try:
+            members = self.connection.smembers(self.dependents_key)
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            entries.report(self.dependents_key, "not a set (WRONGTYPE): no dependents read")
+            return []
+        return [entries.text(m) for m in members]
 
     def results(self):
         return read(self)

@@ -253,3 +253,44 @@ def test_periodic_page_shows_what_it_can_read_and_never_answers_500_or_503(opera
         response = operator.get(url)
         assert (url, response.status_code) == (url, 200)
     assert b"tick" in operator.get(reverse("django_rq:queues_periodic")).content
+
+
+def test_home_and_worker_pages_with_a_paused_set_limit_keys_or_worker_hash_of_the_wrong_type(operator, queue_redis):
+    from rq.worker import Worker
+
+    worker_key = f"{Worker.redis_worker_namespace_prefix}planted"
+    queue_redis.set(worker_key, "a string, not a worker's hash")
+    queue_redis.sadd(Worker.redis_workers_keys, worker_key)
+    queue_redis.set(keys.paused_key(), "a string, not a set")
+    queue_redis.set(keys.limit_keys_key(), "a string, not a set")
+    queue_redis.set(keys.history_key(), "a string, not a list")
+    for url, expected in ((reverse("django_rq:home"), 200), (reverse("django_rq:workers", args=[DEFAULT]), 200),
+                          (reverse("django_rq:worker_details", args=[DEFAULT, worker_key]), 404)):
+        response = operator.get(url)
+        assert (url, response.status_code, b"did not answer in time" in response.content) == (url, expected, False)
+
+
+def test_a_dependents_set_of_the_wrong_type_leaves_the_job_page_readable(operator, queue_redis):
+    from rq.job import Job
+
+    from tests.queues.panel_helpers import dead_job
+
+    job, _ = dead_job("default", row=False)
+    queue_redis.set(Job.dependents_key_for(job.id), "a string, not a set")
+    page = operator.get(reverse("django_rq:job_detail", args=[DEFAULT, job.id]))
+    assert (page.status_code, job.id in page.content.decode()) == (200, True)
+
+
+def test_a_wrongtype_raised_by_rq_itself_answers_a_page_naming_the_keys_not_a_503(rf, admin_user, queue_redis):
+    from queues.board.lookups import known
+
+    queue_redis.set(keys.finished_key("default"), "a string, not a zset")
+
+    def view(request, queue_index):  # stands for rq code reading a key no reader of the panel met
+        return queue_redis.zcard(keys.finished_key("default"))
+
+    request = rf.get("/admin/queues/queues/1/finished/")
+    request.user = admin_user
+    response = known(view)(request, queue_index=DEFAULT)
+    page = response.content.decode()
+    assert (response.status_code, "wrong type" in page, keys.finished_key("default") in page) == (200, True, True)
