@@ -18,7 +18,7 @@ inside a boundary from here:
     the same for an error the caller caught itself, without trying again.
 
 The tables of what each entry point touches (``registration``, ``maintenance``, ``scheduler``,
-``limit``, ``flush``) name rq's keys with rq's own templates, as ``keys.py`` does.
+``limit``, ``flush``, ``starting``, ``running``) name rq's keys with rq's own templates, as ``keys.py`` does.
 """
 import time
 import uuid
@@ -132,6 +132,23 @@ def flush(worker):
         expected.update({keys.metrics_key(name): "hash", keys.durations_key(name): "list",
                          keys.finished_key(name): "zset"})
     return expected
+
+
+def starting(worker, job):
+    """The MULTI that records a job as started (``worker/attempt.py``: rq's ``Execution.create``)."""
+    from queues import keys
+
+    return {worker.key: "hash", keys.worker_executions_key(worker.name): "set", keys.started_key(job.origin): "zset",
+            keys.job_executions_key(job.id): "zset", keys.intermediate_key(keys.queue_key(job.origin)): "list"}
+
+
+def running(worker, job, execution):
+    """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's, its execution's and
+    the started registry."""
+    from queues import keys
+
+    return {worker.key: "hash", job.key: "hash", execution.key: "hash", keys.started_key(job.origin): "zset",
+            keys.job_executions_key(job.id): "zset"}
 
 
 def limit(scoped_key):

@@ -29,6 +29,7 @@ import gc
 from functools import cached_property
 
 from django.db import close_old_connections, connections
+from redis import ResponseError
 from rq import SimpleWorker, Worker
 from rq.serializers import JSONSerializer
 from rq.utils import now
@@ -171,6 +172,9 @@ class WorkerBehaviour(BaseWorker):
         except REDIS_ERRORS as exc:
             rqcompat.remember_state(self, state)
             self.outage.failed(exc, "record its state")
+        except ResponseError as exc:  # its hash of another type (planted): set aside, re-registered within 30 s
+            quarantine.settle(self.connection, lambda: {self.key: "hash"}, exc, who=f"Worker {self.name}",
+                              what="record its state", log=self.log)
 
     def check_for_suspension(self, burst):  # worker
         try:
@@ -186,6 +190,9 @@ class WorkerBehaviour(BaseWorker):
             super().maintain_heartbeats(job, execution)
         except REDIS_ERRORS as exc:
             self.outage.failed(exc, f"heartbeat job {job.id}")
+        except ResponseError as exc:  # a key of another type (planted): set aside, the job goes on
+            quarantine.settle(self.connection, lambda: quarantine.running(self, job, execution), exc,
+                              who=f"Worker {self.name}", what="heartbeat its job", log=self.log)
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):  # worker
         return self.intake.next_job(timeout, max_idle_time)

@@ -15,7 +15,7 @@ A failed attempt goes to ``failures/handler.py``.
 from rq.executions import Execution
 from rq.worker.base import WorkerStatus
 
-from queues import keys
+from queues import keys, quarantine
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures.handler import duration
 from queues.jobs import meta as jobmeta
@@ -34,14 +34,21 @@ def begin(worker, job):
     if worker.stop.requested:
         _give_back(worker, job, queue_key, "the worker is stopping")
         raise NotStarted()
-    execution = None
-    try:
+    created = []
+
+    def record():
         with worker.connection.pipeline() as pipe:
-            execution = Execution.create(job, worker.get_heartbeat_ttl(job), pipeline=pipe, worker_name=worker.name)
+            created.append(Execution.create(job, worker.get_heartbeat_ttl(job), pipeline=pipe, worker_name=worker.name))
             worker.set_state(WorkerStatus.BUSY, pipeline=pipe)
             pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
             pipe.execute()
+        return created[-1]
+
+    try:  # a key of another type (planted) is set aside and the MULTI runs again (its LREM is then a no-op)
+        execution = quarantine.retry_once(worker.connection, lambda: quarantine.starting(worker, job), record,
+                                          who=f"Worker {worker.name}", log=worker.log)
     except REDIS_ERRORS as exc:
+        execution = created[-1] if created else None
         worker.outage.failed(exc, f"start job {job.id}")
         if not wait_until_reachable(worker.connection, worker.backoff, worker.outage,
                                     should_stop=lambda: worker.stop.requested):

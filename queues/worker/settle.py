@@ -13,11 +13,12 @@ import os
 import time
 from dataclasses import dataclass
 
+from redis import ResponseError
 from rq.exceptions import InvalidJobOperation
 from rq.job import JobStatus
 from rq.utils import now
 
-from queues import rqcompat
+from queues import quarantine, rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.worker import horse, supervision
 from queues.worker.supervision import Action
@@ -72,6 +73,12 @@ def settle(worker, ended):
             return settle_once(worker, ended)
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, f"settle job {ended.job.id}")
+        except ResponseError as exc:  # a key of another type (planted): set aside, then once more
+            if not (quarantine.is_wrong_type(exc) and quarantine.set_aside(
+                    worker.connection, quarantine.running(worker, ended.job, ended.execution), who=f"Worker {worker.name}",
+                    log=worker.log)):
+                quarantine.report(exc, who=f"Worker {worker.name}", what="settle a job whose horse ended", log=worker.log)
+                return None
 
 
 def settle_once(worker, ended):

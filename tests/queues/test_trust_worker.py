@@ -217,6 +217,49 @@ def test_rqscheduler_sets_aside_a_schedule_set_of_the_wrong_type_and_registers_t
     assert len(errors_naming(output, key + " ")) == 1, output
 
 
+def in_process_worker(connection):
+    worker = OptimaWorker([get_queue("default", connection=connection)], connection=connection)
+    worker.register_birth()
+    return worker
+
+
+def poison(connection, key):
+    connection.delete(key)
+    connection.set(key, "poison")
+
+
+def test_a_worker_records_its_state_when_its_hash_was_turned_into_a_string(queue_redis):
+    worker = in_process_worker(queue_redis)
+    poison(queue_redis, worker.key)
+    worker.set_state("idle")
+    assert [queue_redis.get(k) for k in aside(queue_redis, worker.key)] == [b"poison"]
+
+
+def test_a_job_starts_and_heartbeats_when_the_started_registry_was_turned_into_a_string(queue_redis):
+    worker = in_process_worker(queue_redis)
+    job = OptimaJob.fetch(queues.enqueue("default", sample.add, 2, 3).id, connection=queue_redis)
+    started = keys.started_key("default")
+    poison(queue_redis, started)
+    execution = worker.prepare_execution(job)
+    assert queue_redis.zscore(started, execution.composite_key) is not None  # recorded after all
+    assert len(aside(queue_redis, started)) == 1
+    poison(queue_redis, started)
+    worker.maintain_heartbeats(job, execution)
+    assert len(aside(queue_redis, started)) == 2  # set aside twice within a second: the second name has a suffix
+
+
+def test_a_worker_settles_a_job_whose_horse_ended_when_the_started_registry_was_turned_into_a_string(queue_redis):
+    from queues.worker import settle
+
+    worker = in_process_worker(queue_redis)
+    job = OptimaJob.fetch(queues.enqueue("default", sample.add, 2, 3).id, connection=queue_redis)
+    execution = worker.prepare_execution(job)
+    poison(queue_redis, keys.started_key("default"))
+    settle.settle(worker, settle.Ended(job, get_queue("default", connection=queue_redis), execution, pid=0,
+                                       wait_status=None, rusage=None, interrupted=None))
+    assert len(aside(queue_redis, keys.started_key("default"))) == 1
+
+
 # -- 4. log lines a job id cannot forge ------------------------------------------------------------
 
 @pytest.mark.slow
