@@ -57,9 +57,12 @@ def set_aside(connection, expected, *, who, log=logger):
         if kind in (expected[key], "none"):
             continue
         aside = f"{key}.corrupt-{int(time.time())}"
-        if not connection.renamenx(key, aside):  # one already set aside this second: keep both
-            aside = f"{aside}-{uuid.uuid4().hex[:6]}"
-            connection.rename(key, aside)
+        try:
+            if not connection.renamenx(key, aside):  # one already set aside this second: keep both
+                aside = f"{aside}-{uuid.uuid4().hex[:6]}"
+                connection.rename(key, aside)
+        except redis.ResponseError:  # gone meanwhile ("no such key"): nothing to set aside
+            continue
         log.error("%s: %s is a %s, not a %s: renamed to %s and left for investigation", who, key, kind,
                   expected[key], aside)
         renamed.append(key)

@@ -162,7 +162,8 @@ class Housekeeping:
             return False
         with worker.connection.pipeline() as pipe:
             pipe.hset(worker.key, mapping=worker.serialize())
-            pipe.hset(worker.key, mapping={"state": worker.get_state(), LIVENESS_MARK: int(worker.resilience.liveness_ttl)})
+            pipe.hset(worker.key, mapping={"state": worker.get_state(),
+                                           LIVENESS_MARK: int(worker.resilience.liveness_ttl)})
             worker_registration.register(worker, pipe)
             pipe.expire(worker.key, worker.worker_ttl + 60)
             pipe.execute()

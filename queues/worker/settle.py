@@ -74,10 +74,11 @@ def settle(worker, ended):
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, f"settle job {ended.job.id}")
         except ResponseError as exc:  # a key of another type (planted): set aside, then once more
-            if not (quarantine.is_wrong_type(exc) and quarantine.set_aside(
-                    worker.connection, quarantine.running(worker, ended.job, ended.execution), who=f"Worker {worker.name}",
-                    log=worker.log)):
-                quarantine.report(exc, who=f"Worker {worker.name}", what="settle a job whose horse ended", log=worker.log)
+            who = f"Worker {worker.name}"
+            expected = quarantine.running(worker, ended.job, ended.execution)
+            if not (quarantine.is_wrong_type(exc) and quarantine.set_aside(worker.connection, expected, who=who,
+                                                                           log=worker.log)):
+                quarantine.report(exc, who=who, what="settle a job whose horse ended", log=worker.log)
                 return None
 
 
