@@ -2,7 +2,8 @@
 
 Nothing in such a hash is decoded or run. ``bury_corrupt`` puts the job's id in its queue's failed
 registry with no expiry, leaves the hash exactly as it was, and keeps it in the row's ``raw_hash``
-(``encode_raw_hash``: lossless JSON text) for the admin to show escaped (``decode_raw_hash``).
+(``encode_raw_hash``: JSON text, lossless up to the size caps of ``queues/entries.py``) for the admin to
+show escaped (``decode_raw_hash``); the message (``why``) is cut at ``entries.TEXT_CHARS``.
 Retrying such a row is refused (``queues.failures.operations``); discarding it works like any other.
 """
 import base64
@@ -11,7 +12,7 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from queues import conf, keys
+from queues import conf, entries, keys
 
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, now
@@ -23,9 +24,16 @@ CORRUPT = "corrupt"
 
 def encode_raw_hash(fields):
     """A job hash as HGETALL gave it (bytes -> bytes) -> JSON text ``[[field, value], ...]``, every
-    name and value base64-encoded: lossless, and storable in any text column."""
-    return json.dumps([[base64.b64encode(k).decode(), base64.b64encode(v).decode()]
-                       for k, v in sorted((fields or {}).items())])
+    name and value base64-encoded: storable in any text column, and lossless up to the caps of
+    ``queues/entries.py``: each name and value cut at ``RAW_VALUE_BYTES`` bytes, ending with a visible
+    "… (truncated: N bytes in all, …)", at most ``RAW_FIELDS`` fields, then one ``…`` field saying how
+    many more there were. Still valid JSON that ``decode_raw_hash`` reads."""
+    pairs = sorted((fields or {}).items())
+    kept = [(entries.cut_bytes(k, entries.RAW_VALUE_BYTES), entries.cut_bytes(v, entries.RAW_VALUE_BYTES))
+            for k, v in pairs[:entries.RAW_FIELDS]]
+    if len(pairs) > entries.RAW_FIELDS:
+        kept.append(("…".encode(), f"(truncated: {len(pairs) - entries.RAW_FIELDS} more fields not kept)".encode()))
+    return json.dumps([[base64.b64encode(k).decode(), base64.b64encode(v).decode()] for k, v in kept])
 
 
 def decode_raw_hash(text):
@@ -46,7 +54,7 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
     at = now()
     values = {
         "queue": queue_name[:200], "func_path": "<corrupt job>", "args": [], "kwargs": {}, "exc_type": "CorruptJob",
-        "exc_message": why, "traceback": "", "attempts_made": 0, "attempts_allowed": 0, "reason": CORRUPT,
+        "exc_message": entries.cut(why), "traceback": "", "attempts_made": 0, "attempts_allowed": 0, "reason": CORRUPT,
         "enqueued_at": None, "first_failed_at": at, "dead_at": at, "worker": worker_name[:300], "times_dead": 1,
         "raw_hash": encode_raw_hash(fields), "fingerprint": fingerprint("<corrupt job>", "CorruptJob", why),
     }

@@ -6,6 +6,12 @@
 job's deaths, the row's ``times_dead`` the deaths it has seen, so the same death mirrored twice updates
 the row in place, and a job that died again after an operator's retry reopens its row.
 ``count_death`` adds deaths to the row's failure group in the same transaction.
+
+A row's size is bounded whatever the job held (``queues/entries.py`` lists the caps): the traceback
+and the exception message are cut at ``entries.TEXT_CHARS`` with a visible "truncated" marker, the
+arguments past ``entries.ARGS_CHARS`` characters of JSON are kept as the start of that JSON only
+(``capped_arguments``; ``args_cut`` tells such a row, whose job cannot be rebuilt from it), an owner or
+a limit key longer than ``CARRIED_CHARS`` is not carried.
 """
 import datetime as dt
 import json
@@ -13,13 +19,20 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from queues import conf
+from queues import conf, entries
 
 from queues.jobs import meta as jobmeta
 from queues.failures.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
 from queues.failures.retry import exc_summary
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
+
+# What a row keeps of what the job held (entries.py lists every cap): arguments past ARGS_CHARS of JSON
+# keep ARGS_PREVIEW characters under the key ARGS_CUT (not a Python name: no function takes it as a
+# keyword), an owner longer than CARRIED_CHARS is not carried.
+ARGS_CUT = "(arguments truncated)"
+ARGS_PREVIEW = 2 * 1024
+CARRIED_CHARS = 200
 
 
 def now():
@@ -62,7 +75,7 @@ def row_values(job, exc_string=""):
         return value[:limit] if limit else value
 
     meta = job.meta if isinstance(job.meta, dict) else {}
-    traceback = exc_string or latest_exc_string(job)
+    traceback = entries.cut(short_text(exc_string or latest_exc_string(job)))
     exc_type, exc_message = meta.get("exc_type"), meta.get("exc_message")
     if not exc_type and not exc_message:
         exc_type, exc_message = exc_summary(None, traceback)
@@ -70,8 +83,10 @@ def row_values(job, exc_string=""):
         func_path, args, kwargs = job.func_name or "", list(job.args or ()), dict(job.kwargs or {})
     except Exception:  # noqa: BLE001 — a payload that cannot be read is exactly what to investigate
         func_path, args, kwargs = "<unreadable payload>", [], {}
+    args, kwargs = capped_arguments(args, kwargs)
     dead_at = _parse(meta.get("dead_at")) or now()
-    func_path, exc_type, exc_message = short_text(func_path, 500), short_text(exc_type, 300), short_text(exc_message)
+    func_path, exc_type = short_text(func_path, 500), short_text(exc_type, 300)
+    exc_message = entries.cut(short_text(exc_message))
     return {
         "queue": jobmeta.queue_name(job),
         "func_path": func_path,
@@ -80,7 +95,7 @@ def row_values(job, exc_string=""):
         "exc_type": exc_type,
         "exc_message": exc_message,
         "fingerprint": fingerprint(func_path, exc_type, exc_message),
-        "traceback": short_text(traceback),
+        "traceback": traceback,
         "attempts_made": number(meta.get("attempts_made"), 0) or jobmeta.current_attempt(job),
         "attempts_allowed": number(meta.get("attempts_allowed"), 0),
         "reason": (meta.get("dead") if isinstance(meta.get("dead"), str) else "") or "",
@@ -93,15 +108,33 @@ def row_values(job, exc_string=""):
     }
 
 
+def capped_arguments(args, kwargs):
+    """``(args, kwargs)`` as the row keeps them: as they are up to ``entries.ARGS_CHARS`` characters of
+    JSON; past it, no arguments and ``kwargs`` ``{ARGS_CUT: "<the start of the JSON>… (truncated: ...)"}``
+    (``args_cut`` tells such a row: its job cannot be rebuilt from it)."""
+    try:
+        shown = json.dumps([args, kwargs], default=repr)
+    except (TypeError, ValueError):  # e.g. nested too deep: nothing of it is kept
+        shown = repr([args, kwargs])
+    if len(shown) <= entries.ARGS_CHARS:
+        return args, kwargs
+    return [], {ARGS_CUT: entries.cut(shown, ARGS_PREVIEW)}
+
+
+def args_cut(row):
+    """Whether ``row`` kept only the start of its job's arguments (``capped_arguments``)."""
+    return isinstance(row.kwargs, dict) and ARGS_CUT in row.kwargs
+
+
 def carried_of(job, meta):
     """What the admin's retry of this job carries over when the job is no longer in Redis (the row
     is then all there is): its owner and its limit key. JSON text, '' when there is nothing."""
     from queues.producer import limits
 
     carried = {}
-    if isinstance(meta.get(jobmeta.OWNER), str):
+    if isinstance(meta.get(jobmeta.OWNER), str) and len(meta[jobmeta.OWNER]) <= CARRIED_CHARS:
         carried["owner"] = meta[jobmeta.OWNER]
-    if limits.is_limited(job):
+    if limits.is_limited(job) and len(str(job.rate_limit_key)) <= CARRIED_CHARS:
         carried["limit_key"] = limits.split(job.rate_limit_key)[1]
         carried["limit_concurrency"] = job.rate_limit_concurrency
     return json.dumps(carried, sort_keys=True) if carried else ""

@@ -86,7 +86,9 @@ def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
     """[(name, value)] of a raw hash as printable, truncated text (for pages; never raw bytes)."""
     def short(value):
         shown = text(value[:chars * 4])  # a 50 MB value is never decoded whole
-        return shown if len(value) <= chars and len(shown) <= chars else f"{shown[:chars]}… ({len(value)} bytes)"
+        if len(value) <= chars and len(shown) <= chars:
+            return shown
+        return f"{shown[:chars]}… (truncated: {len(value)} bytes in all)"
 
     return [(short(k), short(v)) for k, v in list(fields)[:limit]]
 

@@ -294,3 +294,68 @@ def test_a_wrongtype_raised_by_rq_itself_answers_a_page_naming_the_keys_not_a_50
     response = known(view)(request, queue_index=DEFAULT)
     page = response.content.decode()
     assert (response.status_code, "wrong type" in page, keys.finished_key("default") in page) == (200, True, True)
+
+
+# --- item 4: stored sizes are bounded ---------------------------------------------------------------
+
+ROW_BUDGET = 256 * 1024  # characters a dead letter may cost, whatever the job held
+
+
+def row_size(row):
+    import json
+
+    return sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in (
+        row.func_path, row.args, row.kwargs, row.exc_type, row.exc_message, row.traceback, row.worker,
+        row.raw_hash, row.carried, row.queue, row.job_id, row.reason))
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_50_mb_job_costs_kilobytes_in_its_dead_letter_and_its_admin_page(operator, start_worker, queue_redis):
+    import queues
+    from queues.catalog.lookup import OptimaJob
+    from queues.models import DeadLetter, FailureGroup
+    from tests.conftest import wait_for
+
+    signed = queues.enqueue("default", "tests.jobs.sample.fail", "m" * BIG, attempts=1)
+    planted = OptimaJob.create("tests.jobs.sample.add", args=["a" * BIG, 1], connection=queue_redis,
+                               id="planted-big", origin="default",
+                               meta={"queue": "default", "owner": "o" * BIG, "exc_message": "e" * BIG})
+    planted.save()
+    queue_redis.rpush(keys.queue_key("default"), planted.id)
+    worker = start_worker("default", "--burst")
+    assert worker.wait(120) == 0, worker.output()
+    rows = {job_id: wait_for(lambda: DeadLetter.objects.filter(job_id=job_id).first(), timeout=30,
+                             message=f"the dead letter of {job_id}") for job_id in (signed.id, planted.id)}
+    assert (rows[signed.id].reason, rows[planted.id].reason) == ("exhausted", "unsigned")
+    for row in rows.values():
+        assert row_size(row) < ROW_BUDGET
+        page = operator.get(reverse("admin:queues_deadletter_change", args=[row.pk]))
+        assert (page.status_code, len(page.content) < 2 * ROW_BUDGET) == (200, True)
+    assert "truncated" in rows[signed.id].traceback  # its message: jobs/meta.py keeps 2,000 characters
+    assert "truncated" in str(rows[planted.id].kwargs)
+    assert max(len(g.example_message) + len(g.pattern) for g in FailureGroup.objects.all()) < ROW_BUDGET
+
+
+def test_a_corrupt_dead_letter_keeps_each_raw_value_capped_inside_valid_json(operator, queue_redis):
+    from queues import entries
+    from queues.failures import deadletter
+    from queues.models import DeadLetter
+
+    raw = good_hash(queue_redis)
+    raw.update({b"description": b"d" * BIG, b"data": b"\x00 not zlib " * 10})
+    raw.update({f"extra-{i:03}".encode(): b"x" for i in range(100)})
+    queue_redis.hset(keys.job_key("poison-big"), mapping=raw)
+    place(queue_redis, "poison-big", "failed")
+    deadletter.reconcile()
+    row = DeadLetter.objects.get(job_id="poison-big")
+    assert row.reason == deadletter.CORRUPT
+    assert len(row.raw_hash) < 64 * 1024 and row_size(row) < ROW_BUDGET
+    kept = deadletter.decode_raw_hash(row.raw_hash)  # still valid JSON and base64
+    assert len(kept) == entries.RAW_FIELDS + 1
+    assert kept[-1] == ("…".encode(), f"(truncated: {len(raw) - entries.RAW_FIELDS} more fields not kept)".encode())
+    description = dict(kept)[b"description"]
+    assert description.startswith(b"d" * entries.RAW_VALUE_BYTES) and b"truncated" in description
+    assert len(description) < entries.RAW_VALUE_BYTES + 100
+    page = operator.get(reverse("admin:queues_deadletter_change", args=[row.pk]))
+    assert (page.status_code, "truncated" in page.content.decode(), len(page.content) < ROW_BUDGET) == (200, True, True)
