@@ -151,8 +151,8 @@ def _answers(operator, job_ids):
               "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
               "token": "t", "name": "default"}
     urls = panel_urls(sample) + [reverse("django_rq:job_detail", args=[DEFAULT, j]) for j in job_ids]
-    urls += [f"/jobs/{j}/" for j in job_ids] + ["/metrics", "/healthz"]
-    return {url: operator.get(url) for url in urls}
+    urls += [f"/jobs/{j}/" for j in job_ids] + [f"{reverse('django_rq:queues_find')}?job_id={j}" for j in job_ids]
+    return {url: operator.get(url) for url in urls + ["/metrics", "/healthz"]}
 
 
 PLANTS = {"history": plant_history, "results": plant_results, "wrong_types": plant_wrong_types, "big": plant_big}
