@@ -32,6 +32,32 @@ key                                    what
 ``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.periodic.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
 =====================================  ======================================================
+
+Whoever can write to this Redis can plant anything under any of these keys. Each family is read
+through one reader that never raises for what an entry holds: a bad entry is reported once
+(``queues/entries.py``: ERROR with its key, escaped and masked) and skipped, or shown as corrupt;
+rq's and rq-scheduler's own reads (registration, maintenance, the scheduler's moves) run inside the
+worker side's boundary (``queues/quarantine.py``).
+
+=====================================  ======================================================
+family                                 read through
+=====================================  ======================================================
+queue lists                            ``board.readonly.ReadOnlyQueue`` (panel), ``metrics.scrape``,
+                                       the workers' pop (``worker/dequeue.py``)
+job hashes, field by field             ``jobs.read.load`` / ``fetch_many``: a job, None, or a
+                                       ``CorruptJob`` (bytes, ids rq rejects, > 256 KiB, ...)
+registries (started, finished,         ``board.readonly`` (panel, read-only), ``failures/reconcile.py``,
+failed, scheduled, deferred, canceled) ``worker/abandoned.py``, ``metrics.scrape``
+results streams                        ``jobs.results.read`` (``ReadJob.results`` / ``latest_result``)
+worker sets and hashes                 ``board.readers`` (``members``, ``JSONWorker``), ``metrics.scrape``
+rq-scheduler's set, schedule templates ``board.readers.read_only_scheduler``, ``board.periodic.rows``
+and last runs, the schedules' pause
+limit keys (``rl-keys``, ``rl:*``)     ``producer.limits``, ``metrics.scrape``
+unique keys                            ``producer.api`` / ``producer.write``
+counters and durations (metrics)       ``metrics.scrape``
+history samples                        ``metrics.history.read``
+the pause set                          ``board.readers.members`` (panel), ``worker.pause``
+=====================================  ======================================================
 """
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
 from rq.intermediate_queue import IntermediateQueue
