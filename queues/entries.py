@@ -51,11 +51,13 @@ _reported = set()
 
 def report(key, why, log=logger):
     """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped". URLs in them are
-    masked; the logger (``logsafe.get_logger``) escapes control characters, as a key or a value
-    may hold a line break."""
+    masked and control characters escaped (a key or a value may hold a line break): by the logger's
+    own filter when it has one (``logsafe.get_logger``), else here."""
     from queues.connection.masking import mask_urls_in
 
     key, why = mask_urls_in(text(key)), mask_urls_in(text(why))
+    if not any(isinstance(f, logsafe.EscapeControlCharacters) for f in log.filters):
+        key, why = logsafe.escape(key), logsafe.escape(why)  # a plain logger: escaped here, once
     if (key, why) in _reported:
         return
     if len(_reported) < MAX_REPORTED:
