@@ -271,8 +271,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     # Control characters in what a request puts into a log line are escaped, so a request cannot
-    # forge a line: the queues app's own loggers do it themselves (queues/logsafe.py); these are
-    # Django's request loggers. Not on the handler: a worker's tracebacks stay multi-line.
+    # forge a line: the queues app's own loggers do it themselves (queues/logsafe.py), the worker
+    # processes escape every queues.* and rq.* record (logsafe.install); these are Django's request
+    # loggers.
     "filters": {"escape": {"()": "queues.logsafe.EscapeControlCharacters"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {name: {"filters": ["escape"]} for name in ("django.request", "django.server", "django.security")},
