@@ -13,7 +13,8 @@ inside a boundary from here:
     runs once more. Anything else is raised, as before: the caller decides.
 ``contain(connection, expected, call, who=..., what=...)``
     ``retry_once``, and whatever still fails (but a lost connection: the callers wait those out) is
-    reported once per process (ERROR, masked, control characters escaped) and skipped: None.
+    reported once per process (``entries.report``: ERROR, masked, control characters escaped) and
+    skipped: None.
 ``settle(connection, expected, exc, who=..., what=...)``
     the same for an error the caller caught itself, without trying again.
 
@@ -21,7 +22,9 @@ The tables of what each entry point touches (``registration``, ``maintenance``, 
 ``limit``, ``flush``, ``starting``, ``running``) name rq's keys with rq's own templates, as ``keys.py`` does.
 """
 import time
+import traceback
 import uuid
+from pathlib import Path
 
 import redis
 from rq.utils import as_text
@@ -31,10 +34,7 @@ from queues.connection.outage import REDIS_ERRORS
 
 logger = logsafe.get_logger("queues.resilience")  # the logger dequeue.py and abandoned.py set keys aside with
 
-MAX_REPORTED = 1000  # distinct failures remembered per process, so that each is reported once
 DUE_MEMBERS = 100  # due members of a scheduled registry whose job hashes are checked too
-
-_reported = set()
 
 
 def is_wrong_type(exc):
@@ -102,17 +102,13 @@ def settle(connection, expected, exc, *, who, what, log=logger):
 
 
 def report(exc, *, who, what, log=logger):
-    """One ERROR (with its traceback) per distinct failure and process: the same bad entry met at every
-    tick is not a new line every tick."""
-    from queues.connection.masking import mask_urls_in
+    """One ERROR per distinct failure and process (``entries.report``: masked, escaped), naming where
+    in rq's code it was raised: the same bad entry met at every tick is not a new line every tick."""
+    from queues import entries
 
-    text = mask_urls_in(f"{type(exc).__name__}: {exc}")
-    if (who, what, text) in _reported:
-        return
-    if len(_reported) < MAX_REPORTED:
-        _reported.add((who, what, text))
-    log.error("%s: could not %s (%s): skipped, not ended. An entry in Redis is not what rq expects; the "
-              "traceback says where", who, what, text, exc_info=(type(exc), exc, exc.__traceback__))
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f", raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    entries.report(who, f"could not {what} ({type(exc).__name__}: {exc}{where})", log=log)
 
 
 # -- what rq's entry points touch: {key: Redis type} -------------------------------------------------
