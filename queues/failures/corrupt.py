@@ -42,15 +42,21 @@ def decode_raw_hash(text):
 
 
 def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
-    """Dead-letter a job whose hash cannot be read as a job (reason ``corrupt``): its id goes into
+    """Dead-letter a job whose hash cannot be read as a job (reason ``corrupt``; ``job_id`` as
+    ``jobread.shown_id`` shows it, the row's ``job_id``): its id as Redis holds it goes into
     its queue's failed registry with no expiry (its hash is left exactly as it was, nothing in it
     decoded), and its row keeps the raw hash (``encode_raw_hash``). Never raises for the database
     (logged; reconcile catches up). Returns the row or None."""
     from queues.models import DeadLetter
 
+    from queues.jobs import read as jobread
+
     prefix = conf.prefix()
-    connection.zadd(keys.failed_key(queue_name), {job_id: "+inf"})
-    logger.error("Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, keys.job_key(job_id), why)
+    # ``job_id`` as pages show it (``jobread.shown_id``, the row's too); Redis holds it raw ("a/b").
+    raw = jobread.normal_id(job_id)
+    connection.zadd(keys.failed_key(queue_name), {raw: "+inf"})
+    logger.error("Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, jobread.text(jobread.job_key(raw)),
+                 why)
     at = now()
     values = {
         "queue": queue_name[:200], "func_path": "<corrupt job>", "args": [], "kwargs": {}, "exc_type": "CorruptJob",

@@ -359,3 +359,23 @@ def test_a_corrupt_dead_letter_keeps_each_raw_value_capped_inside_valid_json(ope
     assert len(description) < entries.RAW_VALUE_BYTES + 100
     page = operator.get(reverse("admin:queues_deadletter_change", args=[row.pk]))
     assert (page.status_code, "truncated" in page.content.decode(), len(page.content) < ROW_BUDGET) == (200, True, True)
+
+
+def test_reconcile_buries_a_failed_job_with_an_id_rq_rejects_and_the_panel_deletes_it(operator, queue_redis):
+    from queues.failures import deadletter
+    from queues.models import DeadLetter
+    from tests.queues.panel_helpers import dead_job
+
+    plant_rejected_id(queue_redis, "../../x", places=("failed",))
+    later, _ = dead_job("repricer", row=False)  # a queue reconciled after "default"
+    deadletter.reconcile()
+    shown = jobread.shown_id("../../x")
+    row = DeadLetter.objects.get(job_id=shown)
+    assert (row.reason, row.status) == (deadletter.CORRUPT, "open")
+    assert DeadLetter.objects.filter(job_id=later.id).exists()
+    assert queue_redis.zrange(keys.failed_key("default"), 0, -1) == [b"../../x"]  # nothing added under another id
+    response = operator.post(reverse("django_rq:delete_job", args=[DEFAULT, shown]), follow=True)
+    assert response.status_code == 200
+    assert queue_redis.exists(keys.job_key("../../x")) == 0 and queue_redis.zcard(keys.failed_key("default")) == 0
+    row.refresh_from_db()
+    assert row.status == "discarded"
