@@ -590,7 +590,7 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
             label = "OptimaSimpleWorker (" + ("rqworker --no-fork)" if bench.d_by_command else "class, directly)")
         name = f"({kind.key}) {label}"
         if kind.role == "d" and not bench.probe["simple"]:
-            print(f"{name:<44} n/a (not available: queues.worker.adapter has no OptimaSimpleWorker)")
+            print(f"{name:<44} n/a (not available: queues.worker has no OptimaSimpleWorker)")
             continue
         errors = [r.error for r in runs[kind.key] if r.error]
         if not good(kind.key):

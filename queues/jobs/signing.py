@@ -31,7 +31,7 @@ from django.dispatch import receiver
 
 from queues import rqcompat
 
-_SALT = b"optima.queues.jobs.signing"
+_SALT = b"optima.queues.signing"  # never change it: every signed job in Redis was signed with it (not a module path)
 
 _keys = None  # (signing key, *verifying keys) as bytes, built once per settings
 

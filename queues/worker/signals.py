@@ -28,4 +28,4 @@ def send(signal, **kwargs):
     """Send without ever letting a receiver's error reach the job."""
     for receiver, result in signal.send_robust(sender=None, **kwargs):
         if isinstance(result, Exception):
-            logger.error("queues.worker.signals receiver %r failed: %r", receiver, result)
+            logger.error("queues.events receiver %r failed: %r", receiver, result)

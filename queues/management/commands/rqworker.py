@@ -76,7 +76,7 @@ class Command(rqworker.Command):
         )
         parser.add_argument(
             "--no-fork", action="store_true", dest="no_fork",
-            help="Run jobs in this process instead of a forked work horse per job (queues.worker.adapter."
+            help="Run jobs in this process instead of a forked work horse per job (queues.worker."
                  "OptimaSimpleWorker): faster for trusted I/O-bound jobs; no hard kill at timeout + 60 s or at "
                  "the end of the grace, and a job that crashes the interpreter ends the worker. docs/operations.md.",
         )
