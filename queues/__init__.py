@@ -15,7 +15,14 @@ have exported the key prefix.
 """
 from queues.catalog.jobs import ENQUEUE_OPTIONS, job
 from queues.exceptions import (
-    InvalidJob, NotAJob, NotReplicated, PermanentError, QueuesError, QueueUnavailable, RetryAfter, UnknownQueue,
+    InvalidJob,
+    NotAJob,
+    NotReplicated,
+    PermanentError,
+    QueuesError,
+    QueueUnavailable,
+    RetryAfter,
+    UnknownQueue,
 )
 
 __all__ = [

@@ -26,8 +26,7 @@ def check_queue_board_auth(app_configs=None, **kwargs):
     - queues.E022: QUEUE_LOGIN_FAILURES is not a rate; queues.E023: a bad QUEUE_TRUSTED_PROXIES entry;
     - queues.E024: QUEUE_BOARD_REDIS_TIMEOUT / QUEUE_BOARD_DEADLINE not a number of seconds > 0.
     """
-    from queues.board import throttle
-    from queues.board import bounded
+    from queues.board import bounded, throttle
     from queues.board.access import validate_basic_auth, validate_password_length
 
     return check_messages(validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate())

@@ -23,7 +23,6 @@ from django.http import JsonResponse
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
 from queues import conf
-
 from queues.connection import info as redisinfo
 from queues.connection.clients import cache_url, mask_url, probe_client, queues_url
 

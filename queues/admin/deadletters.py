@@ -15,7 +15,6 @@ from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
 from queues import audit, conf
-
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
 from queues.admin.filters import ExceptionFilter, FingerprintFilter, QueueFilter
 from queues.failures.corrupt import CORRUPT, decode_raw_hash
@@ -262,8 +261,8 @@ def _panel_link(queue, job_id):
     """A link to the job in the panel while Redis still has it."""
     from django_rq.settings import get_queues_map
 
-    from queues.connection.clients import get_connection
     from queues.catalog.lookup import OptimaJob
+    from queues.connection.clients import get_connection
 
     try:
         exists = get_connection().exists(OptimaJob.key_for(job_id))

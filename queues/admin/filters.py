@@ -3,7 +3,6 @@ Each is answered from an index; none counts or scans the table."""
 from django.contrib import admin
 
 from queues import conf
-
 from queues.models import DeadLetter, FailureGroup
 
 

@@ -8,7 +8,6 @@ from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
 from queues import audit, conf
-
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
 from queues.failures.operations import NEVER_VERIFIED
 from queues.models import DeadLetter

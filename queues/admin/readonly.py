@@ -3,7 +3,6 @@ from django.contrib import admin
 from django.utils.text import Truncator
 
 from queues import conf
-
 from queues.admin.base import ReadOnlyModelAdmin
 
 

@@ -45,11 +45,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from queues.board import throttle
+from queues.board import bounded, throttle
 from queues.conf import Problem
 from queues.exceptions import QueueUnavailable
 from queues.logsafe import get_logger
-from queues.board import bounded
 
 logger = get_logger("queues.board")
 

@@ -16,10 +16,10 @@ from django.views.decorators.cache import never_cache
 from django_rq.views import each_context
 
 from queues import audit
-from queues.models import DeadLetter
 from queues.board import bounded
-from queues.jobs import read as jobread
 from queues.failures.operations import mark_dead_letters
+from queues.jobs import read as jobread
+from queues.models import DeadLetter
 
 REFUSED = {"requeue_job_view": "requeued", "enqueue_job": "enqueued", "stop_job": "stopped"}
 

@@ -90,9 +90,9 @@ def bad_entry(request, exc, kwargs):
     from django.shortcuts import render
     from django_rq.views import each_context
 
-    from queues import entries
     from queues.board.readonly import get_queue_by_index
     from queues.board.stats import problems
+    from queues.keyspace import entries
 
     entries.report(request.path, f"a key this page reads is of the wrong type ({exc})")
     found = problems(get_queue_by_index(kwargs["queue_index"])) if "queue_index" in kwargs else []

@@ -21,12 +21,11 @@ from django.views.decorators.http import require_http_methods
 from django_rq.settings import get_queues_map
 from django_rq.views import each_context
 
-from queues import audit, entries, keys
-
-from queues.jobs import read as jobread
-
-from queues.periodic import schedules
+from queues import audit
 from queues.board import bounded
+from queues.jobs import read as jobread
+from queues.keyspace import entries, keys
+from queues.periodic import schedules
 
 UTC = dt.timezone.utc
 

@@ -29,9 +29,9 @@ from rq.serializers import JSONSerializer
 from rq.worker import Worker
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-from queues import entries
 from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.jobs import read as jobread
+from queues.keyspace import entries
 
 
 def members(connection, key):

@@ -35,6 +35,7 @@ Registry maintenance is the workers' job (rq's maintenance task), never a page's
 """
 import redis
 from django_rq.cron import DjangoCronScheduler
+from rq.exceptions import NoSuchJobError
 from rq.registry import (
     CanceledJobRegistry,
     DeferredJobRegistry,
@@ -43,13 +44,13 @@ from rq.registry import (
     ScheduledJobRegistry,
     StartedJobRegistry,
 )
-from rq.exceptions import NoSuchJobError
 from rq.serializers import JSONSerializer
 
-from queues.catalog.lookup import OptimaJob, OptimaQueue
-from queues import entries, rqcompat
+from queues import rqcompat
 from queues.board.readers import JSONWorker, read_only_scheduler  # noqa: F401 (JSONWorker: rebound by patches)
+from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.jobs import read as jobread
+from queues.keyspace import entries
 
 
 def wrong_type(key, exc, empty):

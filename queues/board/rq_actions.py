@@ -35,12 +35,12 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
 from queues import audit, rqcompat
-from queues.exceptions import QueueUnavailable
-from queues.models import DeadLetter
-from queues.jobs import read as jobread
-from queues.producer.cancel import cancel_job
-from queues.failures.operations import mark_dead_letters, requeue
 from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
+from queues.exceptions import QueueUnavailable
+from queues.failures.operations import mark_dead_letters, requeue
+from queues.jobs import read as jobread
+from queues.models import DeadLetter
+from queues.producer.cancel import cancel_job
 
 CHUNK = 500
 

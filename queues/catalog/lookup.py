@@ -14,7 +14,9 @@ import redis
 from queues.catalog import queues as declarations
 from queues.catalog.classes import OptimaJob, OptimaQueue  # noqa: F401  (public names of this module)
 from queues.catalog.queues import QueueConfig, declared, get_config, queue_names  # noqa: F401  (public names)
-from queues.connection import clients as _connection  # aliased: get_queue() and fetch_job() take a `connection` argument
+from queues.connection import (
+    clients as _connection,  # aliased: get_queue() and fetch_job() take a `connection` argument
+)
 from queues.connection.djangorq import rq_queues_setting  # noqa: F401  (public here since django-rq was wired from here)
 
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 
 from django.views.debug import SafeExceptionReporterFilter
 
-
 # scheme://user:password@ anywhere in a string: the password part (up to the last @ of the authority,
 # as an unencoded @ in a password would leave it) is replaced.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)[^\s/]+@")

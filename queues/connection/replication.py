@@ -33,7 +33,6 @@ from redis.sentinel import SentinelConnectionPool
 from queues.connection import failover
 from queues.exceptions import NotReplicated
 
-
 _local = threading.local()
 
 
@@ -136,7 +135,7 @@ def confirm(queue):
     connection, so this connection writes first (a probe key of this app, expiring in a minute),
     then WAITs: a replica that has the probe has everything the master wrote before it, the job
     included. Raises ``NotReplicated``; a no-op when ``REDIS_WAIT_REPLICAS`` is 0."""
-    from queues import keys
+    from queues.keyspace import keys
 
     replicas, timeout_ms = failover.wait_replicas()
     if replicas == 0:

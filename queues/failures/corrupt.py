@@ -2,7 +2,7 @@
 
 Nothing in such a hash is decoded or run. ``bury_corrupt`` puts the job's id in its queue's failed
 registry with no expiry, leaves the hash exactly as it was, and keeps it in the row's ``raw_hash``
-(``encode_raw_hash``: JSON text, lossless up to the size caps of ``queues/entries.py``) for the admin to
+(``encode_raw_hash``: JSON text, lossless up to the size caps of ``queues/keyspace/entries.py``) for the admin to
 show escaped (``decode_raw_hash``); the message (``why``) is cut at ``entries.TEXT_CHARS``.
 Retrying such a row is refused (``queues.failures.operations``); discarding it works like any other.
 """
@@ -12,10 +12,10 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from queues import conf, entries, keys
-
+from queues import conf
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, now
+from queues.keyspace import entries, keys
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
@@ -25,7 +25,7 @@ CORRUPT = "corrupt"
 def encode_raw_hash(fields):
     """A job hash as HGETALL gave it (bytes -> bytes) -> JSON text ``[[field, value], ...]``, every
     name and value base64-encoded: storable in any text column, and lossless up to the caps of
-    ``queues/entries.py``: each name and value cut at ``RAW_VALUE_BYTES`` bytes, ending with a visible
+    ``queues/keyspace/entries.py``: each name and value cut at ``RAW_VALUE_BYTES`` bytes, ending with a visible
     "… (truncated: N bytes in all, …)", at most ``RAW_FIELDS`` fields, then one ``…`` field saying how
     many more there were. Still valid JSON that ``decode_raw_hash`` reads."""
     pairs = sorted((fields or {}).items())
@@ -47,9 +47,8 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
     its queue's failed registry with no expiry (its hash is left exactly as it was, nothing in it
     decoded), and its row keeps the raw hash (``encode_raw_hash``). Never raises for the database
     (logged; reconcile catches up). Returns the row or None."""
-    from queues.models import DeadLetter
-
     from queues.jobs import read as jobread
+    from queues.models import DeadLetter
 
     prefix = conf.prefix()
     # ``job_id`` as pages show it (``jobread.shown_id``, the row's too); Redis holds it raw ("a/b").

@@ -33,14 +33,13 @@ import logging
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
-from queues.worker import signals as events
-
-from queues.jobs import meta as jobmeta
 from queues.failures.corrupt import CORRUPT, bury_corrupt, decode_raw_hash, encode_raw_hash  # noqa: F401
 from queues.failures.mirror import carried, carried_of, mirror, now, row_values  # noqa: F401
 from queues.failures.reconcile import ReconcileSummary, reconcile, reconcile_if_due  # noqa: F401
-from queues.failures.unverified import UNVERIFIED  # noqa: F401
 from queues.failures.retry import exc_summary
+from queues.failures.unverified import UNVERIFIED  # noqa: F401
+from queues.jobs import meta as jobmeta
+from queues.worker import signals as events
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 

@@ -23,16 +23,11 @@ import logging
 from rq.results import Result
 
 from queues import rqcompat
-
-from queues.failures import deadletter
-
+from queues.exceptions import RetryAfter
+from queues.failures import deadletter, retry
+from queues.jobs import meta as jobmeta
 from queues.worker import horse
 from queues.worker import signals as events
-
-from queues.jobs import meta as jobmeta
-
-from queues.failures import retry
-from queues.exceptions import RetryAfter
 
 logger = logging.getLogger("queues.worker")
 

@@ -7,7 +7,7 @@ job's deaths, the row's ``times_dead`` the deaths it has seen, so the same death
 the row in place, and a job that died again after an operator's retry reopens its row.
 ``count_death`` adds deaths to the row's failure group in the same transaction.
 
-A row's size is bounded whatever the job held (``queues/entries.py`` lists the caps): the traceback
+A row's size is bounded whatever the job held (``queues/keyspace/entries.py`` lists the caps): the traceback
 and the exception message are cut at ``entries.TEXT_CHARS`` with a visible "truncated" marker, the
 arguments past ``entries.ARGS_CHARS`` characters of JSON are kept as the start of that JSON only
 (``capped_arguments``; ``args_cut`` tells such a row, whose job cannot be rebuilt from it), an owner or
@@ -19,11 +19,11 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from queues import conf, entries
-
-from queues.jobs import meta as jobmeta
+from queues import conf
 from queues.failures.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
 from queues.failures.retry import exc_summary
+from queues.jobs import meta as jobmeta
+from queues.keyspace import entries
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 

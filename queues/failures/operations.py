@@ -29,7 +29,6 @@ import json
 from dataclasses import dataclass
 
 import redis
-
 from django.db import transaction
 from django.utils import timezone
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
@@ -42,17 +41,16 @@ from rq.registry import (
 )
 
 from queues import conf
-
-from queues.jobs import meta as jobmeta
-from queues.connection.clients import get_connection, unavailable
-from queues.failures.corrupt import CORRUPT
-from queues.failures.mirror import carried
-from queues.exceptions import QueuesError
-from queues.failures.unverified import UNVERIFIED
-from queues.jobs.gate import NOT_A_JOB, UNSIGNED
 from queues.catalog.lookup import OptimaJob, get_queue, queue_names
+from queues.connection.clients import get_connection, unavailable
+from queues.exceptions import InvalidJob, QueuesError
+from queues.failures.corrupt import CORRUPT
+from queues.failures.mirror import args_cut, carried
+from queues.failures.unverified import UNVERIFIED
+from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
-
+from queues.jobs.gate import NOT_A_JOB, UNSIGNED
+from queues.keyspace import entries
 
 NEVER_VERIFIED = frozenset({UNSIGNED, UNVERIFIED})  # reasons of rows whose function and arguments nobody verified
 
@@ -136,6 +134,11 @@ def _put_back(row):
             return row.job_id, "requeued the failed job in place"
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
+    if args_cut(row):
+        # The row kept only the start of arguments too large to store (mirror.capped_arguments): a job
+        # rebuilt from it would run with the placeholder, not with what the job was given.
+        raise InvalidJob(f"the job is no longer in Redis and its dead letter kept only the start of its "
+                         f"arguments (over {entries.ARGS_CHARS} characters of JSON), so it cannot be rebuilt; discard it")
     # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis. Its
     # owner and limit key come back from the row (mirror.carried): the new job is still the
     # owner's, and still counts against the owner's limit.
@@ -302,8 +305,8 @@ def _retry_of(raw_meta):
 def cancel_retry(row_id):
     """Cancel the job that retrying the DeadLetter ``row_id`` put back, while it still waits
     (``queues.producer.cancel``); the row is then marked ``discarded``. Returns an Outcome."""
-    from queues.producer.cancel import cancel_job
     from queues.models import DeadLetter
+    from queues.producer.cancel import cancel_job
 
     row = DeadLetter.objects.get(pk=row_id)
     if row.status != DeadLetter.Status.RETRIED:

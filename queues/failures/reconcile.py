@@ -24,13 +24,13 @@ import redis
 from django.db import IntegrityError, transaction
 from rq.job import JobStatus
 
-from queues import conf, keys
-
-from queues.jobs import read as jobread
+from queues import conf
 from queues.failures.corrupt import bury_corrupt
 from queues.failures.fingerprint import fingerprint
-from queues.failures.unverified import UNVERIFIED, unverified_values, verified
 from queues.failures.mirror import count_death, latest_exc_string, now, row_values, upsert
+from queues.failures.unverified import UNVERIFIED, unverified_values, verified
+from queues.jobs import read as jobread
+from queues.keyspace import keys
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
@@ -212,8 +212,8 @@ def known_queue_names(connection):
     that is not UTF-8 (or a registry set of the wrong type) is skipped with an ERROR."""
     from rq import Queue
 
-    from queues.models import DeadLetter
     from queues.catalog.lookup import queue_names
+    from queues.models import DeadLetter
 
     names = set(queue_names())
     try:

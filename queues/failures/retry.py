@@ -31,13 +31,10 @@ from rq.registry import ScheduledJobRegistry
 from rq.timeouts import JobTimeoutException
 
 from queues import conf, rqcompat
-
-from queues.worker import signals as events
-
-from queues.jobs import meta as jobmeta
-
-from queues.producer import limits
 from queues.exceptions import PermanentError, RetryAfter, UnknownQueue
+from queues.jobs import meta as jobmeta
+from queues.producer import limits
+from queues.worker import signals as events
 
 logger = logging.getLogger("queues.retry")  # a documented logger name: kept when the module moved
 

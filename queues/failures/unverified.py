@@ -10,10 +10,10 @@ its function and arguments kept, to be shown, and nothing its meta claims believ
 Neither an ``unverified`` nor an ``unsigned`` row is retried by a bulk or group action: only one at a
 time, once an operator confirmed the function and arguments shown (``queues/failures/operations.py``).
 """
-from queues.jobs import signing
 from queues.failures.corrupt import encode_raw_hash
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import now
+from queues.jobs import signing
 
 UNVERIFIED = "unverified"
 UNVERIFIED_TYPE = "UnverifiedJob"  # its exc_type: why it failed is unknown (its meta is not believed)

@@ -29,13 +29,11 @@ any path that would bypass this one.
 import logging
 from dataclasses import dataclass
 
-from queues import keys, rqcompat
-
+from queues import rqcompat
 from queues.catalog import jobs as catalog
-
 from queues.failures import deadletter
-
 from queues.jobs import signing
+from queues.keyspace import keys
 
 logger = logging.getLogger("queues.worker")
 

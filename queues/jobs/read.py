@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
 
-from queues import entries, keys, rqcompat
+from queues import rqcompat
 from queues.jobs.results import ReadJob
+from queues.keyspace import entries, keys
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash

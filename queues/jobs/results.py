@@ -27,8 +27,8 @@ import zlib
 import redis
 from rq.results import Result
 
-from queues import entries, keys
 from queues.catalog.classes import OptimaJob
+from queues.keyspace import entries, keys
 
 RESULTS_READ = 10  # rq trims a results stream to 10 entries (Result.save: maxlen=10)
 

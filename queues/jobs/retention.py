@@ -21,7 +21,7 @@ and ``removeOnFail: false``).
 import logging
 import time
 
-from queues import keys
+from queues.keyspace import keys
 
 logger = logging.getLogger("queues.retention")  # a documented logger name: kept when the module moved
 

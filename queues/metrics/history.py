@@ -30,8 +30,8 @@ import time
 
 import redis
 
-from queues import entries, keys
 from queues.catalog.lookup import queue_names
+from queues.keyspace import entries, keys
 from queues.metrics import store
 
 logger = logging.getLogger("queues.metrics")

@@ -26,9 +26,9 @@ import math
 
 import redis
 
-from queues import entries
-from queues import keys as redis_keys
 from queues.connection import info as redisinfo
+from queues.keyspace import entries
+from queues.keyspace import keys as redis_keys
 from queues.metrics import redis_memory, store
 from queues.metrics.snapshot import QueueSample, describe_error, text
 

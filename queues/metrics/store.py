@@ -14,7 +14,8 @@ import functools
 import math
 import re
 
-from queues import conf, keys
+from queues import conf
+from queues.keyspace import keys
 
 DURATION_SAMPLE = 50  # completed jobs the p50/p95 gauges are computed over (the record's number)
 QUANTILES = (0.5, 0.95)

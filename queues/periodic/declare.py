@@ -91,8 +91,8 @@ def validate_schedules(queue_names=None):
     """Problems of the schedule declarations (check ids queues.E030-E037, docs/checks.md)."""
     from django.utils.module_loading import import_string
 
-    from queues.producer.api import _check_args
     from queues.exceptions import InvalidJob
+    from queues.producer.api import _check_args
 
     if queue_names is None:
         queue_names = queue_declarations.names()

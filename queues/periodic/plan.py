@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from rq.utils import as_text
 
-from queues import keys
 from queues.jobs import meta as jobmeta
+from queues.keyspace import keys
 from queues.periodic.declare import TEMPLATE_PREFIX, declared_schedules
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
@@ -102,8 +102,8 @@ def register(connection=None, now=None):
     from rq.exceptions import NoSuchJobError
     from rq.job import JobStatus
 
-    from queues.connection.clients import get_connection
     from queues.catalog.lookup import OptimaJob
+    from queues.connection.clients import get_connection
 
     connection = connection or get_connection()
     now = now or dt.datetime.now(dt.timezone.utc)

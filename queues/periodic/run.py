@@ -5,8 +5,9 @@ fresh job (``run_schedule``).
 import datetime as dt
 import logging
 
-from queues import keys, quarantine, rqcompat
+from queues import rqcompat
 from queues.jobs import meta as jobmeta
+from queues.keyspace import keys, quarantine
 from queues.periodic.declare import declared_schedules
 from queues.periodic.plan import ON_TIME_SECONDS, paused_ids, plan_runs
 from queues.periodic.scheduler import PrefixedScheduler
@@ -21,9 +22,9 @@ def run_id(template_id, when):
 def run_schedule(schedule, when, connection=None):
     """Enqueue one run of the declared ``schedule`` (a ``Schedule``) due at ``when`` (aware); -> the
     run's Job or None (already enqueued by another scheduler). Raises on Redis errors."""
-    from queues.producer import api as enqueueing
     from queues.connection.clients import get_connection
     from queues.exceptions import InvalidJob
+    from queues.producer import api as enqueueing
 
     job_id = run_id(schedule.template_id, when)
     try:
@@ -51,7 +52,7 @@ class PeriodicScheduler(PrefixedScheduler):
     ERROR naming it: nothing of it is read, let alone run."""
 
     def expected_keys(self):
-        """{key: type} of what a poll reads and writes (``queues.quarantine``)."""
+        """{key: type} of what a poll reads and writes (``queues.keyspace.quarantine``)."""
         return {self.scheduled_jobs_key: "zset", keys.schedules_paused_key(): "set"}
 
     def enqueue_jobs(self):

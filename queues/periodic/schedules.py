@@ -41,11 +41,27 @@ missed ticks, pauses, ``register``), ``run`` (``PeriodicScheduler``, ``run_sched
 keeps the names callers imported from it before the split.
 """
 from queues.periodic.declare import (  # noqa: F401  (the names callers import from here)
-    DEFAULT_MISSED, MAX_CATCH_UP, MISSED_POLICIES, SCHEDULE_ID_RE, SCHEDULE_KEYS, TEMPLATE_PREFIX, Schedule,
-    check_schedules, declarations, declared_schedules, validate_schedules,
+    DEFAULT_MISSED,
+    MAX_CATCH_UP,
+    MISSED_POLICIES,
+    SCHEDULE_ID_RE,
+    SCHEDULE_KEYS,
+    TEMPLATE_PREFIX,
+    Schedule,
+    check_schedules,
+    declarations,
+    declared_schedules,
+    validate_schedules,
 )
 from queues.periodic.plan import (  # noqa: F401
-    ON_TIME_SECONDS, RegisterSummary, latest_ticks, paused_ids, plan_runs, register, scheduled_jobs_key, set_paused,
+    ON_TIME_SECONDS,
+    RegisterSummary,
+    latest_ticks,
+    paused_ids,
+    plan_runs,
+    register,
+    scheduled_jobs_key,
+    set_paused,
 )
 
 

@@ -30,9 +30,10 @@ from rq.scheduler import RQScheduler
 from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
 from rq.utils import as_text, now, utcformat
 
-from queues import keys, quarantine, rqcompat
-from queues.worker.liveness import die_with_parent
+from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
+from queues.keyspace import keys, quarantine
+from queues.worker.liveness import die_with_parent
 
 logger = logging.getLogger("queues.resilience")
 
@@ -87,7 +88,7 @@ class ResilientRQScheduler(RQScheduler):
             rqcompat.set_scheduler_locks(self, rqcompat.scheduler_locks(self) - lost)
 
     def expected_keys(self):
-        """{key: type} of what moving due jobs touches (``queues.quarantine``): the scheduled registries,
+        """{key: type} of what moving due jobs touches (``queues.keyspace.quarantine``): the scheduled registries,
         the first due jobs' hashes, the queues, the locks and this scheduler's hash."""
         names = rqcompat.scheduler_queue_names(self)
         expected = quarantine.scheduler(self.connection, names, self.key)
@@ -153,7 +154,7 @@ class ResilientRQScheduler(RQScheduler):
 
     def work(self):
         """RQ's scheduler loop (in the forked child), waiting out Redis errors instead of dying, and
-        setting aside what it cannot read (``queues.quarantine``)."""
+        setting aside what it cannot read (``queues.keyspace.quarantine``)."""
         die_with_parent(self.parent_pid)
         rqcompat.install_scheduler_signal_handlers(self)
         outage = OutageLog(self.log, f"RQ scheduler {self.name}")

@@ -18,18 +18,15 @@ import redis
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
-from queues import conf, keys
-
+from queues import conf
 from queues.catalog import jobs as catalog
-
-from queues.jobs import meta as jobmeta
-
-from queues.producer import limits
-
-from queues.jobs import signing
+from queues.catalog.lookup import get_config
 from queues.connection.clients import unavailable
 from queues.exceptions import InvalidJob
-from queues.catalog.lookup import get_config
+from queues.jobs import meta as jobmeta
+from queues.jobs import signing
+from queues.keyspace import keys
+from queues.producer import limits
 from queues.producer.write import declared_queue, waiting_unique, write_job
 
 logger = logging.getLogger("queues.enqueueing")  # a documented logger name: kept when the module moved

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 
-from queues import audit, keys
+from queues import audit
 from queues.catalog.lookup import get_queue, queue_names
 from queues.connection.clients import get_connection
 from queues.jobs import read as jobread
+from queues.keyspace import keys
 from queues.producer import limits, outbox
 
 # Atomic against the worker's pop (an LMOVE of the queue's head into its intermediate list,

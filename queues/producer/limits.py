@@ -18,7 +18,7 @@ rq's ``_enqueue_rate_limited_job``); the re-queue paths rq does not know (our re
 abandoned-job scan, cancel) use ``release_into``, ``requeue_into`` and ``release``.
 
 The key is scoped to its queue: rq's key is ``<queue>:<limit_key>``. Keys (rq's, ``<p>`` =
-QUEUE_PREFIX; queues/keys.py lists them):
+QUEUE_PREFIX; queues/keyspace/keys.py lists them):
 
 - ``<p>:rl-keys``: set of the scoped keys in use (rq removes a key once it has no job);
 - ``<p>:rl:<queue>:<key>``: hash, ``concurrency`` (the latest enqueue's);
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from rq.job import JobStatus
 from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text
-
 
 HELD = JobStatus.RATE_LIMITED.value  # rq's status of a held job: "rate_limited"
 HOLDS_SLOT = (JobStatus.QUEUED.value, JobStatus.STARTED.value)
@@ -122,7 +121,7 @@ def release(job):
     abandoned-job scan's dead letter, a cancel, the gate's refusal). Returns the promoted job ids.
 
     Never raises for what is in Redis: a key of the limit of another type than rq's (WRONGTYPE) is
-    renamed aside (``queues.quarantine``), and a limit that still cannot be read (a concurrency that
+    renamed aside (``queues.keyspace.quarantine``), and a limit that still cannot be read (a concurrency that
     is no number) is reported once and skipped, its slot left to rq's maintenance."""
     if not is_limited(job):
         return []
@@ -133,7 +132,7 @@ def release(job):
             return []
         return registry(job).release_and_enqueue(job.id)
 
-    from queues import quarantine
+    from queues.keyspace import quarantine
 
     return quarantine.contain(job.connection, lambda: quarantine.limit(job.rate_limit_key), release_now,
                               who=f"Limit key {job.rate_limit_key}", what="release a job's slot") or []
@@ -184,7 +183,7 @@ class KeyUse:
 def keys_in_use(connection, queue_names, per_queue=10):
     """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
     ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Reads only."""
-    from queues import keys as redis_keys
+    from queues.keyspace import keys as redis_keys
 
     wanted = set(queue_names)
     members = sorted(as_text(m) for m in connection.smembers(redis_keys.limit_keys_key()))

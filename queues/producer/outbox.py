@@ -201,8 +201,8 @@ def _already_written(queue, job):
 def relay(batch=BATCH):
     """Push up to ``batch`` rows left in the outbox, oldest first; -> (pushed, left). Stops at the
     first Redis failure (the rest of the batch is released for the next relay)."""
-    from queues.producer.write import declared_queue
     from queues.catalog.lookup import get_config
+    from queues.producer.write import declared_queue
 
     Entry = _model()
     using = _using()

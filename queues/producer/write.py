@@ -15,12 +15,12 @@ from django.utils import timezone
 from rq.exceptions import DuplicateJobError
 from rq.job import validate_job_id
 
-from queues import keys
 from queues.catalog.lookup import get_queue
 from queues.connection import replication
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import read as jobread
+from queues.keyspace import keys
 from queues.logsafe import escape
 from queues.producer import limits
 

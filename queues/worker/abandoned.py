@@ -45,9 +45,9 @@ from rq.job import JobStatus
 from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
-from queues import keys, quarantine
 from queues.connection.outage import REDIS_ERRORS
 from queues.jobs import meta as jobmeta
+from queues.keyspace import keys, quarantine
 from queues.producer import limits
 from queues.worker import signals as events
 

@@ -36,19 +36,20 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus
 
-from queues import quarantine, rqcompat
+from queues import rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue, queue_names
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.failures.handler import FailureHandler
+from queues.keyspace import quarantine
 from queues.periodic.supervision import SchedulerKeeper
 from queues.worker import attempt, horse, settle, stop
 from queues.worker.abandoned import LIVENESS_MARK
+from queues.worker.attempt import NotStarted
 from queues.worker.housekeeping import Housekeeping
 from queues.worker.inprocess import InProcessJob
 from queues.worker.intake import Intake
 from queues.worker.liveness import Lifeline, libc
 from queues.worker.options import options
-from queues.worker.attempt import NotStarted
 
 
 class WorkerBehaviour(BaseWorker):

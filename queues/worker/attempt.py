@@ -15,10 +15,10 @@ A failed attempt goes to ``failures/handler.py``.
 from rq.executions import Execution
 from rq.worker.base import WorkerStatus
 
-from queues import keys, quarantine
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures.handler import duration
 from queues.jobs import meta as jobmeta
+from queues.keyspace import keys, quarantine
 from queues.worker import horse
 from queues.worker import signals as events
 from queues.worker.abandoned import give_back

@@ -30,7 +30,7 @@ import time
 import redis
 from rq.utils import as_text
 
-from queues import keys, quarantine
+from queues.keyspace import keys, quarantine
 from queues.worker.abandoned import give_back
 
 POP_LUA = """
@@ -141,7 +141,7 @@ class Dequeuer:
     def _set_aside(self, queues):
         """A queue's list, its intermediate list or the paused set holds another type of key
         (written by something else): renamed to ``<key>.corrupt-<unix time>``, kept for
-        investigation, with an ERROR naming it (``queues.quarantine``); the next pop goes on with the rest."""
+        investigation, with an ERROR naming it (``queues.keyspace.quarantine``); the next pop goes on with the rest."""
         expected = {keys.paused_key(): "set"}
         for queue in queues:
             expected[queue.key] = expected[keys.intermediate_key(queue.key)] = "list"

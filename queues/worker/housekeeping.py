@@ -11,7 +11,7 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
 - ``tick``: every couple of seconds, also while a job runs: the RQ scheduler keeper
   (``periodic/supervision.py``) and the outbox relay (``producer/outbox.py``).
 - ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile;
-  nothing there (Redis away, a database down, a key of the wrong type: ``queues/quarantine.py``)
+  nothing there (Redis away, a database down, a key of the wrong type: ``queues/keyspace/quarantine.py``)
   ever ends the worker.
 
 The horses hand their metrics over through a pipe (``report_pipe`` in the worker, ``ship`` in the
@@ -24,9 +24,9 @@ import redis
 from rq import worker_registration
 from rq.utils import now
 
-from queues import quarantine
 from queues.connection.outage import REDIS_ERRORS
 from queues.jobs.retention import Completions
+from queues.keyspace import quarantine
 from queues.metrics.recorder import tally
 from queues.producer import outbox
 from queues.worker.abandoned import LIVENESS_MARK

@@ -15,9 +15,10 @@ import time
 from rq.exceptions import NoSuchJobError, StopRequested
 from rq.worker.base import WorkerStatus
 
-from queues import keys, rqcompat
+from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.jobs import gate
+from queues.keyspace import keys
 from queues.producer import limits
 from queues.worker.abandoned import give_back
 from queues.worker.dequeue import Dequeuer

@@ -23,10 +23,10 @@ import socket
 import threading
 import time
 
-from queues import keys
 from queues.connection.factory import copy_client
-from queues.worker import abandoned
 from queues.connection.outage import REDIS_ERRORS, OutageLog
+from queues.keyspace import keys
+from queues.worker import abandoned
 
 logger = logging.getLogger("queues.resilience")
 

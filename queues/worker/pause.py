@@ -6,8 +6,8 @@ pop, atomically (``queues.worker.dequeue``): a job of a queue paused a moment ag
 """
 from rq.utils import as_text
 
-from queues.keys import paused_key
 from queues.catalog.lookup import get_config
+from queues.keyspace.keys import paused_key
 
 
 def pause(name, connection=None):

@@ -18,8 +18,9 @@ from rq.exceptions import InvalidJobOperation
 from rq.job import JobStatus
 from rq.utils import now
 
-from queues import quarantine, rqcompat
+from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
+from queues.keyspace import quarantine
 from queues.worker import horse, supervision
 from queues.worker.supervision import Action
 

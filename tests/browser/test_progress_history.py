@@ -5,7 +5,7 @@ import time
 import pytest
 
 import queues
-from queues import keys
+from queues.keyspace import keys
 from queues.metrics import history
 from queues.catalog.lookup import OptimaJob
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)

@@ -133,8 +133,8 @@ def test_queues_unavailable_a_unique_enqueue_answers_503_with_a_clear_message_an
 
 @pytest.mark.django_db(transaction=True)
 def test_queues_unavailable_a_job_is_accepted_into_the_outbox_and_runs_once_redis_is_back(api):
-    from queues.producer import outbox
     from queues.models import OutboxEntry
+    from queues.producer import outbox
 
     api.own(products=[1])
     url = f"redis://someone:hunter2-secret@127.0.0.1:{closed_port()}/0"

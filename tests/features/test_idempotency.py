@@ -10,7 +10,7 @@ import pytest
 
 import queues
 from features.repricer.models import PriceChange, Product
-from queues import keys
+from queues.keyspace import keys
 from tests.features.helpers import job_status, wait_job
 
 pytestmark = pytest.mark.django_db(transaction=True)

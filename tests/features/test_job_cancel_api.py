@@ -5,8 +5,8 @@ from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry
 
 import queues
-from queues.models import AuditEntry
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.models import AuditEntry
 from queues.worker.dequeue import Dequeuer
 from tests.queues.test_gate import run_burst
 

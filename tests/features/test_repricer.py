@@ -2,7 +2,6 @@
 import pytest
 
 import queues
-
 from features.repricer.models import PriceChange, Product
 from tests.features.helpers import dead_letter, wait_job
 

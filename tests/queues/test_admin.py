@@ -7,8 +7,8 @@ from django.test import Client
 from rq.registry import FailedJobRegistry
 
 import queues
-from queues.models import AuditEntry, DeadLetter
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.models import AuditEntry, DeadLetter
 from tests.conftest import wait_for
 from tests.queues.panel_helpers import actor, dead_job, make_staff, viewer  # noqa: F401 (fixtures)
 
@@ -218,8 +218,8 @@ def test_real_dead_job_retried_from_the_admin_succeeds_and_a_second_death_reopen
 
 
 def test_discard_works_for_a_queue_no_longer_declared(actor, queue_redis, monkeypatch):
-    from queues.failures import operations
     from queues.exceptions import UnknownQueue
+    from queues.failures import operations
 
     job, row = dead_job("content")
 
@@ -234,8 +234,8 @@ def test_discard_works_for_a_queue_no_longer_declared(actor, queue_redis, monkey
 
 
 def test_retry_for_a_queue_no_longer_declared_is_an_audited_error(actor, queue_redis, monkeypatch):
-    from queues.failures import operations
     from queues.exceptions import UnknownQueue
+    from queues.failures import operations
 
     _, row = dead_job("content")
 
@@ -297,9 +297,9 @@ def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_a
     import redis
     from django.db import transaction
 
-    from queues.failures.operations import retry_dead_letter
-    from queues.exceptions import QueueUnavailable
     from queues.catalog.lookup import OptimaQueue
+    from queues.exceptions import QueueUnavailable
+    from queues.failures.operations import retry_dead_letter
 
     job, row = dead_job("default", "tests.jobs.sample.add", (1, 2))
     job.delete()
@@ -350,8 +350,8 @@ def test_retry_of_a_job_gone_from_redis_keeps_its_owner_and_limit_key(queue_redi
     """The row is all that is left of the job: the retry is still the owner's and still counts
     against the owner's limit key (deadletter.carried)."""
     from queues.failures import deadletter
-    from queues.producer import limits
     from queues.failures.operations import retry_dead_letter
+    from queues.producer import limits
 
     job = queues.enqueue_call("default", "tests.jobs.sample.add", [1, 2], meta={"owner": "user:7"},
                               limit_key="seller:7", limit_concurrency=2)

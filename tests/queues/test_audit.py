@@ -4,9 +4,8 @@ import pytest
 from django.test import Client
 
 from queues import audit
-
-from queues.worker import pause
 from queues.models import AuditEntry
+from queues.worker import pause
 from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, basic_header, dead_job, make_staff
 
 pytestmark = pytest.mark.django_db

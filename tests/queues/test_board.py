@@ -10,9 +10,9 @@ from rq import Worker
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry
 
 import queues
-from queues.worker import pause
-from queues.models import DeadLetter
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.models import DeadLetter
+from queues.worker import pause
 from tests.conftest import wait_for
 from tests.queues.panel_helpers import dead_job
 

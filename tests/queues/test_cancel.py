@@ -13,10 +13,10 @@ from rq.job import JobStatus
 from rq.registry import CanceledJobRegistry, FailedJobRegistry, ScheduledJobRegistry
 
 import queues
-from queues import keys
-from queues.producer.cancel import cancel_job
-from queues.models import AuditEntry, DeadLetter
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.keyspace import keys
+from queues.models import AuditEntry, DeadLetter
+from queues.producer.cancel import cancel_job
 from queues.worker.dequeue import Dequeuer
 from tests.conftest import wait_for
 from tests.jobs import sample

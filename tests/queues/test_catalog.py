@@ -16,9 +16,9 @@ from rq.job import JobStatus
 
 import queues
 from queues.catalog import jobs as catalog
-from queues.producer import api as enqueueing
-from queues.exceptions import InvalidJob
 from queues.catalog.lookup import get_queue
+from queues.exceptions import InvalidJob
+from queues.producer import api as enqueueing
 from queues.worker.adapter import OptimaWorker
 from tests.jobs import options as option_jobs
 

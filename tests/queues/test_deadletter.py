@@ -7,11 +7,17 @@ from django.core.management import call_command
 from rq.registry import FailedJobRegistry
 
 import queues
-from queues.failures import deadletter
 from queues.conf import prefix
+from queues.failures import deadletter
 from queues.models import DeadLetter
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixture)
-    WORKER_ENV, fetch, lifecycle_queue, release_now, scheduled_score, wait_dead, wait_row,
+    WORKER_ENV,
+    fetch,
+    lifecycle_queue,
+    release_now,
+    scheduled_score,
+    wait_dead,
+    wait_row,
     wait_scheduled_for_attempt,
 )
 

@@ -10,7 +10,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from queues import conf
-
 from queues.catalog import queues as declarations
 from queues.catalog.queues import QueueConfig
 

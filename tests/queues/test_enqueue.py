@@ -8,8 +8,8 @@ from django.utils import timezone
 from rq.registry import ScheduledJobRegistry
 
 import queues
-from queues.exceptions import InvalidJob, UnknownQueue
 from queues.catalog.lookup import get_queue
+from queues.exceptions import InvalidJob, UnknownQueue
 from tests.jobs import sample
 
 

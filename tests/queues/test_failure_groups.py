@@ -8,11 +8,10 @@ from django.core.management import call_command
 from rq.registry import FailedJobRegistry
 
 from queues import conf
-
+from queues.catalog.lookup import get_queue
 from queues.failures import deadletter
 from queues.failures.fingerprint import fingerprint, pattern
 from queues.models import AuditEntry, DeadLetter, FailureGroup
-from queues.catalog.lookup import get_queue
 from tests.queues.panel_helpers import actor, dead_job, viewer  # noqa: F401 (fixtures)
 
 GROUPS = "/admin/queues/failuregroup/"

@@ -6,9 +6,9 @@ all finish while most of A's still wait. Assertions are on states and counts, ne
 import pytest
 
 import queues
-from queues import keys
-from queues.producer import limits
 from queues.catalog.lookup import fetch_job, get_queue
+from queues.keyspace import keys
+from queues.producer import limits
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

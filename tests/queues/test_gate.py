@@ -16,13 +16,13 @@ import pytest
 from rq.job import JobStatus
 
 import queues
-from queues import keys
 from queues.catalog import jobs as catalog
-from queues.jobs import signing
-from queues.failures.deadletter import decode_raw_hash
-from queues.exceptions import InvalidJob, NotAJob
-from queues.models import DeadLetter
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.exceptions import InvalidJob, NotAJob
+from queues.failures.deadletter import decode_raw_hash
+from queues.jobs import signing
+from queues.keyspace import keys
+from queues.models import DeadLetter
 from queues.worker.adapter import OptimaWorker
 from tests.jobs import sample
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
@@ -342,10 +342,10 @@ def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan
     from rq.serializers import DefaultSerializer
 
     from queues.failures import deadletter
-
     from queues.periodic import schedules
     from queues.worker import abandoned
-    from tests.queues.test_no_pickle import Boom, plant as plant_pickles
+    from tests.queues.test_no_pickle import Boom
+    from tests.queues.test_no_pickle import plant as plant_pickles
 
     trap = tmp_path / "trap"
     trap.mkdir()

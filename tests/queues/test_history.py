@@ -8,8 +8,8 @@ import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
-from queues import keys
 from queues.board import history as board_history
+from queues.keyspace import keys
 from queues.metrics import history, store
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -12,11 +12,11 @@ from rq.job import JobStatus
 from rq.rate_limit import release_slot
 
 import queues
-from queues import keys
-from queues.producer import limits
-from queues.failures import retry
-from queues.producer.cancel import cancel_job
 from queues.catalog.lookup import fetch_job, get_queue
+from queues.failures import retry
+from queues.keyspace import keys
+from queues.producer import limits
+from queues.producer.cancel import cancel_job
 from queues.worker.abandoned import Scan
 
 JOB = "tests.jobs.lifecycle.quick"

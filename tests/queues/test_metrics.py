@@ -15,11 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import queues
 from devtools.redis_server import RedisServer, free_port
-from queues.worker import signals as events
-from queues.worker import pause
 from queues.metrics import collector, store
 from queues.models import DeadLetter
-from tests.conftest import ROOT, PREFIX, wait_for
+from queues.worker import pause
+from queues.worker import signals as events
+from tests.conftest import PREFIX, ROOT, wait_for
 
 # Transactional: enqueue inside a test transaction would wait for a commit that never comes.
 pytestmark = pytest.mark.django_db(transaction=True)

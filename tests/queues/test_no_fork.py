@@ -9,8 +9,8 @@ import pytest
 from rq.job import JobStatus
 
 import queues
-from queues.models import DeadLetter
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.models import DeadLetter
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, runs, starts
 from tests.queues.test_outages import finished, outage_redis  # noqa: F401 (fixture)

@@ -12,10 +12,10 @@ from django.utils import timezone
 from rq.registry import ScheduledJobRegistry
 
 import queues
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.models import OutboxEntry
 from queues.producer import outbox
 from queues.producer.write import write_job
-from queues.models import OutboxEntry
-from queues.catalog.lookup import OptimaJob, get_queue
 from queues.worker.adapter import OptimaWorker
 from tests.jobs import sample
 

@@ -7,10 +7,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from queues import keys
-
-from queues.models import AuditEntry
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.keyspace import keys
+from queues.models import AuditEntry
 from queues.periodic import plan
 from queues.periodic.declare import check_schedules, declared_schedules
 from queues.periodic.plan import register, scheduled_jobs_key

@@ -13,12 +13,12 @@ import pytest
 from django.urls import reverse
 from rq.job import JobStatus
 
-from queues import conf, keys
-
+from queues import conf
+from queues.catalog.lookup import get_queue
 from queues.failures import deadletter
 from queues.jobs import read as jobread
+from queues.keyspace import keys
 from queues.models import AuditEntry, DeadLetter
-from queues.catalog.lookup import get_queue
 from tests.queues.panel_helpers import dead_job
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 

@@ -5,9 +5,9 @@ import signal
 import pytest
 
 import queues
-from queues import keys
-from queues.connection import replication
 from queues.catalog.lookup import OptimaQueue
+from queues.connection import replication
+from queues.keyspace import keys
 from tests.queues.replica_set import ReplicaSet
 
 
@@ -117,8 +117,8 @@ def test_a_wait_longer_than_the_socket_timeout_still_ends_in_not_replicated(on_r
 def test_an_outbox_row_whose_push_was_not_replicated_stays_until_the_replicas_have_the_job(on_replica_set):
     """The push wrote the job but raised NotReplicated: the row stays. The next relay finds the job
     already written and deletes the row only once a replica has it (replication.confirm)."""
-    from queues.producer import outbox
     from queues.models import OutboxEntry
+    from queues.producer import outbox
 
     replica = on_replica_set.replicas[0]
     replica.process.send_signal(signal.SIGSTOP)

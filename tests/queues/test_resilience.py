@@ -13,7 +13,7 @@ from rq.worker import Worker
 
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
-from queues.keys import alive_key
+from queues.keyspace.keys import alive_key
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, starts
 

@@ -3,8 +3,8 @@ import pytest
 from rq.registry import FinishedJobRegistry
 
 import queues
-from queues.conf import prefix
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.conf import prefix
 from queues.jobs.retention import enforce_completed_max
 from tests.queues.lifecycle_helpers import WORKER_ENV, lifecycle_queue  # noqa: F401 (fixture)
 

@@ -10,7 +10,13 @@ from queues.failures.retry import RetryPolicy, backoff_delay, decide, resolve_po
 from tests.conftest import wait_for
 from tests.jobs.lifecycle import BadInput
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixture)
-    WORKER_ENV, fetch, lifecycle_queue, release_now, scheduled_score, wait_dead, wait_row,
+    WORKER_ENV,
+    fetch,
+    lifecycle_queue,
+    release_now,
+    scheduled_score,
+    wait_dead,
+    wait_row,
     wait_scheduled_for_attempt,
 )
 

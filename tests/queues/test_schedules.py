@@ -3,14 +3,18 @@ import datetime as dt
 
 import pytest
 
-from queues.conf import prefix
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.conf import prefix
 from queues.periodic.declare import Schedule, check_schedules, declared_schedules
 from queues.periodic.plan import register, scheduled_jobs_key
 from queues.periodic.run import PeriodicScheduler, run_schedule
 from tests.conftest import wait_for
 from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixtures)
-    WORKER_ENV, fetch, lifecycle_queue, lifecycle_schedules, wait_scheduled_for_attempt,
+    WORKER_ENV,
+    fetch,
+    lifecycle_queue,
+    lifecycle_schedules,
+    wait_scheduled_for_attempt,
 )
 
 UTC = dt.timezone.utc

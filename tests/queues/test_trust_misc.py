@@ -17,9 +17,9 @@ from django.test import Client, RequestFactory, override_settings
 from django.views.debug import ExceptionReporter
 
 import queues
-from queues import keys
 from queues.connection.factory import mask_url
 from queues.connection.masking import mask_urls_in
+from queues.keyspace import keys
 from tests.jobs import sample
 from tests.queues.panel_helpers import dead_job
 from tests.queues.test_connection import closed_port

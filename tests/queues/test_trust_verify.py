@@ -21,11 +21,11 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
 import queues
-from queues import keys
 from queues.catalog.lookup import OptimaJob, get_queue
 from queues.failures import deadletter
 from queues.failures.operations import retry_dead_letter
 from queues.jobs import signing
+from queues.keyspace import keys
 from queues.metrics import collector
 from queues.models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry
 from tests.conftest import wait_for

@@ -4,7 +4,7 @@ Whoever can write to the queues' Redis plants: a job whose ``signature`` is not 
 (``hmac.compare_digest`` raises on it), limit keys of another type than rq's, a workers set or a
 scheduled registry that is a string, a job id with a line break in it. Each is planted, then a real
 ``manage.py rqworker`` or ``rqscheduler`` runs: it does not exit, a good job queued behind runs, the
-bad entry is refused or renamed aside (``queues.quarantine``) with one ERROR naming it, and no line
+bad entry is refused or renamed aside (``queues.keyspace.quarantine``) with one ERROR naming it, and no line
 of the process's output starts with text the entry chose.
 """
 import logging
@@ -15,10 +15,10 @@ import pytest
 from rq.worker_registration import REDIS_WORKER_KEYS
 
 import queues
-from queues import keys
 from queues.catalog.lookup import OptimaJob, get_queue
 from queues.failures.deadletter import decode_raw_hash
 from queues.jobs import gate, signing
+from queues.keyspace import keys
 from queues.models import DeadLetter
 from queues.periodic.plan import scheduled_jobs_key
 from queues.worker.adapter import OptimaWorker

@@ -6,10 +6,10 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
 import queues
+from queues.catalog.lookup import OptimaJob, get_queue
 from queues.metrics import store
 from queues.metrics.recorder import tally
 from queues.models import DeadLetter
-from queues.catalog.lookup import OptimaJob, get_queue
 from queues.worker.adapter import OptimaSimpleWorker, OptimaWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,10 +8,10 @@ every ``OPTIMA_QUEUES_OPTIONS['RECONCILE_INTERVAL']`` seconds. Safe to run at an
 import redis
 from django.core.management.base import BaseCommand, CommandError
 
-from queues.connection.clients import unavailable
-from queues.failures.deadletter import reconcile
-from queues.exceptions import UnknownQueue
 from queues.catalog.lookup import get_config
+from queues.connection.clients import unavailable
+from queues.exceptions import UnknownQueue
+from queues.failures.deadletter import reconcile
 
 
 class Command(BaseCommand):

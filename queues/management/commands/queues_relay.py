@@ -10,7 +10,6 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from queues import conf
-
 from queues.producer import outbox
 
 

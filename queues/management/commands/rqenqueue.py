@@ -9,8 +9,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queues.producer.api import enqueue_call
 from queues.exceptions import QueuesError
+from queues.producer.api import enqueue_call
 
 
 class Command(BaseCommand):

@@ -12,11 +12,11 @@ import time
 import redis
 from django_rq.management.commands import rqscheduler
 
-from queues import conf, keys, logsafe, quarantine
-
-from queues.periodic import schedules
-from queues.connection.clients import describe, get_connection
+from queues import conf, logsafe
 from queues.catalog.lookup import OptimaJob, get_queue, queue_names
+from queues.connection.clients import describe, get_connection
+from queues.keyspace import keys, quarantine
+from queues.periodic import schedules
 
 logger = logging.getLogger("queues.schedules")
 
@@ -63,7 +63,7 @@ class Command(rqscheduler.Command):
     def _register(self, connection, retry_max=5.0):
         """Register the schedules, waiting for Redis if it is not there yet. A key of the wrong type
         (rq-scheduler's set, a template's hash, the paused set) is renamed aside and the registration
-        runs once more (``queues.quarantine``); an entry that still cannot be read is reported and the
+        runs once more (``queues.keyspace.quarantine``); an entry that still cannot be read is reported and the
         scheduler runs the templates already registered."""
         delay = 0.5
         while True:

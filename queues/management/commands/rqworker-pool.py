@@ -35,15 +35,17 @@ from rq.serializers import JSONSerializer
 from rq.worker_pool import ForkProcess, WorkerPool
 
 from queues import rqcompat
-from queues.connection.clients import describe, get_connection
-from queues.management.commands.rqworker import (
-    build_worker, run_worker, start_command,
-)
 from queues.catalog.lookup import OptimaJob, OptimaQueue
-from queues.worker import options as config
-from queues.worker.liveness import die_with_parent
+from queues.connection.clients import describe, get_connection
 from queues.connection.outage import Backoff, OutageLog, wait_until_reachable
+from queues.management.commands.rqworker import (
+    build_worker,
+    run_worker,
+    start_command,
+)
+from queues.worker import options as config
 from queues.worker.adapter import OptimaWorker
+from queues.worker.liveness import die_with_parent
 
 # Seconds the master waits, beyond the grace, for its members to stop before it SIGKILLs them. A
 # member needs a few seconds after the grace (kill the horse, put the job back, unregister); the

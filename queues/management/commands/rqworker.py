@@ -32,12 +32,11 @@ from django_rq.workers import get_worker
 from rq.logutils import setup_loghandlers
 
 from queues import logsafe, rqcompat
-from queues.connection.clients import describe
-from queues.exceptions import UnknownQueue
 from queues.catalog.lookup import get_config, queue_names
-from queues.worker import options as config
+from queues.connection.clients import describe
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
-
+from queues.exceptions import UnknownQueue
+from queues.worker import options as config
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
 

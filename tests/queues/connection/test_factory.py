@@ -143,6 +143,11 @@ def test_the_queues_client_has_the_apps_timeouts_and_a_scrape_client_reconnects_
     from queues.connection.clients import get_connection
     from queues.metrics import store
 
+    from queues.connection import clients
+
+    # A fresh client: rq's Worker raises the socket timeout of the connection it is given, in place
+    # (Worker._set_connection), and in-process worker tests earlier in the session share this one.
+    clients.reset()
     opts = conf.options()
     kwargs = kwargs_of(get_connection())
     assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"], kwargs["health_check_interval"]) == (

@@ -4,8 +4,8 @@ import logging
 from rq.job import JobStatus
 
 import queues
-from queues import keys
 from queues.catalog.lookup import OptimaJob
+from queues.keyspace import keys
 from queues.worker.abandoned import Scan
 
 

@@ -35,9 +35,9 @@ key                                    what
 
 Whoever can write to this Redis can plant anything under any of these keys. Each family is read
 through one reader that never raises for what an entry holds: a bad entry is reported once
-(``queues/entries.py``: ERROR with its key, escaped and masked) and skipped, or shown as corrupt;
+(``queues/keyspace/entries.py``: ERROR with its key, escaped and masked) and skipped, or shown as corrupt;
 rq's and rq-scheduler's own reads (registration, maintenance, the scheduler's moves) run inside the
-worker side's boundary (``queues/quarantine.py``).
+worker side's boundary (``queues/keyspace/quarantine.py``).
 
 =====================================  ======================================================
 family                                 read through
@@ -64,9 +64,9 @@ from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job
 from rq.queue import Queue
 from rq.rate_limit import RateLimitRegistry
-from rq.worker import Worker
-from rq.results import Result
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
+from rq.results import Result
+from rq.worker import Worker
 
 from queues import conf
 

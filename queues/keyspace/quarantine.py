@@ -104,7 +104,7 @@ def settle(connection, expected, exc, *, who, what, log=logger):
 def report(exc, *, who, what, log=logger):
     """One ERROR per distinct failure and process (``entries.report``: masked, escaped), naming where
     in rq's code it was raised: the same bad entry met at every tick is not a new line every tick."""
-    from queues import entries
+    from queues.keyspace import entries
 
     frames = traceback.extract_tb(exc.__traceback__)
     where = f", raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
@@ -124,7 +124,7 @@ def registration(worker):
 def flush(worker):
     """A worker's heartbeat pipeline: its hash, and per queue the metrics and the finished registry
     (``worker/housekeeping.py``)."""
-    from queues import keys
+    from queues.keyspace import keys
 
     expected = {worker.key: "hash"}
     for name in worker.queue_names():
@@ -135,7 +135,7 @@ def flush(worker):
 
 def starting(worker, job):
     """The MULTI that records a job as started (``worker/attempt.py``: rq's ``Execution.create``)."""
-    from queues import keys
+    from queues.keyspace import keys
 
     return {worker.key: "hash", keys.worker_executions_key(worker.name): "set", keys.started_key(job.origin): "zset",
             keys.job_executions_key(job.id): "zset", keys.intermediate_key(keys.queue_key(job.origin)): "list"}
@@ -144,7 +144,7 @@ def starting(worker, job):
 def running(worker, job, execution):
     """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's, its execution's and
     the started registry."""
-    from queues import keys
+    from queues.keyspace import keys
 
     return {worker.key: "hash", job.key: "hash", execution.key: "hash", keys.started_key(job.origin): "zset",
             keys.job_executions_key(job.id): "zset"}
@@ -152,7 +152,7 @@ def running(worker, job, execution):
 
 def limit(scoped_key):
     """rq's three keys of one limit key (``queues.producer.limits``)."""
-    from queues import keys
+    from queues.keyspace import keys
 
     return {keys.limit_config_key(scoped_key): "hash", keys.limit_allowed_key(scoped_key): "zset",
             keys.limit_held_key(scoped_key): "zset"}
@@ -160,7 +160,7 @@ def limit(scoped_key):
 
 def limits_in_use(connection):
     """rq's set of the limit keys in use, and the keys of each member of it that is text."""
-    from queues import keys
+    from queues.keyspace import keys
 
     expected = {keys.limit_keys_key(): "set"}
     if as_text(connection.type(keys.limit_keys_key())) == "set":
@@ -178,7 +178,7 @@ def maintenance(connection, queues, workers_key):
     from rq.registry import ReadyJobRegistry
     from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-    from queues import keys
+    from queues.keyspace import keys
 
     expected = {workers_key: "set", Group.REDIS_GROUP_KEY: "set"}
     for queue in queues:
@@ -194,7 +194,7 @@ def maintenance(connection, queues, workers_key):
 def scheduler(connection, queue_names, scheduler_key=None):
     """RQ's scheduler moving due jobs of ``queue_names``: their scheduled registries, the hashes of the
     first due jobs, their queues, and the scheduler's own hash."""
-    from queues import keys
+    from queues.keyspace import keys
 
     expected = {} if scheduler_key is None else {scheduler_key: "hash"}
     for name in queue_names:
