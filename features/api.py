@@ -23,6 +23,7 @@ import re
 import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -153,6 +154,17 @@ def queue_unavailable(exc):
     )
 
 
+def database_unavailable(request, exc):
+    """503 for a database that stays locked or unreachable past its timeout: the request's transaction
+    rolled back, so nothing was enqueued and no row was written (the outbox row and the feature's row
+    commit together or not at all)."""
+    logger.warning("%s %s: database unavailable (%s: %s): 503", request.method, request.path, type(exc).__name__,
+                   str(exc).splitlines()[0] if str(exc) else "")
+    return Response({"detail": "The database is busy or unavailable right now, so nothing was done. "
+                               "Try again in a few seconds."},
+                    status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+
+
 def accepted(job, queue):
     url = reverse("features:job-status", args=[job.id])
     return Response(
@@ -181,6 +193,8 @@ class FeatureView(APIView):
                              "limit_bytes": limit}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         if isinstance(exc, SuspiciousOperation):  # too many form fields or files, and the like
             return body_error(f"{type(exc).__name__}: the request is not acceptable.")
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            return database_unavailable(self.request, exc)
         return super().handle_exception(exc)
 
 

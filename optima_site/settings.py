@@ -234,7 +234,15 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Worker processes share the test database with the test process: keep it in a file.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / f".test-db-{QUEUE_PREFIX}.sqlite3")}
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Web processes, workers and the relay write one file at once (docs/settings.md#sqlite): WAL lets
+    # readers go on while one writes; IMMEDIATE takes the write lock when a transaction begins, so a
+    # transaction waits up to `timeout` seconds for it instead of failing at once ("database is locked")
+    # when a deferred one would have to upgrade its read lock; synchronous=NORMAL is WAL's safe default.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": _env_int("SQLITE_BUSY_TIMEOUT", 20),
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
 
 CACHES = {
     "default": {

@@ -40,6 +40,7 @@ import redis
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import redirect_to_login
+from django.db import InterfaceError, OperationalError
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -235,6 +236,16 @@ def _operator_for(access):
     return PanelOperator(access.identity, perms)
 
 
+def database_unavailable(request, exc):
+    """503: the database stayed locked or unreachable past its timeout (nothing was changed: the view's
+    transaction rolled back). A page of its own, without the admin's base (which reads the user)."""
+    logger.warning("queue panel: database unavailable (%s: %s) for %s", type(exc).__name__,
+                   str(exc).splitlines()[0] if str(exc) else "", request.path)
+    response = render(request, "queues/database_unavailable.html", {"reason": type(exc).__name__}, status=503)
+    response["Retry-After"] = "5"
+    return response
+
+
 def unavailable(request, exc):
     """503: the queue Redis did not answer; names its masked URL, never the password."""
     logger.warning("queue panel: Redis at %s unavailable (%s: %s) for %s", bounded.masked_url(),
@@ -290,12 +301,19 @@ def guard(view=None, *, act=False, long_running=False):
 
     The view runs with the panel's bounded Redis clients (``bounded.request_scope``): with the
     per-request deadline, or, when ``long_running`` (queue-wide actions), with none and the app's
-    ``SOCKET_TIMEOUT`` per round trip. A Redis error answers 503 (``unavailable``)."""
+    ``SOCKET_TIMEOUT`` per round trip. A Redis error answers 503 (``unavailable``), and so does a
+    database locked or unreachable past its timeout (``database_unavailable``)."""
     if view is None:
         return functools.partial(guard, act=act, long_running=long_running)
 
     @functools.wraps(view)
     def guarded(request, *args, **kwargs):
+        try:
+            return checked(request, *args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:  # the session, the user or the view's own rows
+            return database_unavailable(request, exc)
+
+    def checked(request, *args, **kwargs):
         access = decide(request)
         if not access.can_view:
             return refuse(request, access)

@@ -6,6 +6,7 @@ import time
 
 import redis
 from django.contrib import messages
+from django.db import transaction
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -98,13 +99,16 @@ def queue_details(request, queue_index):
 
 def _toggle(request, name, action):
     try:
-        (pause.pause if action == "pause" else pause.resume)(name, connection=bounded.connection())
+        # The audit row first, in a transaction around the Redis write: a database that is locked fails
+        # before Redis is touched (503, nothing done), and a Redis error rolls the row back.
+        with transaction.atomic():
+            audit.record(request, action, name, detail=f"queue {name} {action}d: workers "
+                         + ("leave its jobs alone" if action == "pause" else "take its jobs again"))
+            (pause.pause if action == "pause" else pause.resume)(name, connection=bounded.connection())
     except UnknownQueue as exc:
         audit.record(request, action, name, outcome="error", detail=str(exc))
         messages.error(request, str(exc))
         return redirect("django_rq:home")
-    audit.record(request, action, name, detail=f"queue {name} {action}d: workers "
-                 + ("leave its jobs alone" if action == "pause" else "take its jobs again"))
     messages.success(request, f"Queue {name} {'paused' if action == 'pause' else 'resumed'}.")
     return redirect("django_rq:home")
 
