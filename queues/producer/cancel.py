@@ -18,7 +18,7 @@ from queues import audit
 from queues.catalog.lookup import get_queue, queue_names
 from queues.connection.clients import get_connection
 from queues.jobs import read as jobread
-from queues.keyspace import keys
+from queues.keyspace import keys, quarantine
 from queues.producer import limits, outbox
 
 # Atomic against the worker's pop (an LMOVE of the queue's head into its intermediate list,
@@ -26,8 +26,14 @@ from queues.producer import limits, outbox
 # its id is still in its queue's list, or in the scheduled registry and not yet due; otherwise the
 # worker (or the scheduler) has it and the answer says so. KEYS: job hash, queue list,
 # intermediate list, scheduled registry, canceled registry, and for a job with a limit key its key's
-# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now.
+# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now. A key of another type
+# than rq's (planted) is named before anything is written: {'wrongtype', key}.
 CANCEL_LUA = """
+local types = {'list', 'list', 'zset', 'zset', 'zset'}
+for i = 2, #KEYS do
+  local found = redis.call('TYPE', KEYS[i])['ok']
+  if found ~= 'none' and found ~= types[i - 1] then return {'wrongtype', KEYS[i]} end
+end
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then
   if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone', ''} end
@@ -95,6 +101,10 @@ def cancel_job(job_id, connection=None):
     if limited:
         script_keys.append(keys.limit_held_key(job.rate_limit_key))
     reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now])
+    if jobread.text(reply[0]) == "wrongtype":  # renamed aside (queues.keyspace.quarantine), then once more
+        types = dict(zip(script_keys[1:], ("list", "list", "zset", "zset", "zset")))
+        quarantine.set_aside(connection, types, who=f"Cancel of job {job.id}")
+        reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now])
     outcome, was = (jobread.text(r) for r in reply)
     if outcome == "canceled":
         if limited and was == "queued":

@@ -20,7 +20,7 @@ from queues.connection import replication
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import read as jobread
-from queues.keyspace import keys
+from queues.keyspace import keys, quarantine
 from queues.logsafe import escape
 from queues.producer import limits
 
@@ -43,7 +43,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     returns that job's id instead. ``explicit_id``: refuse to overwrite a job of the same id
     (``InvalidJob``). A Redis failure raises ``QueueUnavailable``.
     """
-    try:
+    def write():
         with replication.acknowledged(queue) as q:
             if lock_key or limits.is_limited(job):
                 # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
@@ -61,10 +61,27 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
             else:
                 q.schedule_job(job, when, unique=explicit_id)
             return None
+
+    try:
+        # A queue list or registry turned into another type by whoever writes to Redis: renamed aside
+        # and written once more, the job's hash the failed MULTI did write deleted first (it is this job's).
+        return quarantine.retry_once(queue.connection, lambda: _written_keys(queue, job, lock_key), write,
+                                     who=f"Enqueue of job {job.id}", again=lambda: queue.connection.delete(job.key))
     except DuplicateJobError:
         raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
+
+
+def _written_keys(queue, job, lock_key):
+    """{key: Redis type} of what ``write_job`` writes (``queues.keyspace.quarantine``)."""
+    written = {queue.key: "list", keys.scheduled_key(queue.name): "zset", job.key: "hash"}
+    if lock_key:
+        written[lock_key] = "string"
+    if limits.is_limited(job):
+        written.update(quarantine.limit(job.rate_limit_key))
+        written[keys.limit_keys_key()] = "set"
+    return written
 
 
 # name -> (QueueConfig, OptimaQueue). Building an RQ Queue (a dozen attributes, a serializer check,
@@ -106,7 +123,12 @@ def _unique_holder(connection, lock_key):
 
     Anyone who can write to Redis can plant the key: an id rq rejects, bytes that are not UTF-8 or
     a job key that is no hash are no waiting job, never an exception."""
-    raw = connection.get(lock_key)
+    try:
+        raw = connection.get(lock_key)
+    except redis.ResponseError as exc:
+        if not quarantine.is_wrong_type(exc):
+            raise
+        return None, False, "a key of another type than a string (WRONGTYPE)"
     if raw is None:
         return None, False, None
     try:
