@@ -6,10 +6,11 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
+import redis
 from rq.utils import as_text
 
 from queues.jobs import meta as jobmeta
-from queues.keyspace import keys
+from queues.keyspace import entries, keys
 from queues.periodic.declare import TEMPLATE_PREFIX, declared_schedules
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
@@ -63,7 +64,14 @@ def plan_runs(schedule, first, now, paused=False, grace=ON_TIME_SECONDS):
 
 
 def paused_ids(connection):
-    return {as_text(m) for m in connection.smembers(keys.schedules_paused_key())}
+    """The paused schedule ids; a member that is not UTF-8 (no schedule's id) is reported once and left out."""
+    found = set()
+    for member in connection.smembers(keys.schedules_paused_key()):
+        try:
+            found.add(as_text(member))
+        except UnicodeDecodeError:
+            entries.report(keys.schedules_paused_key(), f"member {entries.text(member)!r} is not UTF-8: left out")
+    return found
 
 
 def set_paused(schedule_id, paused, connection):
@@ -116,6 +124,12 @@ def register(connection=None, now=None):
             current_digest = current.meta.get(jobmeta.TEMPLATE_DIGEST)
         except NoSuchJobError:
             current_digest = None
+        except redis.RedisError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — planted or damaged: written again from its declaration
+            entries.report(OptimaJob.key_for(template_id), f"not a template rq can read ({type(exc).__name__}): "
+                           "written again from its declaration")
+            current_digest = None
         if current_digest == schedule.digest() and connection.zscore(key, template_id) is not None:
             summary.kept.append(schedule.id)
             continue
@@ -131,10 +145,10 @@ def register(connection=None, now=None):
             pipe.execute()
         (summary.updated if current_digest else summary.added).append(schedule.id)
     for raw in connection.zrange(key, 0, -1):
-        member = as_text(raw)
+        member = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw  # bytes: no template
         if member.startswith(TEMPLATE_PREFIX) and member not in desired:
             with connection.pipeline() as pipe:
-                pipe.zrem(key, member)
+                pipe.zrem(key, raw)
                 pipe.delete(OptimaJob.key_for(member))
                 pipe.delete(keys.schedule_last_key(member[len(TEMPLATE_PREFIX):]))
                 pipe.srem(keys.schedules_paused_key(), member[len(TEMPLATE_PREFIX):])

@@ -79,6 +79,9 @@ class Command(rqscheduler.Command):
                 time.sleep(delay)
                 delay = min(delay * 2, retry_max)
                 continue
+            except Exception as exc:  # noqa: BLE001 — an entry it cannot read: the scheduler still runs
+                quarantine.report(exc, who="rqscheduler", what="register the declared periodic jobs")
+                return None
             self.stdout.write(f"Periodic jobs: {summary}")
             return summary
 
