@@ -56,8 +56,12 @@ def text(value):
 def shown_id(job_id):
     """A job id (bytes or str) as pages and URLs show it, reversibly (``raw_id``): bytes that are not
     UTF-8 as ``\\xNN``, and ``\\`` and ``/`` too (``\\x5c``, ``\\x2f``), so that an id rq rejects
-    (``../../x``) still fits in one URL segment. An id rq accepts is shown as it is."""
+    (``../../x``) still fits in one URL segment. An id rq accepts is shown as it is; one longer than
+    ``entries.ID_CHARS`` is cut (not reversible: its own page is not found, a list's Delete all and
+    Empty remove it)."""
     raw = job_id if isinstance(job_id, bytes) else job_id.encode("utf-8")
+    if len(raw) > entries.ID_CHARS:
+        raw = raw[:entries.ID_CHARS // 2] + f"…(+{len(raw) - entries.ID_CHARS // 2} bytes)".encode()
     return raw.replace(b"\\", b"\\x5c").replace(b"/", b"\\x2f").decode("utf-8", "backslashreplace")
 
 
@@ -138,6 +142,8 @@ def why_id(job_id):
         validate_job_id(job_id)
     except (TypeError, ValueError):
         return "its id is not one rq accepts (letters, digits, '_' and '-' only)"
+    if len(job_id) > entries.ID_CHARS:
+        return f"its id is {len(job_id)} characters long (at most {entries.ID_CHARS} here)"
     return None
 
 

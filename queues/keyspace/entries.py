@@ -22,6 +22,11 @@ cap                              value       what happens past it
 ``RAW_FIELDS``                   64          fields kept in a ``raw_hash``
 ``PREVIEW_CHARS``                300         characters shown of each value of a corrupt job's hash
 ``HISTORY_BYTES``                4 KiB       a history sample longer than this is skipped
+``WORKER_QUEUES_BYTES``          16 KiB      a worker hash whose queue list is longer reads as no worker (rq
+                                             would build a queue per name): left out of the panel, reported
+``ID_CHARS``                     200         a job id longer than this (rq takes any length) is no job id
+                                             here, as for the API and the dead-letter table: the workers
+                                             drop it from a queue, the readers show it corrupt and cut
 ===============================  ==========  ==============================================================
 
 So a 50 MB value costs kilobytes in the database and in a page. Reported entries are remembered
@@ -40,6 +45,8 @@ RAW_VALUE_BYTES = 2 * 1024
 RAW_FIELDS = 64
 PREVIEW_CHARS = 300
 HISTORY_BYTES = 4 * 1024
+ID_CHARS = 200
+WORKER_QUEUES_BYTES = 16 * 1024
 
 TRUNCATED = "… (truncated: {size} in all, the first {kept} kept)"
 MAX_REPORTED = 1000

@@ -10,7 +10,9 @@ inside a boundary from here:
     ``call()``; on a wrong type, every key of ``expected()`` (``{key: type}``, computed only then)
     that holds another type is renamed to ``<key>.corrupt-<unix time>`` (kept for investigation,
     the same name ``worker/dequeue.py`` gives a queue list) with one ERROR naming it, and ``call()``
-    runs once more. Anything else is raised, as before: the caller decides.
+    runs once more. Given ``members=`` (a callable naming sets rq reads as text), a member that is not
+    UTF-8 (``UnicodeDecodeError``) is moved to the set ``<key>.corrupt-<unix time>`` the same way.
+    Anything else is raised, as before: the caller decides.
 ``contain(connection, expected, call, who=..., what=...)``
     ``retry_once``, and whatever still fails (but a lost connection: the callers wait those out) is
     reported once per process (``entries.report``: ERROR, masked, control characters escaped) and
@@ -19,7 +21,8 @@ inside a boundary from here:
     the same for an error the caller caught itself, without trying again.
 
 The tables of what each entry point touches (``registration``, ``maintenance``, ``scheduler``,
-``limit``, ``flush``, ``starting``, ``running``) name rq's keys with rq's own templates, as ``keys.py`` does.
+``limit``, ``flush``, ``starting``, ``running``, ``worker_sets``) name rq's keys with rq's own templates, as
+``keys.py`` does.
 """
 import time
 import traceback
@@ -69,14 +72,39 @@ def set_aside(connection, expected, *, who, log=logger):
     return renamed
 
 
-def retry_once(connection, expected, call, *, who, log=logger, again=None):
+def set_aside_members(connection, set_keys, *, who, log=logger):
+    """Move each member that is not UTF-8 of the sets ``set_keys`` (rq reads their members as text) to
+    ``<key>.corrupt-<unix time>``, with one ERROR each; -> the members moved. A key that is no set is fine."""
+    moved = []
+    for key in set_keys:
+        try:
+            members = connection.smembers(key)
+        except redis.ResponseError:
+            continue
+        for member in members:
+            try:
+                as_text(member)
+            except UnicodeDecodeError:
+                aside = f"{key}.corrupt-{int(time.time())}"
+                if connection.smove(key, aside, member):
+                    log.error("%s: member %r of %s is not UTF-8: moved to %s and left for investigation", who,
+                              member[:200], key, aside)
+                    moved.append(member)
+    return moved
+
+
+def retry_once(connection, expected, call, *, who, log=logger, again=None, members=None):
     """``call()``; on WRONGTYPE, the keys of ``expected()`` of another type set aside and ``call()`` once
-    more (``again()`` first, when given: undo what the failed MULTI did apply). Raises what ``call()``
-    raises otherwise (also when no key could be named)."""
+    more (``again()`` first, when given: undo what the failed MULTI did apply); on a member rq cannot
+    read as text (``UnicodeDecodeError``), the members of the sets ``members()`` that are not UTF-8 set
+    aside, then once more. Raises what ``call()`` raises otherwise (also when nothing could be named)."""
     try:
         return call()
     except redis.ResponseError as exc:
         if not is_wrong_type(exc) or not set_aside(connection, expected(), who=who, log=log):
+            raise
+    except UnicodeDecodeError:
+        if members is None or not set_aside_members(connection, members(), who=who, log=log):
             raise
     if again is not None:
         again()
@@ -170,6 +198,13 @@ def limits_in_use(connection):
             except UnicodeDecodeError:
                 continue
     return expected
+
+
+def worker_sets(queues, workers_key):
+    """rq's sets of worker keys (all, and per queue of ``queues``) that its maintenance reads as text."""
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    return [workers_key, *(WORKERS_BY_QUEUE_KEY % queue.name for queue in queues)]
 
 
 def maintenance(connection, queues, workers_key):

@@ -123,14 +123,18 @@ class Scan:
         return self.counts
 
     def skipping_wrong_types(self, step, name, *args, default=None):
-        """``step(name, *args)``; a key of the wrong type (planted) skips this step for this queue."""
+        """``step(name, *args)``; a key of the wrong type (planted) skips this step for this queue, and is
+        renamed aside with an ERROR naming it (``queues.keyspace.quarantine``) for the next scan."""
         try:
             return step(name, *args)
         except redis.ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise
-            self.log.error("Abandoned-job scan: skipped %s of queue %s: a key is not of the type rq expects (%s)",
-                           step.__name__, name, exc)
+            queue_key = keys.queue_key(name)
+            quarantine.settle(self.connection, lambda: {
+                keys.started_key(name): "zset", queue_key: "list", keys.intermediate_key(queue_key): "list",
+                keys.intermediate_seen_key(name): "hash"}, exc, who="Abandoned-job scan",
+                what=f"scan the {step.__name__} jobs of queue {name}", log=self.log)
             return default
 
     def _text_entries(self, key, entries):
@@ -243,7 +247,7 @@ class Scan:
         list_key = keys.intermediate_key(queue_key)
         ids = set(self._text_entries(list_key, self.connection.lrange(list_key, 0, LIMIT - 1)))
         seen_key = keys.intermediate_seen_key(name)
-        seen = {as_text(k): float(v) for k, v in self.connection.hgetall(seen_key).items()}
+        seen = self._seen(seen_key)
         seconds, micros = self.connection.time()  # Redis's clock: scanners on other hosts compare with it
         now = seconds + micros / 1e6
         keep = {}
@@ -267,6 +271,17 @@ class Scan:
                 pipe.hset(seen_key, mapping=keep)
                 pipe.expire(seen_key, 24 * 3600)
             pipe.execute()
+
+    def _seen(self, key):
+        """When the scan first saw each popped id; an entry that is no id and time (written by something
+        else) is left out with an ERROR naming the key: the scan writes the hash anew."""
+        seen = {}
+        for field, value in self.connection.hgetall(key).items():
+            try:
+                seen[as_text(field)] = float(value)
+            except (UnicodeDecodeError, ValueError):
+                self.log.error("Abandoned-job scan: skipped entry %r of %s: not a job id and a time", field[:200], key)
+        return seen
 
     # -- RQ's worker registry ---------------------------------------------------------------
     def dead_workers(self):

@@ -30,7 +30,7 @@ import time
 import redis
 from rq.utils import as_text
 
-from queues.keyspace import keys, quarantine
+from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
 POP_LUA = """
@@ -127,15 +127,18 @@ class Dequeuer:
 
     def _checked(self, queue, raw_id):
         """(queue, id) for a popped id that can be a job id; else DROPPED, the entry dropped from the
-        intermediate list with an ERROR (an id that is not UTF-8 text, or holds ':')."""
+        intermediate list with an ERROR (an id that is not UTF-8 text, holds ':' or is longer than
+        ``entries.ID_CHARS``)."""
         try:
             job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
         except UnicodeDecodeError:
             job_id = None
-        if job_id and ":" not in job_id:
+        if job_id and ":" not in job_id and len(job_id) <= entries.ID_CHARS:
             return queue, job_id
         self.connection.lrem(keys.intermediate_key(queue.key), 1, raw_id)
-        self.log.error("%s: dropped entry %r of %s: not a job id", self.who, raw_id, queue.key)
+        shown = raw_id if isinstance(raw_id, bytes) else str(raw_id).encode()
+        self.log.error("%s: dropped entry %r of %s: not a job id", self.who, entries.cut_bytes(shown, entries.ID_CHARS),
+                       queue.key)
         return DROPPED
 
     def _set_aside(self, queues):

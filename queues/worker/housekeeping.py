@@ -113,10 +113,13 @@ class Housekeeping:
 
         worker = self.worker
         try:
-            # rq's clean-up reads keys whatever their type: one of another type is renamed aside, then once more
+            # rq's clean-up reads keys and set members whatever they hold: a key of another type, or a
+            # member that is not text, is set aside, then once more (the failed run's lock released first)
             quarantine.retry_once(worker.connection, lambda: quarantine.maintenance(
                 worker.connection, worker.queues, worker.redis_workers_keys), rq_maintenance,
-                who=f"Worker {worker.name}", log=worker.log)
+                who=f"Worker {worker.name}", log=worker.log,
+                members=lambda: quarantine.worker_sets(worker.queues, worker.redis_workers_keys),
+                again=lambda: [queue.release_maintenance_lock() for queue in worker.queues])
             reconcile_if_due(worker.connection)
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "run maintenance")
