@@ -13,7 +13,8 @@ type, an absurd score) and fetch each job with rq. Here:
 | a worker set that is not a set                    | no workers (the key reported once: ``entries``)      |
 | a member that is not UTF-8 or not a worker key    | left out, reported                                   |
 | a worker hash that is gone                        | left out (nothing written: rq would SREM it)         |
-| a worker hash rq cannot read (wrong type, bytes)  | left out, reported; its page answers 404             |
+| a worker hash rq cannot read (wrong type, bytes,  | left out, reported; its page answers 404             |
+| a queue list over ``WORKER_QUEUES_BYTES``)        |                                                      |
 | a worker's current job that is poison             | read through ``jobread``: shown as corrupt           |
 | rq-scheduler's set that is not a sorted set       | 0 jobs, reported                                     |
 | a scheduled entry with an absurd score (inf, NaN) | left out, reported                                   |
@@ -74,6 +75,9 @@ class JSONWorker(Worker):
                 return None  # gone: rq would SREM it from the set, a page writes nothing
             if kind != b"hash":
                 entries.report(worker_key, f"a {entries.text(kind)}, not a worker's hash: left out")
+                return None
+            if connection.hstrlen(worker_key, "queues") > entries.WORKER_QUEUES_BYTES:  # rq builds a queue per name
+                entries.report(worker_key, f"its queue list is over {entries.WORKER_QUEUES_BYTES} bytes: left out")
                 return None
             return super().find_by_key(worker_key, connection, job_class=OptimaJob, queue_class=OptimaQueue,
                                        serializer=JSONSerializer)

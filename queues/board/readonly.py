@@ -105,10 +105,20 @@ def _read_only(cls):
         return [(jobread.shown_id(job_id), jobread.text(execution_id)) for job_id, execution_id in pairs]
 
     def get_scheduled_time(self, job_or_id):
-        """rq's, for a ``CorruptJob`` too (by its id as Redis holds it)."""
+        """rq's, for a ``CorruptJob`` too (by its id as Redis holds it); a score that is no time (1e308,
+        -1) is reported once and shown as none."""
         if jobread.is_corrupt(job_or_id):
             job_or_id = job_or_id.raw_id
-        return cls.get_scheduled_time(self, job_or_id)
+        try:
+            when = cls.get_scheduled_time(self, job_or_id)
+            if when.timestamp() >= 0:
+                return when
+            why = f"the score {when.timestamp()}"
+        except (OverflowError, ValueError, OSError) as exc:
+            why = f"a score that is not a time ({exc})"
+        entries.report(self.key, f"member {jobread.text(getattr(job_or_id, 'id', job_or_id))!r} has {why}: "
+                       "shown without a time")
+        return None
 
     attrs = {"__init__": __init__, "cleanup": cleanup, "get_job_count": get_job_count, "get_job_ids": get_job_ids,
              "get_job_and_execution_ids": get_job_and_execution_ids, "__module__": __name__}

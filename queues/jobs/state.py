@@ -12,6 +12,7 @@ A job is in one of three places, and each answers with the same fields (``JobSta
 last failed attempt: a public API shows only its last line (features/redaction.py).
 """
 import logging
+import math
 from dataclasses import dataclass, field, replace
 
 import redis
@@ -113,11 +114,29 @@ def of_job(job):
         latest = job.latest_result()
         error = getattr(latest, "exc_string", None) if latest is not None else None
     return JobState(
-        job_id=job.id, queue=meta.get("queue", job.origin), state=state, attempt=meta.get("attempt"),
-        attempts_allowed=meta.get("attempts_allowed"), progress=meta.get("progress"), result=result, error=error,
+        job_id=job.id, queue=meta.get("queue", job.origin), state=state, attempt=_count(meta.get("attempt")),
+        attempts_allowed=_count(meta.get("attempts_allowed")), progress=_finite(meta.get("progress")),
+        result=_finite(result), error=error,
         dead_reason=meta.get("dead") or None, held_by=held_by, enqueued_at=job.enqueued_at,
         started_at=job.started_at, ended_at=job.ended_at, meta=meta,
     )
+
+
+def _count(value):
+    """A count of the job's meta, or None when what Redis held is no integer (NaN, 1e999, text)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _finite(value):
+    """``value`` (JSON as Redis held it) with every number that is not finite (NaN, 1e999) as None:
+    strict JSON, which the API renders, has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _corrupt(job):
