@@ -114,3 +114,25 @@ def actor(django_user_model):
     client = Client()
     client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
     return client
+
+
+def place(connection, rid, where, queue="default"):
+    """Put the id ``rid`` (str or bytes) into ``where`` of ``queue``: its list, or one of its registries
+    (started, finished, failed, scheduled (due in an hour), deferred, canceled), as a planted entry."""
+    import time
+
+    from queues.keyspace import keys
+
+    future = time.time() + 3600
+    q = get_queue(queue)
+    if where == "queued":
+        connection.rpush(q.key, rid)
+        return
+    if where == "started":
+        member = (rid + b":exec1") if isinstance(rid, bytes) else f"{rid}:exec1"
+        connection.zadd(keys.started_key(queue), {member: future})
+        return
+    registry = {"finished": q.finished_job_registry, "failed": q.failed_job_registry,
+                "scheduled": q.scheduled_job_registry, "deferred": q.deferred_job_registry,
+                "canceled": q.canceled_job_registry}[where]
+    connection.zadd(registry.key, {rid: future if where == "scheduled" else "+inf"})

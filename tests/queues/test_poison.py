@@ -19,7 +19,7 @@ from queues.failures import deadletter
 from queues.jobs import read as jobread
 from queues.keyspace import keys
 from queues.models import AuditEntry, DeadLetter
-from tests.queues.panel_helpers import dead_job
+from tests.queues.panel_helpers import dead_job, place
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -62,23 +62,6 @@ def plant(connection, kind, job_id):
     elif kind != "hash_gone":
         connection.hset(key, mapping=raw)
     return rid
-
-
-def place(connection, rid, where, queue="default"):
-    """Put the id ``rid`` (str or bytes) into ``where`` of ``queue``."""
-    future = time.time() + 3600
-    q = get_queue(queue)
-    if where == "queued":
-        connection.rpush(q.key, rid)
-        return
-    if where == "started":
-        member = (rid + b":exec1") if isinstance(rid, bytes) else f"{rid}:exec1"
-        connection.zadd(keys.started_key(queue), {member: future})
-        return
-    registry = {"finished": q.finished_job_registry, "failed": q.failed_job_registry,
-                "scheduled": q.scheduled_job_registry, "deferred": q.deferred_job_registry,
-                "canceled": q.canceled_job_registry}[where]
-    connection.zadd(registry.key, {rid: future if where == "scheduled" else "+inf"})
 
 
 def _shown(rid):

@@ -15,6 +15,7 @@ from rq.job import JobStatus
 from queues.catalog.lookup import get_queue
 from queues.jobs import read as jobread
 from queues.keyspace import keys
+from tests.queues.panel_helpers import place
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -32,21 +33,6 @@ def good_hash(connection, origin="default"):
     raw = connection.hgetall(job.key)
     connection.delete(job.key)
     return raw
-
-
-def place(connection, job_id, where, queue="default"):
-    future = time.time() + 3600
-    q = get_queue(queue)
-    if where == "queued":
-        connection.rpush(q.key, job_id)
-        return
-    if where == "started":
-        connection.zadd(keys.started_key(queue), {f"{job_id}:exec1": future})
-        return
-    registry = {"finished": q.finished_job_registry, "failed": q.failed_job_registry,
-                "scheduled": q.scheduled_job_registry, "deferred": q.deferred_job_registry,
-                "canceled": q.canceled_job_registry}[where]
-    connection.zadd(registry.key, {job_id: future if where == "scheduled" else "+inf"})
 
 
 def plant_rejected_id(connection, job_id, places=PLACES):
