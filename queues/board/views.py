@@ -6,7 +6,7 @@ import time
 
 import redis
 from django.contrib import messages
-from django.db import transaction
+from django.db import DatabaseError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -98,17 +98,24 @@ def queue_details(request, queue_index):
 
 
 def _toggle(request, name, action):
+    connection = bounded.connection()
+    change, undo = (pause.pause, pause.resume) if action == "pause" else (pause.resume, pause.pause)
     try:
-        # The audit row first, in a transaction around the Redis write: a database that is locked fails
-        # before Redis is touched (503, nothing done), and a Redis error rolls the row back.
-        with transaction.atomic():
-            audit.record(request, action, name, detail=f"queue {name} {action}d: workers "
-                         + ("leave its jobs alone" if action == "pause" else "take its jobs again"))
-            (pause.pause if action == "pause" else pause.resume)(name, connection=bounded.connection())
+        was_paused = pause.is_paused(name, connection=connection)
+        change(name, connection=connection)  # an unknown queue raises UnknownQueue before it changes anything
     except UnknownQueue as exc:
         audit.record(request, action, name, outcome="error", detail=str(exc))
         messages.error(request, str(exc))
         return redirect("django_rq:home")
+    try:
+        audit.record(request, action, name, detail=f"queue {name} {action}d: workers "
+                     + ("leave its jobs alone" if action == "pause" else "take its jobs again"))
+    except DatabaseError:
+        # No change without its audit row: a database that stays locked puts the queue back as it was
+        # (then the guard answers 503).
+        if was_paused != pause.is_paused(name, connection=connection):
+            undo(name, connection=connection)
+        raise
     messages.success(request, f"Queue {name} {'paused' if action == 'pause' else 'resumed'}.")
     return redirect("django_rq:home")
 

@@ -9,6 +9,7 @@ docs/settings.md#sqlite), with a worker writing to the same file meanwhile. benc
 the same at scale.
 """
 import asyncio
+import concurrent.futures
 import socket
 import subprocess
 import sys
@@ -85,7 +86,10 @@ def test_200_concurrent_enqueues_through_gunicorn_answer_no_5xx_and_each_job_exi
     api.own(products=product_ids)
     # A worker writes to the same database meanwhile (each job updates its row), as in `dev.py run`.
     start_worker("content", "--no-fork", env=dict(subprocess_env, CONTENT_GENERATION_SECONDS="0.01"))
-    answers = asyncio.run(post_all(base, api.token, product_ids))
+    # In a thread of its own: an earlier test of the session (Playwright's sync API) may have left an
+    # event loop set in this one, where asyncio.run() refuses to start another.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        answers = pool.submit(asyncio.run, post_all(base, api.token, product_ids)).result()
 
     codes = sorted({code for code, _ in answers})
     assert [code for code, _ in answers if code >= 500] == [], f"codes {codes}; gunicorn's log:\n{log.read_text()[-3000:]}"
