@@ -243,11 +243,18 @@ def test_burst_worker_skips_paused_queues_and_exits(start_worker, queue_redis):
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_worker, queue_redis):
+def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_worker, queue_redis, admin_redis):
     """The worker blocks on 'default' while nothing is paused; the pause lands during that wait."""
+    from django.conf import settings
+
     worker = start_worker("default")
     wait_for(lambda: [w.get_state() for w in Worker.all(connection=queue_redis)] == ["idle"], timeout=60,
              message="the worker to block waiting for jobs")
+    # "idle" is said before the pop: wait until the worker is inside its blocking BLMOVE (a pause seen
+    # before it would leave the queue alone, a different case), as this session's ACL user.
+    wait_for(lambda: any(c.get("cmd") == "blmove" and "b" in c.get("flags", "")
+                         and c.get("user") == settings.QUEUE_PREFIX for c in admin_redis.client_list()),
+             timeout=60, message="the worker to block in BLMOVE")
     pause.pause("default")
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
     wait_for(lambda: "queue default was paused meanwhile; job " + job.id + " put back" in worker.output(),
