@@ -136,3 +136,16 @@ def place(connection, rid, where, queue="default"):
                 "scheduled": q.scheduled_job_registry, "deferred": q.deferred_job_registry,
                 "canceled": q.canceled_job_registry}[where]
     connection.zadd(registry.key, {rid: future if where == "scheduled" else "+inf"})
+
+
+def good_hash(connection, job_id=None, origin="default"):
+    """The raw hash of a valid JSON job (written under ``job_id``, or an id rq makes, read back, deleted),
+    to plant under another id or with a field changed."""
+    job = get_queue("default").create_job("tests.jobs.sample.add", args=[1, 2], job_id=job_id,
+                                          meta={"queue": "default"})
+    job.origin = origin
+    job._status = JobStatus.FAILED
+    job.save()
+    raw = connection.hgetall(job.key)
+    connection.delete(job.key)
+    return raw

@@ -19,7 +19,7 @@ from queues.failures import deadletter
 from queues.jobs import read as jobread
 from queues.keyspace import keys
 from queues.models import AuditEntry, DeadLetter
-from tests.queues.panel_helpers import dead_job, place
+from tests.queues.panel_helpers import dead_job, good_hash, place
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -30,23 +30,11 @@ HAS_HASH = set(KINDS) - {"hash_gone"}
 PLACES = ("queued", "started", "finished", "failed", "scheduled", "deferred", "canceled")
 
 
-def _good_hash(connection, job_id, origin="default"):
-    """The raw hash of a valid JSON job (written, read back, deleted)."""
-    job = get_queue("default").create_job("tests.jobs.sample.add", args=[1, 2], job_id=job_id,
-                                          meta={"queue": "default"})
-    job.origin = origin
-    job._status = JobStatus.FAILED
-    job.save()
-    raw = connection.hgetall(job.key)
-    connection.delete(job.key)
-    return raw
-
-
 def plant(connection, kind, job_id):
     """Write one poison job of ``kind`` under ``job_id`` (str); returns the id as Redis holds it."""
     rid = job_id.encode() + b"-\xff" if kind == "non_utf8_id" else job_id
     key = jobread.job_key(rid)
-    raw = _good_hash(connection, job_id, origin="ghost" if kind == "undeclared_origin" else "default")
+    raw = good_hash(connection, job_id, origin="ghost" if kind == "undeclared_origin" else "default")
     if kind == "garbage_data":
         raw[b"data"] = b"\x00\x01 not zlib, not json"
     elif kind == "no_data":

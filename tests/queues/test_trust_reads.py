@@ -10,29 +10,16 @@ import time
 
 import pytest
 from django.urls import reverse
-from rq.job import JobStatus
 
-from queues.catalog.lookup import get_queue
 from queues.jobs import read as jobread
 from queues.keyspace import keys
-from tests.queues.panel_helpers import place
+from tests.queues.panel_helpers import good_hash, place
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
 REJECTED_IDS = ("r2.dot.id", "../../x", "a/b", "a:b", "back\\slash", "line\nbreak", "sp ace", "é-accent")
 PLACES = ("queued", "started", "finished", "failed", "scheduled", "deferred", "canceled")
-
-
-def good_hash(connection, origin="default"):
-    """The raw hash of a valid JSON job (written under a valid id, read back, deleted)."""
-    job = get_queue("default").create_job("tests.jobs.sample.add", args=[1, 2], meta={"queue": "default"})
-    job.origin = origin
-    job._status = JobStatus.FAILED
-    job.save()
-    raw = connection.hgetall(job.key)
-    connection.delete(job.key)
-    return raw
 
 
 def plant_rejected_id(connection, job_id, places=PLACES):
