@@ -31,7 +31,7 @@ CALL_ONLY_MARK = "__optima_enqueue_call_only__"
 # ``durable``, ``limit_key`` and ``limit_concurrency`` are reserved for issue 12 (outbox, fairness):
 # until ``enqueue`` takes them, it refuses them instead of handing them to the job.
 ENQUEUE_OPTIONS = ("attempts", "timeout", "job_id", "delay", "at", "unique", "durable", "limit_key",
-                   "limit_concurrency")
+                   "limit_concurrency", "priority")
 
 
 def job(func=None, *, enqueue_call_only=False):

@@ -23,7 +23,7 @@ from queues.worker.adapter import OptimaWorker
 from tests.jobs import options as option_jobs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PLANNED = ("durable", "limit_key", "limit_concurrency")
+PLANNED = ("durable", "limit_key", "limit_concurrency", "priority")
 
 
 def test_the_options_are_one_constant_that_enqueueing_shares_with_the_decorator():
