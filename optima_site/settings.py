@@ -111,11 +111,10 @@ else:
 HEALTHZ_TOKEN = os.environ.get("HEALTHZ_TOKEN", "")
 
 # --- Queues -------------------------------------------------------------------------------
-# QUEUE_PREFIX namespaces every Redis key and channel of the queue system. rq 3.0 reads its
-# key prefix from the RQ_KEY_PREFIX environment variable when it is first imported, so it is
-# exported here, before any app imports rq (queues.checks verifies the two agree).
+# QUEUE_PREFIX namespaces every Redis key and channel of the queue system. The queues app makes it
+# rq's key prefix when Django loads it (queues/apps.py): nothing here may import rq, and 'queues' comes
+# before 'django_rq' in INSTALLED_APPS (queues.E006 says when rq was imported with another prefix).
 QUEUE_PREFIX = os.environ.get("QUEUE_PREFIX", "optima")
-os.environ["RQ_KEY_PREFIX"] = QUEUE_PREFIX
 
 # The queues' Redis. Unset: the run command starts a private redis-server and sets it.
 QUEUES_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -1,4 +1,30 @@
+"""The app config, and rq's key prefix arranged before anything imports rq.
+
+rq 3.0 reads its key prefix from the ``RQ_KEY_PREFIX`` environment variable once, when it is first
+imported (``rq/defaults.py``), and bakes it into class attributes all over rq. Django imports this module
+while it populates the app registry (settings are loaded by then), before the apps listed after
+``queues`` (``django_rq`` imports rq): so ``QUEUE_PREFIX`` becomes rq's prefix here, and no project has to
+export anything before its imports. Child processes (work horses, subprocesses) inherit ``os.environ``.
+If rq was imported earlier, it is too late to change its prefix: nothing is written, and check queues.E006
+says how to fix the order when the prefixes differ.
+"""
+import os
+import sys
+
 from django.apps import AppConfig
+
+from queues import conf  # a leaf: imports nothing of rq
+
+
+def arrange_rq_key_prefix():
+    """Export ``settings.QUEUE_PREFIX`` as ``RQ_KEY_PREFIX`` unless rq is imported already (see above).
+    A prefix that is not a string is left to check queues.E001."""
+    prefix = conf.prefix()
+    if "rq" not in sys.modules and isinstance(prefix, str):
+        os.environ["RQ_KEY_PREFIX"] = prefix
+
+
+arrange_rq_key_prefix()
 
 
 class QueuesConfig(AppConfig):

@@ -240,8 +240,10 @@ def validate():
                 "queues.E006",
                 f"rq was imported with key prefix {rq.defaults.RQ_KEY_PREFIX!r} but QUEUE_PREFIX is {prefix()!r}: "
                 "RQ's keys would escape the environment's prefix.",
-                "Export RQ_KEY_PREFIX = QUEUE_PREFIX in os.environ at the top of settings.py, before anything "
-                "imports rq (see optima_site/settings.py).",
+                "The queues app sets rq's prefix from QUEUE_PREFIX when Django loads it, unless rq is imported "
+                "already: list 'queues' before 'django_rq' (and any app that imports rq) in INSTALLED_APPS, import "
+                "nothing that imports rq in settings; a script that imports rq before django.setup() must export "
+                "RQ_KEY_PREFIX equal to QUEUE_PREFIX.",
             )
         )
     problems.extend(validate_job_options("OPTIMA_QUEUE_DEFAULTS", getattr(settings, "OPTIMA_QUEUE_DEFAULTS", {})))

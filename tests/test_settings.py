@@ -127,3 +127,24 @@ def test_prod_redirects_plain_http_except_probes_and_trusts_the_documented_proxy
         "302 max-age=31536000; includeSubDomains; preload",
         "503",  # answered over plain HTTP (no Redis here), not redirected
     ]
+
+
+def test_the_queues_app_makes_queue_prefix_rqs_key_prefix_without_any_exported_variable():
+    """settings.py exports nothing: Django loading the queues app (before django_rq) sets rq's prefix, and the
+    processes it starts inherit it."""
+    result = run_python({"OPTIMA_ENV": "test"}, "-c", (
+        "import os, subprocess, sys; assert 'RQ_KEY_PREFIX' not in os.environ; "
+        "import django; django.setup(); import rq.defaults; from rq import Queue; "
+        "print(rq.defaults.RQ_KEY_PREFIX, Queue.redis_queue_namespace_prefix, "
+        "subprocess.run([sys.executable, '-c', 'import rq.defaults; print(rq.defaults.RQ_KEY_PREFIX)'], "
+        "capture_output=True, text=True).stdout.strip())"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["settings-test", "settings-test:queue:", "settings-test"]
+
+
+def test_rq_imported_before_django_with_another_prefix_fails_check_e006_naming_the_order():
+    result = run_python({"OPTIMA_ENV": "test"}, "-c", (
+        "import rq, django; django.setup(); from django.core.management import call_command; call_command('check')"))
+    assert result.returncode == 1
+    assert "(queues.E006) rq was imported with key prefix 'rq' but QUEUE_PREFIX is 'settings-test'" in result.stderr
+    assert "list 'queues' before 'django_rq'" in result.stderr

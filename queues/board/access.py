@@ -103,7 +103,7 @@ class PanelOperator(AnonymousUser):
 
 
 def env():
-    return getattr(settings, "OPTIMA_ENV", "prod")  # unset means prod, as in optima_site/settings.py
+    return getattr(settings, "OPTIMA_ENV", "prod")  # unset means prod (the project's settings define it)
 
 
 def basic_auth_settings():

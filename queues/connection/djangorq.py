@@ -2,10 +2,10 @@
 
 django-rq reaches the same Redis as this app through ``settings.RQ_QUEUES``: ``RQQueuesSetting``
 derives it from the declared queues on every read (``rq_queues_setting()``), with the client
-timeouts of ``queues.connection.clients``; ``validate_django_rq()`` checks that settings.py wires
+timeouts of ``queues.connection.clients``; ``validate_django_rq()`` checks that the project's settings wire
 django-rq that way (queues.E009, queues.E010).
 
-settings.py imports ``RQQueuesSetting`` (as ``queues.connection.RQQueuesSetting``) before Django is
+The settings module imports ``RQQueuesSetting`` (as ``queues.connection.RQQueuesSetting``) before Django is
 set up: this module imports neither rq nor the app registry.
 """
 from collections.abc import Mapping
@@ -107,12 +107,16 @@ def validate_django_rq():
             problems.append(conf.Problem(
                 "queues.E009", f"settings.RQ[{key!r}] is {value!r}, expected {expected!r}.",
                 "django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
-                "classes jobs are pickled and failures are not retried. Set RQ as optima_site/settings.py does."))
+                "classes jobs are pickled and failures are not retried. Set RQ = {'JOB_CLASS': "
+                "'queues.registry.OptimaJob', 'QUEUE_CLASS': 'queues.registry.OptimaQueue', 'SCHEDULER_CLASS': "
+                "'queues.scheduler.PrefixedScheduler', 'WORKER_CLASS': 'queues.worker.OptimaWorker'} in your "
+                "settings (docs/install.md)."))
     rq_queues = getattr(settings, "RQ_QUEUES", None)
     if not isinstance(rq_queues, RQQueuesSetting):
         got = "not set" if rq_queues is None else f"a {type(rq_queues).__name__}"
         problems.append(conf.Problem(
             "queues.E010", f"settings.RQ_QUEUES is {got}, expected queues.connection.RQQueuesSetting().",
-            "Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
-            "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead."))
+            "In your settings: `from queues.connection import RQQueuesSetting` and `RQ_QUEUES = RQQueuesSetting()` "
+            "(it imports nothing of rq): django-rq then sees exactly the declared queues. Declare queues in "
+            "OPTIMA_QUEUES or an app's queues.py instead."))
     return problems

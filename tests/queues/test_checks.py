@@ -1,7 +1,11 @@
 """System checks of the queue configuration (ids listed in docs/checks.md)."""
+import ast
+
 from django.conf import settings
 from django.core.checks import Error, run_checks
 from django.test import override_settings
+
+from tests.conftest import ROOT
 
 
 def queue_errors():
@@ -71,6 +75,8 @@ def test_rq_imported_with_another_prefix_is_e006():
     errors = queue_errors()
     assert [e.id for e in errors] == ["queues.E006"]
     assert "'another-env'" in errors[0].msg
+    assert errors[0].hint.startswith("The queues app sets rq's prefix from QUEUE_PREFIX when Django loads it, unless "
+                                     "rq is imported already: list 'queues' before 'django_rq'")
 
 
 @override_settings(OPTIMA_QUEUES={"default": {"non_retryable": ["no.such.Error", "json.JSONDecodeError"]}})
@@ -94,7 +100,10 @@ def test_django_rq_without_this_apps_worker_class_is_e009():
             Error(
                 "settings.RQ['WORKER_CLASS'] is 'rq.worker.Worker', expected 'queues.worker.OptimaWorker'.",
                 hint="django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
-                     "classes jobs are pickled and failures are not retried. Set RQ as optima_site/settings.py does.",
+                     "classes jobs are pickled and failures are not retried. Set RQ = {'JOB_CLASS': "
+                     "'queues.registry.OptimaJob', 'QUEUE_CLASS': 'queues.registry.OptimaQueue', 'SCHEDULER_CLASS': "
+                     "'queues.scheduler.PrefixedScheduler', 'WORKER_CLASS': 'queues.worker.OptimaWorker'} in your "
+                     "settings (docs/install.md).",
                 id="queues.E009",
             )
         ]
@@ -105,8 +114,9 @@ def test_rq_queues_written_by_hand_is_e010():
     assert queue_errors() == [
         Error(
             "settings.RQ_QUEUES is a dict, expected queues.connection.RQQueuesSetting().",
-            hint="Set RQ_QUEUES = RQQueuesSetting() (from queues.connection) in settings.py: django-rq then sees "
-                 "exactly the declared queues. Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
+            hint="In your settings: `from queues.connection import RQQueuesSetting` and `RQ_QUEUES = "
+                 "RQQueuesSetting()` (it imports nothing of rq): django-rq then sees exactly the declared queues. "
+                 "Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
             id="queues.E010",
         )
     ]
@@ -163,3 +173,20 @@ def test_a_schedule_of_a_function_that_is_not_a_declared_job_is_e036():
     errors = queue_errors()
     assert [e.id for e in errors] == ["queues.E036"]
     assert "'features.repricer.jobs.marketplace_key' is not a declared job" in errors[0].msg
+
+
+def test_no_check_message_or_hint_names_this_repositorys_settings_module():
+    """A project that installs the app has no optima_site/settings.py: every message of queues/ names the setting
+    and the fix instead. Reads the string literals inside every Problem(...), Error(...), Warning(...) and
+    ImproperlyConfigured(...) call of queues/."""
+    callees = {"Problem", "Error", "Warning", "ImproperlyConfigured"}
+    offending = []
+    for path in sorted((ROOT / "queues").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            func = getattr(node, "func", None)
+            name = getattr(func, "id", None) or getattr(func, "attr", None)
+            if isinstance(node, ast.Call) and name in callees:
+                texts = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+                offending += [f"{path.relative_to(ROOT)}:{node.lineno}" for t in texts
+                              if "optima_site" in t or "settings.py" in t]
+    assert offending == []
