@@ -147,6 +147,9 @@ QUEUE_SIGNING_KEY = os.environ.get("QUEUE_SIGNING_KEY", "")
 QUEUE_SIGNING_OLD_KEYS = [k for k in os.environ.get("QUEUE_SIGNING_OLD_KEYS", "").split(",") if k.strip()]
 QUEUE_ACCEPT_UNSIGNED_UNTIL = os.environ.get("QUEUE_ACCEPT_UNSIGNED_UNTIL", "")
 
+# Django's Tasks API runs on the queues (docs/tasks.md): @task functions in job modules, any declared queue.
+TASKS = {"default": {"BACKEND": "queues.tasks.QueuesBackend"}}
+
 # django-rq (its dashboard and commands) with this app's classes: JSON jobs, retries, dead letters,
 # keys under QUEUE_PREFIX. RQ_QUEUES follows the declared queues (OPTIMA_QUEUES and the feature
 # apps' queues.py) on every read. queues.E009/E010 check both.
@@ -179,6 +182,8 @@ INSTALLED_APPS = [
     # queues before django_rq: its rqworker/rqscheduler commands take precedence.
     "queues",
     "django_rq",
+    # Django's Tasks API (the django-tasks backport on Django 5.2): its system checks and TASKS settings.
+    "django_tasks",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
