@@ -4,7 +4,10 @@ A function is a job when it carries ``@queues.job`` and lives in a *job module*:
 app's ``jobs`` module (a package's submodules included), autodiscovered when Django starts (as
 ``django.contrib.admin`` discovers ``admin`` modules and Celery's ``autodiscover_tasks`` finds
 tasks), plus the modules named in the setting ``QUEUE_JOB_MODULES`` (environment variable of the
-same name, comma-separated). A job in Redis naming anything else — ``os.system``, ``builtins.eval``,
+same name, comma-separated). A ``@task`` of Django's Tasks API whose backend is ours
+(``queues.tasks.QueuesBackend``) declares itself here too (``declare_task``): the catalog maps the
+Task, a frozen object, to the function it wraps, stored under the function's own path
+``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis naming anything else — ``os.system``, ``builtins.eval``,
 a feature module's helper — is never imported: the worker dead-letters it (``not_a_job``,
 queues/jobs/gate.py) and ``queues.enqueue`` refuses it (``InvalidJob``).
 
@@ -19,6 +22,8 @@ logger = logging.getLogger("queues")
 
 _declared = {}  # dotted path -> function, as the decorator saw it
 _call_only = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
+_tasks = {}  # dotted path -> the Task (queues/tasks/) first declared for it
+_task_types = set()  # the classes of declared Tasks (``unwrap`` knows them without importing django_tasks)
 _job_modules = None  # tuple of module names once discovered; None before
 MARK = "__optima_job__"
 CALL_ONLY_MARK = "__optima_enqueue_call_only__"
@@ -68,6 +73,36 @@ def job(func=None, *, enqueue_call_only=False):
     _declared[path] = func
     _verdicts.clear()
     return func
+
+
+def declare_task(task, runner):
+    """Declare the Task ``task`` a job: its function's path runs ``runner`` (the function itself, or
+    the wrapper that hands it a TaskContext: queues/tasks/run.py). Whether it is a job still depends
+    on its module (``is_declared``): a Task outside a job module is refused at enqueue and by the gate,
+    never here, at decoration time (the module may be a URLconf's import). A Task built again by
+    ``task.using(...)`` keeps the first declaration. Returns the path."""
+    func = task.func
+    path = f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', '')}"
+    known = _tasks.get(path)
+    if known is not None and known.func is func:
+        return path
+    _tasks[path] = task
+    _task_types.add(type(task))
+    _declared[path] = runner
+    # Task.enqueue passes every keyword to the function; queues.enqueue of the same function could not.
+    (_call_only.add if option_parameters(func) else _call_only.discard)(path)
+    _verdicts.clear()
+    return path
+
+
+def task_of(path):
+    """The declared Task whose function ``path`` names (in a job module), or None. Imports nothing."""
+    return _tasks.get(path) if is_declared(path) and path in _tasks else None
+
+
+def unwrap(obj):
+    """The function of a declared Task (``obj`` an instance of a Task class declared here), else ``obj``."""
+    return obj.func if type(obj) in _task_types else obj
 
 
 def option_parameters(func):
@@ -168,6 +203,9 @@ def declared():
 def why_not(path):
     """How to make ``path`` a job (for InvalidJob and the dead-letter message)."""
     module = path.rpartition(".")[0] if isinstance(path, str) else ""
+    if isinstance(path, str) and path in _tasks:
+        return (f"{path!r} is a @task of the queues' Tasks backend but {module!r} is not a job module: move it "
+                f"into an app's jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES.")
     if isinstance(path, str) and path in _declared:
         return (f"{path!r} carries @queues.job but {module!r} is not a job module: move it into an app's "
                 f"jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES.")

@@ -1,0 +1,154 @@
+"""``QueuesBackend``: Django's Tasks API (``@task``, ``my_task.enqueue(...)``, ``TaskResult``) on the queues.
+
+A Task is a job like any other once enqueued: ``enqueue`` hands it to ``queues.enqueue_call`` (validation,
+signature, outbox inside ``transaction.atomic()``, limit keys), so retries and backoff, ``PermanentError`` /
+``RetryAfter``, dead letters, failure groups, cancel, metrics and the panel apply unchanged. The job names the
+Task's function by its own path (``<module>.<qualname>``) and carries ``meta["task"]`` (this backend's alias,
+the Task's priority and ``run_after``): ``get_result`` answers only for such jobs (queues/tasks/results.py).
+
+Where the framework is silent:
+
+- ``QUEUES`` left out accepts every declared queue (the framework's default would be ``["default"]``, a
+  queue this app may not have); given, its names must be declared queues (``queues.E080``).
+- The Tasks API has no words for a job id, ``unique``, ``limit_key``, ``durable``, ``attempts``, ``timeout``
+  or extra meta: ``QueuesTask.using(**options)`` takes them (``QUEUE_OPTIONS``), so a feature needs no
+  second API; a Task of another backend has no such option.
+- Only Tasks built by this backend (``task_class``) declare themselves jobs: a Task of another backend is
+  never written to the queues, so a job naming it in Redis was not written by us and is refused.
+"""
+import dataclasses
+import difflib
+
+from django.core import checks
+
+from queues.catalog import jobs as catalog
+from queues.exceptions import InvalidJob, QueuesError, UnknownQueue
+from queues.tasks import compat, results
+from queues.tasks.compat import InvalidTaskError, Task
+
+# Options of queues.enqueue_call a Task may carry (QueuesTask.using); the Task's own fields give the
+# queue (queue_name), the priority and the start (run_after -> at).
+QUEUE_OPTIONS = ("attempts", "timeout", "job_id", "unique", "durable", "limit_key", "limit_concurrency", "meta")
+OPTIONS = ()  # keys of TASKS[alias]["OPTIONS"] this backend reads: none yet (queues.E081 names any other)
+
+
+class InvalidTask(InvalidJob, InvalidTaskError):
+    """A Task the queues refuse at enqueue: both the framework's ``InvalidTaskError`` and ``queues.InvalidJob``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueuesTask(Task):
+    """The Task ``@task`` builds for a ``QueuesBackend``: declared a job as it is built (the catalog
+    decides, at enqueue and in the worker, whether its module is a job module)."""
+
+    queue_options: dict | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        Task.__post_init__(self)
+        from queues.tasks import run
+
+        catalog.declare_task(self, run.runner(self))
+
+    def using(self, *, priority=None, queue_name=None, run_after=None, backend=None, **options):
+        """The framework's ``using``, plus the queues' own options (``QUEUE_OPTIONS``), e.g.
+        ``generate.using(timeout=120, limit_key="owner:7", durable=True).enqueue(...)``."""
+        task = Task.using(self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend)
+        if not options:
+            return task
+        unknown = [name for name in options if name not in QUEUE_OPTIONS]
+        if unknown:
+            name = unknown[0]
+            close = difflib.get_close_matches(name, QUEUE_OPTIONS, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InvalidTaskError(f"{self.module_path}.using(): unknown option {name!r}.{hint} The queues' options "
+                                   f"a Task takes are {', '.join(QUEUE_OPTIONS)}.")
+        return dataclasses.replace(task, queue_options={**(self.queue_options or {}), **options})
+
+
+class QueuesBackend(compat.BaseTaskBackend):
+    task_class = QueuesTask
+    supports_defer = True
+    supports_async_task = True  # rq 3 runs the coroutine an async job returns with asyncio.run (Job._execute)
+    supports_get_result = True
+    supports_priority = True  # three bands of the queue: > 0, 0, < 0 (queues.enqueue's priority=)
+
+    def __init__(self, alias, params):
+        super().__init__(alias, params)
+        self.declared_queues = tuple(params["QUEUES"]) if params.get("QUEUES") else None
+        self.queues = set()  # the framework's own queue check is ours (validate_task): it names the queues
+
+    # -- validation (at decoration, in the framework's Task.__post_init__) -----------------------
+    def validate_task(self, task):
+        name = task.queue_name
+        allowed = self.declared_queues
+        known = _queue_names()
+        if name not in known or (allowed is not None and name not in allowed):
+            choices = [q for q in known if allowed is None or q in allowed]
+            where = "a declared queue" if allowed is None else f"one of TASKS[{self.alias!r}]['QUEUES']"
+            raise InvalidTaskError(
+                f"queue_name={name!r} of task {compat.get_module_path(task.func)} is not {where}: pass one of "
+                f"{', '.join(map(repr, choices)) or '(none declared)'}, or declare the queue in an app's queues.py."
+            )
+        super().validate_task(task)
+        if task.run_after is not None and task.run_after.tzinfo is None:  # USE_TZ=False: the framework allows it
+            raise InvalidTaskError(f"run_after={task.run_after!r} is a naive datetime: pass an aware one.")
+
+    # -- the producer side --------------------------------------------------------------------------
+    def enqueue(self, task, args, kwargs):
+        from queues.producer.api import enqueue_call
+
+        options = dict(task.queue_options) if task.queue_options else {}
+        marker = {"backend": self.alias}
+        if task.priority:
+            marker["priority"] = task.priority
+            options["priority"] = task.priority
+        if task.run_after is not None:
+            marker["run_after"] = task.run_after.isoformat()
+        options["meta"] = {**(options.get("meta") or {}), results.TASK: marker}
+        try:
+            job = enqueue_call(task.queue_name, task.func, args, kwargs, at=task.run_after, **options)
+        except InvalidJob as exc:
+            raise InvalidTask(str(exc)) from exc
+        except UnknownQueue as exc:  # the queue went away since the Task was built (settings changed)
+            raise InvalidTask(str(exc)) from exc
+        result = results.enqueued(self.alias, task, job, args, kwargs)
+        compat.task_enqueued.send(type(self), task_result=result)
+        return result
+
+    # -- results ------------------------------------------------------------------------------------
+    def get_result(self, result_id):
+        return results.get(self.alias, result_id)
+
+    # -- checks ---------------------------------------------------------------------------------------
+    def check(self, **kwargs):
+        setting = f"TASKS[{self.alias!r}]"
+        if self.declared_queues is not None:
+            known = _queue_names()
+            unknown = [q for q in self.declared_queues if q not in known]
+            if unknown:
+                yield checks.Error(
+                    f"{setting}['QUEUES'] names {', '.join(map(repr, unknown))}, not declared queue(s) "
+                    f"(declared: {', '.join(map(repr, known)) or 'none'}).",
+                    hint="Name declared queues only (an app's queues.py or OPTIMA_QUEUES), or leave QUEUES out: "
+                         "every declared queue is then accepted.", id="queues.E080")
+        extra = [key for key in self.options if key not in OPTIONS]
+        if extra:
+            yield checks.Error(f"{setting}['OPTIONS'] has {', '.join(map(repr, extra))}, which the queues' backend "
+                               "does not read.",
+                               hint="Leave OPTIONS out: a queue's attempts, timeout and backoff are the queue's own "
+                                    "options (OPTIMA_QUEUES or an app's queues.py).", id="queues.E081")
+        from django.conf import settings
+
+        if "django_tasks" not in settings.INSTALLED_APPS:  # seen only when called from another check runner
+            yield checks.Warning(f"{setting} uses queues.tasks.QueuesBackend but 'django_tasks' is not in "
+                                 "INSTALLED_APPS: the Tasks backends' system checks never run.",
+                                 hint="Add 'django_tasks' to INSTALLED_APPS.", id="queues.W082")
+
+
+def _queue_names():
+    try:
+        from queues.catalog.queues import queue_names
+
+        return list(queue_names())
+    except QueuesError:
+        return []

@@ -1,0 +1,177 @@
+"""A job of the queues -> the framework's ``TaskResult``; ``get`` is ``QueuesBackend.get_result``.
+
+=================================================  ==============  =======================================
+where the job is (``JobState.state``)              status          notes
+=================================================  ==============  =======================================
+outbox, queued, held, deferred, scheduled          ``READY``       a retry waiting for its backoff too
+started                                            ``RUNNING``
+finished                                           ``SUCCESSFUL``  ``return_value``: what the task returned
+failed (dead letter), stopped, canceled            ``FAILED``
+=================================================  ==============  =======================================
+
+``errors``: one ``TaskError`` per failed attempt, oldest first, from the job's results stream (rq keeps
+the last 10; the queues store each failed attempt's traceback there: ``RETRIED`` for one that is retried,
+``FAILED`` for the last); the exception's class path is read from its traceback. ``worker_ids``: one name
+per counted attempt, kept in ``meta["worker_ids"]`` by the worker (queues/tasks/run.py); an attempt that
+went back to its queue without counting (worker stopped, Redis away) is left out, so the framework's
+``attempts`` (``len(worker_ids)``) is the queues' attempt count. ``started_at`` and ``last_attempted_at``
+are the start of the latest attempt (rq keeps only that one).
+
+A job that is not a task of this backend (no ``meta["task"]`` naming it, or a function that is not a declared
+Task) raises ``TaskResultDoesNotExist``: nothing it names is imported.
+"""
+import datetime as dt
+
+from queues.catalog import jobs as catalog
+from queues.tasks import compat
+from queues.tasks.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus
+
+TASK = "task"  # meta key: {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
+WORKER_IDS = "worker_ids"  # meta key: the worker of each counted attempt (queues/tasks/run.py)
+
+READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
+FAILED, SUCCESSFUL = TaskResultStatus.FAILED, TaskResultStatus.SUCCESSFUL
+STATUS = {
+    "outbox": READY, "queued": READY, "held": READY, "rate_limited": READY, "deferred": READY, "scheduled": READY,
+    "started": RUNNING, "finished": SUCCESSFUL, "failed": FAILED, "stopped": FAILED, "canceled": FAILED,
+}
+RAN = {"started", "finished", "failed", "stopped"}  # states whose current attempt has counted
+
+
+def aware(when):
+    if when is None:
+        return None
+    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when
+
+
+def task_of(alias, job):
+    """The Task ``job`` (an rq job, read as JSON) runs, rebuilt with its queue and priority; raises
+    ``TaskResultDoesNotExist`` for a job that is not a task of backend ``alias``. Imports nothing."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    marker = meta.get(TASK)
+    func_name = job.func_name
+    declared = catalog.task_of(func_name)
+    if not isinstance(marker, dict) or marker.get("backend") != alias or declared is None:
+        raise TaskResultDoesNotExist(f"Job {job.id} is not a task of the Tasks backend {alias!r} "
+                                     f"(it runs {str(func_name)[:200]!r}).")
+    changes = {}
+    queue = meta.get("queue", job.origin)
+    if queue != declared.queue_name:
+        changes["queue_name"] = queue
+    priority = marker.get("priority", 0)
+    if priority != declared.priority and isinstance(priority, int):
+        changes["priority"] = priority
+    if marker.get("run_after"):
+        try:
+            changes["run_after"] = dt.datetime.fromisoformat(marker["run_after"])
+        except (TypeError, ValueError):
+            pass
+    if not changes:
+        return declared
+    try:
+        return declared.using(**changes)
+    except compat.InvalidTaskError:  # the queue is gone from the settings since: the declared Task
+        return declared
+
+
+def build(alias, task, job_id, status, *, args, kwargs, enqueued_at=None, started_at=None, finished_at=None,
+            errors=(), worker_ids=(), return_value=None):
+    result = TaskResult(task=task, id=job_id, status=status, enqueued_at=enqueued_at, started_at=started_at,
+                        finished_at=finished_at, last_attempted_at=started_at, args=list(args), kwargs=dict(kwargs),
+                        backend=alias, errors=list(errors), worker_ids=list(worker_ids))
+    if status == SUCCESSFUL:
+        object.__setattr__(result, "_return_value", return_value)
+    return result
+
+
+def enqueued(alias, task, job, args, kwargs):
+    """The result ``enqueue`` returns: READY (or what the job already is: ``unique`` may give back a waiting one)."""
+    from django.utils import timezone
+
+    return build(alias, task, job.id, READY, args=args, kwargs=kwargs,
+                   enqueued_at=aware(job.enqueued_at) or timezone.now())
+
+
+def exception_path(exc_string):
+    """The dotted class of the exception a formatted traceback ends with ("builtins.ValueError");
+    ``queues.exceptions.QueuesError`` for a failure that is no traceback (a job refused, a worker lost)."""
+    lines = (exc_string or "").splitlines()
+    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
+                default=None)
+    if start is not None:
+        for line in lines[start + 1:]:
+            if line and not line[0].isspace():
+                head = line.partition(":")[0].strip()
+                if head and " " not in head:
+                    return head if "." in head else f"builtins.{head}"
+                break
+    return "queues.exceptions.QueuesError"
+
+
+def counted_workers(job, state):
+    """The worker of each counted attempt (see the module docstring)."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    ids = meta.get(WORKER_IDS)
+    if not isinstance(ids, list):
+        return []
+    attempt = meta.get("attempt", 1)
+    attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
+    counted = attempt if state in RAN else attempt - 1
+    return [str(name) for name in ids[:max(counted, 0)]]
+
+
+def of_job(alias, job, state):
+    """The TaskResult of ``job`` (read from Redis) whose rq state is ``state``."""
+    from queues.jobs import results as jobresults
+
+    task = task_of(alias, job)
+    status = STATUS.get(state, READY)
+    errors, return_value = [], None
+    for entry in reversed(jobresults.read(job)):  # oldest first
+        if entry.type in (entry.Type.FAILED, entry.Type.RETRIED) and entry.exc_string:
+            errors.append(compat.TaskError(exception_class_path=exception_path(entry.exc_string),
+                                           traceback=entry.exc_string))
+        elif entry.type == entry.Type.SUCCESSFUL:
+            return_value = entry.return_value
+    ran = state in RAN or bool(errors)
+    return build(alias, task, job.id, status, args=job.args, kwargs=job.kwargs,
+                   enqueued_at=aware(job.enqueued_at or job.created_at),
+                   started_at=aware(job.started_at) if ran else None,
+                   finished_at=aware(job.ended_at) if status in (FAILED, SUCCESSFUL) else None,
+                   errors=errors, worker_ids=counted_workers(job, state), return_value=return_value)
+
+
+def get(alias, result_id):
+    """``QueuesBackend.get_result``: the TaskResult of job ``result_id``, from Redis or the outbox."""
+    import redis
+
+    from queues.connection.clients import get_connection
+    from queues.exceptions import QueueUnavailable
+    from queues.jobs import read as jobread
+    from queues.producer import outbox
+
+    if not isinstance(result_id, str) or not result_id or jobread.why_id(result_id) is not None:
+        raise TaskResultDoesNotExist(f"{str(result_id)[:200]!r} is not a job id.")
+    try:
+        job = jobread.fetch(result_id, get_connection(), check_origin=False)
+    except (redis.RedisError, QueueUnavailable):
+        job = None
+        if outbox.waiting(result_id) is None:
+            raise
+    if job is None:
+        entry = outbox.waiting(result_id)
+        if entry is None:
+            job = jobread.fetch(result_id, get_connection(), check_origin=False)  # pushed between the two reads
+            if job is None:
+                raise TaskResultDoesNotExist(f"No job {result_id!r} in Redis or in the outbox.")
+        else:
+            from queues.catalog.classes import OptimaJob
+
+            staged = OptimaJob(result_id, connection=get_connection())
+            staged.restore(outbox.decode(entry.job))
+            return build(alias, task_of(alias, staged), result_id, READY, args=staged.args, kwargs=staged.kwargs,
+                           enqueued_at=aware(entry.created_at))
+    if jobread.is_corrupt(job):
+        raise TaskResultDoesNotExist(f"Job {job.id} cannot be read as a task ({job.why}).")
+    state = job.get_status(refresh=False)
+    return of_job(alias, job, getattr(state, "value", state))

@@ -1,0 +1,121 @@
+"""In the worker: what runs a Task, and the framework's ``task_started`` / ``task_finished``.
+
+- ``runner(task)``: what the catalog runs for the Task's path: its function itself (sync or ``async def``:
+  rq 3 runs the coroutine an async job returns with ``asyncio.run``), or, for ``takes_context=True``, a
+  wrapper that hands it a ``TaskContext`` whose ``attempt`` is the attempt number.
+- The queues' own signals (queues/worker/signals.py) drive the framework's: ``job_started`` -> the
+  attempt's worker recorded in ``meta["worker_ids"]`` (one HSET, tasks only), then ``task_started``;
+  ``job_succeeded`` -> ``task_finished`` (SUCCESSFUL); ``job_dead`` -> ``task_finished`` (FAILED). A
+  failed attempt that will be retried sends nothing: the task is READY again, not finished.
+- The backport logs every ``task_started`` / ``task_finished`` (INFO; a failure with a traceback) on the
+  logger ``django_tasks``; the worker already logs one line per job, so for this backend's tasks those
+  two receivers are skipped (``quiet_backport_logging``); other backends' tasks are logged as before.
+
+The receivers are connected when this module is imported: by the first QueuesTask built (a job module
+importing ``@task``), so a worker that can run a Task always has them.
+"""
+from queues.jobs import meta as jobmeta
+from queues.tasks import compat, results
+from queues.worker import signals as events
+
+
+def runner(task):
+    """The callable a job naming ``task``'s function runs."""
+    if not task.takes_context:
+        return task.func
+    func = task.func
+
+    def run_with_context(*args, **kwargs):
+        from rq import get_current_job
+
+        job = get_current_job()
+        result = getattr(job, "_task_result", None) or running(job)
+        return func(compat.TaskContext(task_result=result), *args, **kwargs)
+
+    run_with_context.__module__, run_with_context.__qualname__ = func.__module__, func.__qualname__
+    run_with_context.__wrapped__ = func
+    return run_with_context
+
+
+def _backend_of(job):
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    marker = meta.get(results.TASK)
+    return marker.get("backend") if isinstance(marker, dict) else None
+
+
+def running(job):
+    """The RUNNING TaskResult of the attempt ``job`` is on (in its process; no Redis read)."""
+    alias = _backend_of(job)
+    task = results.task_of(alias, job)
+    return results.build(alias, task, job.id, results.RUNNING, args=job.args, kwargs=job.kwargs,
+                           enqueued_at=results.aware(job.enqueued_at or job.created_at),
+                           started_at=results.aware(job.started_at),
+                           worker_ids=results.counted_workers(job, "started"))
+
+
+def _sender():
+    from queues.tasks.backend import QueuesBackend
+
+    return QueuesBackend
+
+
+def on_job_started(sender, job, **kwargs):
+    if _backend_of(job) is None:
+        return
+    attempt = jobmeta.current_attempt(job)
+    ids = job.meta.get(results.WORKER_IDS)
+    ids = list(ids[:attempt - 1]) if isinstance(ids, list) else []
+    ids.append(job.worker_name or "")
+    job.meta[results.WORKER_IDS] = ids
+    job.save_meta()
+    result = running(job)
+    job._task_result = result
+    compat.task_started.send(_sender(), task_result=result)
+
+
+def _finished(job, status, return_value=None):
+    result = getattr(job, "_task_result", None) or running(job)
+    object.__setattr__(result, "status", status)
+    object.__setattr__(result, "finished_at", results.aware(job.ended_at))
+    if status == results.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", return_value)
+    return result
+
+
+def on_job_succeeded(sender, job, **kwargs):
+    if _backend_of(job) is None:
+        return
+    value = getattr(job, "_result", None)
+    try:
+        value = compat.normalize_json(value)
+    except (TypeError, ValueError):
+        pass
+    compat.task_finished.send(_sender(), task_result=_finished(job, results.SUCCESSFUL, value))
+
+
+def on_job_dead(sender, job, reason=None, **kwargs):
+    if _backend_of(job) is None:
+        return
+    try:
+        result = results.of_job(_backend_of(job), job, "failed")  # with every attempt's error
+    except compat.TaskResultDoesNotExist:
+        return
+    compat.task_finished.send(_sender(), task_result=result)
+
+
+def quiet_backport_logging():
+    """Skip the backport's logging receivers for this backend's tasks (see the module docstring)."""
+    for signal, receiver in compat.BACKPORT_LOG_RECEIVERS.items():
+        signal.disconnect(receiver)
+
+        def logged(sender, task_result, receiver=receiver, **kwargs):
+            if not issubclass(sender, _sender()):
+                receiver(sender=sender, task_result=task_result, **kwargs)
+
+        signal.connect(logged, weak=False, dispatch_uid=f"queues.tasks.{receiver.__name__}")
+
+
+events.job_started.connect(on_job_started, dispatch_uid="queues.tasks.started")
+events.job_succeeded.connect(on_job_succeeded, dispatch_uid="queues.tasks.succeeded")
+events.job_dead.connect(on_job_dead, dispatch_uid="queues.tasks.dead")
+quiet_backport_logging()
