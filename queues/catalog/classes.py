@@ -6,9 +6,12 @@ re-exports them for users' settings).
 from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
+from rq.utils import as_text
 
 from queues import rqcompat
 from queues.catalog.queues import get_config
+from queues.jobs import meta as jobmeta
+from queues.keyspace import keys
 
 
 class OptimaJob(Job):
@@ -71,7 +74,17 @@ def _declared_or_refuse(name, what, instance=None):
 
 
 class OptimaQueue(Queue):
-    """RQ's Queue bound to JSON jobs. django-rq's panel builds it too (RQ_QUEUES' QUEUE_CLASS)."""
+    """RQ's Queue bound to JSON jobs. django-rq's panel builds it too (RQ_QUEUES' QUEUE_CLASS).
+
+    Priority bands (``queues.enqueue(..., priority=)``): a queue is three lists, popped high before
+    normal before low (worker/dequeue.py), FIFO within each: ``<p>:queue:<q>:high``, rq's own
+    ``<p>:queue:<q>`` (normal: a job without a priority is exactly what it was before bands) and
+    ``<p>:queue:<q>:low`` (``keys.band_key``). Every push that reaches this class (rq's
+    ``_enqueue_job``: the enqueue, retries, the panel's requeue) goes to the job's band
+    (``jobs.meta.band``), ``at_front`` to the head of that band. The reads and the removals below
+    treat the three as one queue, in pop order; ``key`` stays the normal band's (rq's and
+    django-rq's own uses of it: the queue set, the intermediate list, registries).
+    """
 
     job_class = OptimaJob
 
@@ -86,3 +99,99 @@ class OptimaQueue(Queue):
     def config(self):
         """The declared QueueConfig of this queue."""
         return get_config(self.name)
+
+    # -- bands ---------------------------------------------------------------------------------
+    def band(self, band):
+        """This queue as rq's push paths see one band of it: the same queue whose ``key`` is the
+        band's list. For rq's own ``_enqueue_job`` and for helpers that push to ``queue.key``."""
+        return self if band == jobmeta.NORMAL else _BandQueue(self, band)
+
+    def _enqueue_job(self, job, pipeline=None, at_front=False, unique=False):  # rqcompat.MEMBERS lists it
+        band = jobmeta.band(job)
+        if band == jobmeta.NORMAL or not self.is_async:
+            return super()._enqueue_job(job, pipeline=pipeline, at_front=at_front, unique=unique)
+        mark_banded(pipeline if pipeline is not None else self.connection, self.name)
+        return Queue._enqueue_job(self.band(band), job, pipeline=pipeline, at_front=at_front, unique=unique)
+
+    @property
+    def band_keys(self):
+        """The queue's lists in pop order: high, normal, low."""
+        return keys.band_keys(self.key)
+
+    def band_counts(self):
+        """[high, normal, low] lengths, one round trip."""
+        with self.connection.pipeline(transaction=False) as pipe:
+            for key in self.band_keys:
+                pipe.llen(key)
+            return [int(n) for n in pipe.execute()]
+
+    @property
+    def count(self):
+        return sum(self.band_counts())
+
+    def get_job_ids(self, offset=0, length=-1):
+        """Job ids in pop order (high, normal, low), ``offset``/``length`` across the three."""
+        if length == 0:
+            return []
+        ids = []
+        for key, size in zip(self.band_keys, self.band_counts()):
+            if offset >= size:
+                offset -= size
+                continue
+            want = -1 if length < 0 else length - len(ids)
+            end = -1 if want < 0 else offset + want - 1
+            ids += [as_text(i) for i in self.connection.lrange(key, offset, end)]
+            offset = 0
+            if 0 <= length <= len(ids):
+                break
+        return ids
+
+    def get_job_position(self, job_or_id):
+        job_id = job_or_id.id if isinstance(job_or_id, Job) else job_or_id
+        before = 0
+        for key, size in zip(self.band_keys, self.band_counts()):
+            position = self.connection.lpos(key, job_id)
+            if position is not None:
+                return before + position
+            before += size
+        return None
+
+    def remove(self, job_or_id, pipeline=None):
+        job_id = job_or_id.id if isinstance(job_or_id, Job) else job_or_id
+        connection = pipeline if pipeline is not None else self.connection
+        removed = [connection.lrem(key, 1, job_id) for key in self.band_keys]
+        return None if pipeline is not None else sum(removed)
+
+    def empty(self):
+        """rq's ``empty`` (its Lua deletes each popped job and its results) on every band."""
+        return sum(Queue.empty(self.band(band)) for band in jobmeta.BANDS)
+
+    def delete(self, delete_jobs=True):
+        super().delete(delete_jobs=delete_jobs)  # empties every band (``empty``) and forgets the queue
+        self.connection.delete(*self.band_keys, keys.banded_key(self.name))
+
+    def compact(self):
+        for band in jobmeta.BANDS:
+            if self.connection.exists(keys.band_key(self.key, band)):
+                Queue.compact(self.band(band))
+
+
+class _BandQueue(OptimaQueue):
+    """One band of an OptimaQueue (``OptimaQueue.band``): its attributes, ``key`` the band's list."""
+
+    def __init__(self, queue, band):  # noqa: super().__init__ not called: a view of ``queue``
+        self.__dict__.update(queue.__dict__)
+        self.band_name = band
+
+    @property
+    def key(self):
+        return keys.band_key(keys.queue_key(self.name), self.band_name)
+
+    def _enqueue_job(self, job, pipeline=None, at_front=False, unique=False):
+        return Queue._enqueue_job(self, job, pipeline=pipeline, at_front=at_front, unique=unique)
+
+
+def mark_banded(connection, name):
+    """Note (``keys.banded_key``, for a day) that queue ``name`` has jobs in its high or low band: its
+    single-queue workers then poll the three lists instead of blocking on the normal one."""
+    connection.set(keys.banded_key(name), 1, ex=keys.BANDED_SECONDS)

@@ -27,7 +27,12 @@ schedule             periodic run (schedules)       schedule id of a periodic ru
 scheduled_for        periodic run (schedules)       ISO time of the tick it runs for
 progress             job code (features)            free-form progress of a running job
 owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>/`` (user id or "anonymous")
+priority             ``for_enqueue``                ``priority=`` of the enqueue, an int; absent when 0
 ==================== ============================== =========================================
+
+``priority`` decides the job's *band* (``band``): every push of the job — the enqueue, a retry, the
+scheduler's move of a delayed job, a give-back, the panel's requeue — goes to that band of its queue
+(``queues.keyspace.keys.band_key``), and workers pop high before normal before low (worker/dequeue.py).
 
 A periodic job's *template* (the rq-scheduler entry ``queues.periodic.schedules.register`` writes; never run
 itself) carries ``optima_schedule`` (schedule id), ``digest``, ``queue``, ``cron``, ``interval``,
@@ -56,6 +61,7 @@ SCHEDULE = "schedule"
 SCHEDULED_FOR = "scheduled_for"
 PROGRESS = "progress"
 OWNER = "owner"
+PRIORITY = "priority"
 TEMPLATE_SCHEDULE = "optima_schedule"
 TEMPLATE_DIGEST = "digest"
 
@@ -90,11 +96,40 @@ def attempts_allowed(job):
     return meta.get(ATTEMPTS_ALLOWED)
 
 
+# The bands of a queue, in pop order: priority > 0, = 0 and < 0.
+HIGH, NORMAL, LOW = "high", "normal", "low"
+BANDS = (HIGH, NORMAL, LOW)
+
+
+def band_of(priority):
+    """The band of a ``priority`` (an int; anything else, e.g. a meta planted by hand, is normal)."""
+    if not isinstance(priority, int) or isinstance(priority, bool) or priority == 0:
+        return NORMAL
+    return HIGH if priority > 0 else LOW
+
+
+def priority(job):
+    """The ``priority=`` the job was enqueued with (0 when the meta says nothing usable)."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    value = meta.get(PRIORITY, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def band(job):
+    """The band the job is pushed to: ``HIGH``, ``NORMAL`` or ``LOW``."""
+    return band_of(priority(job))
+
+
 # -- writers (they change ``meta`` in place; the caller saves it with its other writes) ------
-def for_enqueue(extra, *, queue, attempts):
+def for_enqueue(extra, *, queue, attempts, priority=0):
     """The meta of a job being enqueued: the caller's ``extra`` plus this project's keys."""
     meta = {QUEUE: queue, ATTEMPTS_ALLOWED: attempts, ATTEMPT: 1}
-    return {**extra, **meta} if extra else meta
+    meta = {**extra, **meta} if extra else meta
+    if priority:
+        meta[PRIORITY] = priority
+    else:
+        meta.pop(PRIORITY, None)  # the band is the ``priority=`` option's, never a caller's meta key
+    return meta
 
 
 def for_periodic_run(schedule_id, when):

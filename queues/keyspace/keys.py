@@ -9,7 +9,9 @@ a key that rq renames is renamed here too. The project's own keys live under
 key                                    what
 =====================================  ======================================================
 ``<p>:queue:<q>``                      rq's queue (list of job ids)
-``<p>:queue:<q>:intermediate``         jobs popped by a worker, not yet started (rq's name)
+``<p>:queue:<q>:high``                 the queue's high band: jobs enqueued with ``priority`` > 0 (``band_key``)
+``<p>:queue:<q>:low``                  the queue's low band: ``priority`` < 0 (the normal band is ``<p>:queue:<q>``)
+``<p>:queue:<q>:intermediate``         jobs popped by a worker, not yet started (rq's name; one for all bands)
 ``<p>:wip:<q>``                        rq's started registry (``<job id>:<execution id>``)
 ``<p>:execution:<job>:<exec>``         rq's execution hash (names its worker)
 ``<p>:executions:<job>``               rq's executions of one job
@@ -19,6 +21,7 @@ key                                    what
 ``<p>:rl:<q>:<key>:allowed``           rq's zset of the jobs holding one of the key's slots (queued, started)
 ``<p>:rl:<q>:<key>:rate_limited``      rq's zset of the key's held jobs, oldest first
 ``<p>:optima:paused``                  set of paused queue names (``queues.worker.pause``)
+``<p>:optima:banded:<q>``              "1" for a day after a push to a band of ``<q>``: its lone workers poll (dequeue.py)
 ``<p>:optima:alive:<worker>``          a worker's liveness key (``worker/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
 ``<p>:optima:intermediate-seen:<q>``   when the scan first saw each popped-not-started job
@@ -42,7 +45,7 @@ worker side's boundary (``queues/keyspace/quarantine.py``).
 =====================================  ======================================================
 family                                 read through
 =====================================  ======================================================
-queue lists                            ``board.readonly.ReadOnlyQueue`` (panel), ``metrics.scrape``,
+queue lists (and their bands)          ``board.readonly.ReadOnlyQueue`` (panel), ``metrics.scrape``,
                                        the workers' pop (``worker/dequeue.py``)
 job hashes, field by field             ``jobs.read.load`` / ``fetch_many``: a job, None, or a
                                        ``CorruptJob`` (bytes, ids rq rejects, > 256 KiB, ...)
@@ -73,6 +76,19 @@ from queues import conf
 
 def queue_key(name):
     return Queue.redis_queue_namespace_prefix + name
+
+
+def band_key(queue_key_, band):
+    """The list of one band of a queue (``queues.jobs.meta.band``): the queue's own list for the normal
+    band, ``<queue key>:high`` / ``<queue key>:low`` for the others. Queue names hold no ':'
+    (``conf.QUEUE_NAME_RE``), so a band never shares a key with a queue, and rq's ``Queue.all``
+    (the set ``<p>:queues``) never lists one."""
+    return queue_key_ if band == "normal" else f"{queue_key_}:{band}"
+
+
+def band_keys(queue_key_):
+    """The queue's three lists in pop order: high, normal, low."""
+    return [f"{queue_key_}:high", queue_key_, f"{queue_key_}:low"]
 
 
 def intermediate_key(queue_key_):
@@ -155,6 +171,15 @@ def limit_held_key(scoped_key):
 # -- this project's own keys ---------------------------------------------------------------
 def paused_key():
     return conf.app_key("paused")
+
+
+def banded_key(name):
+    """Set (with a TTL, ``BANDED_SECONDS``) by every push to the high or low band of queue ``name``:
+    a worker of that queue alone polls it instead of blocking on the normal band (worker/dequeue.py)."""
+    return conf.app_key("banded", name)
+
+
+BANDED_SECONDS = 24 * 3600
 
 
 def alive_key(worker_name):

@@ -136,7 +136,7 @@ def _resolve_when(delay, at):
 
 
 def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=None, at=None, unique=None,
-            durable=False, limit_key=None, limit_concurrency=None, **kwargs):
+            durable=False, limit_key=None, limit_concurrency=None, priority=0, **kwargs):
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
 
     The keyword-only parameters are options, not job arguments (``ENQUEUE_OPTIONS``; docs/api.md).
@@ -152,7 +152,7 @@ def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=N
         )
     return _enqueue(name, func, args, kwargs, attempts=attempts, timeout=timeout, job_id=job_id, delay=delay,
                     at=at, unique=unique, meta=None, durable=durable, limit_key=limit_key,
-                    limit_concurrency=limit_concurrency)
+                    limit_concurrency=limit_concurrency, priority=priority)
 
 
 def _dotted(func):
@@ -160,25 +160,26 @@ def _dotted(func):
 
 
 def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=None, job_id=None, delay=None,
-                 at=None, unique=None, meta=None, durable=False, limit_key=None, limit_concurrency=None):
+                 at=None, unique=None, meta=None, durable=False, limit_key=None, limit_concurrency=None, priority=0):
     """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
     return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=attempts, timeout=timeout,
                     job_id=job_id, delay=delay, at=at, unique=unique, meta=meta, durable=durable,
-                    limit_key=limit_key, limit_concurrency=limit_concurrency)
+                    limit_key=limit_key, limit_concurrency=limit_concurrency, priority=priority)
 
 
-def enqueue_fail_fast(name, func, args=(), kwargs=None, *, meta=None, limit_key=None, limit_concurrency=None):
+def enqueue_fail_fast(name, func, args=(), kwargs=None, *, meta=None, limit_key=None, limit_concurrency=None,
+                      priority=0):
     """``enqueue_call`` that never goes through the outbox: written now, or at the commit of the
     caller's transaction where a Redis failure raises (``QueueUnavailable``) instead of waiting in
     the outbox. For the admin's retry of a dead letter, whose row must say "retried" only once the
     job is in Redis (docs/api.md, "The outbox")."""
     return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=None, timeout=None, job_id=None,
                     delay=None, at=None, unique=None, meta=meta, durable=False, limit_key=limit_key,
-                    limit_concurrency=limit_concurrency, fail_fast=True)
+                    limit_concurrency=limit_concurrency, priority=priority, fail_fast=True)
 
 
 def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, unique, meta, durable,
-             limit_key, limit_concurrency, fail_fast=False):
+             limit_key, limit_concurrency, priority=0, fail_fast=False):
     config = get_config(name)
     path = func_path(func)
     _check_args(args, kwargs)
@@ -201,11 +202,12 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
     if durable is not True and durable is not False:
         raise InvalidJob(f"durable must be True or False, got {durable!r}.")
     limit = _check_limit(name, config, limit_key, limit_concurrency)
+    _check_priority(priority, limit)
     if meta is not None:
         _check_json(meta, "meta")
 
     queue = declared_queue(name, config)
-    job_meta = jobmeta.for_enqueue(meta, queue=name, attempts=options["attempts"])
+    job_meta = jobmeta.for_enqueue(meta, queue=name, attempts=options["attempts"], priority=priority)
     job = queue.create_job(
         path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
         failure_ttl=options["failure_ttl"], job_id=job_id or _new_job_id(), meta=job_meta,
@@ -270,6 +272,21 @@ def _check_limit(name, config, limit_key, limit_concurrency):
             f"{limit_concurrency!r}. Pass e.g. limit_concurrency=2, or leave it out for the queue's option."
         )
     return limit_key, limit_concurrency
+
+
+def _check_priority(priority, limit):
+    """``priority``: an int; > 0 the queue's high band, 0 normal, < 0 low (queues/catalog/classes.py)."""
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidJob(
+            f"priority must be an integer (> 0: high band, 0: normal, < 0: low band), got "
+            f"{type(priority).__name__} {priority!r}. Pass e.g. priority=10, priority=-10, or leave it out."
+        )
+    if priority and limit is not None:
+        # rq's promotion of a held job (its Lua) pushes onto the queue's own list: the band would be lost.
+        raise InvalidJob(
+            f"priority={priority!r} with limit_key={limit[0]!r}: a job held by its limit key is pushed to the "
+            "normal band when its turn comes, so the two cannot be combined. Drop priority, or limit_key."
+        )
 
 
 def _apply_limit(job, limit):

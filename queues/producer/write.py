@@ -19,6 +19,7 @@ from queues.catalog.lookup import get_queue
 from queues.connection import replication
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob
+from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import keys, quarantine
 from queues.logsafe import escape
@@ -75,7 +76,8 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
 
 def _written_keys(queue, job, lock_key):
     """{key: Redis type} of what ``write_job`` writes (``queues.keyspace.quarantine``)."""
-    written = {queue.key: "list", keys.scheduled_key(queue.name): "zset", job.key: "hash"}
+    written = {keys.band_key(queue.key, jobmeta.band(job)): "list", keys.scheduled_key(queue.name): "zset",
+               job.key: "hash"}
     if lock_key:
         written[lock_key] = "string"
     if limits.is_limited(job):

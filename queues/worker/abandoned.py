@@ -20,9 +20,9 @@ commands per queue: cheap, and bounded however large the queues are), and:
   key gives its slot to the next held job of its key (``queues.producer.limits``), and its retry goes
   through the limit again;
 - a job registered as started whose work horse never began (status still ``queued``) goes back to the
-  head of its queue without losing an attempt;
+  head of its queue (its priority band: ``queues.keyspace.keys.band_key``) without losing an attempt;
 - a popped job left in an intermediate list for ``LIVENESS_TTL_SECONDS`` (seen by two scans) goes back
-  to the head of its queue, also without losing an attempt; one whose hash is gone is dropped;
+  to the head of its queue's band, also without losing an attempt; one whose hash is gone is dropped;
 - poison never stops a scan: an entry whose id is not UTF-8 and a list or registry key of the wrong
   type are skipped (an ERROR names the key); a started job whose worker is gone and whose hash
   cannot be read as a job is dead-lettered as ``corrupt`` (``deadletter.bury_corrupt``, its raw hash
@@ -56,11 +56,24 @@ logger = logging.getLogger("queues.resilience")
 LIMIT = 500  # entries read per queue and per list in one scan
 LIVENESS_MARK = "optima_liveness"  # field of RQ's worker hash: this worker keeps an alive key
 
-# Take a popped job back from an intermediate list to the head of its queue — unless someone else
-# already did (the LREM decides who owns it, so the job is never pushed twice).
+# Take a popped job back from an intermediate list to the head of its band of its queue — unless
+# someone else already did (the LREM decides who owns it, so the job is never pushed twice). The band
+# is read from the job's meta here (``priority``, jobs/meta.py), not passed in: some callers hold only
+# the id (the scan of intermediate lists), and a meta that cannot be read (no hash, another type, not
+# JSON) means the normal band, as for any job without a priority. KEYS: intermediate list, normal,
+# high and low bands, job hash.
 GIVE_BACK_LUA = """
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then
-  redis.call('LPUSH', KEYS[2], ARGV[1])
+  local target = KEYS[2]
+  local raw = redis.pcall('HGET', KEYS[5], 'meta')
+  if type(raw) == 'string' then
+    local ok, meta = pcall(cjson.decode, raw)
+    local priority = ok and type(meta) == 'table' and meta['priority']
+    if type(priority) == 'number' and priority == math.floor(priority) then
+      if priority > 0 then target = KEYS[3] elseif priority < 0 then target = KEYS[4] end
+    end
+  end
+  redis.call('LPUSH', target, ARGV[1])
   return 1
 end
 return 0
@@ -68,9 +81,11 @@ return 0
 
 
 def give_back(connection, queue_key, job_id):
-    """Move ``job_id`` from the intermediate list of ``queue_key`` to the head of the queue.
+    """Move ``job_id`` from the intermediate list of ``queue_key`` to the head of its band of the queue.
     True when this call moved it; False when it was not there (already taken back, or started)."""
-    return bool(connection.eval(GIVE_BACK_LUA, 2, keys.intermediate_key(queue_key), queue_key, job_id))
+    high, normal, low = keys.band_keys(queue_key)
+    return bool(connection.eval(GIVE_BACK_LUA, 5, keys.intermediate_key(queue_key), normal, high, low,
+                                keys.job_key(job_id), job_id))
 
 
 def live_workers(connection, names):
@@ -132,8 +147,9 @@ class Scan:
                 raise
             queue_key = keys.queue_key(name)
             quarantine.settle(self.connection, lambda: {
-                keys.started_key(name): "zset", queue_key: "list", keys.intermediate_key(queue_key): "list",
-                keys.intermediate_seen_key(name): "hash"}, exc, who="Abandoned-job scan",
+                keys.started_key(name): "zset", **dict.fromkeys(keys.band_keys(queue_key), "list"),
+                keys.intermediate_key(queue_key): "list", keys.intermediate_seen_key(name): "hash"}, exc,
+                who="Abandoned-job scan",
                 what=f"scan the {step.__name__} jobs of queue {name}", log=self.log)
             return default
 
@@ -199,9 +215,10 @@ class Scan:
         elif status == JobStatus.STARTED:
             self.abandoned(job, queue, worker_name)
         elif status == JobStatus.QUEUED:
-            # Registered as started, but the work horse never began: not an attempt.
-            if self.connection.lpos(queue.key, job.id) is None:
-                self.connection.lpush(queue.key, job.id)
+            # Registered as started, but the work horse never began: not an attempt. Back to its band.
+            band_key = keys.band_key(queue.key, jobmeta.band(job))
+            if self.connection.lpos(band_key, job.id) is None:
+                self.connection.lpush(band_key, job.id)
             self.counts["requeued"] += 1
             self.log.warning("Job %s of dead worker %s had not started: back at the head of %s",
                              job.id, worker_name or "?", queue.name)

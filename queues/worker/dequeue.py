@@ -8,10 +8,17 @@ the started registry loses the job outright (rq issues #1716, #2079). And rq kno
 ``Dequeuer.pop`` runs one Lua script (``POP_LUA``): in the worker's priority order, it skips the
 queues in the paused set and LMOVEs the head of the first non-empty one into that queue's
 intermediate list, atomically — so a job of a queue paused a moment ago is never taken, and the
-pause costs no round trip of its own. When nothing is there:
+pause costs no round trip of its own. A queue is three lists, its priority bands
+(``queues.enqueue(..., priority=)``, ``keys.band_key``): the script takes its high band, then its
+normal one (rq's list), then its low one, into the queue's one intermediate list. When nothing is there:
 
-- one queue not paused: a blocking BLMOVE (as rq), then a SISMEMBER to see whether the queue was
-  paused while the worker waited (that job goes back to the head of its queue, untouched);
+- one queue not paused: a blocking BLMOVE on its normal band (as rq), then a SISMEMBER to see whether
+  the queue was paused while the worker waited (that job goes back to the head of its queue, untouched).
+  Redis has no blocking LMOVE from several lists, and a push to the high or low band does not wake a
+  BLMOVE on the normal one: a queue that got a banded job in the last day (``keys.banded_key``, set by
+  every such push and reported by the script) is polled as several queues are (below). A queue never
+  given a priority keeps this blocking path and its pick-up latency; the first banded job of an idle
+  worker waits at most ``DEQUEUE_WAIT_SECONDS`` (2 s), the end of the BLMOVE (docs/decisions.md);
 - several: Redis has no blocking multi-key LMOVE, so the worker polls — after 50 ms, doubling up to
   ``MULTI_QUEUE_POLL_SECONDS`` (0.5 s) — the way Sidekiq Pro's reliable fetch does;
 - all paused: it waits ``pause_poll`` seconds and looks again.
@@ -33,20 +40,28 @@ from rq.utils import as_text
 from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
+# KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
+# intermediate list and its "banded" mark (keys.banded_key). ARGV: the queue names.
+# -> {1, the queue's (normal) key, id} or {0, {paused names}, {names of empty queues marked banded}}.
 POP_LUA = """
-local paused = {}
-for i = 2, #KEYS, 2 do
-  local name = ARGV[i / 2]
-  if redis.call('SISMEMBER', KEYS[1], name) == 1 then
-    paused[#paused + 1] = name
+local paused, banded = {}, {}
+for q = 1, #ARGV do
+  local k = 2 + (q - 1) * 5
+  if redis.call('SISMEMBER', KEYS[1], ARGV[q]) == 1 then
+    paused[#paused + 1] = ARGV[q]
   else
-    local id = redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'LEFT', 'RIGHT')
-    if id then
-      return {1, KEYS[i], id}
+    for band = 0, 2 do
+      local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
+      if id then
+        return {1, KEYS[k + 1], id}
+      end
+    end
+    if redis.call('EXISTS', KEYS[k + 4]) == 1 then
+      banded[#banded + 1] = ARGV[q]
     end
   end
 end
-return {0, unpack(paused)}
+return {0, paused, banded}
 """
 
 FIRST_POLL_SECONDS = 0.05
@@ -65,6 +80,7 @@ class Dequeuer:
         self.pause_poll = pause_poll
         self.should_stop = should_stop
         self.paused = set()  # the worker's queues found paused by the latest empty pop
+        self.banded = set()  # the worker's queues found empty but marked banded by the latest empty pop
         self._poll = FIRST_POLL_SECONDS
 
     def pop(self, queues, wait):
@@ -90,7 +106,7 @@ class Dequeuer:
         active = [q for q in queues if q.name not in self.paused]
         if self.paused:
             wait = min(wait, self.pause_poll)  # a resume is seen within pause_poll seconds
-        if len(active) == 1:
+        if len(active) == 1 and active[0].name not in self.banded:
             return self._block_on(active[0], wait)
         self._sleep(min(wait, self.pause_poll) if not active else min(wait, self._poll))
         if active:
@@ -100,13 +116,14 @@ class Dequeuer:
     def _pop_now(self, queues):
         keys_ = [keys.paused_key()]
         for queue in queues:
-            keys_ += [queue.key, keys.intermediate_key(queue.key)]
+            keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
         reply = self.script(keys=keys_, args=[q.name for q in queues])
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
             queue = next(q for q in queues if q.key == as_text(reply[1]))
             return self._checked(queue, reply[2])
-        self.paused = {as_text(name) for name in reply[1:]}
+        self.paused = {as_text(name) for name in reply[1]}
+        self.banded = {as_text(name) for name in reply[2]}
         return None
 
     def _block_on(self, queue, wait):
@@ -147,7 +164,8 @@ class Dequeuer:
         investigation, with an ERROR naming it (``queues.keyspace.quarantine``); the next pop goes on with the rest."""
         expected = {keys.paused_key(): "set"}
         for queue in queues:
-            expected[queue.key] = expected[keys.intermediate_key(queue.key)] = "list"
+            for key in (*keys.band_keys(queue.key), keys.intermediate_key(queue.key)):
+                expected[key] = "list"
         quarantine.set_aside(self.connection, expected, who=self.who, log=self.log)
 
     def _sleep(self, seconds):

@@ -20,6 +20,7 @@ from rq.utils import now
 
 from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
+from queues.jobs import meta as jobmeta
 from queues.keyspace import quarantine
 from queues.worker import horse, supervision
 from queues.worker.supervision import Action
@@ -95,7 +96,9 @@ def settle_once(worker, ended):
 
 
 def _requeue(worker, ended, why):
-    supervision.return_to_queue(worker.connection, ended.job, ended.queue, ended.execution, why)
+    # Back to the head of the job's priority band (``return_to_queue`` pushes to ``queue.key``).
+    band = ended.queue.band(jobmeta.band(ended.job)) if hasattr(ended.queue, "band") else ended.queue
+    supervision.return_to_queue(worker.connection, ended.job, band, ended.execution, why)
     worker.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
                        worker.name, ended.job.id, ended.queue.name, why)
 

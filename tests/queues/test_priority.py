@@ -1,0 +1,66 @@
+"""Priority bands (issue 20): ``queues.enqueue(..., priority=)`` puts a job in its queue's high (> 0), normal
+(0) or low (< 0) band; workers pop every high job before any normal one before any low one, FIFO within
+a band, in one atomic pop (queues/worker/dequeue.py); counts, lists, pause, retries and give-backs treat
+the three as one queue (queues/catalog/classes.py)."""
+import pytest
+
+import queues
+from queues.catalog.lookup import get_queue
+from queues.exceptions import InvalidJob
+from queues.keyspace import keys
+
+TOUCH = "tests.jobs.sample.touch"
+
+
+def _ids(connection, key):
+    return [v.decode() for v in connection.lrange(key, 0, -1)]
+
+
+def _interleaved(path):
+    """Three jobs of each band, enqueued low, normal, high in turn; -> {band: [job ids]}."""
+    jobs = {"high": [], "normal": [], "low": []}
+    for i in range(3):
+        for band, priority in (("low", -5), ("normal", 0), ("high", 5)):
+            jobs[band].append(queues.enqueue("default", TOUCH, str(path), f"{band}-{i}", priority=priority).id)
+    return jobs
+
+
+def test_jobs_go_to_their_band_and_the_queue_counts_and_lists_them_in_pop_order(queue_redis, tmp_path):
+    jobs = _interleaved(tmp_path / "runs")
+    queue = get_queue("default")
+    high, normal, low = keys.band_keys(queue.key)
+    assert (_ids(queue_redis, high), _ids(queue_redis, normal), _ids(queue_redis, low)) == (
+        jobs["high"], jobs["normal"], jobs["low"])
+    in_order = jobs["high"] + jobs["normal"] + jobs["low"]
+    assert queue.count == 9
+    assert queue.get_job_ids() == in_order
+    assert queue.get_job_ids(2, 3) == in_order[2:5]
+    assert queue.get_job_ids(7) == in_order[7:]
+    assert queue.get_job_position(jobs["low"][0]) == 6
+    assert queue.fetch_job(jobs["high"][0]).meta["priority"] == 5
+    assert "priority" not in queue.fetch_job(jobs["normal"][0]).meta
+
+
+@pytest.mark.parametrize("value", [True, 1.5, "high", None])
+def test_a_priority_that_is_not_an_integer_is_refused_naming_it(value):
+    with pytest.raises(InvalidJob) as caught:
+        queues.enqueue("default", TOUCH, "x", priority=value)
+    assert f"priority must be an integer (> 0: high band, 0: normal, < 0: low band), got {type(value).__name__} " \
+           f"{value!r}" in str(caught.value)
+
+
+def _runs(path):
+    return path.read_text().split() if path.exists() else []
+
+
+IN_ORDER = [f"{band}-{i}" for band in ("high", "normal", "low") for i in range(3)]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_runs_every_high_job_then_normal_then_low_each_band_in_enqueue_order(start_worker, tmp_path):
+    runs = tmp_path / "runs"
+    _interleaved(runs)
+    worker = start_worker("default", "--burst")
+    assert worker.wait(60) == 0, worker.output()
+    assert _runs(runs) == IN_ORDER
