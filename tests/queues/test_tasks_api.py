@@ -1,6 +1,7 @@
 """Django's Tasks API on the queues, producer side (queues/tasks/): validation, enqueue, the TaskResult
 of a job that has not run, the backend's checks. No worker here: tests/queues/test_tasks.py runs them."""
 import datetime as dt
+import logging
 
 import pytest
 from django.core.checks import run_checks
@@ -166,6 +167,19 @@ def test_every_job_state_maps_to_a_task_status():
     )} == {"outbox": "READY", "queued": "READY", "held": "READY", "deferred": "READY", "scheduled": "READY",
            "started": "RUNNING", "finished": "SUCCESSFUL", "failed": "FAILED", "stopped": "FAILED",
            "canceled": "FAILED"}
+
+
+def test_the_backports_log_lines_are_skipped_for_this_backends_tasks_only(caplog):
+    from django_tasks.backends.immediate import ImmediateBackend
+    from django_tasks.signals import task_started
+
+    caplog.set_level(logging.INFO, logger="django_tasks")
+    result = tasks.add.enqueue(1, 2)
+    task_started.send(type(task_backends["default"]), task_result=result)
+    assert [r.getMessage() for r in caplog.records if r.name == "django_tasks"] == []
+    task_started.send(ImmediateBackend, task_result=result)
+    assert [r.getMessage() for r in caplog.records if r.name == "django_tasks"] == [
+        f"Task id={result.id} path=tests.jobs.tasks.add state=READY"]
 
 
 def test_checks_report_undeclared_queues_and_unknown_options_with_the_apps_ids():
