@@ -139,21 +139,21 @@ class ReadOnlyQueue(OptimaQueue):
         job = jobread.fetch(job_id, self.connection)
         return job if job is not None and (jobread.is_corrupt(job) or job.origin == self.name) else None
 
-    @property
-    def count(self):
-        try:
-            return self.connection.llen(self.key)
-        except redis.ResponseError as exc:
-            return wrong_type(self.key, exc, 0)
+    def band_counts(self):
+        """[high, normal, low] lengths (priority bands, counted as one queue); a band key of the wrong
+        type counts 0 (reported)."""
+        with self.connection.pipeline(transaction=False) as pipe:
+            for key in self.band_keys:
+                pipe.llen(key)
+            replies = pipe.execute(raise_on_error=False)
+        return [wrong_type(key, reply, 0) if isinstance(reply, redis.ResponseError) else int(reply)
+                for key, reply in zip(self.band_keys, replies)]
 
-    def get_job_ids(self, offset=0, length=-1):
-        if length == 0:
-            return []
-        end = offset + length - 1 if length >= 0 else length
+    def band_range(self, key, start, end):
         try:
-            return [jobread.shown_id(i) for i in self.connection.lrange(self.key, offset, end)]
+            return [jobread.shown_id(i) for i in self.connection.lrange(key, start, end)]
         except redis.ResponseError as exc:
-            return wrong_type(self.key, exc, [])
+            return wrong_type(key, exc, [])
 
     def get_jobs(self, offset=0, length=-1):
         return [job for job in jobread.fetch_many(self.get_job_ids(offset, length), self.connection) if job]

@@ -17,12 +17,14 @@ from queues.board import readonly
 from queues.board.readers import JSONWorker, read_only_scheduler
 from queues.jobs import read as jobread
 
-EXPECTED_TYPES = {"queue": b"list", "started": b"zset", "finished": b"zset", "failed": b"zset",
-                  "deferred": b"zset", "scheduled": b"zset", "canceled": b"zset"}
+EXPECTED_TYPES = {"queue": b"list", "high band": b"list", "low band": b"list", "started": b"zset",
+                  "finished": b"zset", "failed": b"zset", "deferred": b"zset", "scheduled": b"zset",
+                  "canceled": b"zset"}
 
 
 def _keys(queue):
-    return {"queue": queue.key, "started": queue.started_job_registry.key,
+    high, _, low = queue.band_keys  # the priority bands of the queue (keys.band_keys)
+    return {"queue": queue.key, "high band": high, "low band": low, "started": queue.started_job_registry.key,
             "finished": queue.finished_job_registry.key, "failed": queue.failed_job_registry.key,
             "deferred": queue.deferred_job_registry.key, "scheduled": queue.scheduled_job_registry.key,
             "canceled": queue.canceled_job_registry.key}

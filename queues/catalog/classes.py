@@ -139,12 +139,15 @@ class OptimaQueue(Queue):
                 offset -= size
                 continue
             want = -1 if length < 0 else length - len(ids)
-            end = -1 if want < 0 else offset + want - 1
-            ids += [as_text(i) for i in self.connection.lrange(key, offset, end)]
+            ids += self.band_range(key, offset, -1 if want < 0 else offset + want - 1)
             offset = 0
             if 0 <= length <= len(ids):
                 break
         return ids
+
+    def band_range(self, key, start, end):
+        """The ids of one band's list from ``start`` to ``end`` (LRANGE's bounds), as text."""
+        return [as_text(i) for i in self.connection.lrange(key, start, end)]
 
     def get_job_position(self, job_or_id):
         job_id = job_or_id.id if isinstance(job_or_id, Job) else job_or_id

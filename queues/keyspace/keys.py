@@ -21,7 +21,7 @@ key                                    what
 ``<p>:rl:<q>:<key>:allowed``           rq's zset of the jobs holding one of the key's slots (queued, started)
 ``<p>:rl:<q>:<key>:rate_limited``      rq's zset of the key's held jobs, oldest first
 ``<p>:optima:paused``                  set of paused queue names (``queues.worker.pause``)
-``<p>:optima:banded:<q>``              "1" for a day after a push to a band of ``<q>``: its lone workers poll (dequeue.py)
+``<p>:optima:banded:<q>``              "1" for a day after a push to a band of ``<q>``: workers poll it (dequeue.py)
 ``<p>:optima:alive:<worker>``          a worker's liveness key (``worker/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
 ``<p>:optima:intermediate-seen:<q>``   when the scan first saw each popped-not-started job

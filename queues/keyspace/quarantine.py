@@ -217,7 +217,7 @@ def maintenance(connection, queues, workers_key):
 
     expected = {workers_key: "set", Group.REDIS_GROUP_KEY: "set"}
     for queue in queues:
-        expected.update({queue.key: "list", keys.intermediate_key(queue.key): "list",
+        expected.update({**dict.fromkeys(keys.band_keys(queue.key), "list"), keys.intermediate_key(queue.key): "list",
                          keys.started_key(queue.name): "zset", keys.finished_key(queue.name): "zset",
                          keys.failed_key(queue.name): "zset", queue.deferred_job_registry.key: "zset",
                          ReadyJobRegistry.key_template.format(queue.name): "zset",
@@ -234,7 +234,7 @@ def scheduler(connection, queue_names, scheduler_key=None):
     expected = {} if scheduler_key is None else {scheduler_key: "hash"}
     for name in queue_names:
         registry = keys.scheduled_key(name)
-        expected.update({registry: "zset", keys.queue_key(name): "list"})
+        expected.update({registry: "zset", **dict.fromkeys(keys.band_keys(keys.queue_key(name)), "list")})
         if as_text(connection.type(registry)) == "zset":
             for member in connection.zrangebyscore(registry, 0, time.time(), start=0, num=DUE_MEMBERS):
                 try:

@@ -1,6 +1,8 @@
 """The scrape of Redis: every declared queue in at most two pipelined round trips, never a write.
 
-Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list, ZCARD of the started
+Round trip 1 (always), for each queue: LLEN and LINDEX 0 of the queue list and of its high and low
+priority bands (``keys.band_keys``: counted as one queue; the age is the head's of the last band that
+holds a job, the one that waits behind all others), ZCARD of the started
 (``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
 its last durations; plus one SMEMBERS of the paused set, one of rq's set of limit keys in use
@@ -34,7 +36,7 @@ from queues.metrics.snapshot import QueueSample, describe_error, text
 
 logger = logging.getLogger("queues.metrics")
 
-PER_QUEUE_COMMANDS = 11  # commands of round trip 1 per queue (see the module docstring)
+PER_QUEUE_COMMANDS = 15  # commands of round trip 1 per queue (see the module docstring)
 
 
 def read_redis(client, names, samples, now):
@@ -62,6 +64,11 @@ def read_redis(client, names, samples, now):
             pipe.smembers(WORKERS_BY_QUEUE_KEY % name)
             pipe.hgetall(store.counters_key(name))
             pipe.lrange(store.durations_key(name), 0, store.DURATION_SAMPLE - 1)
+            high_key, _, low_key = redis_keys.band_keys(queue_key)  # priority bands: one queue with the above
+            pipe.llen(high_key)
+            pipe.lindex(high_key, 0)
+            pipe.llen(low_key)
+            pipe.lindex(low_key, 0)
         redisinfo.add_reads(pipe)  # last, so the per-queue rows keep their offsets
         results = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
@@ -86,7 +93,10 @@ def read_redis(client, names, samples, now):
                            name, describe_error(errors[0]))
             continue
         queued, head, active, delayed, finished, finished_expired, failed, failed_expired, worker_keys, counters, \
-            durations = row
+            durations, high, high_head, low, low_head = row
+        queued += high + low
+        # The age is the head's of the last band holding a job: low, else normal, else high.
+        head = next((h for h in (low_head, head, high_head) if h is not None), None)
         completed, failed = finished - finished_expired, failed - failed_expired
         is_paused = name in paused
         sample.jobs.update(waiting=0 if is_paused else queued, paused=queued if is_paused else 0,

@@ -17,6 +17,7 @@ from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 from queues import audit
 from queues.catalog.lookup import get_queue, queue_names
 from queues.connection.clients import get_connection
+from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import keys, quarantine
 from queues.producer import limits, outbox
@@ -94,7 +95,8 @@ def cancel_job(job_id, connection=None):
         return Canceled("ended", "corrupt", f"job {job_id} names queue {job.origin!r}, which is not declared")
     now = time.time()
     script = connection.register_script(CANCEL_LUA)
-    script_keys = [job.key, queue_key, keys.intermediate_key(queue_key),
+    # The job's own band of its queue (``priority=``): the list it waits in when it is queued.
+    script_keys = [job.key, keys.band_key(queue_key, jobmeta.band(job)), keys.intermediate_key(queue_key),
                    ScheduledJobRegistry(job.origin, connection=connection).key,
                    CanceledJobRegistry(job.origin, connection=connection).key]
     limited = limits.is_limited(job)
