@@ -1,5 +1,9 @@
 """Content generation: a long job (simulated LLM text) that reports progress and has a timeout.
 
+Written with Django's Tasks API (``@task``, docs/tasks.md), the worked example of docs/adding-a-feature.md:
+the view enqueues it with ``generate_content.using(...).enqueue(...)``; on the queues' Tasks backend it is a
+job like any other (retry, dead letter, panel, ``GET /jobs/<id>/``), its id the TaskResult's.
+
 Progress goes to the job's meta (``job.meta["progress"] = {"percent", "step", "steps"}``, saved with
 ``job.save_meta()``), which ``GET /jobs/<id>/`` shows. The timeout is the enqueue's ``timeout``
 (``CONTENT_TIMEOUT``); RQ stops an attempt that exceeds it with an exception raised inside the job,
@@ -10,6 +14,7 @@ job only starts once that row is committed.
 import time
 
 from django.utils import timezone
+from django_tasks import task
 from rq import get_current_job
 
 import queues
@@ -19,7 +24,7 @@ from .models import ContentGeneration
 STEPS = 10
 
 
-@queues.job
+@task(queue_name="content")
 def generate_content(generation_id, duration):
     """Job: generate the text of one ``ContentGeneration`` in ``duration`` seconds (simulated)."""
     Status = ContentGeneration.Status

@@ -26,6 +26,7 @@ USER_PATHS = {
     "queues.logsafe.EscapeControlCharacters": "queues.logsafe.EscapeControlCharacters",
     "queues.health.healthz": "queues.health.healthz",
     "queues.metrics.views.metrics": "queues.metrics.views.metrics",
+    "queues.tasks.QueuesBackend": "queues.tasks.backend.QueuesBackend",
 }
 
 
