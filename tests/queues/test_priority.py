@@ -8,8 +8,13 @@ import queues
 from queues.catalog.lookup import get_queue
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
+from queues.producer.cancel import cancel_job
+from queues.worker import pause
+from queues.worker.abandoned import Scan
+from queues.worker.dequeue import Dequeuer
 
 TOUCH = "tests.jobs.sample.touch"
+RECORD = "tests.jobs.priority.record"
 
 
 def _ids(connection, key):
@@ -49,6 +54,46 @@ def test_a_priority_that_is_not_an_integer_is_refused_naming_it(value):
            f"{value!r}" in str(caught.value)
 
 
+def test_priority_with_a_limit_key_is_refused_naming_both():
+    with pytest.raises(InvalidJob) as caught:
+        queues.enqueue("default", TOUCH, "x", priority=1, limit_key="seller:1", limit_concurrency=1)
+    assert str(caught.value).startswith("priority=1 with limit_key='seller:1': a job held by its limit key")
+
+
+def test_a_paused_queue_with_only_a_high_job_is_not_popped(queue_redis, tmp_path):
+    job = queues.enqueue("default", TOUCH, str(tmp_path / "runs"), priority=1)
+    queue = get_queue("default")
+    pause.pause("default", queue_redis)
+    dequeuer = Dequeuer(queue_redis, pause_poll=0.1)
+    assert dequeuer.pop([queue], 1) is None
+    assert dequeuer.paused == {"default"}
+    assert _ids(queue_redis, keys.band_key(queue.key, "high")) == [job.id]
+    pause.resume("default", queue_redis)
+    assert dequeuer.pop([queue], None) == (queue, job.id)
+
+
+def test_a_popped_high_job_left_by_its_worker_goes_back_to_the_head_of_the_high_band(queue_redis, tmp_path):
+    queue = get_queue("default")
+    first, second = (queues.enqueue("default", TOUCH, str(tmp_path / "runs"), priority=3) for _ in range(2))
+    assert Dequeuer(queue_redis).pop([queue], None) == (queue, first.id)  # then its worker dies
+    scan = Scan(queue_redis, ["default"], stale_after=0)
+    scan.run()  # sees it
+    assert scan.run()["requeued"] == 1  # seen twice: given back
+    assert _ids(queue_redis, keys.band_key(queue.key, "high")) == [first.id, second.id]
+    assert _ids(queue_redis, queue.key) == []
+
+
+def test_a_high_job_is_canceled_from_its_band_and_the_queue_is_emptied_across_bands(queue_redis, tmp_path):
+    jobs = _interleaved(tmp_path / "runs")
+    assert cancel_job(jobs["high"][1], queue_redis).outcome == "canceled"
+    queue = get_queue("default")
+    assert queue.count == 8
+    assert queue.remove(jobs["low"][2]) == 1
+    assert queue.empty() == 7
+    assert queue.count == 0
+    assert [queue_redis.exists(key) for key in keys.band_keys(queue.key)] == [0, 0, 0]
+
+
 def _runs(path):
     return path.read_text().split() if path.exists() else []
 
@@ -62,5 +107,26 @@ def test_a_worker_runs_every_high_job_then_normal_then_low_each_band_in_enqueue_
     runs = tmp_path / "runs"
     _interleaved(runs)
     worker = start_worker("default", "--burst")
+    assert worker.wait(60) == 0, worker.output()
+    assert _runs(runs) == IN_ORDER
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_high_job_retried_at_once_goes_back_to_the_high_band(start_worker, tmp_path):
+    runs = tmp_path / "runs"
+    queues.enqueue("default", RECORD, str(runs), "normal")
+    queues.enqueue("default", RECORD, str(runs), "high", retries=1, priority=1)
+    worker = start_worker("default", "--burst")
+    assert worker.wait(60) == 0, worker.output()
+    assert _runs(runs) == ["high", "high", "normal"]  # in the normal band it would have run after "normal"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_fork_free_worker_honours_the_bands(start_worker, tmp_path):
+    runs = tmp_path / "runs"
+    _interleaved(runs)
+    worker = start_worker("default", "--burst", "--no-fork")
     assert worker.wait(60) == 0, worker.output()
     assert _runs(runs) == IN_ORDER

@@ -69,3 +69,44 @@ def test_a_job_popped_from_a_queue_paused_during_the_wait_goes_back_to_its_head(
     assert _ids(queue_redis, default.key) == ["late"]
     assert _ids(queue_redis, keys.intermediate_key(default.key)) == []
     assert dequeuer.paused == {"default"}
+
+
+def test_a_pop_takes_the_high_band_then_the_normal_then_the_low_of_each_queue_in_order(queue_redis):
+    default, orders = get_queue("default"), get_queue("orders-sync")
+    high, normal, low = keys.band_keys(default.key)
+    queue_redis.rpush(low, "l1")
+    queue_redis.rpush(normal, "n1")
+    queue_redis.rpush(high, "h1", "h2")
+    queue_redis.rpush(keys.band_key(orders.key, "high"), "o1")
+    dequeuer = Dequeuer(queue_redis)
+    popped = [dequeuer.pop([default, orders], None) for _ in range(6)]
+    assert popped == [(default, "h1"), (default, "h2"), (default, "n1"), (default, "l1"), (orders, "o1"), None]
+    assert _ids(queue_redis, keys.intermediate_key(default.key)) == ["h1", "h2", "n1", "l1"]
+
+
+def test_a_queue_given_a_priority_is_polled_so_a_push_to_its_high_band_during_the_wait_is_taken(queue_redis):
+    import threading
+
+    from queues.catalog.classes import mark_banded
+
+    default = get_queue("default")
+    mark_banded(queue_redis, "default")  # as every push to a band does
+    dequeuer = Dequeuer(queue_redis)
+    assert dequeuer.pop([default], 5) is None  # one short poll, not a BLMOVE on the normal band only
+    assert dequeuer.banded == {"default"}
+    threading.Timer(0.3, lambda: queue_redis.rpush(keys.band_key(default.key, "high"), "late")).start()
+    for _ in range(40):  # short polls (at most 0.5 s each), never one wait of 5 s
+        popped = dequeuer.pop([default], 5)
+        if popped:
+            break
+    assert popped == (default, "late")
+
+
+def test_a_high_band_of_the_wrong_type_is_set_aside_and_the_pop_goes_on(queue_redis):
+    default = get_queue("default")
+    high = keys.band_key(default.key, "high")
+    queue_redis.set(high, "planted")
+    queue_redis.rpush(default.key, "n1")
+    assert Dequeuer(queue_redis).pop([default], None) == (default, "n1")
+    assert queue_redis.exists(high) == 0
+    assert len(list(queue_redis.scan_iter(high + ".corrupt-*"))) == 1
