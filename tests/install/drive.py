@@ -1,0 +1,97 @@
+"""Runs inside the fresh project of tests/test_install.py, never in the suite's process (nor on its sys.path).
+
+Copied next to the new project and run with its settings (``DJANGO_SETTINGS_MODULE=shop.settings``), a
+PYTHONPATH of the installed wheel and the project only. One Django start-up for every step after ``migrate``:
+
+1. runs docs/install.md's enqueue block as written (its ``job`` is the good job), enqueues the failing job;
+2. starts the documented worker command (argv: JSON list, ``python`` first) in the project's directory, waits for the good job to finish
+   and the failing one to be a dead letter, stops the worker with SIGTERM;
+3. fetches every panel page, every queues admin changelist, the dead letter's page, /metrics and /healthz as a
+   superuser with Django's test Client (through the project's URLconf and middleware, no server to start);
+
+and prints one JSON report; the test asserts on it.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import django
+
+WAIT_SECONDS = 40  # longest wait for the worker to settle both jobs; the test fails (not hangs) past it
+
+
+def main(enqueue_block, worker_argv, worker_log, username, project):
+    django.setup()
+    import rq.defaults
+    from django.conf import settings
+    from django.contrib import admin
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    import queues
+    from queues.models import DeadLetter
+
+    report = {"queues_file": queues.__file__, "rq_key_prefix": rq.defaults.RQ_KEY_PREFIX}
+    namespace = {}
+    exec(Path(enqueue_block).read_text(), namespace)  # docs/install.md's block, as written
+    good = namespace["job"].id
+    bad = queues.enqueue("shipping", "shipping.jobs.always_fails", 7, attempts=1).id
+    report.update(good=good, bad=bad)
+
+    # The worker exports nothing inherited from here: it arranges rq's prefix itself, as manage.py rqworker.
+    env = {k: v for k, v in os.environ.items() if k != "RQ_KEY_PREFIX"}
+    argv = [sys.executable if word == "python" else word for word in worker_argv]
+    with open(worker_log, "wb") as log:
+        worker = subprocess.Popen(argv, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + WAIT_SECONDS
+            while time.monotonic() < deadline and worker.poll() is None:
+                state = queues.job_state(good)
+                if state is not None and state.state == "finished" and DeadLetter.objects.filter(job_id=bad).exists():
+                    break
+                time.sleep(0.2)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                report["worker_exit"] = worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                report["worker_exit"] = "killed after 20 s"
+    good_state = queues.job_state(good)
+    report["good_state"] = good_state and good_state.state
+    report["good_result"] = good_state and good_state.result
+    report["dead_letters"] = list(DeadLetter.objects.values_list("job_id", flat=True))
+
+    user = get_user_model().objects.get(username=username)
+    client = Client(SERVER_NAME="localhost")  # DEBUG's ALLOWED_HOSTS of a fresh project: localhost
+    client.force_login(user)
+    shipping = list(settings.RQ_QUEUES).index("shipping")
+    pages = [reverse("django_rq:home"), reverse("django_rq:queues_find"), reverse("django_rq:queues_periodic"),
+             reverse("django_rq:workers", args=[shipping]),
+             *[reverse(f"django_rq:{name}", args=[shipping])
+               for name in ("jobs", "queue_details", "finished_jobs", "failed_jobs", "scheduled_jobs", "started_jobs",
+                            "deferred_jobs")],
+             reverse("django_rq:job_detail", args=[shipping, good]),
+             reverse("django_rq:job_detail", args=[shipping, bad])]
+    pages += [reverse(f"admin:{m._meta.app_label}_{m._meta.model_name}_changelist")
+              for m in admin.site._registry if m._meta.app_label == "queues"]
+    dead = DeadLetter.objects.filter(job_id=bad).first()
+    if dead is not None:
+        pages.append(reverse("admin:queues_deadletter_change", args=[dead.pk]))
+    report["pages"] = {url: client.get(url).status_code for url in pages}
+    report["deadletter_changelist_names_bad_job"] = bad in client.get(
+        reverse("admin:queues_deadletter_changelist")).content.decode()
+    metrics = client.get("/metrics")
+    report["metrics_status"] = metrics.status_code
+    report["metrics_lines"] = [line for line in metrics.content.decode().splitlines() if 'queue="shipping"' in line]
+    report["healthz_status"] = client.get("/healthz").status_code
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:6])
