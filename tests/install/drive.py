@@ -4,8 +4,8 @@ Copied next to the new project and run with its settings (``DJANGO_SETTINGS_MODU
 PYTHONPATH of the installed wheel and the project only. One Django start-up for every step after ``migrate``:
 
 1. runs docs/install.md's enqueue block as written (its ``job`` is the good job), enqueues the failing job;
-2. starts the documented worker command (argv: JSON list, ``python`` first) in the project's directory, waits for the good job to finish
-   and the failing one to be a dead letter, stops the worker with SIGTERM;
+2. starts the documented worker command (argv: JSON list, ``python`` first) in the project's directory, waits
+   for the good job to finish and the failing one to be a dead letter, stops the worker with SIGTERM;
 3. fetches every panel page, every queues admin changelist, the dead letter's page, /metrics and /healthz as a
    superuser with Django's test Client (through the project's URLconf and middleware, no server to start);
 
