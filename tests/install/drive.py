@@ -27,6 +27,7 @@ WAIT_SECONDS = 40  # longest wait for the worker to settle both jobs; the test f
 def main(enqueue_block, worker_argv, worker_log, username, project):
     django.setup()
     import rq.defaults
+    from django.apps import apps
     from django.conf import settings
     from django.contrib import admin
     from django.contrib.auth import get_user_model
@@ -78,8 +79,8 @@ def main(enqueue_block, worker_argv, worker_log, username, project):
                             "deferred_jobs")],
              reverse("django_rq:job_detail", args=[shipping, good]),
              reverse("django_rq:job_detail", args=[shipping, bad])]
-    pages += [reverse(f"admin:{m._meta.app_label}_{m._meta.model_name}_changelist")
-              for m in admin.site._registry if m._meta.app_label == "queues"]
+    pages += [reverse(f"admin:queues_{model._meta.model_name}_changelist")
+              for model in apps.get_app_config("queues").get_models() if admin.site.is_registered(model)]
     dead = DeadLetter.objects.filter(job_id=bad).first()
     if dead is not None:
         pages.append(reverse("admin:queues_deadletter_change", args=[dead.pk]))
