@@ -137,12 +137,6 @@ class QueuesBackend(compat.BaseTaskBackend):
                                "does not read.",
                                hint="Leave OPTIONS out: a queue's attempts, timeout and backoff are the queue's own "
                                     "options (OPTIMA_QUEUES or an app's queues.py).", id="queues.E081")
-        from django.conf import settings
-
-        if "django_tasks" not in settings.INSTALLED_APPS:  # seen only when called from another check runner
-            yield checks.Warning(f"{setting} uses queues.tasks.QueuesBackend but 'django_tasks' is not in "
-                                 "INSTALLED_APPS: the Tasks backends' system checks never run.",
-                                 hint="Add 'django_tasks' to INSTALLED_APPS.", id="queues.W082")
 
 
 def _queue_names():

@@ -22,6 +22,8 @@ Task) raises ``TaskResultDoesNotExist``: nothing it names is imported.
 """
 import datetime as dt
 
+from django.utils import timezone
+
 from queues.catalog import jobs as catalog
 from queues.tasks import compat
 from queues.tasks.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus
@@ -85,9 +87,7 @@ def build(alias, task, job_id, status, *, args, kwargs, enqueued_at=None, starte
 
 
 def enqueued(alias, task, job, args, kwargs):
-    """The result ``enqueue`` returns: READY (or what the job already is: ``unique`` may give back a waiting one)."""
-    from django.utils import timezone
-
+    """The result ``enqueue`` returns: READY (``unique`` may give back a job already waiting: READY too)."""
     return build(alias, task, job.id, READY, args=args, kwargs=kwargs,
                    enqueued_at=aware(job.enqueued_at) or timezone.now())
 
