@@ -251,3 +251,12 @@ def _(ctx, mark):
     ctx.connection.hset(key, mark, "a hash, not a lock")
     return Planted(marks=[key], aside=key, allowed=lambda connection, answers: (
         "" if connection.hget(key, mark) is not None else "the planted lock is gone"))
+
+
+# --- priority bands (queues.keyspace.keys.band_key): read and popped as the queue list is ---------------
+
+@planter("high band", "wrong_type")
+def _(ctx, mark):
+    key = keys.band_key(keys.queue_key(BAD), "high")
+    ctx.connection.hset(key, mark, "a hash, not a list")
+    return Planted(marks=[key], aside=key)
