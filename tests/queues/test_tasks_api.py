@@ -196,3 +196,16 @@ def test_checks_report_undeclared_queues_and_unknown_options_with_the_apps_ids()
                                                    "'default'"):
             tasks.add.using(queue_name="content")
     assert type(task_backends["default"]).__name__ == "QueuesBackend"
+
+
+def test_an_attempt_that_went_back_to_the_queue_without_counting_adds_no_worker(queue_redis):
+    """The worker records its name as an attempt starts; an attempt given back (worker stopped, Redis away)
+    does not advance ``meta["attempt"]``, so the entry it left is not counted, and the next start replaces it."""
+    enqueued = tasks.add.enqueue(1, 2)
+    job = OptimaJob.fetch(enqueued.id, connection=queue_redis)
+    job.meta["worker_ids"] = ["stopped-worker"]  # what the interrupted first attempt left
+    job.save_meta()
+    assert tasks.add.get_result(enqueued.id).worker_ids == []
+    job.meta.update(attempt=2, worker_ids=["w1", "w2-stopped"])  # attempt 1 failed; attempt 2 went back
+    job.save_meta()
+    assert tasks.add.get_result(enqueued.id).worker_ids == ["w1"]
