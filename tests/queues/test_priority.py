@@ -130,3 +130,13 @@ def test_a_fork_free_worker_honours_the_bands(start_worker, tmp_path):
     worker = start_worker("default", "--burst", "--no-fork")
     assert worker.wait(60) == 0, worker.output()
     assert _runs(runs) == IN_ORDER
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_member_honours_the_bands(start_worker, tmp_path):
+    runs = tmp_path / "runs"
+    _interleaved(runs)
+    pool = start_worker("default", "--num-workers", "1", "--burst", command="rqworker-pool")
+    assert pool.wait(90) == 0, pool.output()
+    assert _runs(runs) == IN_ORDER
