@@ -190,9 +190,6 @@ class _BandQueue(OptimaQueue):
     def key(self):
         return keys.band_key(keys.queue_key(self.name), self.band_name)
 
-    def _enqueue_job(self, job, pipeline=None, at_front=False, unique=False):
-        return Queue._enqueue_job(self, job, pipeline=pipeline, at_front=at_front, unique=unique)
-
 
 def mark_banded(connection, name):
     """Note (``keys.banded_key``, for a day) that queue ``name`` has jobs in its high or low band: its
