@@ -268,7 +268,8 @@ def raw_delete(connection, queue_name, job_id):
     job_id = normal_id(job_id)
     with connection.pipeline(transaction=False) as pipe:
         delete_keys(pipe, job_id)
-        pipe.lrem(keys.queue_key(queue_name), 0, job_id)
+        for band_key in keys.band_keys(keys.queue_key(queue_name)):  # a corrupt job has no readable band
+            pipe.lrem(band_key, 0, job_id)
         for registry_key in registry_keys(queue_name):
             pipe.zrem(registry_key, job_id)
         replies = pipe.execute(raise_on_error=False)
