@@ -18,6 +18,8 @@ Workers are real processes, each run on the same number of jobs of one declared 
       itself when the command has no such option or still forks (a 10-job trial counts forks);
       "n/a" while the class does not exist;
   (e) ``rq.SimpleWorker`` (JSON) after ``django.setup()``;
+  (h) the worker of (a) on ``bench.tasks.noop``, a ``@task`` enqueued with ``noop.enqueue()`` (Django's Tasks
+      API on the queues' backend, queues/tasks/): a Task's run against a job's (a/h);
   (f), (g) the workers of (a) and (d) on jobs enqueued with signing skipped (``queues.jobs.signing.sign``
       patched to return "" in the client process), which they run because their
       ``QUEUE_ACCEPT_UNSIGNED_UNTIL`` is an hour ahead (the gate still computes the HMAC to check it).
@@ -41,6 +43,9 @@ shows medians, and a ratio is the median of the per-round ratios. Per worker run
 Enqueue: ``queues.enqueue`` against plain ``rq.Queue.enqueue`` (JSON) in one Django process, in
 interleaved rounds (ours, plain, ours, plain, ...) of the same number of calls; the median of the
 per-round ratios, and the round trips per call of each.
+
+Tasks (6.): in the same enqueue rounds, ``bench.tasks.noop.enqueue()`` against ``queues.enqueue`` of the same
+function; their time over each other's.
 
 Signing (5.): in the same enqueue rounds, ``queues.enqueue`` with signing skipped (``sign``
 returns "": no ``signature`` field) and with a fixed signature (the job's data built as ``sign``
@@ -93,6 +98,7 @@ class Kind:
     forks: bool
     as_: str = ""  # the worker this kind runs, when another kind's (f, g: a, d with unsigned jobs)
     unsigned: bool = False  # its jobs are enqueued unsigned; its worker accepts them (QUEUE_ACCEPT_UNSIGNED_UNTIL)
+    task: bool = False  # its jobs are a @task's, enqueued with Task.enqueue (bench/tasks.py)
 
     @property
     def role(self):
@@ -107,9 +113,10 @@ KINDS = [
     Kind("e", "rq.SimpleWorker, in Django", False, False),
     Kind("f", "(a), unsigned jobs accepted", True, True, as_="a", unsigned=True),
     Kind("g", "(d), unsigned jobs accepted", True, False, as_="d", unsigned=True),
+    Kind("h", "(a), @task jobs (Task.enqueue)", True, True, as_="a", task=True),
 ]
 KIND = {k.key: k for k in KINDS}
-RUN_ORDER = "afbcdge"  # each signed/unsigned pair of our worker runs back to back in every round
+RUN_ORDER = "afhbcdge"  # each signed/unsigned (and job/task) pair of our worker runs back to back in every round
 # QUEUE_ACCEPT_UNSIGNED_UNTIL of the unsigned kinds' workers (an hour after the bench starts, inside
 # the 7 days the configuration check queues.W027 allows): their jobs run (the gate's HMAC check still
 # done, and failing) instead of being dead-lettered as `unsigned`.
@@ -163,6 +170,7 @@ def client_role():
     from rq import Queue
     from rq.serializers import JSONSerializer
 
+    from bench.tasks import noop as noop_task
     from queues.jobs import signing
 
     RoundTrips.install()
@@ -192,7 +200,9 @@ def client_role():
             unsigned(kind.unsigned)
             try:
                 for _ in range(int(args[1])):
-                    if kind.ours:
+                    if kind.task:
+                        noop_task.enqueue()
+                    elif kind.ours:
                         queues.enqueue(QUEUE, JOB)
                     else:
                         plain.enqueue(JOB)
@@ -228,7 +238,7 @@ def client_role():
             # fixed signature ("fixed": the data built as sign builds it, a constant 64-hex-digit field
             # written, no HMAC); such jobs are never run, they only fill this process's rounds.
             variants = {"ours": sign, "plain": sign, "unsigned": lambda job: "",
-                        "fixed": lambda job: (job.data, "0" * 64)[1]}
+                        "fixed": lambda job: (job.data, "0" * 64)[1], "task": sign, "task_job": sign}
 
             def timed(side):
                 trips0, cpu0, t0 = RoundTrips.count, time.process_time(), time.perf_counter()
@@ -237,6 +247,10 @@ def client_role():
                     for _ in range(calls):
                         if side == "plain":
                             plain.enqueue(JOB)
+                        elif side == "task":
+                            noop_task.enqueue()
+                        elif side == "task_job":
+                            queues.enqueue(QUEUE, noop_task.func)
                         else:
                             queues.enqueue(QUEUE, JOB)
                 finally:
@@ -252,7 +266,8 @@ def client_role():
             for n in range(rounds):
                 # ours then plain; unsigned and fixed before them in even rounds, after them (reversed)
                 # in odd ones: unsigned, fixed, ours, plain, ours, plain, fixed, unsigned, unsigned, ...
-                order = ("unsigned", "fixed", "ours", "plain") if n % 2 == 0 else ("ours", "plain", "fixed", "unsigned")
+                order = (("unsigned", "fixed", "ours", "plain", "task_job", "task") if n % 2 == 0 else
+                         ("ours", "plain", "fixed", "unsigned", "task", "task_job"))
                 result = {}
                 for side in order:
                     result.update(timed(side))
@@ -341,7 +356,7 @@ class Bench:
         base.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # only the unsigned kinds' workers accept unsigned jobs
         self.env = dict(base, REDIS_URL=server.url, QUEUE_PREFIX=self.prefix, RQ_KEY_PREFIX=self.prefix,
                         LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-                        DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3", QUEUE_JOB_MODULES="bench.jobs",
+                        DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3", QUEUE_JOB_MODULES="bench.jobs,bench.tasks",
                         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
         self.own_llen = 0
         self.idle = {}  # kind key -> ({command: calls/s}, round trips/s)
@@ -679,6 +694,12 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
          "x", "", None),
         ("   signing.verify per call / job time of (a)", job_time_share("a"), "x", "", None),
         ("   signing.verify per call / job time of (d)", job_time_share("d"), "x", "", None),
+        ("6. @task enqueue: Task.enqueue time / queues.enqueue's",
+         statistics.median(r["task"] / r["task_job"] for r in enqueue_rounds), "x", "<= 1.10", lambda v: v <= 1.1),
+        ("   same, the client's CPU time", statistics.median(r["task_cpu"] / r["task_job_cpu"] for r in enqueue_rounds),
+         "x", "", None),
+        ("6. @task run: task jobs/s / job jobs/s (h/a)", paired("h", "a", lambda x, y: x.rate / y.rate),
+         "x", ">= 0.95", lambda v: v >= 0.95),
     ]
     print(f"\n{'target':<52} {'value':>8}  {'target':<8} result")
     for name, value, unit, target, ok in lines:
