@@ -124,6 +124,12 @@ def enqueue_prepared(queue, job, pipeline):
     queue._enqueue_job(job, pipeline=pipeline)
 
 
+def rq_enqueue_job(queue, job, pipeline=None, at_front=False, unique=False):
+    """rq's own push of a prepared job onto ``queue.key`` (OptimaQueue's band-aware ``_enqueue_job`` calls it
+    on the queue, or on a view of the queue whose key is one of its priority bands)."""
+    return Queue._enqueue_job(queue, job, pipeline=pipeline, at_front=at_front, unique=unique)
+
+
 def clear_exc_info(job):
     job._exc_info = ""
 

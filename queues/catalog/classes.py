@@ -109,9 +109,10 @@ class OptimaQueue(Queue):
     def _enqueue_job(self, job, pipeline=None, at_front=False, unique=False):  # rqcompat.MEMBERS lists it
         band = jobmeta.band(job)
         if band == jobmeta.NORMAL or not self.is_async:
-            return super()._enqueue_job(job, pipeline=pipeline, at_front=at_front, unique=unique)
+            return rqcompat.rq_enqueue_job(self, job, pipeline=pipeline, at_front=at_front, unique=unique)
         mark_banded(pipeline if pipeline is not None else self.connection, self.name)
-        return Queue._enqueue_job(self.band(band), job, pipeline=pipeline, at_front=at_front, unique=unique)
+        return rqcompat.rq_enqueue_job(self.band(band), job, pipeline=pipeline, at_front=at_front,
+                                       unique=unique)
 
     @property
     def band_keys(self):

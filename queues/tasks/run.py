@@ -14,6 +14,7 @@
 The receivers are connected when this module is imported: by the first QueuesTask built (a job module
 importing ``@task``), so a worker that can run a Task always has them.
 """
+from queues import rqcompat
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat, results
 from queues.worker import signals as events
@@ -85,7 +86,7 @@ def _finished(job, status, return_value=None):
 def on_job_succeeded(sender, job, **kwargs):
     if _backend_of(job) is None:
         return
-    value = getattr(job, "_result", None)
+    value = rqcompat.cached_result(job)
     try:
         value = compat.normalize_json(value)
     except (TypeError, ValueError):
