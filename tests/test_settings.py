@@ -143,11 +143,12 @@ def test_the_queues_app_makes_queue_prefix_rqs_key_prefix_without_any_exported_v
 
 
 def test_rq_imported_before_django_with_another_prefix_fails_with_e006_naming_the_order():
-    """Reported by the check, or refused at the first use of the queues (the same validator) if a job module's
-    import reaches them during django.setup()."""
+    """Reported by the system check: django.setup() itself goes through (a @task's validation at import does not
+    refuse on a broken queue configuration), so `manage.py check` can list every problem."""
     result = run_python({"OPTIMA_ENV": "test"}, "-c", (
         "import rq, django; django.setup(); from django.core.management import call_command; call_command('check')"))
     assert result.returncode == 1
+    assert "SystemCheckError" in result.stderr, result.stderr
     assert "rq was imported with key prefix 'rq' but QUEUE_PREFIX is 'settings-test'" in result.stderr
     assert "list 'queues' before 'django_rq'" in result.stderr
     assert "queues.E006" in result.stderr

@@ -20,6 +20,7 @@ import dataclasses
 import difflib
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 from queues.catalog import jobs as catalog
 from queues.exceptions import InvalidJob, QueuesError, UnknownQueue
@@ -82,6 +83,8 @@ class QueuesBackend(compat.BaseTaskBackend):
         name = task.queue_name
         allowed = self.declared_queues
         known = _queue_names()
+        if known is None:  # a broken queue configuration: the system checks name it, and enqueue refuses
+            known = [name]  # never refused here, at import: that would stop django.setup() before the checks run
         if name not in known or (allowed is not None and name not in allowed):
             choices = [q for q in known if allowed is None or q in allowed]
             where = "a declared queue" if allowed is None else f"one of TASKS[{self.alias!r}]['QUEUES']"
@@ -124,7 +127,7 @@ class QueuesBackend(compat.BaseTaskBackend):
         setting = f"TASKS[{self.alias!r}]"
         if self.declared_queues is not None:
             known = _queue_names()
-            unknown = [q for q in self.declared_queues if q not in known]
+            unknown = [] if known is None else [q for q in self.declared_queues if q not in known]
             if unknown:
                 yield checks.Error(
                     f"{setting}['QUEUES'] names {', '.join(map(repr, unknown))}, not declared queue(s) "
@@ -140,9 +143,10 @@ class QueuesBackend(compat.BaseTaskBackend):
 
 
 def _queue_names():
-    try:
-        from queues.catalog.queues import queue_names
+    """The declared queues, or None when the queue configuration is broken (the checks report it)."""
+    from queues.catalog.queues import queue_names
 
+    try:
         return list(queue_names())
-    except QueuesError:
-        return []
+    except (QueuesError, ImproperlyConfigured):
+        return None
