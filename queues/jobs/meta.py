@@ -28,6 +28,8 @@ scheduled_for        periodic run (schedules)       ISO time of the tick it runs
 progress             job code (features)            free-form progress of a running job
 owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>/`` (user id or "anonymous")
 priority             ``for_enqueue``                ``priority=`` of the enqueue, an int; absent when 0
+task                 queues/tasks/backend.py        a Task's backend alias, priority, run_after (ISO)
+worker_ids           queues/tasks/run.py            a Task's workers, one per counted attempt
 ==================== ============================== =========================================
 
 ``priority`` decides the job's *band* (``band``): every push of the job — the enqueue, a retry, the
@@ -62,6 +64,8 @@ SCHEDULED_FOR = "scheduled_for"
 PROGRESS = "progress"
 OWNER = "owner"
 PRIORITY = "priority"
+TASK = "task"  # {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
+WORKER_IDS = "worker_ids"
 TEMPLATE_SCHEDULE = "optima_schedule"
 TEMPLATE_DIGEST = "digest"
 

@@ -25,11 +25,12 @@ import datetime as dt
 from django.utils import timezone
 
 from queues.catalog import jobs as catalog
+from queues.jobs import meta as jobmeta
 from queues.tasks import compat
 from queues.tasks.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
-TASK = "task"  # meta key: {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
-WORKER_IDS = "worker_ids"  # meta key: the worker of each counted attempt (queues/tasks/run.py)
+TASK = jobmeta.TASK  # meta key: {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
+WORKER_IDS = jobmeta.WORKER_IDS  # meta key: the worker of each counted attempt (queues/tasks/run.py)
 
 READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
 FAILED, SUCCESSFUL = TaskResultStatus.FAILED, TaskResultStatus.SUCCESSFUL
