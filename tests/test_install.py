@@ -41,7 +41,8 @@ def always_fails(order_id):
 def doc_blocks():
     """{marker: code} of docs/install.md's marked blocks."""
     blocks = {m["marker"]: m["code"] for m in BLOCK.finditer(DOC.read_text())}
-    expected = {"pip", "append settings.py", "append urls.py", "commands", "shipping/jobs.py", "enqueue", "processes"}
+    expected = {"pip", "append settings.py", "append urls.py", "commands", "shipping/jobs.py", "enqueue", "processes",
+                "append settings.py tasks", "append shipping/jobs.py task", "enqueue task"}
     assert set(blocks) == expected, "docs/install.md's install markers changed: update tests/test_install.py"
     return blocks
 
@@ -95,10 +96,12 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     run("python", "-m", "django", "startproject", "shop", cwd=tmp_path)  # django-admin startproject shop
     run("python", "manage.py", "startapp", "shipping")
     with open(project / "shop" / "settings.py", "a") as settings:
-        settings.write("\n" + blocks["append settings.py"] + '\nINSTALLED_APPS += ["shipping"]\n')
+        settings.write("\n" + blocks["append settings.py"] + "\n" + blocks["append settings.py tasks"]
+                       + '\nINSTALLED_APPS += ["shipping"]\n')
     with open(project / "shop" / "urls.py", "a") as urls:
         urls.write("\n" + blocks["append urls.py"])
-    (project / "shipping" / "jobs.py").write_text(blocks["shipping/jobs.py"] + SHIPPING_FAILING_JOB)
+    (project / "shipping" / "jobs.py").write_text(blocks["shipping/jobs.py"] + SHIPPING_FAILING_JOB + "\n"
+                                                  + blocks["append shipping/jobs.py task"])
 
     assert run("python", "manage.py", "check").stdout == "System check identified no issues (0 silenced).\n"
     run(*the_command(blocks["commands"], "migrate"))
@@ -107,12 +110,14 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
 
     enqueue = tmp_path / "enqueue_block.py"
     enqueue.write_text(blocks["enqueue"])
+    enqueue_task = tmp_path / "enqueue_task_block.py"
+    enqueue_task.write_text(blocks["enqueue task"])
     shutil.copy(DRIVER, tmp_path / "drive.py")
     worker = the_command(blocks["processes"], "rqworker")
     worker_log = tmp_path / "worker.log"
     env["DJANGO_SETTINGS_MODULE"] = "shop.settings"
     result = run("python", str(tmp_path / "drive.py"), str(enqueue), json.dumps(worker), str(worker_log), "admin",
-                 str(project), cwd=tmp_path, timeout=120)
+                 str(project), str(enqueue_task), cwd=tmp_path, timeout=120)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     log = worker_log.read_text(errors="replace")
 
@@ -121,12 +126,14 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     assert report["good_state"] == "finished", log
     assert report["good_result"] == {"order": 42, "carrier": "dhl", "label": "DHL-00000042"}
     assert report["dead_letters"] == [report["bad"]], log
+    assert (report["task_status"], report["task_return_value"]) == ("SUCCESSFUL", "order 42 is on its way"), log
+    assert report["task_enqueued_status"] == "READY"
     assert report["worker_exit"] == 0, log
     assert {url: status for url, status in report["pages"].items() if status != 200} == {}
     assert len(report["pages"]) >= 16  # 12 panel pages, the queues admin changelists, the dead letter's page
     assert report["deadletter_changelist_names_bad_job"] is True
     assert report["metrics_status"] == 200
-    expected_metrics = {'optima_queue_jobs{queue="shipping",state="completed"} 1.0',
+    expected_metrics = {'optima_queue_jobs{queue="shipping",state="completed"} 2.0',  # the job and the task
                         'optima_queue_dead_letter{queue="shipping"} 1.0',
                         'optima_queue_jobs_dead_total{queue="shipping"} 1.0'}
     assert expected_metrics <= set(report["metrics_lines"]), report["metrics_lines"]

@@ -3,7 +3,8 @@
 Copied next to the new project and run with its settings (``DJANGO_SETTINGS_MODULE=shop.settings``), a
 PYTHONPATH of the installed wheel and the project only. One Django start-up for every step after ``migrate``:
 
-1. runs docs/install.md's enqueue block as written (its ``job`` is the good job), enqueues the failing job;
+1. runs docs/install.md's enqueue block as written (its ``job`` is the good job), enqueues the failing job, runs
+   the doc's Tasks API block (its ``result`` is a ``TaskResult``; ``refresh()`` after the worker has run it);
 2. starts the documented worker command (argv: JSON list, ``python`` first) in the project's directory, waits
    for the good job to finish and the failing one to be a dead letter, stops the worker with SIGTERM;
 3. fetches every panel page, every queues admin changelist, the dead letter's page, /metrics and /healthz as a
@@ -24,7 +25,7 @@ import django
 WAIT_SECONDS = 40  # longest wait for the worker to settle both jobs; the test fails (not hangs) past it
 
 
-def main(enqueue_block, worker_argv, worker_log, username, project):
+def main(enqueue_block, worker_argv, worker_log, username, project, enqueue_task_block):
     django.setup()
     import rq.defaults
     from django.apps import apps
@@ -43,6 +44,12 @@ def main(enqueue_block, worker_argv, worker_log, username, project):
     good = namespace["job"].id
     bad = queues.enqueue("shipping", "shipping.jobs.always_fails", 7, attempts=1).id
     report.update(good=good, bad=bad)
+    task_namespace = {}
+    task_block = Path(enqueue_task_block).read_text()
+    before_refresh, refresh_line = task_block.rsplit("\n", 2)[0], task_block.rsplit("\n", 2)[1]
+    exec(before_refresh, task_namespace)  # the doc's Tasks block up to its refresh(), as written
+    task_result = task_namespace["result"]
+    report["task_enqueued_status"] = task_result.status.name
 
     # The worker exports nothing inherited from here: it arranges rq's prefix itself, as manage.py rqworker.
     env = {k: v for k, v in os.environ.items() if k != "RQ_KEY_PREFIX"}
@@ -53,7 +60,9 @@ def main(enqueue_block, worker_argv, worker_log, username, project):
             deadline = time.monotonic() + WAIT_SECONDS
             while time.monotonic() < deadline and worker.poll() is None:
                 state = queues.job_state(good)
-                if state is not None and state.state == "finished" and DeadLetter.objects.filter(job_id=bad).exists():
+                task_state = queues.job_state(task_result.id)
+                if (state is not None and state.state == "finished" and DeadLetter.objects.filter(job_id=bad).exists()
+                        and task_state is not None and task_state.state == "finished"):
                     break
                 time.sleep(0.2)
         finally:
@@ -66,6 +75,9 @@ def main(enqueue_block, worker_argv, worker_log, username, project):
     good_state = queues.job_state(good)
     report["good_state"] = good_state and good_state.state
     report["good_result"] = good_state and good_state.result
+    exec(refresh_line, task_namespace)  # the block's last line: result.refresh()
+    report["task_status"] = task_result.status.name
+    report["task_return_value"] = task_result.return_value if task_result.status.name == "SUCCESSFUL" else None
     report["dead_letters"] = list(DeadLetter.objects.values_list("job_id", flat=True))
 
     user = get_user_model().objects.get(username=username)
@@ -95,4 +107,4 @@ def main(enqueue_block, worker_argv, worker_log, username, project):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:6])
+    main(sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:7])
