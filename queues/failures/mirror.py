@@ -128,7 +128,8 @@ def args_cut(row):
 
 def carried_of(job, meta):
     """What the admin's retry of this job carries over when the job is no longer in Redis (the row
-    is then all there is): its owner and its limit key. JSON text, '' when there is nothing."""
+    is then all there is): its owner, its limit key and its priority (its band). JSON text, '' when there is
+    nothing."""
     from queues.producer import limits
 
     carried = {}
@@ -137,6 +138,8 @@ def carried_of(job, meta):
     if limits.is_limited(job) and len(str(job.rate_limit_key)) <= CARRIED_CHARS:
         carried["limit_key"] = limits.split(job.rate_limit_key)[1]
         carried["limit_concurrency"] = job.rate_limit_concurrency
+    if jobmeta.priority(job):
+        carried["priority"] = jobmeta.priority(job)
     return json.dumps(carried, sort_keys=True) if carried else ""
 
 

@@ -32,6 +32,7 @@ import redis
 from django.db import transaction
 from django.utils import timezone
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq.job import Job
 from rq.registry import (
     CanceledJobRegistry,
     DeferredJobRegistry,
@@ -40,8 +41,8 @@ from rq.registry import (
     ScheduledJobRegistry,
 )
 
-from queues import conf
-from queues.catalog.lookup import OptimaJob, get_queue, queue_names
+from queues import conf, rqcompat
+from queues.catalog.lookup import OptimaJob, OptimaQueue, get_queue, queue_names
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob, QueuesError
 from queues.failures.corrupt import CORRUPT
@@ -50,7 +51,7 @@ from queues.failures.unverified import UNVERIFIED
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.jobs.gate import NOT_A_JOB, UNSIGNED
-from queues.keyspace import entries
+from queues.keyspace import entries, keys
 
 NEVER_VERIFIED = frozenset({UNSIGNED, UNVERIFIED})  # reasons of rows whose function and arguments nobody verified
 
@@ -130,7 +131,7 @@ def _put_back(row):
         # A job never verified is not requeued as it is in Redis (which anyone able to write there may
         # have changed since the operator looked): a new job is signed from what they saw in the row.
         if row.reason not in NEVER_VERIFIED and row.job_id in registry:
-            registry.requeue(row.job_id)
+            requeue_failed(registry, row.job_id)
             return row.job_id, "requeued the failed job in place"
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
@@ -140,15 +141,17 @@ def _put_back(row):
         raise InvalidJob(f"the job is no longer in Redis and its dead letter kept only the start of its "
                          f"arguments (over {entries.ARGS_CHARS} characters of JSON), so it cannot be rebuilt; discard it")
     # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis. Its
-    # owner and limit key come back from the row (mirror.carried): the new job is still the
-    # owner's, and still counts against the owner's limit.
+    # owner, limit key and priority come back from the row (mirror.carried): the new job is still the
+    # owner's, still counts against the owner's limit, and goes back to its priority band.
     kept = carried(row)
+    priority = kept.get("priority")  # anything but a non-zero int (a row edited by hand): the normal band
     meta = {jobmeta.RETRY_OF: row.job_id}
     if isinstance(kept.get("owner"), str):
         meta[jobmeta.OWNER] = kept["owner"]
     job = enqueue_fail_fast(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
                             meta=meta, limit_key=kept.get("limit_key"),
-                            limit_concurrency=kept.get("limit_concurrency"))
+                            limit_concurrency=kept.get("limit_concurrency"),
+                            priority=priority if jobmeta.band_of(priority) != jobmeta.NORMAL else 0)
     return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
 
 
@@ -190,9 +193,31 @@ def requeue(queue, job, in_failed):
     from django_rq.utils import requeue_job
 
     if in_failed:
-        FailedJobRegistry(queue=queue, job_class=type(job)).requeue(job)
+        requeue_failed(FailedJobRegistry(queue=queue, job_class=type(job)), job)
     else:
         requeue_job(queue, job)
+
+
+def requeue_failed(registry, job_or_id):
+    """rq's ``FailedJobRegistry.requeue`` (ZREM — InvalidJobOperation when someone else took the job
+    first —, then the push), the push through ``OptimaQueue``: rq's builds a plain ``rq.Queue``, whose
+    push ignores the job's priority band (``jobs.meta.band``). A job of the normal band, or with a limit
+    key (which has no band and comes back through its limit), keeps rq's own requeue. -> the job."""
+    job = job_or_id
+    if not isinstance(job, Job):
+        job = registry.job_class.fetch(job_or_id, connection=registry.connection, serializer=registry.serializer)
+    if jobmeta.band(job) == jobmeta.NORMAL or job.has_rate_limit:
+        return registry.requeue(job)
+    if not registry.connection.zrem(registry.key, job.id):
+        raise InvalidJobOperation(f"job {job.id} is no longer in {registry.key}")
+    job.started_at = None
+    job.ended_at = None
+    rqcompat.clear_exc_info(job)
+    queue = OptimaQueue(job.origin, connection=registry.connection)
+    with registry.connection.pipeline() as pipeline:
+        rqcompat.enqueue_prepared(queue, job, pipeline)
+        pipeline.execute()
+    return job
 
 
 def delete_job_hash(job_id, connection=None):
@@ -256,7 +281,8 @@ def find_job(job_id, connection=None):
         pipe.hgetall(jobread.job_key(rid))
         for name in names:
             queue = get_queue(name, connection=connection)
-            pipe.lpos(queue.key, rid)
+            for key in keys.band_keys(queue.key):  # queued: in one of its priority bands
+                pipe.lpos(key, rid)
             for _, cls in _REGISTRIES:
                 pipe.zscore(cls(name, connection=connection).key, rid)
         # A key of the wrong type (the job's, a queue's, a registry's) is an answer, not a failure.
@@ -268,10 +294,11 @@ def find_job(job_id, connection=None):
         raw.get(f) for f in ("origin", "status", "description", "enqueued_at", "ended_at", "meta"))
     locations = []
     i = 1
+    bands = len(jobmeta.BANDS)
     for name in names:
-        if replies[i] is not None:
+        if any(reply is not None for reply in replies[i:i + bands]):
             locations.append((name, "queued"))
-        i += 1
+        i += bands
         for place, _ in _REGISTRIES:
             if replies[i] is not None:
                 locations.append((name, place))

@@ -15,6 +15,12 @@ it dies with its worker; and every OptimaWorker checks every couple of seconds t
 holds its queues' locks, starting its own when the lock is free (``SchedulerKeeper.tick``). So the
 scheduler of a killed worker is replaced within about ``SCHEDULER_LOCK_SECONDS``.
 
+rq's move pushes each due job through a plain ``rq.Queue``, onto the queue's normal list: a job of a
+priority band (``queues.jobs.meta.band``) would come back in the normal band after its delay or its
+backoff. ``ResilientRQScheduler.enqueue_scheduled_jobs`` moves those itself first, through
+``OptimaQueue`` (whose push picks the band), and leaves the rest to rq. rq-scheduler's periodic jobs
+already go through ``OptimaQueue`` (``PrefixedScheduler.queue_class``).
+
 ``run_rq_scheduler`` does the same for ``manage.py rqscheduler`` (rq-scheduler, periodic jobs), whose
 ``run()`` exits on the first Redis error.
 """
@@ -27,11 +33,14 @@ from datetime import datetime
 
 import redis
 from rq.scheduler import RQScheduler
+from rq.registry import ScheduledJobRegistry
 from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
-from rq.utils import as_text, now, utcformat
+from rq.utils import as_text, current_timestamp, now, utcformat
 
 from queues import rqcompat
+from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
+from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
 from queues.worker.liveness import die_with_parent
 
@@ -117,6 +126,38 @@ class ResilientRQScheduler(RQScheduler):
                 quarantine.report(exc, who=who, what="move due jobs to their queues", log=self.log)
                 return None
         return self.guarded(self.enqueue_scheduled_jobs, "move due jobs to their queues")
+
+    def enqueue_scheduled_jobs(self):
+        """rq's move of the due jobs to their queues, after moving those of a priority band here.
+
+        rq pushes through a plain ``rq.Queue``, whose push ignores the band; the others keep rq's code (a
+        job with a limit key has no band: ``queues.enqueue`` refuses both)."""
+        self.move_banded_due_jobs()
+        return super().enqueue_scheduled_jobs()
+
+    def move_banded_due_jobs(self):
+        """The due jobs of a high or low band, each queue's in one MULTI: off the scheduled registry, onto
+        their band (``OptimaQueue``'s push). A due id without a hash is left to rq's move, which drops it; one
+        that cannot be read raises here as it would in rq's (``move_due_jobs`` buries it). -> how many moved."""
+        moved = 0
+        for name in sorted(rqcompat.scheduler_locks(self)):
+            registry = ScheduledJobRegistry(name, connection=self.connection, serializer=self.serializer)
+            job_ids = registry.get_jobs_to_schedule(current_timestamp())
+            if not job_ids:
+                continue
+            jobs = OptimaJob.fetch_many(job_ids, connection=self.connection)
+            banded = [job for job in jobs if job is not None and jobmeta.band(job) != jobmeta.NORMAL
+                      and not job.has_rate_limit]
+            if not banded:
+                continue
+            queue = OptimaQueue(name, connection=self.connection)
+            with self.connection.pipeline() as pipeline:
+                for job in banded:
+                    rqcompat.enqueue_prepared(queue, job, pipeline)
+                    registry.remove(job.id, pipeline=pipeline)
+                pipeline.execute()
+            moved += len(banded)
+        return moved
 
     def bury_unreadable(self):
         """The due jobs of this scheduler's queues that rq cannot read, out of their scheduled registry

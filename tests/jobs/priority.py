@@ -1,4 +1,5 @@
 """Jobs of the priority-band tests (tests/queues/test_priority.py): each run appends its label to a file."""
+import time
 from pathlib import Path
 
 import queues
@@ -12,4 +13,31 @@ def record(path, label, retries=0):
         f.write(label + "\n")
     if Path(path).read_text().split().count(label) <= retries:
         raise RetryAfter(0, f"{label}: again")
+    return label
+
+
+@queues.job
+def fail_once(path, label):
+    """Append ``label`` to ``path``; the first run then fails (a plain exception: the queue's backoff applies)."""
+    with open(path, "a") as f:
+        f.write(label + "\n")
+    if Path(path).read_text().split().count(label) == 1:
+        raise RuntimeError(f"{label}: first run fails")
+    return label
+
+
+@queues.job
+def wait_until_moved(path, label, moved_id, queue_name, wait_max=30.0):
+    """Append ``label`` to ``path``, then wait (at most ``wait_max`` s) until RQ's scheduler has moved ``moved_id``
+    out of ``queue_name``'s scheduled registry: the next job this worker pops then has both waiting."""
+    from rq import get_current_job
+    from rq.registry import ScheduledJobRegistry
+
+    with open(path, "a") as f:
+        f.write(label + "\n")
+    connection = get_current_job().connection
+    key = ScheduledJobRegistry(queue_name, connection=connection).key
+    deadline = time.monotonic() + wait_max
+    while connection.zscore(key, moved_id) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
     return label

@@ -3,15 +3,23 @@
 a band, in one atomic pop (queues/worker/dequeue.py); counts, lists, pause, retries and give-backs treat
 the three as one queue (queues/catalog/classes.py)."""
 import pytest
+from rq.registry import ScheduledJobRegistry
+from rq.utils import current_timestamp
 
 import queues
-from queues.catalog.lookup import get_queue
+from queues.catalog.lookup import OptimaJob, OptimaQueue, get_queue
 from queues.exceptions import InvalidJob
+from queues.failures.operations import find_job
 from queues.keyspace import keys
+from queues.periodic.scheduler import PrefixedScheduler
+from queues.periodic.supervision import ResilientRQScheduler
 from queues.producer.cancel import cancel_job
 from queues.worker import pause
 from queues.worker.abandoned import Scan
 from queues.worker.dequeue import Dequeuer
+from tests.conftest import wait_for
+from tests.queues.lifecycle_helpers import WORKER_ENV, lifecycle_queue, wait_row  # noqa: F401 (fixture)
+from tests.queues.resilience.test_abandoned import plant_started
 
 TOUCH = "tests.jobs.sample.touch"
 RECORD = "tests.jobs.priority.record"
@@ -140,3 +148,103 @@ def test_a_pool_member_honours_the_bands(start_worker, tmp_path):
     pool = start_worker("default", "--num-workers", "1", "--burst", command="rqworker-pool")
     assert pool.wait(90) == 0, pool.output()
     assert _runs(runs) == IN_ORDER
+
+
+# -- the return paths: RQ's scheduler (delays, backoffs), dead letters, the abandoned-job scan --------------------
+FAIL_ONCE = "tests.jobs.priority.fail_once"
+
+
+def _move_due(connection, name):
+    """What a worker's RQ scheduler does once it holds the queue's lock."""
+    scheduler = ResilientRQScheduler([name], connection=connection)
+    assert scheduler.acquire_locks() == {name}
+    try:
+        return scheduler.enqueue_scheduled_jobs()
+    finally:
+        scheduler.release_locks()
+
+
+def _due(connection, name, job_id):
+    registry = ScheduledJobRegistry(name, connection=connection)
+    return job_id in registry.get_jobs_to_schedule(current_timestamp())
+
+
+def test_delayed_jobs_land_in_their_band_when_rqs_scheduler_moves_them(queue_redis, tmp_path):
+    runs = str(tmp_path / "runs")
+    jobs = {band: queues.enqueue("default", TOUCH, runs, band, priority=priority, delay=1)
+            for band, priority in (("low", -1), ("normal", 0), ("high", 1))}
+    wait_for(lambda: all(_due(queue_redis, "default", job.id) for job in jobs.values()), timeout=10,
+             message="the delayed jobs due")
+    _move_due(queue_redis, "default")
+    queue = get_queue("default")
+    assert [_ids(queue_redis, key) for key in keys.band_keys(queue.key)] == [
+        [jobs["high"].id], [jobs["normal"].id], [jobs["low"].id]]
+    assert queue_redis.zcard(ScheduledJobRegistry("default", connection=queue_redis).key) == 0
+    assert queue.fetch_job(jobs["high"].id).get_status() == "queued"
+
+
+def test_rq_schedulers_push_goes_through_the_queue_class_and_so_to_the_jobs_band(queue_redis):
+    scheduler = PrefixedScheduler(queue_name="default", connection=queue_redis)
+    job = queues.enqueue("default", TOUCH, "x", "high", priority=2)
+    get_queue("default").remove(job)
+    assert isinstance(scheduler.get_queue_for_job(job), OptimaQueue)
+    scheduler.enqueue_job(job)
+    assert _ids(queue_redis, keys.band_key(keys.queue_key("default"), "high")) == [job.id]
+    assert _ids(queue_redis, keys.queue_key("default")) == []
+
+
+def _dead_high_job(queue_redis, runs, label, start_worker):
+    job = queues.enqueue("lifecycle", FAIL_ONCE, runs, label, attempts=1, priority=4)
+    worker = start_worker("lifecycle", "--burst", "--without-scheduler", env=WORKER_ENV)
+    assert worker.wait(60) == 0, worker.output()
+    return job, wait_row(job.id)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_high_job_retried_from_its_dead_letter_goes_back_to_the_high_band(
+    start_worker, queue_redis, tmp_path, lifecycle_queue
+):
+    from queues.failures.operations import discard_dead_letter, retry_dead_letter
+
+    runs = str(tmp_path / "runs")
+    in_place, in_place_row = _dead_high_job(queue_redis, runs, "in-place", start_worker)
+    rebuilt, rebuilt_row = _dead_high_job(queue_redis, runs, "rebuilt", start_worker)
+    assert rebuilt_row.carried == '{"priority": 4}'
+    assert discard_dead_letter(rebuilt_row.pk).outcome == "ok"  # its job gone: rebuilt from the row
+
+    assert retry_dead_letter(in_place_row.pk).outcome == "ok"
+    outcome = retry_dead_letter(rebuilt_row.pk)
+    assert outcome.outcome == "ok", outcome
+    high, normal, low = keys.band_keys(keys.queue_key("lifecycle"))
+    assert _ids(queue_redis, high) == [in_place.id, outcome.job_id]
+    assert _ids(queue_redis, normal) == [] and _ids(queue_redis, low) == []
+    assert OptimaJob.fetch(outcome.job_id, connection=queue_redis).meta["priority"] == 4
+    located = find_job(in_place.id, queue_redis)["locations"]
+    assert located == [("lifecycle", "queued")]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_high_job_retried_after_its_backoff_runs_again_from_the_high_band(
+    start_worker, queue_redis, tmp_path, lifecycle_queue
+):
+    runs = tmp_path / "runs"
+    flaky = queues.enqueue("lifecycle", FAIL_ONCE, str(runs), "high", attempts=2, priority=1)
+    # popped after the failure, it holds the worker until RQ's scheduler has moved the retry (backoff 1 s)
+    queues.enqueue("lifecycle", "tests.jobs.priority.wait_until_moved", str(runs), "blocker", flaky.id, "lifecycle")
+    queues.enqueue("lifecycle", RECORD, str(runs), "normal")
+    start_worker("lifecycle", env=WORKER_ENV)
+    wait_for(lambda: len(_runs(runs)) == 4, timeout=60, message="four runs")
+    assert _runs(runs) == ["high", "blocker", "high", "normal"]  # in the normal band: after "normal"
+
+
+def test_the_abandoned_scans_retry_of_a_high_job_comes_back_to_the_high_band(queue_redis, lifecycle_queue):
+    job = queues.enqueue("lifecycle", TOUCH, "x", "high", priority=1)
+    queue_redis.lrem(keys.band_key(keys.queue_key("lifecycle"), "high"), 1, job.id)
+    plant_started(queue_redis, job)  # its worker was killed: no liveness key
+    assert Scan(queue_redis, ["lifecycle"], stale_after=0).run()["retried"] == 1
+    queue_redis.zadd(ScheduledJobRegistry("lifecycle", connection=queue_redis).key, {job.id: 0})  # backoff over
+    _move_due(queue_redis, "lifecycle")
+    assert _ids(queue_redis, keys.band_key(keys.queue_key("lifecycle"), "high")) == [job.id]
+    assert OptimaJob.fetch(job.id, connection=queue_redis).meta["attempt"] == 2
