@@ -39,6 +39,7 @@ from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof
 from queues.exceptions import QueueUnavailable
 from queues.failures.operations import mark_dead_letters, requeue
 from queues.jobs import read as jobread
+from queues.keyspace import keys
 from queues.models import DeadLetter
 from queues.producer.cancel import cancel_job
 
@@ -127,7 +128,10 @@ def _act_on_one(queue, action, job_id, in_failed=False):
         if jobread.is_corrupt(job):
             return _act_on_corrupt(queue, action, job)
         if action == "delete":
-            queue.connection.lrem(queue.key, 0, job.id)
+            with queue.connection.pipeline() as pipe:  # whichever priority band holds it
+                for key in keys.band_keys(queue.key):
+                    pipe.lrem(key, 0, job.id)
+                pipe.execute()
             job.delete()
             return "ok", "deleted"
         requeue(queue, job, in_failed)

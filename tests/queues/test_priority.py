@@ -68,6 +68,21 @@ def test_priority_with_a_limit_key_is_refused_naming_both():
     assert str(caught.value).startswith("priority=1 with limit_key='seller:1': a job held by its limit key")
 
 
+@pytest.mark.django_db(transaction=True)  # enqueues written at once, not on a commit that never comes
+def test_the_panels_delete_takes_a_job_out_of_its_band(queue_redis, settings, tmp_path):
+    from django.test import Client
+
+    settings.OPTIMA_ENV = "dev"
+    jobs = _interleaved(tmp_path / "runs")
+    gone = [jobs["high"][1], jobs["low"][0]]
+    index = sorted(settings.RQ_QUEUES).index("default")
+    response = Client().post(f"/admin/queues/queues/actions/{index}/", {"action": "delete", "job_ids": gone})
+    assert response.status_code == 302
+    queue = get_queue("default")
+    assert queue.count == 7 and not set(gone) & set(queue.get_job_ids())
+    assert queue_redis.exists(*(OptimaJob.key_for(job_id) for job_id in gone)) == 0
+
+
 def test_a_paused_queue_with_only_a_high_job_is_not_popped(queue_redis, tmp_path):
     job = queues.enqueue("default", TOUCH, str(tmp_path / "runs"), priority=1)
     queue = get_queue("default")
