@@ -158,6 +158,19 @@ class ReadOnlyQueue(OptimaQueue):
     def get_jobs(self, offset=0, length=-1):
         return [job for job in jobread.fetch_many(self.get_job_ids(offset, length), self.connection) if job]
 
+    @property
+    def scheduler_pid(self):
+        """The PID of rq's scheduler holding this queue's lock (rq's ``Queue.scheduler_pid``), None when none
+        does; a lock or scheduler hash rq cannot read (wrong type, not UTF-8, not a number) reads as none
+        (reported)."""
+        try:
+            return super().scheduler_pid
+        except redis.ResponseError as exc:
+            return wrong_type(f"the scheduler lock of {self.name}", exc, None)
+        except (UnicodeDecodeError, ValueError) as exc:
+            entries.report(f"the scheduler lock of {self.name}", f"cannot be read ({type(exc).__name__}): no PID shown")
+            return None
+
     def _registry(self, name):
         return REGISTRIES[name](queue=self)
 

@@ -4,7 +4,8 @@ Each changing view of django-rq (delete, requeue, enqueue, stop, empty) is wrapp
 act permission (``urls.py``), and a POST to it writes one audit row per job acted on (one row for a
 queue-wide action, holding the first ids and the count), with the outcome. The bulk actions
 (delete / requeue / stop / cancel of selected jobs) are ours (``bulk_actions``): job by job, each with its
-own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Dead
+own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Stop, Enqueue and
+Requeue of one job ask first: their GET is a confirmation page (``confirm``), as Delete's and Cancel's are. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
 one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
 ``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.) A job put back
@@ -42,6 +43,7 @@ from queues.jobs import read as jobread
 from queues.keyspace import keys
 from queues.models import DeadLetter
 from queues.producer.cancel import cancel_job
+from queues.templatetags.queues_panel import panel_state
 
 CHUNK = 500
 
@@ -81,12 +83,32 @@ def _mark_rows_of(action, failed_ids):
         mark_dead_letters(failed_ids, DeadLetter.Status.DISCARDED)
 
 
+# What the confirmation page (GET) of a one-job action says it does; the POST does it. django-rq's own GET
+# of these answers 405 (stop) or its "delete" page (enqueue, requeue); delete keeps django-rq's page.
+CONFIRMED = {
+    "stop": "The worker running it kills its work horse: the job ends stopped, and is not retried.",
+    "enqueue": "The job goes back to the tail of its queue and runs again with its arguments.",
+    "requeue": "The failed job goes back to the tail of its queue with a full set of attempts.",
+}
+
+
+def confirm(request, queue, queue_index, job_id, action):
+    """The page asking to confirm ``action`` on one job; its form posts to the same URL."""
+    job = jobread.fetch(job_id, queue.connection)
+    return render(request, "queues/confirm_job_action.html", {
+        **rq_views.each_context(request), "queue_index": queue_index, "queue": queue, "job": job,
+        "state": panel_state(job), "action": action, "what": CONFIRMED[action], "title": "Are you sure?"})
+
+
 def audited(view, action):
-    """Wrap one django-rq view that acts on one job (``job_id`` in the URL)."""
+    """Wrap one django-rq view that acts on one job (``job_id`` in the URL): a GET of the ``CONFIRMED``
+    ones asks first (``confirm``), a POST acts and is audited."""
 
     @functools.wraps(view)
     def wrapper(request, queue_index, job_id, *args, **kwargs):
         if request.method != "POST":
+            if action in CONFIRMED:
+                return confirm(request, get_queue_by_index(queue_index), queue_index, job_id, action)
             return view(request, queue_index, job_id, *args, **kwargs)
         queue = get_queue_by_index(queue_index)
         failed = _failed_ids(queue, [job_id])

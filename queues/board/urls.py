@@ -62,6 +62,8 @@ OURS = [
     ("periodic/", periodic.periodic, "queues_periodic", READ),
     ("pause/<str:name>/", views.pause_queue, "queues_pause", ACT),
     ("resume/<str:name>/", views.resume_queue, "queues_resume", ACT),
+    # rq's canceled jobs of a queue (django-rq has no page for them), beside its finished/failed lists.
+    ("queues/<int:queue_index>/canceled/", views.canceled_jobs, "queues_canceled", READ),
     # Cancel a queued or scheduled job: GET confirms, POST cancels.
     ("queues/<int:queue_index>/<str:job_id>/cancel/", rq_actions.cancel, "queues_cancel", ACT),
 ]

@@ -1,6 +1,6 @@
 """The panel's own pages: the home page (django-rq's queue table plus pause/resume and job search),
-pause and resume, and "find a job by id". Everything else is django-rq's (see ``urls.py``, which puts
-every view, these too, behind ``access.guard``)."""
+pause and resume, "find a job by id" and the canceled jobs of a queue. Everything else is django-rq's
+(see ``urls.py``, which puts every view, these too, behind ``access.guard``)."""
 import re
 import time
 
@@ -74,10 +74,11 @@ def _keys_in_use(connection, names):
 
 @never_cache
 def queue_details(request, queue_index):
-    """django-rq's ``queue_details`` (same template), reading the oldest and newest waiting job
-    through ``queues.jobs.read``: django-rq's decodes their ids as UTF-8 and fetches them with rq."""
+    """django-rq's ``queue_details`` (same template, plus the canceled count and rq's scheduler PID), reading
+    the oldest and newest waiting job through ``queues.jobs.read``: django-rq's decodes their ids as UTF-8
+    and fetches them with rq."""
     from django_rq.settings import get_queues_list
-    from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
+    from django_rq.utils import get_displayable_connection_kwargs
 
     from queues.board.readers import JSONWorker
     from queues.board.readonly import get_queue_by_index
@@ -92,7 +93,10 @@ def queue_details(request, queue_index):
         "num_workers": JSONWorker.count(queue=queue), "num_started": len(queue.started_job_registry),
         "num_finished": len(queue.finished_job_registry), "num_failed": len(queue.failed_job_registry),
         "num_deferred": len(queue.deferred_job_registry), "num_scheduled": len(queue.scheduled_job_registry),
-        "scheduler_pid": get_scheduler_pid(queue), "oldest_queued_job": oldest, "newest_queued_job": newest,
+        "num_canceled": len(queue.canceled_job_registry),
+        # rq's scheduler (a worker's child) holding this queue's lock; django-rq's get_scheduler_pid answers
+        # False (no cell) whenever rq-scheduler is installed, which runs only the periodic jobs here.
+        "scheduler_pid": queue.scheduler_pid, "oldest_queued_job": oldest, "newest_queued_job": newest,
     }
     return render(request, "django_rq/queue_detail.html", context)
 
@@ -162,3 +166,25 @@ def find(request):
         if result.get("url") and request.GET.get("go") == "1":
             return redirect(result["url"])
     return render(request, "queues/find.html", context)
+
+
+@never_cache
+def canceled_jobs(request, queue_index):
+    """The queue's canceled jobs (rq's ``CanceledJobRegistry``, which django-rq 4.2 has no page for), newest
+    first, read as the other lists are: the read-only registry (no cleanup), jobs through ``jobread`` (a
+    poison one shown as corrupt, an id whose hash expired left out)."""
+    from django_rq.utils import DEFAULT_ITEMS_PER_PAGE, paginate
+
+    from queues.board.readonly import get_jobs, get_queue_by_index
+
+    queue = get_queue_by_index(queue_index)
+    registry = queue.canceled_job_registry
+    num_jobs = len(registry)
+    page, page_range, offset = paginate(request, num_jobs)
+    job_ids = registry.get_job_ids(offset, offset + DEFAULT_ITEMS_PER_PAGE - 1, desc=True) if num_jobs else []
+    context = {
+        **each_context(request), "queue": queue, "queue_index": queue_index, "jobs": get_jobs(queue, job_ids),
+        "num_jobs": num_jobs, "page": page, "page_range": page_range, "job_status": "Canceled",
+        "title": f"Canceled jobs in {queue.name}", "can_act": request.queue_access.can_act,
+    }
+    return render(request, "queues/canceled_jobs.html", context)

@@ -14,6 +14,9 @@ win, so a UUID is not also read as numbers):
     >>> pattern("Order 1234 of cabinet 7f3a9c2e11 failed: GET https://x.test/o/1234 took 3.5 s")
     'Order <n> of cabinet <hex> failed: GET <url> took <n>.<n> s'
 
+A group's title for people (``title``) says what happened in words, not "-: Job stopped by user…" for
+a job an operator stopped (rq's message, with no exception class).
+
 Only the first ``MESSAGE_LIMIT`` characters of a message count: a bounded cost per death, and two
 messages that differ only past that point are the same failure anyway.
 """
@@ -49,3 +52,21 @@ def fingerprint(func_path, exc_type, message):
     whose messages differ only in what ``pattern`` normalises away."""
     key = "\n".join([func_path or "", exc_type or "", pattern(message)])
     return hashlib.sha256(key.encode("utf-8", "backslashreplace")).hexdigest()[:32]
+
+
+# rq's message of a job stopped from the panel or ``send_stop_job_command`` (queues/worker/settle.py
+# STOPPED_BY_USER): "Job stopped by user, work-horse terminated."; no exception class comes with it.
+_STOPPED = re.compile(r"^Job stopped by user\b")
+TITLE_LIMIT = 80  # characters of the pattern in a title
+
+
+def title(exc_type, pattern_text):
+    """A failure group's title: "Stopped by an operator" for a stopped job, else the exception's class
+    name and the group's pattern ("TimeoutError: GET <url> took <n> s"), "(no exception)" without one."""
+    text = " ".join((pattern_text or "").split())
+    if not exc_type and _STOPPED.match(text):
+        return "Stopped by an operator"
+    name = (exc_type or "").rsplit(".", 1)[-1] or "(no exception)"
+    if len(text) > TITLE_LIMIT:
+        text = text[: TITLE_LIMIT - 1] + "…"
+    return f"{name}: {text}" if text else name

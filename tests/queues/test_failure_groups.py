@@ -10,12 +10,25 @@ from rq.registry import FailedJobRegistry
 from queues import conf
 from queues.catalog.lookup import get_queue
 from queues.failures import deadletter
-from queues.failures.fingerprint import fingerprint, pattern
+from queues.failures.fingerprint import fingerprint, pattern, title
 from queues.models import AuditEntry, DeadLetter, FailureGroup
 from tests.queues.panel_helpers import actor, dead_job, viewer  # noqa: F401 (fixtures)
 
 GROUPS = "/admin/queues/failuregroup/"
 LIST = "/admin/queues/deadletter/"
+
+
+# --- the group's title (pure) ------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc_type, pattern_text, expected", [
+    ("", pattern("Job stopped by user, work-horse terminated."), "Stopped by an operator"),
+    ("builtins.TimeoutError", "GET <url> took <n> s", "TimeoutError: GET <url> took <n> s"),
+    ("", "something odd", "(no exception): something odd"),
+    ("app.errors.Boom", "", "Boom"),
+    ("app.errors.Boom", "x" * 100, "Boom: " + "x" * 79 + "…"),
+])
+def test_a_groups_title_says_what_happened_never_a_dash(exc_type, pattern_text, expected):
+    assert title(exc_type, pattern_text) == expected
 
 
 # --- the fingerprint (pure) --------------------------------------------------------------------
