@@ -187,6 +187,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's and Redoc's assets for /api/docs/ and /api/redoc/, no CDN
     "features.orders",
     "features.repricer",
     "features.content",
@@ -309,4 +310,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Endpoints that enqueue feature jobs, and job status. See docs/api.md.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The API docs pages load Swagger UI / Redoc from drf-spectacular-sidecar's static files (offline too).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
