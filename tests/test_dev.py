@@ -1,4 +1,5 @@
 """dev.py and the processes of its Procfile, run for real: signals to dev.py's own pid, the scheduler's log."""
+import json
 import os
 import re
 import signal
@@ -118,3 +119,46 @@ def test_rqscheduler_logs_each_line_once(start_worker):
     # And no other line twice either, timestamps aside.
     messages = Counter(re.sub(r"^[\d:,. -]+", "", line) for line in lines)
     assert [m for m, n in messages.items() if n > 1] == [], proc.output()
+
+
+def clean_env(**extra):
+    return {**{k: v for k, v in os.environ.items() if k not in SESSION_VARS}, **extra}
+
+
+def test_dev_py_manage_refuses_when_the_dev_stacks_redis_does_not_answer_naming_dev_py_run():
+    port = free_port()  # nothing listens there
+    result = subprocess.run([sys.executable, "dev.py", "manage", "rqstats"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, env=clean_env(OPTIMA_REDIS_PORT=str(port)))
+    assert result.returncode == 1
+    assert f"nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py run`" in result.stderr
+    assert "Start `python3 dev.py run` in another terminal first" in result.stderr
+
+
+def test_dev_py_manage_runs_manage_py_against_the_dev_stacks_redis_and_prefix(tmp_path):
+    from devtools.redis_server import redis_server_binary
+
+    port = free_port()
+    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: answers_redis(port), timeout=20, message="the redis-server to listen")
+        import redis
+
+        redis.Redis(port=port).rpush("optima:queue:default", "a", "b", "c")  # what `dev.py run` would hold
+        result = subprocess.run([sys.executable, "dev.py", "manage", "rqstats", "--json"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120,
+                                env=clean_env(OPTIMA_REDIS_PORT=str(port)))
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert result.returncode == 0, result.stdout + result.stderr
+    queues = {q["name"]: q for q in json.loads(result.stdout)["queues"]}
+    assert queues["default"]["jobs"] == 3
+
+
+def answers_redis(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
