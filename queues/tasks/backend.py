@@ -72,6 +72,7 @@ class QueuesBackend(compat.BaseTaskBackend):
     supports_async_task = True  # rq 3 runs the coroutine an async job returns with asyncio.run (Job._execute)
     supports_get_result = True
     supports_priority = True  # three bands of the queue: > 0, 0, < 0 (queues.enqueue's priority=)
+    logs_one_line_per_job = True  # the backport's task_started/task_finished log lines are skipped (tasks/run.py)
 
     def __init__(self, alias, params):
         super().__init__(alias, params)

@@ -15,7 +15,7 @@ On Django 6's own ``django.tasks`` (Python 3.12+, not testable here) only this m
 from django_tasks import TaskContext, TaskResult, TaskResultStatus, task, task_backends
 from django_tasks.backends.base import BaseTaskBackend
 from django_tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, Task, TaskError
-from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
+from django_tasks.exceptions import InvalidTaskBackendError, InvalidTaskError, TaskResultDoesNotExist
 from django_tasks.signals import (
     log_task_finished,
     log_task_started,
@@ -25,12 +25,12 @@ from django_tasks.signals import (
 )
 from django_tasks.utils import get_exception_traceback, get_module_path, normalize_json
 
-# The backport's receivers that log every task_started / task_finished (queues/tasks/events.py quiets
+# The backport's receivers that log every task_started / task_finished (queues/tasks/run.py quiets
 # them for this backend's tasks: a worker already logs one line per job).
 BACKPORT_LOG_RECEIVERS = {task_started: log_task_started, task_finished: log_task_finished}
 
 __all__ = [
-    "BACKPORT_LOG_RECEIVERS", "BaseTaskBackend", "InvalidTaskError", "TASK_MAX_PRIORITY", "TASK_MIN_PRIORITY",
+    "BACKPORT_LOG_RECEIVERS", "BaseTaskBackend", "InvalidTaskBackendError", "InvalidTaskError", "TASK_MAX_PRIORITY", "TASK_MIN_PRIORITY",
     "Task", "TaskContext", "TaskError", "TaskResult", "TaskResultDoesNotExist", "TaskResultStatus",
     "get_exception_traceback", "get_module_path", "normalize_json", "task", "task_backends", "task_enqueued",
     "task_finished", "task_started",

@@ -54,10 +54,13 @@ def running(job):
                            worker_ids=results.counted_workers(job, "started"))
 
 
-def _sender():
-    from queues.tasks.backend import QueuesBackend
-
-    return QueuesBackend
+def _sender(job):
+    """The framework's signals' sender: the class of the backend the job's Task was enqueued through (by its
+    alias in the job's meta); the base class when that alias is no longer configured."""
+    try:
+        return type(compat.task_backends[_backend_of(job)])
+    except compat.InvalidTaskBackendError:
+        return compat.BaseTaskBackend
 
 
 def on_job_started(sender, job, **kwargs):
@@ -71,7 +74,7 @@ def on_job_started(sender, job, **kwargs):
     job.save_meta()
     result = running(job)
     job._task_result = result
-    compat.task_started.send(_sender(), task_result=result)
+    compat.task_started.send(_sender(job), task_result=result)
 
 
 def _finished(job, status, return_value=None):
@@ -91,7 +94,7 @@ def on_job_succeeded(sender, job, **kwargs):
         value = compat.normalize_json(value)
     except (TypeError, ValueError):
         pass
-    compat.task_finished.send(_sender(), task_result=_finished(job, results.SUCCESSFUL, value))
+    compat.task_finished.send(_sender(job), task_result=_finished(job, results.SUCCESSFUL, value))
 
 
 def on_job_dead(sender, job, reason=None, **kwargs):
@@ -101,7 +104,7 @@ def on_job_dead(sender, job, reason=None, **kwargs):
         result = results.of_job(_backend_of(job), job, "failed")  # with every attempt's error
     except compat.TaskResultDoesNotExist:
         return
-    compat.task_finished.send(_sender(), task_result=result)
+    compat.task_finished.send(_sender(job), task_result=result)
 
 
 def quiet_backport_logging():
@@ -110,7 +113,7 @@ def quiet_backport_logging():
         signal.disconnect(receiver)
 
         def logged(sender, task_result, receiver=receiver, **kwargs):
-            if not issubclass(sender, _sender()):
+            if not getattr(sender, "logs_one_line_per_job", False):  # QueuesBackend: its worker logs each job
                 receiver(sender=sender, task_result=task_result, **kwargs)
 
         signal.connect(logged, weak=False, dispatch_uid=f"queues.tasks.{receiver.__name__}")
