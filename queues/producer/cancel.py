@@ -121,7 +121,7 @@ def cancel_job(job_id, connection=None):
         return Canceled("due", was, f"job {job_id} is due now and being moved to its queue: "
                                     "cancel it again in a few seconds")
     if was == "started":
-        return Canceled("running", was, f"job {job_id} is already running: stop it instead")
+        return Canceled("running", was, f"job {job_id} is already running (a worker took it): stop it instead")
     return Canceled("ended", was or "unknown", f"job {job_id} is already {was or 'without a status'}: "
                                                "only a queued or scheduled job can be canceled")
 

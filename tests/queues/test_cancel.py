@@ -96,6 +96,16 @@ def test_a_job_a_worker_popped_a_moment_before_is_not_canceled_but_reported_runn
     assert status_of(queue_redis, job.id) == JobStatus.QUEUED  # untouched: the worker goes on with it
 
 
+def test_a_started_job_is_not_canceled_and_the_answer_says_a_worker_took_it(queue_redis):
+    job = queues.enqueue("default", sample.add, 1, 2)
+    Dequeuer(queue_redis).pop([get_queue("default")], None)
+    queue_redis.lrem(keys.intermediate_key(get_queue("default").key), 0, job.id)  # the worker's start: out of
+    queue_redis.hset(job.key, "status", JobStatus.STARTED.value)                   # the lists, status started
+    result = cancel_job(job.id)
+    assert (result.outcome, result.state) == ("running", "started")
+    assert result.detail == f"job {job.id} is already running (a worker took it): stop it instead"  # as docs/api.md
+
+
 @pytest.mark.parametrize("ending", ["finished", "failed"])
 def test_a_job_that_ended_is_not_canceled(queue_redis, ending):
     job = queues.enqueue("default", sample.add if ending == "finished" else sample.fail, *(
