@@ -1,0 +1,211 @@
+"""The crawl (issue 24): every panel and admin page of the queues app, with jobs in every state, at
+1,280, 1,400 and 1,920 px, light and dark, in a real Chromium against the live site and a real Redis.
+
+Every problem is collected before the test fails, one line each: "<page>, <width>, <scheme>: <problem>".
+On each page: no console error or uncaught exception, no request failing (nor any subresource answering
+>= 400), nothing wider than the window, no table wider than its container unless it scrolls inside its
+own box (``overflow-x: auto``) with its first column kept (``position: sticky; left: 0``), and text that
+can be read against its background. Every same-origin link of every page answers 200, checked once per
+run with the logged-in session.
+"""
+import datetime as dt
+from urllib.parse import urldefrag, urlsplit
+
+import pytest
+
+import queues
+from queues import audit
+from queues.catalog.lookup import OptimaJob, queue_names
+from queues.failures import deadletter
+from queues.models import DeadLetter, FailureGroup
+from queues.periodic import schedules
+from tests.conftest import wait_for
+from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
+from tests.queues.panel_helpers import dead_job, prod  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.crawl, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "pw-for-the-crawl-1"
+WIDTHS = (1280, 1400, 1920)
+SCHEMES = ("light", "dark")
+JOB = "tests.jobs.sample.add"
+
+# Run in each page: the layout and contrast problems it sees, as sentences.
+LAYOUT_JS = r"""
+() => {
+  const problems = [];
+  const doc = document.documentElement;
+  if (doc.scrollWidth > window.innerWidth) {
+    problems.push(`the page is ${doc.scrollWidth} px wide in a ${window.innerWidth} px window`);
+  }
+  const name = (el) => el.id ? `#${el.id}` : (el.className && typeof el.className === "string"
+    ? `${el.tagName.toLowerCase()}.${el.className.trim().split(/\s+/).join(".")}` : el.tagName.toLowerCase());
+  for (const table of document.querySelectorAll("table")) {
+    if (!table.offsetParent) continue;  // not displayed
+    const container = table.parentElement;
+    if (table.offsetWidth <= container.clientWidth + 1) continue;
+    let box = container, scrolls = null;
+    while (box && box !== document.body) {
+      const overflow = getComputedStyle(box).overflowX;
+      if (overflow === "auto" || overflow === "scroll") { scrolls = box; break; }
+      box = box.parentElement;
+    }
+    const widest = [...(table.rows[0] ? table.rows[0].cells : [])].map((c) => [c.offsetWidth, c])
+      .sort((a, b) => b[0] - a[0]).slice(0, 3).map(([w, c]) => `${c.className || c.textContent.trim()} ${w} px`);
+    const what = `table ${name(table)} (${table.offsetWidth} px in a ${container.clientWidth} px box; ` +
+                 `widest columns: ${widest.join(", ")})`;
+    if (!scrolls) { problems.push(`${what} is wider than its container`); continue; }
+    const firstCells = table.querySelectorAll("tr > :first-child");
+    const loose = [...firstCells].filter((c) => {
+      const s = getComputedStyle(c);
+      return s.position !== "sticky" || parseFloat(s.left) !== 0;
+    });
+    if (loose.length) problems.push(`${what} scrolls in ${name(scrolls)} but its first column is not sticky`);
+  }
+  // Readable text: every element holding its own text, against the first opaque background behind it.
+  const rgba = (c) => { const m = c.match(/[\d.]+/g) || []; return m.map(Number).concat([1]).slice(0, 4); };
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0.5) return c;
+    }
+    return rgba(getComputedStyle(document.body).backgroundColor);
+  };
+  let unreadable = 0;
+  for (const el of document.querySelectorAll("#content *, #header *, .breadcrumbs *, .breadcrumbs")) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.offsetParent || el.closest("svg")) continue;
+    const fg = rgba(getComputedStyle(el).color), bg = background(el);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    if (ratio < 3 && unreadable++ < 3) {
+      const text = el.textContent.trim().slice(0, 40);
+      problems.push(`"${text}" (${name(el)}) is unreadable: ${getComputedStyle(el).color} on ` +
+                    `rgb(${bg.slice(0, 3).join(", ")}), contrast ${ratio.toFixed(2)}`);
+    }
+  }
+  return problems;
+}
+"""
+
+LINKS_JS = """() => [...document.querySelectorAll("a[href]")]
+  .filter((a) => !a.getAttribute("href").startsWith("#") && !a.getAttribute("href").startsWith("javascript:"))
+  .map((a) => a.href)"""
+
+
+@pytest.fixture
+def crawler(django_user_model):
+    return django_user_model.objects.create_superuser("crawler", password=PASSWORD)
+
+
+def index_of(name):
+    """django-rq's queue index: the declared queues sorted by name (queues/board/lookups.py)."""
+    return sorted(queue_names()).index(name)
+
+
+def jobs_in_every_state(queue_redis, start_worker, tmp_path):
+    """One job (or row) per state the panel shows, a worker holding the started one; -> {state: job id}."""
+    finished = queues.enqueue("default", JOB, 1, 2)
+    failed = queues.enqueue("default", "tests.jobs.sample.fail", "payload-for-the-crawl", attempts=1)
+    started = queues.enqueue("default", "tests.jobs.panel.report_progress_and_wait", str(tmp_path / "release"), 2, 5)
+    start_worker("default")
+    wait_for(lambda: OptimaJob.fetch(started.id, connection=queue_redis).meta.get("progress"), timeout=60,
+             message="the worker to hold the started job")
+    wait_for(lambda: DeadLetter.objects.filter(job_id=failed.id).exists(), timeout=60,
+             message="the failed job mirrored to a dead letter")
+    assert OptimaJob.fetch(finished.id, connection=queue_redis).get_status() == "finished"
+    ids = {"finished": finished.id, "failed": failed.id, "started": started.id}
+    ids["high"] = queues.enqueue("default", JOB, 3, 4, priority=5).id
+    ids["queued"] = queues.enqueue("default", JOB, 5, 6).id
+    ids["low"] = queues.enqueue("default", JOB, 7, 8, priority=-5).id
+    ids["scheduled"] = queues.enqueue("default", JOB, 9, 10, delay=3600).id
+    ids["limited"] = queues.enqueue("default", JOB, 11, limit_key="seller:1", limit_concurrency=1).id
+    ids["held"] = queues.enqueue("default", JOB, 12, limit_key="seller:1", limit_concurrency=1).id
+    canceled = queues.enqueue("default", JOB, 15, 16)
+    assert queues.cancel(canceled.id).outcome == "canceled"
+    ids["canceled"] = canceled.id
+    for i in range(2):  # dead letters and a failure group with the long ids and messages of real ones
+        job, _ = dead_job("default", "features.orders.jobs.sync_orders_of_a_cabinet", row=False,
+                          job_id=f"schedule-orders-sync-cabinet-{i}-0123456789abcdef0123456789abcdef")
+        job.meta.update({"exc_type": "requests.exceptions.HTTPError", "deaths": 2,
+                         "exc_message": f"404 Client Error: Not Found for url: http://127.0.0.1:8765/api/v1/"
+                                        f"cabinets/{i}/orders?page=1&page_size=100&updated_since=2026-12-01T00:00:00Z",
+                         "dead_at": dt.datetime.now(dt.timezone.utc).isoformat()})
+        job.save_meta()
+        deadletter.mirror(job)
+    audit.record("crawler", "pause", queue="default")
+    audit.record("crawler", "resume", queue="default", detail="the crawl's audit row " + "with a long detail " * 8)
+    return ids
+
+
+def test_every_page_fits_loads_without_errors_and_links_answer(browser, live_server, prod, crawler, queue_redis,
+                                                               start_worker, lifecycle_schedules, tmp_path):
+    ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
+    schedules.register(queue_redis)
+    q = index_of("default")
+    dead = DeadLetter.objects.get(job_id=ids["failed"])
+    group = FailureGroup.objects.get(fingerprint=dead.fingerprint)
+    panel = "/admin/queues/"
+    pages = [
+        panel, f"{panel}queues/{q}/", f"{panel}queues/{q}/details/", f"{panel}queues/{q}/finished/",
+        f"{panel}queues/{q}/failed/", f"{panel}queues/{q}/scheduled/", f"{panel}queues/{q}/started/",
+        f"{panel}queues/{q}/deferred/",
+        # TODO(issue 24, helper F): f"{panel}queues/{q}/canceled/" once the canceled list exists.
+        f"{panel}workers/{q}/", f"{panel}schedulers/{q}/",
+        *[f"{panel}queues/{q}/{job_id}/" for job_id in ids.values()],
+        f"{panel}find/?job_id={ids['held']}", f"{panel}periodic/",
+        "/admin/queues/deadletter/", f"/admin/queues/deadletter/{dead.pk}/change/",
+        "/admin/queues/failuregroup/", f"/admin/queues/failuregroup/{group.pk}/change/",
+        "/admin/queues/auditentry/", "/admin/queues/outboxentry/",
+    ]
+    problems, links = [], {}
+
+    login = browser.new_context()
+    page = login.new_page()
+    page.goto(f"{live_server.url}/admin/login/?next={panel}")
+    page.fill("#id_username", "crawler")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}{panel}")
+    session = login.storage_state()
+    login.close()
+
+    for width in WIDTHS:
+        for scheme in SCHEMES:
+            context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme,
+                                          storage_state=session)
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            seen = []
+            page.on("console", lambda m: m.type == "error" and seen.append(f"console error: {m.text}"))
+            page.on("pageerror", lambda e: seen.append(f"JavaScript error: {e}"))
+            page.on("requestfailed", lambda r: seen.append(f"request failed: {r.url} ({r.failure})"))
+            page.on("response", lambda r: r.status >= 400 and seen.append(f"{r.url} answered {r.status}"))
+            for url in pages:
+                seen.clear()
+                response = page.goto(f"{live_server.url}{url}")
+                page.wait_for_load_state("load")
+                if response is None or response.status != 200:
+                    seen.append(f"answered {response and response.status}, not 200")
+                # jQuery rethrows an error of a ready handler from a timer: let the page's timers run first.
+                page.evaluate("() => new Promise((done) => setTimeout(done, 20))")
+                seen.extend(page.evaluate(LAYOUT_JS))
+                problems.extend(f"{url}, {width}, {scheme}: {problem}" for problem in dict.fromkeys(seen))
+                if width == WIDTHS[0] and scheme == SCHEMES[0]:
+                    for href in page.evaluate(LINKS_JS):
+                        href = urldefrag(href).url
+                        if urlsplit(href).netloc == urlsplit(live_server.url).netloc and "logout" not in href:
+                            links.setdefault(href, url)
+            context.close()
+
+    checker = browser.new_context(storage_state=session)
+    for href, found_on in links.items():
+        status = checker.request.get(href, max_redirects=0).status
+        if status != 200:
+            problems.append(f"{found_on}, -, -: link {href.removeprefix(live_server.url)} answered {status}")
+    checker.close()
+    assert not problems, f"{len(problems)} problems in the crawl:\n" + "\n".join(problems)
