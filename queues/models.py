@@ -93,7 +93,9 @@ class FailureGroup(models.Model):
         ordering = ["-last_seen", "-id"]
 
     def __str__(self):
-        return f"{self.exc_type.rsplit('.', 1)[-1] or '(no exception)'} in {self.func_path} ({self.count})"
+        from queues.failures.fingerprint import title  # a leaf of the standard library
+
+        return f"{title(self.exc_type, self.pattern)} — {self.func_path} ({self.count})"
 
 
 class AuditEntry(models.Model):

@@ -9,6 +9,7 @@ from django.utils.translation import ngettext
 
 from queues import audit, conf
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
+from queues.failures import fingerprint
 from queues.failures.operations import NEVER_VERIFIED
 from queues.models import DeadLetter
 
@@ -40,8 +41,7 @@ class FailureGroupAdmin(ActingModelAdmin):
 
     @admin.display(description="failure", ordering="exc_type")
     def summary(self, obj):
-        return format_html('<span title="{}">{}</span>: {}', obj.exc_type, obj.exc_type.rsplit(".", 1)[-1] or "-",
-                           Truncator(obj.pattern.replace("\n", " ")).chars(80))
+        return format_html('<span title="{}">{}</span>', obj.exc_type, fingerprint.title(obj.exc_type, obj.pattern))
 
     @admin.display(description="queues")
     def queue_list(self, obj):

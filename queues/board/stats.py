@@ -11,7 +11,7 @@ rq expects), shown on the dashboard. Nothing is written.
 from django.core.exceptions import ImproperlyConfigured
 from django_rq.settings import get_queues_list
 from django_rq.templatetags.django_rq import to_localtime
-from django_rq.utils import get_displayable_connection_kwargs, get_scheduler_pid
+from django_rq.utils import get_displayable_connection_kwargs
 
 from queues.board import readonly
 from queues.board.readers import JSONWorker, read_only_scheduler
@@ -60,13 +60,16 @@ def queue_statistics(index):
         "oldest_job_timestamp": oldest_timestamp(queue),
         "index": index,
         "connection_kwargs": get_displayable_connection_kwargs(queue),
-        "scheduler_pid": get_scheduler_pid(queue),
+        # rq's scheduler (a worker's child) holding the queue's lock: django-rq's get_scheduler_pid answers
+        # False whenever rq-scheduler is installed, so its column was always empty.
+        "scheduler_pid": queue.scheduler_pid,
         "workers": JSONWorker.count(queue=queue),
         "finished_jobs": len(queue.finished_job_registry),
         "started_jobs": len(queue.started_job_registry),
         "deferred_jobs": len(queue.deferred_job_registry),
         "failed_jobs": len(queue.failed_job_registry),
         "scheduled_jobs": len(queue.scheduled_job_registry),
+        "canceled_jobs": len(queue.canceled_job_registry),
         "problems": problems(queue),
     }
 

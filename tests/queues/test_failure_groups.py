@@ -173,6 +173,21 @@ def test_group_list_shows_count_first_and_last_seen_queues_example_and_a_link_to
 
 
 @pytest.mark.django_db
+def test_a_stopped_jobs_group_is_titled_stopped_by_an_operator_in_the_list_and_on_its_page(viewer, queue_redis):
+    from django.utils import timezone
+    from queues import conf
+
+    now = timezone.now()
+    group = FailureGroup.objects.create(prefix=conf.prefix(), fingerprint="f" * 64, func_path="tests.jobs.sample.add",
+                                        exc_type="", pattern=pattern("Job stopped by user, work-horse terminated."),
+                                        count=1, first_seen=now, last_seen=now)
+    listed = viewer.get(GROUPS).content.decode()
+    assert '<span title="">Stopped by an operator</span>' in listed and "-: Job stopped" not in listed
+    page = viewer.get(f"{GROUPS}{group.pk}/change/").content.decode()
+    assert "Stopped by an operator — tests.jobs.sample.add (1)" in page
+
+
+@pytest.mark.django_db
 def test_dead_letter_list_says_new_group_or_how_often_the_group_was_seen(viewer, queue_redis):
     _, lone = die("default", "a lonely failure")
     _, one = die("default", "order 1 failed")
