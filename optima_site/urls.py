@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from queues.health import healthz
 from queues.metrics.views import metrics as metrics_view
@@ -13,4 +14,6 @@ urlpatterns = [
     path("metrics", metrics_view, name="prometheus-django-metrics"),
     # Feature API: /features/..., /jobs/<job_id>/, /api/schema/ (features/urls.py, docs/api.md).
     path("", include("features.urls")),
+    # The site's root (the admin's "View site" link): the queue panel, the page an operator comes for.
+    path("", RedirectView.as_view(url="/admin/queues/", permanent=False), name="site-root"),
 ]

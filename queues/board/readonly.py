@@ -228,15 +228,15 @@ class PanelJob(OptimaJob):
 def get_executions(queue, composite_keys):
     """django-rq's ``get_executions``, with each execution's job read here (JSON, a poison job as a
     ``CorruptJob``): rq's ``Execution.job`` fetches it with rq's default serializer, pickle. An
-    execution whose job hash is gone is left out."""
+    execution whose job hash is gone, or that rq cannot read, is left out."""
     from rq.executions import Execution
 
     executions = []
     for job_id, execution_id in composite_keys:
         try:
             execution = Execution.fetch(id=execution_id, job_id=job_id, connection=queue.connection)
-        except (ValueError, UnicodeDecodeError, redis.ResponseError):
-            continue
+        except (ValueError, KeyError, OverflowError, OSError, UnicodeDecodeError, redis.ResponseError):
+            continue  # rq cannot read it (a field missing, not a number, a date out of range): not listed
         job = jobread.fetch(job_id, queue.connection)
         if job is None:
             continue

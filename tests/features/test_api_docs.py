@@ -19,3 +19,8 @@ def test_the_api_docs_page_answers_200_names_its_schema_url_and_loads_nothing_fr
     assert [a for a in assets if not a.startswith("/static/")] == []
     for asset in assets:
         assert finders.find(asset.removeprefix("/static/")), f"{asset} is not among the static files"
+
+
+def test_the_sites_root_the_admins_view_site_link_leads_to_the_queue_panel():
+    response = Client().get("/")
+    assert (response.status_code, response["Location"]) == (302, "/admin/queues/")

@@ -381,3 +381,24 @@ def entries_cap():
     from queues.keyspace import entries
 
     return entries.ARGS_CHARS
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("execution", [{}, {"created_at": "1e400"}, {"created_at": "soon", "last_heartbeat": "1"}])
+def test_the_started_list_skips_an_execution_rq_cannot_read_and_shows_the_others(operator, queue_redis, execution):
+    from queues.catalog.lookup import get_queue
+
+    queue = get_queue("default")
+    broken, fine = queue.enqueue_call("tests.jobs.sample.add", args=(1, 2)), queue.enqueue_call(
+        "tests.jobs.sample.add", args=(3, 4))
+    now = str(time.time())
+    for job, fields in ((broken, execution), (fine, {"created_at": now, "last_heartbeat": now})):
+        queue.remove(job.id)
+        composite = f"{job.id}:e1"
+        queue_redis.zadd(keys.started_key("default"), {composite: 9999999999})
+        queue_redis.hset(keys.execution_key(composite), mapping={"worker_name": "w", "job_id": job.id, **fields})
+        queue_redis.hset(job.key, "status", "started")
+    response = operator.get(reverse("django_rq:started_jobs", args=[DEFAULT]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert fine.id in html
