@@ -5,6 +5,8 @@ from django.views.generic import RedirectView
 from queues.health import healthz
 from queues.metrics.views import metrics as metrics_view
 
+admin.site.site_url = "/admin/queues/"  # the admin's "View site": the queue panel (this site has no other front page)
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     # Queue panel: django-rq's dashboard behind the panel's access control and audit (queues/board/).
