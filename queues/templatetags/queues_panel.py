@@ -2,6 +2,7 @@
 
 - ``{{ job|panel_state }}``: the job's state in the API's words (``queues.jobs.state``): ``held`` for rq's
   ``rate_limited``, rq's status otherwise; ``unknown`` when rq cannot tell (as django-rq's ``job_status``).
+- ``{{ status|api_state }}``: the same for rq's status as text.
 - ``{{ value|pretty_json }}``: a job's ``meta`` (or any JSON value read from Redis) as indented JSON, the
   way the API returns it, instead of Python's ``repr``; a value JSON cannot hold falls back to ``str``.
 """
@@ -22,7 +23,12 @@ def panel_state(job):
         status = job.get_status()
     except InvalidJobOperation:
         return "unknown"
-    status = getattr(status, "value", status)
+    return api_state(getattr(status, "value", status))
+
+
+@register.filter
+def api_state(status):
+    """rq's status as text (a find result's) in the API's words."""
     return API_STATE.get(status, status)
 
 
