@@ -120,6 +120,15 @@ def test_the_queue_page_shows_the_scheduler_pid_of_rqs_lock_or_says_none_holds_i
     assert re.search(r'id="scheduler-pid">none \(no worker', html)
 
 
+def test_the_home_and_queue_page_show_the_pid_of_the_scheduler_holding_the_queues_lock(client, queue_redis):
+    from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
+
+    queue_redis.set(RQScheduler.get_locking_key("default"), "worker-7")  # what rq's scheduler writes
+    queue_redis.hset(SCHEDULER_KEY_TEMPLATE % "worker-7", "pid", 4242)
+    assert re.search(r'id="scheduler-pid">4242<', page(client, f"/admin/queues/queues/{DEFAULT}/details/"))
+    assert "<td>4242</td>" in page(client, "/admin/queues/")
+
+
 # --- the canceled list ----------------------------------------------------------------------------------
 
 def test_canceled_jobs_are_listed_per_queue_newest_first_and_linked_from_the_queue_page(client, queue_redis):
