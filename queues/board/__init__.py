@@ -3,8 +3,8 @@
 - ``access``: who may view and who may act (OPTIMA_ENV, staff permissions, basic auth); ``throttle``:
   failed sign-ins per client address.
 - ``views``: the home page (counts per state, pause/resume, job search), pause, resume, find.
-- ``rq_actions``: django-rq's changing views, audited; chunked "requeue all" / "delete all"; bulk
-  actions job by job.
+- ``rq_actions``: django-rq's changing views of one job, audited, with a confirmation first; bulk actions job by
+  job; ``queue_actions``: "empty queue" and the chunked "requeue all" / "delete all" failed jobs.
 - ``lookups``: unknown queue / scheduler indexes, job ids and worker keys in a URL answer 404.
 - ``bounded``: the panel's Redis clients (short timeouts, no retry of a timeout, a deadline per
   request); with ``access.guard``, a Redis that does not answer gives a 503 page within 3 s.

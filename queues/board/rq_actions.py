@@ -11,10 +11,8 @@ one ``discarded``. (A requeued dead job gets a full set of attempts again: the w
 ``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.) A job put back
 leaves the failed registry whatever its status (``operations.requeue``): one stopped, then enqueued too.
 
-Two queue-wide views are replaced rather than wrapped, for the 200,000-job case: django-rq's
-"Delete All" failed jobs loads every job at once with rq's default (pickle) serializer, and its
-"Requeue All" makes three round trips per job. Ours walk the failed registry in chunks of
-``CHUNK`` ids with pipelines, with the JSON job class. Their confirmation pages stay django-rq's.
+The queue-wide actions ("Empty queue", "Delete All" and "Requeue All" failed jobs) are in
+``queue_actions``.
 
 Corrupt jobs (``jobread``: not UTF-8, no ``data``, garbage, a key of the wrong type, an undeclared
 queue) never stop an action: a delete deletes their keys (DEL of the hash and of the list/registry
@@ -32,11 +30,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_rq import utils as rq_utils
 from django_rq import views as rq_views
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
-from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
-from queues import audit, rqcompat
-from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
+from queues import audit
+from queues.board.readonly import get_queue_by_index  # poison-proof ids and counts
 from queues.exceptions import QueueUnavailable
 from queues.failures.operations import mark_dead_letters, requeue
 from queues.jobs import read as jobread
@@ -44,8 +41,6 @@ from queues.keyspace import keys
 from queues.models import DeadLetter
 from queues.producer.cancel import cancel_job
 from queues.templatetags.queues_panel import panel_state
-
-CHUNK = 500
 
 
 def _failed_ids(queue, job_ids):
@@ -58,7 +53,8 @@ def _failed_ids(queue, job_ids):
     return [j for j, s in zip(job_ids, scores) if s is not None and not isinstance(s, Exception)]
 
 
-def _outcome(response):
+def audit_outcome(response):
+    """The audit outcome of a django-rq view's response."""
     return "ok" if response.status_code < 400 else "error"
 
 
@@ -120,7 +116,7 @@ def audited(view, action):
         except Exception as exc:
             audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
             raise
-        outcome = _outcome(response)
+        outcome = audit_outcome(response)
         if outcome == "ok":
             _mark_rows_of(action, failed)
         audit.record(request, action, queue.name, [job_id], outcome, "from the panel")
@@ -238,139 +234,3 @@ def cancel(request, queue_index, job_id):
     else:
         messages.error(request, f"Job {job_id} not canceled: {canceled.detail}.")
     return redirect(job_page)
-
-
-def empty_queue(request, queue_index):
-    """django-rq's "Empty queue", audited with the count and the first ids of what it removes."""
-    if request.method != "POST":
-        return rq_views.clear_queue(request, queue_index)
-    queue = get_queue_by_index(queue_index)
-    count = queue.count
-    first_ids = queue.get_job_ids(0, audit.MAX_JOB_IDS - 1)
-    kind = queue.connection.type(queue.key)
-    if kind not in (b"list", b"none"):
-        return _empty_wrong_type(request, queue, queue_index, jobread.text(kind))
-    try:
-        response = rq_views.clear_queue(request, queue_index)
-    except Exception as exc:
-        audit.record(request, "empty", queue.name, first_ids, "error", f"{type(exc).__name__}: {exc}")
-        raise
-    audit.record(request, "empty", queue.name, first_ids, _outcome(response), f"emptied {count} waiting jobs")
-    return response
-
-
-def _empty_wrong_type(request, queue, queue_index, kind):
-    """"Empty" of a queue whose key is not a list (planted): the key is deleted, which empties it."""
-    queue.connection.delete(queue.key)
-    detail = f"queue key {queue.key} was a {kind}, not a list: deleted"
-    audit.record(request, "empty", queue.name, [], "ok", detail)
-    messages.warning(request, f"Queue {queue.name} emptied: its {detail}.")
-    return redirect("django_rq:jobs", queue_index)
-
-
-def _failed_chunk(queue, offset):
-    """Up to ``CHUNK`` ids of the failed registry from ``offset`` on, as Redis holds them (bytes)."""
-    key = FailedJobRegistry(queue.name, queue.connection).key
-    try:
-        return queue.connection.zrange(key, offset, offset + CHUNK - 1)
-    except redis.ResponseError as exc:
-        return wrong_type(key, exc, [])
-
-
-def _act_on_all_failed(request, queue, action, per_job, mark, verb, delete_corrupt):
-    """Take every failed job of ``queue`` out of the failed registry in chunks, apply
-    ``per_job(pipe, job)`` to each job Redis still has, ``mark(ids, found_ids)`` their dead-letter
-    rows, and audit the whole as one ``action``. A corrupt job's keys are deleted when
-    ``delete_corrupt``, else it stays in the registry (skipped over). Returns (jobs acted on, ids
-    whose job was gone, ids of corrupt jobs)."""
-    registry_key = FailedJobRegistry(queue.name, queue.connection).key
-    touched, gone, corrupt = [], [], []
-
-    def handle(raw_ids):
-        jobs = jobread.fetch_many(raw_ids, queue.connection)
-        with queue.connection.pipeline() as pipe:
-            for raw, job in zip(raw_ids, jobs):
-                if jobread.is_corrupt(job) and not delete_corrupt:
-                    continue
-                pipe.zrem(registry_key, raw)
-                if jobread.is_corrupt(job):
-                    jobread.delete_keys(pipe, raw)
-                elif job is not None:
-                    per_job(pipe, job)
-            pipe.execute()
-        ids = [jobread.text(r) for r in raw_ids]
-        found = [i for i, job in zip(ids, jobs) if job is not None and not jobread.is_corrupt(job)]
-        gone.extend(i for i, job in zip(ids, jobs) if job is None)
-        corrupt.extend(i for i, job in zip(ids, jobs) if jobread.is_corrupt(job))
-        mark(ids, found)
-        if len(touched) < audit.MAX_JOB_IDS:
-            touched.extend(ids[: audit.MAX_JOB_IDS - len(touched)])
-
-    count, seen = 0, set()
-    try:
-        # Until the registry is empty, or holds only ids already handled (written back meanwhile).
-        while (raw_ids := _failed_chunk(queue, 0 if delete_corrupt else len(corrupt))) and not seen >= set(raw_ids):
-            raw_ids = [r for r in raw_ids if r not in seen]
-            handle(raw_ids)
-            seen.update(raw_ids)
-            count += len(raw_ids)
-    except Exception as exc:
-        audit.record(request, action, queue.name, touched, "error", f"{type(exc).__name__}: {exc}")
-        raise
-    done = count - len(gone) - len(corrupt)
-    detail = f"{verb} {done} failed jobs"
-    if gone:
-        detail += f"; {len(gone)} listed in the failed registry were no longer in Redis (taken off the registry)"
-    if corrupt:
-        detail += f"; {len(corrupt)} corrupt " + ("deleted" if delete_corrupt else "skipped (left in the registry)")
-    audit.record(request, action, queue.name, touched, "ok", detail)
-    return done, gone, corrupt
-
-
-def delete_all_failed(request, queue_index):
-    """Delete every failed job of a queue, in chunks (replaces django-rq's ``delete_failed_jobs``)."""
-    if request.method != "POST":
-        return rq_views.delete_failed_jobs(request, queue_index)
-    queue = get_queue_by_index(queue_index)
-
-    def delete(pipe, job):
-        job.delete(pipeline=pipe, remove_from_queue=False)
-
-    # A job already gone from Redis is as deleted as it gets: its row is discarded too; so is a corrupt one.
-    count, _, corrupt = _act_on_all_failed(
-        request, queue, "delete_all_failed", delete,
-        lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted", delete_corrupt=True)
-    messages.info(request, f"You have successfully deleted {count} failed job{'s' if count != 1 else ''}.")
-    if corrupt:
-        messages.warning(request, f"{len(corrupt)} corrupt job{'s' if len(corrupt) != 1 else ''} deleted too "
-                                  f"(unreadable as jobs: their keys were removed): {', '.join(corrupt[:10])}.")
-    return redirect("django_rq:home")
-
-
-def requeue_all_failed(request, queue_index):
-    """Requeue every failed job of a queue, in chunks (replaces django-rq's ``requeue_all``)."""
-    if request.method != "POST":
-        return rq_views.requeue_all(request, queue_index)
-    queue = get_queue_by_index(queue_index)
-
-    def requeue(pipe, job):
-        job.started_at = job.ended_at = None
-        rqcompat.clear_exc_info(job)
-        job.set_status(JobStatus.QUEUED, pipeline=pipe)
-        rqcompat.enqueue_prepared(queue, job, pipe)
-
-    # Only the rows of jobs actually requeued become "retried"; a row whose job was gone stays open
-    # (the dead-letter admin's Retry enqueues it anew from its stored arguments).
-    count, gone, corrupt = _act_on_all_failed(
-        request, queue, "requeue_all", requeue,
-        lambda ids, found: mark_dead_letters(found, DeadLetter.Status.RETRIED, retried_as_self=True), "requeued",
-        delete_corrupt=False,
-    )
-    messages.info(request, f"You have successfully requeued {count} job{'s' if count != 1 else ''}!")
-    if corrupt:
-        messages.warning(request, f"{len(corrupt)} corrupt skipped (unreadable as jobs, left in the failed list; "
-                                  f"open or delete them there): {', '.join(corrupt[:10])}.")
-    if gone:
-        messages.warning(request, f"{len(gone)} failed job{'s' if len(gone) != 1 else ''} no longer in Redis "
-                                  "could not be requeued; retry their dead letters from the dead-letter admin.")
-    return redirect("django_rq:jobs", queue_index)

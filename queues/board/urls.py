@@ -20,7 +20,7 @@ templates' links resolve unchanged.
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
-from queues.board import patches, periodic, rq_actions, views
+from queues.board import patches, periodic, queue_actions, rq_actions, views
 from queues.board.access import guard
 from queues.board.lookups import known
 from queues.logsafe import get_logger
@@ -47,8 +47,8 @@ DJANGO_RQ = {
 # django-rq URL name -> our view serving it (same URL arguments).
 SERVED_BY = {
     "home": views.home, "queue_details": views.queue_details, "actions": rq_actions.bulk_actions,
-    "clear": rq_actions.empty_queue, "requeue_all": rq_actions.requeue_all_failed,
-    "delete_failed_jobs": rq_actions.delete_all_failed,
+    "clear": queue_actions.empty_queue, "requeue_all": queue_actions.requeue_all_failed,
+    "delete_failed_jobs": queue_actions.delete_all_failed,
 }
 # django-rq URL name -> the audit action of its view (one job, ``rq_actions.audited``).
 AUDITED = {"delete_job": "delete", "requeue_job": "requeue", "enqueue_job": "enqueue", "stop_job": "stop"}
