@@ -43,6 +43,14 @@ def check_trust_boundary(app_configs=None, **kwargs):
     return check_messages(catalog.validate() + signing.validate())
 
 
+@register(Tags.compatibility)
+def check_tasks_backend(app_configs=None, **kwargs):
+    """queues.W082: TASKS names queues.tasks.QueuesBackend without 'django_tasks' installed (queues/tasks/)."""
+    from queues import tasks
+
+    return check_messages(tasks.validate())
+
+
 @register("redis")
 def check_redis_eviction(app_configs=None, **kwargs):
     """The queues' Redis must not evict keys (queues/connection/info.py): queues.E070 (an ``allkeys-*``

@@ -14,6 +14,28 @@
 
 __all__ = ["QueuesBackend", "QueuesTask", "QUEUE_OPTIONS"]
 
+BACKEND = "queues.tasks.QueuesBackend"
+
+
+def validate():
+    """queues.W082: ``TASKS`` names this backend but ``'django_tasks'`` is not installed, so the framework's
+    checks, and with them the backend's own (queues.E080, E081), never run (tasks still enqueue and run).
+    Reported by queues/checks.py, which runs whatever is installed."""
+    from django.apps import apps
+    from django.conf import settings
+
+    from queues.conf import Problem
+
+    tasks = getattr(settings, "TASKS", None)
+    ours = [alias for alias, params in tasks.items()
+            if isinstance(params, dict) and params.get("BACKEND") == BACKEND] if isinstance(tasks, dict) else []
+    if not ours or apps.is_installed("django_tasks"):
+        return []
+    return [Problem("queues.W082", f"TASKS[{ours[0]!r}] uses {BACKEND} but 'django_tasks' is not in INSTALLED_APPS: "
+                                   "the Tasks backend's checks (queues.E080, queues.E081) never run.",
+                    "Add 'django_tasks' to INSTALLED_APPS (tasks enqueue and run without it; its checks need it).",
+                    level="warning")]
+
 
 def __getattr__(name):
     if name in __all__:

@@ -198,6 +198,15 @@ def test_checks_report_undeclared_queues_and_unknown_options_with_the_apps_ids()
     assert type(task_backends["default"]).__name__ == "QueuesBackend"
 
 
+def test_a_queues_backend_without_django_tasks_installed_is_warned_about_its_checks_never_running(settings):
+    assert [m for m in run_checks() if m.id == "queues.W082"] == []
+    settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "django_tasks"]
+    [warning] = [m for m in run_checks() if m.id == "queues.W082"]
+    assert warning.msg == ("TASKS['default'] uses queues.tasks.QueuesBackend but 'django_tasks' is not in INSTALLED_APPS: "
+                           "the Tasks backend's checks (queues.E080, queues.E081) never run.")
+    assert "Add 'django_tasks' to INSTALLED_APPS" in warning.hint
+
+
 def test_an_attempt_that_went_back_to_the_queue_without_counting_adds_no_worker(queue_redis):
     """The worker records its name as an attempt starts; an attempt given back (worker stopped, Redis away)
     does not advance ``meta["attempt"]``, so the entry it left is not counted, and the next start replaces it."""
