@@ -202,8 +202,8 @@ def test_a_queues_backend_without_django_tasks_installed_is_warned_about_its_che
     assert [m for m in run_checks() if m.id == "queues.W082"] == []
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "django_tasks"]
     [warning] = [m for m in run_checks() if m.id == "queues.W082"]
-    assert warning.msg == ("TASKS['default'] uses queues.tasks.QueuesBackend but 'django_tasks' is not in INSTALLED_APPS: "
-                           "the Tasks backend's checks (queues.E080, queues.E081) never run.")
+    assert warning.msg == ("TASKS['default'] uses queues.tasks.QueuesBackend but 'django_tasks' is not in "
+                           "INSTALLED_APPS: the Tasks backend's checks (queues.E080, queues.E081) never run.")
     assert "Add 'django_tasks' to INSTALLED_APPS" in warning.hint
 
 
