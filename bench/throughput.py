@@ -3,6 +3,7 @@
     .venv/bin/python bench/throughput.py                   # ~2 minutes on the shared 2-core box
     .venv/bin/python bench/throughput.py --jobs 600 --rounds 31 --worker-rounds 5
     .venv/bin/python bench/throughput.py --profile-enqueue # pyinstrument's call tree of queues.enqueue
+    .venv/bin/python bench/throughput.py --enqueue-only    # the enqueue section alone (~20 s)
 
 Everything runs in the same run, on one private redis-server (devtools/redis_server.py), and is
 printed as ratios: absolute times are noisy on a shared machine.
@@ -42,7 +43,9 @@ shows medians, and a ratio is the median of the per-round ratios. Per worker run
 
 Enqueue: ``queues.enqueue`` against plain ``rq.Queue.enqueue`` (JSON) in one Django process, in
 interleaved rounds (ours, plain, ours, plain, ...) of the same number of calls; the median of the
-per-round ratios, and the round trips per call of each.
+per-round ratios, and the round trips per call of each. Bulk: in the same rounds, the same number of
+jobs through ``queues.enqueue_many`` in calls of ``MANY_BATCH`` jobs, against as many one-by-one
+``queues.enqueue`` calls (the "ours" side): the per-job time ratio, and the round trips per job.
 
 Tasks (6.): in the same enqueue rounds, ``bench.tasks.noop.enqueue()`` against ``queues.enqueue`` of the same
 function; their time over each other's.
@@ -88,6 +91,7 @@ JOB = "bench.jobs.noop"
 WARM_UP = 0.10  # fraction of the jobs left out of the speed (start-up)
 WINDOW = (0.20, 0.90)  # fractions of the jobs dequeued between which Redis traffic is counted
 SIMPLE_FACTOR = 4  # fork-free workers are ~10x faster: they get this many times more jobs
+MANY_BATCH = 100  # jobs per queues.enqueue_many call in the bulk side of the enqueue rounds
 
 
 @dataclass
@@ -239,12 +243,18 @@ def client_role():
             # written, no HMAC); such jobs are never run, they only fill this process's rounds.
             variants = {"ours": sign, "plain": sign, "unsigned": lambda job: "",
                         "fixed": lambda job: (job.data, "0" * 64)[1], "task": sign, "task_job": sign}
+            many = getattr(queues, "enqueue_many", None)  # absent before it existed: that side is left out
+            if many is not None:
+                variants["many"] = sign
 
             def timed(side):
                 trips0, cpu0, t0 = RoundTrips.count, time.process_time(), time.perf_counter()
                 signing.sign = variants[side]
                 try:
-                    for _ in range(calls):
+                    if side == "many":  # the same number of jobs, MANY_BATCH per call
+                        for start in range(0, calls, MANY_BATCH):
+                            many(QUEUE, JOB, [()] * min(MANY_BATCH, calls - start))
+                    for _ in range(0 if side == "many" else calls):
                         if side == "plain":
                             plain.enqueue(JOB)
                         elif side == "task":
@@ -266,8 +276,9 @@ def client_role():
             for n in range(rounds):
                 # ours then plain; unsigned and fixed before them in even rounds, after them (reversed)
                 # in odd ones: unsigned, fixed, ours, plain, ours, plain, fixed, unsigned, unsigned, ...
-                order = (("unsigned", "fixed", "ours", "plain", "task_job", "task") if n % 2 == 0 else
-                         ("ours", "plain", "fixed", "unsigned", "task", "task_job"))
+                order = (("unsigned", "fixed", "ours", "plain", "task_job", "task", "many") if n % 2 == 0 else
+                         ("many", "ours", "plain", "fixed", "unsigned", "task", "task_job"))
+                order = [side for side in order if side in variants]
                 result = {}
                 for side in order:
                     result.update(timed(side))
@@ -534,6 +545,8 @@ def main():
     parser.add_argument("--micro", type=int, default=20000,
                         help="calls per timeit repeat of signing.sign / signing.verify (best of 7); default 20000")
     parser.add_argument("--idle", type=float, default=3.0, help="seconds of each idle-traffic measurement; default 3")
+    parser.add_argument("--enqueue-only", action="store_true",
+                        help="only the enqueue rounds and the signing micro-benchmark (no workers)")
     parser.add_argument("--profile-enqueue", action="store_true",
                         help="only print pyinstrument's profile of --enqueues calls of queues.enqueue (requirements-dev)")
     opts = parser.parse_args()
@@ -551,6 +564,13 @@ def main():
         try:
             if opts.profile_enqueue:
                 print(bench.client.call("profile", opts.enqueues * 10))
+                return
+            if opts.enqueue_only:
+                enqueue_rounds = bench.client.call("enqueue", opts.enqueues, opts.rounds)
+                micro = bench.client.call("micro", opts.micro)
+                print(f"\nOptima Queues vs RQ {rq_version()}, one private redis-server; the run took "
+                      f"{time.monotonic() - started:.0f} s")
+                print_targets(report_enqueue(opts, enqueue_rounds, micro))
                 return
             bench.probe = bench.client.call("probe")
             kinds = [KIND[key] for key in RUN_ORDER if KIND[key].role != "d" or bench.probe["simple"]]
@@ -626,6 +646,63 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
           f"sends and the server's INFO commandstats (commands that Lua scripts call included), minus the idle "
           f"traffic over as long, measured on each worker idle for {opts.idle:g} s (not --burst): {idle}.")
 
+    a_trips, a_cmds, a_by = per_job("a")
+    c_trips, c_cmds, c_by = per_job("c")
+    d_trips, d_cmds, _ = per_job("d")
+    e_trips, e_cmds, _ = per_job("e")
+    enqueue_lines = report_enqueue(opts, enqueue_rounds, micro)
+
+    def job_time_share(key):
+        """signing.verify's time per call / the job time of ``key`` (1 / its median jobs/s)."""
+        rates = [r.rate for r in good(key)]
+        return micro["verify"] * median(rates) if rates else None
+
+    lines = [
+        ("1. speed, forking: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.rate / y.rate),
+         "x", ">= 0.95", lambda v: v >= 0.95),
+        ("   ours / plain RQ without Django (a/c)", paired("a", "c", lambda x, y: x.rate / y.rate), "x", "", None),
+        ("1. speed, fork-free: ours / stock in Django (d/e)", paired("d", "e", lambda x, y: x.rate / y.rate),
+         "x", ">= 0.80", lambda v: v >= 0.8),
+        ("2. round trips per job: ours - plain (a-c)", None if a_trips is None or c_trips is None else a_trips - c_trips,
+         "+", "<= +2", lambda v: v <= 2),
+        ("2. commands per job: ours / plain (a/c)", None if not a_cmds or not c_cmds else a_cmds / c_cmds,
+         "x", "<= 1.10", lambda v: v <= 1.1),
+        ("   fork-free: round trips per job (d-e)", None if d_trips is None or e_trips is None else d_trips - e_trips,
+         "+", "", None),
+        ("   fork-free: commands per job (d/e)", None if not d_cmds or not e_cmds else d_cmds / e_cmds, "x", "", None),
+        *enqueue_lines["3"],
+        ("4. peak PSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_pss / y.peak_pss),
+         "x", "", None),
+        ("   peak RSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_rss / y.peak_rss),
+         "x", "", None),
+        ("   peak PSS: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.peak_pss / y.peak_pss),
+         "x", "", None),
+        *enqueue_lines["5"],
+        ("5. signing, worker: signed / unsigned jobs/s (a/f)", paired("a", "f", lambda x, y: x.rate / y.rate),
+         "x", "", None),
+        ("   fork-free: signed / unsigned jobs/s (d/g)", paired("d", "g", lambda x, y: x.rate / y.rate),
+         "x", "", None),
+        ("   signing.verify per call / job time of (a)", job_time_share("a"), "x", "", None),
+        ("   signing.verify per call / job time of (d)", job_time_share("d"), "x", "", None),
+        *enqueue_lines["6"],
+        ("6. @task run: task jobs/s / job jobs/s (h/a)", paired("h", "a", lambda x, y: x.rate / y.rate),
+         "x", ">= 0.95", lambda v: v >= 0.95),
+    ]
+    print_targets(lines)
+
+    if a_by and c_by:
+        diff = {c: a_by.get(c, 0.0) - c_by.get(c, 0.0) for c in set(a_by) | set(c_by)}
+        more = sorted(((c, d) for c, d in diff.items() if d >= 0.05), key=lambda x: -x[1])
+        fewer = sorted(((c, d) for c, d in diff.items() if d <= -0.05), key=lambda x: x[1])
+        print("\nper job, by command (INFO commandstats): ours (a) - plain (c)")
+        print("  more:  " + (", ".join(f"{c} {d:+.2f}" for c, d in more) or "none"))
+        print("  fewer: " + (", ".join(f"{c} {d:+.2f}" for c, d in fewer) or "none"))
+        print("  ours:  " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(a_by.items()) if abs(v) >= 0.05))
+        print("  plain: " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(c_by.items()) if abs(v) >= 0.05))
+
+
+def report_enqueue(opts, enqueue_rounds, micro):
+    """Print the enqueue table; -> {"3": [...], "5": [...], "6": [...]}, its lines of the targets' table."""
     ours_times = [r["ours"] for r in enqueue_rounds]
     plain_times = [r["plain"] for r in enqueue_rounds]
     speed = statistics.median(p / o for p, o in zip(plain_times, ours_times))
@@ -650,72 +727,56 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
           f"per call "
           f"(timeit, best of 7 x {opts.micro}); queues.enqueue {ours_call * 1e6:.1f} µs")
 
-    a_trips, a_cmds, a_by = per_job("a")
-    c_trips, c_cmds, c_by = per_job("c")
-    d_trips, d_cmds, _ = per_job("d")
-    e_trips, e_cmds, _ = per_job("e")
-    sign_speed = statistics.median(r["unsigned"] / r["ours"] for r in enqueue_rounds)
-    sign_cpu = statistics.median(r["unsigned_cpu"] / r["ours_cpu"] for r in enqueue_rounds)
+    rounds = len(enqueue_rounds)
+    many_lines = []
+    if all("many" in r for r in enqueue_rounds):
+        many_trips = sum(r["many_trips"] for r in enqueue_rounds) / (calls * rounds)
+        print(f"{f'queues.enqueue_many, {MANY_BATCH} jobs per call':<44} "
+              f"{statistics.median(r['many'] for r in enqueue_rounds) / calls * 1e6:>7.1f} {many_trips:>10.2f}"
+              "   (per job)")
+        many_lines = [
+            ("3. bulk: one-by-one time / enqueue_many time, per job",
+             statistics.median(r["ours"] / r["many"] for r in enqueue_rounds), "x", ">= 3", lambda v: v >= 3),
+            ("   same, the client's CPU time", statistics.median(r["ours_cpu"] / r["many_cpu"] for r in enqueue_rounds),
+             "x", "", None),
+            ("   bulk round trips per job (one pipeline per call)", many_trips, "+", f"<= {2 / MANY_BATCH:.2f}",
+             lambda v: v <= 2 / MANY_BATCH + 1e-9),
+        ]
+    return {
+        "3": [
+            ("3. enqueue speed: plain time / our time", speed, "x", ">= 0.95", lambda v: v >= 0.95),
+            ("   same, the client's CPU time", cpu_speed, "x", "", None),
+            ("3. enqueue round trips per call: ours - plain", ours_trips - plain_trips, "+", "<= 0",
+             lambda v: v < 0.01),
+            *many_lines,
+        ],
+        "5": [
+            ("5. signing, enqueue: unsigned time / signed time",
+             statistics.median(r["unsigned"] / r["ours"] for r in enqueue_rounds), "x", "", None),
+            ("   same, the client's CPU time",
+             statistics.median(r["unsigned_cpu"] / r["ours_cpu"] for r in enqueue_rounds), "x", "", None),
+            ("   fixed signature, no HMAC / signed time",
+             statistics.median(r["fixed"] / r["ours"] for r in enqueue_rounds), "x", "", None),
+            ("   signing.sign per call / queues.enqueue per call", micro["sign"] / ours_call, "x", "", None),
+        ],
+        "6": [
+            ("6. @task enqueue: Task.enqueue time / queues.enqueue's",
+             statistics.median(r["task"] / r["task_job"] for r in enqueue_rounds), "x", "<= 1.10", lambda v: v <= 1.1),
+            ("   same, the client's CPU time",
+             statistics.median(r["task_cpu"] / r["task_job_cpu"] for r in enqueue_rounds), "x", "", None),
+        ],
+    }
 
-    def job_time_share(key):
-        """signing.verify's time per call / the job time of ``key`` (1 / its median jobs/s)."""
-        rates = [r.rate for r in good(key)]
-        return micro["verify"] * median(rates) if rates else None
 
-    lines = [
-        ("1. speed, forking: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.rate / y.rate),
-         "x", ">= 0.95", lambda v: v >= 0.95),
-        ("   ours / plain RQ without Django (a/c)", paired("a", "c", lambda x, y: x.rate / y.rate), "x", "", None),
-        ("1. speed, fork-free: ours / stock in Django (d/e)", paired("d", "e", lambda x, y: x.rate / y.rate),
-         "x", ">= 0.80", lambda v: v >= 0.8),
-        ("2. round trips per job: ours - plain (a-c)", None if a_trips is None or c_trips is None else a_trips - c_trips,
-         "+", "<= +2", lambda v: v <= 2),
-        ("2. commands per job: ours / plain (a/c)", None if not a_cmds or not c_cmds else a_cmds / c_cmds,
-         "x", "<= 1.10", lambda v: v <= 1.1),
-        ("   fork-free: round trips per job (d-e)", None if d_trips is None or e_trips is None else d_trips - e_trips,
-         "+", "", None),
-        ("   fork-free: commands per job (d/e)", None if not d_cmds or not e_cmds else d_cmds / e_cmds, "x", "", None),
-        ("3. enqueue speed: plain time / our time", speed, "x", ">= 0.95", lambda v: v >= 0.95),
-        ("3. enqueue round trips per call: ours - plain", ours_trips - plain_trips, "+", "== 0", lambda v: abs(v) < 0.01),
-        ("4. peak PSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_pss / y.peak_pss),
-         "x", "", None),
-        ("   peak RSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_rss / y.peak_rss),
-         "x", "", None),
-        ("   peak PSS: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.peak_pss / y.peak_pss),
-         "x", "", None),
-        ("5. signing, enqueue: unsigned time / signed time", sign_speed, "x", "", None),
-        ("   same, the client's CPU time", sign_cpu, "x", "", None),
-        ("   fixed signature, no HMAC / signed time", statistics.median(r["fixed"] / r["ours"] for r in enqueue_rounds),
-         "x", "", None),
-        ("   signing.sign per call / queues.enqueue per call", micro["sign"] / ours_call, "x", "", None),
-        ("5. signing, worker: signed / unsigned jobs/s (a/f)", paired("a", "f", lambda x, y: x.rate / y.rate),
-         "x", "", None),
-        ("   fork-free: signed / unsigned jobs/s (d/g)", paired("d", "g", lambda x, y: x.rate / y.rate),
-         "x", "", None),
-        ("   signing.verify per call / job time of (a)", job_time_share("a"), "x", "", None),
-        ("   signing.verify per call / job time of (d)", job_time_share("d"), "x", "", None),
-        ("6. @task enqueue: Task.enqueue time / queues.enqueue's",
-         statistics.median(r["task"] / r["task_job"] for r in enqueue_rounds), "x", "<= 1.10", lambda v: v <= 1.1),
-        ("   same, the client's CPU time", statistics.median(r["task_cpu"] / r["task_job_cpu"] for r in enqueue_rounds),
-         "x", "", None),
-        ("6. @task run: task jobs/s / job jobs/s (h/a)", paired("h", "a", lambda x, y: x.rate / y.rate),
-         "x", ">= 0.95", lambda v: v >= 0.95),
-    ]
+def print_targets(lines):
+    """The targets' table: ``lines`` of (name, value, unit, target, ok), a dict of such lists, or both."""
+    if isinstance(lines, dict):
+        lines = [line for group in lines.values() for line in group]
     print(f"\n{'target':<52} {'value':>8}  {'target':<8} result")
     for name, value, unit, target, ok in lines:
         shown = "n/a" if value is None else (f"{value:+.2f}" if unit == "+" else
                                              f"{value:.4f}x" if value < 0.1 else f"{value:.3f}x")
         print(f"{name:<52} {shown:>8}  {target:<8} {verdict(value, ok) if ok else 'info'}")
-
-    if a_by and c_by:
-        diff = {c: a_by.get(c, 0.0) - c_by.get(c, 0.0) for c in set(a_by) | set(c_by)}
-        more = sorted(((c, d) for c, d in diff.items() if d >= 0.05), key=lambda x: -x[1])
-        fewer = sorted(((c, d) for c, d in diff.items() if d <= -0.05), key=lambda x: x[1])
-        print("\nper job, by command (INFO commandstats): ours (a) - plain (c)")
-        print("  more:  " + (", ".join(f"{c} {d:+.2f}" for c, d in more) or "none"))
-        print("  fewer: " + (", ".join(f"{c} {d:+.2f}" for c, d in fewer) or "none"))
-        print("  ours:  " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(a_by.items()) if abs(v) >= 0.05))
-        print("  plain: " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(c_by.items()) if abs(v) >= 0.05))
 
 
 def rq_version():
