@@ -101,6 +101,23 @@ def forget_stopped_job(worker):
     worker._stopped_job_id = None
 
 
+class StoppedJobPerThread:
+    """Mixin of a worker that runs several jobs at once (``queues.worker.concurrent``): rq's single
+    ``_stopped_job_id`` slot (its stop-job mark, which rq's ``handle_job_failure`` and ours read) is
+    answered per job thread by the worker's ``stopped_job_here()`` and cleared by its
+    ``forget_stopped_job_here()``. rq's stop-job commands themselves are routed by the worker, never
+    through this slot."""
+
+    @property
+    def _stopped_job_id(self):
+        return self.stopped_job_here()
+
+    @_stopped_job_id.setter
+    def _stopped_job_id(self, value):
+        if value is None:
+            self.forget_stopped_job_here()
+
+
 def remember_state(worker, state):
     """What set_state would have recorded, kept in memory while Redis is away."""
     worker._state = state

@@ -5,13 +5,15 @@ the housekeeping (``housekeeping``), liveness and the abandoned-job scan (``live
 ``abandoned``), pause, options and the signals it sends.
 
 ``queues.worker.OptimaWorker`` and ``queues.worker.OptimaSimpleWorker`` are the dotted paths settings
-(``RQ['WORKER_CLASS']``) and ``rqworker --worker-class`` name.
+(``RQ['WORKER_CLASS']``) and ``rqworker --worker-class`` name; ``queues.worker.OptimaConcurrentWorker``
+(``concurrent``, over ``slots`` and ``watchdog``) is what ``rqworker --concurrency N`` runs.
 """
 
 # Imported on first use (PEP 562), so that importing a sibling module never imports this whole package.
 _EXPORTS = {
     "OptimaWorker": "queues.worker.adapter",
     "OptimaSimpleWorker": "queues.worker.adapter",
+    "OptimaConcurrentWorker": "queues.worker.concurrent",
 }
 
 

@@ -11,7 +11,9 @@ atomic LMOVE for one queue or several (``queues.worker.dequeue``), so running on
 queue is a capacity choice, not a safety one. docs/operations.md has the stop timeouts to configure.
 
 ``--no-fork`` runs ``queues.worker.OptimaSimpleWorker``: jobs run in the worker's own process (no
-fork per job), for trusted I/O-bound jobs; docs/operations.md says what it gives up.
+fork per job), for trusted I/O-bound jobs; docs/operations.md says what it gives up. ``--concurrency N``
+(N > 1) runs ``queues.worker.OptimaConcurrentWorker``: up to N jobs at once, in threads of one
+fork-free process (``queues/worker/concurrent.py``).
 
 System checks: a worker runs the ones about configuration (``WORKER_CHECK_TAGS``: this app's own,
 models, caches, security), not those of URLs, templates and the admin, which import every view and
@@ -80,6 +82,11 @@ class Command(rqworker.Command):
                  "the end of the grace, and a job that crashes the interpreter ends the worker. docs/operations.md.",
         )
         parser.add_argument(
+            "--concurrency", dest="concurrency", default=None,
+            help="Jobs run at once in this process, each in a thread (default 1: one at a time). N > 1 runs "
+                 f"{CONCURRENT} (fork-free, as --no-fork); docs/operations.md.",
+        )
+        parser.add_argument(
             "--grace", dest="grace", default=None,
             help="Seconds a stopping worker lets its running job finish before putting it back in its queue "
                  "(default: OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'], 25). The supervisor's stop "
@@ -87,14 +94,16 @@ class Command(rqworker.Command):
         )
 
     def handle(self, *args, **options):
+        chosen = worker_class(options)  # a bad --concurrency is refused before anything starts
         names, grace, level = start_command(self, args, options)
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {describe()})")
         backoff = Backoff(config.options().redis_retry_max)
         # The job modules were imported when Django started (queues.catalog.jobs.autodiscover, in
         # QueuesConfig.ready), so horses share them instead of each importing its own copy.
         build_kwargs = {
-            "worker_class": worker_class(options), "queue_class": options["queue_class"],
+            "worker_class": chosen, "queue_class": options["queue_class"],
             "job_class": options["job_class"], "name": options["name"], "worker_ttl": options["worker_ttl"],
+            **concurrency_kwargs(options),
         }
         worker = run_worker(
             lambda: build_worker(names, grace, outage, backoff, **build_kwargs), outage, backoff,
@@ -123,17 +132,60 @@ def start_command(command, args, options):
 
 
 FORK_FREE = "queues.worker.OptimaSimpleWorker"
+CONCURRENT = "queues.worker.OptimaConcurrentWorker"
+
+
+def parse_concurrency(value):
+    """``--concurrency``: a whole number of jobs >= 1 (None: 1)."""
+    if value is None:
+        return 1
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise CommandError(f"--concurrency must be a whole number of jobs >= 1, got {value!r}. Example: "
+                           "--concurrency 8 (8 jobs at once in one process; 1, the default, runs one at a time).")
+    return number
+
+
+def concurrency_kwargs(options):
+    """What the worker class is built with for ``--concurrency`` (nothing for 1: today's workers)."""
+    number = parse_concurrency(options.get("concurrency"))
+    return {"concurrency": number} if number > 1 else {}
 
 
 def worker_class(options):
-    """The dotted worker class: ``--no-fork`` is OptimaSimpleWorker; else ``--worker-class`` or settings."""
+    """The dotted worker class: ``--concurrency N`` (N > 1) is OptimaConcurrentWorker, ``--no-fork``
+    OptimaSimpleWorker; else ``--worker-class`` or settings."""
     chosen = options.get("worker_class")
+    number = parse_concurrency(options.get("concurrency"))
+    if number > 1:
+        if chosen and not _runs_concurrently(chosen):
+            raise CommandError(
+                f"--concurrency {number} runs {number} jobs at once in threads of one fork-free process "
+                f"({CONCURRENT}); it cannot be combined with --worker-class {chosen!r}, which runs one job at a "
+                f"time. Drop --worker-class (or name a subclass of {CONCURRENT}), or drop --concurrency "
+                "and run more processes (rqworker-pool --num-workers).")
+        return chosen or CONCURRENT
     if not options.get("no_fork"):
         return chosen
     if chosen and chosen != FORK_FREE:
         raise CommandError(f"--no-fork runs {FORK_FREE}; it cannot be combined with --worker-class {chosen!r}. "
                            "Drop one of the two.")
     return FORK_FREE
+
+
+def _runs_concurrently(dotted):
+    from django.utils.module_loading import import_string
+
+    from queues.worker.concurrent import OptimaConcurrentWorker
+
+    try:
+        cls = import_string(dotted) if isinstance(dotted, str) else dotted
+    except ImportError as exc:
+        raise CommandError(f"--worker-class {dotted!r} cannot be imported: {exc}") from None
+    return isinstance(cls, type) and issubclass(cls, OptimaConcurrentWorker)
 
 
 def build_worker(names, grace, outage, backoff, **kwargs):

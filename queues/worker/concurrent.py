@@ -1,0 +1,285 @@
+"""``rqworker --concurrency N``: up to N jobs at once in one fork-free process.
+
+``OptimaConcurrentWorker`` is ``OptimaSimpleWorker`` whose jobs run in a bounded pool of threads
+(``slots.py``) instead of its main thread. The main thread keeps rq's loop and ours (``Intake``:
+pause, trust gate, housekeeping, stop) and pops only while a slot is free; each job runs in its
+thread through the fork-free worker's own per-job path (``perform_job``: ``attempt``, the job, its
+success or ``failures/``). ``async def`` jobs take the same path: rq runs each coroutine with its own
+``asyncio.run``, in the job's thread (docs/decisions.md says why threads and not one event loop).
+
+What rq keeps in single slots is kept per job: the exception a failure handler holds
+(``PerJobFailures``), the stop-job mark (``rqcompat.StoppedJobPerThread`` over ``Slot.stopped``),
+the running jobs (``JobThreads``; ``worker.executions`` is already a dict). Per job, as in the
+fork-free worker:
+
+==============================  ================================================================
+timeout                         ``watchdog.py``: rq's JobTimeoutException raised into the job's
+                                thread; still running 60 s later (blocked in C code): the attempt
+                                is recorded as failed, the worker takes no new job and exits 1
+                                once the others ended or went back (the supervisor restarts it)
+SIGTERM                         no new job; running ones may finish within the grace; then every
+                                one still running goes back to the head of its band, attempt not
+                                counted (``supervision.return_to_queue``), and the process exits 0
+second signal                   the same at once
+SIGKILL                         every started entry names this worker: the abandoned-job scan
+                                re-runs each once the lifeline stops beating
+stop-job (panel, rq's command)  rq's ``stop-job``/``stop-execution`` reach the one job they name:
+                                an exception raised into its thread; failed as stopped, no retry
+database                        one Django connection per thread (Django's are thread-local),
+                                closed after each job in that thread
+==============================  ================================================================
+"""
+import logging
+import os
+import sys
+
+from django.db import close_old_connections, connections
+from rq.command import parse_payload
+from rq.exceptions import StopRequested
+from rq.job import JobStatus
+from rq.utils import now
+from rq.worker.base import WorkerStatus
+
+from queues import rqcompat
+from queues.connection.outage import REDIS_ERRORS
+from queues.failures.handler import FailureHandler
+from queues.jobs import meta as jobmeta
+from queues.worker import supervision
+from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
+from queues.worker.attempt import NotStarted
+from queues.worker.settle import STOPPED_BY_USER
+from queues.worker.slots import FINISHING, WITHDRAWN, JobThreads, Slot, Withdrawn
+from queues.worker.watchdog import Watchdog, raise_in_thread, timeout_error
+
+FINISHING_WAIT_SECONDS = 5.0  # a job recording its outcome when the worker stops: waited for this long
+
+
+class JobStopped(Exception):
+    """Raised into a job's thread by rq's stop-job command (the forking worker kills the horse)."""
+
+    def __init__(self, *args):
+        super().__init__("Job stopped by user")
+
+
+class PerJobFailures(FailureHandler):
+    """The failure handler with the exception of each job held apart (rq's one slot per worker)."""
+
+    def __init__(self, worker):
+        super().__init__(worker)
+        self.held = {}
+
+    def remember(self, job, exc_info):
+        self.held[job.id] = exc_info
+
+    def take(self, job):
+        return self.held.pop(job.id, None)
+
+
+class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
+    """Up to ``concurrency`` jobs at once, each in a thread of this process (``rqworker --concurrency``)."""
+
+    def __init__(self, *args, concurrency=1, **kwargs):  # worker
+        super().__init__(*args, **kwargs)
+        self.concurrency = int(concurrency)
+        self.threads = JobThreads(self.concurrency, self.run_in_thread, f"Worker {self.name}", log=self.log)
+        self.failures = PerJobFailures(self)
+        self.watchdog = Watchdog(self.wedged, f"Worker {self.name}", log=self.log)
+        self.death_penalty_class = self.watchdog.penalty_class
+        self.exit_code = 0
+        self.withdrew = False
+
+    # -- rq's single slots, per job -------------------------------------------------------------
+    def stopped_job_here(self):  # a job's thread
+        threads = getattr(self, "threads", None)
+        slot = threads.mine() if threads is not None else None
+        return slot.job.id if slot is not None and slot.stopped else None
+
+    def forget_stopped_job_here(self):  # a job's thread
+        threads = getattr(self, "threads", None)
+        slot = threads.mine() if threads is not None else None
+        if slot is not None:
+            slot.stopped = False
+
+    def job_running(self):  # worker
+        return bool(self.threads.active())
+
+    def set_state(self, state, pipeline=None):  # worker and job threads
+        if state == WorkerStatus.IDLE and getattr(self, "threads", None) is not None and self.threads.active():
+            state = WorkerStatus.BUSY  # busy while any job runs
+        super().set_state(state, pipeline)
+
+    # -- start and stop -------------------------------------------------------------------------
+    def bootstrap(self, *args, **kwargs):  # worker
+        super().bootstrap(*args, **kwargs)
+        self.lifeline.on_beat = self.beat
+        self.watchdog.start()
+
+    def beat(self, connection):  # lifeline thread
+        """The lifeline's beat while jobs run: the main thread may be waiting for a slot."""
+        if self.threads.active():
+            connection.expire(self.key, self.worker_ttl + 60)
+
+    def request_stop(self, signum, frame):  # worker
+        WorkerBehaviour.request_stop(self, signum, frame)  # no grace timer: the main thread watches it
+
+    def end_running_job(self):  # worker (a second stop signal)
+        self.give_back_all(self.stop.take_interrupted() or "its worker received a second stop signal")
+        self.quit()
+
+    def teardown(self):  # worker
+        if not self.is_horse:
+            self.drain()
+        self.watchdog.halt()
+        super().teardown()
+        if self.exit_code or self.threads.stuck():
+            self.quit(unregister=False)
+
+    def drain(self):  # worker
+        """Wait for the running jobs; past the grace of a stop, every one still running goes back."""
+        while self.threads.active():
+            if self.stop.requested and self.stop.grace_over():
+                self.stop.interrupt(f"the shutdown grace period of {self.stop.grace:g} s ran out")
+                self.log.warning("Worker %s: stopping: %s", self.name, self.stop.interrupted)
+                self.give_back_all(self.stop.take_interrupted())
+                self.quit()
+            self.idle_duties()
+            self.threads.wait(0.2)
+        self.after_jobs()
+
+    def quit(self, unregister=True):  # worker (or the end of its teardown)
+        """Exit now: threads of jobs that were taken back (or are stuck in C code) must not go on."""
+        if unregister:
+            try:
+                self.housekeeping.stop()
+                self.lifeline.stop()
+                self.register_death()
+            except Exception:  # noqa: BLE001 — exiting anyway
+                pass
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(self.exit_code)
+
+    def give_back_all(self, why):  # worker
+        """Every job still running goes back to the head of its band, its attempt not counted."""
+        for slot in self.threads.active():
+            if slot.claim(WITHDRAWN):
+                self.withdrew = True
+                self.give_back(slot, why)
+        self.wait_finishing()
+
+    def give_back(self, slot, why):  # worker
+        job, queue = slot.job, slot.queue
+        band = queue.band(jobmeta.band(job)) if hasattr(queue, "band") else queue
+        try:
+            if job.get_status(refresh=True) == JobStatus.STARTED:  # not if it ended a moment ago
+                supervision.return_to_queue(self.connection, job, band, slot.execution, why)
+                self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
+                                 self.name, job.id, queue.name, why)
+        except REDIS_ERRORS:
+            self.log.error("Worker %s: Redis unreachable; job %s stays registered as started and the other "
+                           "workers will re-run it once this one is gone", self.name, job.id)
+
+    def wait_finishing(self):  # worker
+        """Jobs recording their outcome right now: let them finish doing so (a few seconds at most)."""
+        deadline = now().timestamp() + FINISHING_WAIT_SECONDS
+        while any(slot.state == FINISHING for slot in self.threads.active()) and now().timestamp() < deadline:
+            self.threads.wait(0.1)
+
+    # -- the main loop ----------------------------------------------------------------------
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):  # worker
+        """A job to run, once a slot is free (rq's loop pops only then)."""
+        while not self.threads.has_free():
+            self.idle_duties()
+            if self.stop.requested:
+                raise StopRequested()
+            self.threads.wait(0.5)
+        self.after_jobs()
+        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+
+    def idle_duties(self):  # worker
+        self.after_jobs()
+        self.housekeeping.tick()
+        self.housekeeping.flush()
+
+    def after_jobs(self):  # worker
+        """The per-job housekeeping of the jobs that ended, in this (the main) thread."""
+        for slot in self.threads.ended():
+            self.housekeeping.after_job(slot.job, slot.queue)
+
+    def execute_job(self, job, queue):  # worker: the job runs in a thread of the pool
+        try:
+            execution = self.prepare_execution(job)
+        except NotStarted:
+            return
+        self.threads.start(Slot(job, queue, execution))
+
+    # -- in a job's thread ------------------------------------------------------------------
+    def run_in_thread(self, slot):  # a job's thread
+        close_old_connections()
+        try:
+            with slot.lock:
+                stopped = slot.stopped  # stop-job came before this thread took the job
+            if stopped:
+                raise_in_thread(slot.ident, JobStopped)
+            self.perform_job(slot.job, slot.queue, slot.execution)
+        finally:
+            connections.close_all()
+
+    def handle_execution_ended(self, job, queue, heartbeat_ttl):  # a job's thread
+        slot = self.threads.mine()
+        if slot is not None and not slot.claim(FINISHING) and slot.state == WITHDRAWN:
+            raise Withdrawn()  # the worker took the job back or failed it: its outcome is not ours
+        super().handle_execution_ended(job, queue, heartbeat_ttl)
+
+    def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):  # both
+        slot = self.threads.mine()
+        if slot is not None and slot.stopped and slot.job.id == job.id:
+            exc_string = STOPPED_BY_USER  # as the forking worker records a stopped job
+        super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
+                                   execution=execution)
+
+    # -- rq's commands (the pubsub thread) and the watchdog -----------------------------------
+    def handle_payload(self, message):  # pubsub thread
+        payload = parse_payload(message)
+        if payload.get("command") == "stop-job":
+            self.stop_job(self.threads.find(job_id=payload.get("job_id")), payload.get("job_id"))
+            return
+        super().handle_payload(message)
+
+    def request_stop_execution(self, execution_id):  # pubsub thread (rq's stop-execution command)
+        self.stop_job(self.threads.find(execution_id=execution_id), execution_id)
+
+    def stop_job(self, slot, named):  # pubsub thread
+        if slot is None:
+            self.log.warning("Worker %s: not running %s, stop command ignored", self.name, named)
+            return
+        with slot.lock:
+            if slot.state != "running":
+                return
+            slot.stopped = True
+            if slot.ident is not None:
+                raise_in_thread(slot.ident, JobStopped)
+        self.log.warning("Worker %s: stopping job %s on request", self.name, slot.job.id)
+
+    def wedged(self, penalty):  # watchdog thread
+        """An attempt still running ``HARD_TIMEOUT_MARGIN_SECONDS`` past its timeout (blocked in C
+        code): recorded as failed now (retry or dead letter); no new job, and the process exits 1
+        once the other jobs ended or went back (a supervisor starts a fresh one)."""
+        slot = self.threads.find(ident=penalty.ident)
+        if slot is None or not slot.claim(WITHDRAWN):
+            return
+        self.log.error("Worker %s: job %s still running %g s past its timeout of %g s (blocked where Python cannot "
+                       "interrupt it): attempt failed; this worker takes no new job and exits once the others are "
+                       "done", self.name, slot.job.id, self.watchdog.margin, penalty.seconds)
+        self.exit_code = 1
+        self.stop.request(running=True)
+        rqcompat.request_stop(self, now())
+        error = timeout_error(penalty.seconds)()
+        slot.job.ended_at = now()
+        self.failures.remember(slot.job, (type(error), error, None))
+        self.handle_job_failure(slot.job, slot.queue, exc_string=f"{type(error).__module__}.JobTimeoutException: "
+                                f"{error}", execution=slot.execution)
+
+
+__all__ = ["OptimaConcurrentWorker", "JobStopped"]

@@ -1,0 +1,137 @@
+"""The jobs a concurrent worker (``concurrent.py``) runs at once: one ``Slot`` per job, ``JobThreads``
+its bounded pool of threads.
+
+A slot is the per-job form of what rq keeps in single slots of a worker: the running job, its
+execution, the stop-job mark, and who records its outcome. That last one is a small state machine,
+so that the job's own thread and the worker (the end of the shutdown grace, a cold stop, an attempt
+that overran its hard timeout) never both write the job's outcome:
+
+    RUNNING --(its thread starts recording the outcome)--> FINISHING
+    RUNNING --(the worker takes it back or fails it)-----> WITHDRAWN
+
+Whoever moves the slot out of RUNNING owns the outcome; a thread whose slot was withdrawn stops
+with ``Withdrawn`` the moment it returns from the job's code, having written nothing.
+
+``JobThreads`` starts its threads (daemons: a job blocked in C code never holds the process) on
+first use; each takes the next slot, runs it, and hands it to the main thread (``ended``), which
+does the per-job housekeeping in one thread.
+"""
+import logging
+import queue as stdqueue
+import threading
+
+RUNNING, FINISHING, WITHDRAWN = "running", "finishing", "withdrawn"
+
+logger = logging.getLogger("rq.worker")
+
+
+class Withdrawn(BaseException):
+    """The worker took this job back (or failed it): its thread must record nothing."""
+
+
+class Slot:
+    def __init__(self, job, queue, execution):
+        self.job = job
+        self.queue = queue
+        self.execution = execution
+        self.state = RUNNING
+        self.stopped = False  # rq's stop-job command named this job
+        self.ident = None  # the thread running it
+        self.lock = threading.Lock()
+
+    def claim(self, state):
+        """Move from RUNNING to ``state``; False when someone else did first."""
+        with self.lock:
+            if self.state != RUNNING:
+                return False
+            self.state = state
+            return True
+
+
+class JobThreads:
+    """At most ``size`` jobs at once, each in a thread of its own running ``run(slot)``."""
+
+    def __init__(self, size, run, who, log=logger):
+        self.size = size
+        self.run = run
+        self.who = who
+        self.log = log
+        self.changed = threading.Condition()
+        self.slots = {}  # job id -> Slot, from start until its thread is done with it
+        self.inbox = stdqueue.SimpleQueue()
+        self.done = stdqueue.SimpleQueue()
+        self.local = threading.local()
+        self.threads = []
+
+    # -- in the main thread ---------------------------------------------------------------
+    def start(self, slot):
+        with self.changed:
+            self.slots[slot.job.id] = slot
+        if not self.threads:
+            for number in range(self.size):
+                thread = threading.Thread(target=self._serve, name=f"optima-job-{number + 1}", daemon=True)
+                thread.start()
+                self.threads.append(thread)
+        self.inbox.put(slot)
+
+    def has_free(self):
+        with self.changed:
+            return len(self.slots) < self.size
+
+    def active(self):
+        """Slots whose outcome is still their thread's (RUNNING or FINISHING)."""
+        with self.changed:
+            return [slot for slot in self.slots.values() if slot.state != WITHDRAWN]
+
+    def stuck(self):
+        """Slots withdrawn whose thread has not come back (blocked in C code, or still unwinding)."""
+        with self.changed:
+            return [slot for slot in self.slots.values() if slot.state == WITHDRAWN]
+
+    def wait(self, seconds):
+        """Until a job ends (or ``seconds`` pass)."""
+        with self.changed:
+            self.changed.wait(seconds)
+
+    def ended(self):
+        """The slots whose jobs ended since the last call (their outcome recorded by their thread)."""
+        found = []
+        while True:
+            try:
+                found.append(self.done.get_nowait())
+            except stdqueue.Empty:
+                return found
+
+    def find(self, job_id=None, execution_id=None, ident=None):
+        with self.changed:
+            for slot in self.slots.values():
+                if (job_id is not None and slot.job.id == job_id) or (ident is not None and slot.ident == ident) \
+                        or (execution_id is not None and slot.execution.id == execution_id):
+                    return slot
+        return None
+
+    # -- in a job's thread ----------------------------------------------------------------
+    def mine(self):
+        """The slot this thread runs, or None (the main thread, the lifeline, the watchdog...)."""
+        return getattr(self.local, "slot", None)
+
+    def _serve(self):
+        while True:
+            slot = self.inbox.get()
+            with slot.lock:
+                slot.ident = threading.get_ident()
+            self.local.slot = slot
+            try:
+                self.run(slot)
+            except Withdrawn:
+                pass
+            except BaseException:  # noqa: BLE001 — one job's thread never ends the pool
+                self.log.exception("%s: job %s ended its thread unexpectedly", self.who, slot.job.id)
+            finally:
+                self.local.slot = None
+                with self.changed:
+                    if self.slots.get(slot.job.id) is slot:
+                        del self.slots[slot.job.id]
+                    self.changed.notify_all()
+                if slot.state != WITHDRAWN:
+                    self.done.put(slot)
