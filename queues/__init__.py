@@ -2,12 +2,15 @@
 
 Public API (stable names; everything else is internal)::
 
-    from queues import enqueue, enqueue_call, fetch_job, get_queue, job, queue_names, ENQUEUE_OPTIONS
+    from queues import enqueue, enqueue_call, enqueue_many, Call, fetch_job, get_queue, job, queue_names
+    from queues import ENQUEUE_OPTIONS
     from queues import job_state, cancel, cache_connection
     from queues import UnknownQueue, QueueUnavailable, NotReplicated, InvalidJob, PermanentError, RetryAfter
 
 ``job_state(job_id)`` -> ``JobState`` or None (queues/jobs/state.py: one shape for a job in Redis, in the
 outbox, or unreadable); ``cancel(job_id, request=None, reason="")`` -> ``Canceled`` (queues/producer/cancel.py);
+``enqueue_many(name, func, calls, **options)`` -> [Job] (queues/producer/bulk.py: many jobs in one write,
+each item of ``calls`` a tuple of arguments or a ``Call``);
 ``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
@@ -30,6 +33,8 @@ __all__ = [
     "job",
     "enqueue",
     "enqueue_call",
+    "enqueue_many",
+    "Call",
     "fetch_job",
     "get_queue",
     "queue_names",
@@ -49,6 +54,8 @@ __all__ = [
 _LAZY = {
     "enqueue": ("queues.producer.api", "enqueue"),
     "enqueue_call": ("queues.producer.api", "enqueue_call"),
+    "enqueue_many": ("queues.producer.bulk", "enqueue_many"),
+    "Call": ("queues.producer.bulk", "Call"),
     "fetch_job": ("queues.catalog.lookup", "fetch_job"),
     "get_queue": ("queues.catalog.lookup", "get_queue"),
     "queue_names": ("queues.catalog.lookup", "queue_names"),

@@ -190,8 +190,8 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
         _check_option(conf.validate_job_options(f"enqueue({name!r}, ...)", overrides))
         options = {**config.options, **overrides}
     when = None if delay is None and at is None else _resolve_when(delay, at)
-    if job_id is not None and (not isinstance(job_id, str) or not job_id or ":" in job_id or len(job_id) > 200):
-        raise InvalidJob(f"job_id must be a non-empty string without ':' (at most 200 chars), got {job_id!r}.")
+    if job_id is not None:
+        _check_job_id(job_id)
     if unique is not None and unique is not False:
         if unique is True:
             if job_id is None:
@@ -242,6 +242,11 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
     return job
+
+
+def _check_job_id(job_id):
+    if not isinstance(job_id, str) or not job_id or ":" in job_id or len(job_id) > 200:
+        raise InvalidJob(f"job_id must be a non-empty string without ':' (at most 200 chars), got {job_id!r}.")
 
 
 def _check_limit(name, config, limit_key, limit_concurrency):

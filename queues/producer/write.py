@@ -56,11 +56,23 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
                     logger.info("enqueue(%r, unique key %r): job %s not written, %s is still waiting",
                                 q.name, lock_key, job.id, duplicate_of)
                 return duplicate_of
-            # An explicit job_id must not silently overwrite a job of the same id.
-            if when is None:
-                q.enqueue_job(job, unique=explicit_id)
-            else:
-                q.schedule_job(job, when, unique=explicit_id)
+            if explicit_id:
+                # An explicit job_id must not silently overwrite a job of the same id: rq's check-and-write
+                # Lua (``unique=True``), which ignores a pipeline.
+                if when is None:
+                    q.enqueue_job(job, unique=True)
+                else:
+                    q.schedule_job(job, when, unique=True)
+                return None
+            # One round trip: rq's own enqueue_job / schedule_job put their commands on our MULTI. Left
+            # to itself rq sends the queue set's SADD in a pipeline of its own, then the job (hash,
+            # status, push or schedule) in a second one: two round trips, and not one atomic step.
+            with q.connection.pipeline() as pipe:
+                if when is None:
+                    q.enqueue_job(job, pipeline=pipe)
+                else:
+                    q.schedule_job(job, when, pipeline=pipe)
+                pipe.execute()
             return None
 
     try:
@@ -70,6 +82,52 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
                                      who=f"Enqueue of job {job.id}", again=lambda: queue.connection.delete(job.key))
     except DuplicateJobError:
         raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+
+
+def write_many(queue, jobs, when, *, explicit_ids=False):
+    """Write the built, signed ``jobs`` (``queues.enqueue_many``) in one MULTI: all of them or none.
+
+    One round trip for the batch; with ``explicit_ids`` (a caller's ``job_id``s, or the outbox's
+    push) the ids are WATCHed and checked first (two more for the batch): one that exists already
+    raises ``InvalidJob`` naming it, and nothing is written. A Redis failure raises ``QueueUnavailable``.
+    """
+    def write():
+        with replication.acknowledged(queue) as q, q.connection.pipeline() as pipe:
+            while True:
+                try:
+                    if explicit_ids:
+                        pipe.watch(*[job.key for job in jobs])
+                        if pipe.exists(*[job.key for job in jobs]):
+                            taken = [job.id for job in jobs if pipe.exists(job.key)]  # rare: one by one
+                            pipe.unwatch()
+                            raise DuplicateJobError(", ".join(taken))
+                    pipe.multi()
+                    for job in jobs:
+                        if when is not None:
+                            q.schedule_job(job, when, pipeline=pipe)
+                        elif limits.is_limited(job):
+                            limits.enqueue_into(q, job, pipe)
+                        else:
+                            q.enqueue_job(job, pipeline=pipe)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
+    def written():
+        found = {}
+        for job in jobs:
+            found.update(_written_keys(queue, job, None))
+        return found
+
+    try:
+        quarantine.retry_once(queue.connection, written, write, who=f"Enqueue of {len(jobs)} jobs",
+                              again=lambda: queue.connection.delete(*[job.key for job in jobs]))
+    except DuplicateJobError as exc:
+        raise InvalidJob(f"Jobs with these ids already exist in Redis: {exc}; nothing of the batch was written. "
+                         "Pick other job_ids (or leave them out).") from None
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
 

@@ -1,0 +1,135 @@
+"""Bulk enqueue: ``queues.enqueue_many(name, func, calls, **options)``, many jobs of one declared function.
+
+Every job is validated, built and signed as ``queues.enqueue`` does it (queues/producer/api.py), then
+the whole batch is written in one MULTI (``write.write_many``): one round trip for the batch, and all
+of it or nothing. A bad item fails the whole call before anything is written, with an error naming
+its index. Inside ``transaction.atomic()`` (or with ``durable=True``) the batch goes through the
+outbox: one row per job (so ``job_state``, ``cancel`` and the relay treat each job as they treat any
+other), inserted in one statement, pushed after the commit in one MULTI and deleted in one statement.
+
+``calls`` is a list; each item is one job:
+
+- a tuple or list: its positional arguments (``(42,)``, ``[42, "full"]``, ``()``);
+- ``queues.Call(args=(), kwargs=None, job_id=None, meta=None)``: keyword arguments, an own job id
+  (must not exist in Redis: the batch is refused if one does), or meta merged over the common ``meta=``.
+
+A dict is refused (one positional argument, or keyword arguments?): say which with ``(the_dict,)``
+or ``queues.Call(kwargs=the_dict)``. The options are the batch's: ``attempts``, ``timeout``,
+``delay``/``at`` (one due time for all), ``durable``, ``limit_key``/``limit_concurrency`` (one key
+for all), ``priority``, ``meta``. ``unique=`` is refused: whether each key's job still waits is a
+read per key before the write; enqueue such jobs one by one with ``queues.enqueue(..., unique=)``.
+"""
+from dataclasses import dataclass
+
+from queues.catalog.lookup import get_config
+from queues.exceptions import InvalidJob
+from queues.jobs import meta as jobmeta
+from queues.jobs import signing
+from queues.producer import api
+from queues.producer.write import declared_queue, write_many
+
+MAX_BATCH = 10_000  # jobs per call: one MULTI holds them all in the client's and the server's memory
+
+
+@dataclass(frozen=True)
+class Call:
+    """One job of ``queues.enqueue_many``: its arguments, and optionally its own job id and meta."""
+
+    args: tuple | list = ()
+    kwargs: dict | None = None
+    job_id: str | None = None
+    meta: dict | None = None
+
+
+def enqueue_many(name, func, calls, *, attempts=None, timeout=None, delay=None, at=None, durable=False,
+                 limit_key=None, limit_concurrency=None, priority=0, meta=None, unique=None):
+    """Enqueue one job of ``func`` per item of ``calls`` on the declared queue ``name``, in one write;
+    returns the rq Jobs in the order of ``calls``. All or nothing: a bad item raises ``InvalidJob``
+    (naming its index) and nothing is written; a Redis failure raises ``QueueUnavailable``."""
+    if unique is not None and unique is not False:
+        raise InvalidJob(
+            f"enqueue_many does not take unique= (got {unique!r}): whether a key's job still waits is read "
+            "per key before its write, which a one-round-trip batch cannot do. Enqueue such jobs one by one "
+            "with queues.enqueue(..., unique=<key>).")
+    config = get_config(name)
+    path = api.func_path(func)
+    options = config.options
+    overrides = {k: v for k, v in (("attempts", attempts), ("timeout", timeout)) if v is not None}
+    if overrides:
+        from queues import conf
+
+        api._check_option(conf.validate_job_options(f"enqueue_many({name!r}, ...)", overrides))
+        options = {**options, **overrides}
+    when = None if delay is None and at is None else api._resolve_when(delay, at)
+    if durable is not True and durable is not False:
+        raise InvalidJob(f"durable must be True or False, got {durable!r}.")
+    limit = api._check_limit(name, config, limit_key, limit_concurrency)
+    api._check_priority(priority, limit)
+    if meta is not None:
+        api._check_json(meta, "meta")
+        if not isinstance(meta, dict):
+            raise InvalidJob(f"meta must be a dict, got {type(meta).__name__} {meta!r}.")
+    items = _items(calls)
+
+    queue = declared_queue(name, config)
+    jobs = []
+    for args, kwargs, job_id, own_meta in items:
+        extra = {**meta, **own_meta} if meta and own_meta else (own_meta or meta)
+        job = queue.create_job(
+            path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
+            failure_ttl=options["failure_ttl"], job_id=job_id or api._new_job_id(),
+            meta=jobmeta.for_enqueue(extra, queue=name, attempts=options["attempts"], priority=priority),
+        )
+        api._apply_limit(job, limit)
+        job.signature = signing.sign(job)
+        jobs.append(job)
+    if not jobs:
+        return []
+    explicit_ids = any(job_id is not None for _, _, job_id, _ in items)
+    if durable or api._in_transaction():
+        from queues.producer import outbox_many
+
+        outbox_many.stage_many(queue, jobs, when, explicit_ids=explicit_ids)
+        return jobs
+    write_many(queue, jobs, when, explicit_ids=explicit_ids)
+    return jobs
+
+
+def _items(calls):
+    """``calls`` checked item by item: -> [(args, kwargs, job_id, meta)]; the first bad item raises."""
+    if isinstance(calls, (str, bytes, dict)) or not hasattr(calls, "__iter__"):
+        raise InvalidJob(f"calls must be a list of argument tuples or queues.Call, got {type(calls).__name__} "
+                         f"{calls!r:.200}. E.g. queues.enqueue_many(name, func, [(1,), (2,)]).")
+    items = []
+    seen = {}
+    for i, item in enumerate(calls):
+        if len(items) >= MAX_BATCH:
+            raise InvalidJob(f"calls has more than {MAX_BATCH} items: one call writes its jobs in one MULTI. "
+                             f"Split them into calls of at most {MAX_BATCH} (each is all or nothing).")
+        if isinstance(item, Call):
+            args, kwargs, job_id, meta = item.args, {} if item.kwargs is None else item.kwargs, item.job_id, item.meta
+        elif isinstance(item, (tuple, list)):
+            args, kwargs, job_id, meta = item, {}, None, None
+        elif isinstance(item, dict):
+            raise InvalidJob(f"calls[{i}] is a dict {item!r:.200}: one positional argument, or keyword arguments? "
+                             f"Pass ({item!r:.60},) for one argument, or queues.Call(kwargs={item!r:.60}).")
+        else:
+            raise InvalidJob(f"calls[{i}] is {type(item).__name__} {item!r:.200}; each item is a tuple of the "
+                             f"job's positional arguments or a queues.Call. Pass ({item!r:.60},) for one argument.")
+        try:
+            api._check_args(args, kwargs)
+            if meta is not None:
+                api._check_json(meta, "meta")
+                if not isinstance(meta, dict):
+                    raise InvalidJob(f"meta must be a dict, got {type(meta).__name__} {meta!r:.200}.")
+            if job_id is not None:
+                api._check_job_id(job_id)
+        except InvalidJob as exc:
+            raise InvalidJob(f"calls[{i}]: {exc} Nothing of the batch was enqueued.") from None
+        if job_id is not None:
+            if job_id in seen:
+                raise InvalidJob(f"calls[{i}] has job_id={job_id!r}, as calls[{seen[job_id]}] has: one id, one "
+                                 "job. Give each a different job_id. Nothing of the batch was enqueued.")
+            seen[job_id] = i
+        items.append((args, kwargs, job_id, meta))
+    return items
