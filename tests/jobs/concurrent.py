@@ -93,3 +93,12 @@ def touch_db():
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         return cursor.fetchone()[0]
+
+
+@queues.job
+def pause(path, seconds):
+    """Log a start, sleep ``seconds``, log an end."""
+    _log(path, event="start")
+    time.sleep(seconds)
+    _log(path, event="end")
+    return seconds

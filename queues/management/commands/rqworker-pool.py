@@ -3,7 +3,8 @@
 Replaces django-rq's command of the same name (``queues`` comes before ``django_rq`` in
 INSTALLED_APPS), which runs stock rq workers with pickle. Each member is exactly what
 ``manage.py rqworker`` runs — same worker class, JSON jobs only, same queues (no names: every
-declared queue), same ``--grace`` and ``--without-scheduler`` — built and started by the same code
+declared queue), same ``--grace``, ``--without-scheduler`` and ``--concurrency`` (N > 1: each member
+runs N jobs at once in threads, as ``rqworker --concurrency N``) — built and started by the same code
 (``rqworker.build_worker`` / ``run_worker``). What the pool adds:
 
 - memory: the master loads Django, the app and every installed app's ``jobs`` module once, freezes
@@ -40,6 +41,7 @@ from queues.connection.clients import describe, get_connection
 from queues.connection.outage import Backoff, OutageLog, wait_until_reachable
 from queues.management.commands.rqworker import (
     build_worker,
+    parse_concurrency,
     run_worker,
     start_command,
 )
@@ -55,8 +57,9 @@ STOP_MARGIN_SECONDS = 10
 logger = logging.getLogger("rq.worker")
 
 
-def serve_member(master_pid, name, names, grace, work_kwargs):
-    """A member's whole life, in the forked child: rqworker's build-and-work loop."""
+def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1):
+    """A member's whole life, in the forked child: rqworker's build-and-work loop (``concurrency`` > 1:
+    an OptimaConcurrentWorker running that many jobs at once)."""
     die_with_parent(master_pid)
     # The fork inherited the master's handlers (WorkerPool.request_stop would signal this member's
     # siblings); until the worker installs its own in bootstrap, a stop signal just ends the member:
@@ -65,8 +68,14 @@ def serve_member(master_pid, name, names, grace, work_kwargs):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     outage = OutageLog(logging.getLogger("rq.worker"), f"Pool member {name} (Redis at {describe()})")
     backoff = Backoff(config.options().redis_retry_max)
+    if concurrency > 1:
+        from queues.worker.concurrent import OptimaConcurrentWorker
+
+        build = {"worker_class": OptimaConcurrentWorker, "concurrency": concurrency}
+    else:
+        build = {"worker_class": OptimaWorker}
     worker = run_worker(
-        lambda: build_worker(names, grace, outage, backoff, worker_class=OptimaWorker, name=name),
+        lambda: build_worker(names, grace, outage, backoff, name=name, **build),
         outage, backoff, **work_kwargs,
     )
     if not (rqcompat.stop_requested(worker) or work_kwargs["burst"]):
@@ -76,12 +85,13 @@ def serve_member(master_pid, name, names, grace, work_kwargs):
 class OptimaWorkerPool(WorkerPool):
     """rq's WorkerPool running ``serve_member`` in each member instead of rq's ``run_worker``."""
 
-    def __init__(self, names, *, num_workers, grace, with_scheduler, logging_level):
+    def __init__(self, names, *, num_workers, grace, with_scheduler, logging_level, concurrency=1):
         # rq's pool only keeps ``connection`` to rebuild it in its own run_worker, which we do not
         # use: members connect through django-rq's settings, as rqworker does.
         super().__init__(names, connection=get_connection(), num_workers=num_workers, worker_class=OptimaWorker,
                          serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
         self.names = list(names)
+        self.concurrency = concurrency
         self.grace = grace
         self.with_scheduler = with_scheduler
         self.logging_level = logging_level
@@ -96,7 +106,8 @@ class OptimaWorkerPool(WorkerPool):
         return ForkProcess(
             target=serve_member, name=f"Worker {name} (WorkerPool {self.name})",
             args=(self.master_pid, name, self.names, self.grace,
-                  {"burst": burst, "with_scheduler": self.with_scheduler, "logging_level": self.logging_level}),
+                  {"burst": burst, "with_scheduler": self.with_scheduler, "logging_level": self.logging_level},
+                  self.concurrency),
         )
 
     def start_worker(self, count=None, burst=True, _sleep=0, logging_level="INFO"):
@@ -157,18 +168,24 @@ class Command(BaseCommand):
         parser.add_argument("--burst", action="store_true", dest="burst",
                             help="Members exit once the queues are empty; the pool exits when they all have.")
         parser.add_argument("--pid", dest="pid", default=None, help="File to write the master's pid into.")
+        parser.add_argument(
+            "--concurrency", dest="concurrency", default=None,
+            help="Jobs each member runs at once, each in a thread (default 1: forking members, one job at a time). "
+                 "N > 1: every member is a fork-free queues.worker.OptimaConcurrentWorker; docs/operations.md.")
 
     def handle(self, *args, **options):
         if options["num_workers"] < 1:
             raise CommandError(f"--num-workers must be an integer >= 1, got {options['num_workers']}. "
                                "Example: --num-workers 4")
+        concurrency = parse_concurrency(options["concurrency"])
         names, grace, level = start_command(self, args, options)
         if not self._wait_for_redis():
             return  # stopped while waiting
         # (the job modules were imported when Django started: queues.catalog.jobs.autodiscover, shared by members)
         reset_db_connections()  # no database connection may be shared with the members
         pool = OptimaWorkerPool(names, num_workers=options["num_workers"], grace=grace,
-                                with_scheduler=not options["without_scheduler"], logging_level=level)
+                                with_scheduler=not options["without_scheduler"], logging_level=level,
+                                concurrency=concurrency)
         pool.start(burst=options["burst"], logging_level=level)
         if pool.killed:
             sys.exit(1)
