@@ -1,0 +1,27 @@
+"""Celery's benchmark tasks (the bench's own virtual environment): Redis broker, no result backend,
+Celery's defaults otherwise (acks on receipt, prefetch multiplier 4).
+
+    celery -A bench.peer_jobs.celery_app worker --pool threads --concurrency 32
+"""
+import os
+import time
+
+from celery import Celery
+
+from .record import io_call, record
+
+app = Celery("bench", broker=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"))
+app.conf.update(task_ignore_result=True, worker_hijack_root_logger=False, broker_connection_retry_on_startup=True,
+                worker_redirect_stdouts=False)
+
+
+@app.task(name="bench.noop")
+def noop(enqueued):
+    record(enqueued, time.time())
+
+
+@app.task(name="bench.io")
+def io(enqueued):
+    started = time.time()
+    io_call()
+    record(enqueued, started)

@@ -1,0 +1,171 @@
+"""One run of one system on one workload, and its figures.
+
+A run: Redis flushed; the producer fills the queue with ``count`` jobs; the worker (a real process
+tree, started from its command line) drains it while this process samples, every 0.2 s, the jobs
+done (the record files' sizes), the CPU time and the RSS of the worker's process tree; then the
+producer sends ``latency_count`` jobs one every ``every`` seconds to the now idle worker; then the
+worker gets SIGTERM.
+
+- jobs/s: steady state while draining, from the jobs' own end times: the first 10 % left out
+  (start-up), then (jobs - 1) / (last end - first end);
+- pick-up latency p50/p95: started - enqueued of the paced jobs (low load, the worker warm);
+- CPU s / 1,000 jobs: user + system time of the worker's tree (work horses that ended included, via
+  their parent's ``cutime``) between the sample where 10 % were done and the last, per job done;
+- peak RSS: the largest sum of the tree's resident sets over the samples (shared pages counted in
+  every process, as ``ps`` does).
+"""
+import os
+import signal
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from devtools.procs import descendants
+
+from .record import RECORD
+from .systems import APP_BIN, PEERS_BIN, ROOT
+
+WARM_UP = 0.10
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class Result:
+    system: str
+    workload: str
+    jobs: int
+    concurrency: int = 1
+    error: str = ""
+    rate: float = None
+    p50_ms: float = None
+    p95_ms: float = None
+    cpu_per_1000: float = None
+    peak_rss_mib: float = None
+    fill_seconds: float = None
+
+
+def done_count(record_dir):
+    return sum(e.stat().st_size for e in os.scandir(record_dir)) // RECORD.size
+
+
+def records(record_dir):
+    out = []
+    for entry in os.scandir(record_dir):
+        data = Path(entry.path).read_bytes()
+        out += [RECORD.unpack_from(data, i) for i in range(0, len(data) - len(data) % RECORD.size, RECORD.size)]
+    return out
+
+
+def tree_usage(root):
+    """(CPU seconds, RSS bytes) of ``root``'s process tree; children that ended count in their parent's cutime."""
+    cpu = rss = 0
+    for pid in descendants(root):
+        try:
+            with open(f"/proc/{pid}/stat") as fp:
+                fields = fp.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/statm") as fp:
+                rss += int(fp.read().split()[1]) * PAGE
+        except (OSError, IndexError):
+            continue
+        cpu += sum(int(f) for f in fields[11:15]) / TICK  # utime stime cutime cstime
+    return cpu, rss
+
+
+def produce(system, workload, count, env, log, every=0.0):
+    """Runs the system's producer; -> seconds it took."""
+    python = str((PEERS_BIN if system.peers_venv else APP_BIN) / "python")
+    args = [python, "-m", "bench.peer_jobs.produce", system.family, workload, str(count), "--every", str(every)]
+    out = subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    if out.returncode:
+        raise RuntimeError(f"the {system.family} producer exited with {out.returncode}; see {log.name}")
+    import json
+
+    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def stop(process):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(40)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # what is left of its tree (a peer's children)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def wait_done(process, record_dir, target, stall, samples):
+    """Samples until ``target`` jobs are done; -> "" or why not."""
+    last, last_change = -1, time.monotonic()
+    while True:
+        time.sleep(0.2)
+        done = done_count(record_dir)
+        if samples is not None:
+            samples.append((time.monotonic(), done, *tree_usage(process.pid)))
+        if done >= target:
+            return ""
+        if process.poll() is not None:
+            return f"the worker exited with {process.returncode} after {done} of {target} jobs"
+        if done != last:
+            last, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > stall:
+            return f"no job done for {stall:g} s ({done} of {target})"
+
+
+def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_count, every, stall=60.0):
+    """One run; -> Result (``error`` set when it did not complete)."""
+    name = f"{system.key}-{workload}-{time.monotonic_ns()}"
+    record_dir = tmp / name
+    record_dir.mkdir()
+    result = Result(system.key, workload, count, concurrency)
+    env = env_maker.for_system(system, record_dir, concurrency)
+    redis.flushall()
+    with open(tmp / f"{name}.log", "w") as log:
+        try:
+            result.fill_seconds = produce(system, workload, count, env, log)
+        except RuntimeError as exc:
+            result.error = str(exc)
+            return result
+        process = subprocess.Popen(system.command(concurrency, env_maker.redis_url), cwd=ROOT, env=env,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        samples = []
+        try:
+            result.error = wait_done(process, record_dir, count, stall, samples)
+            if not result.error and latency_count:
+                produce(system, workload, latency_count, env, log, every=every)
+                result.error = wait_done(process, record_dir, count + latency_count, stall, None)
+        except RuntimeError as exc:
+            result.error = str(exc)
+        finally:
+            stop(process)
+    if result.error:
+        result.error += f" (log: {log.name})"
+        return result
+    figures(result, sorted(records(record_dir)), count, samples)
+    return result
+
+
+def figures(result, recs, count, samples):
+    """Fills ``result`` from the records (sorted by enqueue time: the fill's first) and the samples."""
+    drained, paced = recs[:count], recs[count:]
+    ends = sorted(r[2] for r in drained)
+    used = ends[int(len(ends) * WARM_UP):]
+    if len(used) >= 2 and used[-1] > used[0]:
+        result.rate = (len(used) - 1) / (used[-1] - used[0])
+    if paced:
+        waits = sorted((r[1] - r[0]) * 1000 for r in paced)
+        result.p50_ms = statistics.median(waits)
+        result.p95_ms = waits[min(len(waits) - 1, round(0.95 * (len(waits) - 1)))]
+    first = next((s for s in samples if s[1] >= count * WARM_UP), samples[0])
+    last = samples[-1]
+    if last[1] > first[1]:
+        result.cpu_per_1000 = (last[2] - first[2]) / (last[1] - first[1]) * 1000
+    elif last[1]:
+        result.cpu_per_1000 = last[2] / last[1] * 1000
+    result.peak_rss_mib = max(s[3] for s in samples) / 2 ** 20
