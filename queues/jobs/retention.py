@@ -19,6 +19,7 @@ and ``removeOnFail: false``).
   (queues/failures/deadletter.py). Both overridable per queue.
 """
 import logging
+import threading
 import time
 
 from queues.keyspace import keys
@@ -100,28 +101,35 @@ class Completions:
     """Jobs a worker ran, waiting for their re-score and their queue's trim (worker-side only)."""
 
     def __init__(self):
+        self._lock = threading.Lock()  # the jobs of a concurrent worker end in several threads
         self.scores = {}  # queue name -> {job id: expiry}
         self.since_trim = {}  # queue -> jobs noted since its last trim
         self.queues = {}  # queue name -> queue object
 
-    def note(self, queue, job):
+    def note(self, queue, job, rescore=True):
+        """``rescore``: False when the job's finished entry was scored precisely already (the fork-free
+        worker's success, queues/worker/fastpath.py)."""
         ttl = getattr(job, "result_ttl", None)
-        if ttl is not None and ttl > 0:
-            self.scores.setdefault(queue.name, {})[job.id] = time.time() + ttl
-        self.queues[queue.name] = queue
-        self.since_trim[queue.name] = self.since_trim.get(queue.name, 0) + 1
+        with self._lock:
+            if rescore and ttl is not None and ttl > 0:
+                self.scores.setdefault(queue.name, {})[job.id] = time.time() + ttl
+            self.queues[queue.name] = queue
+            self.since_trim[queue.name] = self.since_trim.get(queue.name, 0) + 1
 
     def rescore_into(self, pipe):
         """Queue the sub-second re-scores into ``pipe`` (ZADD XX: only jobs in the finished registry)."""
-        scores, self.scores = self.scores, {}
+        with self._lock:
+            scores, self.scores = self.scores, {}
         for name, members in scores.items():
             pipe.zadd(keys.finished_key(name), members, xx=True)
 
     def trim(self, idle=False):
         """Trim the queues that are due (all noted ones when ``idle``). Never raises."""
-        for name, count in list(self.since_trim.items()):
-            if count and (idle or count >= TRIM_EVERY):
+        with self._lock:
+            due = [name for name, count in self.since_trim.items() if count and (idle or count >= TRIM_EVERY)]
+            for name in due:
                 self.since_trim[name] = 0
-                enforce_completed_max(self.queues[name])
+        for name in due:
+            enforce_completed_max(self.queues[name])
 
 

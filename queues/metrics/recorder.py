@@ -12,6 +12,11 @@ The last 50 completed durations are kept by the receiver, not read back from rq'
 registry at scrape time: a scrape then costs one LRANGE per queue instead of 50 job hashes, and
 the sample survives ``result_ttl=0`` jobs, which rq does not keep in the finished registry.
 
+A fork-free worker writes the metrics of a success in the very MULTI that records it
+(``queues/worker/fastpath.py``): it counts the success into the tally itself (``count_success``)
+before that MULTI, and sends ``job_succeeded`` afterwards inside ``counted()``, so that the receiver
+does not count it twice.
+
 A receiver never raises: losing one count is better than failing a job (queues.worker.signals logs
 anything that escapes anyway).
 """
@@ -20,6 +25,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
+from contextlib import contextmanager
 
 import redis
 
@@ -156,7 +162,29 @@ def _observed(seconds):
     return (store.PROCESSED, store.bucket_field(store.bucket_for(max(0.0, float(seconds or 0.0)), store.buckets())))
 
 
+_counted = threading.local()  # per thread: the success being signalled was counted by count_success
+
+
+def count_success(queue, duration):
+    """Count a success into the tally (for the caller to write, ``Tally.flush_into``) ahead of its
+    ``job_succeeded`` signal, which it then sends inside ``counted()``."""
+    seconds = max(0.0, float(duration or 0.0))
+    tally.add(queue, _observed(seconds), seconds, sample=True)
+
+
+@contextmanager
+def counted():
+    """The ``job_succeeded`` signals sent inside are not counted again (``count_success`` did)."""
+    _counted.active = True
+    try:
+        yield
+    finally:
+        _counted.active = False
+
+
 def on_job_succeeded(sender=None, *, queue, job=None, duration=None, **kwargs):
+    if getattr(_counted, "active", False):
+        return
     _record(queue, job, _observed(duration), duration or 0.0, sample=True)
 
 

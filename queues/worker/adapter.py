@@ -178,6 +178,8 @@ class WorkerBehaviour(BaseWorker):
                               what="record its state", log=self.log)
 
     def check_for_suspension(self, burst):  # worker
+        if not self.intake.suspension_due():  # rq's loop asks before every job: once a second is enough
+            return
         try:
             return super().check_for_suspension(burst)
         except REDIS_ERRORS as exc:
@@ -207,6 +209,8 @@ class WorkerBehaviour(BaseWorker):
         attempt.mark_started(self, job, lambda: parent.prepare_job_execution(job, False))
 
     def handle_execution_ended(self, job, queue, heartbeat_ttl):  # horse
+        if attempt.ended_quietly(self, job):
+            return
         try:
             super().handle_execution_ended(job, queue, heartbeat_ttl)
         except REDIS_ERRORS:
@@ -214,8 +218,8 @@ class WorkerBehaviour(BaseWorker):
 
     def handle_job_success(self, job, queue, started_job_registry, execution):  # horse
         parent = super()
-        attempt.mark_succeeded(self, job, lambda: parent.handle_job_success(job, queue, started_job_registry,
-                                                                            execution))
+        attempt.mark_succeeded(self, job, queue, execution, lambda: parent.handle_job_success(
+            job, queue, started_job_registry, execution))
 
     def handle_exception(self, job, *exc_info):  # horse
         self.failures.remember(job, exc_info)  # rq passes only its text to handle_job_failure
@@ -310,7 +314,8 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
             return
         with self.in_process.running(job, queue, execution):
             self.perform_job(job, queue, execution)
-        self.set_state(WorkerStatus.IDLE)
+        if self.get_state() != WorkerStatus.IDLE:  # a success wrote IDLE in the MULTI that recorded it
+            self.set_state(WorkerStatus.IDLE)
         self.housekeeping.after_job(job, queue)
 
 

@@ -10,16 +10,25 @@
 - In the process that ran the job (``mark_succeeded``): rq's ``handle_job_success`` recorded through
   an outage, never twice (``horse.success_recorder``); then the ``job_succeeded`` signal.
 
+A worker that runs its jobs in its own process writes both sides of the start in the one MULTI of
+``begin``, and a success in one MULTI of its own (``fastpath.py``).
+
 A failed attempt goes to ``failures/handler.py``.
 """
+from contextlib import nullcontext
+
 from rq.executions import Execution
+from rq.job import JobStatus
+from rq.utils import now
 from rq.worker.base import WorkerStatus
 
+from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures.handler import duration
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
-from queues.worker import horse
+from queues.metrics import recorder
+from queues.worker import fastpath, horse
 from queues.worker import signals as events
 from queues.worker.abandoned import give_back
 
@@ -41,6 +50,8 @@ def begin(worker, job):
             created.append(Execution.create(job, worker.get_heartbeat_ttl(job), pipeline=pipe, worker_name=worker.name))
             worker.set_state(WorkerStatus.BUSY, pipeline=pipe)
             pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
+            if worker.runs_jobs_in_process:  # no horse to write its side of the start: written here
+                fastpath.started_into(worker, job, pipe)
             pipe.execute()
         return created[-1]
 
@@ -72,8 +83,12 @@ def _give_back(worker, job, queue_key, why):
 
 def mark_started(worker, job, rq_prepare):
     """In the job's process: ``rq_prepare()`` (rq's ``prepare_job_execution``, which must not touch
-    the intermediate list: the worker took the job out of it) recorded through an outage."""
-    horse.record_for(worker, rq_prepare, f"mark job {job.id} started")
+    the intermediate list: the worker took the job out of it) recorded through an outage; in a worker
+    that runs its jobs itself ``begin`` wrote it already."""
+    if worker.runs_jobs_in_process:
+        worker.procline(f"Processing {job.func_name} from {job.origin}")
+    else:
+        horse.record_for(worker, rq_prepare, f"mark job {job.id} started")
     if jobmeta.new_life(job.meta):
         try:
             job.save_meta()
@@ -82,7 +97,26 @@ def mark_started(worker, job, rq_prepare):
     events.send(events.job_started, queue=jobmeta.queue_name(job), job=job)
 
 
-def mark_succeeded(worker, job, rq_success):
-    """In the job's process: ``rq_success()`` (rq's ``handle_job_success``) recorded through an outage."""
-    horse.record_for(worker, horse.success_recorder(rq_success, job), f"record the success of job {job.id}")
-    events.send(events.job_succeeded, queue=jobmeta.queue_name(job), job=job, duration=duration(job))
+def ended_quietly(worker, job):
+    """True when the job that just returned needs no write of rq's ``handle_execution_ended`` (its
+    ``last_heartbeat`` field, written on its own): a success that ``fastpath.finish`` records, with no
+    success callback to run first; its end is then only noted, and written by that MULTI."""
+    if job.get_status(refresh=False) != JobStatus.STARTED or rqcompat.callback_names(job)[0]:
+        return False  # a failure (rq set FAILED first), or a callback that runs before the success is written
+    if not fastpath.eligible(worker, job):
+        return False
+    job.ended_at = job.last_heartbeat = now()
+    return True
+
+
+def mark_succeeded(worker, job, queue, execution, rq_success):
+    """In the job's process: ``rq_success()`` (rq's ``handle_job_success``), or ``fastpath.finish``
+    with this success's metrics, recorded through an outage."""
+    name, seconds = jobmeta.queue_name(job), duration(job)
+    record, counted = rq_success, nullcontext()
+    if fastpath.eligible(worker, job):
+        recorder.count_success(name, seconds)
+        record, counted = (lambda: fastpath.finish(worker, job, queue, execution)), recorder.counted()
+    horse.record_for(worker, horse.success_recorder(record, job), f"record the success of job {job.id}")
+    with counted:
+        events.send(events.job_succeeded, queue=name, job=job, duration=seconds)

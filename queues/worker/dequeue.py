@@ -8,7 +8,8 @@ the started registry loses the job outright (rq issues #1716, #2079). And rq kno
 ``Dequeuer.pop`` runs one Lua script (``POP_LUA``): in the worker's priority order, it skips the
 queues in the paused set and LMOVEs the head of the first non-empty one into that queue's
 intermediate list, atomically — so a job of a queue paused a moment ago is never taken, and the
-pause costs no round trip of its own. A queue is three lists, its priority bands
+pause costs no round trip of its own. The script also hands back the job's hash (``Popped.data``): the
+worker reads the job in the same round trip it pops it in. A queue is three lists, its priority bands
 (``queues.enqueue(..., priority=)``, ``keys.band_key``): the script takes its high band, then its
 normal one (rq's list), then its low one, into the queue's one intermediate list. When nothing is there:
 
@@ -41,18 +42,24 @@ from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
-# intermediate list and its "banded" mark (keys.banded_key). ARGV: the queue names.
-# -> {1, the queue's (normal) key, id} or {0, {paused names}, {names of empty queues marked banded}}.
+# intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, then the queue names.
+# -> {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key
+# is not a hash: the caller reads it, and refuses it, as it did before the hash came with the pop)
+# or {0, {paused names}, {names of empty queues marked banded}}.
 POP_LUA = """
 local paused, banded = {}, {}
-for q = 1, #ARGV do
-  local k = 2 + (q - 1) * 5
+for q = 2, #ARGV do
+  local k = 2 + (q - 2) * 5
   if redis.call('SISMEMBER', KEYS[1], ARGV[q]) == 1 then
     paused[#paused + 1] = ARGV[q]
   else
     for band = 0, 2 do
       local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
       if id then
+        local job = ARGV[1] .. id
+        if redis.call('TYPE', job).ok == 'hash' then
+          return {1, KEYS[k + 1], id, redis.call('HGETALL', job)}
+        end
         return {1, KEYS[k + 1], id}
       end
     end
@@ -66,6 +73,23 @@ return {0, paused, banded}
 
 FIRST_POLL_SECONDS = 0.05
 DROPPED = object()  # what a pop returns internally for an entry it dropped (``_checked``)
+
+
+class Popped(tuple):
+    """What ``Dequeuer.pop`` returns: ``(queue, job id)``, and in ``data`` the job's hash as read in the
+    same round trip ({field: value} bytes), or None when it could not be (then the caller reads it)."""
+
+    def __new__(cls, queue, job_id, data=None):
+        popped = super().__new__(cls, (queue, job_id))
+        popped.data = data
+        return popped
+
+
+def _as_hash(flat):
+    """HGETALL's reply as Lua hands it over (a flat list), as redis-py gives it ({field: value}); None if empty."""
+    if not flat:
+        return None
+    return dict(zip(flat[::2], flat[1::2]))
 
 
 class Dequeuer:
@@ -117,11 +141,11 @@ class Dequeuer:
         keys_ = [keys.paused_key()]
         for queue in queues:
             keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
-        reply = self.script(keys=keys_, args=[q.name for q in queues])
+        reply = self.script(keys=keys_, args=[keys.job_key_prefix(), *(q.name for q in queues)])
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
             queue = next(q for q in queues if q.key == as_text(reply[1]))
-            return self._checked(queue, reply[2])
+            return self._checked(queue, reply[2], _as_hash(reply[3]) if len(reply) > 3 else None)
         self.paused = {as_text(name) for name in reply[1]}
         self.banded = {as_text(name) for name in reply[2]}
         return None
@@ -135,14 +159,20 @@ class Dequeuer:
         if found is DROPPED:
             return DROPPED
         job_id = found[1]
-        if self.connection.sismember(keys.paused_key(), queue.name):
+        with self.connection.pipeline(transaction=False) as pipe:  # one round trip: the pause, and the job
+            pipe.sismember(keys.paused_key(), queue.name)
+            pipe.hgetall(keys.job_key(job_id))
+            paused, data = pipe.execute(raise_on_error=False)
+        if isinstance(paused, Exception):
+            raise paused
+        if paused:
             give_back(self.connection, queue.key, job_id)  # paused while we waited: untouched
             self.log.info("%s: queue %s was paused meanwhile; job %s put back", self.who, queue.name, job_id)
             self.paused.add(queue.name)
             return None
-        return queue, job_id
+        return Popped(queue, job_id, data if isinstance(data, dict) and data else None)
 
-    def _checked(self, queue, raw_id):
+    def _checked(self, queue, raw_id, data=None):
         """(queue, id) for a popped id that can be a job id; else DROPPED, the entry dropped from the
         intermediate list with an ERROR (an id that is not UTF-8 text, holds ':' or is longer than
         ``entries.ID_CHARS``)."""
@@ -151,7 +181,7 @@ class Dequeuer:
         except UnicodeDecodeError:
             job_id = None
         if job_id and ":" not in job_id and len(job_id) <= entries.ID_CHARS:
-            return queue, job_id
+            return Popped(queue, job_id, data)
         self.connection.lrem(keys.intermediate_key(queue.key), 1, raw_id)
         shown = raw_id if isinstance(raw_id, bytes) else str(raw_id).encode()
         self.log.error("%s: dropped entry %r of %s: not a job id", self.who, entries.cut_bytes(shown, entries.ID_CHARS),

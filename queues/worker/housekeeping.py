@@ -7,7 +7,8 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
   and the retention re-scores (``jobs/retention.py``: ``Completions``). After a heartbeat that was
   due: registering again a worker a restarted Redis forgot, and the panel's history sample.
 - ``after_job``: retention bookkeeping of the job that just ended, then a flush. So per job this
-  layer adds no round trip of its own.
+  layer adds no round trip of its own (none at all after a success of the fork-free worker, whose
+  MULTI carries its metrics and its precise score: ``fastpath.py``).
 - ``tick``: every couple of seconds, also while a job runs: the RQ scheduler keeper
   (``periodic/supervision.py``) and the outbox relay (``producer/outbox.py``).
 - ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile;
@@ -29,6 +30,7 @@ from queues.jobs.retention import Completions
 from queues.keyspace import quarantine
 from queues.metrics.recorder import tally
 from queues.producer import outbox
+from queues.worker import fastpath
 from queues.worker.abandoned import LIVENESS_MARK
 
 HEARTBEAT_EVERY = 5.0  # seconds between the worker's own heartbeats when nothing else is to write
@@ -97,7 +99,9 @@ class Housekeeping:
         self.completions.trim(idle=idle)  # on going idle even with nothing else to write
 
     def after_job(self, job, queue):
-        self.completions.note(queue, job)
+        """Retention bookkeeping of the job that just ended; a flush when something is to write (not
+        after a success ``fastpath.finish`` recorded, metrics, score and all)."""
+        self.completions.note(queue, job, rescore=not fastpath.recorded(self.worker, job))
         self.flush()
 
     def tick(self):

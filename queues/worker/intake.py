@@ -24,18 +24,40 @@ from queues.worker.abandoned import give_back
 from queues.worker.dequeue import Dequeuer
 
 
+SUSPENSION_CHECK_EVERY = 1.0  # seconds between two of rq's checks for ``rq suspend`` (one round trip each)
+
+
 class Intake:
     def __init__(self, worker):
         self.worker = worker
         self.dequeuer = Dequeuer(worker.connection, poll_cap=worker.resilience.multi_queue_poll,
                                  should_stop=lambda: worker.stop.requested, log=worker.log, who=f"Worker {worker.name}")
         self._paused_logged = set()
+        self._next_suspension_check = 0.0
+        self._idle_written = None  # the outage episodes seen when IDLE was last written
+
+    def suspension_due(self):
+        """True at most once per ``SUSPENSION_CHECK_EVERY`` seconds: time for rq's suspension check."""
+        moment = time.monotonic()
+        if moment < self._next_suspension_check:
+            return False
+        self._next_suspension_check = moment + SUSPENSION_CHECK_EVERY
+        return True
+
+    def _idle(self):
+        """The worker's state IDLE, unless it is written already (by the MULTI of a success,
+        ``fastpath.py``) and no outage could have lost it since."""
+        worker = self.worker
+        if worker.get_state() == WorkerStatus.IDLE and self._idle_written == worker.outage.episodes:
+            return
+        self._idle_written = worker.outage.episodes
+        worker.set_state(WorkerStatus.IDLE)
 
     def next_job(self, timeout, max_idle_time=None):
         """(job, queue) vetted and ready to start; None when ``timeout`` (or ``max_idle_time``)
         passed with nothing to run; raises rq's StopRequested when the worker is to stop."""
         worker = self.worker
-        worker.set_state(WorkerStatus.IDLE)
+        self._idle()
         worker.procline("Listening on " + ",".join(worker.queue_names()))
         idle_until = None if max_idle_time is None else time.monotonic() + max_idle_time
         while True:
@@ -57,7 +79,7 @@ class Intake:
                         return None
                     continue
                 queue, job_id = found
-                job = self.fetch(queue, job_id)
+                job = self.fetch(queue, job_id, found.data)
             except REDIS_ERRORS as exc:
                 worker.outage.failed(exc, "dequeue")
                 wait_until_reachable(worker.connection, worker.backoff, worker.outage,
@@ -73,12 +95,13 @@ class Intake:
             worker.log.info("Worker %s: %s: %s", worker.name, queue.name, job.id)
             return job, queue
 
-    def fetch(self, queue, job_id):
+    def fetch(self, queue, job_id, data=None):
         """The popped job, read as JSON and vetted (``gate.vet``); None when it must not run: then it
-        is dead-lettered or dropped (``gate``), never the end of the worker."""
+        is dead-lettered or dropped (``gate``), never the end of the worker. ``data``: its hash as the
+        pop read it (``Popped.data``), or None to read it now."""
         worker = self.worker
         try:
-            job = worker.job_class.fetch(job_id, connection=worker.connection, serializer=worker.serializer)
+            job = self._read(job_id, data)
         except NoSuchJobError:
             if worker.connection.exists(keys.job_key(job_id)):  # a hash without data
                 return self.refuse(queue=queue, job_id=job_id,
@@ -105,6 +128,14 @@ class Intake:
             if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
                 limits.release(job)
             return None
+        return job
+
+    def _read(self, job_id, data):
+        worker = self.worker
+        if not data:
+            return worker.job_class.fetch(job_id, connection=worker.connection, serializer=worker.serializer)
+        job = worker.job_class(job_id, connection=worker.connection, serializer=worker.serializer)
+        job.restore(data)  # what rq's fetch does with the hash it reads
         return job
 
     def refuse(self, *, queue, job_id, bury):
