@@ -197,6 +197,12 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.after_jobs()
         return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
 
+    def run_maintenance_tasks(self):  # worker
+        try:
+            super().run_maintenance_tasks()
+        finally:
+            connections.close_all()  # the dead letters' reconcile: no connection held for 10 minutes
+
     def idle_duties(self):  # worker
         self.after_jobs()
         self.housekeeping.tick()

@@ -102,3 +102,12 @@ def pause(path, seconds):
     time.sleep(seconds)
     _log(path, event="end")
     return seconds
+
+
+@queues.job
+def database_connections():
+    """How many database connections (DB-API connection objects, any thread's) this process holds."""
+    import gc
+
+    return sum(1 for obj in gc.get_objects() if type(obj).__name__.lower() == "connection"
+               and type(obj).__module__.split(".")[0] in ("sqlite3", "psycopg", "psycopg2"))

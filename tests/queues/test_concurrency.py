@@ -14,6 +14,7 @@ from rq.command import send_stop_job_command
 from rq.job import JobStatus
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
+from rq.worker import Worker
 
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
@@ -192,6 +193,30 @@ def test_rqworker_pool_with_concurrency_runs_members_times_threads_jobs_at_once(
     assert Counter(Counter(r["pid"] for r in starts).values()) == {4: 2}  # 2 members, 4 jobs each
     assert pool.pid not in {r["pid"] for r in starts}
     assert pool.stop() == 0, pool.output()
+
+
+def successes(connection):
+    return sum(worker.successful_job_count for worker in Worker.all(connection=connection))
+
+
+def connections_held(connection):
+    """The database connections the worker process holds now, counted by a job it runs."""
+    probe = queues.enqueue("default", "tests.jobs.concurrent.database_connections")
+    wait_for(lambda: finished([probe], connection), timeout=60, message="the probe to run")
+    return fetch(probe.id, connection).return_value()
+
+
+@pytest.mark.slow
+def test_no_database_connection_is_left_open_after_10000_jobs_at_concurrency_8(start_worker, queue_redis):
+    warm_up = queues.enqueue("default", "tests.jobs.sample.whoami")
+    worker = start_worker("default", "--concurrency", "8", "--without-scheduler")
+    wait_for(lambda: finished([warm_up], queue_redis), timeout=60, message="the worker to start")
+    before = connections_held(queue_redis)  # the main thread's, for the outbox relay (closed in job threads)
+    for _ in range(10):
+        queues.enqueue_many("default", "tests.jobs.concurrent.touch_db", [()] * 1000)
+    wait_for(lambda: successes(queue_redis) >= 10002, timeout=300, interval=0.5, message="10,000 jobs to run")
+    assert connections_held(queue_redis) == before
+    assert worker.stop() == 0, worker.output()
 
 
 def run_command(*args, env):
