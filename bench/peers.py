@@ -115,7 +115,7 @@ def run_all(opts, tmp):
                         latency = opts.latency_jobs if workload == "A" else max(3, opts.latency_jobs * 2 // 5)
                         result = measure.run(system, workload, counts(system, workload, opts), concurrency=concurrency,
                                              env_maker=env, tmp=tmp, redis=client, latency_count=latency,
-                                             every=EVERY[workload])
+                                             every=EVERY[workload], stall=opts.stall)
                         print(f"  {workload} {system.name(concurrency):<45} "
                               + (f"failed: {result.error}" if result.error else
                                  f"{result.rate or 0:8.1f} jobs/s, p50 {result.p50_ms or 0:.1f} ms"), flush=True)
@@ -245,6 +245,8 @@ def parse(argv=None):
                         help="paced jobs for the pick-up latency (A; B gets 2/5 of them); default 100")
     parser.add_argument("--concurrency", type=int, default=32, help="of the concurrent systems (default 32)")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each system per workload, alternating")
+    parser.add_argument("--stall", type=float, default=60.0,
+                        help="seconds without a job done after which a run counts as failed (default 60)")
     parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
     opts = parser.parse_args(argv)
     opts.systems = [k.strip() for k in opts.systems.split(",") if k.strip()]

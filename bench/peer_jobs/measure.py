@@ -14,6 +14,7 @@ worker gets SIGTERM.
 - peak RSS: the largest sum of the tree's resident sets over the samples (shared pages counted in
   every process, as ``ps`` does).
 """
+import json
 import os
 import signal
 import statistics
@@ -74,16 +75,34 @@ def tree_usage(root):
     return cpu, rss
 
 
-def produce(system, workload, count, env, log, every=0.0):
-    """Runs the system's producer; -> seconds it took."""
-    python = str((PEERS_BIN if system.peers_venv else APP_BIN) / "python")
-    args = [python, "-m", "bench.peer_jobs.produce", system.family, workload, str(count), "--every", str(every)]
-    out = subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the {system.family} producer exited with {out.returncode}; see {log.name}")
-    import json
+class Producer:
+    """The system's producer process (bench/peer_jobs/produce.py), started once per run."""
 
-    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+    def __init__(self, system, workload, env, log):
+        python = str((PEERS_BIN if system.peers_venv else APP_BIN) / "python")
+        self.family, self.log = system.family, log
+        self.process = subprocess.Popen([python, "-m", "bench.peer_jobs.produce", system.family, workload], cwd=ROOT,
+                                        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+
+    def send(self, count, every=0.0):
+        """``count`` jobs, one every ``every`` seconds (0: at once); -> seconds it took."""
+        try:
+            self.process.stdin.write(f"{count} {every}\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.family} producer exited with {self.process.wait()}; see {self.log.name}")
+        return json.loads(line)["seconds"]
+
+    def close(self):
+        self.process.stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def stop(process):
@@ -127,9 +146,11 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
     env = env_maker.for_system(system, record_dir, concurrency)
     redis.flushall()
     with open(tmp / f"{name}.log", "w") as log:
+        producer = Producer(system, workload, env, log)
         try:
-            result.fill_seconds = produce(system, workload, count, env, log)
+            result.fill_seconds = producer.send(count)
         except RuntimeError as exc:
+            producer.close()
             result.error = str(exc)
             return result
         process = subprocess.Popen(system.command(concurrency, env_maker.redis_url), cwd=ROOT, env=env,
@@ -138,11 +159,12 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
         try:
             result.error = wait_done(process, record_dir, count, stall, samples)
             if not result.error and latency_count:
-                produce(system, workload, latency_count, env, log, every=every)
+                producer.send(latency_count, every)
                 result.error = wait_done(process, record_dir, count + latency_count, stall, None)
         except RuntimeError as exc:
             result.error = str(exc)
         finally:
+            producer.close()
             stop(process)
     if result.error:
         result.error += f" (log: {log.name})"

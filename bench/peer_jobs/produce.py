@@ -1,7 +1,8 @@
-"""The producer of one system: enqueues COUNT jobs of workload A (no-op) or B (I/O), as fast as it can
-or one every ``--every`` seconds, each with ``time.time()`` at its enqueue as its argument.
+"""The producer of one system: enqueues jobs of workload A (no-op) or B (I/O), each with ``time.time()``
+at its enqueue as its only argument, on request: a line ``COUNT EVERY`` on stdin sends COUNT jobs, as fast
+as it can (EVERY 0) or one every EVERY seconds, then answers ``{"seconds": ...}`` on stdout.
 
-    python -m bench.peer_jobs.produce ours|rq|celery|dramatiq|arq A|B COUNT [--every 0.02]
+    python -m bench.peer_jobs.produce ours|rq|celery|dramatiq|arq A|B
 
 ours: ``queues.enqueue`` (declared, signed; Django set up from the environment), on queue
 ``default``; rq: ``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own
@@ -11,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 
 
@@ -60,37 +62,48 @@ def sender(system, workload):
     raise SystemExit(f"unknown system {system!r}")
 
 
-async def arq_produce(workload, count, every):
+async def arq_produce(workload, requests):
     from arq import create_pool
     from arq.connections import RedisSettings
 
     pool = await create_pool(RedisSettings.from_dsn(os.environ["BENCH_REDIS_URL"]))
     name = "noop" if workload == "A" else "io"
-    start = time.monotonic()
-    for n in range(count):
-        if every:
-            wait = start + n * every - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-        await pool.enqueue_job(name, time.time())
+    for count, every in requests:
+        started, start = time.perf_counter(), time.monotonic()
+        for n in range(count):
+            if every:
+                wait = start + n * every - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            await pool.enqueue_job(name, time.time())
+        answer(started)
     await pool.aclose()
+
+
+def answer(started):
+    print(json.dumps({"seconds": time.perf_counter() - started}), flush=True)
+
+
+def requests():
+    for line in sys.stdin:
+        count, every = line.split()
+        yield int(count), float(every)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("system")
     parser.add_argument("workload", choices=["A", "B"])
-    parser.add_argument("count", type=int)
-    parser.add_argument("--every", type=float, default=0.0, help="seconds between two jobs (0: as fast as it can)")
     opts = parser.parse_args()
-    started = time.perf_counter()
     if opts.system == "arq":
-        asyncio.run(arq_produce(opts.workload, opts.count, opts.every))
-    else:
-        send = sender(opts.system, opts.workload)
-        for _ in pace(opts.count, opts.every):
+        asyncio.run(arq_produce(opts.workload, requests()))
+        return
+    send = sender(opts.system, opts.workload)
+    for count, every in requests():
+        started = time.perf_counter()
+        for _ in pace(count, every):
             send(time.time())
-    print(json.dumps({"seconds": time.perf_counter() - started}), flush=True)
+        answer(started)
 
 
 if __name__ == "__main__":
