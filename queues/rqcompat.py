@@ -35,6 +35,7 @@ MEMBERS = [
     (Queue, "_enqueue_job", "class"),  # push a prepared job in a pipeline (rq's own retry does it)
     (Queue, "_is_async", "instance"),  # the is_async a queue was built with (the panel's read-only copy keeps it)
     (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)
+    (Job, "_status", "instance"),  # the status to_dict writes (our enqueue writes the hash with it once)
     (RQScheduler, "_process", "instance"),  # the scheduler child process of a worker
     (RQScheduler, "_acquired_locks", "instance"),
     (RQScheduler, "_queue_names", "instance"),
@@ -157,6 +158,12 @@ def is_async(queue):
 
 
 # -- jobs ---------------------------------------------------------------------------------------
+def set_status_in_hash(job, status):
+    """Give ``job`` the status its hash will be written with (``to_dict``), as rq's
+    ``Queue._prepare_for_queue`` does: ``Job.set_status`` would send an HSET of its own."""
+    job._status = status
+
+
 def callback_names(job):
     """(success, failure, stopped) callback names as the job hash holds them (None when unset),
     read without importing anything."""

@@ -15,6 +15,7 @@ from django.utils import timezone
 from rq.exceptions import DuplicateJobError
 from rq.job import validate_job_id
 
+from queues import rqcompat
 from queues.catalog.lookup import get_queue
 from queues.connection import replication
 from queues.connection.clients import get_connection, unavailable
@@ -56,13 +57,14 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
                     logger.info("enqueue(%r, unique key %r): job %s not written, %s is still waiting",
                                 q.name, lock_key, job.id, duplicate_of)
                 return duplicate_of
-            if explicit_id:
+            if explicit_id or not rqcompat.is_async(q):
                 # An explicit job_id must not silently overwrite a job of the same id: rq's check-and-write
-                # Lua (``unique=True``), which ignores a pipeline.
+                # Lua (``unique=True``), which ignores a pipeline. (A queue built is_async=False runs the
+                # job in this call: rq's path too.)
                 if when is None:
-                    q.enqueue_job(job, unique=True)
+                    q.enqueue_job(job, unique=explicit_id)
                 else:
-                    q.schedule_job(job, when, unique=True)
+                    q.schedule_job(job, when, unique=explicit_id)
                 return None
             # One round trip, one MULTI (``_batch_into``, the write of ``queues.enqueue_many``). rq's
             # enqueue_job sends the queue set's SADD in a pipeline of its own, then the job (status,
@@ -150,13 +152,11 @@ def _batch_into(queue, jobs, when, pipe):
         if when is None and limits.is_limited(job):
             limits.enqueue_into(queue, job, pipe)
             continue
-        job.redis_server_version = version
+        job.redis_server_version = version  # the rest of rq's _prepare_for_queue (create_job set the timeout)
         job.origin = queue.name
-        if job.timeout is None:
-            job.timeout = queue._default_timeout
         if enqueued_at is not None:
             job.enqueued_at = enqueued_at
-        job._status = status
+        rqcompat.set_status_in_hash(job, status)
         # The fields rq writes as '' (not started, no worker, no callbacks: 7 of a new job's 18) are left
         # out: rq's ``Job.restore`` reads a missing field as it reads '' (``obj.get``), as every reader
         # here does (HMGET ... or b""), and they are a third of what redis-py packs per job.
