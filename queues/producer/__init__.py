@@ -1,3 +1,4 @@
-"""The producer side: putting a job on a queue. The public API (``api``), the one Redis write (``write``), the
-transactional outbox (``outbox``), per-key limits (``limits``) and cancel (``cancel``).
+"""The producer side: putting a job on a queue. The public API (``api``; ``bulk`` for ``enqueue_many``), the
+Redis write (``write``), the transactional outbox (``outbox``; ``outbox_many`` for a batch), per-key limits
+(``limits``) and cancel (``cancel``).
 """

@@ -2,9 +2,11 @@
 
 ``write_job`` writes a built, signed job: queued now or scheduled, through its limit key
 (queues/producer/limits.py), under its ``unique=`` key, waiting for replicas when asked
-(queues/connection/replication.py). ``queues.enqueue`` (queues/producer/api.py) calls it for a direct enqueue,
-the outbox (queues/producer/outbox.py) for its pushes and relays: a module of its own so that neither of
-those two imports the other.
+(queues/connection/replication.py); ``write_many`` a batch of them (``queues.enqueue_many``), all in
+one MULTI. Both write the job's hash with ``_batch_into``, one round trip, not rq's ``enqueue_job``.
+``queues.enqueue`` (queues/producer/api.py) calls ``write_job`` for a direct enqueue, the outbox
+(queues/producer/outbox.py) for its pushes and relays: a module of its own so that neither of those
+two imports the other.
 """
 import logging
 
