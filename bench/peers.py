@@ -65,8 +65,8 @@ def in_app_venv():
     return Path(sys.prefix).resolve() == (ROOT / ".venv").resolve()
 
 
-def bootstrap(opts):
-    """From any python3: the venvs, then this script again in the app's venv."""
+def bootstrap(opts, script=__file__):
+    """From any python3: the venvs, then ``script`` again (same arguments) in the app's venv."""
     if not in_app_venv():
         import dev
 
@@ -74,7 +74,7 @@ def bootstrap(opts):
     if any(BY_KEY[k].peers_venv for k in opts.systems):
         ensure_peers_venv()
     if not in_app_venv():
-        os.execv(str(APP_BIN / "python"), [str(APP_BIN / "python"), __file__, *sys.argv[1:]])
+        os.execv(str(APP_BIN / "python"), [str(APP_BIN / "python"), str(script), *sys.argv[1:]])
 
 
 # -- the run -----------------------------------------------------------------------------------
