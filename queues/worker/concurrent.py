@@ -49,7 +49,7 @@ from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
 from queues.worker.attempt import NotStarted
 from queues.worker.settle import STOPPED_BY_USER
 from queues.worker.slots import FINISHING, WITHDRAWN, JobThreads, Slot, Withdrawn
-from queues.worker.watchdog import Watchdog, raise_in_thread, timeout_error
+from queues.worker.watchdog import HARD_TIMEOUT_MARGIN_SECONDS, Watchdog, raise_in_thread, timeout_error
 
 FINISHING_WAIT_SECONDS = 5.0  # a job recording its outcome when the worker stops: waited for this long
 
@@ -78,12 +78,14 @@ class PerJobFailures(FailureHandler):
 class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     """Up to ``concurrency`` jobs at once, each in a thread of this process (``rqworker --concurrency``)."""
 
+    hard_timeout_margin = HARD_TIMEOUT_MARGIN_SECONDS  # past the timeout, a job blocked in C code is given up on
+
     def __init__(self, *args, concurrency=1, **kwargs):  # worker
         super().__init__(*args, **kwargs)
         self.concurrency = int(concurrency)
         self.threads = JobThreads(self.concurrency, self.run_in_thread, f"Worker {self.name}", log=self.log)
         self.failures = PerJobFailures(self)
-        self.watchdog = Watchdog(self.wedged, f"Worker {self.name}", log=self.log)
+        self.watchdog = Watchdog(self.wedged, f"Worker {self.name}", margin=self.hard_timeout_margin, log=self.log)
         self.death_penalty_class = self.watchdog.penalty_class
         self.exit_code = 0
         self.withdrew = False

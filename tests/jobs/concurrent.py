@@ -111,3 +111,12 @@ def database_connections():
 
     return sum(1 for obj in gc.get_objects() if type(obj).__name__.lower() == "connection"
                and type(obj).__module__.split(".")[0] in ("sqlite3", "psycopg", "psycopg2"))
+
+
+@queues.job
+def sleep_in_c(path, seconds):
+    """Log a start, then one ``time.sleep`` (a C call: an exception raised into the thread waits for it)."""
+    _log(path, event="start")
+    time.sleep(seconds)
+    _log(path, event="end")
+    return seconds

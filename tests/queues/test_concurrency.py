@@ -20,7 +20,7 @@ import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from tests.conftest import ROOT, wait_for
 from tests.jobs.concurrent import records
-from tests.queues.lifecycle_helpers import wait_row
+from tests.queues.lifecycle_helpers import wait_row, wait_scheduled_for_attempt
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -142,6 +142,25 @@ def test_timeouts_failures_and_dead_letters_hold_per_job_while_others_run(start_
     release.touch()
     wait_for(lambda: finished([other], queue_redis), timeout=30, message="the other job to finish")
     assert worker.process.poll() is None, worker.output()
+
+
+@pytest.mark.slow
+def test_a_job_blocked_in_c_code_past_its_timeout_fails_and_the_worker_exits_1_after_the_others(
+        start_worker, queue_redis, tmp_path):
+    log, release = tmp_path / "runs.jsonl", tmp_path / "release"
+    other = queues.enqueue("default", HOLD, str(log), str(release))
+    blocked = queues.enqueue("default", "tests.jobs.concurrent.sleep_in_c", str(log), 60, timeout=1, attempts=2)
+    worker = start_worker("default", "--concurrency", "2", "--worker-class",
+                          "tests.queues.concurrent_workers.QuickToGiveUpWorker")
+    retry = wait_scheduled_for_attempt(queue_redis, "default", blocked.id, 2)
+    assert "Task exceeded maximum timeout value (1 seconds)" in retry.results()[0].exc_string
+    late = queues.enqueue("default", HOLD, str(log), str(release))  # the worker takes no new job
+    release.touch()
+    assert worker.wait(60) == 1, worker.output()
+    assert fetch(other.id, queue_redis).get_status() == JobStatus.FINISHED
+    assert fetch(late.id, queue_redis).get_status() == JobStatus.QUEUED
+    assert [r["job"] for r in records(log, "end")] == [other.id]
+    assert "still running 2 s past its timeout of 1 s" in worker.output()
 
 
 @pytest.mark.slow
