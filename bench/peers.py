@@ -18,12 +18,14 @@ Workloads, each system in turn (A for all, then B for all; ``--rounds`` repeats,
 - B: ``--jobs-b`` jobs that each GET the 100 ms server (workers that run one job at a time get
   ``--jobs-b-serial``, 1/10: at 10 jobs/s per process the full count adds minutes and nothing else).
 Figures per run (bench/peer_jobs/measure.py): jobs/s draining a full queue, pick-up latency of
-``--latency-jobs`` jobs sent one every 20 ms (A) or 150 ms (B) to the warm, idle worker, CPU seconds
+``--latency-jobs`` jobs sent one every 20 ms (A) or 150 ms (B), or every 2 / (its jobs/s) when longer, to
+the warm, idle worker, CPU seconds
 of the worker's process tree per 1,000 jobs, its peak RSS.
 """
 import argparse
 import hashlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -264,6 +266,7 @@ def parse(argv=None):
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop redis-server and workers
     opts = parse()
     bootstrap(opts)
     started = time.monotonic()

@@ -225,6 +225,7 @@ def main():
         return fanout(int(sys.argv[2]), sys.argv[3:])
     if len(sys.argv) > 2 and sys.argv[1] == "_plot":
         return plot(sys.argv[2])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop redis-server and workers
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", default="1,2,4,8", help="worker process counts (default 1,2,4,8)")
     parser.add_argument("--jobs", type=int, default=10000, help="no-op jobs per throughput run (default 10,000)")

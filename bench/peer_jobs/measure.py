@@ -8,7 +8,9 @@ worker gets SIGTERM.
 
 - jobs/s: steady state while draining, from the jobs' own end times: the first 10 % left out
   (start-up), then (jobs - 1) / (last end - first end);
-- pick-up latency p50/p95: started - enqueued of the paced jobs (low load, the worker warm);
+- pick-up latency p50/p95: started - enqueued of the paced jobs (low load, the worker warm: one job
+  every ``every`` seconds, or every 2 / (its jobs/s) when that is longer, so it is never more than
+  half busy);
 - CPU s / 1,000 jobs: user + system time of the worker's tree (work horses that ended included, via
   their parent's ``cutime``) between the sample where 10 % were done and the last, per job done;
 - peak RSS: the largest sum of the tree's resident sets over the samples (shared pages counted in
@@ -159,7 +161,9 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
         try:
             result.error = wait_done(process, record_dir, count, stall, samples)
             if not result.error and latency_count:
-                producer.send(latency_count, every)
+                # Low load: never more than half what it just drained (a forking worker does ~20-100 jobs/s here).
+                rate = drain_rate(sorted(records(record_dir)), count)
+                producer.send(latency_count, max(every, 2 / rate) if rate else every)
                 result.error = wait_done(process, record_dir, count + latency_count, stall, None)
         except RuntimeError as exc:
             result.error = str(exc)
@@ -173,13 +177,17 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
     return result
 
 
+def drain_rate(recs, count):
+    """Jobs/s of the first ``count`` records (by enqueue time), the first 10 % left out; None if too few."""
+    ends = sorted(r[2] for r in recs[:count])
+    used = ends[int(len(ends) * WARM_UP):]
+    return (len(used) - 1) / (used[-1] - used[0]) if len(used) >= 2 and used[-1] > used[0] else None
+
+
 def figures(result, recs, count, samples):
     """Fills ``result`` from the records (sorted by enqueue time: the fill's first) and the samples."""
-    drained, paced = recs[:count], recs[count:]
-    ends = sorted(r[2] for r in drained)
-    used = ends[int(len(ends) * WARM_UP):]
-    if len(used) >= 2 and used[-1] > used[0]:
-        result.rate = (len(used) - 1) / (used[-1] - used[0])
+    paced = recs[count:]
+    result.rate = drain_rate(recs, count)
     if paced:
         waits = sorted((r[1] - r[0]) * 1000 for r in paced)
         result.p50_ms = statistics.median(waits)
