@@ -140,28 +140,29 @@ def fmt(value, spec):
 
 def table(results, skipped, opts):
     """Markdown lines, one row per system and workload (medians over the rounds)."""
-    lines = ["| workload | system | jobs | jobs/s | pick-up p50 | pick-up p95 | CPU s / 1,000 jobs | peak RSS |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| workload | system | jobs | jobs/s | pick-up p50 | pick-up p95 | CPU s / 1,000 jobs | peak RSS "
+             "| Redis cmds/job |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for workload in opts.workloads:
         for key in opts.systems:
             system = BY_KEY[key]
             concurrency = opts.concurrency if system.concurrency > 1 else 1
             name = system.name(concurrency)
             if key in skipped:
-                lines.append(f"| {workload} | {name} | | {skipped[key]} | | | | |")
+                lines.append(f"| {workload} | {name} | | {skipped[key]} | | | | | |")
                 continue
             runs = [r for r in results if r.system == key and r.workload == workload]
             good = [r for r in runs if not r.error]
             if not good:
                 lines.append(f"| {workload} | {name} | {runs[0].jobs if runs else ''} | failed: "
-                             f"{runs[0].error if runs else 'not run'} | | | | |")
+                             f"{runs[0].error if runs else 'not run'} | | | | | |")
                 continue
             lines.append(
                 f"| {workload} | {name} | {good[0].jobs:,} | {fmt(median([r.rate for r in good]), ',.0f')} "
                 f"| {fmt(median([r.p50_ms for r in good]), '.1f')} ms "
                 f"| {fmt(median([r.p95_ms for r in good]), '.1f')} ms "
                 f"| {fmt(median([r.cpu_per_1000 for r in good]), '.2f')} "
-                f"| {fmt(median([r.peak_rss_mib for r in good]), '.0f')} MiB |")
+                f"| {fmt(median([r.peak_rss_mib for r in good]), '.0f')} MiB "
+                f"| {fmt(median([r.commands_per_job for r in good]), '.1f')} |")
     return lines
 
 

@@ -26,5 +26,5 @@ def test_peers_smoke_run_prints_a_row_per_system_and_workload():
     for workload, jobs in (("A", 100), ("B", 10)):
         for label in SYSTEMS.values():
             row = re.compile(rf"^\| {workload} \| {re.escape(label)} \| {jobs} \| [\d,]+ \| [\d.]+ ms \| [\d.]+ ms "
-                             rf"\| [\d.]+ \| \d+ MiB \|$", re.M)
+                             rf"\| [\d.]+ \| \d+ MiB \| [\d.]+ \|$", re.M)
             assert len(row.findall(out.stdout)) == 1, f"no row for {workload} {label}:\n{out.stdout}"

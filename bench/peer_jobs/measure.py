@@ -13,6 +13,8 @@ worker gets SIGTERM.
   half busy);
 - CPU s / 1,000 jobs: user + system time of the worker's tree (work horses that ended included, via
   their parent's ``cutime``) between the sample where 10 % were done and the last, per job done;
+- Redis commands per job: the server's INFO commandstats (commands that Lua scripts call included)
+  from the worker's start to the last job drained, over the jobs;
 - peak RSS: the largest sum of the tree's resident sets over the samples (shared pages counted in
   every process, as ``ps`` does).
 """
@@ -48,6 +50,12 @@ class Result:
     cpu_per_1000: float = None
     peak_rss_mib: float = None
     fill_seconds: float = None
+    commands_per_job: float = None  # Redis commands while draining (start-up included) / jobs
+
+
+def commands(redis):
+    """Commands the server has run so far (INFO commandstats: those Lua scripts call included)."""
+    return sum(v["calls"] for v in redis.info("commandstats").values())
 
 
 def done_count(record_dir):
@@ -155,11 +163,13 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
             producer.close()
             result.error = str(exc)
             return result
+        before = commands(redis)
         process = subprocess.Popen(system.command(concurrency, env_maker.redis_url), cwd=ROOT, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         samples = []
         try:
             result.error = wait_done(process, record_dir, count, stall, samples)
+            result.commands_per_job = (commands(redis) - before - 1) / count  # less our own INFO
             if not result.error and latency_count:
                 # Low load: never more than half what it just drained (a forking worker does ~20-100 jobs/s here).
                 rate = drain_rate(sorted(records(record_dir)), count)
