@@ -150,9 +150,8 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     def quit(self, unregister=True):  # worker (or the end of its teardown)
         """Exit now: threads of jobs that were taken back (or are stuck in C code) must not go on."""
-        if unregister:
+        if unregister:  # (no flush of the metrics here: this may run in a signal handler, amid one)
             try:
-                self.housekeeping.stop()
                 self.lifeline.stop()
                 self.register_death()
             except Exception:  # noqa: BLE001 — exiting anyway

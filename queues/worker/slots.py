@@ -37,7 +37,7 @@ class Slot:
         self.state = RUNNING
         self.stopped = False  # rq's stop-job command named this job
         self.ident = None  # the thread running it
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a signal handler of the main thread may claim it amid a claim
 
     def claim(self, state):
         """Move from RUNNING to ``state``; False when someone else did first."""
