@@ -148,3 +148,15 @@ def test_a_durable_batch_whose_redis_is_down_stays_in_the_outbox_and_the_relay_p
     assert outbox.relay_all() == (2, 0)
     assert get_queue("default").job_ids == [job.id for job in jobs]
     wait_for(lambda: OutboxEntry.objects.count() == 0, timeout=5, message="the rows to be deleted")
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_the_commit_an_id_taken_meanwhile_drops_only_its_own_row_and_the_rest_is_written(queue_redis):
+    other = queues.enqueue("default", sample.add, 9, 9)
+    with transaction.atomic():
+        jobs = queues.enqueue_many("default", sample.add, [(1, 1), queues.Call(args=[2, 2], job_id="taken"), (3, 3)])
+        queue_redis.rename(keys.job_key(other.id), keys.job_key("taken"))  # another job now holds the id
+    assert get_queue("default").job_ids == [other.id, jobs[0].id, jobs[2].id]
+    assert OutboxEntry.objects.count() == 0
+    assert OptimaJob.fetch("taken", connection=queue_redis).args == [9, 9]  # not overwritten
