@@ -49,7 +49,13 @@ from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
 from queues.worker.attempt import NotStarted
 from queues.worker.settle import STOPPED_BY_USER
 from queues.worker.slots import FINISHING, WITHDRAWN, JobThreads, Slot, Withdrawn
-from queues.worker.watchdog import HARD_TIMEOUT_MARGIN_SECONDS, Watchdog, raise_in_thread, timeout_error
+from queues.worker.watchdog import (
+    HARD_TIMEOUT_MARGIN_SECONDS,
+    Watchdog,
+    clear_in_thread,
+    raise_in_thread,
+    timeout_error,
+)
 
 FINISHING_WAIT_SECONDS = 5.0  # a job recording its outcome when the worker stops: waited for this long
 
@@ -237,6 +243,8 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         slot = self.threads.mine()
         if slot is not None and not slot.claim(FINISHING) and slot.state == WITHDRAWN:
             raise Withdrawn()  # the worker took the job back or failed it: its outcome is not ours
+        if slot is not None and slot.stopped and slot.state == FINISHING:
+            clear_in_thread(slot.ident)  # a stop that came as the job returned: it is recording its outcome
         super().handle_execution_ended(job, queue, heartbeat_ttl)
 
     def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):  # both
