@@ -177,6 +177,10 @@ class WorkerBehaviour(BaseWorker):
             quarantine.settle(self.connection, lambda: {self.key: "hash"}, exc, who=f"Worker {self.name}",
                               what="record its state", log=self.log)
 
+    def resting_state(self):  # worker
+        """The state ``set_state(IDLE)`` writes now (a concurrent worker stays BUSY while a job runs)."""
+        return WorkerStatus.IDLE
+
     def check_for_suspension(self, burst):  # worker
         if not self.intake.suspension_due():  # rq's loop asks before every job: once a second is enough
             return

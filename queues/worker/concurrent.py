@@ -111,10 +111,13 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     def job_running(self):  # worker
         return bool(self.threads.active())
 
+    def resting_state(self):  # worker and job threads
+        if getattr(self, "threads", None) is not None and self.threads.active():
+            return WorkerStatus.BUSY  # busy while any job runs
+        return WorkerStatus.IDLE
+
     def set_state(self, state, pipeline=None):  # worker and job threads
-        if state == WorkerStatus.IDLE and getattr(self, "threads", None) is not None and self.threads.active():
-            state = WorkerStatus.BUSY  # busy while any job runs
-        super().set_state(state, pipeline)
+        super().set_state(self.resting_state() if state == WorkerStatus.IDLE else state, pipeline)
 
     # -- start and stop -------------------------------------------------------------------------
     def bootstrap(self, *args, **kwargs):  # worker

@@ -45,10 +45,11 @@ class Intake:
         return True
 
     def _idle(self):
-        """The worker's state IDLE, unless it is written already (by the MULTI of a success,
-        ``fastpath.py``) and no outage could have lost it since."""
+        """The worker's state IDLE, unless what that writes is written already (IDLE by the MULTI of a
+        success, ``fastpath.py``; BUSY while a concurrent worker's other jobs run) and no outage could
+        have lost it since."""
         worker = self.worker
-        if worker.get_state() == WorkerStatus.IDLE and self._idle_written == worker.outage.episodes:
+        if worker.get_state() == worker.resting_state() and self._idle_written == worker.outage.episodes:
             return
         self._idle_written = worker.outage.episodes
         worker.set_state(WorkerStatus.IDLE)
