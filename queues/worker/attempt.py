@@ -23,6 +23,7 @@ from rq.utils import now
 from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
+from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures.handler import duration
 from queues.jobs import meta as jobmeta
@@ -52,7 +53,7 @@ def begin(worker, job):
             pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
             if worker.runs_jobs_in_process:  # no horse to write its side of the start: written here
                 fastpath.started_into(worker, job, pipe)
-            pipe.execute()
+            batch.execute(worker.connection, pipe)  # the MULTI's commands in one Lua call
         return created[-1]
 
     try:  # a key of another type (planted) is set aside and the MULTI runs again (its LREM is then a no-op)

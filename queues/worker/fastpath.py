@@ -1,4 +1,4 @@
-"""The fork-free worker's own bookkeeping of one job: started in one MULTI, a success finished in one.
+"""The fork-free worker's own bookkeeping of one job: started in one Lua call, a success finished in one.
 
 rq's SimpleWorker spends a dozen round trips on a job that does nothing: its ``prepare_execution``
 pipeline, then ``prepare_job_execution``'s, an unpipelined heartbeat when the job returns,
@@ -9,18 +9,20 @@ worker, which runs this same path in several threads) writes the same keys in fe
 ======================  ========================================================================
 the pop                 one Lua call: the job id into the intermediate list, its hash read back
                         (``dequeue.py``)
-the start               one MULTI (``attempt.begin`` with ``started_into``): the execution, the
+the start               one Lua call (``attempt.begin`` with ``started_into``): the execution, the
                         started registry, the worker BUSY, the job STARTED (rq's
                         ``prepare_for_execution``), the id out of the intermediate list
-a success               one MULTI (``finish``): status, the job's hash, rq's Result stream entry,
+a success               one Lua call (``finish``): status, the job's hash, rq's Result stream entry,
                         the finished registry (scored to the microsecond: no re-score later), the
                         expiries, the execution removed, the worker's counters and state, the
                         limit key's slot, the metrics (``metrics/recorder.py``)
+both                    the commands a MULTI would hold, run by one EVALSHA (``connection/batch.py``:
+                        redis-py packs and parses one command instead of ~40)
 per loop                the suspension check at most once a second; no IDLE write when the worker
                         is idle already (``intake.py``)
 ======================  ========================================================================
 
-Kept: at least once (the start is one MULTI: the id leaves the intermediate list in the same
+Kept: at least once (the start is one atomic call: the id leaves the intermediate list in the same
 transaction that writes the started registry), the outage handling (``horse.record_for`` retries
 ``finish``; ``horse.success_recorder`` makes it idempotent), ``job_started`` / ``job_succeeded``, success
 callbacks and webhooks (rq's ``_finalize_success`` still runs them), a job's dependents (moved by rq's
@@ -37,6 +39,7 @@ from rq.results import Result
 from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
+from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS
 from queues.keyspace import keys
 from queues.metrics.recorder import tally
@@ -88,7 +91,7 @@ def finish(worker, job, queue, execution):
             pipe.scard(job.dependents_key)
             pending = tally.flush_into(pipe)
             worker.set_state(WorkerStatus.IDLE, pipeline=pipe)
-            replies = pipe.execute()
+            replies = batch.execute(worker.connection, pipe, want=(dependents_at,))
     except REDIS_ERRORS:
         if pending is not None:
             tally.merge(pending)

@@ -1,0 +1,74 @@
+"""A pipeline's queued commands run as one Lua call instead of a MULTI (the worker's per-job writes).
+
+redis-py packs a MULTI of ~40 commands command by command and parses ~42 replies (each through its
+response callback) in Python; a worker that records thousands of jobs a second spends more of its
+time there than Redis spends running them. ``execute(pipe)`` sends the commands queued on ``pipe``
+(a redis-py pipeline, not executed) as the arguments of one EVALSHA of ``BATCH_LUA``, which runs
+them one after the other with ``redis.pcall``: atomic like the MULTI (a script runs alone), and
+like a MULTI's EXEC a command that fails (WRONGTYPE on a planted key) fails alone while the others
+apply; the first such error is raised after the call, as ``Pipeline.execute`` raises it. Only the
+replies asked for (``want``, indexes into the queued commands) come back. A pipeline holding what a
+script may not call (a script of its own: rq's limit promotion) runs as the MULTI it is.
+
+The keys are not declared (passed as arguments): fine on a single Redis and Sentinel, which is
+what this project runs (docs/decisions.md); a Redis Cluster would need them declared.
+"""
+import redis
+
+BATCH_LUA = """
+local wanted, errors = {}, {}
+local i, n, c = 1, #ARGV, 0
+while i <= n do
+  local argc = tonumber(ARGV[i])
+  local want = argc < 0
+  if want then argc = -argc end
+  c = c + 1
+  local r = redis.pcall(unpack(ARGV, i + 1, i + argc))
+  if type(r) == 'table' and r.err then
+    errors[#errors + 1] = c
+    errors[#errors + 1] = r.err
+    if want then wanted[#wanted + 1] = false end
+  elseif want then
+    wanted[#wanted + 1] = r
+  end
+  i = i + argc + 1
+end
+return {wanted, errors}
+"""
+
+NOT_IN_A_SCRIPT = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "SCRIPT", "MULTI", "EXEC", "WATCH",
+                   "BLPOP", "BRPOP", "BLMOVE", "BZPOPMIN", "BZPOPMAX", "SUBSCRIBE"}
+_scripts = {}  # id(connection) -> its Script (its sha computed once)
+
+
+def _script(connection):
+    script = _scripts.get(id(connection))
+    if script is None or script.registered_client is not connection:
+        script = _scripts[id(connection)] = connection.register_script(BATCH_LUA)
+    return script
+
+
+def execute(connection, pipe, want=()):
+    """Run the commands queued on ``pipe`` (made by ``connection.pipeline()``) in one call on
+    ``connection``; -> {index: reply} for the indexes in ``want`` (raw replies: integers, bytes,
+    lists). Raises ``redis.ResponseError`` (the first command that failed, the others applied)
+    or what the connection raises; ``pipe`` is reset either way."""
+    if pipe.scripts or any(str(args[0]).upper() in NOT_IN_A_SCRIPT for args, _options in pipe.command_stack):
+        replies = pipe.execute()  # a Lua script queued (rq's limit promotion): a script cannot call EVALSHA
+        return {index: replies[index] for index in want}
+    want = set(want)
+    argv = []
+    for index, (args, _options) in enumerate(pipe.command_stack):
+        argv.append(-len(args) if index in want else len(args))
+        argv.extend(args)
+    try:
+        if not argv:
+            return {}
+        wanted, errors = _script(connection)(args=argv)
+    finally:
+        pipe.reset()
+    if errors:
+        number, message = errors[0], errors[1]
+        message = message.decode() if isinstance(message, bytes) else message
+        raise redis.ResponseError(f"Command # {number} of the batch caused error: {message}")
+    return dict(zip(sorted(want), wanted))
