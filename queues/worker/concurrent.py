@@ -203,7 +203,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
             self.idle_duties()
             if self.stop.requested:
                 raise StopRequested()
-            self.threads.wait(0.5)
+            self.threads.wait_free(0.5)
         self.after_jobs()
         return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
 

@@ -93,6 +93,12 @@ class JobThreads:
         with self.changed:
             self.changed.wait(seconds)
 
+    def wait_free(self, seconds):
+        """Until a slot is free (or ``seconds`` pass); no wake-up is missed: a job that ended between
+        ``has_free`` and this call is seen under the lock."""
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self.slots) < self.size, seconds)
+
     def ended(self):
         """The slots whose jobs ended since the last call (their outcome recorded by their thread)."""
         found = []
