@@ -1,0 +1,44 @@
+"""queues/connection/batch.py: a pipeline's commands as one EVALSHA, with a MULTI's semantics."""
+import pytest
+import redis
+
+from queues.connection import batch
+from queues.keyspace import keys
+
+
+def _key(name):
+    return f"{keys.job_key_prefix()}batch-test-{name}"
+
+
+def test_the_commands_apply_in_one_call_and_only_the_wanted_replies_come_back(queue_redis):
+    pipe = queue_redis.pipeline()
+    pipe.hset(_key("h"), mapping={"a": 1, "b": "x"})
+    pipe.expire(_key("h"), 100)
+    pipe.sadd(_key("s"), "m", "n")
+    pipe.scard(_key("s"))
+    pipe.zadd(_key("z"), {"j": 1.5})
+    assert batch.execute(queue_redis, pipe, want=(3,)) == {3: 2}
+    assert queue_redis.hgetall(_key("h")) == {b"a": b"1", b"b": b"x"}
+    assert 0 < queue_redis.ttl(_key("h")) <= 100
+    assert queue_redis.zscore(_key("z"), "j") == 1.5
+    assert pipe.command_stack == []
+
+
+def test_a_failing_command_fails_alone_as_in_a_multi_and_its_error_is_raised(queue_redis):
+    queue_redis.set(_key("str"), "1")
+    pipe = queue_redis.pipeline()
+    pipe.sadd(_key("before"), "x")
+    pipe.sadd(_key("str"), "y")  # WRONGTYPE
+    pipe.sadd(_key("after"), "z")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        batch.execute(queue_redis, pipe)
+    assert queue_redis.smembers(_key("before")) == {b"x"}
+    assert queue_redis.smembers(_key("after")) == {b"z"}
+
+
+def test_a_pipeline_holding_a_script_runs_as_its_multi(queue_redis):
+    script = queue_redis.register_script("return redis.call('INCR', KEYS[1])")
+    pipe = queue_redis.pipeline()
+    pipe.incr(_key("n"))
+    script(keys=[_key("n")], client=pipe)
+    assert batch.execute(queue_redis, pipe, want=(1,)) == {1: 2}
