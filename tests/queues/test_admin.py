@@ -297,7 +297,6 @@ def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_a
     import redis
     from django.db import transaction
 
-    from queues.catalog.lookup import OptimaQueue
     from queues.exceptions import QueueUnavailable
     from queues.failures.operations import retry_dead_letter
 
@@ -316,7 +315,8 @@ def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_a
     def refuse(*args, **kwargs):
         raise redis.ConnectionError("refused")
 
-    monkeypatch.setattr(OptimaQueue, "enqueue_job", refuse)
+    # The write at the commit is one MULTI (queues/producer/write.py): Redis refuses it.
+    monkeypatch.setattr(redis.client.Pipeline, "execute", refuse)
     with pytest.raises(QueueUnavailable):
         with transaction.atomic():
             retry_dead_letter(row.pk)
