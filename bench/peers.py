@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.peer_jobs.readme import write_section  # noqa: E402
 from bench.peer_jobs.systems import APP_BIN, BY_KEY, PEERS_BIN, PEERS_VENV, SYSTEMS  # noqa: E402
 
 REQS = ROOT / "requirements-bench.txt"
@@ -224,13 +225,7 @@ def report(results, skipped, opts, elapsed):
 
 
 def write_readme(block):
-    text = README.read_text()
-    if BEGIN in text and END in text:
-        before, rest = text.split(BEGIN, 1)
-        text = before + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + BEGIN + "\n" + block + "\n" + END + "\n"
-    README.write_text(text)
+    write_section(README, BEGIN, END, block)
 
 
 def parse(argv=None):

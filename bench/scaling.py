@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.peer_jobs.readme import write_section  # noqa: E402
 from bench.peer_jobs.systems import OURS, PEERS_BIN, System  # noqa: E402
 
 IMG = ROOT / "bench" / "img" / "scaling.png"
@@ -211,13 +212,7 @@ def plot(path):
 
 
 def write_readme(block):
-    text = README.read_text()
-    if BEGIN in text and END in text:
-        before, rest = text.split(BEGIN, 1)
-        text = before + BEGIN + "\n" + block + "\n" + END + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + BEGIN + "\n" + block + "\n" + END + "\n"
-    README.write_text(text)
+    write_section(README, BEGIN, END, block)
 
 
 def main():
