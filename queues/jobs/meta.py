@@ -30,7 +30,13 @@ owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>
 priority             ``for_enqueue``                ``priority=`` of the enqueue, an int; absent when 0
 task                 queues/tasks/backend.py        a Task's backend alias, priority, run_after (ISO)
 worker_ids           queues/tasks/run.py            a Task's workers, one per counted attempt
+first_enqueued_at    ``stamp_enqueued`` (once)      unix seconds of the first enqueue (kept by retries)
+due_at               ``stamp_enqueued``, ``set_due``   unix seconds a delayed job / retry became due
 ==================== ============================== =========================================
+
+``first_enqueued_at`` and ``due_at`` exist for the wait and total histograms (queues/metrics/recorder.py):
+rq rewrites ``enqueued_at`` on every push (a retry, the scheduler's move of a due job), so the first
+enqueue is stamped once here; ``due_at`` is cleared when the job goes back without a delay.
 
 ``priority`` decides the job's *band* (``band``): every push of the job — the enqueue, a retry, the
 scheduler's move of a delayed job, a give-back, the panel's requeue — goes to that band of its queue
@@ -66,6 +72,8 @@ OWNER = "owner"
 PRIORITY = "priority"
 TASK = "task"  # {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
 WORKER_IDS = "worker_ids"
+FIRST_ENQUEUED_AT = "first_enqueued_at"
+DUE_AT = "due_at"
 TEMPLATE_SCHEDULE = "optima_schedule"
 TEMPLATE_DIGEST = "digest"
 
@@ -98,6 +106,35 @@ def attempts_allowed(job):
     """The per-enqueue ``attempts``, or None."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     return meta.get(ATTEMPTS_ALLOWED)
+
+
+def _seconds(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def first_enqueued(job):
+    """Unix seconds of the job's first enqueue (``created_at`` for a job written without the stamp)."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    stamp = _seconds(meta.get(FIRST_ENQUEUED_AT))
+    if stamp is None and getattr(job, "created_at", None) is not None:
+        stamp = job.created_at.replace(tzinfo=job.created_at.tzinfo or dt.timezone.utc).timestamp()
+    return stamp
+
+
+def ready_since(job):
+    """Unix seconds since which the job could start: when it became due (a delayed job or a retry), else
+    when it was (last) pushed to its queue; None when unknown."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    due = _seconds(meta.get(DUE_AT))
+    enqueued = job.enqueued_at.replace(tzinfo=job.enqueued_at.tzinfo or dt.timezone.utc).timestamp() \
+        if getattr(job, "enqueued_at", None) is not None else None
+    if due is not None and (enqueued is None or due <= enqueued):
+        return due
+    return enqueued
 
 
 # The bands of a queue, in pop order: priority > 0, = 0 and < 0.
@@ -134,6 +171,20 @@ def for_enqueue(extra, *, queue, attempts, priority=0):
     else:
         meta.pop(PRIORITY, None)  # the band is the ``priority=`` option's, never a caller's meta key
     return meta
+
+
+def stamp_enqueued(meta, at, due=None):
+    """An enqueue at ``at`` (unix seconds), due at ``due`` (None: now): the first enqueue is kept."""
+    meta.setdefault(FIRST_ENQUEUED_AT, round(at, 3))
+    set_due(meta, due)
+
+
+def set_due(meta, due):
+    """The job becomes due at ``due`` (unix seconds), or at its next push when None."""
+    if due is None:
+        meta.pop(DUE_AT, None)
+    else:
+        meta[DUE_AT] = round(due, 3)
 
 
 def for_periodic_run(schedule_id, when):
@@ -185,4 +236,5 @@ def new_life(meta):
 def mark_interrupted(meta, why):
     """The job went back to its queue without using up an attempt."""
     meta[INTERRUPTIONS] = _int(meta.get(INTERRUPTIONS, 0) or 0, 0) + 1
+    meta.pop(DUE_AT, None)
     meta[LAST_INTERRUPTION] = why

@@ -9,6 +9,7 @@ one MULTI. Both write the job's hash with ``_batch_into``, one round trip, not r
 two imports the other.
 """
 import logging
+import time
 
 import redis
 from django.core.signals import setting_changed
@@ -150,7 +151,9 @@ def _batch_into(queue, jobs, when, pipe):
     status = JobStatus.QUEUED if when is None else JobStatus.SCHEDULED
     enqueued_at = now() if when is None else None
     bands = {}
+    stamp, due = time.time(), None if when is None else when.timestamp()
     for job in jobs:
+        jobmeta.stamp_enqueued(job.meta, stamp, due)  # the wait/total histograms' start (jobs/meta.py)
         if when is None and limits.is_limited(job):
             limits.enqueue_into(queue, job, pipe)
             continue
