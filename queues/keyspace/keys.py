@@ -34,6 +34,12 @@ key                                    what
 ``<p>:optima:replication-probe``       written before a WAIT that confirms an earlier write (``replication.confirm``; 60 s)
 ``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.periodic.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
+``<p>:optima:search:all``              job ids by enqueue time, every queue (``queues.search``: the search index)
+``<p>:optima:search:queue:<q>``        job ids of queue ``<q>`` by enqueue time (search index)
+``<p>:optima:search:func:<f>``         job ids of function ``<f>`` (dotted path) by enqueue time (search index)
+``<p>:optima:search:owner:<o>``        job ids of owner ``<o>`` (``meta["owner"]``) by enqueue time (search index)
+``<p>:optima:search:functions``        function -> its latest enqueue time (search index; the panel's choices)
+``<p>:optima:search:owners``           owner -> its latest enqueue time (search index; the trim walks it)
 =====================================  ======================================================
 
 Whoever can write to this Redis can plant anything under any of these keys. Each family is read
@@ -59,6 +65,7 @@ limit keys (``rl-keys``, ``rl:*``)     ``producer.limits``, ``metrics.scrape``
 unique keys                            ``producer.api`` / ``producer.write``
 counters and durations (metrics)       ``metrics.scrape``
 history samples                        ``metrics.history.read``
+search index (``search:*``)            ``search.find`` (a member whose job is gone is dropped)
 the pause set                          ``board.readers.members`` (panel), ``worker.pause``
 =====================================  ======================================================
 """
@@ -231,3 +238,30 @@ def schedules_paused_key():
 def replication_probe_key():
     """A write of the connection that then WAITs for replicas (queues/connection/replication.py ``confirm``)."""
     return conf.app_key("replication-probe")
+
+
+def search_all_key():
+    """Search index: every indexed job id, scored by its enqueue time (``queues.search.index``)."""
+    return conf.app_key("search", "all")
+
+
+def search_queue_key(name):
+    return conf.app_key("search", "queue", name)
+
+
+def search_func_key(func_path):
+    return conf.app_key("search", "func", func_path)
+
+
+def search_owner_key(owner):
+    return conf.app_key("search", "owner", str(owner))
+
+
+def search_functions_key():
+    """Search index: function path -> its latest enqueue time (the panel's list of functions)."""
+    return conf.app_key("search", "functions")
+
+
+def search_owners_key():
+    """Search index: owner -> its latest enqueue time (what the housekeeping trim walks)."""
+    return conf.app_key("search", "owners")

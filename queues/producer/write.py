@@ -28,6 +28,7 @@ from queues.jobs import read as jobread
 from queues.keyspace import keys, quarantine
 from queues.logsafe import escape
 from queues.producer import limits
+from queues.search import index as search_index
 
 logger = logging.getLogger("queues.enqueueing")  # the name enqueue logs always had (log filters rely on it)
 
@@ -68,6 +69,9 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
                     q.enqueue_job(job, unique=explicit_id)
                 else:
                     q.schedule_job(job, when, unique=explicit_id)
+                with q.connection.pipeline() as pipe:  # rq's Lua takes no pipeline: the index on its own
+                    search_index.add_into(pipe, q.name, [job])
+                    pipe.execute()
                 return None
             # One round trip, one MULTI (``_batch_into``, the write of ``queues.enqueue_many``). rq's
             # enqueue_job sends the queue set's SADD in a pipeline of its own, then the job (status,
@@ -148,6 +152,7 @@ def _batch_into(queue, jobs, when, pipe):
 
     version = queue.get_redis_server_version()
     pipe.sadd(queue.redis_queues_keys, queue.key)
+    search_index.add_into(pipe, queue.name, jobs)  # the search index, in the same MULTI (search/index.py)
     status = JobStatus.QUEUED if when is None else JobStatus.SCHEDULED
     enqueued_at = now() if when is None else None
     bands = {}
@@ -182,7 +187,7 @@ def _batch_into(queue, jobs, when, pipe):
 def _written_keys(queue, job, lock_key):
     """{key: Redis type} of what ``write_job`` writes (``queues.keyspace.quarantine``)."""
     written = {keys.band_key(queue.key, jobmeta.band(job)): "list", keys.scheduled_key(queue.name): "zset",
-               job.key: "hash"}
+               job.key: "hash", **search_index.written_keys(queue.name, [job])}
     if lock_key:
         written[lock_key] = "string"
     if limits.is_limited(job):
@@ -275,6 +280,7 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
                     pipe.unwatch()
                     raise DuplicateJobError(job.id)
                 pipe.multi()
+                search_index.add_into(pipe, queue.name, [job])
                 if lock_key:
                     pipe.set(lock_key, job.id, ex=ttl)
                 if when is not None:
