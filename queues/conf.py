@@ -63,6 +63,9 @@ OPTION_DEFAULTS = {
     "METRICS_REDIS_TIMEOUT": 0.5,  # seconds each connect/read of a scrape may take before it gives up
     # seconds; upper bounds of the job duration histogram's buckets (+Inf is implied)
     "METRICS_DURATION_BUCKETS": (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+    # seconds; upper bounds of the wait histogram (due -> started) and of the total one (first enqueue -> end)
+    "METRICS_WAIT_BUCKETS": (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+    "METRICS_TOTAL_BUCKETS": (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
 }
 
 PREFIX_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")

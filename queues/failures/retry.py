@@ -147,6 +147,8 @@ def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     released here (the caller must not release it again)."""
     failed_at = failed_at or dt.datetime.now(dt.timezone.utc)
     jobmeta.next_attempt(job.meta, jobmeta.current_attempt(job), failed_at, reason)
+    # the wait histogram counts from when the retry is due (rq's enqueued_at is the scheduler's later move)
+    jobmeta.set_due(job.meta, failed_at.timestamp() + float(delay) if delay and delay > 0 else None)
     limited = limits.is_limited(job)
     if delay and delay > 0:
         job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)

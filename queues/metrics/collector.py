@@ -70,6 +70,11 @@ def families(snapshot, prefix):
     workers = GaugeMetricFamily(f"{p}_workers", "Live workers listening on the queue.", labels=["queue"])
     hist = HistogramMetricFamily(f"{p}_job_duration_seconds", "Run time of every finished attempt "
                                  "(succeeded or failed), across all workers.", labels=["queue"])
+    waits = HistogramMetricFamily(f"{p}_job_wait_seconds", "Time an attempt waited to start: from when it "
+                                  "became due (its enqueue, or the due time of a delayed job or a retry) to its "
+                                  "start.", labels=["queue"])
+    totals = HistogramMetricFamily(f"{p}_job_total_seconds", "Time from a job's first enqueue to its end "
+                                   "(finished or dead), delays, retries and their backoff included.", labels=["queue"])
     processed = CounterMetricFamily(f"{p}_jobs_processed", "Attempts that ran to an end (succeeded or failed).",
                                     labels=["queue"])
     failed = CounterMetricFamily(f"{p}_jobs_failed", "Attempts that raised (retried or not).", labels=["queue"])
@@ -102,17 +107,23 @@ def families(snapshot, prefix):
         if s.counters is None:
             # Unknown is not zero: a counter that dropped to 0 would read as a reset to rate().
             continue
-        cumulative, running = [], 0
-        for bound, count in s.buckets.items():
-            running += count
-            cumulative.append(("+Inf" if bound == float("inf") else f"{bound:g}", running))
-        hist.add_metric([name], cumulative, sum_value=s.counters[store.DURATION_SUM])
+        hist.add_metric([name], _cumulative(s.buckets), sum_value=s.counters[store.DURATION_SUM])
+        waits.add_metric([name], _cumulative(s.waits), sum_value=s.counters[store.WAIT.sum_field])
+        totals.add_metric([name], _cumulative(s.totals), sum_value=s.counters[store.TOTAL.sum_field])
         processed.add_metric([name], s.counters[store.PROCESSED])
         failed.add_metric([name], s.counters[store.FAILED])
         retried.add_metric([name], s.counters[store.RETRIED])
         dead_total.add_metric([name], s.counters[store.DEAD])
     return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, held, outbox, outbox_age, error,
-            *redis_memory.families(snapshot.redis_memory, prefix)]
+            *redis_memory.families(snapshot.redis_memory, prefix), waits, totals]
+
+
+def _cumulative(buckets):
+    cumulative, running = [], 0
+    for bound, count in buckets.items():
+        running += count
+        cumulative.append(("+Inf" if bound == float("inf") else f"{bound:g}", running))
+    return cumulative
 
 
 class QueueCollector(Collector):

@@ -20,15 +20,18 @@ does not count it twice.
 A receiver never raises: losing one count is better than failing a job (queues.worker.signals logs
 anything that escapes anyway).
 """
+import datetime
 import json
 import logging
 import os
 import threading
+import time
 from collections import defaultdict
 from contextlib import contextmanager
 
 import redis
 
+from queues.jobs import meta as jobmeta
 from queues.metrics import store
 
 logger = logging.getLogger("queues.metrics")
@@ -47,6 +50,7 @@ class Tally:
     def _clear(self):
         self.counts = defaultdict(lambda: defaultdict(int))  # queue -> field -> int
         self.sums = defaultdict(float)  # queue -> seconds
+        self.other_sums = defaultdict(lambda: defaultdict(float))  # queue -> sum field (wait, total) -> seconds
         self.samples = defaultdict(list)  # queue -> [ms], oldest first
         self.pushed = defaultdict(int)  # queue -> samples pushed since the last LTRIM
 
@@ -59,8 +63,16 @@ class Tally:
             if sample:
                 self.samples[queue].append(round(duration * 1000.0, 3))
 
+    def observe(self, queue, histogram, seconds):
+        """One observation of ``histogram`` (``store.WAIT``, ``store.TOTAL``): its bucket and its sum."""
+        seconds = max(0.0, float(seconds))
+        field = histogram.observed(seconds)
+        with self._lock:
+            self.counts[queue][field] += 1
+            self.other_sums[queue][histogram.sum_field] += seconds
+
     def pending(self):
-        return bool(self.counts or self.sums or self.samples)
+        return bool(self.counts or self.sums or self.samples or self.other_sums)
 
     def drain(self):
         """The pending events as plain data (JSON-able), forgetting them here."""
@@ -69,6 +81,7 @@ class Tally:
                 "counts": {q: dict(f) for q, f in self.counts.items()},
                 "sums": dict(self.sums),
                 "samples": dict(self.samples),
+                "other_sums": {q: dict(f) for q, f in self.other_sums.items()},
             }
             pushed = self.pushed
             self._clear()
@@ -84,6 +97,9 @@ class Tally:
                 self.sums[queue] += float(seconds)
             for queue, values in data.get("samples", {}).items():
                 self.samples[queue].extend(float(v) for v in values)
+            for queue, fields in data.get("other_sums", {}).items():
+                for name, seconds in fields.items():
+                    self.other_sums[queue][name] += float(seconds)
 
     def flush_into(self, pipe):
         """Queue the writes of everything pending into ``pipe`` (the caller executes it). Returns
@@ -95,6 +111,9 @@ class Tally:
                 pipe.hincrby(key, name, n)
         for queue, seconds in data["sums"].items():
             pipe.hincrbyfloat(store.counters_key(queue), store.DURATION_SUM, seconds)
+        for queue, fields in data["other_sums"].items():
+            for name, seconds in fields.items():
+                pipe.hincrbyfloat(store.counters_key(queue), name, seconds)
         for queue, values in data["samples"].items():
             key = store.durations_key(queue)
             pipe.lpush(key, *values)
@@ -165,11 +184,54 @@ def _observed(seconds):
 _counted = threading.local()  # per thread: the success being signalled was counted by count_success
 
 
-def count_success(queue, duration):
+def count_success(queue, duration, job=None):
     """Count a success into the tally (for the caller to write, ``Tally.flush_into``) ahead of its
     ``job_succeeded`` signal, which it then sends inside ``counted()``."""
     seconds = max(0.0, float(duration or 0.0))
     tally.add(queue, _observed(seconds), seconds, sample=True)
+    _add_total(queue, job)
+
+
+# -- wait and total (issue 22): observed from the job's meta (queues/jobs/meta.py), into the same tally --
+def _since(start, end=None):
+    """Seconds from ``start`` (unix seconds) to ``end`` (default now); None when ``start`` is unknown."""
+    if start is None:
+        return None
+    end = time.time() if end is None else end
+    return max(0.0, end - start)
+
+
+def _timestamp(moment):
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=moment.tzinfo or datetime.timezone.utc).timestamp()
+
+
+def _add_total(queue, job, ended=None):
+    """Observe the job's total (first enqueue -> ``ended``, default now) into the tally."""
+    if job is None or not hasattr(job, "meta"):
+        return
+    try:
+        seconds = _since(jobmeta.first_enqueued(job), ended or _timestamp(getattr(job, "ended_at", None)))
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return
+    if seconds is not None:
+        tally.observe(queue, store.TOTAL, seconds)
+
+
+def on_job_started(sender=None, *, queue, job=None, **kwargs):
+    """The attempt's wait (ready -> started) into the tally: written with the job's outcome, no write now."""
+    if job is None or not hasattr(job, "meta"):
+        return
+    try:
+        seconds = _since(jobmeta.ready_since(job), _timestamp(getattr(job, "started_at", None)))
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return
+    if seconds is None:
+        return
+    tally.observe(queue, store.WAIT, seconds)
+    if not tally.deferred:
+        _record(queue, job, ())
 
 
 @contextmanager
@@ -185,6 +247,7 @@ def counted():
 def on_job_succeeded(sender=None, *, queue, job=None, duration=None, **kwargs):
     if getattr(_counted, "active", False):
         return
+    _add_total(queue, job)
     _record(queue, job, _observed(duration), duration or 0.0, sample=True)
 
 
@@ -197,6 +260,7 @@ def on_job_retry_scheduled(sender=None, *, queue, job=None, **kwargs):
 
 
 def on_job_dead(sender=None, *, queue, job=None, **kwargs):
+    _add_total(queue, job, time.time())
     _record(queue, job, (store.DEAD,))
 
 
@@ -204,6 +268,7 @@ def connect():
     """Connect the receivers (idempotent: dispatch_uid)."""
     from queues.worker import signals as events
 
+    events.job_started.connect(on_job_started, dispatch_uid="queues.metrics.started")
     events.job_succeeded.connect(on_job_succeeded, dispatch_uid="queues.metrics.succeeded")
     events.job_failed.connect(on_job_failed, dispatch_uid="queues.metrics.failed")
     events.job_retry_scheduled.connect(on_job_retry_scheduled, dispatch_uid="queues.metrics.retry_scheduled")

@@ -168,10 +168,13 @@ def _counters(name, counters, sample, bounds):
         sample.counters = {k: number(k) for k in (store.PROCESSED, store.FAILED, store.RETRIED, store.DEAD)}
         sample.counters[store.DURATION_SUM] = number(store.DURATION_SUM, float)
         sample.buckets = {b: number(store.bucket_field(b)) for b in bounds}
+        for histogram, attr in ((store.WAIT, "waits"), (store.TOTAL, "totals")):
+            sample.counters[histogram.sum_field] = number(histogram.sum_field, float)
+            setattr(sample, attr, {b: number(histogram.bucket_field(b)) for b in histogram.bounds()})
     except ValueError as exc:
         entries.report(store.counters_key(name), f"field {exc.args[0]!r} is not a count: counters left out",
                        log=logger)
-        sample.counters = sample.buckets = None
+        sample.counters = sample.buckets = sample.waits = sample.totals = None
 
 
 def _held_keys(members, names):

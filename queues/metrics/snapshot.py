@@ -18,6 +18,8 @@ class QueueSample:
     durations_ms: list = field(default_factory=list)
     counters: dict = None  # None: unknown (Redis error) -> counter samples are left out, not zeroed
     buckets: dict = None  # upper bound (s) -> non-cumulative count
+    waits: dict = None  # the wait histogram: upper bound (s) -> non-cumulative count (None with counters)
+    totals: dict = None  # the total histogram, the same way
     dead_letters: int = 0
     held: int = 0  # jobs held back by their limit key (queues/producer/limits.py); not a state of ``jobs``
     outbox: int = 0  # jobs accepted and not yet in Redis (queues/producer/outbox.py); not a state of ``jobs`` either

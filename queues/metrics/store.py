@@ -7,7 +7,8 @@ Two writers, one reader:
   sets ``<prefix>:workers:<q>``. A scrape only *reads* them.
 - ``queues.metrics.recorder`` (signal receivers in the worker) writes per queue, in one pipelined
   round trip per event: the hash ``<prefix>:optima:metrics:<q>`` (counters, histogram buckets,
-  duration sum) and the capped list ``<prefix>:optima:metrics:<q>:durations`` (last 50 completed
+  duration sum; the wait and total histograms' buckets ``w:<le>``/``t:<le>`` and sums ``wait_sum``/
+  ``total_sum``) and the capped list ``<prefix>:optima:metrics:<q>:durations`` (last 50 completed
   jobs, milliseconds, newest first).
 """
 import functools
@@ -23,6 +24,30 @@ QUANTILES = (0.5, 0.95)
 # Fields of the per-queue hash. Buckets are stored non-cumulative ("b:<upper bound>"), so a job
 # costs one HINCRBY whatever the number of buckets; the scrape makes them cumulative.
 PROCESSED, FAILED, RETRIED, DEAD, DURATION_SUM = "processed", "failed", "retried", "dead", "duration_sum"
+
+
+class Histogram:
+    """One histogram of the per-queue hash: its bucket-field prefix, its sum field, its setting."""
+
+    def __init__(self, field, sum_field, setting, check_id):
+        self.field, self.sum_field, self.setting, self.check_id = field, sum_field, setting, check_id
+
+    def bounds(self):
+        """Upper bounds in seconds, ascending, +Inf last."""
+        return tuple(sorted(float(b) for b in conf.options()[self.setting])) + (math.inf,)
+
+    def bucket_field(self, upper_bound):
+        return "{}:{}".format(self.field, "inf" if math.isinf(upper_bound) else f"{float(upper_bound):g}")
+
+    def observed(self, seconds):
+        """The bucket field counting an observation of ``seconds``."""
+        return self.bucket_field(bucket_for(max(0.0, float(seconds)), self.bounds()))
+
+
+# Wait: became due (enqueue, or the due time of a delayed job or retry) -> started, per attempt.
+# Total: first enqueue -> finished or dead, per job; delays and backoff included.
+WAIT = Histogram("w", "wait_sum", "METRICS_WAIT_BUCKETS", "queues.E054")
+TOTAL = Histogram("t", "total_sum", "METRICS_TOTAL_BUCKETS", "queues.E055")
 
 METRIC_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -92,7 +117,19 @@ def validate_options(options):
             "queues.E053", f"{where}['METRICS_DURATION_BUCKETS'] must be a non-empty list of distinct "
             f"positive numbers of seconds, got {bounds!r}.",
             "E.g. [0.1, 1, 10, 60, 600]; +Inf is added for you."))
+    for histogram in (WAIT, TOTAL):
+        bounds = options.get(histogram.setting)
+        if not _bounds_ok(bounds):
+            problems.append(conf.Problem(
+                histogram.check_id, f"{where}[{histogram.setting!r}] must be a non-empty list of distinct "
+                f"positive numbers of seconds, got {bounds!r}.",
+                "E.g. [0.1, 1, 10, 60, 600, 3600]; +Inf is added for you. Remove the key for the default."))
     return problems
+
+
+def _bounds_ok(bounds):
+    return (not isinstance(bounds, (str, bytes)) and isinstance(bounds, (list, tuple)) and bool(bounds)
+            and all(_is_number(b) and 0 < b < math.inf for b in bounds) and len(set(bounds)) == len(bounds))
 
 
 def _is_number(value):

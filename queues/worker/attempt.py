@@ -116,7 +116,7 @@ def mark_succeeded(worker, job, queue, execution, rq_success):
     name, seconds = jobmeta.queue_name(job), duration(job)
     record, counted = rq_success, nullcontext()
     if fastpath.eligible(worker, job):
-        recorder.count_success(name, seconds)
+        recorder.count_success(name, seconds, job)
         record, counted = (lambda: fastpath.finish(worker, job, queue, execution)), recorder.counted()
     horse.record_for(worker, horse.success_recorder(record, job), f"record the success of job {job.id}")
     with counted:
