@@ -11,6 +11,8 @@ Public API (stable names; everything else is internal)::
 outbox, or unreadable); ``cancel(job_id, request=None, reason="")`` -> ``Canceled`` (queues/producer/cancel.py);
 ``enqueue_many(name, func, calls, **options)`` -> [Job] (queues/producer/bulk.py: many jobs in one write,
 each item of ``calls`` a tuple of arguments or a ``Call``);
+``search_jobs(function=, queue=, state=, text=, owner=, start=0, page_size=25)`` -> ``Found`` (queues/search/find.py:
+live jobs newest first, ``InvalidSearch`` for a bad criterion);
 ``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
@@ -41,6 +43,9 @@ __all__ = [
     "job_state",
     "cancel",
     "cache_connection",
+    "search_jobs",
+    "SEARCH_STATES",
+    "InvalidSearch",
     "InvalidJob",
     "NotAJob",
     "NotReplicated",
@@ -62,6 +67,9 @@ _LAZY = {
     "job_state": ("queues.jobs.state", "job_state"),
     "cancel": ("queues.producer.cancel", "cancel"),
     "cache_connection": ("queues.connection.clients", "get_cache_connection"),
+    "search_jobs": ("queues.search.find", "search_jobs"),
+    "SEARCH_STATES": ("queues.search.find", "STATES"),
+    "InvalidSearch": ("queues.search.find", "InvalidSearch"),
 }
 
 

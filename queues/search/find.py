@@ -1,0 +1,264 @@
+"""``search_jobs``: live jobs by function, owner, queue, state and text, newest first, a page at a time.
+
+One source is read, the most selective the search allows, then the other criteria are checked on
+the jobs themselves (one pipelined HMGET per ``CHUNK`` candidates):
+
+=================================  =====================================================  ===========
+criteria given                     source (newest first)                                  order
+=================================  =====================================================  ===========
+``owner``                          ``search:owner:<o>`` (queues/search/index.py)          enqueue time
+``function``                       ``search:func:<f>``                                    enqueue time
+``queue`` and ``state``            rq's own list or registry of that queue and state      rq's
+``queue``                          ``search:queue:<q>``                                   enqueue time
+none of those                      ``search:all``                                         enqueue time
+=================================  =====================================================  ===========
+
+With nothing left to check on the jobs (e.g. only a queue, or only a function) a page reads just
+its own ids: exact, whatever the source's size. Otherwise (a ``text``, or a second criterion) the
+search scans at most ``scan_limit`` candidates (``SCAN_LIMIT``) from ``start`` and says how far it
+got (``Found.scanned`` of ``Found.total``; ``next_start`` continues the scan): a search never reads
+100,000 jobs in one request.
+
+``text`` matches, case-insensitively, the job id, its description, or its arguments: the job's
+``data`` is zlib-compressed JSON (rq's JSONSerializer, the only one this project uses), inflated
+at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled.
+
+A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
+(the lazy half of "the index expires with the job": queues/search/index.py).
+"""
+import json
+import zlib
+from dataclasses import dataclass, field
+
+import redis
+
+from queues.exceptions import QueuesError
+from queues.keyspace import entries, keys
+
+STATES = ("queued", "scheduled", "started", "finished", "failed", "deferred", "canceled", "stopped")
+SCAN_LIMIT = 5000  # candidates one search reads at most (its HMGETs), from ``start``
+CHUNK = 1000  # candidates per pipelined HMGET
+PAGE_SIZE = 25
+MAX_PAGE_SIZE = 100
+TEXT_CHARS = 200  # longest search text
+FIELDS = ("status", "origin", "data", "description", "enqueued_at", "created_at")
+
+
+class InvalidSearch(QueuesError, ValueError):
+    """A search criterion that cannot be used; the message names it, its value and what it takes."""
+
+
+@dataclass
+class Hit:
+    job_id: str
+    queue: str
+    state: str
+    function: str | None
+    description: str
+    enqueued_at: str | None  # ISO, as rq stores it (``created_at`` when never enqueued)
+
+
+@dataclass
+class Found:
+    hits: list = field(default_factory=list)
+    start: int = 0  # where this page's scan began in the source
+    next_start: int | None = None  # where the next page begins (None: the source is exhausted)
+    scanned: int = 0  # candidates read by this search
+    total: int = 0  # candidates in the source
+    exact: bool = True  # no criterion checked on the jobs: every page is complete
+    source: str = ""  # what was read, e.g. "queue default (index)", "failed jobs of default"
+
+
+def search_jobs(*, function=None, queue=None, state=None, text=None, owner=None, start=0, page_size=PAGE_SIZE,
+                scan_limit=SCAN_LIMIT, connection=None):
+    """Live jobs matching every criterion given, newest first: a ``Found``.
+
+    ``function``: a dotted path (exact); ``queue``: a declared queue; ``state``: one of ``STATES``;
+    ``text``: in the id, description or arguments (case-insensitive); ``owner``: ``meta["owner"]``;
+    ``start``: the offset in the source (``Found.next_start`` of the page before). Raises
+    ``InvalidSearch`` (or ``UnknownQueue``) for a bad criterion, ``QueueUnavailable`` when Redis fails.
+    """
+    from queues.catalog.lookup import get_config
+    from queues.connection.clients import get_connection, unavailable
+
+    if queue:
+        get_config(queue)  # UnknownQueue names the declared ones
+    if state and state not in STATES:
+        raise InvalidSearch(f"state must be one of {', '.join(STATES)}, got {state!r}.")
+    if text is not None and len(text) > TEXT_CHARS:
+        raise InvalidSearch(f"text must be at most {TEXT_CHARS} characters, got {len(text)}.")
+    for name, value in (("start", start), ("page_size", page_size), ("scan_limit", scan_limit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "start" else 1):
+            raise InvalidSearch(f"{name} must be an integer >= {0 if name == 'start' else 1}, got {value!r}.")
+    if page_size > MAX_PAGE_SIZE:
+        raise InvalidSearch(f"page_size must be at most {MAX_PAGE_SIZE}, got {page_size}.")
+    connection = connection or get_connection()
+    source = _source(function, queue, state, owner)
+    checks = _checks(source, function, queue, state, text)
+    try:
+        return _run(connection, source, checks, start, page_size, scan_limit)
+    except redis.RedisError as exc:
+        raise unavailable(exc) from exc
+
+
+# --- sources ------------------------------------------------------------------------------------
+@dataclass
+class _Source:
+    label: str
+    key: str | None = None  # a sorted set read newest first
+    lists: tuple = ()  # or lists read in order (a queue's bands)
+    started: bool = False  # members "<job id>:<execution id>" (rq's started registry)
+    index: bool = False  # an index of ours: gone jobs are removed from it
+    covers: tuple = ()  # criteria the source itself guarantees
+
+
+def _source(function, queue, state, owner):
+    if owner is not None:
+        return _Source(f"jobs of owner {owner}", keys.search_owner_key(owner), index=True, covers=("owner",))
+    if function:
+        return _Source(f"jobs of {function}", keys.search_func_key(function), index=True, covers=("function",))
+    if queue and state and state != "stopped":
+        from rq.registry import CanceledJobRegistry, DeferredJobRegistry
+
+        covers = ("queue", "state")
+        if state == "queued":
+            return _Source(f"queued jobs of {queue}", lists=tuple(keys.band_keys(keys.queue_key(queue))),
+                           covers=covers)
+        key = {"scheduled": keys.scheduled_key, "started": keys.started_key, "finished": keys.finished_key,
+               "failed": keys.failed_key, "deferred": DeferredJobRegistry.key_template.format,
+               "canceled": CanceledJobRegistry.key_template.format}[state](queue)
+        return _Source(f"{state} jobs of {queue}", key, started=state == "started", covers=covers)
+    if queue:
+        return _Source(f"jobs of queue {queue}", keys.search_queue_key(queue), index=True, covers=("queue",))
+    return _Source("jobs of every queue", keys.search_all_key(), index=True)
+
+
+def _checks(source, function, queue, state, text):
+    """[(criterion, wanted)] left to check on each job."""
+    wanted = {"function": function or None, "queue": queue or None, "state": state or None,
+              "text": text.strip().casefold() if text and text.strip() else None}
+    return [(name, value) for name, value in wanted.items() if value is not None and name not in source.covers]
+
+
+def _total_and_ids(connection, source, start, count):
+    """(candidates in the source, the ids from ``start``, at most ``count``): one or two round trips."""
+    if source.key is not None:
+        with connection.pipeline(transaction=False) as pipe:
+            pipe.zcard(source.key)
+            pipe.zrevrange(source.key, start, start + count - 1)
+            total, ids = pipe.execute(raise_on_error=False)
+        if isinstance(total, Exception) or isinstance(ids, Exception):
+            entries.report(source.key, "is not a sorted set: searched as empty")
+            return 0, []
+        if source.started:
+            seen = dict.fromkeys(_text(m).rsplit(":", 1)[0] for m in ids)
+            return total, list(seen)
+        return total, [_text(m) for m in ids]
+    with connection.pipeline(transaction=False) as pipe:
+        for key in source.lists:
+            pipe.llen(key)
+        lengths = [n if isinstance(n, int) else 0 for n in pipe.execute(raise_on_error=False)]
+    ids, offset = [], start
+    with connection.pipeline(transaction=False) as pipe:
+        wanted = []
+        for key, length in zip(source.lists, lengths):
+            if offset < length and len(wanted) < count:
+                take = min(count - len(wanted), length - offset)
+                pipe.lrange(key, offset, offset + take - 1)
+                wanted.append(take)
+            offset = max(0, offset - length)
+        for reply in pipe.execute(raise_on_error=False) if wanted else []:
+            if not isinstance(reply, Exception):
+                ids.extend(_text(m) for m in reply)
+    return sum(lengths), ids
+
+
+# --- reading and checking the jobs ---------------------------------------------------------------
+def _run(connection, source, checks, start, page_size, scan_limit):
+    exact = not checks
+    window = page_size if exact else scan_limit
+    total, ids = _total_and_ids(connection, source, start, window)
+    found = Found(start=start, total=total, exact=exact, source=source.label)
+    gone = []
+    position = start
+    for first in range(0, len(ids), CHUNK):
+        chunk = ids[first:first + CHUNK]
+        with connection.pipeline(transaction=False) as pipe:
+            for job_id in chunk:
+                pipe.hmget(keys.job_key(job_id), FIELDS)
+            replies = pipe.execute(raise_on_error=False)
+        for job_id, reply in zip(chunk, replies):
+            position += 1
+            found.scanned += 1
+            if isinstance(reply, Exception):
+                hit = Hit(job_id, "", "corrupt", None, "its key is not a hash", None)
+                values = None
+            elif reply[0] is None and reply[2] is None:
+                gone.append(job_id)
+                continue
+            else:
+                hit, values = _hit(job_id, reply)
+            if _matches(hit, values, checks):
+                found.hits.append(hit)
+                if len(found.hits) == page_size:
+                    break
+        if len(found.hits) == page_size:
+            break
+    found.next_start = position if position < total else None
+    if gone and source.index:
+        connection.zrem(source.key, *gone)
+    return found
+
+
+def _hit(job_id, reply):
+    status, origin, data, description, enqueued_at, created_at = reply
+    decoded = _decode(data)
+    function = decoded[0] if decoded and isinstance(decoded[0], str) else None
+    hit = Hit(job_id, _text(origin or b""), _text(status or b"") or "?", function, _text(description or b""),
+              _text(enqueued_at or created_at) if (enqueued_at or created_at) else None)
+    return hit, decoded
+
+
+def _decode(data):
+    """(func_name, instance, args, kwargs) from rq's ``data`` (zlib, JSON), or None: never unpickled."""
+    if not data:
+        return None
+    try:
+        inflated, whole = entries.inflate(data, entries.JOB_BYTES)
+    except zlib.error:
+        return None
+    if not whole:
+        return None
+    try:
+        payload = json.loads(inflated)
+    except ValueError:  # not JSON (UnicodeDecodeError is one)
+        return None
+    if not isinstance(payload, list) or len(payload) != 4:
+        return None
+    return payload
+
+
+def _matches(hit, decoded, checks):
+    for name, wanted in checks:
+        if name == "function" and hit.function != wanted:
+            return False
+        if name == "queue" and hit.queue != wanted:
+            return False
+        if name == "state" and hit.state != wanted:
+            return False
+        if name == "text" and not _has_text(hit, decoded, wanted):
+            return False
+    return True
+
+
+def _has_text(hit, decoded, wanted):
+    if wanted in hit.job_id.casefold() or wanted in hit.description.casefold():
+        return True
+    if decoded is None:
+        return False
+    arguments = json.dumps([decoded[2], decoded[3]], ensure_ascii=False, default=str)
+    return wanted in arguments.casefold()
+
+
+def _text(value):
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
