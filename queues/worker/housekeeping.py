@@ -11,7 +11,8 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
   MULTI carries its metrics and its precise score: ``fastpath.py``).
 - ``tick``: every couple of seconds, also while a job runs: the RQ scheduler keeper
   (``periodic/supervision.py``) and the outbox relay (``producer/outbox.py``).
-- ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile;
+- ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile and the
+  search index's trim;
   nothing there (Redis away, a database down, a key of the wrong type: ``queues/keyspace/quarantine.py``)
   ever ends the worker.
 
@@ -30,6 +31,7 @@ from queues.jobs.retention import Completions
 from queues.keyspace import quarantine
 from queues.metrics.recorder import tally
 from queues.producer import outbox
+from queues.search import index as search_index
 from queues.worker import fastpath
 from queues.worker.abandoned import LIVENESS_MARK
 
@@ -112,7 +114,8 @@ class Housekeeping:
 
     def maintain(self, rq_maintenance):
         """rq's maintenance (``rq_maintenance()``: its registries' clean-up), then the dead letters'
-        reconcile; a failure is logged and tried again at the next maintenance."""
+        reconcile and the search index's trim (search/index.py); a failure is logged and tried again at the
+        next maintenance."""
         from queues.failures.deadletter import reconcile_if_due
 
         worker = self.worker
@@ -125,6 +128,7 @@ class Housekeeping:
                 members=lambda: quarantine.worker_sets(worker.queues, worker.redis_workers_keys),
                 again=lambda: [queue.release_maintenance_lock() for queue in worker.queues])
             reconcile_if_due(worker.connection)
+            search_index.trim(worker.connection, [queue.name for queue in worker.queues])  # bounded: 2 round trips
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "run maintenance")
         except Exception:  # noqa: BLE001 — maintenance (e.g. a database being down) never ends the worker

@@ -109,3 +109,15 @@ def test_an_unknown_queue_names_the_declared_ones():
     with pytest.raises(queues.UnknownQueue) as caught:
         queues.search_jobs(queue="nope")
     assert "default" in str(caught.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_s_maintenance_trims_the_index(start_worker, admin_redis):
+    old = queues.enqueue("default", sample.add, 1, 1)
+    admin_redis.zadd(keys.search_queue_key("default"), {old.id: 1000.0})  # enqueued long before the retention
+    admin_redis.zadd(keys.search_all_key(), {old.id: 1000.0})
+    worker = start_worker("default", "--no-fork", "--burst")
+    assert worker.wait(60) == 0, worker.output()
+    assert admin_redis.zscore(keys.search_queue_key("default"), old.id) is None
+    assert admin_redis.zscore(keys.search_all_key(), old.id) is None
+    assert admin_redis.zscore(keys.search_func_key("tests.jobs.sample.add"), old.id) is not None  # not old there
