@@ -17,29 +17,36 @@ from queues.keyspace import keys
 class OptimaJob(Job):
     """RQ's Job with JSON serialization (never pickle: whoever writes to Redis must not run code),
     which imports only declared jobs (queues/catalog/jobs.py) and carries its signature
-    (queues/jobs/signing.py) in the hash field ``signature``.
+    (queues/jobs/signing.py) in the hash field ``signature``, and the trace context of its enqueue
+    (queues/tracing/carrier.py) in ``optima_trace``: both outside the signed ``data``.
 
     The worker refuses a job before it gets here (queues/jobs/gate.py); the guards below make sure that
     nothing else — rq's perform, a callback, a dashboard — imports a name that Redis supplied.
     """
 
     SIGNATURE_FIELD = "signature"
+    TRACE_FIELD = "optima_trace"
 
     def __init__(self, *args, **kwargs):
         if kwargs.get("serializer") is None:  # Job.fetch()/fetch_many() pass serializer=None explicitly
             kwargs["serializer"] = JSONSerializer
         super().__init__(*args, **kwargs)
         self.signature = ""
+        self.trace = ""
 
     def restore(self, raw_data):
         super().restore(raw_data)
         value = raw_data.get(b"signature") or raw_data.get("signature") or b""
         self.signature = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+        value = raw_data.get(b"optima_trace") or raw_data.get("optima_trace") or b""
+        self.trace = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
 
     def to_dict(self, include_meta=True, include_result=True):
         mapping = super().to_dict(include_meta=include_meta, include_result=include_result)
         if self.signature:
             mapping[self.SIGNATURE_FIELD] = self.signature
+        if self.trace:
+            mapping[self.TRACE_FIELD] = self.trace
         return mapping
 
     @property

@@ -18,7 +18,7 @@ import redis
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
-from queues import conf
+from queues import conf, tracing
 from queues.catalog import jobs as catalog
 from queues.catalog.lookup import get_config
 from queues.connection.clients import unavailable
@@ -214,8 +214,19 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
     )
     _apply_limit(job, limit)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
+    if tracing.on:  # the PRODUCER span ``send <queue>``; the job carries its context (queues/tracing/)
+        from queues.tracing import spans
 
-    explicit_id = job_id is not None
+        with spans.sending(name, [job]):
+            return _place(queue, job, when, name=name, unique=unique, explicit_id=job_id is not None,
+                          fail_fast=fail_fast, durable=durable)
+    return _place(queue, job, when, name=name, unique=unique, explicit_id=job_id is not None, fail_fast=fail_fast,
+                  durable=durable)
+
+
+def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
+    """Write the built, signed ``job``: now, at the commit, or through the outbox; -> the Job (the
+    waiting one of its ``unique`` key, when there is one)."""
     lock_key = keys.unique_key(name, unique) if unique else None
 
     if unique:

@@ -21,6 +21,7 @@ read per key before the write; enqueue such jobs one by one with ``queues.enqueu
 """
 from dataclasses import dataclass
 
+from queues import tracing
 from queues.catalog.lookup import get_config
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
@@ -86,6 +87,16 @@ def enqueue_many(name, func, calls, *, attempts=None, timeout=None, delay=None, 
     if not jobs:
         return []
     explicit_ids = any(job_id is not None for _, _, job_id, _ in items)
+    if tracing.on:  # one PRODUCER span for the batch; every job carries its context (queues/tracing/)
+        from queues.tracing import spans
+
+        with spans.sending(name, jobs):
+            return _place(queue, jobs, when, explicit_ids=explicit_ids, durable=durable)
+    return _place(queue, jobs, when, explicit_ids=explicit_ids, durable=durable)
+
+
+def _place(queue, jobs, when, *, explicit_ids, durable):
+    """Write the built, signed ``jobs`` now, or through the outbox."""
     if durable or api._in_transaction():
         from queues.producer import outbox_many
 

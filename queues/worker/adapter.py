@@ -18,6 +18,7 @@ retry policy, dead letters                      ``failures/handler.py``: ``Failu
 heartbeat, metrics, retention, relay, upkeep    ``housekeeping.py``: ``Housekeeping``
 liveness, abandoned jobs; RQ's scheduler        ``liveness.py``, ``abandoned.py``; ``periodic/``
 rq's private members                            ``rqcompat.py`` (nothing else touches one)
+an attempt's span (OpenTelemetry)               ``queues/tracing/spans.py``: ``processing``
 ==============================================  ================================================
 
 Why overrides and not rq's extension points: its exception handlers run only for a job that
@@ -36,7 +37,7 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus
 
-from queues import rqcompat
+from queues import rqcompat, tracing
 from queues.catalog.lookup import OptimaJob, OptimaQueue, queue_names
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.failures.handler import FailureHandler
@@ -225,8 +226,20 @@ class WorkerBehaviour(BaseWorker):
         attempt.mark_succeeded(self, job, queue, execution, lambda: parent.handle_job_success(
             job, queue, started_job_registry, execution))
 
+    def perform_job(self, job, queue, execution):  # horse (a job's thread in the concurrent worker)
+        if not tracing.on:
+            return super().perform_job(job, queue, execution)
+        from queues.tracing import spans
+
+        with spans.processing(job):  # the attempt's CONSUMER span (queues/tracing/)
+            return super().perform_job(job, queue, execution)
+
     def handle_exception(self, job, *exc_info):  # horse
         self.failures.remember(job, exc_info)  # rq passes only its text to handle_job_failure
+        if tracing.on:
+            from queues.tracing import spans
+
+            spans.failed(exc_info[0])
         return super().handle_exception(job, *exc_info)
 
     def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):  # both
@@ -277,6 +290,10 @@ class OptimaWorker(WorkerBehaviour, Worker):
         finally:
             if self.is_horse:
                 self.housekeeping.ship()
+                if tracing.on:  # the horse leaves with os._exit: its spans are exported first
+                    from queues.tracing import setup
+
+                    setup.horse_flush()
 
     def monitor_work_horse(self, job, queue, execution):  # worker
         settle.watch(self, job, queue, execution)
