@@ -500,7 +500,7 @@ def test_promtool_accepts_the_alert_rules_and_the_example_scrape_config():
     rules = ROOT / "deploy" / "prometheus" / "alerts.yml"
     result = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
     config = ROOT / "deploy" / "prometheus" / "prometheus.yml"
     result = subprocess.run([promtool(), "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -523,6 +523,7 @@ def test_the_grafana_dashboard_queries_only_families_we_export():
     exported = {"optima_queue_jobs", "optima_queue_job_duration_ms", "optima_queue_dead_letter",
                 "optima_queue_oldest_waiting_seconds", "optima_queue_workers", "optima_queue_scrape_error",
                 "optima_queue_job_duration_seconds_bucket", "optima_queue_jobs_processed_total",
-                "optima_queue_jobs_failed_total", "optima_queue_jobs_retried_total", "optima_queue_jobs_dead_total"}
+                "optima_queue_jobs_failed_total", "optima_queue_jobs_retried_total", "optima_queue_jobs_dead_total",
+                "optima_queue_job_wait_seconds_bucket", "optima_queue_job_total_seconds_bucket"}
     assert used and used <= exported, used - exported
     assert len(exprs) >= 8
