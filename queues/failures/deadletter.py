@@ -28,8 +28,6 @@ dead letter's life is in modules of its own, their names re-exported here:
   way are marked ``retried`` (requeued, e.g. from django-rq's dashboard) or ``discarded`` (deleted);
   rows written without a fingerprint (by the previous release during a deploy) are grouped.
 """
-import logging
-
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
@@ -39,9 +37,9 @@ from queues.failures.reconcile import ReconcileSummary, reconcile, reconcile_if_
 from queues.failures.retry import exc_summary
 from queues.failures.unverified import UNVERIFIED  # noqa: F401
 from queues.jobs import meta as jobmeta
+from queues.logs import outcome
 from queues.worker import signals as events
 
-logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
 
 def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
@@ -83,6 +81,6 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
             keep_forever(job, pipeline)
             pipeline.execute()
-        logger.warning("Job %s (%s) is dead (%s)", job.id, jobmeta.queue_name(job), reason)
+        outcome.dead(job, 0.0, reason=reason, exc_string=exc_string)
         events.send(events.job_dead, queue=jobmeta.queue_name(job), job=job, reason=reason)
     return mirror(job, exc_string=exc_string)

@@ -26,6 +26,7 @@ from queues import rqcompat
 from queues.exceptions import RetryAfter
 from queues.failures import deadletter, retry
 from queues.jobs import meta as jobmeta
+from queues.logs import outcome
 from queues.worker import horse
 from queues.worker import signals as events
 
@@ -70,7 +71,7 @@ class FailureHandler:
             return
         self.before_burial(job, decision.reason, exc_info, exc_string)
         bury()
-        self.after_burial(job, decision.reason, exc_string)
+        self.after_burial(job, decision.reason, exc_string, exc_info=exc_info)
 
     def judge(self, job, exc_info, *, stopped):
         """The Decision for a failed attempt (sends ``job_failed``)."""
@@ -108,8 +109,8 @@ class FailureHandler:
             pipeline.execute()
         if not released:  # a job with a limit key gave its slot back in the MULTI above
             rqcompat.release_slot(worker, job)
-        worker.log.info("Worker %s: job %s attempt %d failed; attempt %d in %.3gs (%s)",
-                        worker.name, job.id, attempt, attempt + 1, delay, reason)
+        outcome.retried(job, duration(job), attempt=attempt, delay=delay, reason=reason, exc_info=exc_info,
+                        exc_string=exc_string)
         events.send(events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay),
                     attempt=attempt + 1)
         return True
@@ -123,10 +124,14 @@ class FailureHandler:
             logger.exception("Worker %s: could not save the dead-letter meta of job %s", self.worker.name, job.id)
         job.retries_left = None  # never rq's own retry: the policy decided
 
-    def after_burial(self, job, reason, exc_string):
+    def after_burial(self, job, reason, exc_string, exc_info=None):
         try:
             deadletter.keep_forever(job)
         except Exception:  # noqa: BLE001 — rq's -1 score keeps it too; this only makes it read as "never"
             logger.warning("Worker %s: could not pin dead job %s at +inf", self.worker.name, job.id)
+        if reason == retry.STOPPED:
+            outcome.canceled(job, duration(job))
+        else:
+            outcome.dead(job, duration(job), reason=reason, exc_info=exc_info, exc_string=exc_string)
         deadletter.mirror(job, exc_string=exc_string)
         events.send(events.job_dead, queue=jobmeta.queue_name(job), job=job, reason=reason)

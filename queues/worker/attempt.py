@@ -28,6 +28,7 @@ from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures.handler import duration
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
+from queues.logs import outcome
 from queues.metrics import recorder
 from queues.worker import fastpath, horse
 from queues.worker import signals as events
@@ -119,5 +120,6 @@ def mark_succeeded(worker, job, queue, execution, rq_success):
         recorder.count_success(name, seconds, job)
         record, counted = (lambda: fastpath.finish(worker, job, queue, execution)), recorder.counted()
     horse.record_for(worker, horse.success_recorder(record, job), f"record the success of job {job.id}")
+    outcome.succeeded(job, seconds)  # the job's one line (rq's own are DEBUG: queues/logs/quiet.py)
     with counted:
         events.send(events.job_succeeded, queue=name, job=job, duration=seconds)
