@@ -19,6 +19,8 @@ optima_queue_dead_letter                    gauge      queue             open De
 optima_queue_oldest_waiting_seconds         gauge      queue             now - enqueued_at of the queue's head
 optima_queue_workers                        gauge      queue             live keys of rq's workers:<queue> set
 optima_queue_job_duration_seconds           histogram  queue             every finished attempt (recorder)
+optima_queue_job_wait_seconds               histogram  queue             every started attempt: due -> start
+optima_queue_job_total_seconds              histogram  queue             every ended job: first enqueue -> end
 optima_queue_jobs_processed_total           counter    queue             attempts that ended (recorder)
 optima_queue_jobs_failed_total              counter    queue             attempts that raised (recorder)
 optima_queue_jobs_retried_total             counter    queue             retries scheduled (recorder)

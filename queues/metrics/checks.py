@@ -1,4 +1,4 @@
-"""System check of the METRICS_* options (ids queues.E050-E053, listed in docs/metrics.md)."""
+"""System check of the METRICS_* options (ids queues.E050-E055, listed in docs/metrics.md)."""
 from django.core.checks import Tags, register
 
 from queues import conf
