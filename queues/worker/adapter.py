@@ -42,6 +42,7 @@ from queues.catalog.lookup import OptimaJob, OptimaQueue, queue_names
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.failures.handler import FailureHandler
 from queues.keyspace import quarantine
+from queues.logs import quiet
 from queues.periodic.supervision import SchedulerKeeper
 from queues.worker import attempt, horse, settle, stop
 from queues.worker.abandoned import LIVENESS_MARK
@@ -58,11 +59,14 @@ class WorkerBehaviour(BaseWorker):
     whether a job is running (``job_running()``) and how a stop ends it (``end_running_job()``)."""
 
     runs_jobs_in_process = False
+    log_result_lifespan = False  # rq's "result is kept for N seconds" per job: queues/logs/ writes one line
     queue_class = OptimaQueue
     job_class = OptimaJob
 
     def __init__(self, *args, shutdown_grace=None, **kwargs):  # worker
         kwargs.update(serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
+        kwargs.setdefault("log_job_description", False)  # rq's success line names the id, not the arguments
+        quiet.install()  # rq's per-job lines at DEBUG: the job's one line is queues/logs/outcome.py's
         super().__init__(*args, **kwargs)
         # No health-check PING: it would be the first command of every horse's fresh connection (one
         # more round trip per job); redis-py's default Retry covers a stale pooled connection anyway.

@@ -93,7 +93,7 @@ class Intake:
                 raise StopRequested()
             worker.reorder_queues(reference_queue=queue)
             job.redis_server_version = worker.get_redis_server_version()
-            worker.log.info("Worker %s: %s: %s", worker.name, queue.name, job.id)
+            worker.log.debug("Worker %s: %s: %s", worker.name, queue.name, job.id)  # its outcome is the INFO line
             return job, queue
 
     def fetch(self, queue, job_id, data=None):
