@@ -20,7 +20,7 @@ templates' links resolve unchanged.
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
-from queues.board import patches, periodic, queue_actions, rq_actions, views
+from queues.board import patches, periodic, queue_actions, rq_actions, search, views
 from queues.board.access import guard
 from queues.board.lookups import known
 from queues.logsafe import get_logger
@@ -58,6 +58,8 @@ LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs"}
 # Ours: (route, view, URL name, the permission it needs).
 OURS = [
     ("find/", views.find, "queues_find", READ),
+    # Live jobs by function, queue and state, or a text in their id or arguments (queues/search/).
+    ("search/", search.search, "queues_search", READ),
     # Periodic jobs: GET the page; POST pauses or resumes one schedule (a POST: act, by the guard).
     ("periodic/", periodic.periodic, "queues_periodic", READ),
     ("pause/<str:name>/", views.pause_queue, "queues_pause", ACT),
