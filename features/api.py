@@ -27,7 +27,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, reverse
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.response import Response
@@ -361,6 +361,113 @@ class JobStatusView(FeatureView):
         return public_state(state)
 
 
+class JobSearchResultSerializer(serializers.Serializer):
+    job_id = serializers.CharField()
+    queue = serializers.CharField()
+    state = serializers.CharField(help_text="rq's status: queued, scheduled, started, finished, failed, stopped, "
+                                            "canceled, deferred (corrupt: a job Redis holds but cannot be read)")
+    function = serializers.CharField(allow_null=True, help_text="the job's dotted function path")
+    enqueued_at = serializers.CharField(allow_null=True, help_text="ISO 8601, UTC")
+    status_url = serializers.CharField(help_text="GET it for the job's state, progress and result")
+
+
+class JobSearchPageSerializer(serializers.Serializer):
+    results = JobSearchResultSerializer(many=True)
+    total = serializers.IntegerField(help_text="jobs in the list the search read (your jobs, a function's, a "
+                                               "queue's, or a queue's jobs in one state), before the other criteria")
+    scanned = serializers.IntegerField(help_text="jobs of that list this page read")
+    exact = serializers.BooleanField(help_text="true: every criterion was answered by the list itself, pages are "
+                                               "complete; false: the others were checked on at most 5,000 jobs per "
+                                               "page, and a page may hold fewer results than page_size")
+    next = serializers.CharField(allow_null=True, help_text="the next page's URL (continues the scan); null: "
+                                                            "nothing more")
+
+
+SEARCH_PARAMETERS = [
+    OpenApiParameter("function", str, description="the job's dotted function path, exactly"),
+    OpenApiParameter("queue", str, description="a declared queue"),
+    OpenApiParameter("state", str, enum=list(queues.SEARCH_STATES)),
+    OpenApiParameter("q", str, description="text in the job id or its arguments (case-insensitive, at most 200 "
+                                           "characters)"),
+    OpenApiParameter("page", int, description="1-based page (with page_size); the `next` URL continues a scan"),
+    OpenApiParameter("page_size", int, description="results per page, 1-100 (25)"),
+    OpenApiParameter("start", int, description="where the scan starts in the list (from `next`)"),
+]
+
+
+class JobListView(FeatureView):
+    """``GET /jobs/?function=&queue=&state=&q=&page=``: the caller's live jobs, newest first
+    (``queues.search_jobs`` over the owner index); staff holding the queue panel's view permission see
+    every job, as ``GET /jobs/<id>/`` answers them any job."""
+
+    @extend_schema(
+        summary="Your live jobs, newest first: by function, queue, state, or a text in their id or arguments",
+        parameters=SEARCH_PARAMETERS,
+        responses={200: JobSearchPageSerializer, 400: ERROR_RESPONSES[400], 401: ERROR_RESPONSES[401],
+                   403: ERROR_RESPONSES[403],
+                   503: OpenApiResponse(DetailSerializer, description="The queues are unavailable.")},
+    )
+    def get(self, request):
+        params = request.query_params
+        criteria = {"function": params.get("function") or None, "queue": params.get("queue") or None,
+                    "state": params.get("state") or None, "text": params.get("q") or None}
+        numbers, errors = {}, []
+        for name, default, low in (("page", 1, 1), ("page_size", 25, 1), ("start", None, 0)):
+            raw = params.get(name)
+            if raw in (None, ""):
+                numbers[name] = default
+                continue
+            try:
+                numbers[name] = int(raw)
+                if numbers[name] < low:
+                    raise ValueError
+            except ValueError:
+                errors.append({"field": name, "value": shown(raw), "messages": [f"must be an integer >= {low}"]})
+        if errors:
+            return self.bad_search(errors)
+        size = numbers["page_size"]
+        start = numbers["start"] if numbers["start"] is not None else (numbers["page"] - 1) * size
+        owner = None
+        if not owners.can_read_all_jobs(request):
+            caller = owners.owner_of(request)
+            if caller is None:  # the permission refuses such a caller first; never list every job
+                return Response({"detail": "Authentication credentials were not provided."},
+                                status=status.HTTP_401_UNAUTHORIZED)
+            owner = caller.key
+        try:
+            found = queues.search_jobs(**criteria, owner=owner, start=start, page_size=size)
+        except (queues.InvalidSearch, queues.UnknownQueue) as exc:
+            field = next((n for n in ("state", "page_size", "start", "queue") if str(exc).startswith(n)), "q")
+            if isinstance(exc, queues.UnknownQueue):
+                field = "queue"
+            value = {"q": criteria["text"], "queue": criteria["queue"], "state": criteria["state"],
+                     "page_size": size, "start": start}.get(field)
+            return self.bad_search([{"field": field, "value": shown(value), "messages": [str(exc).strip('"')]}])
+        except (redis.RedisError, queues.QueueUnavailable) as exc:
+            logger.warning("job search unavailable: %s: %s", type(exc).__name__, exc)
+            return Response({"detail": "The job queue is unavailable right now. Try again in a few seconds."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+        next_url = None
+        if found.next_start is not None:
+            query = request.query_params.copy()
+            query.pop("page", None)
+            query["start"] = str(found.next_start)
+            query["page_size"] = str(size)
+            next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+        results = [{"job_id": hit.job_id, "queue": hit.queue, "state": hit.state, "function": hit.function,
+                    "enqueued_at": hit.enqueued_at, "status_url": reverse("features:job-status", args=[hit.job_id])}
+                   for hit in found.hits if JOB_ID_RE.fullmatch(hit.job_id)]
+        return Response(JobSearchPageSerializer({"results": results, "total": found.total, "scanned": found.scanned,
+                                                 "exact": found.exact, "next": next_url}).data)
+
+    @staticmethod
+    def bad_search(errors):
+        detail = "Invalid search: " + "; ".join(f"{e['field']}={e['value']!r}: {' '.join(e['messages'])}"
+                                                for e in errors)
+        return Response({"detail": detail, "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+
+
 def _may_act_on_queues(user):
     return bool(user is not None and user.is_active and user.is_staff and user.has_perm("queues.act_on_queue_panel"))
 
@@ -385,5 +492,5 @@ def _resolves(path):
     return match.func is not unknown_endpoint
 
 
-__all__ = ["EnqueueView", "FeatureView", "JobStatusView", "enqueue_schema", "MoneyField", "StrictCharField",
+__all__ = ["EnqueueView", "FeatureView", "JobListView", "JobStatusView", "enqueue_schema", "MoneyField", "StrictCharField",
            "StrictIntegerField", "StrictRegexField"]

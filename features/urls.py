@@ -4,7 +4,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from features.api import JobStatusView, unknown_endpoint
+from features.api import JobListView, JobStatusView, unknown_endpoint
 from features.content.views import ContentView
 from features.orders.views import OrdersSyncView
 from features.repricer.views import RepricerView
@@ -15,6 +15,7 @@ urlpatterns = [
     path("features/orders/sync/", OrdersSyncView.as_view(), name="orders-sync"),
     path("features/repricer/", RepricerView.as_view(), name="repricer"),
     path("features/content/", ContentView.as_view(), name="content"),
+    path("jobs/", JobListView.as_view(), name="job-list"),
     path("jobs/<str:job_id>/", JobStatusView.as_view(), name="job-status"),
     # The schema is documentation, with nothing secret in it: public, like the Swagger page it feeds.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),

@@ -5,7 +5,8 @@
   a login; in the database that owner is the inactive user ``dev-anonymous``, created on first use.
 - A job enqueued through the API carries ``meta["owner"]``: the user's id, or "anonymous".
   ``GET /jobs/<id>/`` answers the owner and staff users holding the queue panel's view permission;
-  anyone else gets the same 404 as for a job that never existed.
+  anyone else gets the same 404 as for a job that never existed. ``GET /jobs/`` lists the caller's own
+  jobs (the owner index, queues/search/), every job for those staff users.
 - A cabinet or product is served to its owner only (404 to anyone else, whether or not it exists).
   In dev the anonymous owner may use any, and one nobody has yet is created for it on first use.
 - Unique keys are scoped by owner (``scoped``): two owners never share a waiting job.
@@ -74,10 +75,15 @@ def job_meta(owner):
     return {OWNER_META_KEY: owner.key}
 
 
+def can_read_all_jobs(request):
+    """Active staff with the panel's view (or act) permission: they read every job (``GET /jobs/`` lists them)."""
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_active and user.is_staff and any(user.has_perm(p) for p in JOB_VIEW_PERMS))
+
+
 def can_read_job(request, meta):
     """The job's owner, or active staff with the panel's view (or act) permission."""
-    user = getattr(request, "user", None)
-    if user is not None and user.is_active and user.is_staff and any(user.has_perm(p) for p in JOB_VIEW_PERMS):
+    if can_read_all_jobs(request):
         return True
     owner = owner_of(request)
     return owner is not None and (meta or {}).get(OWNER_META_KEY) == owner.key

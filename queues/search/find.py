@@ -9,6 +9,7 @@ criteria given                     source (newest first)                        
 ``owner``                          ``search:owner:<o>`` (queues/search/index.py)          enqueue time
 ``function``                       ``search:func:<f>``                                    enqueue time
 ``queue`` and ``state``            rq's own list or registry of that queue and state      rq's
+                                   (not for held and stopped jobs, which have none)
 ``queue``                          ``search:queue:<q>``                                   enqueue time
 none of those                      ``search:all``                                         enqueue time
 =================================  =====================================================  ===========
@@ -35,7 +36,8 @@ import redis
 from queues.exceptions import QueuesError
 from queues.keyspace import entries, keys
 
-STATES = ("queued", "scheduled", "started", "finished", "failed", "deferred", "canceled", "stopped")
+STATES = ("queued", "scheduled", "held", "started", "finished", "failed", "deferred", "canceled", "stopped")
+HELD = "rate_limited"  # rq's status of a job its limit key holds back: "held" here, as ``/jobs/<id>/`` says
 SCAN_LIMIT = 5000  # candidates one search reads at most (its HMGETs), from ``start``
 CHUNK = 1000  # candidates per pipelined HMGET
 PAGE_SIZE = 25
@@ -117,7 +119,7 @@ def _source(function, queue, state, owner):
         return _Source(f"jobs of owner {owner}", keys.search_owner_key(owner), index=True, covers=("owner",))
     if function:
         return _Source(f"jobs of {function}", keys.search_func_key(function), index=True, covers=("function",))
-    if queue and state and state != "stopped":
+    if queue and state and state not in ("stopped", "held"):
         from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
         covers = ("queue", "state")
@@ -214,7 +216,8 @@ def _hit(job_id, reply):
     status, origin, data, description, enqueued_at, created_at = reply
     decoded = _decode(data)
     function = decoded[0] if decoded and isinstance(decoded[0], str) else None
-    hit = Hit(job_id, _text(origin or b""), _text(status or b"") or "?", function, _text(description or b""),
+    state = _text(status or b"") or "?"
+    hit = Hit(job_id, _text(origin or b""), "held" if state == HELD else state, function, _text(description or b""),
               _text(enqueued_at or created_at) if (enqueued_at or created_at) else None)
     return hit, decoded
 

@@ -94,7 +94,7 @@ def test_the_trim_drops_entries_older_than_the_retention_and_keeps_the_rest(admi
 
 
 @pytest.mark.parametrize("criteria, message", [
-    ({"state": "done"}, "state must be one of queued, scheduled, started"),
+    ({"state": "done"}, "state must be one of queued, scheduled, held, started"),
     ({"page_size": 500}, "page_size must be at most 100, got 500."),
     ({"start": -1}, "start must be an integer >= 0, got -1."),
     ({"text": "x" * 201}, "text must be at most 200 characters, got 201."),
