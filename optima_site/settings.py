@@ -279,17 +279,26 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# "plain" (a terminal) or "json" (one object a line, for log shippers: queues/logs/formats.py); another
+# value is system check queues.E120 and logs plain meanwhile.
+QUEUES_LOG_FORMAT = os.environ.get("OPTIMA_LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "queues.logs.formats.JsonFormatter"}},
     # Control characters in what a request puts into a log line are escaped, so a request cannot
     # forge a line: the queues app's own loggers do it themselves (queues/logsafe.py), the worker
     # processes escape every queues.* and rq.* record (logsafe.install); these are Django's request
     # loggers.
     "filters": {"escape": {"()": "queues.logsafe.EscapeControlCharacters"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {name: {"filters": ["escape"]} for name in ("django.request", "django.server", "django.security")},
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             "formatter": "json" if QUEUES_LOG_FORMAT == "json" else "plain"}},
+    "loggers": {
+        **{name: {"filters": ["escape"]} for name in ("django.request", "django.server", "django.security")},
+        # One line per HTTP call a job makes is the called server's to log (the fake marketplace does).
+        "httpx": {"level": "WARNING"},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 

@@ -59,3 +59,11 @@ def check_redis_eviction(app_configs=None, **kwargs):
     from queues.connection import info as redisinfo
 
     return check_messages(redisinfo.validate())
+
+
+@register(Tags.compatibility)
+def check_log_format(app_configs=None, **kwargs):
+    """queues.E120: QUEUES_LOG_FORMAT is not 'plain' or 'json' (queues/logs/formats.py)."""
+    from queues.logs import formats
+
+    return check_messages(formats.validate())

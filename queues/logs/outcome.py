@@ -25,8 +25,9 @@ logger = get_logger("queues.jobs")
 SUCCEEDED, RETRIED, DEAD, CANCELED = "succeeded", "retried", "dead", "canceled"
 
 
-def fields(job, outcome, duration):
-    """The record attributes of an outcome line (read without a Redis call)."""
+def fields(job, outcome, duration, attempt=None):
+    """The record attributes of an outcome line (read without a Redis call). ``attempt``: the attempt
+    the outcome is of, when the meta counts the next one already (a retry)."""
     from queues.jobs import meta as jobmeta
 
     try:
@@ -34,13 +35,14 @@ def fields(job, outcome, duration):
     except Exception:  # noqa: BLE001 — a job whose data cannot be read still gets its line
         func = "?"
     return {"job_id": job.id, "queue": jobmeta.queue_name(job), "func": func,
-            "attempt": jobmeta.current_attempt(job), "duration": round(float(duration or 0.0), 6), "outcome": outcome}
+            "attempt": attempt or jobmeta.current_attempt(job), "duration": round(float(duration or 0.0), 6),
+            "outcome": outcome}
 
 
-def _log(level, job, outcome, duration, detail="", trace=""):
+def _log(level, job, outcome, duration, detail="", trace="", attempt=None):
     if not logger.isEnabledFor(level):
         return
-    extra = fields(job, outcome, duration)
+    extra = fields(job, outcome, duration, attempt)
     text = "job %s %s: queue=%s func=%s attempt=%d duration=%.3fs" + ("; %s" if detail else "")
     args = [extra["job_id"], outcome, extra["queue"], extra["func"], extra["attempt"], extra["duration"]]
     if detail:
@@ -68,7 +70,7 @@ def retried(job, duration, *, attempt, delay, reason, exc_info=None, exc_string=
     """A failed attempt that will be retried: WARNING, no traceback (the traceback goes at DEBUG, on
     this same logger, and is kept in the job's results stream)."""
     _log(logging.WARNING, job, RETRIED, duration,
-         f"{error_summary(exc_info, exc_string)}; attempt {attempt + 1} in {delay:.3g}s ({reason})")
+         f"{error_summary(exc_info, exc_string)}; attempt {attempt + 1} in {delay:.3g}s ({reason})", attempt=attempt)
     if logger.isEnabledFor(logging.DEBUG) and exc_string:
         logger.debug("job %s attempt %d traceback:\n%s", job.id, attempt, exc_string.rstrip("\n"))
 

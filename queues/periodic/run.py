@@ -81,15 +81,27 @@ class PeriodicScheduler(PrefixedScheduler):
         # a tick found by a late poll is on time
         grace = max(ON_TIME_SECONDS, 2 * int(rqcompat.periodic_interval(self)))
         ticks, following = plan_runs(schedule, when, now, paused=paused, grace=grace)
-        if paused:
-            self.log.info("Periodic %s is paused: its tick due at %s was not run", schedule.id, when)
-        elif not ticks:
+        self._say_paused(schedule.id, paused, when)
+        if not paused and not ticks:
             self.log.info("Periodic %s: missed ticks since %s skipped (missed=skip)", schedule.id, when)
         for tick in ticks:
             try:
                 run = run_schedule(schedule, tick, connection=self.connection)
-                if run is not None:
-                    self.log.info("Periodic %s: enqueued run %s on %s", schedule.id, run.id, schedule.queue)
+                if run is not None:  # each tick: DEBUG (the run's outcome is the worker's INFO line)
+                    self.log.debug("Periodic %s: enqueued run %s on %s", schedule.id, run.id, schedule.queue)
             except Exception:  # noqa: BLE001 — a broken schedule must not stop the others
                 self.log.exception("Periodic %s: could not enqueue its run due at %s", schedule.id, tick)
         self.connection.zadd(self.scheduled_jobs_key, {schedule.template_id: following.timestamp()})
+
+    def _say_paused(self, schedule_id, paused, when):
+        """A pause and a resume are said once (INFO), not at each tick while nothing changes (DEBUG)."""
+        said = self.__dict__.setdefault("_paused_said", set())
+        if paused and schedule_id not in said:
+            said.add(schedule_id)
+            self.log.info("Periodic %s is paused: its ticks are not run until it is resumed (first one due at %s)",
+                          schedule_id, when)
+        elif paused:
+            self.log.debug("Periodic %s is paused: its tick due at %s was not run", schedule_id, when)
+        elif schedule_id in said:
+            said.discard(schedule_id)
+            self.log.info("Periodic %s is resumed: its tick due at %s runs", schedule_id, when)

@@ -23,3 +23,11 @@ class PrefixedScheduler(DjangoScheduler):
         kwargs["job_class"] = OptimaJob
         kwargs["queue_class"] = OptimaQueue
         super().__init__(*args, **kwargs)
+
+    def register_death(self):
+        """rq-scheduler registers its death in its SIGTERM handler and again in ``run``'s ``finally``: once
+        per name is enough (a restart after an outage runs under a new name: ``supervision.run_rq_scheduler``)."""
+        if self.__dict__.get("_death_registered") == self.name:
+            return
+        super().register_death()
+        self._death_registered = self.name

@@ -28,7 +28,7 @@ def test_periodic_syncs_run_for_four_demo_cabinets_in_dev_only(monkeypatch):
     monkeypatch.delenv("ORDERS_SYNC_CABINETS", raising=False)
     monkeypatch.delenv("ORDERS_SYNC_INTERVAL", raising=False)
     with override_settings(OPTIMA_ENV="dev"):
-        assert (conf.sync_cabinets(), conf.sync_interval()) == ([1, 2, 3, 4], 30)
+        assert (conf.sync_cabinets(), conf.sync_interval()) == ([1, 2, 3, 4], 60)
     with override_settings(OPTIMA_ENV="prod"):
         assert (conf.sync_cabinets(), conf.sync_interval()) == ([], 300)
     monkeypatch.setenv("ORDERS_SYNC_CABINETS", "7, 9")
