@@ -1,8 +1,11 @@
-"""The panel's recent-history charts: completed and failed jobs per minute, as inline SVG.
+"""The panel's history charts: completed jobs and failed attempts per minute over the last hour and per
+ten minutes over the last 72 hours, as inline SVG.
 
-Drawn on the server (no JavaScript, no asset) from ``queues.metrics.history.per_minute``: one
-``<g class="minute">`` per minute of the last hour, holding a green bar (completed) with a red bar
-(failed) stacked on it, and a ``<title>`` the browser shows on hover. Every text that reaches the
+Drawn on the server (no JavaScript, no asset) from ``queues.metrics.history.per_minute`` and
+``per_ten_minutes``: one ``<g class="minute">`` (``<g class="period">`` in the 72-hour chart) per
+period, holding a blue bar (completed jobs) with a red bar (failed attempts, retried or not) stacked
+on it, and a ``<title>`` the browser shows on hover. Jobs that died are not in these bars: the queue
+table's "Dead jobs" counts them. Every text that reaches the
 markup (queue names come from the declarations, but are escaped anyway) goes through ``escape``.
 """
 import datetime
@@ -13,6 +16,7 @@ from django.utils.safestring import mark_safe
 from queues.metrics import history
 
 BAR = 5  # px per minute
+COARSE_BAR = 2  # px per ten minutes: 432 of them, 864 px for 72 h
 HEIGHT = 48  # px of the tallest bar
 COMPLETED_COLOUR, FAILED_COLOUR, AXIS_COLOUR = "#417690", "#ba2121", "#999"
 
@@ -21,36 +25,45 @@ def _clock(minute_start):
     return datetime.datetime.fromtimestamp(minute_start, datetime.timezone.utc).strftime("%H:%M")
 
 
-def chart(queue, minutes):
-    """The SVG of one queue: ``minutes`` is ``[(minute_start, completed, failed), ...]`` (``None``s
-    for a minute without a sample), oldest first. Returns safe markup."""
+def _day_clock(start):
+    return datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime("%a %H:%M")
+
+
+def chart(queue, minutes, *, coarse=False):
+    """The SVG of one queue: ``minutes`` is ``[(period_start, completed, failed), ...]`` (``None``s
+    for a period without a sample), oldest first; per minute, or per ten minutes when ``coarse``.
+    Returns safe markup."""
+    bar, group, css = (COARSE_BAR, "period", "queue-history queue-history-72h") if coarse else \
+        (BAR, "minute", "queue-history")
+    span = "in the last 72 hours, per 10 minutes" if coarse else "in the last hour, per minute"
+    clock = _day_clock if coarse else _clock
     top = max([(c or 0) + (f or 0) for _, c, f in minutes] + [1])
-    width = BAR * len(minutes)
+    width = bar * len(minutes)
     completed_total = sum(c or 0 for _, c, _ in minutes)
     failed_total = sum(f or 0 for _, _, f in minutes)
-    label = escape(f"{queue}: {completed_total} completed, {failed_total} failed in the last hour, per minute")
+    label = escape(f"{queue}: {completed_total} completed, {failed_total} attempts failed {span}")
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="queue-history" width="{width}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="{css}" width="{width}" '
         f'height="{HEIGHT + 1}" viewBox="0 0 {width} {HEIGHT + 1}" role="img" aria-label="{label}" '
         f'data-queue="{escape(queue)}" data-max="{top}">',
         f"<title>{label}</title>",
         f'<line x1="0" y1="{HEIGHT + 0.5}" x2="{width}" y2="{HEIGHT + 0.5}" stroke="{AXIS_COLOUR}" stroke-width="1"/>',
     ]
     for i, (start, completed, failed) in enumerate(minutes):
-        x = i * BAR
+        x = i * bar
         if completed is None:
-            parts.append(f'<g class="minute" data-minute="{int(start)}"><title>{_clock(start)} UTC: '
+            parts.append(f'<g class="{group}" data-{group}="{int(start)}"><title>{clock(start)} UTC: '
                          "no sample</title></g>")
             continue
-        tip = escape(f"{_clock(start)} UTC: {completed} completed, {failed} failed")
+        tip = escape(f"{clock(start)} UTC: {completed} completed, {failed} attempts failed")
         c_height = round(HEIGHT * completed / top, 2)
         f_height = round(HEIGHT * failed / top, 2)
         parts.append(
-            f'<g class="minute" data-minute="{int(start)}" data-completed="{completed}" data-failed="{failed}">'
+            f'<g class="{group}" data-{group}="{int(start)}" data-completed="{completed}" data-failed="{failed}">'
             f"<title>{tip}</title>"
-            f'<rect class="completed" x="{x}" y="{round(HEIGHT - c_height, 2)}" width="{BAR - 1}" '
+            f'<rect class="completed" x="{x}" y="{round(HEIGHT - c_height, 2)}" width="{max(1, bar - 1)}" '
             f'height="{c_height}" fill="{COMPLETED_COLOUR}"/>'
-            f'<rect class="failed" x="{x}" y="{round(HEIGHT - c_height - f_height, 2)}" width="{BAR - 1}" '
+            f'<rect class="failed" x="{x}" y="{round(HEIGHT - c_height - f_height, 2)}" width="{max(1, bar - 1)}" '
             f'height="{f_height}" fill="{FAILED_COLOUR}"/></g>'
         )
     parts.append("</svg>")
@@ -58,19 +71,26 @@ def chart(queue, minutes):
 
 
 def charts(connection, now, names):
-    """``[{"name", "svg", "completed", "failed", "sampled"}]`` for each queue of ``names`` (in that
-    order), from one read of the stored samples. ``sampled`` is False before two samples exist."""
-    samples = history.read(connection)
-    series = history.per_minute(samples, now)
+    """``[{"name", "svg", "completed", "failed", "sampled", "svg_72h", "completed_72h", "failed_72h",
+    "sampled_72h"}]`` for each queue of ``names`` (in that order), from one read of the stored samples
+    (both lists, one round trip). ``sampled`` is False before two samples exist."""
+    minute_samples, coarse_samples = history.read_both(connection)
+    series = history.per_minute(minute_samples, now)
+    coarse = history.per_ten_minutes(coarse_samples, now)
     rows = []
     for name in names:
         minutes = series.get(name) or [(m, None, None) for m in history.minute_starts(now)]
+        periods = coarse.get(name) or [(m, None, None) for m in history.period_starts(
+            now, history.COARSE_PERIODS, history.COARSE)]
         rows.append({
             "name": name,
             "svg": chart(name, minutes),
             "completed": sum(c or 0 for _, c, _ in minutes),
             "failed": sum(f or 0 for _, _, f in minutes),
             "sampled": any(c is not None for _, c, _ in minutes),
+            "svg_72h": chart(name, periods, coarse=True),
+            "completed_72h": sum(c or 0 for _, c, _ in periods),
+            "failed_72h": sum(f or 0 for _, _, f in periods),
+            "sampled_72h": any(c is not None for _, c, _ in periods),
         })
     return rows
-

@@ -31,10 +31,10 @@ key                                    what
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
 ``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
+``<p>:optima:history:10m``             the last 433 ten-minute samples: 72 h (``metrics/history.py``)
 ``<p>:optima:replication-probe``       written before a WAIT that confirms an earlier write (``replication.confirm``; 60 s)
 ``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.periodic.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
-``<p>:optima:search:all``              job ids by enqueue time, every queue (``queues.search``: the search index)
 ``<p>:optima:search:queue:<q>``        job ids of queue ``<q>`` by enqueue time (search index)
 ``<p>:optima:search:func:<f>``         job ids of function ``<f>`` (dotted path) by enqueue time (search index)
 ``<p>:optima:search:owner:<o>``        job ids of owner ``<o>`` (``meta["owner"]``) by enqueue time (search index)
@@ -222,6 +222,11 @@ def history_key():
     return conf.app_key("history")
 
 
+def history_coarse_key():
+    """The capped list of once-every-ten-minutes samples (72 h), newest first, same entries as ``history_key``."""
+    return conf.app_key("history", "10m")
+
+
 def history_lock_key():
     return conf.app_key("lock", "history-sample")
 
@@ -240,12 +245,8 @@ def replication_probe_key():
     return conf.app_key("replication-probe")
 
 
-def search_all_key():
-    """Search index: every indexed job id, scored by its enqueue time (``queues.search.index``)."""
-    return conf.app_key("search", "all")
-
-
 def search_queue_key(name):
+    """Search index: the job ids of queue ``name``, scored by enqueue time (``queues.search.index``)."""
     return conf.app_key("search", "queue", name)
 
 

@@ -1,6 +1,9 @@
-"""Recent history: every queue's cumulative completed and failed counts, sampled once a minute.
+"""Recent history: every queue's cumulative completed and failed counts, sampled once a minute and
+kept once every ten minutes for 72 hours.
 
-The panel shows completed and failed jobs per minute over the last hour. Counting per minute at
+The panel shows completed jobs and failed *attempts* per minute over the last hour and per ten
+minutes over the last 72 hours. "Failed" here is the recorder's ``failed`` counter: every attempt
+that raised, retried or not; jobs that died (the dead letters) are counted apart, not here. Counting per minute at
 each job would add a write per job (the worker's speed budget), so nothing new is written per job:
 the recorder's cumulative counters (``store.counters_key(queue)``, fields ``processed`` and
 ``failed``) are *sampled* once a minute, and the panel draws the differences between samples.
@@ -12,7 +15,14 @@ however many, and a panel page never samples (a GET writes nothing). With no wor
 are no samples, and the panel says so; minutes without a sample show no bar.
 
 Storage: one capped list ``keys.history_key()`` of JSON samples, newest first, trimmed to
-``SAMPLES`` (61: sixty per-minute differences):
+``SAMPLES`` (61: sixty per-minute differences), and ``keys.history_coarse_key()``, the same entries
+once per ten-minute window, trimmed to ``COARSE_SAMPLES`` (433: 432 ten-minute differences, 72 h).
+The coarse list gets the first minute sample of each window: the minute sampler reads its head
+(LINDEX 0) in the pipeline of its counter reads and pushes the same entry to it in its write
+pipeline when the head is of an earlier window, so the coarse list costs no round trip and no
+lock of its own (the minute lock already makes one sampler per minute). Both keys expire a little
+after their span (``EXPIRE`` refreshed at each push), so a deployment whose workers stopped leaves
+nothing behind. Memory: docs/metrics.md ("History").
 
     {"t": <unix seconds of the sample>, "q": {"<queue>": [<processed>, <failed>], ...}}
 
@@ -20,8 +30,8 @@ Storage: one capped list ``keys.history_key()`` of JSON samples, newest first, t
 A counter that went down between two samples (a flushed Redis, a deleted hash) counts as 0 for that
 minute, as Prometheus' ``increase()`` would start again from the reset.
 
-Costs: sampling is three round trips a minute (the lock, one HMGET per queue pipelined, LPUSH +
-LTRIM); reading is one LRANGE.
+Costs: sampling is three round trips a minute (the lock, one HMGET per queue and the coarse head
+pipelined, LPUSH + LTRIM + EXPIRE of one or both lists); reading is one round trip (two LRANGE).
 """
 import json
 import logging
@@ -38,6 +48,11 @@ logger = logging.getLogger("queues.metrics")
 
 SAMPLES = 61  # samples kept: 60 one-minute differences, the last hour
 MINUTE = 60  # seconds
+COARSE = 600  # seconds: the 72-hour history's period
+COARSE_PERIODS = 72 * 3600 // COARSE  # 432 ten-minute differences
+COARSE_SAMPLES = COARSE_PERIODS + 1
+SAMPLES_TTL = SAMPLES * MINUTE + 2 * MINUTE  # seconds the minute list outlives its last push
+COARSE_TTL = COARSE_SAMPLES * COARSE + 2 * COARSE  # and the 72-hour list
 
 
 def sample_if_due(connection, at=None):
@@ -64,13 +79,34 @@ def sample(connection, at):
     with connection.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.hmget(store.counters_key(name), store.PROCESSED, store.FAILED)
-        rows = pipe.execute()
+        pipe.lindex(keys.history_coarse_key(), 0)
+        replies = pipe.execute(raise_on_error=False)
+    rows, head = replies[:-1], replies[-1]
+    for row in rows:
+        if isinstance(row, Exception):
+            raise row
     counts = {name: [_int(processed), _int(failed)] for name, (processed, failed) in zip(names, rows)}
     entry = json.dumps({"t": round(float(at), 3), "q": counts}, separators=(",", ":"))
     with connection.pipeline(transaction=False) as pipe:
-        pipe.lpush(keys.history_key(), entry)
-        pipe.ltrim(keys.history_key(), 0, SAMPLES - 1)
+        for key, kept, ttl in ((keys.history_key(), SAMPLES, SAMPLES_TTL),
+                               (keys.history_coarse_key(), COARSE_SAMPLES, COARSE_TTL)):
+            if key == keys.history_coarse_key() and not _new_window(head, at):
+                continue
+            pipe.lpush(key, entry)
+            pipe.ltrim(key, 0, kept - 1)
+            pipe.expire(key, ttl)
         pipe.execute()
+
+
+def _new_window(head, at):
+    """Whether a sample at ``at`` opens a ten-minute window the coarse list's ``head`` is not in. A head
+    that is not a sample (or a key of another type: a Redis error) is written over by a new one."""
+    if isinstance(head, Exception):
+        return False  # a key of another type: left alone (read() reports it)
+    sample = None if head is None else _sample(head)
+    if sample is None:
+        return True
+    return math.floor(sample[0] / COARSE) < math.floor(float(at) / COARSE)
 
 
 def read(connection):
@@ -78,12 +114,24 @@ def read(connection):
     not a sample (whatever else wrote there: not JSON, over ``entries.HISTORY_BYTES``, a time or a
     count that is not a finite number of the range Redis counters have) is reported once and skipped,
     never raised; a key that is not a list reads as no history."""
-    key = keys.history_key()
-    try:
-        raw = connection.lrange(key, 0, SAMPLES - 1)
-    except redis.ResponseError as exc:
-        entries.report(key, f"not a list ({exc}): no history shown")
+    return read_both(connection)[0]
+
+
+def read_both(connection):
+    """``(minute samples, ten-minute samples)``, each as ``read`` returns them, in one round trip."""
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.lrange(keys.history_key(), 0, SAMPLES - 1)
+        pipe.lrange(keys.history_coarse_key(), 0, COARSE_SAMPLES - 1)
+        replies = pipe.execute(raise_on_error=False)
+    return tuple(_parsed(key, raw) for key, raw in zip((keys.history_key(), keys.history_coarse_key()), replies))
+
+
+def _parsed(key, raw):
+    if isinstance(raw, redis.ResponseError):
+        entries.report(key, f"not a list ({raw}): no history shown")
         return []
+    if isinstance(raw, Exception):
+        raise raw
     samples = []
     for item in reversed(raw):
         sample = _sample(item)
@@ -119,12 +167,22 @@ def per_minute(samples, now, minutes=MINUTE):
     are taken at most once a minute, early in it); a minute without a sample has ``None``s. A
     counter that went down counts 0 (a reset).
     """
-    starts = minute_starts(now, minutes)
+    return per_period(samples, now, minutes, MINUTE)
+
+
+def per_ten_minutes(samples, now, periods=COARSE_PERIODS):
+    """``per_minute`` of the ten-minute samples: one entry per ten minutes of the last 72 hours."""
+    return per_period(samples, now, periods, COARSE)
+
+
+def per_period(samples, now, count, period):
+    """``per_minute`` for any ``period`` (seconds): ``count`` periods ending with the current one."""
+    starts = period_starts(now, count, period)
     first, current = starts[0], starts[-1]
     queues = sorted({q for _, counts in samples for q in counts})
     series = {q: {} for q in queues}
     for (before_t, before), (after_t, after) in zip(samples, samples[1:]):
-        minute = math.floor(after_t / MINUTE) * MINUTE
+        minute = math.floor(after_t / period) * period
         if minute < first or minute > current:
             continue
         for queue in queues:
@@ -140,8 +198,13 @@ def per_minute(samples, now, minutes=MINUTE):
 
 def minute_starts(now, minutes=MINUTE):
     """The unix seconds starting each of the last ``minutes`` minutes, the current one last."""
-    current = math.floor(now / MINUTE) * MINUTE
-    return [current - MINUTE * i for i in range(minutes - 1, -1, -1)]
+    return period_starts(now, minutes, MINUTE)
+
+
+def period_starts(now, count, period):
+    """The unix seconds starting each of the last ``count`` periods of ``period`` s, the current one last."""
+    current = math.floor(now / period) * period
+    return [current - period * i for i in range(count - 1, -1, -1)]
 
 
 def _int(value):

@@ -103,7 +103,7 @@ def test_the_chart_is_well_formed_svg_with_one_group_per_minute():
     assert len(groups) == 60
     assert [g.get("data-minute") for g in groups] == [str(T0 + 60 * i) for i in range(60)]
     assert groups[4].get("data-completed") == "1" and groups[4].get("data-failed") == "0"
-    assert groups[4].find(f"{SVG}title").text.endswith("UTC: 1 completed, 0 failed")
+    assert groups[4].find(f"{SVG}title").text.endswith("UTC: 1 completed, 0 attempts failed")
     assert groups[-1].findall(f"{SVG}rect") == []  # no sample, no bar
     tallest = max(float(r.get("height")) for r in root.iter(f"{SVG}rect"))
     assert tallest == board_history.HEIGHT * 2 / 3  # max total of a minute is 3 (2 + 1): 2 of it completed
@@ -167,3 +167,77 @@ def test_no_sample_is_taken_while_the_minutes_lock_is_held(start_worker, queue_r
     queue_redis.set(keys.history_lock_key(), "another worker", ex=60)
     start_worker("default", "--burst").wait(60)
     assert queue_redis.llen(keys.history_key()) == 0
+
+
+# --- 72 hours: ten-minute samples -----------------------------------------------------------------
+
+def test_the_first_minute_sample_of_each_ten_minutes_also_goes_to_the_72_hour_list(queue_redis):
+    base = T0 - T0 % history.COARSE + history.COARSE  # a ten-minute boundary
+    for minute in range(25):  # minutes 0..24: windows starting at 0, 10 and 20
+        counters(queue_redis, "default", 10 * minute, minute)
+        history.sample(queue_redis, base + 60 * minute + 1)
+    minutes, coarse = history.read_both(queue_redis)
+    assert len(minutes) == 25
+    assert [t for t, _ in coarse] == [base + 1, base + 601, base + 1201]
+    assert coarse[-1][1]["default"] == (200, 20)
+    series = history.per_ten_minutes(coarse, now=base + 1500)["default"]
+    assert len(series) == 432
+    # completed = processed - failed: (100 - 10) - 0 = 90, then (200 - 20) - (100 - 10) = 90
+    assert series[-3:] == [(base, None, None), (base + 600, 90, 10), (base + 1200, 90, 10)]
+
+
+def test_both_history_lists_are_trimmed_and_expire(queue_redis):
+    base = T0 - T0 % history.COARSE + history.COARSE
+    entry = json.dumps({"t": base, "q": {"default": [1, 0]}})
+    queue_redis.lpush(keys.history_coarse_key(), *[entry] * (history.COARSE_SAMPLES + 50))
+    queue_redis.lpush(keys.history_key(), *[entry] * (history.SAMPLES + 50))
+    history.sample(queue_redis, base + history.COARSE + 1)
+    assert queue_redis.llen(keys.history_key()) == history.SAMPLES == 61
+    assert queue_redis.llen(keys.history_coarse_key()) == history.COARSE_SAMPLES == 433
+    assert 0 < queue_redis.ttl(keys.history_key()) <= history.SAMPLES_TTL
+    assert 72 * 3600 < queue_redis.ttl(keys.history_coarse_key()) <= history.COARSE_TTL
+
+
+def test_the_72_hour_list_of_ten_queues_stays_under_its_documented_bound(queue_redis):
+    # docs/metrics.md ("History"): 72 h of ten queues with 9-digit counters in at most 250 KB.
+    names = [f"queue-name-{i:02d}" for i in range(10)]
+    for i in range(history.COARSE_SAMPLES):
+        entry = json.dumps({"t": round(T0 + 600 * i + 0.123, 3), "q": {n: [999_999_999, 99_999_999] for n in names}},
+                           separators=(",", ":"))
+        queue_redis.lpush(keys.history_coarse_key(), entry)
+    used = queue_redis.memory_usage(keys.history_coarse_key(), samples=0)
+    assert used < 250_000, used
+
+
+def test_the_72_hour_chart_has_one_group_per_ten_minutes_and_says_what_it_counts():
+    periods = [(T0 + 600 * i, 2, 1) for i in range(431)] + [(T0 + 600 * 431, None, None)]
+    root = ET.fromstring(str(board_history.chart("default", periods, coarse=True)))
+    groups = root.findall(f"{SVG}g")
+    assert len(groups) == 432
+    assert root.get("class") == "queue-history queue-history-72h"
+    assert root.get("width") == str(2 * 432)
+    assert groups[0].get("data-period") == str(T0)
+    assert groups[0].find(f"{SVG}title").text.endswith("UTC: 2 completed, 1 attempts failed")
+    assert root.find(f"{SVG}title").text == (
+        "default: 862 completed, 431 attempts failed in the last 72 hours, per 10 minutes")
+
+
+def test_the_panel_draws_both_resolutions_from_seeded_samples_with_a_legend(settings, queue_redis, db):
+    now = time.time()
+
+    def seed(key, *samples):
+        for at, processed, failed in samples:
+            queue_redis.lpush(key, json.dumps({"t": at, "q": {"default": [processed, failed]}}))
+
+    seed(keys.history_coarse_key(), (now - 3 * 3600, 3, 1), (now - 2 * 3600, 40, 6))
+    seed(keys.history_key(), (now - 120, 40, 6), (now, 50, 7))
+    response = Client().get("/admin/queues/")
+    html = response.content.decode()
+    rows = {row["name"]: row for row in response.context["history"]}
+    assert (rows["default"]["completed"], rows["default"]["failed"]) == (9, 1)
+    assert (rows["default"]["completed_72h"], rows["default"]["failed_72h"]) == (32, 5)
+    assert rows["default"]["sampled_72h"] is True and rows["content"]["sampled_72h"] is False
+    assert html.count('class="queue-history queue-history-72h"') == 1
+    assert 'data-completed="32" data-failed="5"' in str(rows["default"]["svg_72h"])
+    assert "<strong>attempts failed</strong>" in html and "Attempts failed (72 h)" in html
+    assert ">Dead jobs</th>" in html
