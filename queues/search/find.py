@@ -11,14 +11,15 @@ criteria given                     source (newest first)                        
 ``queue`` and ``state``            rq's own list or registry of that queue and state      rq's
                                    (not for held and stopped jobs, which have none)
 ``queue``                          ``search:queue:<q>``                                   enqueue time
-none of those                      ``search:all``                                         enqueue time
+none of those                      every queue's ``search:queue:<q>``, merged             enqueue time
 =================================  =====================================================  ===========
 
 With nothing left to check on the jobs (e.g. only a queue, or only a function) a page reads just
 its own ids: exact, whatever the source's size. Otherwise (a ``text``, or a second criterion) the
 search scans at most ``scan_limit`` candidates (``SCAN_LIMIT``) from ``start`` and says how far it
 got (``Found.scanned`` of ``Found.total``; ``next_start`` continues the scan): a search never reads
-100,000 jobs in one request.
+100,000 jobs in one request. (Merged, each queue's set is read up to ``start`` plus the window: a
+page deep into an every-queue search reads more than one near its start.)
 
 ``text`` matches, case-insensitively, the job id, its description, or its arguments: the job's
 ``data`` is zlib-compressed JSON (rq's JSONSerializer, the only one this project uses), inflated
@@ -27,6 +28,8 @@ at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever un
 A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
 (the lazy half of "the index expires with the job": queues/search/index.py).
 """
+import heapq
+import itertools
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -108,6 +111,7 @@ def search_jobs(*, function=None, queue=None, state=None, text=None, owner=None,
 class _Source:
     label: str
     key: str | None = None  # a sorted set read newest first
+    merged: tuple = ()  # or several, merged by score
     lists: tuple = ()  # or lists read in order (a queue's bands)
     started: bool = False  # members "<job id>:<execution id>" (rq's started registry)
     index: bool = False  # an index of ours: gone jobs are removed from it
@@ -132,7 +136,9 @@ def _source(function, queue, state, owner):
         return _Source(f"{state} jobs of {queue}", key, started=state == "started", covers=covers)
     if queue:
         return _Source(f"jobs of queue {queue}", keys.search_queue_key(queue), index=True, covers=("queue",))
-    return _Source("jobs of every queue", keys.search_all_key(), index=True)
+    from queues.catalog.lookup import queue_names
+
+    return _Source("jobs of every queue", merged=tuple(keys.search_queue_key(n) for n in queue_names()), index=True)
 
 
 def _checks(source, function, queue, state, text):
@@ -144,6 +150,21 @@ def _checks(source, function, queue, state, text):
 
 def _total_and_ids(connection, source, start, count):
     """(candidates in the source, the ids from ``start``, at most ``count``): one or two round trips."""
+    if source.merged:
+        with connection.pipeline(transaction=False) as pipe:
+            for key in source.merged:
+                pipe.zcard(key)
+            for key in source.merged:
+                pipe.zrevrange(key, 0, start + count - 1, withscores=True)
+            replies = pipe.execute(raise_on_error=False)
+        totals, lists = replies[:len(source.merged)], replies[len(source.merged):]
+        for key, reply in zip(source.merged, lists):
+            if isinstance(reply, Exception):
+                entries.report(key, "is not a sorted set: searched as empty")
+        lists = [reply for reply in lists if not isinstance(reply, Exception)]
+        newest = heapq.merge(*lists, key=lambda member: -member[1])
+        return (sum(t for t in totals if isinstance(t, int)),
+                [_text(member) for member, _score in itertools.islice(newest, start, start + count)])
     if source.key is not None:
         with connection.pipeline(transaction=False) as pipe:
             pipe.zcard(source.key)
@@ -208,7 +229,10 @@ def _run(connection, source, checks, start, page_size, scan_limit):
             break
     found.next_start = position if position < total else None
     if gone and source.index:
-        connection.zrem(source.key, *gone)
+        with connection.pipeline(transaction=False) as pipe:
+            for key in source.merged or (source.key,):
+                pipe.zrem(key, *gone)
+            pipe.execute(raise_on_error=False)
     return found
 
 

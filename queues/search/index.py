@@ -7,7 +7,6 @@ jobs by function or owner. Every enqueue therefore adds the job's id, scored by 
 =====================  ============================================================
 key                    members
 =====================  ============================================================
-``search:all``         every indexed job
 ``search:queue:<q>``   the jobs enqueued to queue ``<q>``
 ``search:func:<f>``    the jobs of function ``<f>`` (its dotted path)
 ``search:owner:<o>``   the jobs whose ``meta["owner"]`` is ``<o>`` (jobs enqueued through the API)
@@ -27,8 +26,13 @@ trip; a retry, a requeue or the scheduler's move keeps the job's entries (its id
    or ``failure_ttl`` of the declared queues, at most ``MAX_SECONDS`` (a dead job kept forever, the
    default ``failure_ttl=-1``, stays findable by id, and in the dead-letter admin, after it leaves
    the index);
-3. every index key gets an expiry of ``retention_seconds()`` refreshed at each enqueue that writes
-   to it: a function or owner not seen for that long leaves no key behind.
+3. every index key gets an expiry of ``retention_seconds()``, refreshed by the enqueues that write
+   to it — by each process at most once every ``REFRESH_SECONDS`` per key (an EXPIRE per key and
+   enqueue cost a single enqueue a third more time, bench/README.md): a function or owner not seen
+   for that long leaves no key behind.
+
+What an enqueue adds to its MULTI, then: one ZADD per key it touches (its queue, its function, its
+owner), and about once a minute per key an EXPIRE and the ZADD of the function (owner) list.
 
 A job waiting longer than ``retention_seconds()`` (a delay of weeks) leaves the index too; the
 panel's queue-and-state search reads rq's registries themselves, so it still lists it there.
@@ -40,6 +44,8 @@ from queues.keyspace import keys
 
 MAX_SECONDS = 7 * 24 * 3600  # the index never keeps an entry longer than this
 TRIM_KEYS = 1000  # function and owner keys trimmed per run at most (the most recently used ones)
+REFRESH_SECONDS = 60  # a process refreshes a key's expiry (and the function/owner lists) this often at most
+_refreshed = {}  # key -> time.monotonic() of this process's latest EXPIRE of it
 _retention = (None, MAX_SECONDS)  # (declared dict it was computed from, seconds)
 
 
@@ -77,23 +83,39 @@ def add_into(pipe, queue_name, jobs, stamp=None):
         owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
         if owner is not None:
             by_owner.setdefault(str(owner), {})[job.id] = score
-    written = {keys.search_all_key(): scores, keys.search_queue_key(queue_name): scores}
+    written = {keys.search_queue_key(queue_name): scores}
     for func, members in by_func.items():
         written[keys.search_func_key(func)] = members
     for owner, members in by_owner.items():
         written[keys.search_owner_key(owner)] = members
-    written[keys.search_functions_key()] = {func: stamp for func in by_func}
-    if by_owner:
-        written[keys.search_owners_key()] = {owner: stamp for owner in by_owner}
     for key, members in written.items():
         pipe.zadd(key, members)
-        pipe.expire(key, ttl)
+    moment = time.monotonic()
+    if len(_refreshed) > 10_000:
+        _refreshed.clear()
+    for key in written:
+        if moment - _refreshed.get(key, -REFRESH_SECONDS) >= REFRESH_SECONDS:
+            _refreshed[key] = moment
+            pipe.expire(key, ttl)
+            if key.startswith(keys.search_func_key("")):
+                _listed(pipe, keys.search_functions_key(), key[len(keys.search_func_key("")):], stamp, ttl)
+            elif key.startswith(keys.search_owner_key("")):
+                _listed(pipe, keys.search_owners_key(), key[len(keys.search_owner_key("")):], stamp, ttl)
+
+
+def _listed(pipe, key, member, stamp, ttl):
+    pipe.zadd(key, {member: stamp})
+    pipe.expire(key, ttl)
+
+
+def forget_refreshes():
+    """Refresh every key's expiry at the next enqueue again (tests, after a flush)."""
+    _refreshed.clear()
 
 
 def written_keys(queue_name, jobs):
     """{key: Redis type} of what ``add_into`` writes (``queues.keyspace.quarantine``)."""
-    found = {keys.search_all_key(): "zset", keys.search_queue_key(queue_name): "zset",
-             keys.search_functions_key(): "zset"}
+    found = {keys.search_queue_key(queue_name): "zset", keys.search_functions_key(): "zset"}
     for job in jobs:
         found[keys.search_func_key(job.func_name)] = "zset"
         owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
@@ -104,7 +126,7 @@ def written_keys(queue_name, jobs):
 
 
 def trim(connection, queue_names, now=None):
-    """Drop the index entries older than ``retention_seconds()``: in ``search:all``, every queue's set,
+    """Drop the index entries older than ``retention_seconds()``: in every queue's set
     and the ``TRIM_KEYS`` most recently used functions' and owners' sets. Two round trips; returns
     the number of entries removed. A key of another type is skipped (its reply is an error)."""
     now = time.time() if now is None else now
@@ -115,7 +137,7 @@ def trim(connection, queue_names, now=None):
         functions, owners = pipe.execute(raise_on_error=False)
     functions = functions if isinstance(functions, list) else []
     owners = owners if isinstance(owners, list) else []
-    targets = [keys.search_all_key(), keys.search_functions_key(), keys.search_owners_key()]
+    targets = [keys.search_functions_key(), keys.search_owners_key()]
     targets += [keys.search_queue_key(name) for name in queue_names]
     targets += [keys.search_func_key(_text(f)) for f in functions]
     targets += [keys.search_owner_key(_text(o)) for o in owners]

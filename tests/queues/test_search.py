@@ -10,6 +10,11 @@ from queues.search import index
 from tests.jobs import sample
 
 
+@pytest.fixture(autouse=True)
+def _refresh_after_flush():
+    index.forget_refreshes()  # the prefix is flushed between tests: this process's refreshes are stale
+
+
 def ids(found):
     return [hit.job_id for hit in found.hits]
 
@@ -83,12 +88,11 @@ def test_a_job_whose_hash_is_gone_is_dropped_from_the_index_the_search_read(admi
 def test_the_trim_drops_entries_older_than_the_retention_and_keeps_the_rest(admin_redis, queue_redis):
     old = queues.enqueue_call("default", sample.add, (1, 1), meta={"owner": 3})
     new = queues.enqueue_call("default", sample.add, (2, 2), meta={"owner": 3})
-    for key in (keys.search_all_key(), keys.search_queue_key("default"), keys.search_owner_key(3),
-                keys.search_func_key("tests.jobs.sample.add")):
+    for key in (keys.search_queue_key("default"), keys.search_owner_key(3), keys.search_func_key("tests.jobs.sample.add")):
         admin_redis.zadd(key, {old.id: 1000.0})
     removed = index.trim(queue_redis, ["default"], now=time.time())
-    assert removed == 4
-    for key in (keys.search_all_key(), keys.search_queue_key("default"), keys.search_owner_key(3),
+    assert removed == 3
+    for key in (keys.search_queue_key("default"), keys.search_owner_key(3),
                 keys.search_func_key("tests.jobs.sample.add")):
         assert admin_redis.zrange(key, 0, -1) == [new.id.encode()]
 
@@ -115,9 +119,20 @@ def test_an_unknown_queue_names_the_declared_ones():
 def test_a_worker_s_maintenance_trims_the_index(start_worker, admin_redis):
     old = queues.enqueue("default", sample.add, 1, 1)
     admin_redis.zadd(keys.search_queue_key("default"), {old.id: 1000.0})  # enqueued long before the retention
-    admin_redis.zadd(keys.search_all_key(), {old.id: 1000.0})
     worker = start_worker("default", "--no-fork", "--burst")
     assert worker.wait(60) == 0, worker.output()
     assert admin_redis.zscore(keys.search_queue_key("default"), old.id) is None
-    assert admin_redis.zscore(keys.search_all_key(), old.id) is None
     assert admin_redis.zscore(keys.search_func_key("tests.jobs.sample.add"), old.id) is not None  # not old there
+
+
+def test_a_search_of_every_queue_merges_their_indexes_newest_first_and_pages_through_them(admin_redis):
+    order = [queues.enqueue(name, sample.add, i, i) for i, name in enumerate(["default", "content", "default",
+                                                                             "repricer", "content"])]
+    newest_first = [job.id for job in reversed(order)]
+    assert ids(queues.search_jobs()) == newest_first
+    first = queues.search_jobs(page_size=2)
+    assert (ids(first), first.next_start, first.total) == (newest_first[:2], 2, 5)
+    assert ids(queues.search_jobs(page_size=2, start=2)) == newest_first[2:4]
+    admin_redis.delete(keys.job_key(order[1].id))
+    assert ids(queues.search_jobs()) == [i for i in newest_first if i != order[1].id]
+    assert admin_redis.zscore(keys.search_queue_key("content"), order[1].id) is None  # dropped where it was
