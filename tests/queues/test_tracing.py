@@ -281,3 +281,31 @@ def test_real_workers_export_one_span_per_attempt_linked_to_the_request(traced, 
     for span in failed:
         assert attributes(span)["error.type"] == "builtins.RuntimeError"
         assert (span.status.code, span.status.message) == (span.status.STATUS_CODE_ERROR, "RuntimeError")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_request_in_a_web_process_and_its_job_in_a_worker_share_the_trace(receiver, start_worker, subprocess_env,
+                                                                            queue_redis):
+    """The web process is set up by OTEL_* alone: the app installs the SDK and, with
+    opentelemetry-instrumentation-django installed, the request's SERVER span is the send span's parent."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(subprocess_env, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="optima-web-test")
+    web = subprocess.run([sys.executable, "tests/queues/tracing_web.py"], env=env, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert web.returncode == 0, web.stderr
+    job_id = web.stdout.strip().splitlines()[-1]
+    burst(start_worker, receiver, "--no-fork")
+
+    spans = {service: [] for service, _span in receiver.spans}
+    for service, span in receiver.spans:
+        spans[service].append(span)
+    [request] = [s for s in spans["optima-web-test"] if s.kind == s.SPAN_KIND_SERVER]
+    [send] = [s for s in spans["optima-web-test"] if s.name == "send default"]
+    [process] = [s for s in spans["optima-worker-test"] if s.name == "process default"]
+    assert (send.trace_id, send.parent_span_id) == (request.trace_id, request.span_id)
+    assert attributes(process)["messaging.message.id"] == job_id
+    assert [(link.trace_id, link.span_id) for link in process.links] == [(request.trace_id, send.span_id)]
