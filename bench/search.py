@@ -72,32 +72,37 @@ def timed(call, repeat):
     return statistics.median(times), max(times), trips, result
 
 
-def enqueue_cost(rounds=7, calls=300):
-    """Median over rounds of (time per enqueue with the index) / (without)."""
+def enqueue_cost(rounds=9, calls=400):
+    """Single enqueues with the index and with ``add_into`` a no-op, in interleaved rounds (which goes
+    first alternates): (median ratio of wall time, of this process's CPU time; median us per call with,
+    without)."""
     import queues
     from queues.search import index
     from tests.jobs import sample
 
     real = index.add_into
-    ratios, per_call = [], []
 
-    def run():
-        start = time.perf_counter()
-        for i in range(calls):
-            queues.enqueue("default", sample.add, i, i)
-        return (time.perf_counter() - start) / calls
-
-    run()
-    for _ in range(rounds):
-        with_index = run()
-        index.add_into = lambda *a, **k: None
+    def run(indexed):
+        index.add_into = real if indexed else (lambda *a, **k: None)
         try:
-            without = run()
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(calls):
+                queues.enqueue("default", sample.add, i, i)
+            return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
         finally:
             index.add_into = real
-        ratios.append(with_index / without)
-        per_call.append((with_index, without))
-    return statistics.median(ratios), statistics.median(w for w, _ in per_call), statistics.median(n for _, n in per_call)
+
+    run(True), run(False)
+    walls, cpus, per_call = [], [], []
+    for round_ in range(rounds):
+        first = round_ % 2 == 0
+        a, b = run(first), run(not first)
+        (w_with, c_with), (w_without, c_without) = (a, b) if first else (b, a)
+        walls.append(w_with / w_without)
+        cpus.append(c_with / c_without)
+        per_call.append((w_with, w_without))
+    return (statistics.median(walls), statistics.median(cpus), statistics.median(w for w, _ in per_call),
+            statistics.median(n for _, n in per_call))
 
 
 def main():
@@ -147,9 +152,10 @@ def main():
             else:
                 found = f"{len(result.hits)} hits, scanned {result.scanned:,} of {result.total:,}"
             print(f"| {label} | {median:.0f} | {worst:.0f} | {trips} | {found} |")
-        ratio, with_index, without = enqueue_cost()
-        print(f"\nqueues.enqueue with the index: {with_index * 1e6:.0f} us, without: {without * 1e6:.0f} us "
-              f"(median ratio {ratio:.3f}, {(ratio - 1) * 100:+.1f} %)")
+        wall, cpu, with_index, without = enqueue_cost()
+        print(f"\nqueues.enqueue with the index: {with_index * 1e6:.0f} us, without: {without * 1e6:.0f} us; "
+              f"median ratio {wall:.3f} wall ({(wall - 1) * 100:+.1f} %), {cpu:.3f} CPU of this process "
+              f"({(cpu - 1) * 100:+.1f} %)")
     finally:
         server.stop()
 

@@ -70,42 +70,52 @@ def retention_seconds():
 def add_into(pipe, queue_name, jobs, stamp=None):
     """Queue on ``pipe`` (the enqueue's MULTI) the index entries of ``jobs``, enqueued to ``queue_name``
     at ``stamp`` (seconds; now by default). Jobs of one batch get scores a microsecond apart, in
-    order, so that newest-first lists them in a stable order."""
+    order, so that newest-first lists them in a stable order. On every enqueue's path: kept lean
+    (plain ZADDs, the expiry refreshes throttled)."""
     if not jobs:
         return
     stamp = time.time() if stamp is None else stamp
-    ttl = retention_seconds()
-    scores, by_func, by_owner = {}, {}, {}
-    for i, job in enumerate(jobs):
-        score = stamp + i * 1e-6
-        scores[job.id] = score
-        by_func.setdefault(job.func_name, {})[job.id] = score
+    queue_key = keys.search_queue_key(queue_name)
+    lists = {}  # index key -> (list key, member) of the function and owner sets
+    if len(jobs) == 1:  # a single enqueue: no dicts of members
+        job = jobs[0]
+        func_key = keys.search_func_key(job.func_name)
+        pipe.execute_command("ZADD", queue_key, stamp, job.id)
+        pipe.execute_command("ZADD", func_key, stamp, job.id)
+        lists[func_key] = (keys.search_functions_key(), job.func_name)
         owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
         if owner is not None:
-            by_owner.setdefault(str(owner), {})[job.id] = score
-    written = {keys.search_queue_key(queue_name): scores}
-    for func, members in by_func.items():
-        written[keys.search_func_key(func)] = members
-    for owner, members in by_owner.items():
-        written[keys.search_owner_key(owner)] = members
-    for key, members in written.items():
-        pipe.zadd(key, members)
+            owner_key = keys.search_owner_key(owner)
+            pipe.execute_command("ZADD", owner_key, stamp, job.id)
+            lists[owner_key] = (keys.search_owners_key(), str(owner))
+    else:
+        written = {queue_key: {}}
+        for i, job in enumerate(jobs):
+            score = stamp + i * 1e-6
+            written[queue_key][job.id] = score
+            func_key = keys.search_func_key(job.func_name)
+            written.setdefault(func_key, {})[job.id] = score
+            lists[func_key] = (keys.search_functions_key(), job.func_name)
+            owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
+            if owner is not None:
+                owner_key = keys.search_owner_key(owner)
+                written.setdefault(owner_key, {})[job.id] = score
+                lists[owner_key] = (keys.search_owners_key(), str(owner))
+        for key, members in written.items():
+            pipe.zadd(key, members)
     moment = time.monotonic()
-    if len(_refreshed) > 10_000:
-        _refreshed.clear()
-    for key in written:
-        if moment - _refreshed.get(key, -REFRESH_SECONDS) >= REFRESH_SECONDS:
-            _refreshed[key] = moment
-            pipe.expire(key, ttl)
-            if key.startswith(keys.search_func_key("")):
-                _listed(pipe, keys.search_functions_key(), key[len(keys.search_func_key("")):], stamp, ttl)
-            elif key.startswith(keys.search_owner_key("")):
-                _listed(pipe, keys.search_owners_key(), key[len(keys.search_owner_key("")):], stamp, ttl)
-
-
-def _listed(pipe, key, member, stamp, ttl):
-    pipe.zadd(key, {member: stamp})
-    pipe.expire(key, ttl)
+    for key in (queue_key, *lists):
+        if moment - _refreshed.get(key, -REFRESH_SECONDS) < REFRESH_SECONDS:
+            continue
+        if len(_refreshed) > 10_000:
+            _refreshed.clear()
+        _refreshed[key] = moment
+        ttl = retention_seconds()
+        pipe.expire(key, ttl)
+        if key in lists:
+            list_key, member = lists[key]
+            pipe.zadd(list_key, {member: stamp})
+            pipe.expire(list_key, ttl)
 
 
 def forget_refreshes():
