@@ -136,3 +136,23 @@ def test_a_search_of_every_queue_merges_their_indexes_newest_first_and_pages_thr
     admin_redis.delete(keys.job_key(order[1].id))
     assert ids(queues.search_jobs()) == [i for i in newest_first if i != order[1].id]
     assert admin_redis.zscore(keys.search_queue_key("content"), order[1].id) is None  # dropped where it was
+
+
+def test_five_thousand_jobs_in_one_queue_are_searched_by_every_criterion():
+    """The shape of bench/search.py's 100,000 (whose timings are there, not here): an exact page at
+    any depth, a text among the newest, and a scan that stops at its limit and says so."""
+    for start in range(0, 5000, 2500):
+        queues.enqueue_many("default", sample.fail, [(f"cabinet-{i}",) for i in range(start, start + 2500)])
+    page = queues.search_jobs(queue="default", start=4000, page_size=25)
+    assert [h.description for h in page.hits][:1] == ["tests.jobs.sample.fail('cabinet-999')"]
+    assert (len(page.hits), page.total, page.scanned) == (25, 5000, 25)
+    queued = queues.search_jobs(queue="default", state="queued", start=10)  # rq's list: oldest first
+    assert queued.hits[0].description == "tests.jobs.sample.fail('cabinet-10')"
+    found = queues.search_jobs(text="cabinet-4321")
+    assert [h.description for h in found.hits] == ["tests.jobs.sample.fail('cabinet-4321')"]
+    limited = queues.search_jobs(text="cabinet-12", scan_limit=1000)  # 4999..4000: no match among them
+    assert (limited.hits, limited.scanned, limited.next_start, limited.total) == ([], 1000, 1000, 5000)
+    rest = queues.search_jobs(text="cabinet-12", start=limited.next_start)
+    assert [h.description for h in rest.hits][:2] == ["tests.jobs.sample.fail('cabinet-1299')",
+                                                      "tests.jobs.sample.fail('cabinet-1298')"]
+    assert rest.next_start is not None and len(rest.hits) == 25
