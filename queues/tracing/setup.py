@@ -74,8 +74,13 @@ def from_env():
         exporters = wanted_exporters()
         if not exporters:
             return _use(None)
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            logger.warning("OTEL_* asks for tracing (%s) but OpenTelemetry is not installed: nothing is traced. "
+                           "pip install 'optima-queues[tracing]' (docs/tracing.md).", ", ".join(exporters))
+            return _use(None)
         provider = _installed = _build(exporters)
-        from opentelemetry import trace
 
         trace.set_tracer_provider(provider)
         _instrument_django()

@@ -116,6 +116,15 @@ def test_a_refused_enqueue_ends_its_send_span_with_error_type(traced):
     assert span.status.status_code.name == "ERROR"
 
 
+def test_a_task_of_the_tasks_api_is_sent_with_a_send_span_too(traced, queue_redis):
+    from tests.jobs import tasks
+
+    result = tasks.add.enqueue(2, 3)
+    [span] = [s for s in traced.get_finished_spans() if s.name == f"send {tasks.add.queue_name}"]
+    assert span.attributes["messaging.message.id"] == result.id
+    assert trace_field(queue_redis, result.id) == carrier.encode(span.get_span_context())
+
+
 @pytest.mark.django_db
 def test_the_outbox_row_and_its_relay_keep_the_trace_context(traced, queue_redis):
     with transaction.atomic():  # a TestCase transaction never commits: the row waits for the relay
