@@ -492,5 +492,6 @@ def _resolves(path):
     return match.func is not unknown_endpoint
 
 
-__all__ = ["EnqueueView", "FeatureView", "JobListView", "JobStatusView", "enqueue_schema", "MoneyField", "StrictCharField",
+__all__ = ["EnqueueView", "FeatureView", "JobListView", "JobStatusView", "enqueue_schema", "MoneyField",
+           "StrictCharField",
            "StrictIntegerField", "StrictRegexField"]

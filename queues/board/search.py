@@ -12,7 +12,7 @@ from django_rq.views import each_context
 from queues.board import bounded
 from queues.exceptions import UnknownQueue
 from queues.jobs import read as jobread
-from queues.keyspace import keys
+from queues.keyspace import entries, keys
 from queues.search import find
 
 FUNCTIONS_SHOWN = 200  # most recently enqueued functions offered in the form
@@ -26,7 +26,7 @@ def search(request):
                 "state": get.get("state", "").strip(), "text": get.get("q", "").strip()}
     index = get_queues_map()
     connection = bounded.connection()
-    functions = [jobread.text(f) for f in connection.zrevrange(keys.search_functions_key(), 0, FUNCTIONS_SHOWN - 1)]
+    functions = _functions(connection)
     context = {**each_context(request), "title": "Search jobs", "criteria": criteria, "states": find.STATES,
                "queue_names": list(index), "functions": sorted(functions), "found": None, "error": "",
                "hits": [], "next_url": "", "scan_note": "", "scan_limit": f"{find.SCAN_LIMIT:,}"}
@@ -56,3 +56,14 @@ def search(request):
         if found.next_start is not None and len(found.hits) < find.PAGE_SIZE:
             context["scan_note"] += " Refine the search, or load more to scan further."
     return render(request, "queues/search.html", context)
+
+
+def _functions(connection):
+    """The most recently enqueued functions (the index's list); a list key of another type reads as none."""
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.zrevrange(keys.search_functions_key(), 0, FUNCTIONS_SHOWN - 1)
+        (reply,) = pipe.execute(raise_on_error=False)
+    if isinstance(reply, Exception):
+        entries.report(keys.search_functions_key(), "is not a sorted set: no functions offered")
+        return []
+    return [jobread.text(f) for f in reply]

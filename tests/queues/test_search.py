@@ -88,7 +88,8 @@ def test_a_job_whose_hash_is_gone_is_dropped_from_the_index_the_search_read(admi
 def test_the_trim_drops_entries_older_than_the_retention_and_keeps_the_rest(admin_redis, queue_redis):
     old = queues.enqueue_call("default", sample.add, (1, 1), meta={"owner": 3})
     new = queues.enqueue_call("default", sample.add, (2, 2), meta={"owner": 3})
-    for key in (keys.search_queue_key("default"), keys.search_owner_key(3), keys.search_func_key("tests.jobs.sample.add")):
+    for key in (keys.search_queue_key("default"), keys.search_owner_key(3),
+                keys.search_func_key("tests.jobs.sample.add")):
         admin_redis.zadd(key, {old.id: 1000.0})
     removed = index.trim(queue_redis, ["default"], now=time.time())
     assert removed == 3
@@ -156,3 +157,13 @@ def test_five_thousand_jobs_in_one_queue_are_searched_by_every_criterion():
     assert [h.description for h in rest.hits][:2] == ["tests.jobs.sample.fail('cabinet-1299')",
                                                       "tests.jobs.sample.fail('cabinet-1298')"]
     assert rest.next_start is not None and len(rest.hits) == 25
+
+
+def test_index_keys_of_another_type_neither_stop_an_enqueue_nor_a_search(admin_redis):
+    admin_redis.set(keys.search_queue_key("default"), "planted: a string, not a sorted set")
+    admin_redis.set(keys.search_func_key("tests.jobs.sample.add"), "planted")
+    job = queues.enqueue("default", sample.add, 1, 2)  # the planted keys are set aside, the job written
+    assert queues.search_jobs(queue="default", state="queued").hits[0].job_id == job.id
+    assert ids(queues.search_jobs(queue="default")) == [job.id]
+    admin_redis.set(keys.search_owner_key(9), "planted")
+    assert ids(queues.search_jobs(owner=9)) == []

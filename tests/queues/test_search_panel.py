@@ -40,7 +40,17 @@ def test_pages_follow_each_other_and_a_bad_state_is_named(searcher):
 
 
 @pytest.mark.django_db
-def test_the_search_page_needs_the_panel_s_view_permission(prod, django_user_model):
+def test_the_search_page_needs_the_panel_s_view_permission(prod, django_user_model):  # noqa: F811
     client = Client()
     client.force_login(make_staff(django_user_model, "nobody"))
     assert client.get(reverse("django_rq:queues_search")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_an_index_list_of_another_type_still_shows_the_page(searcher, admin_redis):
+    from queues.keyspace import keys
+
+    admin_redis.set(keys.search_functions_key(), "planted: a string")
+    admin_redis.set(keys.search_queue_key("default"), "planted: a string")
+    page = searcher.get(reverse("django_rq:queues_search"))
+    assert page.status_code == 200 and 'id="no-results"' in page.content.decode()
