@@ -295,7 +295,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler",
                              "formatter": "json" if QUEUES_LOG_FORMAT == "json" else "plain"}},
     "loggers": {
-        **{name: {"filters": ["escape"]} for name in ("django.request", "django.server", "django.security")},
+        **{name: {"filters": ["escape"]} for name in ("django.request", "django.security")},
+        # runserver's request lines: Django's own handler for them is replaced here (a logger configured
+        # without handlers loses them, and Django's does not propagate), so they take the console's format.
+        "django.server": {"handlers": ["console"], "filters": ["escape"], "propagate": False},
         # One line per HTTP call a job makes is the called server's to log (the fake marketplace does).
         "httpx": {"level": "WARNING"},
     },

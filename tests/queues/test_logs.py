@@ -111,3 +111,10 @@ def test_the_favicon_is_no_content_not_a_404(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 204
     assert response["Cache-Control"] == "public, max-age=86400"
+
+
+def test_runserver_request_lines_go_to_the_console_handler_in_its_format():
+    consoles = [h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler]  # settings' console
+    assert len(consoles) == 1
+    server = [h for h in logging.getLogger("django.server").handlers if type(h) is logging.StreamHandler]
+    assert server == consoles  # not Django's own "django.server" handler: one format, plain or JSON, for both
