@@ -227,7 +227,7 @@ def test_the_bulk_cancel_confirmation_page_is_django_rqs(client, queue_redis):
 def test_stop_from_the_job_page_ends_a_running_job_stopped_not_retried_and_audited(client, queue_redis,
                                                                                    start_worker):
     job = queues.enqueue("default", sample.sleep_then_return, 60, attempts=3)
-    start_worker("default")
+    worker = start_worker("default")
     wait_for(lambda: status_of(queue_redis, job.id) == JobStatus.STARTED, timeout=60, message="the job to start")
     response = client.post(f"/admin/queues/queues/{DEFAULT}/{job.id}/stop/", follow=True)
     assert [str(m) for m in response.context["messages"]] == [f"You have successfully stopped {job.id}"]
@@ -237,3 +237,6 @@ def test_stop_from_the_job_page_ends_a_running_job_stopped_not_retried_and_audit
     assert job.id not in ScheduledJobRegistry("default", connection=queue_redis)
     assert get_queue("default").get_job_ids() == []
     assert audit_rows() == [("basic:ops", "stop", [job.id], "ok")]
+    said = [line.split(" queues.jobs: ")[0].split()[-1] + " " + line.split(" queues.jobs: ")[1].split(":")[0]
+            for line in worker.output().splitlines() if " queues.jobs: " in line and job.id in line]
+    assert said == [f"WARNING job {job.id} canceled"]  # its one outcome line (queues/logs/outcome.py)
