@@ -383,16 +383,23 @@ class JobSearchPageSerializer(serializers.Serializer):
                                                             "nothing more")
 
 
-SEARCH_PARAMETERS = [
-    OpenApiParameter("function", str, description="the job's dotted function path, exactly"),
-    OpenApiParameter("queue", str, description="a declared queue"),
-    OpenApiParameter("state", str, enum=list(queues.SEARCH_STATES)),
-    OpenApiParameter("q", str, description="text in the job id or its arguments (case-insensitive, at most 200 "
-                                           "characters)"),
-    OpenApiParameter("page", int, description="1-based page (with page_size); the `next` URL continues a scan"),
-    OpenApiParameter("page_size", int, description="results per page, 1-100 (25)"),
-    OpenApiParameter("start", int, description="where the scan starts in the list (from `next`)"),
-]
+def search_parameters():
+    """``GET /jobs/``'s query parameters, their limits in the schema (a request within them is answered 200)."""
+    from queues.search.find import MAX_PAGE_SIZE, TEXT_CHARS
+
+    return [
+        OpenApiParameter("function", str, description="the job's dotted function path, exactly"),
+        OpenApiParameter("queue", str, enum=queues.queue_names(), description="a declared queue"),
+        OpenApiParameter("state", str, enum=list(queues.SEARCH_STATES)),
+        OpenApiParameter("q", {"type": "string", "maxLength": TEXT_CHARS},
+                         description="text in the job id or its arguments (case-insensitive)"),
+        OpenApiParameter("page", {"type": "integer", "minimum": 1},
+                         description="1-based page (with page_size); the `next` URL continues a scan"),
+        OpenApiParameter("page_size", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+                         description="results per page (25)"),
+        OpenApiParameter("start", {"type": "integer", "minimum": 0},
+                         description="where the scan starts in the list (from `next`)"),
+    ]
 
 
 class JobListView(FeatureView):
@@ -402,7 +409,7 @@ class JobListView(FeatureView):
 
     @extend_schema(
         summary="Your live jobs, newest first: by function, queue, state, or a text in their id or arguments",
-        parameters=SEARCH_PARAMETERS,
+        parameters=search_parameters(),
         responses={200: JobSearchPageSerializer, 400: ERROR_RESPONSES[400], 401: ERROR_RESPONSES[401],
                    403: ERROR_RESPONSES[403],
                    503: OpenApiResponse(DetailSerializer, description="The queues are unavailable.")},
@@ -412,9 +419,12 @@ class JobListView(FeatureView):
         criteria = {"function": params.get("function") or None, "queue": params.get("queue") or None,
                     "state": params.get("state") or None, "text": params.get("q") or None}
         numbers, errors = {}, []
+        for name in ("queue", "state"):  # given empty: a client's bug (leave it out for any)
+            if params.get(name) == "":
+                errors.append({"field": name, "value": "", "messages": ["must not be empty: leave it out for any"]})
         for name, default, low in (("page", 1, 1), ("page_size", 25, 1), ("start", None, 0)):
             raw = params.get(name)
-            if raw in (None, ""):
+            if raw is None:
                 numbers[name] = default
                 continue
             try:
