@@ -53,13 +53,19 @@ def _log(level, job, outcome, duration, detail="", trace="", attempt=None):
     logger.log(level, text, *args, extra=extra)
 
 
+SUMMARY_CHARS = 500  # of an exception's message on the line; the whole is in the job's results and dead letter
+
+
 def error_summary(exc_info, exc_string=""):
-    """``Type: message`` of the attempt's exception (its last line of ``exc_string`` without one)."""
+    """``Type: message`` of the attempt's exception (its last line of ``exc_string`` without one), at most
+    ``SUMMARY_CHARS`` long."""
     if exc_info and exc_info[1] is not None:
         message = str(exc_info[1])
-        return f"{type(exc_info[1]).__name__}: {message}" if message else type(exc_info[1]).__name__
-    lines = [line for line in (exc_string or "").strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "unknown error"
+        text = f"{type(exc_info[1]).__name__}: {message}" if message else type(exc_info[1]).__name__
+    else:
+        lines = [line for line in (exc_string or "").strip().splitlines() if line.strip()]
+        text = lines[-1].strip() if lines else "unknown error"
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "…"
 
 
 def succeeded(job, duration):
