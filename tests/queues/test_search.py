@@ -167,3 +167,12 @@ def test_index_keys_of_another_type_neither_stop_an_enqueue_nor_a_search(admin_r
     assert ids(queues.search_jobs(queue="default")) == [job.id]
     admin_redis.set(keys.search_owner_key(9), "planted")
     assert ids(queues.search_jobs(owner=9)) == []
+
+
+def test_jobs_with_an_own_id_a_unique_key_a_delay_or_a_limit_key_are_indexed_too():
+    own = queues.enqueue("default", sample.add, 1, 1, job_id="own-id-1")  # rq's check-and-write Lua
+    unique = queues.enqueue("default", sample.add, 2, 2, unique="the-key")  # our WATCH/MULTI
+    delayed = queues.enqueue("default", sample.add, 3, 3, delay=600)
+    limited = queues.enqueue("default", sample.add, 4, 4, limit_key="owner:1", limit_concurrency=1)
+    assert ids(queues.search_jobs(function="tests.jobs.sample.add")) == [limited.id, delayed.id, unique.id, own.id]
+    assert ids(queues.search_jobs(queue="default", state="scheduled")) == [delayed.id]
