@@ -10,8 +10,6 @@ import queues
 from queues.logs import formats
 from tests.jobs import sample
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 OUTCOME = "queues.jobs: job {id} {outcome}: queue=default func=tests.jobs.sample.{func} attempt={attempt} duration="
 
 
@@ -19,6 +17,7 @@ def lines_with(output, text):
     return [line for line in output.splitlines() if text in line]
 
 
+@pytest.mark.django_db(transaction=True)  # the dead letter's row
 def test_a_worker_logs_one_line_per_outcome_a_retry_without_traceback_a_dead_letter_with_it(start_worker):
     ok = queues.enqueue("default", sample.add, 2, 3)
     flaky = queues.enqueue("default", sample.fail, "flaky once")
@@ -47,6 +46,7 @@ def test_a_worker_logs_one_line_per_outcome_a_retry_without_traceback_a_dead_let
     assert out.count("Traceback (most recent call last):") == 1  # the dead letter's; none for the retry
 
 
+@pytest.mark.django_db(transaction=True)
 def test_json_log_format_writes_each_line_as_an_object_with_the_outcome_fields(start_worker):
     ok = queues.enqueue("default", sample.add, 1, 1)
     dead = queues.enqueue("default", sample.fail, "no", attempts=1)
