@@ -8,7 +8,8 @@ from tests.queues.panel_helpers import prod  # noqa: F401 (fixture)
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_operator_types_an_argument_and_opens_the_job_it_finds(page, live_server, prod, operator, shoot):
+@pytest.mark.usefixtures("prod", "operator")
+def test_operator_types_an_argument_and_opens_the_job_it_finds(page, live_server, shoot):
     jobs = queues.enqueue_many("default", "tests.jobs.sample.fail", [(f"cabinet {i}",) for i in range(40)])
     log_in(page, live_server)
     page.locator("#search-link").click()
