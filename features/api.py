@@ -383,19 +383,29 @@ class JobSearchPageSerializer(serializers.Serializer):
                                                             "nothing more")
 
 
+class _DeclaredQueues:
+    """The declared queue names, read when the schema is generated, not when this module is imported:
+    URL loading imports it during ``manage.py check``, and a configuration the checks must report (E006,
+    E009...) would otherwise stop the import before the checks could run."""
+
+    def __iter__(self):
+        return iter(queues.queue_names())
+
+    def __len__(self):
+        return len(queues.queue_names())
+
+
 def search_parameters():
     """``GET /jobs/``'s query parameters, their limits in the schema (a request within them is answered 200)."""
-    from queues.search.find import MAX_PAGE_SIZE, TEXT_CHARS
-
     return [
         OpenApiParameter("function", str, description="the job's dotted function path, exactly"),
-        OpenApiParameter("queue", str, enum=queues.queue_names(), description="a declared queue"),
+        OpenApiParameter("queue", str, enum=_DeclaredQueues(), description="a declared queue"),
         OpenApiParameter("state", str, enum=list(queues.SEARCH_STATES)),
-        OpenApiParameter("q", {"type": "string", "maxLength": TEXT_CHARS},
+        OpenApiParameter("q", {"type": "string", "maxLength": queues.SEARCH_TEXT_CHARS},
                          description="text in the job id or its arguments (case-insensitive)"),
         OpenApiParameter("page", {"type": "integer", "minimum": 1},
                          description="1-based page (with page_size); the `next` URL continues a scan"),
-        OpenApiParameter("page_size", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+        OpenApiParameter("page_size", {"type": "integer", "minimum": 1, "maximum": queues.SEARCH_MAX_PAGE_SIZE},
                          description="results per page (25)"),
         OpenApiParameter("start", {"type": "integer", "minimum": 0},
                          description="where the scan starts in the list (from `next`)"),
@@ -408,6 +418,7 @@ class JobListView(FeatureView):
     every job, as ``GET /jobs/<id>/`` answers them any job."""
 
     @extend_schema(
+        operation_id="jobs_list",  # not drf-spectacular's "jobs_retrieve", GET /jobs/<id>/'s (its W001)
         summary="Your live jobs, newest first: by function, queue, state, or a text in their id or arguments",
         parameters=search_parameters(),
         responses={200: JobSearchPageSerializer, 400: ERROR_RESPONSES[400], 401: ERROR_RESPONSES[401],

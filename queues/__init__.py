@@ -12,7 +12,8 @@ outbox, or unreadable); ``cancel(job_id, request=None, reason="")`` -> ``Cancele
 ``enqueue_many(name, func, calls, **options)`` -> [Job] (queues/producer/bulk.py: many jobs in one write,
 each item of ``calls`` a tuple of arguments or a ``Call``);
 ``search_jobs(function=, queue=, state=, text=, owner=, start=0, page_size=25)`` -> ``Found`` (queues/search/find.py:
-live jobs newest first, ``InvalidSearch`` for a bad criterion);
+live jobs newest first, ``InvalidSearch`` for a bad criterion; ``SEARCH_STATES``, ``SEARCH_MAX_PAGE_SIZE`` and
+``SEARCH_TEXT_CHARS`` its limits);
 ``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
@@ -45,6 +46,8 @@ __all__ = [
     "cache_connection",
     "search_jobs",
     "SEARCH_STATES",
+    "SEARCH_MAX_PAGE_SIZE",
+    "SEARCH_TEXT_CHARS",
     "InvalidSearch",
     "InvalidJob",
     "NotAJob",
@@ -69,6 +72,8 @@ _LAZY = {
     "cache_connection": ("queues.connection.clients", "get_cache_connection"),
     "search_jobs": ("queues.search.find", "search_jobs"),
     "SEARCH_STATES": ("queues.search.find", "STATES"),
+    "SEARCH_MAX_PAGE_SIZE": ("queues.search.find", "MAX_PAGE_SIZE"),
+    "SEARCH_TEXT_CHARS": ("queues.search.find", "TEXT_CHARS"),
     "InvalidSearch": ("queues.search.find", "InvalidSearch"),
 }
 
