@@ -231,7 +231,9 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
     assert response.status_code == 200
     schema = response.json()
     assert sorted(schema["paths"]) == ["/features/content/", "/features/orders/sync/", "/features/repricer/",
-                                       "/jobs/{job_id}/"]
+                                       "/jobs/", "/jobs/{job_id}/"]
+    assert schema["paths"]["/jobs/"]["get"]["operationId"] == "jobs_list"
+    assert sorted(schema["paths"]["/jobs/"]["get"]["responses"]) == ["200", "400", "401", "403", "503"]
     assert sorted(schema["paths"]["/features/repricer/"]["post"]["responses"]) == [
         "202", "400", "401", "403", "404", "409", "413", "415", "503"]  # 409: an idempotency key reused
 
