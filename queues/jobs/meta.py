@@ -222,14 +222,18 @@ def mark_dead(meta, reason, *, attempt, exc_type="", exc_message="", worker_name
         meta[DEAD_WORKER] = worker_name
 
 
-def new_life(meta):
-    """A dead job requeued by an operator starts again with a full set of attempts. True when the
-    meta changed (it was dead)."""
+def new_life(meta, requeued_at=None):
+    """A dead job requeued by an operator starts again with a full set of attempts, and its total time
+    (``optima_queue_job_total_seconds``) from ``requeued_at`` (unix seconds, the requeue's push), not
+    from its first life's enqueue: the time it lay dead is not the queue's. True when the meta changed
+    (it was dead)."""
     if not meta.get(DEAD):
         return False
     meta.pop(DEAD, None)
     meta[ATTEMPT] = 1
     meta.pop(FIRST_FAILED_AT, None)
+    if requeued_at is not None:
+        meta[FIRST_ENQUEUED_AT] = round(requeued_at, 3)
     return True
 
 

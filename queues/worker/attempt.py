@@ -15,6 +15,7 @@ A worker that runs its jobs in its own process writes both sides of the start in
 
 A failed attempt goes to ``failures/handler.py``.
 """
+import datetime as dt
 from contextlib import nullcontext
 
 from rq.executions import Execution
@@ -91,7 +92,7 @@ def mark_started(worker, job, rq_prepare):
         worker.procline(f"Processing {job.func_name} from {job.origin}")
     else:
         horse.record_for(worker, rq_prepare, f"mark job {job.id} started")
-    if jobmeta.new_life(job.meta):
+    if jobmeta.new_life(job.meta, requeued_at=_timestamp(job.enqueued_at)):
         try:
             job.save_meta()
         except Exception:  # noqa: BLE001 — the attempt counter is not worth failing the job for
@@ -123,3 +124,10 @@ def mark_succeeded(worker, job, queue, execution, rq_success):
     outcome.succeeded(job, seconds)  # the job's one line (rq's own are DEBUG: queues/logs/quiet.py)
     with counted:
         events.send(events.job_succeeded, queue=name, job=job, duration=seconds)
+
+
+def _timestamp(when):
+    """Unix seconds of rq's naive-UTC (or aware) datetime, None for None."""
+    if when is None:
+        return None
+    return when.replace(tzinfo=when.tzinfo or dt.timezone.utc).timestamp()

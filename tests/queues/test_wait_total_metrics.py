@@ -118,3 +118,13 @@ def test_a_real_worker_counts_wait_from_due_and_total_across_retries(client, sta
     assert total == pytest.approx(_seconds(done.ended_at) - stamped, abs=0.01)
     assert total >= 1.0  # the default backoff of 1 s before attempt 2 counts in the total
     assert worker.stop() == 0, worker.output()
+
+
+def test_a_dead_job_an_operator_requeues_counts_its_total_from_the_requeue_not_its_first_life():
+    meta = {jobmeta.FIRST_ENQUEUED_AT: 1000.0}
+    jobmeta.mark_dead(meta, "exhausted", attempt=5)
+    assert jobmeta.new_life(meta, requeued_at=5000.25) is True
+    assert (meta[jobmeta.FIRST_ENQUEUED_AT], meta[jobmeta.ATTEMPT]) == (5000.25, 1)
+    # a live job (not dead) keeps its first enqueue: a retry or a give-back is the same life
+    assert jobmeta.new_life(meta, requeued_at=9000.0) is False
+    assert meta[jobmeta.FIRST_ENQUEUED_AT] == 5000.25
