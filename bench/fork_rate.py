@@ -9,7 +9,6 @@ The checkout's own ``.venv`` runs its ``manage.py``: migrate a fresh SQLite data
 (the first 10 % left out, as throughput.py does). Redis: ``REDIS_URL`` (default the machine's
 127.0.0.1:6379) under a fresh ``QUEUE_PREFIX``.
 """
-import json
 import os
 import subprocess
 import sys
