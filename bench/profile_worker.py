@@ -3,12 +3,18 @@
     .venv/bin/python bench/profile_worker.py A --jobs 3000              # rqworker --no-fork, no-op jobs
     .venv/bin/python bench/profile_worker.py B --jobs 1000 --concurrency 32   # 100 ms HTTP jobs, 32 at once
     .venv/bin/python bench/profile_worker.py A --jobs 3000 --concurrency 32 --html /tmp/a.html
+    .venv/bin/python bench/profile_worker.py B --jobs 3000 --concurrency 32 --cycle   # a slot's cycle, no profiler
 
 One private redis-server and (for B) peers.py's HTTP server; the jobs (``bench.peer_jobs.ours``)
 enqueued with ``queues.enqueue_many`` before the worker starts; then ``manage.py rqworker --burst``
 runs in this process under pyinstrument. With ``--concurrency`` > 1 every job's thread is profiled
 too, and the threads' trees are shown merged (the main thread's first). Prints the jobs/s of the
 profiled run (pyinstrument slows it down: read the shares, not the rate).
+
+``--cycle`` runs no profiler: it times, in every job thread of ``--concurrency`` N, the steps from
+one job's start to the next one's (the job's own function, its success recorded, the wait for the
+next job, its handover), and the main thread's pop and vetting of each job; medians and means, the
+first 10 % left out. It is what says where a slot's time beyond the job's own 100 ms goes.
 """
 import argparse
 import os
@@ -69,6 +75,59 @@ def profiled_threads(sessions):
     OptimaConcurrentWorker.run_in_thread = run_in_thread
 
 
+def timed_cycle():
+    """Wrap the per-job steps of the concurrent worker with clocks; -> the events list (name, t, thread)."""
+    from bench.peer_jobs import ours
+    from queues.worker import concurrent, fastpath, intake
+
+    events = []
+
+    def mark(name):
+        events.append((name, time.perf_counter(), threading.get_ident()))
+
+    def wrap(owner, attr, before, after=None):
+        original = getattr(owner, attr)
+
+        def wrapped(*args, **kwargs):
+            mark(before)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if after:
+                    mark(after)
+
+        setattr(owner, attr, wrapped)
+
+    wrap(concurrent.OptimaConcurrentWorker, "run_in_thread", "thread takes the job")
+    wrap(concurrent.OptimaConcurrentWorker, "execute_job", "main: start it, hand it over", "main: handed over")
+    wrap(fastpath, "finish", "success: one call", "success recorded")
+    wrap(ours, "io_call", "the job's GET", "the job's answer")
+    wrap(intake.Intake, "next_job", "main: wait for a slot, pop, vet", "main: job popped and vetted")
+    return events
+
+
+def cycle_table(events):
+    """Per thread, the time from each event to the next one of the same thread; medians and means."""
+    import collections
+    import statistics
+
+    by_thread = collections.defaultdict(list)
+    for event in events:
+        by_thread[event[2]].append(event)
+    steps = collections.defaultdict(list)
+    for evs in by_thread.values():
+        for a, b in zip(evs, evs[1:]):
+            steps[(a[0], b[0])].append(b[1] - a[1])
+    rows = []
+    for (a, b), values in steps.items():
+        values = values[len(values) // 10:]
+        if len(values) >= 10:
+            rows.append((statistics.mean(values), a, b, statistics.median(values), len(values)))
+    print("| from | to | n | median ms | mean ms |\n| --- | --- | ---: | ---: | ---: |")
+    for mean, a, b, median, n in sorted(rows, key=lambda r: (r[1].startswith("main"), -r[0])):
+        print(f"| {a} | {b} | {n} | {1000 * median:.2f} | {1000 * mean:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload", choices=["A", "B"])
@@ -76,6 +135,7 @@ def main():
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--html", default=None, help="also write pyinstrument's HTML here")
     parser.add_argument("--show-all", action="store_true")
+    parser.add_argument("--cycle", action="store_true", help="time a job slot's cycle instead of profiling")
     opts = parser.parse_args()
     from devtools.redis_server import RedisServer
 
@@ -96,6 +156,15 @@ def main():
 
             sessions = []
             args = ["rqworker", "default", "--burst", "-v", "0", "--without-scheduler"]
+            if opts.cycle:
+                events = timed_cycle()
+                started = time.perf_counter()
+                call_command(*args, *(["--concurrency", str(opts.concurrency)] if opts.concurrency > 1 else
+                                      ["--no-fork"]))
+                elapsed = time.perf_counter() - started
+                print(f"{opts.jobs} jobs in {elapsed:.1f} s: {opts.jobs / elapsed:.0f} jobs/s (start-up included)")
+                cycle_table(events)
+                return
             if opts.concurrency > 1:
                 profiled_threads(sessions)
                 args += ["--concurrency", str(opts.concurrency)]

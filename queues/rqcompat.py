@@ -225,3 +225,41 @@ def periodic_interval(scheduler):
 def release_periodic_lock_flag(scheduler):
     """rq-scheduler believes it holds its lock until told otherwise (after a Redis outage)."""
     scheduler._lock_acquired = False
+
+
+# -- rq's serializer lookup, memoized ------------------------------------------------------------
+# rq resolves a serializer (``rq.serializers.resolve_serializer``) every time it builds a Job, a
+# registry or a Result: four times or more per job a worker runs. Its check, ``isinstance(s,
+# Serializer)`` against a runtime-checkable Protocol, walks the protocol's members on every call on
+# Python 3.11 (~50 us; 3.12 caches them): ~0.2 ms of CPU per job, 6 % of a fork-free no-op job and
+# more under ``--concurrency``, where every job thread waits for the GIL (bench/README.md, "Issue 21,
+# the last figures"). Its answer for one serializer never changes, so the modules that imported it
+# by name get a memo of it instead; what rq raises for a bad serializer is raised as before.
+RESOLVERS = ("rq.cron", "rq.job", "rq.queue", "rq.registry", "rq.results", "rq.scheduler", "rq.worker.base")
+_resolved = {}
+
+
+def resolve_serializer(serializer=None):
+    """``rq.serializers.resolve_serializer``, remembered per (hashable) serializer."""
+    try:
+        return _resolved[serializer]
+    except (KeyError, TypeError):
+        pass
+    from rq import serializers
+
+    found = serializers.resolve_serializer(serializer)
+    try:
+        _resolved[serializer] = found
+    except TypeError:  # an unhashable serializer object: not remembered
+        pass
+    return found
+
+
+def memoize_serializer_lookup():
+    """Point rq's modules at ``resolve_serializer`` above (idempotent; AppConfig.ready)."""
+    import importlib
+
+    for name in RESOLVERS:
+        module = importlib.import_module(name)
+        if getattr(module, "resolve_serializer", None) is not None:
+            module.resolve_serializer = resolve_serializer

@@ -3,8 +3,9 @@
 One object, ``Housekeeping``, so that the worker's writes share round trips:
 
 - ``flush``: one pipeline with the worker's heartbeat (at most every ``HEARTBEAT_EVERY`` seconds
-  unless rq asks for one), the metrics the work horses reported (``metrics/recorder.py``: ``tally``)
-  and the retention re-scores (``jobs/retention.py``: ``Completions``). After a heartbeat that was
+  unless rq asks for one), the metrics the work horses reported (``metrics/recorder.py``: ``tally``;
+  a concurrent worker's running jobs carry them instead, ``metrics_ride_on_jobs``) and the retention
+  re-scores (``jobs/retention.py``: ``Completions``). After a heartbeat that was
   due: registering again a worker a restarted Redis forgot, and the panel's history sample.
 - ``after_job``: retention bookkeeping of the job that just ended, then a flush. So per job this
   layer adds no round trip of its own (none at all after a success of the fork-free worker, whose
@@ -49,6 +50,11 @@ class Housekeeping:
         self._registered_after = 0  # outage episodes seen at the latest registration check
         self._next_registration_check = 0.0
         self._history_minute = None
+        # True while the pending metrics will be written by a running job's own write: a concurrent
+        # worker's threads carry the tally in their success's one call (``fastpath.finish``), so its
+        # main thread writes it only with a heartbeat that is due or on going idle, not after every
+        # job (with 32 jobs at once, that was a pipeline of its own every other job)
+        self.metrics_ride_on_jobs = lambda: False
 
     def start(self):
         tally.deferred = True  # metrics ride on the heartbeat pipeline (metrics/recorder.py)
@@ -76,7 +82,8 @@ class Housekeeping:
         if self._reports is not None:
             tally.receive(self._reports[0])
         due = bool(timeout) or moment >= self._next_beat
-        if due or tally.pending() or self.completions.scores:
+        metrics = tally.pending() and (due or idle or not self.metrics_ride_on_jobs())
+        if due or metrics or self.completions.scores:
             data = None
             try:
                 with worker.connection.pipeline(transaction=False) as pipe:

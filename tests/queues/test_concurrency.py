@@ -42,6 +42,7 @@ def started(log, count):
 
 
 @pytest.mark.slow
+@pytest.mark.redis_only
 def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER, str(log), 8, attempts=1) for _ in range(8)]
@@ -55,6 +56,7 @@ def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, 
 
 
 @pytest.mark.slow
+@pytest.mark.redis_only
 def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", "tests.jobs.concurrent.together_async", str(log), 4, attempts=1)
@@ -66,6 +68,7 @@ def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue
 
 
 @pytest.mark.slow
+@pytest.mark.redis_only
 def test_sigkill_re_runs_every_job_the_process_held_once_each(start_worker, queue_redis, tmp_path):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
     jobs = [queues.enqueue("default", HOLD, str(log), str(release), attempts=3) for _ in range(4)]
@@ -91,6 +94,7 @@ def assert_back_at_head(job, connection, position=0):
 
 
 @pytest.mark.slow
+@pytest.mark.redis_only
 def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_puts_the_rest_back(
         start_worker, queue_redis, tmp_path):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
@@ -110,6 +114,7 @@ def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_pu
 
 
 @pytest.mark.slow
+@pytest.mark.redis_only
 def test_a_second_sigterm_puts_every_running_job_back_at_once(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", HOLD, str(log), str(tmp_path / "never")) for _ in range(2)]
@@ -190,6 +195,7 @@ def most_at_once(runs):
     return most
 
 
+@pytest.mark.redis_only
 def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", "tests.jobs.concurrent.pause", str(log), 0.3, limit_key="seller:1",
@@ -202,6 +208,7 @@ def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis
 
 
 @pytest.mark.slow
+@pytest.mark.redis_only
 def test_rqworker_pool_with_concurrency_runs_members_times_threads_jobs_at_once(start_worker, queue_redis,
                                                                                 tmp_path):
     log = tmp_path / "runs.jsonl"
