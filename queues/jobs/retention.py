@@ -8,7 +8,8 @@ and ``removeOnFail: false``).
 - Count: RQ has no cap. ``TRIM_LUA`` deletes, when the registry holds more than ``completed_max``
   entries, the oldest (lowest expiry) with every key of theirs — the job hash,
   ``<prefix>:results:<id>`` (RQ 3 keeps results in a stream beside the hash),
-  ``:dependents``/``:dependencies`` and ``<prefix>:executions:<id>``. One call costs ZCARD plus the
+  ``:dependents``/``:dependencies`` and ``<prefix>:executions:<id>``, and its search index entries
+  (queues/search/index.py). One call costs ZCARD plus the
   entries it removes: it never scans the registry, so its cost does not grow with it. A worker notes
   each job it ran (``Completions``): after each job it re-scores that job with sub-second precision in
   the pipeline of its heartbeat (a ZADD XX: rq scores whole seconds, which would leave the order of
@@ -26,10 +27,15 @@ from queues.keyspace import keys
 
 logger = logging.getLogger("queues.retention")  # a documented logger name: kept when the module moved
 
-# KEYS[1] finished registry; ARGV[1] max kept; ARGV[2] job key prefix ("<prefix>:job:");
-# ARGV[3] results key prefix; ARGV[4] executions key prefix; ARGV[5], ARGV[6] (optional): the job just
-# completed and its expiry with sub-second precision — RQ scores in whole seconds, which would leave the
-# order of the jobs of one second to their ids. Returns how many jobs were removed.
+# KEYS[1] finished registry, KEYS[2] the queue's search index set (queues/search/index.py); ARGV[1] max
+# kept; ARGV[2] job key prefix ("<prefix>:job:"); ARGV[3] results key prefix; ARGV[4] executions key
+# prefix; ARGV[5], ARGV[6] (may be ''): the job just completed and its expiry with sub-second precision —
+# RQ scores in whole seconds, which would leave the order of the jobs of one second to their ids;
+# ARGV[7], ARGV[8]: the search index's function and owner key prefixes. Returns how many jobs were removed.
+# A removed job leaves the search index with its keys: its queue's set, its function's (read from the
+# start of rq's ``description``, "<function>(<arguments>)") and its owner's (``meta["owner"]``); without
+# that the index kept every completed job for 24 h however few retention keeps (100,000 jobs: +20 MiB).
+# A description that is not rq's call string leaves the function's entry to the index's own expiry.
 TRIM_LUA = """
 if ARGV[5] and ARGV[5] ~= '' then
   redis.call('ZADD', KEYS[1], 'XX', ARGV[6], ARGV[5])
@@ -39,6 +45,20 @@ local keep = tonumber(ARGV[1])
 if n <= keep then return 0 end
 local ids = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
 for _, id in ipairs(ids) do
+  local fields = redis.pcall('HMGET', ARGV[2] .. id, 'description', 'meta')
+  if type(fields) == 'table' and not fields.err then
+    local func = type(fields[1]) == 'string' and string.match(fields[1], '^([^(]+)%(')
+    if func then redis.pcall('ZREM', ARGV[7] .. func, id) end
+    if type(fields[2]) == 'string' then
+      local ok, meta = pcall(cjson.decode, fields[2])
+      local owner = ok and type(meta) == 'table' and meta['owner']
+      if type(owner) == 'string' or type(owner) == 'number' then
+        if type(owner) == 'number' and owner == math.floor(owner) then owner = string.format('%d', owner) end
+        redis.pcall('ZREM', ARGV[8] .. tostring(owner), id)
+      end
+    end
+  end
+  redis.pcall('ZREM', KEYS[2], id)
   redis.call('DEL', ARGV[2] .. id, ARGV[2] .. id .. ':dependents', ARGV[2] .. id .. ':dependencies',
              ARGV[3] .. id, ARGV[4] .. id)
 end
@@ -83,8 +103,10 @@ def enforce_completed_max(queue, job=None, keep=None):
         ttl = getattr(job, "result_ttl", None)
         if job is not None and ttl is not None and ttl > 0:
             rescore = [job.id, repr(time.time() + ttl)]
+        index = [keys.search_func_key(""), keys.search_owner_key("")]
         removed = _trim_script(queue.connection)(
-            keys=[keys.finished_key(queue.name)], args=[int(keep), *prefixes, *rescore]
+            keys=[keys.finished_key(queue.name), keys.search_queue_key(queue.name)],
+            args=[int(keep), *prefixes, *rescore, *index]
         )
     except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
         logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))

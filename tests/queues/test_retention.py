@@ -77,6 +77,29 @@ def test_trimming_removes_only_the_excess_and_is_a_no_op_under_the_cap(queue_red
     assert job_ids_with_keys(admin_redis)["job"] == set(ids[3:])
 
 
+def test_jobs_the_cap_removes_leave_the_search_index_with_their_keys(queue_redis, admin_redis):
+    """Retention keeps 1,000 completed jobs a queue; the index (queues/search/) must not keep the rest for
+    24 h: Redis memory would grow with every job (bench/scaling.py's 100,000 jobs: +20 MiB)."""
+    from queues.keyspace import keys
+
+    queue = get_queue("default")
+    registry = FinishedJobRegistry("default", connection=queue_redis)
+    jobs = [queues.enqueue_call("default", "tests.jobs.lifecycle.quick", (i,), meta={"owner": owner})
+            for i, owner in enumerate([7, "anonymous", 7, "anonymous", 7])]
+    for i, job in enumerate(jobs):
+        queue_redis.zadd(registry.key, {job.id: 2_000_000_000 + i})
+    index = [keys.search_queue_key("default"), keys.search_func_key("tests.jobs.lifecycle.quick"),
+             keys.search_owner_key(7), keys.search_owner_key("anonymous")]
+    assert [admin_redis.zcard(key) for key in index] == [5, 5, 3, 2]
+    assert enforce_completed_max(queue, keep=2) == 3
+    kept = {job.id for job in jobs[3:]}
+    members = [{m.decode() for m in admin_redis.zrange(key, 0, -1)} for key in index]
+    assert members == [kept, kept, {jobs[4].id}, {jobs[3].id}]
+    found = queues.search_jobs(function="tests.jobs.lifecycle.quick")
+    assert [hit.job_id for hit in found.hits] == [jobs[4].id, jobs[3].id]
+    assert found.total == 2
+
+
 def test_rq_3_job_delete_removes_the_results_stream_too(queue_redis):
     """Checked because rq 2.x's job.delete() left ``results:<id>`` behind; 3.0.0 deletes it."""
     job = queues.enqueue("default", "tests.jobs.lifecycle.quick", 1)
