@@ -29,7 +29,11 @@ trip; a retry, a requeue or the scheduler's move keeps the job's entries (its id
 3. every index key gets an expiry of ``retention_seconds()``, refreshed by the enqueues that write
    to it — by each process at most once every ``REFRESH_SECONDS`` per key (an EXPIRE per key and
    enqueue cost a single enqueue a third more time, bench/README.md): a function or owner not seen
-   for that long leaves no key behind.
+   for that long leaves no key behind;
+4. with its job: the completed jobs retention removes beyond a queue's ``completed_max``
+   (queues/jobs/retention.py ``TRIM_LUA``) leave their queue's, function's and owner's sets in the
+   same call, so the index of a busy queue holds about as many completed jobs as retention keeps,
+   not a day's worth.
 
 What an enqueue adds to its MULTI, then: one ZADD per key it touches (its queue, its function, its
 owner), and about once a minute per key an EXPIRE and the ZADD of the function (owner) list.
