@@ -222,3 +222,25 @@ def test_the_scan_reports_imports_and_unlisted_overrides_but_not_the_projects_ow
     assert "_sleep" in scan.theirs  # rq has one, and so does queues/worker/dequeue.py
     assert scan.findings(source, "example.py") == ["example.py:2: _TIMESTAMP_FORMAT (import)",
                                                    "example.py:9: _set_connection (override in Mine)"]
+
+
+def test_rq_s_serializer_lookup_is_remembered_and_still_refuses_what_rq_refuses():
+    """``rqcompat.memoize_serializer_lookup`` (QueuesConfig.ready): rq's modules resolve through the memo,
+    which answers as rq does and raises rq's error for a serializer without dumps/loads."""
+    import importlib
+
+    from rq import serializers
+
+    for name in rqcompat.RESOLVERS:
+        module = importlib.import_module(name)
+        if hasattr(module, "resolve_serializer"):
+            assert module.resolve_serializer is rqcompat.resolve_serializer, name
+    assert serializers.resolve_serializer is not rqcompat.resolve_serializer  # rq's own stays rq's
+    for given in (None, "json", serializers.JSONSerializer, "rq.serializers.JSONSerializer"):
+        assert rqcompat.resolve_serializer(given) is serializers.resolve_serializer(given)
+        assert rqcompat.resolve_serializer(given) is rqcompat.resolve_serializer(given)
+    with pytest.raises(NotImplementedError, match="dumps, loads"):
+        rqcompat.resolve_serializer(object)
+    unhashable = type("ListSerializer", (list,), {"dumps": staticmethod(lambda o: b""), "loads": staticmethod(
+        lambda s: None)})([1])  # non-empty: rq takes a falsy serializer for its default
+    assert rqcompat.resolve_serializer(unhashable) is unhashable  # not remembered, resolved by rq as before
