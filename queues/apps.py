@@ -35,15 +35,13 @@ class QueuesConfig(AppConfig):
     def ready(self):
         # System checks register on import: queues.E001-E010 (checks), E030-E037 (periodic/declare),
         # E050-E053 (metrics, via metrics.install), E060/E061 (worker options), W020 (panel), E090 (tracing).
-        from queues import checks, metrics  # noqa: F401
+        from queues import checks, metrics, rqcompat  # noqa: F401
         from queues.board import access as board_access
         from queues.catalog import jobs as catalog
         from queues.periodic import declare  # noqa: F401
         from queues.tracing import checks as tracing_checks  # noqa: F401
         from queues.tracing import setup as tracing_setup
         from queues.worker import checks as resilience_checks  # noqa: F401
-
-        from queues import rqcompat
 
         rqcompat.memoize_serializer_lookup()  # ~0.2 ms of CPU per job on Python 3.11 (rqcompat.py says why)
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
