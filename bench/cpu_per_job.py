@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.peer_jobs.record import RECORD  # noqa: E402
+from bench.peer_jobs.measure import records  # noqa: E402
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 NO_HIREDIS = "import sys\nsys.modules['hiredis'] = None  # redis-py then packs and parses in Python\n"
@@ -42,11 +42,13 @@ for start in range(0, {jobs}, 500):
 
 
 def one_run(checkout, hide_hiredis, workload, jobs, redis_url, http_url, tmp):
-    record_dir = Path(tempfile.mkdtemp(dir=tmp))
+    run_dir = Path(tempfile.mkdtemp(dir=tmp))
+    record_dir = run_dir / "records"  # the jobs' record files only (measure.records reads every file there)
+    record_dir.mkdir()
     prefix = f"cpu-{uuid.uuid4().hex[:6]}"
     env = dict(os.environ, REDIS_URL=redis_url, QUEUE_PREFIX=prefix, RQ_KEY_PREFIX=prefix, LOG_LEVEL="WARNING",
                DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-               DATABASE_URL=f"sqlite:///{record_dir}/db.sqlite3", QUEUE_JOB_MODULES="bench.peer_jobs.ours",
+               DATABASE_URL=f"sqlite:///{run_dir}/db.sqlite3", QUEUE_JOB_MODULES="bench.peer_jobs.ours",
                BENCH_RECORD_DIR=str(record_dir), BENCH_HTTP_URL=http_url)
     env.pop("CACHE_REDIS_URL", None)
     paths = [str(checkout)]
@@ -64,13 +66,7 @@ def one_run(checkout, hide_hiredis, workload, jobs, redis_url, http_url, tmp):
     _, status, usage = os.wait4(worker.pid, 0)
     if status != 0:
         raise SystemExit(f"the worker of {checkout} exited with status {status}")
-    ends = []
-    for entry in os.scandir(record_dir):
-        if entry.name.endswith(".bin"):
-            data = Path(entry.path).read_bytes()
-            ends += [RECORD.unpack_from(data, i)[2] for i in range(0, len(data) - len(data) % RECORD.size,
-                                                                      RECORD.size)]
-    ends.sort()
+    ends = sorted(record[2] for record in records(record_dir))
     first = len(ends) // 10
     rate = (len(ends) - first - 1) / (ends[-1] - ends[first])
     return rate, (usage.ru_utime + usage.ru_stime) / len(ends) * 1000

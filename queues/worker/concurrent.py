@@ -123,7 +123,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     def bootstrap(self, *args, **kwargs):  # worker
         super().bootstrap(*args, **kwargs)
         self.lifeline.on_beat = self.beat
-        self.housekeeping.metrics_ride_on_jobs = lambda: bool(self.threads.active())  # their success writes them
+        self.housekeeping.metrics_ride_on_jobs = self.job_running  # a running job's success writes them
         self.watchdog.start()
 
     def beat(self, connection):  # lifeline thread
