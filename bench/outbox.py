@@ -21,6 +21,7 @@ declared no-op job ``bench.jobs.noop`` on queue ``default``:
 Printed: per way, the median over rounds of its time per call relative to ``direct`` (and to
 plain RQ), and the database statements per call. Ratios, not absolute times: the box is noisy.
 """
+
 import argparse
 import json
 import os
@@ -47,8 +48,8 @@ def child(rounds, calls):
 
     import queues
     from queues.connection.clients import get_connection
-    from queues.producer.api import enqueue_fail_fast
     from queues.models import AuditEntry
+    from queues.producer.api import enqueue_fail_fast
 
     job = "bench.jobs.noop"
     client = get_connection()
@@ -116,11 +117,23 @@ def main():
     database = opts.database or f"sqlite:///{workdir}/db.sqlite3"
     with RedisServer() as server:
         env = {k: v for k, v in os.environ.items() if k not in ("QUEUE_ACCEPT_UNSIGNED_UNTIL",)}
-        env.update(REDIS_URL=server.url, DATABASE_URL=database, OPTIMA_ENV="test", QUEUE_PREFIX="bench",
-                   QUEUE_JOB_MODULES="bench.jobs", DJANGO_SETTINGS_MODULE="optima_site.settings")
+        env.update(
+            REDIS_URL=server.url,
+            DATABASE_URL=database,
+            OPTIMA_ENV="test",
+            QUEUE_PREFIX="bench",
+            QUEUE_JOB_MODULES="bench.jobs",
+            DJANGO_SETTINGS_MODULE="optima_site.settings",
+        )
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], check=True, env=env, cwd=ROOT)
-        out = subprocess.run([sys.executable, __file__, "_child", str(opts.rounds), str(opts.calls)], check=True,
-                             env=env, cwd=ROOT, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "_child", str(opts.rounds), str(opts.calls)],
+            check=True,
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout
     data = json.loads(out.strip().splitlines()[-1])
     times = data["times"]
 
@@ -131,10 +144,13 @@ def main():
     print("| way | time vs direct | time vs plain rq | DB statements per enqueue |")
     print("| --- | ---: | ---: | ---: |")
     for name in WAYS:
-        print(f"| {name} | {ratio(name, 'direct'):.2f}x | {ratio(name, 'plain rq'):.2f}x | "
-              f"{data['statements'][name]:g} |")
-    print(f"\ntx + outbox vs tx, no outbox: {ratio('tx + outbox', 'tx, no outbox'):.2f}x "
-          "(what the outbox adds to a view that writes a row and enqueues)")
+        print(
+            f"| {name} | {ratio(name, 'direct'):.2f}x | {ratio(name, 'plain rq'):.2f}x | {data['statements'][name]:g} |"
+        )
+    print(
+        f"\ntx + outbox vs tx, no outbox: {ratio('tx + outbox', 'tx, no outbox'):.2f}x "
+        "(what the outbox adds to a view that writes a row and enqueues)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ full request: middleware, access check, Redis, database, template rendering — 
 ``--repeat`` times measured. Prints median and worst wall time per page (milliseconds) and the
 number of SQL queries and Redis round trips of one request. Cleans up after itself.
 """
+
 import argparse
 import os
 import statistics
@@ -76,12 +77,15 @@ def fill_redis(size):
     from rq.job import JobStatus
     from rq.registry import FailedJobRegistry
 
-    from queues.jobs import signing
     from queues.catalog.lookup import get_queue
+    from queues.jobs import signing
 
     queue = get_queue("default")
-    template = queue.create_job("tests.jobs.sample.add", args=[1, 2], meta={"queue": "default", "attempt": 5,
-                                                                          "attempts_allowed": 5, "dead": "exhausted"})
+    template = queue.create_job(
+        "tests.jobs.sample.add",
+        args=[1, 2],
+        meta={"queue": "default", "attempt": 5, "attempts_allowed": 5, "dead": "exhausted"},
+    )
     template.origin = "default"
     template._status = JobStatus.FAILED
     mapping = template.to_dict()
@@ -89,7 +93,7 @@ def fill_redis(size):
     ids = [uuid.uuid4().hex for _ in range(size)]
     for start in range(0, size, PIPE):
         with queue.connection.pipeline(transaction=False) as pipe:
-            chunk = ids[start:start + PIPE]
+            chunk = ids[start : start + PIPE]
             for job_id in chunk:
                 template.id = job_id
                 mapping[template.SIGNATURE_FIELD] = signing.sign(template)
@@ -112,11 +116,20 @@ def fill_db(ids, prefix):
         exc_type = ("httpx.ReadTimeout", "ValueError", "KeyError")[i % 3]
         message = f"failure number {i}: upstream said no ({'abcdefghij'[i % 10]})"
         row = DeadLetter(
-            prefix=prefix, queue="default", job_id=job_id, func_path="tests.jobs.sample.add", args=[i, 2],
-            kwargs={"cabinet": f"cab-{i % 500}"}, exc_type=exc_type,
-            exc_message=message, traceback="Traceback ...\n" * 20, fingerprint=fingerprint(
-                "tests.jobs.sample.add", exc_type, message),
-            attempts_made=5, attempts_allowed=5, reason="exhausted", dead_at=now - timezone.timedelta(seconds=i),
+            prefix=prefix,
+            queue="default",
+            job_id=job_id,
+            func_path="tests.jobs.sample.add",
+            args=[i, 2],
+            kwargs={"cabinet": f"cab-{i % 500}"},
+            exc_type=exc_type,
+            exc_message=message,
+            traceback="Traceback ...\n" * 20,
+            fingerprint=fingerprint("tests.jobs.sample.add", exc_type, message),
+            attempts_made=5,
+            attempts_allowed=5,
+            reason="exhausted",
+            dead_at=now - timezone.timedelta(seconds=i),
         )
         batch.append(row)
         group = groups.setdefault(row.fingerprint, {"row": row, "count": 0, "first": row.dead_at})
@@ -127,12 +140,24 @@ def fill_db(ids, prefix):
             batch = []
     if batch:
         DeadLetter.objects.bulk_create(batch)
-    FailureGroup.objects.bulk_create([
-        FailureGroup(prefix=prefix, fingerprint=fp, func_path=g["row"].func_path, exc_type=g["row"].exc_type,
-                     pattern=pattern(g["row"].exc_message), example_message=g["row"].exc_message,
-                     example=DeadLetter.objects.get(prefix=prefix, job_id=g["row"].job_id), count=g["count"],
-                     first_seen=g["first"], last_seen=g["row"].dead_at, queues=["default"])
-        for fp, g in groups.items()])
+    FailureGroup.objects.bulk_create(
+        [
+            FailureGroup(
+                prefix=prefix,
+                fingerprint=fp,
+                func_path=g["row"].func_path,
+                exc_type=g["row"].exc_type,
+                pattern=pattern(g["row"].exc_message),
+                example_message=g["row"].exc_message,
+                example=DeadLetter.objects.get(prefix=prefix, job_id=g["row"].job_id),
+                count=g["count"],
+                first_seen=g["first"],
+                last_seen=g["row"].dead_at,
+                queues=["default"],
+            )
+            for fp, g in groups.items()
+        ]
+    )
     from django.db import connection
 
     if connection.vendor == "postgresql":
@@ -190,8 +215,10 @@ def main():
         t1 = time.perf_counter()
         fill_db(ids, prefix)
         t2 = time.perf_counter()
-        print(f"filled: {args.size} failed jobs in Redis in {t1 - t0:.1f} s, {args.size} DeadLetter rows in "
-              f"{t2 - t1:.1f} s ({os.environ['DATABASE_URL'].split(':')[0]})")
+        print(
+            f"filled: {args.size} failed jobs in Redis in {t1 - t0:.1f} s, {args.size} DeadLetter rows in "
+            f"{t2 - t1:.1f} s ({os.environ['DATABASE_URL'].split(':')[0]})"
+        )
 
         user = get_user_model().objects.create_superuser("bench", password="bench-pass-1")
         client = Client()
@@ -214,11 +241,15 @@ def main():
             ("panel: find a job by id", f"/admin/queues/find/?job_id={middle}"),
             ("admin: dead letters, page 1", "/admin/queues/deadletter/"),
             (f"admin: dead letters, page {mid_page}", f"/admin/queues/deadletter/?p={mid_page}"),
-            ("admin: filter queue+status+exception", "/admin/queues/deadletter/?queue=default&status__exact=open"
-                                                    "&exc_type=KeyError"),
+            (
+                "admin: filter queue+status+exception",
+                "/admin/queues/deadletter/?queue=default&status__exact=open&exc_type=KeyError",
+            ),
             ("admin: search exact job id", f"/admin/queues/deadletter/?q={middle}"),
-            (f"admin: search message text {'(scan)' if sqlite else '(trigram)'}",
-             f"/admin/queues/deadletter/?q=number+{args.size - 1}"),
+            (
+                f"admin: search message text {'(scan)' if sqlite else '(trigram)'}",
+                f"/admin/queues/deadletter/?q=number+{args.size - 1}",
+            ),
             ("admin: search one word in every row", "/admin/queues/deadletter/?q=upstream"),
             ("admin: search a word in no row", "/admin/queues/deadletter/?q=zebra"),
             ("admin: one dead letter", f"/admin/queues/deadletter/{row.pk}/change/"),
@@ -226,8 +257,10 @@ def main():
             ("admin: failure groups, page 1", "/admin/queues/failuregroup/"),
             ("admin: one failure group", f"/admin/queues/failuregroup/{group.pk}/change/"),
             ("admin: rows of the biggest group", f"/admin/queues/deadletter/?fingerprint={group.fingerprint}"),
-            (f"admin: rows of the group, open, page {group_page}",
-             f"/admin/queues/deadletter/?fingerprint={group.fingerprint}&status__exact=open&p={group_page}"),
+            (
+                f"admin: rows of the group, open, page {group_page}",
+                f"/admin/queues/deadletter/?fingerprint={group.fingerprint}&status__exact=open&p={group_page}",
+            ),
             ("admin: group retry confirmation", ("group", group.pk)),
         ]
         print(f"\n{'page':42} {'median ms':>10} {'worst ms':>9} {'SQL':>4} {'Redis RT':>8} {'KiB':>6}")
@@ -248,9 +281,10 @@ def main():
             with connection.cursor() as cursor:
                 for name in trigram.TRIGRAM_INDEXES:
                     cursor.execute(f'DROP INDEX "{name}"')
-            for label, url in [("admin: search message text, no trigram index",
-                                f"/admin/queues/deadletter/?q=number+{args.size - 1}"),
-                               ("admin: search a word in no row, no trigram", "/admin/queues/deadletter/?q=zebra")]:
+            for label, url in [
+                ("admin: search message text, no trigram index", f"/admin/queues/deadletter/?q=number+{args.size - 1}"),
+                ("admin: search a word in no row, no trigram", "/admin/queues/deadletter/?q=zebra"),
+            ]:
                 median, worst, sql, trips, size = measure(client, url, args.repeat)
                 print(f"{label:42} {median:10.0f} {worst:9.0f} {sql:4d} {trips:8d} {size / 1024:6.0f}")
     finally:

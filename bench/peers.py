@@ -22,6 +22,7 @@ Figures per run (bench/peer_jobs/measure.py): jobs/s draining a full queue, pick
 the warm, idle worker, CPU seconds
 of the worker's process tree per 1,000 jobs, its peak RSS.
 """
+
 import argparse
 import hashlib
 import os
@@ -59,8 +60,11 @@ def ensure_peers_venv():
         print(f"* creating {PEERS_VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(PEERS_VENV)
     print("* installing requirements-bench.txt into bench/.venv-peers", flush=True)
-    subprocess.run([str(PEERS_BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r",
-                    str(REQS)], check=True, cwd=ROOT)
+    subprocess.run(
+        [str(PEERS_BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQS)],
+        check=True,
+        cwd=ROOT,
+    )
     stamp.write_text(digest)
 
 
@@ -99,14 +103,19 @@ def run_all(opts, tmp):
         skipped["ours-c32"] = "n/a (no --concurrency)"
     results = []
     with RedisServer() as server:
-        httpd = subprocess.Popen([str(APP_BIN / "python"), str(ROOT / "bench" / "peer_jobs" / "httpd.py")],
-                                 stdout=subprocess.PIPE, text=True)
+        httpd = subprocess.Popen(
+            [str(APP_BIN / "python"), str(ROOT / "bench" / "peer_jobs" / "httpd.py")], stdout=subprocess.PIPE, text=True
+        )
         try:
             port = int(httpd.stdout.readline().split()[-1])
             env = Env(server.url, f"http://127.0.0.1:{port}/wait", tmp, f"peers-{uuid.uuid4().hex[:6]}")
             if any(BY_KEY[k].family == "ours" for k in opts.systems):
-                subprocess.run([str(APP_BIN / "python"), "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
-                               env=env.for_system(BY_KEY["ours-nofork"], tmp, 1))
+                subprocess.run(
+                    [str(APP_BIN / "python"), "manage.py", "migrate", "-v", "0"],
+                    cwd=ROOT,
+                    check=True,
+                    env=env.for_system(BY_KEY["ours-nofork"], tmp, 1),
+                )
             client = redis.Redis.from_url(server.url)
             for workload in opts.workloads:
                 for _ in range(opts.rounds):
@@ -116,12 +125,27 @@ def run_all(opts, tmp):
                         system = BY_KEY[key]
                         concurrency = opts.concurrency if system.concurrency > 1 else 1
                         latency = opts.latency_jobs if workload == "A" else max(3, opts.latency_jobs * 2 // 5)
-                        result = measure.run(system, workload, counts(system, workload, opts), concurrency=concurrency,
-                                             env_maker=env, tmp=tmp, redis=client, latency_count=latency,
-                                             every=EVERY[workload], stall=opts.stall)
-                        print(f"  {workload} {system.name(concurrency):<45} "
-                              + (f"failed: {result.error}" if result.error else
-                                 f"{result.rate or 0:8.1f} jobs/s, p50 {result.p50_ms or 0:.1f} ms"), flush=True)
+                        result = measure.run(
+                            system,
+                            workload,
+                            counts(system, workload, opts),
+                            concurrency=concurrency,
+                            env_maker=env,
+                            tmp=tmp,
+                            redis=client,
+                            latency_count=latency,
+                            every=EVERY[workload],
+                            stall=opts.stall,
+                        )
+                        print(
+                            f"  {workload} {system.name(concurrency):<45} "
+                            + (
+                                f"failed: {result.error}"
+                                if result.error
+                                else f"{result.rate or 0:8.1f} jobs/s, p50 {result.p50_ms or 0:.1f} ms"
+                            ),
+                            flush=True,
+                        )
                         results.append(result)
         finally:
             httpd.terminate()
@@ -141,8 +165,11 @@ def fmt(value, spec):
 
 def table(results, skipped, opts):
     """Markdown lines, one row per system and workload (medians over the rounds)."""
-    lines = ["| workload | system | jobs | jobs/s | pick-up p50 | pick-up p95 | CPU s / 1,000 jobs | peak RSS "
-             "| Redis cmds/job |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| workload | system | jobs | jobs/s | pick-up p50 | pick-up p95 | CPU s / 1,000 jobs | peak RSS "
+        "| Redis cmds/job |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for workload in opts.workloads:
         for key in opts.systems:
             system = BY_KEY[key]
@@ -154,8 +181,10 @@ def table(results, skipped, opts):
             runs = [r for r in results if r.system == key and r.workload == workload]
             good = [r for r in runs if not r.error]
             if not good:
-                lines.append(f"| {workload} | {name} | {runs[0].jobs if runs else ''} | failed: "
-                             f"{runs[0].error if runs else 'not run'} | | | | | |")
+                lines.append(
+                    f"| {workload} | {name} | {runs[0].jobs if runs else ''} | failed: "
+                    f"{runs[0].error if runs else 'not run'} | | | | | |"
+                )
                 continue
             lines.append(
                 f"| {workload} | {name} | {good[0].jobs:,} | {fmt(median([r.rate for r in good]), ',.0f')} "
@@ -163,12 +192,14 @@ def table(results, skipped, opts):
                 f"| {fmt(median([r.p95_ms for r in good]), '.1f')} ms "
                 f"| {fmt(median([r.cpu_per_1000 for r in good]), '.2f')} "
                 f"| {fmt(median([r.peak_rss_mib for r in good]), '.0f')} MiB "
-                f"| {fmt(median([r.commands_per_job for r in good]), '.1f')} |")
+                f"| {fmt(median([r.commands_per_job for r in good]), '.1f')} |"
+            )
     return lines
 
 
 def targets(results, opts):
     """The issue's targets, from this run: [(what, value, verdict)]."""
+
     def rate(key, workload):
         return median([r.rate for r in results if r.system == key and r.workload == workload and not r.error])
 
@@ -176,22 +207,40 @@ def targets(results, opts):
         return None if a is None or b is None else a / b
 
     c = opts.concurrency
-    rows = [(f"B: ours --concurrency {c}, jobs/s (>= 250)", rate("ours-c32", "B"), lambda v: v >= 250, ".0f"),
-            (f"B: ours --concurrency {c} / Celery threads {c}", ahead(rate("ours-c32", "B"), rate("celery", "B")),
-             lambda v: v > 1, ".2f"),
-            (f"B: ours --concurrency {c} / dramatiq {c} threads", ahead(rate("ours-c32", "B"), rate("dramatiq", "B")),
-             lambda v: v > 1, ".2f"),
-            (f"A: ours --no-fork / Celery threads {c}", ahead(rate("ours-nofork", "A"), rate("celery", "A")),
-             lambda v: v > 1, ".2f")]
+    rows = [
+        (f"B: ours --concurrency {c}, jobs/s (>= 250)", rate("ours-c32", "B"), lambda v: v >= 250, ".0f"),
+        (
+            f"B: ours --concurrency {c} / Celery threads {c}",
+            ahead(rate("ours-c32", "B"), rate("celery", "B")),
+            lambda v: v > 1,
+            ".2f",
+        ),
+        (
+            f"B: ours --concurrency {c} / dramatiq {c} threads",
+            ahead(rate("ours-c32", "B"), rate("dramatiq", "B")),
+            lambda v: v > 1,
+            ".2f",
+        ),
+        (
+            f"A: ours --no-fork / Celery threads {c}",
+            ahead(rate("ours-nofork", "A"), rate("celery", "A")),
+            lambda v: v > 1,
+            ".2f",
+        ),
+    ]
     return [(name, fmt(v, spec), "n/a" if v is None else ("PASS" if ok(v) else "MISS")) for name, v, ok, spec in rows]
 
 
 def versions():
-    code = ("import importlib.metadata as m\nfor p in %r:\n    try: print(p, m.version(p))\n"
-            "    except m.PackageNotFoundError: pass")
+    code = (
+        "import importlib.metadata as m\nfor p in %r:\n    try: print(p, m.version(p))\n"
+        "    except m.PackageNotFoundError: pass"
+    )
     out = {}
-    for python, packages in ((APP_BIN / "python", ("rq", "redis", "Django")),
-                             (PEERS_BIN / "python", ("celery", "kombu", "dramatiq", "arq", "redis"))):
+    for python, packages in (
+        (APP_BIN / "python", ("rq", "redis", "Django")),
+        (PEERS_BIN / "python", ("celery", "kombu", "dramatiq", "arq", "redis")),
+    ):
         if python.exists():
             text = subprocess.run([str(python), "-c", code % (packages,)], capture_output=True, text=True).stdout
             venv = "app" if python.parent == APP_BIN else "peers"
@@ -218,9 +267,11 @@ def report(results, skipped, opts, elapsed):
     checks = ["| target | this run | result |", "| --- | ---: | --- |"]
     checks += [f"| {name} | {value} | {verdict} |" for name, value, verdict in targets(results, opts)]
     vers = ", ".join(f"{k} {v}" for k, v in versions().items())
-    head = (f"{time.strftime('%Y-%m-%d')}, {machine()}; {vers}. One run of "
-            f"`{' '.join(['python3', 'bench/peers.py'] + sys.argv[1:])}` ({elapsed / 60:.0f} min), "
-            f"{opts.rounds} round(s).")
+    head = (
+        f"{time.strftime('%Y-%m-%d')}, {machine()}; {vers}. One run of "
+        f"`{' '.join(['python3', 'bench/peers.py'] + sys.argv[1:])}` ({elapsed / 60:.0f} min), "
+        f"{opts.rounds} round(s)."
+    )
     return head, lines, checks
 
 
@@ -230,21 +281,40 @@ def write_readme(block):
 
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--systems", default=",".join(s.key for s in SYSTEMS),
-                        help="comma-separated keys: " + ", ".join(s.key for s in SYSTEMS))
+    parser.add_argument(
+        "--systems",
+        default=",".join(s.key for s in SYSTEMS),
+        help="comma-separated keys: " + ", ".join(s.key for s in SYSTEMS),
+    )
     parser.add_argument("--workloads", default="A,B", help="A (no-op), B (100 ms HTTP), or both (default)")
     parser.add_argument("--jobs-a", type=int, default=20000, help="no-op jobs per run (default 20,000)")
-    parser.add_argument("--jobs-a-forking", type=int, default=None,
-                        help="no-op jobs for the workers that fork per job (default: --jobs-a / 10)")
+    parser.add_argument(
+        "--jobs-a-forking",
+        type=int,
+        default=None,
+        help="no-op jobs for the workers that fork per job (default: --jobs-a / 10)",
+    )
     parser.add_argument("--jobs-b", type=int, default=2000, help="I/O jobs per run (default 2,000)")
-    parser.add_argument("--jobs-b-serial", type=int, default=None,
-                        help="I/O jobs for the workers that run one at a time (default: --jobs-b / 10)")
-    parser.add_argument("--latency-jobs", type=int, default=100,
-                        help="paced jobs for the pick-up latency (A; B gets 2/5 of them); default 100")
+    parser.add_argument(
+        "--jobs-b-serial",
+        type=int,
+        default=None,
+        help="I/O jobs for the workers that run one at a time (default: --jobs-b / 10)",
+    )
+    parser.add_argument(
+        "--latency-jobs",
+        type=int,
+        default=100,
+        help="paced jobs for the pick-up latency (A; B gets 2/5 of them); default 100",
+    )
     parser.add_argument("--concurrency", type=int, default=32, help="of the concurrent systems (default 32)")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each system per workload, alternating")
-    parser.add_argument("--stall", type=float, default=60.0,
-                        help="seconds without a job done after which a run counts as failed (default 60)")
+    parser.add_argument(
+        "--stall",
+        type=float,
+        default=60.0,
+        help="seconds without a job done after which a run counts as failed (default 60)",
+    )
     parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
     opts = parser.parse_args(argv)
     opts.systems = [k.strip() for k in opts.systems.split(",") if k.strip()]

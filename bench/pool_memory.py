@@ -20,6 +20,7 @@ Printed: per-setup totals in MiB, and the ratios pool / separate. PSS also divid
 shared libraries with any other process mapping them (e.g. other Python processes on the box):
 expect a few percent of noise on a shared machine; USS is not affected. Linux only.
 """
+
 import argparse
 import os
 import signal
@@ -79,13 +80,20 @@ class Bench:
         self.args = args
         self.workdir = Path(tempfile.mkdtemp(prefix="optima-bench-pool-"))
         self.server = RedisServer().start()
-        self.env = dict(os.environ, REDIS_URL=self.server.url, QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-                        DATABASE_URL=f"sqlite:///{self.workdir / 'db.sqlite3'}", PYTHONUNBUFFERED="1",
-                        OPTIMA_ENV="test", QUEUE_JOB_MODULES="tests.jobs")  # JOB is a declared job of tests.jobs
+        self.env = dict(
+            os.environ,
+            REDIS_URL=self.server.url,
+            QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+            DATABASE_URL=f"sqlite:///{self.workdir / 'db.sqlite3'}",
+            PYTHONUNBUFFERED="1",
+            OPTIMA_ENV="test",
+            QUEUE_JOB_MODULES="tests.jobs",
+        )  # JOB is a declared job of tests.jobs
         self.env.pop("CACHE_REDIS_URL", None)
         self.env.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # queues.enqueue signs; unsigned jobs must not run
-        os.environ.update({k: self.env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV",
-                                                    "QUEUE_JOB_MODULES")})
+        os.environ.update(
+            {k: self.env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV", "QUEUE_JOB_MODULES")}
+        )
         os.environ.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "optima_site.settings")
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
@@ -96,16 +104,17 @@ class Bench:
         from rq.worker import Worker
 
         import queues
-        from queues.connection.clients import get_connection
         from queues.catalog.lookup import OptimaJob
+        from queues.connection.clients import get_connection
 
         self.queues, self.Worker, self.OptimaJob = queues, Worker, OptimaJob
         self.connection = get_connection()
 
     def start(self, args, log_name):
         log = open(self.workdir / log_name, "wb")
-        return subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, stdout=log,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
 
     def measure(self, kind):
         n = self.args.num_workers
@@ -160,13 +169,17 @@ def main():
             for kind in ("pool", "separate"):
                 pss, uss, count = bench.measure(kind)
                 results[kind].append((pss, uss, count))
-                print(f"round {round_no} {kind:8}: {count} processes, PSS {mib(pss):6.1f} MiB, "
-                      f"USS {mib(uss):6.1f} MiB", flush=True)
+                print(
+                    f"round {round_no} {kind:8}: {count} processes, PSS {mib(pss):6.1f} MiB, USS {mib(uss):6.1f} MiB",
+                    flush=True,
+                )
     finally:
         bench.close()
 
-    med = {kind: (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), rows[0][2])
-           for kind, rows in results.items()}
+    med = {
+        kind: (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), rows[0][2])
+        for kind, rows in results.items()
+    }
     n = args.num_workers
     print(f"\nN = {n} workers, idle after {args.jobs} jobs; median of {args.rounds} rounds\n")
     print("| setup | processes | PSS total | USS total |")
@@ -174,8 +187,10 @@ def main():
     for kind, label in (("pool", f"`rqworker-pool --num-workers {n}`"), ("separate", f"{n} x `rqworker`")):
         pss, uss, count = med[kind]
         print(f"| {label} | {count} | {mib(pss):.1f} MiB | {mib(uss):.1f} MiB |")
-    print(f"| **pool / separate** | | **{med['pool'][0] / med['separate'][0]:.2f}** | "
-          f"**{med['pool'][1] / med['separate'][1]:.2f}** |")
+    print(
+        f"| **pool / separate** | | **{med['pool'][0] / med['separate'][0]:.2f}** | "
+        f"**{med['pool'][1] / med['separate'][1]:.2f}** |"
+    )
 
 
 if __name__ == "__main__":

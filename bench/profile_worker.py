@@ -16,6 +16,7 @@ one job's start to the next one's (the job's own function, its success recorded,
 next job, its handover), and the main thread's pop and vetting of each job; medians and means, the
 first 10 % left out. It is what says where a slot's time beyond the job's own 100 ms goes.
 """
+
 import argparse
 import os
 import subprocess
@@ -31,10 +32,17 @@ sys.path.insert(0, str(ROOT))
 
 
 def setup(workload, tmp, redis_url, http_url):
-    os.environ.update(REDIS_URL=redis_url, QUEUE_PREFIX=f"prof-{uuid.uuid4().hex[:6]}", LOG_LEVEL="WARNING",
-                      DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-                      DATABASE_URL=f"sqlite:///{tmp}/db.sqlite3", QUEUE_JOB_MODULES="bench.peer_jobs.ours",
-                      BENCH_RECORD_DIR=tmp, BENCH_HTTP_URL=http_url or "http://127.0.0.1:1/wait")
+    os.environ.update(
+        REDIS_URL=redis_url,
+        QUEUE_PREFIX=f"prof-{uuid.uuid4().hex[:6]}",
+        LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="optima_site.settings",
+        OPTIMA_ENV="test",
+        DATABASE_URL=f"sqlite:///{tmp}/db.sqlite3",
+        QUEUE_JOB_MODULES="bench.peer_jobs.ours",
+        BENCH_RECORD_DIR=tmp,
+        BENCH_HTTP_URL=http_url or "http://127.0.0.1:1/wait",
+    )
     os.environ["RQ_KEY_PREFIX"] = os.environ["QUEUE_PREFIX"]
     import django
 
@@ -120,7 +128,7 @@ def cycle_table(events):
             steps[(a[0], b[0])].append(b[1] - a[1])
     rows = []
     for (a, b), values in steps.items():
-        values = values[len(values) // 10:]
+        values = values[len(values) // 10 :]
         if len(values) >= 10:
             rows.append((statistics.mean(values), a, b, statistics.median(values), len(values)))
     print("| from | to | n | median ms | mean ms |\n| --- | --- | ---: | ---: | ---: |")
@@ -144,8 +152,9 @@ def main():
     with RedisServer() as server:
         http_url = None
         if opts.workload == "B":
-            httpd = subprocess.Popen([sys.executable, str(ROOT / "bench" / "peer_jobs" / "httpd.py")],
-                                     stdout=subprocess.PIPE, text=True)
+            httpd = subprocess.Popen(
+                [sys.executable, str(ROOT / "bench" / "peer_jobs" / "httpd.py")], stdout=subprocess.PIPE, text=True
+            )
             http_url = f"http://127.0.0.1:{int(httpd.stdout.readline().split()[-1])}/wait"
         try:
             setup(opts.workload, tmp, server.url, http_url)
@@ -159,8 +168,9 @@ def main():
             if opts.cycle:
                 events = timed_cycle()
                 started = time.perf_counter()
-                call_command(*args, *(["--concurrency", str(opts.concurrency)] if opts.concurrency > 1 else
-                                      ["--no-fork"]))
+                call_command(
+                    *args, *(["--concurrency", str(opts.concurrency)] if opts.concurrency > 1 else ["--no-fork"])
+                )
                 elapsed = time.perf_counter() - started
                 print(f"{opts.jobs} jobs in {elapsed:.1f} s: {opts.jobs / elapsed:.0f} jobs/s (start-up included)")
                 cycle_table(events)

@@ -19,6 +19,7 @@ bench/peer_jobs/). Parts:
 The plot (matplotlib, in the bench's venv: requirements-bench.txt) is drawn by this script run there
 (``_plot FILE``).
 """
+
 import argparse
 import json
 import signal
@@ -39,9 +40,11 @@ from bench.peer_jobs.systems import OURS, PEERS_BIN, System  # noqa: E402
 IMG = ROOT / "bench" / "img" / "scaling.png"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- scaling.py: begin (written by --write) -->", "<!-- scaling.py: end -->"
-LATENCY = [System("ours-fork", "rqworker", "ours", OURS), System("ours-nofork", "rqworker --no-fork", "ours",
-                                                                   OURS + ("--no-fork",)),
-           System("ours-c32", "rqworker --concurrency 32", "ours", OURS + ("--concurrency", "32"), concurrency=32)]
+LATENCY = [
+    System("ours-fork", "rqworker", "ours", OURS),
+    System("ours-nofork", "rqworker --no-fork", "ours", OURS + ("--no-fork",)),
+    System("ours-c32", "rqworker --concurrency 32", "ours", OURS + ("--concurrency", "32"), concurrency=32),
+]
 
 
 def fanout(count, argv):
@@ -61,9 +64,14 @@ def fanout(count, argv):
 
 def processes_system(count, io):
     extra = ("--concurrency", "32") if io else ("--no-fork",)
-    return System(f"ours-x{count}{'-io' if io else ''}", f"{count} x rqworker {' '.join(extra)}", "ours",
-                  ("{python}", __file__, "_fanout", str(count)) + OURS + extra, concurrency=32 if io else 1,
-                  processes=count)
+    return System(
+        f"ours-x{count}{'-io' if io else ''}",
+        f"{count} x rqworker {' '.join(extra)}",
+        "ours",
+        ("{python}", __file__, "_fanout", str(count)) + OURS + extra,
+        concurrency=32 if io else 1,
+        processes=count,
+    )
 
 
 def memory_run(env_maker, tmp, client, total, batch=1000):
@@ -80,14 +88,21 @@ def memory_run(env_maker, tmp, client, total, batch=1000):
 
     def sample():
         while not stop.is_set():
-            samples.append((time.monotonic() - start, measure.done_count(record_dir),
-                            client.info("memory")["used_memory"]))
+            samples.append(
+                (time.monotonic() - start, measure.done_count(record_dir), client.info("memory")["used_memory"])
+            )
             stop.wait(1.0)
 
     with open(tmp / "memory.log", "w") as log:
         producer = measure.Producer(system, "A", env, log)
-        worker = subprocess.Popen(system.command(1, env_maker.redis_url), cwd=ROOT, env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+        worker = subprocess.Popen(
+            system.command(1, env_maker.redis_url),
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
@@ -116,34 +131,59 @@ def run_all(opts, tmp):
 
     out = {"throughput": [], "latency": [], "memory": []}
     with RedisServer() as server:
-        httpd = subprocess.Popen([str(APP_BIN / "python"), str(ROOT / "bench" / "peer_jobs" / "httpd.py")],
-                                 stdout=subprocess.PIPE, text=True)
+        httpd = subprocess.Popen(
+            [str(APP_BIN / "python"), str(ROOT / "bench" / "peer_jobs" / "httpd.py")], stdout=subprocess.PIPE, text=True
+        )
         try:
             port = int(httpd.stdout.readline().split()[-1])
             env = Env(server.url, f"http://127.0.0.1:{port}/wait", tmp, f"scaling-{uuid.uuid4().hex[:6]}")
-            subprocess.run([str(APP_BIN / "python"), "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
-                           env=env.for_system(LATENCY[0], tmp, 1))
+            subprocess.run(
+                [str(APP_BIN / "python"), "manage.py", "migrate", "-v", "0"],
+                cwd=ROOT,
+                check=True,
+                env=env.for_system(LATENCY[0], tmp, 1),
+            )
             client = redis.Redis.from_url(server.url)
             common = dict(env_maker=env, tmp=tmp, redis=client, stall=60.0)
             for io in (False, True):
                 for count in opts.processes:
                     system = processes_system(count, io)
-                    r = measure.run(system, "B" if io else "A", opts.io_jobs if io else opts.jobs,
-                                    concurrency=system.concurrency, latency_count=0, every=0, **common)
-                    print(f"  {system.label:<40} {'failed: ' + r.error if r.error else f'{r.rate:8.1f} jobs/s'}",
-                          flush=True)
+                    r = measure.run(
+                        system,
+                        "B" if io else "A",
+                        opts.io_jobs if io else opts.jobs,
+                        concurrency=system.concurrency,
+                        latency_count=0,
+                        every=0,
+                        **common,
+                    )
+                    print(
+                        f"  {system.label:<40} {'failed: ' + r.error if r.error else f'{r.rate:8.1f} jobs/s'}",
+                        flush=True,
+                    )
                     out["throughput"].append(dict(vars(r), processes=count, io=io))
             for system in LATENCY:
-                r = measure.run(system, "A", 20, concurrency=system.concurrency, latency_count=opts.latency_jobs,
-                                every=0.05, **common)
-                print(f"  latency {system.label:<32} "
-                      + (f"failed: {r.error}" if r.error else f"p50 {r.p50_ms:.1f} ms, p95 {r.p95_ms:.1f} ms"),
-                      flush=True)
+                r = measure.run(
+                    system,
+                    "A",
+                    20,
+                    concurrency=system.concurrency,
+                    latency_count=opts.latency_jobs,
+                    every=0.05,
+                    **common,
+                )
+                print(
+                    f"  latency {system.label:<32} "
+                    + (f"failed: {r.error}" if r.error else f"p50 {r.p50_ms:.1f} ms, p95 {r.p95_ms:.1f} ms"),
+                    flush=True,
+                )
                 out["latency"].append(dict(vars(r), label=system.label, jobs=opts.latency_jobs))
             out["memory"] = memory_run(env, tmp, client, opts.memory_jobs)
-            print(f"  memory: {len(out['memory'])} samples, used_memory "
-                  f"{min(s[2] for s in out['memory']) / 2**20:.1f}-{max(s[2] for s in out['memory']) / 2**20:.1f} MiB",
-                  flush=True)
+            print(
+                f"  memory: {len(out['memory'])} samples, used_memory "
+                f"{min(s[2] for s in out['memory']) / 2**20:.1f}-{max(s[2] for s in out['memory']) / 2**20:.1f} MiB",
+                flush=True,
+            )
         finally:
             httpd.terminate()
             httpd.wait()
@@ -155,30 +195,42 @@ def fmt(value, spec):
 
 
 def tables(data):
-    lines = ["| workload | processes | jobs | jobs/s | per process | CPU s / 1,000 jobs | peak RSS (all) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| workload | processes | jobs | jobs/s | per process | CPU s / 1,000 jobs | peak RSS (all) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in data["throughput"]:
         what = "B: I/O, rqworker --concurrency 32" if r["io"] else "A: no-op, rqworker --no-fork"
         if r["error"]:
             lines.append(f"| {what} | {r['processes']} | {r['jobs']:,} | failed: {r['error']} | | | |")
             continue
-        lines.append(f"| {what} | {r['processes']} | {r['jobs']:,} | {fmt(r['rate'], ',.0f')} "
-                     f"| {fmt(r['rate'] and r['rate'] / r['processes'], ',.0f')} | {fmt(r['cpu_per_1000'], '.2f')} "
-                     f"| {fmt(r['peak_rss_mib'], '.0f')} MiB |")
-    lines += ["", "| one job every 50 ms to | jobs | pick-up p50 | pick-up p95 | target p95 |",
-              "| --- | ---: | ---: | ---: | --- |"]
+        lines.append(
+            f"| {what} | {r['processes']} | {r['jobs']:,} | {fmt(r['rate'], ',.0f')} "
+            f"| {fmt(r['rate'] and r['rate'] / r['processes'], ',.0f')} | {fmt(r['cpu_per_1000'], '.2f')} "
+            f"| {fmt(r['peak_rss_mib'], '.0f')} MiB |"
+        )
+    lines += [
+        "",
+        "| one job every 50 ms to | jobs | pick-up p50 | pick-up p95 | target p95 |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
     for r in data["latency"]:
         if r["error"]:
             lines.append(f"| {r['label']} | | failed: {r['error']} | | |")
             continue
         verdict = "n/a" if r["p95_ms"] is None else ("PASS" if r["p95_ms"] <= 5 else "MISS")
-        lines.append(f"| {r['label']} | {r['jobs']} | {fmt(r['p50_ms'], '.1f')} ms | {fmt(r['p95_ms'], '.1f')} ms "
-                     f"| <= 5 ms: {verdict} |")
+        lines.append(
+            f"| {r['label']} | {r['jobs']} | {fmt(r['p50_ms'], '.1f')} ms | {fmt(r['p95_ms'], '.1f')} ms "
+            f"| <= 5 ms: {verdict} |"
+        )
     mem = data["memory"]
     if mem:
         marks = [m for m in (1000, 10000, 25000, 50000, 75000, 100000) if m <= mem[-1][1]]
-        lines += ["", "| jobs completed | " + " | ".join(f"{m:,}" for m in marks) + " | end |",
-                  "| --- |" + " ---: |" * (len(marks) + 1)]
+        lines += [
+            "",
+            "| jobs completed | " + " | ".join(f"{m:,}" for m in marks) + " | end |",
+            "| --- |" + " ---: |" * (len(marks) + 1),
+        ]
         at = [next(s for s in mem if s[1] >= m) for m in marks] + [mem[-1]]
         lines.append("| Redis used_memory | " + " | ".join(f"{s[2] / 2**20:.2f} MiB" for s in at) + " |")
     return lines
@@ -241,8 +293,10 @@ def main():
     data_file = tmp / "scaling.json"
     data_file.write_text(json.dumps(data))
     minutes = (time.monotonic() - started) / 60
-    head = (f"{time.strftime('%Y-%m-%d')}, {peers.machine()}. One run of "
-            f"`{' '.join(['python3', 'bench/scaling.py'] + sys.argv[1:])}` ({minutes:.0f} min).")
+    head = (
+        f"{time.strftime('%Y-%m-%d')}, {peers.machine()}. One run of "
+        f"`{' '.join(['python3', 'bench/scaling.py'] + sys.argv[1:])}` ({minutes:.0f} min)."
+    )
     lines = tables(data)
     print("\n" + head + "\n\n" + "\n".join(lines))
     if opts.write:

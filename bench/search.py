@@ -12,6 +12,7 @@ Django's test client as a superuser (middleware, access, Redis, rendering). Last
 an enqueue: single ``queues.enqueue`` calls with the index written and with ``add_into`` replaced by a
 no-op, interleaved rounds (median of per-round ratios). Prints a table; the figures go in bench/README.md.
 """
+
 import argparse
 import os
 import statistics
@@ -101,8 +102,12 @@ def enqueue_cost(rounds=9, calls=400):
         walls.append(w_with / w_without)
         cpus.append(c_with / c_without)
         per_call.append((w_with, w_without))
-    return (statistics.median(walls), statistics.median(cpus), statistics.median(w for w, _ in per_call),
-            statistics.median(n for _, n in per_call))
+    return (
+        statistics.median(walls),
+        statistics.median(cpus),
+        statistics.median(w for w, _ in per_call),
+        statistics.median(n for _, n in per_call),
+    )
 
 
 def main():
@@ -136,8 +141,10 @@ def main():
             ("search_jobs(function=sample.fail)", lambda: queues.search_jobs(function="tests.jobs.sample.fail")),
             (f"search_jobs(text={rare!r})", lambda: queues.search_jobs(text=rare)),
             (f"search_jobs(text={old!r}): a full scan of 5,000, no match", lambda: queues.search_jobs(text=old)),
-            ("search_jobs(queue=default, state=failed): 0 of them", lambda: queues.search_jobs(queue="default",
-                                                                                              state="failed")),
+            (
+                "search_jobs(queue=default, state=failed): 0 of them",
+                lambda: queues.search_jobs(queue="default", state="failed"),
+            ),
             (f"panel /admin/queues/search/?q={rare}", lambda: client.get(f"/admin/queues/search/?q={rare}")),
             ("panel /admin/queues/search/?queue=default", lambda: client.get("/admin/queues/search/?queue=default")),
             (f"API GET /jobs/?q={old} (staff)", lambda: api.get(f"/jobs/?q={old}")),
@@ -153,9 +160,11 @@ def main():
                 found = f"{len(result.hits)} hits, scanned {result.scanned:,} of {result.total:,}"
             print(f"| {label} | {median:.0f} | {worst:.0f} | {trips} | {found} |")
         wall, cpu, with_index, without = enqueue_cost()
-        print(f"\nqueues.enqueue with the index: {with_index * 1e6:.0f} us, without: {without * 1e6:.0f} us; "
-              f"median ratio {wall:.3f} wall ({(wall - 1) * 100:+.1f} %), {cpu:.3f} CPU of this process "
-              f"({(cpu - 1) * 100:+.1f} %)")
+        print(
+            f"\nqueues.enqueue with the index: {with_index * 1e6:.0f} us, without: {without * 1e6:.0f} us; "
+            f"median ratio {wall:.3f} wall ({(wall - 1) * 100:+.1f} %), {cpu:.3f} CPU of this process "
+            f"({(cpu - 1) * 100:+.1f} %)"
+        )
     finally:
         server.stop()
 

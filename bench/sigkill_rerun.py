@@ -13,6 +13,7 @@ worker running it (found from the work horse's parent pid), and measures, from t
 
 The killed worker is replaced before the next round. Nothing here touches the session's Redis.
 """
+
 import argparse
 import json
 import os
@@ -38,13 +39,20 @@ def main():
 
     workdir = Path(tempfile.mkdtemp(prefix="optima-bench-"))
     server = RedisServer().start()
-    env = dict(os.environ, REDIS_URL=server.url, QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
-               DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}", PYTHONUNBUFFERED="1", OPTIMA_ENV="test",
-               QUEUE_JOB_MODULES="tests.jobs")  # the job is tests.jobs.resilience.logged_sleep, a declared job
+    env = dict(
+        os.environ,
+        REDIS_URL=server.url,
+        QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+        DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}",
+        PYTHONUNBUFFERED="1",
+        OPTIMA_ENV="test",
+        QUEUE_JOB_MODULES="tests.jobs",
+    )  # the job is tests.jobs.resilience.logged_sleep, a declared job
     env.pop("CACHE_REDIS_URL", None)
     env.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # queues.enqueue signs; unsigned jobs must not run
-    os.environ.update({k: env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV",
-                                           "QUEUE_JOB_MODULES")})
+    os.environ.update(
+        {k: env[k] for k in ("REDIS_URL", "QUEUE_PREFIX", "DATABASE_URL", "OPTIMA_ENV", "QUEUE_JOB_MODULES")}
+    )
     os.environ.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "optima_site.settings")
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
@@ -53,16 +61,21 @@ def main():
 
     django.setup()
     import queues
-    from queues.connection.clients import get_connection
     from queues.catalog.lookup import OptimaJob
+    from queues.connection.clients import get_connection
 
     connection = get_connection()
     workers = []
 
     def start_worker():
         log = open(workdir / f"worker-{len(workers)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "manage.py", "rqworker", "default"], cwd=ROOT, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "rqworker", "default"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         workers.append(proc)
         return proc
 
@@ -107,8 +120,11 @@ def main():
             detected_at = wait(left_started)
             second = wait(lambda: [r for r in records(log) if r["event"] == "start"][1:])[0]
             results.append((second["at"] - killed_at, detected_at - killed_at))
-            print(f"round {round_no}: rerun {second['at'] - killed_at:5.1f} s after SIGKILL "
-                  f"(detected after {detected_at - killed_at:4.1f} s)", flush=True)
+            print(
+                f"round {round_no}: rerun {second['at'] - killed_at:5.1f} s after SIGKILL "
+                f"(detected after {detected_at - killed_at:4.1f} s)",
+                flush=True,
+            )
             live.remove(victim)
             live.append(start_worker())
             wait(lambda: [r for r in records(log) if r["event"] == "end"])
@@ -126,10 +142,14 @@ def main():
 
     reruns = [r for r, _ in results]
     detections = [d for _, d in results]
-    print(f"\nSIGKILL -> job running again, {len(reruns)} rounds: min {min(reruns):.1f} s, "
-          f"median {statistics.median(reruns):.1f} s, max {max(reruns):.1f} s")
-    print(f"SIGKILL -> abandoned job detected: min {min(detections):.1f} s, "
-          f"median {statistics.median(detections):.1f} s, max {max(detections):.1f} s")
+    print(
+        f"\nSIGKILL -> job running again, {len(reruns)} rounds: min {min(reruns):.1f} s, "
+        f"median {statistics.median(reruns):.1f} s, max {max(reruns):.1f} s"
+    )
+    print(
+        f"SIGKILL -> abandoned job detected: min {min(detections):.1f} s, "
+        f"median {statistics.median(detections):.1f} s, max {max(detections):.1f} s"
+    )
 
 
 if __name__ == "__main__":

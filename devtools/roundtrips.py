@@ -5,6 +5,7 @@ process that installs it with the same file, and of their forked children and th
 worker, its work horses, its scheduler and its liveness thread): each send appends one byte to
 the file, with ``O_APPEND`` (atomic between processes, no lock), so the count is the file's size.
 """
+
 import os
 
 

@@ -17,6 +17,7 @@ Access (``features/permissions.py``): session or token authentication, except in
 (``OPTIMA_ENV=dev``, read per request). Owners (``features/sellers/owners.py``): a job records who
 enqueued it, and its status answers that owner and staff with the queue panel's view permission.
 """
+
 import logging
 import re
 
@@ -82,27 +83,30 @@ class HeldBySerializer(serializers.Serializer):
     concurrency = serializers.IntegerField(help_text="jobs of the key that may be queued or running at once")
     in_use = serializers.IntegerField(help_text="jobs of the key queued or running now")
     held = serializers.IntegerField(help_text="jobs of the key held now")
-    ahead = serializers.IntegerField(allow_null=True, help_text="held jobs of the key before this one (null: "
-                                                                "not held)")
+    ahead = serializers.IntegerField(allow_null=True, help_text="held jobs of the key before this one (null: not held)")
 
 
 class JobStatusSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     queue = serializers.CharField(allow_null=True)
-    state = serializers.CharField(help_text="outbox (accepted, not yet in Redis), queued, scheduled, held (waiting "
-                                            "for a slot of its limit key), started, finished, failed, stopped, "
-                                            "canceled")
+    state = serializers.CharField(
+        help_text="outbox (accepted, not yet in Redis), queued, scheduled, held (waiting "
+        "for a slot of its limit key), started, finished, failed, stopped, "
+        "canceled"
+    )
     attempt = serializers.IntegerField(allow_null=True)
     attempts_allowed = serializers.IntegerField(allow_null=True)
     progress = serializers.JSONField(allow_null=True)
     result = serializers.JSONField(allow_null=True)
     error = serializers.CharField(allow_null=True, help_text="last line of the last failure")
     dead_reason = serializers.CharField(
-        allow_null=True, help_text="why it is in the dead letter: exhausted, permanent, timeout, abandoned, stopped; "
-                                  "refused without running: not_a_job, unsigned, corrupt"
+        allow_null=True,
+        help_text="why it is in the dead letter: exhausted, permanent, timeout, abandoned, stopped; "
+        "refused without running: not_a_job, unsigned, corrupt",
     )
-    held_by = HeldBySerializer(allow_null=True, help_text="the job's limit key while it is held, queued or running; "
-                                                          "null without one")
+    held_by = HeldBySerializer(
+        allow_null=True, help_text="the job's limit key while it is held, queued or running; null without one"
+    )
     enqueued_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
@@ -122,8 +126,11 @@ ERROR_RESPONSES = {
 def enqueue_schema(request_serializer, summary, more_responses=None):  # more: e.g. the repricer's 409
     return extend_schema(
         request=request_serializer,
-        responses={202: OpenApiResponse(JobAcceptedSerializer, description="Enqueued."), **ERROR_RESPONSES,
-                   **(more_responses or {})},
+        responses={
+            202: OpenApiResponse(JobAcceptedSerializer, description="Enqueued."),
+            **ERROR_RESPONSES,
+            **(more_responses or {}),
+        },
         summary=summary,
     )
 
@@ -158,25 +165,38 @@ def database_unavailable(request, exc):
     """503 for a database that stays locked or unreachable past its timeout: the request's transaction
     rolled back, so nothing was enqueued and no row was written (the outbox row and the feature's row
     commit together or not at all)."""
-    logger.warning("%s %s: database unavailable (%s: %s): 503", request.method, request.path, type(exc).__name__,
-                   str(exc).splitlines()[0] if str(exc) else "")
-    return Response({"detail": "The database is busy or unavailable right now, so nothing was done. "
-                               "Try again in a few seconds."},
-                    status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+    logger.warning(
+        "%s %s: database unavailable (%s: %s): 503",
+        request.method,
+        request.path,
+        type(exc).__name__,
+        str(exc).splitlines()[0] if str(exc) else "",
+    )
+    return Response(
+        {"detail": "The database is busy or unavailable right now, so nothing was done. Try again in a few seconds."},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+    )
 
 
 def accepted(job, queue):
     url = reverse("features:job-status", args=[job.id])
     return Response(
-        {"job_id": job.id, "queue": queue, "status_url": url}, status=status.HTTP_202_ACCEPTED, headers={"Location": url}
+        {"job_id": job.id, "queue": queue, "status_url": url},
+        status=status.HTTP_202_ACCEPTED,
+        headers={"Location": url},
     )
 
 
 def body_error(detail):
     """400 in the validation shape, for a body that is not a JSON we can read at all."""
-    return Response({"detail": f"Invalid request body: {detail}",
-                     "errors": [{"field": "(body)", "value": None, "messages": [detail]}]},
-                    status=status.HTTP_400_BAD_REQUEST)
+    return Response(
+        {
+            "detail": f"Invalid request body: {detail}",
+            "errors": [{"field": "(body)", "value": None, "messages": [detail]}],
+        },
+        status=status.HTTP_400_BAD_REQUEST,
+    )
 
 
 class FeatureView(APIView):
@@ -189,8 +209,10 @@ class FeatureView(APIView):
             return body_error(str(exc.detail))
         if isinstance(exc, RequestDataTooBig):  # Django's would be an HTML 400
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-            return Response({"detail": f"The request body is larger than the limit of {limit} bytes.",
-                             "limit_bytes": limit}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            return Response(
+                {"detail": f"The request body is larger than the limit of {limit} bytes.", "limit_bytes": limit},
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
         if isinstance(exc, SuspiciousOperation):  # too many form fields or files, and the like
             return body_error(f"{type(exc).__name__}: the request is not acceptable.")
         if isinstance(exc, (OperationalError, InterfaceError)):
@@ -233,8 +255,14 @@ class EnqueueView(FeatureView):
         # durable: accepted through the outbox even while Redis is down (202, not 503); a unique
         # enqueue still asks Redis first whether the same key's job is waiting (503 while it is down).
         options.setdefault("durable", True)
-        return queues.enqueue_call(queue, func, args, unique=owners.scoped(owner, unique) if unique else None,
-                                   meta=owners.job_meta(owner), **options)
+        return queues.enqueue_call(
+            queue,
+            func,
+            args,
+            unique=owners.scoped(owner, unique) if unique else None,
+            meta=owners.job_meta(owner),
+            **options,
+        )
 
     def post(self, request):
         data = request.data
@@ -264,25 +292,31 @@ class JobStatusView(FeatureView):
             200: JobStatusSerializer,
             401: ERROR_RESPONSES[401],
             403: ERROR_RESPONSES[403],
-            404: OpenApiResponse(DetailSerializer, description="No such job of yours (never existed, expired, or "
-                                                                 "another's)."),
+            404: OpenApiResponse(
+                DetailSerializer, description="No such job of yours (never existed, expired, or another's)."
+            ),
             503: OpenApiResponse(DetailSerializer, description="The queues are unavailable."),
         },
     )
     def get(self, request, job_id):
         if not JOB_ID_RE.fullmatch(job_id):
-            return Response({"detail": f"No job {shown(job_id, 60)!r}: job ids are letters, digits, '-' and '_'."},
-                            status=status.HTTP_404_NOT_FOUND)
+            return Response(
+                {"detail": f"No job {shown(job_id, 60)!r}: job ids are letters, digits, '-' and '_'."},
+                status=status.HTTP_404_NOT_FOUND,
+            )
         try:
             payload = self.status_of(request, job_id)
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job status unavailable: %s: %s", type(exc).__name__, exc)
-            return Response({"detail": "The job queue is unavailable right now. Try again in a few seconds."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+            return Response(
+                {"detail": "The job queue is unavailable right now. Try again in a few seconds."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+            )
         if payload is None:
-            return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
-                            status=status.HTTP_404_NOT_FOUND)
+            return Response(
+                {"detail": f"No job {job_id!r} (never enqueued, or expired)."}, status=status.HTTP_404_NOT_FOUND
+            )
         return Response(JobStatusSerializer(payload).data)
 
     @extend_schema(
@@ -292,8 +326,11 @@ class JobStatusView(FeatureView):
             401: ERROR_RESPONSES[401],
             403: ERROR_RESPONSES[403],
             404: OpenApiResponse(DetailSerializer, description="No such job of yours (as for GET)."),
-            409: OpenApiResponse(JobConflictSerializer, description="Not canceled: the job is already running "
-                                 "(stop it instead), has ended, or is due and being moved to its queue (try again)."),
+            409: OpenApiResponse(
+                JobConflictSerializer,
+                description="Not canceled: the job is already running "
+                "(stop it instead), has ended, or is due and being moved to its queue (try again).",
+            ),
             503: OpenApiResponse(DetailSerializer, description="The queues are unavailable; nothing was done."),
         },
     )
@@ -313,18 +350,30 @@ class JobStatusView(FeatureView):
             canceled = queues.cancel(job_id, request=request, reason=f"DELETE /jobs/{job_id}/ by {who}")
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job cancel unavailable: %s: %s", type(exc).__name__, exc)
-            return Response({"detail": "The job queue is unavailable right now, so nothing was canceled. "
-                                       "Try again in a few seconds."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+            return Response(
+                {
+                    "detail": "The job queue is unavailable right now, so nothing was canceled. "
+                    "Try again in a few seconds."
+                },
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+            )
         if canceled.outcome == "gone":
             return self.not_found(job_id)
         if canceled.outcome == "busy":  # in the outbox, being written to Redis right now
-            return Response({"detail": "Not canceled: the job is being written to the queue right now; try again in "
-                                       "a few seconds.", "state": "outbox"}, status=status.HTTP_409_CONFLICT)
+            return Response(
+                {
+                    "detail": "Not canceled: the job is being written to the queue right now; try again in "
+                    "a few seconds.",
+                    "state": "outbox",
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
         if not canceled.ok:
-            return Response({"detail": f"Not canceled: {canceled.detail}.", "state": canceled.state},
-                            status=status.HTTP_409_CONFLICT)
+            return Response(
+                {"detail": f"Not canceled: {canceled.detail}.", "state": canceled.state},
+                status=status.HTTP_409_CONFLICT,
+            )
         if state.state == "outbox":  # its row is gone: it never reached Redis
             return Response(JobStatusSerializer(public_state(state.but(state="canceled"))).data)
         return self.get(request, job_id)
@@ -337,14 +386,17 @@ class JobStatusView(FeatureView):
             return self.not_found(job_id), None
         is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
         if not (is_owner or _may_act_on_queues(request.user)):
-            return Response({"detail": "Only the job's owner, or an operator who may act in the queue panel, "
-                                       "can cancel it."}, status=status.HTTP_403_FORBIDDEN), None
+            return Response(
+                {"detail": "Only the job's owner, or an operator who may act in the queue panel, can cancel it."},
+                status=status.HTTP_403_FORBIDDEN,
+            ), None
         return None, f"its owner {owner.key}" if is_owner else "an operator"
 
     @staticmethod
     def not_found(job_id):
-        return Response({"detail": f"No job {job_id!r} (never enqueued, or expired)."},
-                        status=status.HTTP_404_NOT_FOUND)
+        return Response(
+            {"detail": f"No job {job_id!r} (never enqueued, or expired)."}, status=status.HTTP_404_NOT_FOUND
+        )
 
     @staticmethod
     def status_of(request, job_id):
@@ -364,8 +416,10 @@ class JobStatusView(FeatureView):
 class JobSearchResultSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     queue = serializers.CharField()
-    state = serializers.CharField(help_text="rq's status: queued, scheduled, started, finished, failed, stopped, "
-                                            "canceled, deferred (corrupt: a job Redis holds but cannot be read)")
+    state = serializers.CharField(
+        help_text="rq's status: queued, scheduled, started, finished, failed, stopped, "
+        "canceled, deferred (corrupt: a job Redis holds but cannot be read)"
+    )
     function = serializers.CharField(allow_null=True, help_text="the job's dotted function path")
     enqueued_at = serializers.CharField(allow_null=True, help_text="ISO 8601, UTC")
     status_url = serializers.CharField(help_text="GET it for the job's state, progress and result")
@@ -373,14 +427,19 @@ class JobSearchResultSerializer(serializers.Serializer):
 
 class JobSearchPageSerializer(serializers.Serializer):
     results = JobSearchResultSerializer(many=True)
-    total = serializers.IntegerField(help_text="jobs in the list the search read (your jobs, a function's, a "
-                                               "queue's, or a queue's jobs in one state), before the other criteria")
+    total = serializers.IntegerField(
+        help_text="jobs in the list the search read (your jobs, a function's, a "
+        "queue's, or a queue's jobs in one state), before the other criteria"
+    )
     scanned = serializers.IntegerField(help_text="jobs of that list this page read")
-    exact = serializers.BooleanField(help_text="true: every criterion was answered by the list itself, pages are "
-                                               "complete; false: the others were checked on at most 5,000 jobs per "
-                                               "page, and a page may hold fewer results than page_size")
-    next = serializers.CharField(allow_null=True, help_text="the next page's URL (continues the scan); null: "
-                                                            "nothing more")
+    exact = serializers.BooleanField(
+        help_text="true: every criterion was answered by the list itself, pages are "
+        "complete; false: the others were checked on at most 5,000 jobs per "
+        "page, and a page may hold fewer results than page_size"
+    )
+    next = serializers.CharField(
+        allow_null=True, help_text="the next page's URL (continues the scan); null: nothing more"
+    )
 
 
 class _DeclaredQueues:
@@ -401,14 +460,24 @@ def search_parameters():
         OpenApiParameter("function", str, description="the job's dotted function path, exactly"),
         OpenApiParameter("queue", str, enum=_DeclaredQueues(), description="a declared queue"),
         OpenApiParameter("state", str, enum=list(queues.SEARCH_STATES)),
-        OpenApiParameter("q", {"type": "string", "maxLength": queues.SEARCH_TEXT_CHARS},
-                         description="text in the job id or its arguments (case-insensitive)"),
-        OpenApiParameter("page", {"type": "integer", "minimum": 1},
-                         description="1-based page (with page_size); the `next` URL continues a scan"),
-        OpenApiParameter("page_size", {"type": "integer", "minimum": 1, "maximum": queues.SEARCH_MAX_PAGE_SIZE},
-                         description="results per page (25)"),
-        OpenApiParameter("start", {"type": "integer", "minimum": 0},
-                         description="where the scan starts in the list (from `next`)"),
+        OpenApiParameter(
+            "q",
+            {"type": "string", "maxLength": queues.SEARCH_TEXT_CHARS},
+            description="text in the job id or its arguments (case-insensitive)",
+        ),
+        OpenApiParameter(
+            "page",
+            {"type": "integer", "minimum": 1},
+            description="1-based page (with page_size); the `next` URL continues a scan",
+        ),
+        OpenApiParameter(
+            "page_size",
+            {"type": "integer", "minimum": 1, "maximum": queues.SEARCH_MAX_PAGE_SIZE},
+            description="results per page (25)",
+        ),
+        OpenApiParameter(
+            "start", {"type": "integer", "minimum": 0}, description="where the scan starts in the list (from `next`)"
+        ),
     ]
 
 
@@ -421,14 +490,22 @@ class JobListView(FeatureView):
         operation_id="jobs_list",  # not drf-spectacular's "jobs_retrieve", GET /jobs/<id>/'s (its W001)
         summary="Your live jobs, newest first: by function, queue, state, or a text in their id or arguments",
         parameters=search_parameters(),
-        responses={200: JobSearchPageSerializer, 400: ERROR_RESPONSES[400], 401: ERROR_RESPONSES[401],
-                   403: ERROR_RESPONSES[403],
-                   503: OpenApiResponse(DetailSerializer, description="The queues are unavailable.")},
+        responses={
+            200: JobSearchPageSerializer,
+            400: ERROR_RESPONSES[400],
+            401: ERROR_RESPONSES[401],
+            403: ERROR_RESPONSES[403],
+            503: OpenApiResponse(DetailSerializer, description="The queues are unavailable."),
+        },
     )
     def get(self, request):
         params = request.query_params
-        criteria = {"function": params.get("function") or None, "queue": params.get("queue") or None,
-                    "state": params.get("state") or None, "text": params.get("q") or None}
+        criteria = {
+            "function": params.get("function") or None,
+            "queue": params.get("queue") or None,
+            "state": params.get("state") or None,
+            "text": params.get("q") or None,
+        }
         numbers, errors = {}, []
         for name in ("queue", "state"):  # given empty: a client's bug (leave it out for any)
             if params.get(name) == "":
@@ -452,8 +529,9 @@ class JobListView(FeatureView):
         if not owners.can_read_all_jobs(request):
             caller = owners.owner_of(request)
             if caller is None:  # the permission refuses such a caller first; never list every job
-                return Response({"detail": "Authentication credentials were not provided."},
-                                status=status.HTTP_401_UNAUTHORIZED)
+                return Response(
+                    {"detail": "Authentication credentials were not provided."}, status=status.HTTP_401_UNAUTHORIZED
+                )
             owner = caller.key
         try:
             found = queues.search_jobs(**criteria, owner=owner, start=start, page_size=size)
@@ -461,14 +539,21 @@ class JobListView(FeatureView):
             field = next((n for n in ("state", "page_size", "start", "queue") if str(exc).startswith(n)), "q")
             if isinstance(exc, queues.UnknownQueue):
                 field = "queue"
-            value = {"q": criteria["text"], "queue": criteria["queue"], "state": criteria["state"],
-                     "page_size": size, "start": start}.get(field)
+            value = {
+                "q": criteria["text"],
+                "queue": criteria["queue"],
+                "state": criteria["state"],
+                "page_size": size,
+                "start": start,
+            }.get(field)
             return self.bad_search([{"field": field, "value": shown(value), "messages": [str(exc).strip('"')]}])
         except (redis.RedisError, queues.QueueUnavailable) as exc:
             logger.warning("job search unavailable: %s: %s", type(exc).__name__, exc)
-            return Response({"detail": "The job queue is unavailable right now. Try again in a few seconds."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)})
+            return Response(
+                {"detail": "The job queue is unavailable right now. Try again in a few seconds."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+            )
         next_url = None
         if found.next_start is not None:
             query = request.query_params.copy()
@@ -476,16 +561,35 @@ class JobListView(FeatureView):
             query["start"] = str(found.next_start)
             query["page_size"] = str(size)
             next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
-        results = [{"job_id": hit.job_id, "queue": hit.queue, "state": hit.state, "function": hit.function,
-                    "enqueued_at": hit.enqueued_at, "status_url": reverse("features:job-status", args=[hit.job_id])}
-                   for hit in found.hits if JOB_ID_RE.fullmatch(hit.job_id)]
-        return Response(JobSearchPageSerializer({"results": results, "total": found.total, "scanned": found.scanned,
-                                                 "exact": found.exact, "next": next_url}).data)
+        results = [
+            {
+                "job_id": hit.job_id,
+                "queue": hit.queue,
+                "state": hit.state,
+                "function": hit.function,
+                "enqueued_at": hit.enqueued_at,
+                "status_url": reverse("features:job-status", args=[hit.job_id]),
+            }
+            for hit in found.hits
+            if JOB_ID_RE.fullmatch(hit.job_id)
+        ]
+        return Response(
+            JobSearchPageSerializer(
+                {
+                    "results": results,
+                    "total": found.total,
+                    "scanned": found.scanned,
+                    "exact": found.exact,
+                    "next": next_url,
+                }
+            ).data
+        )
 
     @staticmethod
     def bad_search(errors):
-        detail = "Invalid search: " + "; ".join(f"{e['field']}={e['value']!r}: {' '.join(e['messages'])}"
-                                                for e in errors)
+        detail = "Invalid search: " + "; ".join(
+            f"{e['field']}={e['value']!r}: {' '.join(e['messages'])}" for e in errors
+        )
         return Response({"detail": detail, "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
 
 
@@ -513,6 +617,14 @@ def _resolves(path):
     return match.func is not unknown_endpoint
 
 
-__all__ = ["EnqueueView", "FeatureView", "JobListView", "JobStatusView", "enqueue_schema", "MoneyField",
-           "StrictCharField",
-           "StrictIntegerField", "StrictRegexField"]
+__all__ = [
+    "EnqueueView",
+    "FeatureView",
+    "JobListView",
+    "JobStatusView",
+    "enqueue_schema",
+    "MoneyField",
+    "StrictCharField",
+    "StrictIntegerField",
+    "StrictRegexField",
+]

@@ -4,6 +4,7 @@ Each value comes from ``django.conf.settings`` when set there, else from the env
 of the same name, else the default below (so a worker started with ``MARKETPLACE_READ_TIMEOUT=1``
 needs no settings change). docs/api.md lists them.
 """
+
 import os
 
 from django.conf import settings

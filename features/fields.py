@@ -4,6 +4,7 @@ DRF coerces by default ("12" -> 12, 0 -> "0"); the API promises JSON types in it
 value of another JSON type is refused with a message that names the type it got. Re-exported by
 ``features.api`` (``from features.api import StrictIntegerField``).
 """
+
 import re
 
 from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
@@ -41,8 +42,9 @@ class StrictCharField(_StrictJsonType, serializers.CharField):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
-        self.validators.append(RegexValidator(r"^[^\x00]*$", "Null characters are not allowed.",
-                                              code="null_characters_not_allowed"))
+        self.validators.append(
+            RegexValidator(r"^[^\x00]*$", "Null characters are not allowed.", code="null_characters_not_allowed")
+        )
 
 
 class StrictRegexField(_StrictJsonType, serializers.RegexField):

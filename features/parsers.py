@@ -5,6 +5,7 @@ float (``1e400`` parses as ``inf``, which no JSON answer can echo), a lone surro
 is not Unicode: the database and the UTF-8 answer refuse it), nesting deep enough to exhaust the
 recursion limit (``RecursionError`` is not a ``ValueError``). Each is refused here with a message naming what was wrong.
 """
+
 import json
 import math
 
@@ -59,8 +60,9 @@ class SafeJSONParser(JSONParser):
         try:
             text = stream.read().decode(charset)
         except UnicodeDecodeError as exc:
-            raise ParseError(f"JSON parse error - the body is not valid {charset}: {exc.reason} at byte {exc.start}."
-                             ) from None
+            raise ParseError(
+                f"JSON parse error - the body is not valid {charset}: {exc.reason} at byte {exc.start}."
+            ) from None
         try:
             data = json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
         except RecursionError:

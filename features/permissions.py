@@ -1,4 +1,5 @@
 """Access to the feature API (kept apart from ``features.api``: DRF imports it while loading itself)."""
+
 from django.conf import settings
 from rest_framework.permissions import BasePermission
 

@@ -5,6 +5,7 @@
 ``GET /jobs/<id>/`` shows it: the exception's class name and its message with URLs, network
 addresses and secrets masked (operators read the full text in the dead-letter admin).
 """
+
 import math
 import re
 import reprlib
@@ -39,10 +40,14 @@ def shown(value, limit=LIMIT):
 
 
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-_ADDRESS = re.compile(r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::\d{1,5})?\b"
-                      r"|\[[0-9A-Fa-f:]+\](?::\d{1,5})?")
-_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|authorization)(['\"]?\s*[=:]\s*)"
-                     r"(?:bearer\s+|basic\s+)?['\"]?[^\s'\",;]+")
+_ADDRESS = re.compile(
+    r"\b(?:\d{1,3}(?:\.\d{1,3}){3}|localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::\d{1,5})?\b"
+    r"|\[[0-9A-Fa-f:]+\](?::\d{1,5})?"
+)
+_SECRET = re.compile(
+    r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|authorization)(['\"]?\s*[=:]\s*)"
+    r"(?:bearer\s+|basic\s+)?['\"]?[^\s'\",;]+"
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$", re.S)
 

@@ -1,5 +1,6 @@
 """The feature API: POST endpoints that enqueue, job status, the OpenAPI schema and its pages (Swagger UI at
 ``api/docs/``, Redoc at ``api/redoc/``) (docs/api.md)."""
+
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
@@ -20,10 +21,16 @@ urlpatterns = [
     # The schema is documentation, with nothing secret in it: public, like the Swagger page it feeds.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The schema rendered for people (Swagger UI, Redoc), its assets served locally (drf-spectacular-sidecar).
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="features:schema", permission_classes=[AllowAny]),
-         name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="features:schema", permission_classes=[AllowAny]),
-         name="api-redoc"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="features:schema", permission_classes=[AllowAny]),
+        name="api-docs",
+    ),
+    path(
+        "api/redoc/",
+        SpectacularRedocView.as_view(url_name="features:schema", permission_classes=[AllowAny]),
+        name="api-redoc",
+    ),
     # Last: any other path of the API answers a JSON 404 (docs/api.md: every 4xx is JSON).
     re_path(r"^(?:features|jobs)(?:/.*)?$", unknown_endpoint),
 ]

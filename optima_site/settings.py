@@ -8,6 +8,7 @@ Safe by default: with ``OPTIMA_ENV`` unset the site runs as ``prod`` (DEBUG off,
 closed, HTTPS only, ``SECRET_KEY`` and ``ALLOWED_HOSTS`` required). ``python3 dev.py run`` sets
 ``OPTIMA_ENV=dev`` for its processes and the test suite sets ``test``.
 """
+
 import os
 from pathlib import Path
 
@@ -69,8 +70,7 @@ def _proxy_ssl_header(value):
 DEBUG = not PRODUCTION_LIKE and os.environ.get("DEBUG", "1") != "0"
 
 if PRODUCTION_LIKE:
-    _why = (f"OPTIMA_ENV={OPTIMA_ENV}" if os.environ.get("OPTIMA_ENV")
-            else "OPTIMA_ENV is unset, which means prod")
+    _why = f"OPTIMA_ENV={OPTIMA_ENV}" if os.environ.get("OPTIMA_ENV") else "OPTIMA_ENV is unset, which means prod"
     _missing = []
     SECRET_KEY = os.environ.get("SECRET_KEY", "")
     if not SECRET_KEY:
@@ -126,10 +126,10 @@ CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", QUEUES_REDIS_URL)
 QUEUES_REDIS_SENTINELS = os.environ.get("REDIS_SENTINELS", "")
 QUEUES_REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER", "")
 _cache_follows_queues = "CACHE_REDIS_URL" not in os.environ
-CACHE_REDIS_SENTINELS = os.environ.get(
-    "CACHE_REDIS_SENTINELS", QUEUES_REDIS_SENTINELS if _cache_follows_queues else "")
+CACHE_REDIS_SENTINELS = os.environ.get("CACHE_REDIS_SENTINELS", QUEUES_REDIS_SENTINELS if _cache_follows_queues else "")
 CACHE_REDIS_SENTINEL_MASTER = os.environ.get(
-    "CACHE_REDIS_SENTINEL_MASTER", QUEUES_REDIS_SENTINEL_MASTER if _cache_follows_queues else "")
+    "CACHE_REDIS_SENTINEL_MASTER", QUEUES_REDIS_SENTINEL_MASTER if _cache_follows_queues else ""
+)
 # Every enqueue waits (WAIT) for this many replicas, at most this many milliseconds; 0: no wait.
 QUEUES_REDIS_WAIT_REPLICAS = os.environ.get("REDIS_WAIT_REPLICAS", "0")
 QUEUES_REDIS_WAIT_TIMEOUT_MS = os.environ.get("REDIS_WAIT_TIMEOUT_MS", "1000")
@@ -208,8 +208,10 @@ MIDDLEWARE = [
 
 if PRODUCTION_LIKE:
     # DEBUG is off: static files (admin, panel) come from STATIC_ROOT (manage.py collectstatic).
-    MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-                      "whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+    )
 
 ROOT_URLCONF = "optima_site.urls"
 
@@ -243,11 +245,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # readers go on while one writes; IMMEDIATE takes the write lock when a transaction begins, so a
     # transaction waits up to `timeout` seconds for it instead of failing at once ("database is locked")
     # when a deferred one would have to upgrade its read lock; synchronous=NORMAL is WAL's safe default.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "timeout": _env_int("SQLITE_BUSY_TIMEOUT", 20),
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    })
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": _env_int("SQLITE_BUSY_TIMEOUT", 20),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 
 CACHES = {
     "default": {
@@ -285,15 +289,18 @@ QUEUES_LOG_FORMAT = os.environ.get("OPTIMA_LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-                   "json": {"()": "queues.logs.formats.JsonFormatter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "queues.logs.formats.JsonFormatter"},
+    },
     # Control characters in what a request puts into a log line are escaped, so a request cannot
     # forge a line: the queues app's own loggers do it themselves (queues/logsafe.py), the worker
     # processes escape every queues.* and rq.* record (logsafe.install); these are Django's request
     # loggers.
     "filters": {"escape": {"()": "queues.logsafe.EscapeControlCharacters"}},
-    "handlers": {"console": {"class": "logging.StreamHandler",
-                             "formatter": "json" if QUEUES_LOG_FORMAT == "json" else "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if QUEUES_LOG_FORMAT == "json" else "plain"}
+    },
     "loggers": {
         **{name: {"filters": ["escape"]} for name in ("django.request", "django.security")},
         # runserver's request lines: Django's own handler for them is replaced here (a logger configured

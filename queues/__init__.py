@@ -19,6 +19,7 @@ live jobs newest first, ``InvalidSearch`` for a bad criterion; ``SEARCH_STATES``
 The functions are imported lazily so that ``import queues`` never imports rq before settings
 have exported the key prefix.
 """
+
 from queues.catalog.jobs import ENQUEUE_OPTIONS, job
 from queues.exceptions import (
     InvalidJob,

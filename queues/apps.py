@@ -8,6 +8,7 @@ export anything before its imports. Child processes (work horses, subprocesses) 
 If rq was imported earlier, it is too late to change its prefix: nothing is written, and check queues.E006
 says how to fix the order when the prefixes differ.
 """
+
 import os
 import sys
 

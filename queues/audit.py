@@ -10,6 +10,7 @@ leaves its ``error`` row behind.
 The log line of each row goes through ``queues.logsafe``: queue names, job ids, identities and
 details come from requests, and their control characters are escaped (no forged lines).
 """
+
 from django.db import transaction
 
 from queues import conf
@@ -50,10 +51,23 @@ def record(request_or_identity, action, queue="", job_ids=(), outcome="ok", deta
         job_ids = job_ids[:MAX_JOB_IDS]
     with transaction.atomic():
         entry = AuditEntry.objects.create(
-            user=user, identity=identity[:200], action=action, queue=queue or "", job_ids=job_ids,
-            outcome=outcome, detail=detail, prefix=conf.prefix(),
+            user=user,
+            identity=identity[:200],
+            action=action,
+            queue=queue or "",
+            job_ids=job_ids,
+            outcome=outcome,
+            detail=detail,
+            prefix=conf.prefix(),
         )
     log = logger.warning if outcome != AuditEntry.Outcome.OK else logger.info
-    log("audit: %s %s queue=%s jobs=%s outcome=%s %s", identity, action, queue or "-",
-        ",".join(job_ids[:5]) + ("..." if len(job_ids) > 5 else ""), outcome, detail)
+    log(
+        "audit: %s %s queue=%s jobs=%s outcome=%s %s",
+        identity,
+        action,
+        queue or "-",
+        ",".join(job_ids[:5]) + ("..." if len(job_ids) > 5 else ""),
+        outcome,
+        detail,
+    )
     return entry

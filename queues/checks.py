@@ -5,6 +5,7 @@ broken configuration at first use, so the messages match. django-rq's wiring in 
 (``queues.connection.djangorq.validate_django_rq()``) is checked here only: a queue works without it.
 Each validator returns ``conf.Problem``s; ``conf.check_messages`` turns them into Django's messages.
 """
+
 from django.core.checks import Tags, register
 
 from queues.catalog import queues as declarations

@@ -8,6 +8,7 @@ with, so the messages match. docs/settings.md documents each value.
 
 A leaf module: it imports nothing else from ``queues``, so every other module may import it.
 """
+
 import difflib
 import functools
 import re
@@ -87,8 +88,9 @@ def check_messages(problems):
     same id, message and hint. Every system check of this app returns this."""
     from django.core import checks
 
-    return [(checks.Error if p.level == "error" else checks.Warning)(p.msg, hint=p.hint or None, id=p.id)
-            for p in problems]
+    return [
+        (checks.Error if p.level == "error" else checks.Warning)(p.msg, hint=p.hint or None, id=p.id) for p in problems
+    ]
 
 
 def raise_first_error(problems, *, see_check=True):
@@ -167,34 +169,64 @@ def _validate_job_option(where, key, value):
         return []
     if key in ("backoff", "backoff_max", "timeout"):
         if not _is_number(value) or value <= 0:
-            return [Problem("queues.E005", f"{label} must be a number of seconds > 0, got {value!r}.",
-                            f"Set {key} to a positive number of seconds, or remove it for the default.")]
+            return [
+                Problem(
+                    "queues.E005",
+                    f"{label} must be a number of seconds > 0, got {value!r}.",
+                    f"Set {key} to a positive number of seconds, or remove it for the default.",
+                )
+            ]
         return []
     if key == "jitter":
         if not _is_number(value) or not 0 <= value <= 1:
-            return [Problem("queues.E005", f"{label} must be a fraction between 0 and 1, got {value!r}.",
-                            "0 keeps the exact schedule; 0.2 adds up to 20% of each delay at random.")]
+            return [
+                Problem(
+                    "queues.E005",
+                    f"{label} must be a fraction between 0 and 1, got {value!r}.",
+                    "0 keeps the exact schedule; 0.2 adds up to 20% of each delay at random.",
+                )
+            ]
         return []
     if key in ("result_ttl", "failure_ttl"):
         if not isinstance(value, int) or isinstance(value, bool) or (value <= 0 and value != -1):
-            return [Problem("queues.E005", f"{label} must be a whole number of seconds > 0 or -1 (forever), got {value!r}.",
-                            f"Set {key} to e.g. 86400, or -1 to keep jobs until removed.")]
+            return [
+                Problem(
+                    "queues.E005",
+                    f"{label} must be a whole number of seconds > 0 or -1 (forever), got {value!r}.",
+                    f"Set {key} to e.g. 86400, or -1 to keep jobs until removed.",
+                )
+            ]
         return []
     if key == "completed_max":
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return [Problem("queues.E005", f"{label} must be an integer >= 0, got {value!r}.",
-                            "It is how many completed jobs a queue keeps; 1000 is the default.")]
+            return [
+                Problem(
+                    "queues.E005",
+                    f"{label} must be an integer >= 0, got {value!r}.",
+                    "It is how many completed jobs a queue keeps; 1000 is the default.",
+                )
+            ]
         return []
     if key == "limit_concurrency":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            return [Problem("queues.E059", f"{label} must be an integer >= 1 or None, got {value!r}.",
-                            "It is how many jobs sharing a limit_key may be queued or running at once "
-                            "(e.g. 2); None leaves it to each enqueue's limit_concurrency.")]
+            return [
+                Problem(
+                    "queues.E059",
+                    f"{label} must be an integer >= 1 or None, got {value!r}.",
+                    "It is how many jobs sharing a limit_key may be queued or running at once "
+                    "(e.g. 2); None leaves it to each enqueue's limit_concurrency.",
+                )
+            ]
         return []
     if key == "non_retryable":
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
-            return [Problem("queues.E005", f"{label} must be a list of dotted exception class paths, got {value!r}.",
-                            "E.g. ['myapp.errors.BadInput'].")]
+            return [
+                Problem(
+                    "queues.E005",
+                    f"{label} must be a list of dotted exception class paths, got {value!r}.",
+                    "E.g. ['myapp.errors.BadInput'].",
+                )
+            ]
         problems = []
         for path in value:
             try:
@@ -203,8 +235,13 @@ def _validate_job_option(where, key, value):
             except ImportError:
                 ok = False
             if not ok:
-                problems.append(Problem("queues.E007", f"{label} lists {path!r}, which is not an importable exception class.",
-                                        "Give the dotted path of an exception class, e.g. 'requests.HTTPError'."))
+                problems.append(
+                    Problem(
+                        "queues.E007",
+                        f"{label} lists {path!r}, which is not an importable exception class.",
+                        "Give the dotted path of an exception class, e.g. 'requests.HTTPError'.",
+                    )
+                )
         return problems
     return []
 
@@ -265,7 +302,7 @@ def queues_setting():
     return getattr(settings, "OPTIMA_QUEUES", {})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def options():
     """Infrastructure options: OPTION_DEFAULTS updated with settings.OPTIMA_QUEUES_OPTIONS."""
     merged = dict(OPTION_DEFAULTS)

@@ -12,6 +12,7 @@ The queues' Redis also fails when its ``maxmemory-policy`` is ``allkeys-*`` (``"
 "EvictionPolicy"``): it may delete waiting jobs (queues/connection/info.py, check queues.E070). The cache's
 Redis may evict: only its PING counts.
 """
+
 import hmac
 import time
 

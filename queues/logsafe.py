@@ -21,6 +21,7 @@ loggers created later.
 
 A leaf module: it imports nothing from ``queues``.
 """
+
 import logging
 import re
 import traceback
@@ -50,8 +51,10 @@ def escape(value):
 
 
 _TRACEBACK = "Traceback (most recent call last):"
-_CHAINED = ("During handling of the above exception, another exception occurred:",
-            "The above exception was the direct cause of the following exception:")
+_CHAINED = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(: |:?$)")  # "pkg.Error: message", as Python writes it
 
 

@@ -5,6 +5,7 @@
 ``AuditEntry`` records every operator action (see ``queues/audit.py``);
 ``OutboxEntry`` is a job accepted but not yet in Redis (see ``queues/producer/outbox.py``).
 """
+
 from django.conf import settings
 from django.db import models
 
@@ -80,8 +81,14 @@ class FailureGroup(models.Model):
     exc_type = models.CharField(max_length=300, blank=True)
     pattern = models.TextField(blank=True, help_text="the message with ids, numbers and URLs normalised away")
     example_message = models.TextField(blank=True)
-    example = models.ForeignKey(DeadLetter, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                help_text="the dead letter of the group's latest death")
+    example = models.ForeignKey(
+        DeadLetter,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="the dead letter of the group's latest death",
+    )
     count = models.PositiveIntegerField(default=0, help_text="deaths seen (never lowered by a retry or discard)")
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()

@@ -12,6 +12,7 @@ functions, or overrides a method ``MEMBERS`` lists. ``MEMBERS`` lists every one,
 - naming file and line when code elsewhere uses a private name those libraries define (it reads
   their installed source), or when this module uses one ``MEMBERS`` does not list.
 """
+
 import rq
 import rq_scheduler
 from rq.executions import Execution

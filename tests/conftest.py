@@ -1,4 +1,5 @@
 """Shared fixtures: the Redis of the session, clean prefix per test, real worker processes."""
+
 import os
 import signal
 import subprocess

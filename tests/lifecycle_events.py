@@ -1,5 +1,6 @@
 """A test-only app that records the queues.worker.signals signals a worker process sends, one JSON line
 each, into the file named by ``OPTIMA_TEST_EVENTS_FILE`` (installed by tests/lifecycle_settings.py)."""
+
 import json
 import os
 

@@ -7,6 +7,7 @@
   (``OPTIMA_TEST_ADMIN_REDIS_URL``) is kept for what needs more (scans of the whole keyspace,
   outage tests, clean-up).
 """
+
 import os
 import secrets
 import uuid
@@ -35,8 +36,16 @@ _admin = redis.Redis.from_url(ADMIN_URL)
 ACL_USER = PREFIX
 _password = secrets.token_hex(16)
 _admin.execute_command(
-    "ACL", "SETUSER", ACL_USER, "reset", "on", f">{_password}", f"~{PREFIX}:*", "resetchannels",
-    f"&{PREFIX}:*", "+@all",
+    "ACL",
+    "SETUSER",
+    ACL_USER,
+    "reset",
+    "on",
+    f">{_password}",
+    f"~{PREFIX}:*",
+    "resetchannels",
+    f"&{PREFIX}:*",
+    "+@all",
 )
 _parts = redis.connection.parse_url(ADMIN_URL)
 _host = _parts.get("host", "127.0.0.1")

@@ -4,6 +4,7 @@ Asserts that it completes and prints a row with a rate per system and workload; 
 
 It starts its own redis-server and SQLite database, so CI's PostgreSQL pass skips it (marker ``harness``, as
 the poison harness: the SQLite pass only)."""
+
 import re
 import subprocess
 import sys
@@ -19,12 +20,33 @@ SYSTEMS = {"ours-nofork": "ours: rqworker --no-fork", "rq-simple": "rq: SimpleWo
 
 def test_peers_smoke_run_prints_a_row_per_system_and_workload():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "peers.py"), "--systems", ",".join(SYSTEMS), "--jobs-a", "100",
-         "--jobs-b", "20", "--jobs-b-serial", "10", "--latency-jobs", "3", "--stall", "20"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "peers.py"),
+            "--systems",
+            ",".join(SYSTEMS),
+            "--jobs-a",
+            "100",
+            "--jobs-b",
+            "20",
+            "--jobs-b-serial",
+            "10",
+            "--latency-jobs",
+            "3",
+            "--stall",
+            "20",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for workload, jobs in (("A", 100), ("B", 10)):
         for label in SYSTEMS.values():
-            row = re.compile(rf"^\| {workload} \| {re.escape(label)} \| {jobs} \| [\d,]+ \| [\d.]+ ms \| [\d.]+ ms "
-                             rf"\| [\d.]+ \| \d+ MiB \| [\d.]+ \|$", re.M)
+            row = re.compile(
+                rf"^\| {workload} \| {re.escape(label)} \| {jobs} \| [\d,]+ \| [\d.]+ ms \| [\d.]+ ms "
+                rf"\| [\d.]+ \| \d+ MiB \| [\d.]+ \|$",
+                re.M,
+            )
             assert len(row.findall(out.stdout)) == 1, f"no row for {workload} {label}:\n{out.stdout}"

@@ -1,4 +1,5 @@
 """dev.py and the processes of its Procfile, run for real: signals to dev.py's own pid, the scheduler's log."""
+
 import json
 import os
 import re
@@ -6,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -20,9 +20,18 @@ from tests.conftest import wait_for
 ROOT = Path(__file__).resolve().parents[1]
 
 # What the test session put into the environment for itself; `dev.py run` must start from a clean one.
-SESSION_VARS = ("REDIS_URL", "CACHE_REDIS_URL", "QUEUE_PREFIX", "RQ_KEY_PREFIX", "QUEUE_JOB_MODULES",
-                "OPTIMA_ENV", "OPTIMA_TEST_ADMIN_REDIS_URL", "OPTIMA_TEST_PREFIX", "MARKETPLACE_URL",
-                "DJANGO_ALLOW_ASYNC_UNSAFE")
+SESSION_VARS = (
+    "REDIS_URL",
+    "CACHE_REDIS_URL",
+    "QUEUE_PREFIX",
+    "RQ_KEY_PREFIX",
+    "QUEUE_JOB_MODULES",
+    "OPTIMA_ENV",
+    "OPTIMA_TEST_ADMIN_REDIS_URL",
+    "OPTIMA_TEST_PREFIX",
+    "MARKETPLACE_URL",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+)
 # One process per Procfile line, and the private Redis.
 EXPECTED = ("redis-server", "runserver", "rqworker", "rqscheduler", "features.marketplace.fake")
 
@@ -62,23 +71,43 @@ def cmdline(proc):
 def test_a_signal_to_dev_py_run_alone_stops_every_process_gracefully(sig, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in SESSION_VARS}
     web, marketplace = free_port(), free_port()
-    env.update(PORT=str(web), OPTIMA_REDIS_PORT=str(free_port()), MARKETPLACE_PORT=str(marketplace),
-               DATABASE_URL=f"sqlite:///{tmp_path / 'dev.sqlite3'}", PYTHONUNBUFFERED="1")
+    env.update(
+        PORT=str(web),
+        OPTIMA_REDIS_PORT=str(free_port()),
+        MARKETPLACE_PORT=str(marketplace),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'dev.sqlite3'}",
+        PYTHONUNBUFFERED="1",
+    )
     log = open(tmp_path / "dev.log", "wb")
     # A session of its own: the signal below is the only one it gets (no terminal's process group).
-    dev = subprocess.Popen([sys.executable, "dev.py", "run"], cwd=ROOT, env=env, stdout=log,
-                           stderr=subprocess.STDOUT, start_new_session=True)
+    dev = subprocess.Popen(
+        [sys.executable, "dev.py", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     tree = psutil.Process(dev.pid)
     started = []
     try:
         output = lambda: (tmp_path / "dev.log").read_text(errors="replace")  # noqa: E731
-        wait_for(lambda: dev.poll() is not None or answers(f"http://127.0.0.1:{web}/healthz") == 200,
-                 timeout=120, message="dev.py run to serve /healthz")
+        wait_for(
+            lambda: dev.poll() is not None or answers(f"http://127.0.0.1:{web}/healthz") == 200,
+            timeout=120,
+            message="dev.py run to serve /healthz",
+        )
         assert dev.poll() is None, output()
-        wait_for(lambda: answers(f"http://127.0.0.1:{marketplace}/_control/requests") == 200, timeout=60,
-                 message=f"the fake marketplace on MARKETPLACE_PORT={marketplace}")
-        wait_for(lambda: all(any(name in cmdline(p) for p in tree.children(recursive=True)) for name in EXPECTED),
-                 timeout=60, message=f"every process of dev.py run: {EXPECTED}")
+        wait_for(
+            lambda: answers(f"http://127.0.0.1:{marketplace}/_control/requests") == 200,
+            timeout=60,
+            message=f"the fake marketplace on MARKETPLACE_PORT={marketplace}",
+        )
+        wait_for(
+            lambda: all(any(name in cmdline(p) for p in tree.children(recursive=True)) for name in EXPECTED),
+            timeout=60,
+            message=f"every process of dev.py run: {EXPECTED}",
+        )
         started = tree.children(recursive=True)
 
         os.kill(dev.pid, sig)  # dev.py's pid only, not its group
@@ -98,9 +127,22 @@ def test_a_signal_to_dev_py_run_alone_stops_every_process_gracefully(sig, tmp_pa
 
 
 def test_dev_py_test_passes_its_arguments_to_pytest_and_lists_the_slowest_tests():
-    result = subprocess.run([sys.executable, "dev.py", "test", "-p", "no:cacheprovider", "tests/test_settings.py",
-                             "-k", "unset_optima_env_runs_as_prod"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "dev.py",
+            "test",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_settings.py",
+            "-k",
+            "unset_optima_env_runs_as_prod",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     assert re.search(r"\b1 passed, \d+ deselected\b", out), out  # -k reached pytest
@@ -127,8 +169,14 @@ def clean_env(**extra):
 
 def test_dev_py_manage_refuses_when_the_dev_stacks_redis_does_not_answer_naming_dev_py_run():
     port = free_port()  # nothing listens there
-    result = subprocess.run([sys.executable, "dev.py", "manage", "rqstats"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60, env=clean_env(OPTIMA_REDIS_PORT=str(port)))
+    result = subprocess.run(
+        [sys.executable, "dev.py", "manage", "rqstats"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(OPTIMA_REDIS_PORT=str(port)),
+    )
     assert result.returncode == 1
     assert f"nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py run`" in result.stderr
     assert "Start `python3 dev.py run` in another terminal first" in result.stderr
@@ -138,16 +186,35 @@ def test_dev_py_manage_runs_manage_py_against_the_dev_stacks_redis_and_prefix(tm
     from devtools.redis_server import redis_server_binary
 
     port = free_port()
-    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            redis_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: answers_redis(port), timeout=20, message="the redis-server to listen")
         import redis
 
         redis.Redis(port=port).rpush("optima:queue:default", "a", "b", "c")  # what `dev.py run` would hold
-        result = subprocess.run([sys.executable, "dev.py", "manage", "rqstats", "--json"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=120,
-                                env=clean_env(OPTIMA_REDIS_PORT=str(port)))
+        result = subprocess.run(
+            [sys.executable, "dev.py", "manage", "rqstats", "--json"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(OPTIMA_REDIS_PORT=str(port)),
+        )
     finally:
         server.terminate()
         server.wait(10)

@@ -10,6 +10,7 @@ The new project uses the session's Redis user and prefix (tests/session_env.py: 
 ``<prefix>:*`` only, and QUEUE_PREFIX allows no ':' for a sub-prefix); the autouse clean-up flushes the prefix
 after it. It has its own SQLite database, so CI's PostgreSQL pass skips it (marker ``install``).
 """
+
 import json
 import os
 import re
@@ -41,8 +42,18 @@ def always_fails(order_id):
 def doc_blocks():
     """{marker: code} of docs/install.md's marked blocks."""
     blocks = {m["marker"]: m["code"] for m in BLOCK.finditer(DOC.read_text())}
-    expected = {"pip", "append settings.py", "append urls.py", "commands", "shipping/jobs.py", "enqueue", "processes",
-                "append settings.py tasks", "append shipping/jobs.py task", "enqueue task"}
+    expected = {
+        "pip",
+        "append settings.py",
+        "append urls.py",
+        "commands",
+        "shipping/jobs.py",
+        "enqueue",
+        "processes",
+        "append settings.py tasks",
+        "append shipping/jobs.py task",
+        "enqueue task",
+    }
     assert set(blocks) == expected, "docs/install.md's install markers changed: update tests/test_install.py"
     return blocks
 
@@ -65,8 +76,24 @@ def build_wheel(tmp_path):
     src.mkdir()
     shutil.copy(ROOT / "pyproject.toml", src)
     shutil.copytree(ROOT / "queues", src / "queues", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(src),
-                    "-w", str(tmp_path / "dist")], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            str(src),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     [wheel] = (tmp_path / "dist").glob("*.whl")
     return wheel, {str(p.relative_to(src)) for p in (src / "queues").rglob("*") if p.is_file()}
 
@@ -81,11 +108,21 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     assert pip_line == ["pip", "install", wheel.name.split("-")[0].replace("_", "-")]  # the doc's name is the wheel's
 
     site, project = tmp_path / "site", tmp_path / "shop"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   cwd=tmp_path, check=True, capture_output=True, timeout=120)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": f"{site}{os.pathsep}{project}",
-           "REDIS_URL": os.environ["REDIS_URL"], "QUEUE_PREFIX": os.environ["QUEUE_PREFIX"],
-           "DJANGO_SUPERUSER_PASSWORD": "install-test-password"}
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": f"{site}{os.pathsep}{project}",
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "QUEUE_PREFIX": os.environ["QUEUE_PREFIX"],
+        "DJANGO_SUPERUSER_PASSWORD": "install-test-password",
+    }
 
     def run(*argv, cwd=project, timeout=60):
         argv = [sys.executable if word == "python" else word for word in argv]
@@ -96,17 +133,29 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     run("python", "-m", "django", "startproject", "shop", cwd=tmp_path)  # django-admin startproject shop
     run("python", "manage.py", "startapp", "shipping")
     with open(project / "shop" / "settings.py", "a") as settings:
-        settings.write("\n" + blocks["append settings.py"] + "\n" + blocks["append settings.py tasks"]
-                       + '\nINSTALLED_APPS += ["shipping"]\n')
+        settings.write(
+            "\n"
+            + blocks["append settings.py"]
+            + "\n"
+            + blocks["append settings.py tasks"]
+            + '\nINSTALLED_APPS += ["shipping"]\n'
+        )
     with open(project / "shop" / "urls.py", "a") as urls:
         urls.write("\n" + blocks["append urls.py"])
-    (project / "shipping" / "jobs.py").write_text(blocks["shipping/jobs.py"] + SHIPPING_FAILING_JOB + "\n"
-                                                  + blocks["append shipping/jobs.py task"])
+    (project / "shipping" / "jobs.py").write_text(
+        blocks["shipping/jobs.py"] + SHIPPING_FAILING_JOB + "\n" + blocks["append shipping/jobs.py task"]
+    )
 
     assert run("python", "manage.py", "check").stdout == "System check identified no issues (0 silenced).\n"
     run(*the_command(blocks["commands"], "migrate"))
-    run(*the_command(blocks["commands"], "createsuperuser"), "--noinput", "--username", "admin",
-        "--email", "admin@shop.example")
+    run(
+        *the_command(blocks["commands"], "createsuperuser"),
+        "--noinput",
+        "--username",
+        "admin",
+        "--email",
+        "admin@shop.example",
+    )
 
     enqueue = tmp_path / "enqueue_block.py"
     enqueue.write_text(blocks["enqueue"])
@@ -116,8 +165,18 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     worker = the_command(blocks["processes"], "rqworker")
     worker_log = tmp_path / "worker.log"
     env["DJANGO_SETTINGS_MODULE"] = "shop.settings"
-    result = run("python", str(tmp_path / "drive.py"), str(enqueue), json.dumps(worker), str(worker_log), "admin",
-                 str(project), str(enqueue_task), cwd=tmp_path, timeout=120)
+    result = run(
+        "python",
+        str(tmp_path / "drive.py"),
+        str(enqueue),
+        json.dumps(worker),
+        str(worker_log),
+        "admin",
+        str(project),
+        str(enqueue_task),
+        cwd=tmp_path,
+        timeout=120,
+    )
     report = json.loads(result.stdout.strip().splitlines()[-1])
     log = worker_log.read_text(errors="replace")
 
@@ -133,8 +192,10 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     assert len(report["pages"]) >= 16  # 12 panel pages, the queues admin changelists, the dead letter's page
     assert report["deadletter_changelist_names_bad_job"] is True
     assert report["metrics_status"] == 200
-    expected_metrics = {'optima_queue_jobs{queue="shipping",state="completed"} 2.0',  # the job and the task
-                        'optima_queue_dead_letter{queue="shipping"} 1.0',
-                        'optima_queue_jobs_dead_total{queue="shipping"} 1.0'}
+    expected_metrics = {
+        'optima_queue_jobs{queue="shipping",state="completed"} 2.0',  # the job and the task
+        'optima_queue_dead_letter{queue="shipping"} 1.0',
+        'optima_queue_jobs_dead_total{queue="shipping"} 1.0',
+    }
     assert expected_metrics <= set(report["metrics_lines"]), report["metrics_lines"]
     assert report["healthz_status"] == 200

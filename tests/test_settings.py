@@ -1,4 +1,5 @@
 """optima_site settings read from the environment: safe by default, clean deploy checks in prod."""
+
 import re
 import secrets
 import subprocess
@@ -15,8 +16,9 @@ PRINT_SETTINGS = (
 
 
 def run_python(env, *args):
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=dict(BASE_ENV, **env), capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=dict(BASE_ENV, **env), capture_output=True, text=True, timeout=60
+    )
 
 
 def load_settings(env):
@@ -41,10 +43,14 @@ def test_unset_optima_env_is_production_and_names_every_missing_variable_with_it
     result = run_python({}, "manage.py", "check")
     assert result.returncode == 1
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith("django.core.exceptions.ImproperlyConfigured: SECRET_KEY environment variable is "
-                            "required when OPTIMA_ENV is unset, which means prod: set it to a long random string")
-    assert ("ALLOWED_HOSTS environment variable is required when OPTIMA_ENV is unset, which means prod: set it "
-            "to the comma-separated host names the site is reached at, e.g. ALLOWED_HOSTS=queues.example.com.") in error
+    assert error.startswith(
+        "django.core.exceptions.ImproperlyConfigured: SECRET_KEY environment variable is "
+        "required when OPTIMA_ENV is unset, which means prod: set it to a long random string"
+    )
+    assert (
+        "ALLOWED_HOSTS environment variable is required when OPTIMA_ENV is unset, which means prod: set it "
+        "to the comma-separated host names the site is reached at, e.g. ALLOWED_HOSTS=queues.example.com."
+    ) in error
     assert "For local development run `python3 dev.py run` or set OPTIMA_ENV=dev." in error
 
 
@@ -68,18 +74,34 @@ def test_prod_without_secret_key_refuses_to_start_naming_the_variable():
 
 
 def test_stage_is_production_like_with_hosts_and_proxy_header_from_the_environment():
-    result = load_settings({"OPTIMA_ENV": "stage", "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "a.example, b.example",
-                            "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto"})
+    result = load_settings(
+        {
+            "OPTIMA_ENV": "stage",
+            "SECRET_KEY": "x" * 50,
+            "ALLOWED_HOSTS": "a.example, b.example",
+            "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+        }
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "stage False ['a.example', 'b.example'] True True ('HTTP_X_FORWARDED_PROTO', 'https')"
+    assert (
+        result.stdout.strip() == "stage False ['a.example', 'b.example'] True True ('HTTP_X_FORWARDED_PROTO', 'https')"
+    )
 
 
 def test_a_malformed_proxy_ssl_header_is_refused_with_an_example():
-    result = load_settings({"OPTIMA_ENV": "prod", "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "q.example",
-                            "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO=https"})
+    result = load_settings(
+        {
+            "OPTIMA_ENV": "prod",
+            "SECRET_KEY": "x" * 50,
+            "ALLOWED_HOSTS": "q.example",
+            "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO=https",
+        }
+    )
     assert result.returncode == 1
-    assert ("SECURE_PROXY_SSL_HEADER must be the header your HTTPS proxy sets, optionally with its value, e.g. "
-            "'X-Forwarded-Proto' or 'X-Forwarded-Proto: https'; got 'HTTP_X_FORWARDED_PROTO=https'.") in result.stderr
+    assert (
+        "SECURE_PROXY_SSL_HEADER must be the header your HTTPS proxy sets, optionally with its value, e.g. "
+        "'X-Forwarded-Proto' or 'X-Forwarded-Proto: https'; got 'HTTP_X_FORWARDED_PROTO=https'."
+    ) in result.stderr
 
 
 def test_dev_is_open_with_debug_on():
@@ -104,16 +126,23 @@ def test_deploy_checks_are_clean_with_the_documented_prod_environment(tmp_path):
 
 
 def test_deploy_checks_name_what_a_production_deploy_without_the_https_settings_misses(tmp_path):
-    env = dict(documented_prod_environment(), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               SECURE_SSL_REDIRECT="0", SECURE_HSTS_SECONDS="0")
+    env = dict(
+        documented_prod_environment(),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        SECURE_SSL_REDIRECT="0",
+        SECURE_HSTS_SECONDS="0",
+    )
     result = run_python(env, "manage.py", "check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 1
     assert sorted(re.findall(r"\(security\.(W\d+)\)", result.stderr)) == ["W004", "W008"]
 
 
 def test_prod_redirects_plain_http_except_probes_and_trusts_the_documented_proxy_header(tmp_path):
-    env = dict(documented_prod_environment(), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               REDIS_URL="redis://127.0.0.1:1/0")
+    env = dict(
+        documented_prod_environment(),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        REDIS_URL="redis://127.0.0.1:1/0",
+    )
     code = (
         "import django; django.setup(); from django.test import Client; c = Client(HTTP_HOST='queues.example.com'); "
         "r = c.get('/admin/'); print(r.status_code, r['Location']); "
@@ -132,12 +161,17 @@ def test_prod_redirects_plain_http_except_probes_and_trusts_the_documented_proxy
 def test_the_queues_app_makes_queue_prefix_rqs_key_prefix_without_any_exported_variable():
     """settings.py exports nothing: Django loading the queues app (before django_rq) sets rq's prefix, and the
     processes it starts inherit it."""
-    result = run_python({"OPTIMA_ENV": "test"}, "-c", (
-        "import os, subprocess, sys; assert 'RQ_KEY_PREFIX' not in os.environ; "
-        "import django; django.setup(); import rq.defaults; from rq import Queue; "
-        "print(rq.defaults.RQ_KEY_PREFIX, Queue.redis_queue_namespace_prefix, "
-        "subprocess.run([sys.executable, '-c', 'import rq.defaults; print(rq.defaults.RQ_KEY_PREFIX)'], "
-        "capture_output=True, text=True).stdout.strip())"))
+    result = run_python(
+        {"OPTIMA_ENV": "test"},
+        "-c",
+        (
+            "import os, subprocess, sys; assert 'RQ_KEY_PREFIX' not in os.environ; "
+            "import django; django.setup(); import rq.defaults; from rq import Queue; "
+            "print(rq.defaults.RQ_KEY_PREFIX, Queue.redis_queue_namespace_prefix, "
+            "subprocess.run([sys.executable, '-c', 'import rq.defaults; print(rq.defaults.RQ_KEY_PREFIX)'], "
+            "capture_output=True, text=True).stdout.strip())"
+        ),
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["settings-test", "settings-test:queue:", "settings-test"]
 
@@ -145,8 +179,11 @@ def test_the_queues_app_makes_queue_prefix_rqs_key_prefix_without_any_exported_v
 def test_rq_imported_before_django_with_another_prefix_fails_with_e006_naming_the_order():
     """Reported by the system check: django.setup() itself goes through (a @task's validation at import does not
     refuse on a broken queue configuration), so `manage.py check` can list every problem."""
-    result = run_python({"OPTIMA_ENV": "test"}, "-c", (
-        "import rq, django; django.setup(); from django.core.management import call_command; call_command('check')"))
+    result = run_python(
+        {"OPTIMA_ENV": "test"},
+        "-c",
+        ("import rq, django; django.setup(); from django.core.management import call_command; call_command('check')"),
+    )
     assert result.returncode == 1
     assert "SystemCheckError" in result.stderr, result.stderr
     assert "rq was imported with key prefix 'rq' but QUEUE_PREFIX is 'settings-test'" in result.stderr

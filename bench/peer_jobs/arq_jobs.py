@@ -3,6 +3,7 @@ defaults otherwise (results kept an hour, the queue polled every 0.5 s when it r
 
     arq bench.peer_jobs.arq_jobs.WorkerSettings        # BENCH_CONCURRENCY: max_jobs (32)
 """
+
 import os
 import time
 

@@ -3,6 +3,7 @@ Celery's defaults otherwise (acks on receipt, prefetch multiplier 4).
 
     celery -A bench.peer_jobs.celery_app worker --pool threads --concurrency 32
 """
+
 import os
 import time
 
@@ -11,8 +12,12 @@ from celery import Celery
 from .record import io_call, record
 
 app = Celery("bench", broker=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"))
-app.conf.update(task_ignore_result=True, worker_hijack_root_logger=False, broker_connection_retry_on_startup=True,
-                worker_redirect_stdouts=False)
+app.conf.update(
+    task_ignore_result=True,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+    worker_redirect_stdouts=False,
+)
 
 
 @app.task(name="bench.noop")

@@ -3,6 +3,7 @@ default middleware (retries, age and time limits, callbacks, pipelines, ...).
 
     dramatiq bench.peer_jobs.dramatiq_jobs --processes 1 --threads 32
 """
+
 import os
 import time
 

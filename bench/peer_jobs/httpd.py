@@ -6,6 +6,7 @@ Standard library only. Waiting costs it a timer, not a thread: at 320 requests/s
 a time it uses a few percent of a core, so it is not what limits workload B (the fake marketplace,
 ``features.marketplace.fake``, spends a thread and a request log entry per request).
 """
+
 import argparse
 import asyncio
 

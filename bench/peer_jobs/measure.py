@@ -18,6 +18,7 @@ worker gets SIGTERM.
 - peak RSS: the largest sum of the tree's resident sets over the samples (shared pages counted in
   every process, as ``ps`` does).
 """
+
 import json
 import os
 import signal
@@ -91,8 +92,15 @@ class Producer:
     def __init__(self, system, workload, env, log):
         python = str((PEERS_BIN if system.peers_venv else APP_BIN) / "python")
         self.family, self.log = system.family, log
-        self.process = subprocess.Popen([python, "-m", "bench.peer_jobs.produce", system.family, workload], cwd=ROOT,
-                                        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.process = subprocess.Popen(
+            [python, "-m", "bench.peer_jobs.produce", system.family, workload],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
 
     def send(self, count, every=0.0):
         """``count`` jobs, one every ``every`` seconds (0: at once); -> seconds it took."""
@@ -164,8 +172,14 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
             result.error = str(exc)
             return result
         before = commands(redis)
-        process = subprocess.Popen(system.command(concurrency, env_maker.redis_url), cwd=ROOT, env=env,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            system.command(concurrency, env_maker.redis_url),
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         samples = []
         try:
             result.error = wait_done(process, record_dir, count, stall, samples)
@@ -190,7 +204,7 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
 def drain_rate(recs, count):
     """Jobs/s of the first ``count`` records (by enqueue time), the first 10 % left out; None if too few."""
     ends = sorted(r[2] for r in recs[:count])
-    used = ends[int(len(ends) * WARM_UP):]
+    used = ends[int(len(ends) * WARM_UP) :]
     return (len(used) - 1) / (used[-1] - used[0]) if len(used) >= 2 and used[-1] > used[0] else None
 
 
@@ -208,4 +222,4 @@ def figures(result, recs, count, samples):
         result.cpu_per_1000 = (last[2] - first[2]) / (last[1] - first[1]) * 1000
     elif last[1]:
         result.cpu_per_1000 = last[2] / last[1] * 1000
-    result.peak_rss_mib = max(s[3] for s in samples) / 2 ** 20
+    result.peak_rss_mib = max(s[3] for s in samples) / 2**20

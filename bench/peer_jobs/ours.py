@@ -1,5 +1,6 @@
 """This project's benchmark jobs (``QUEUE_JOB_MODULES=bench.peer_jobs.ours``); stock rq runs the very
 same functions (``@queues.job`` only registers them, and imports nothing but the standard library)."""
+
 import time
 
 import queues

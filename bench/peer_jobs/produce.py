@@ -8,6 +8,7 @@ ours: ``queues.enqueue`` (declared, signed; Django set up from the environment),
 ``default``; rq: ``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own
 client API. Redis is ``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
 """
+
 import argparse
 import asyncio
 import json

@@ -10,6 +10,7 @@ Workload B's jobs first fetch ``$BENCH_HTTP_URL`` (the bench's server, answering
 ``io_call`` over one keep-alive ``http.client`` connection per thread, ``aio_call`` over a small
 pool of keep-alive asyncio connections per event loop.
 """
+
 import asyncio
 import os
 import struct

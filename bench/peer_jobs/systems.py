@@ -5,6 +5,7 @@ the environment ``Env.for_system`` builds (one private redis-server for all, flu
 This project's and stock rq's run in the app's ``.venv`` (the same rq, 3.0, and redis-py); Celery,
 dramatiq and arq in the bench's own (``requirements-bench.txt``: arq 0.28 needs redis-py < 6).
 """
+
 import os
 import subprocess
 from dataclasses import dataclass
@@ -52,50 +53,106 @@ RQ = ("{bin}/rq", "worker", "--url", "{redis}", "--serializer", "rq.serializers.
 SYSTEMS = [
     System("ours-fork", "ours: rqworker (forks a horse per job)", "ours", OURS),
     System("ours-nofork", "ours: rqworker --no-fork", "ours", OURS + ("--no-fork",)),
-    System("ours-c32", "ours: rqworker --concurrency {c}", "ours", OURS + ("--concurrency", "{c}"), concurrency=32,
-           needs="--concurrency"),
-    System("ours-pool2", "ours: rqworker-pool --num-workers 2", "ours",
-           MANAGE + ("rqworker-pool", QUEUE, "--num-workers", "2", "-v", "0", "--without-scheduler"), processes=2),
+    System(
+        "ours-c32",
+        "ours: rqworker --concurrency {c}",
+        "ours",
+        OURS + ("--concurrency", "{c}"),
+        concurrency=32,
+        needs="--concurrency",
+    ),
+    System(
+        "ours-pool2",
+        "ours: rqworker-pool --num-workers 2",
+        "ours",
+        MANAGE + ("rqworker-pool", QUEUE, "--num-workers", "2", "-v", "0", "--without-scheduler"),
+        processes=2,
+    ),
     System("rq", "rq: Worker (forks a horse per job)", "rq", RQ + (QUEUE,)),
     System("rq-simple", "rq: SimpleWorker", "rq", RQ + ("--worker-class", "rq.SimpleWorker", QUEUE)),
-    System("celery", "Celery: --pool threads --concurrency {c}", "celery",
-           ("{bin}/celery", "-A", "bench.peer_jobs.celery_app", "worker", "--pool", "threads", "--concurrency", "{c}",
-            "-l", "WARNING"), concurrency=32),
-    System("dramatiq", "dramatiq: --processes 1 --threads {c}", "dramatiq",
-           ("{bin}/dramatiq", "bench.peer_jobs.dramatiq_jobs", "--processes", "1", "--threads", "{c}"), concurrency=32),
-    System("arq", "arq: max_jobs={c} (asyncio)", "arq", ("{bin}/arq", "bench.peer_jobs.arq_jobs.WorkerSettings"),
-           concurrency=32),
+    System(
+        "celery",
+        "Celery: --pool threads --concurrency {c}",
+        "celery",
+        (
+            "{bin}/celery",
+            "-A",
+            "bench.peer_jobs.celery_app",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "{c}",
+            "-l",
+            "WARNING",
+        ),
+        concurrency=32,
+    ),
+    System(
+        "dramatiq",
+        "dramatiq: --processes 1 --threads {c}",
+        "dramatiq",
+        ("{bin}/dramatiq", "bench.peer_jobs.dramatiq_jobs", "--processes", "1", "--threads", "{c}"),
+        concurrency=32,
+    ),
+    System(
+        "arq",
+        "arq: max_jobs={c} (asyncio)",
+        "arq",
+        ("{bin}/arq", "bench.peer_jobs.arq_jobs.WorkerSettings"),
+        concurrency=32,
+    ),
 ]
 BY_KEY = {s.key: s for s in SYSTEMS}
 
 
 def command_offers(option, command="rqworker"):
     """Whether ``manage.py <command>`` has ``option`` (its --help, in the app's venv)."""
-    out = subprocess.run([str(APP_BIN / "python"), "manage.py", command, "--help"], cwd=ROOT, capture_output=True,
-                         text=True, env=dict(os.environ, OPTIMA_ENV="test"))
+    out = subprocess.run(
+        [str(APP_BIN / "python"), "manage.py", command, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OPTIMA_ENV="test"),
+    )
     return option in out.stdout
 
 
 @dataclass
 class Env:
     """The environment every process of a run gets."""
+
     redis_url: str
     http_url: str
     tmp: Path
     prefix: str
 
     def base(self, record_dir):
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("CACHE_REDIS_URL", "DATABASE_URL", "QUEUE_ACCEPT_UNSIGNED_UNTIL", "VIRTUAL_ENV")}
-        return dict(env, BENCH_REDIS_URL=self.redis_url, BENCH_HTTP_URL=self.http_url,
-                    BENCH_RECORD_DIR=str(record_dir),
-                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CACHE_REDIS_URL", "DATABASE_URL", "QUEUE_ACCEPT_UNSIGNED_UNTIL", "VIRTUAL_ENV")
+        }
+        return dict(
+            env,
+            BENCH_REDIS_URL=self.redis_url,
+            BENCH_HTTP_URL=self.http_url,
+            BENCH_RECORD_DIR=str(record_dir),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        )
 
     def for_system(self, system, record_dir, concurrency):
         env = self.base(record_dir)
         env["BENCH_CONCURRENCY"] = str(concurrency)
         if system.family == "ours":
-            env.update(REDIS_URL=self.redis_url, QUEUE_PREFIX=self.prefix, RQ_KEY_PREFIX=self.prefix,
-                       LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="optima_site.settings", OPTIMA_ENV="test",
-                       DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3", QUEUE_JOB_MODULES="bench.peer_jobs.ours")
+            env.update(
+                REDIS_URL=self.redis_url,
+                QUEUE_PREFIX=self.prefix,
+                RQ_KEY_PREFIX=self.prefix,
+                LOG_LEVEL="WARNING",
+                DJANGO_SETTINGS_MODULE="optima_site.settings",
+                OPTIMA_ENV="test",
+                DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3",
+                QUEUE_JOB_MODULES="bench.peer_jobs.ours",
+            )
         return env

@@ -11,6 +11,7 @@ which is recorded on the row before the queues take over (retry, then dead lette
 stored in ``ContentGeneration``, created by the view in the same transaction as the enqueue: the
 job only starts once that row is committed.
 """
+
 import time
 
 from django.utils import timezone
@@ -34,7 +35,10 @@ def generate_content(generation_id, duration):
         raise queues.PermanentError(f"ContentGeneration {generation_id} does not exist (deleted?)") from None
     job = get_current_job()
     ContentGeneration.objects.filter(pk=generation_id).update(
-        status=Status.RUNNING, started_at=timezone.now(), attempts=generation.attempts + 1, error="",
+        status=Status.RUNNING,
+        started_at=timezone.now(),
+        attempts=generation.attempts + 1,
+        error="",
         job_id=job.id if job else generation.job_id,
     )
     try:
@@ -42,8 +46,10 @@ def generate_content(generation_id, duration):
         sentences = []
         for step in range(1, STEPS + 1):
             time.sleep(duration / STEPS)
-            sentences.append(f"{words[(step - 1) % len(words)].capitalize()} makes product {generation.product_id} "
-                             f"stand out (part {step}).")
+            sentences.append(
+                f"{words[(step - 1) % len(words)].capitalize()} makes product {generation.product_id} "
+                f"stand out (part {step})."
+            )
             _report(job, step)
         text = " ".join(sentences)
     except Exception as exc:

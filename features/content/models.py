@@ -11,8 +11,14 @@ class ContentGeneration(models.Model):
         DONE = "done", "done"
         FAILED = "failed", "failed"
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                              related_name="content_generations", help_text="who asked (empty: before owners)")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="content_generations",
+        help_text="who asked (empty: before owners)",
+    )
     product_id = models.PositiveBigIntegerField(db_index=True)
     prompt = models.TextField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)

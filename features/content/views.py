@@ -3,7 +3,6 @@ from rest_framework import serializers
 
 from features import conf
 from features.api import EnqueueView, StrictCharField, StrictIntegerField, enqueue_schema
-
 from features.sellers import owners
 
 from .jobs import generate_content
@@ -41,7 +40,9 @@ class ContentView(EnqueueView):
             # (the content queue's limit_concurrency), durable (202 even while Redis is down), the timeout.
             owner = self.owner
             result = generate_content.using(
-                meta=owners.job_meta(owner), limit_key=f"owner:{owner.key}", durable=True,
+                meta=owners.job_meta(owner),
+                limit_key=f"owner:{owner.key}",
+                durable=True,
                 timeout=conf.get("CONTENT_TIMEOUT"),
             ).enqueue(generation.pk, conf.get("CONTENT_GENERATION_SECONDS"))
             generation.job_id = result.id

@@ -14,6 +14,7 @@ Every request first takes a slot of the per-cabinet rate limiter (``ratelimit.py
 read timeouts come from ``features.conf``. The token is sent as a bearer header and appears in
 no message.
 """
+
 import datetime as dt
 import email.utils
 import math
@@ -67,8 +68,8 @@ def retry_after_seconds(value, *, default=1.0, maximum=None, now=None):
                 when = None
             if when is not None:
                 if when.tzinfo is None:
-                    when = when.replace(tzinfo=dt.timezone.utc)
-                now = now or dt.datetime.now(dt.timezone.utc)
+                    when = when.replace(tzinfo=dt.UTC)
+                now = now or dt.datetime.now(dt.UTC)
                 seconds = (when - now).total_seconds()
     if seconds is None:
         seconds = default
@@ -113,7 +114,9 @@ class MarketplaceClient:
         page, found = 1, []
         while page is not None:
             data = self.request(
-                "GET", f"/api/v1/cabinets/{int(cabinet_id)}/orders", scope=f"cabinet-{int(cabinet_id)}",
+                "GET",
+                f"/api/v1/cabinets/{int(cabinet_id)}/orders",
+                scope=f"cabinet-{int(cabinet_id)}",
                 params={"page": page, "page_size": page_size},
             )
             orders = data.get("orders") if isinstance(data, dict) else None
@@ -126,8 +129,11 @@ class MarketplaceClient:
     def set_price(self, product_id, price, *, idempotency_key):
         """Set a product's price; the key makes a repeated call a no-op on the marketplace's side."""
         return self.request(
-            "POST", f"/api/v1/products/{int(product_id)}/price", scope="prices",
-            json={"price": str(price)}, headers={"Idempotency-Key": idempotency_key},
+            "POST",
+            f"/api/v1/products/{int(product_id)}/price",
+            scope="prices",
+            json={"price": str(price)},
+            headers={"Idempotency-Key": idempotency_key},
         )
 
     # --- transport ------------------------------------------------------------------------

@@ -28,6 +28,7 @@ Control API (tests and the demo; never part of a real marketplace)::
 answers its first request 404 (that sync ends in the dead letter at once; later ones succeed, and so
 does the dead letter when an operator retries it).
 """
+
 import argparse
 import datetime as dt
 import json
@@ -42,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 ORDERS_RE = re.compile(r"^/api/v1/cabinets/(\d{1,10})/orders$")
 PRICE_RE = re.compile(r"^/api/v1/products/(\d{1,18})/price$")
 STATUSES = ("new", "confirmed", "shipped", "delivered")
-EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HANG_MAX_SECONDS = 300  # a hanging answer gives up after this, so a forgotten client never pins a thread
 
 DEMO_FAULTS = [
@@ -189,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
             if page < 1 or not 1 <= size <= 1000:
                 return 400, {"error": "page must be >= 1 and page_size 1..1000"}
             orders = self.state.cabinet_orders(int(match.group(1)))
-            chunk = orders[(page - 1) * size:page * size]
+            chunk = orders[(page - 1) * size : page * size]
             more = page * size < len(orders)
             return 200, {"orders": chunk, "next_page": page + 1 if more else None}
         match = PRICE_RE.match(url.path)
@@ -269,8 +270,11 @@ def main(argv=None):
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     args = parser.parse_args(argv)
     server = FakeMarketplace(args.host, args.port, demo=args.demo, quiet=args.quiet)
-    print(f"listening on {server.url}" + (" (demo faults: cabinet 2 -> 429, 3 -> 500, 4 -> 404 once)" if args.demo else ""),
-          flush=True)
+    print(
+        f"listening on {server.url}"
+        + (" (demo faults: cabinet 2 -> 429, 3 -> 500, 4 -> 404 once)" if args.demo else ""),
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

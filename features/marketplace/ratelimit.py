@@ -11,6 +11,7 @@ When the window is full the caller waits for a slot, at most ``MARKETPLACE_RATE_
 seconds; past that the job hands its worker back with ``queues.RetryAfter`` for the time the
 window needs, instead of pinning a worker while it waits.
 """
+
 import math
 import time
 
@@ -40,9 +41,7 @@ class CabinetRateLimiter:
         try:
             self.item = parse(rate)
         except ValueError:
-            raise ValueError(
-                f"MARKETPLACE_RATE_LIMIT must be like '5/second' or '100/minute', got {rate!r}."
-            ) from None
+            raise ValueError(f"MARKETPLACE_RATE_LIMIT must be like '5/second' or '100/minute', got {rate!r}.") from None
         self.rate = rate
         self.max_wait = conf.get("MARKETPLACE_RATE_LIMIT_MAX_WAIT") if max_wait is None else max_wait
         client = connection or queues.cache_connection()

@@ -4,6 +4,7 @@ Idempotent by construction: rows are keyed by (cabinet_id, external_id) with a u
 and written with one INSERT ... ON CONFLICT DO UPDATE (``bulk_create(update_conflicts=True)``).
 A sync that runs twice, or two that run at once, leave one row per order.
 """
+
 import datetime as dt
 from decimal import Decimal, InvalidOperation
 
@@ -27,7 +28,10 @@ def sync_cabinet(cabinet_id):
     rows = [_order_from_api(cabinet_id, item, now) for item in payload]
     with transaction.atomic():
         Order.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["cabinet_id", "external_id"], update_fields=UPDATED_FIELDS,
+            rows,
+            update_conflicts=True,
+            unique_fields=["cabinet_id", "external_id"],
+            update_fields=UPDATED_FIELDS,
         )
     return {"cabinet_id": cabinet_id, "orders": len(rows)}
 
@@ -53,4 +57,4 @@ def _order_from_api(cabinet_id, item, now):
 
 def _when(value):
     when = dt.datetime.fromisoformat(str(value))
-    return when if timezone.is_aware(when) else when.replace(tzinfo=dt.timezone.utc)
+    return when if timezone.is_aware(when) else when.replace(tzinfo=dt.UTC)

@@ -4,6 +4,7 @@ Cabinets come from ORDERS_SYNC_CABINETS (features/conf.py): 1-4 in dev, so the r
 syncs flowing against the fake marketplace's demo (cabinet 2 answers 429, 3 answers 500, 4's first
 sync dead-letters); none elsewhere unless configured. Interval: ORDERS_SYNC_INTERVAL (60 s in dev).
 """
+
 from features import conf
 
 # limit_concurrency: at most 2 syncs of one owner queued or running at once (the API keys each

@@ -16,6 +16,7 @@ blindly; an operator retries a dead letter after looking). The key is what makes
 
 No transaction is held open across the HTTP call.
 """
+
 from decimal import Decimal
 
 from django.db import transaction

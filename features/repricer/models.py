@@ -32,8 +32,9 @@ class PriceChange(models.Model):
         PENDING = "pending", "pending"
         APPLIED = "applied", "applied"
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                              related_name="price_changes")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="price_changes"
+    )
     idempotency_key = models.CharField(max_length=100)
     product_id = models.PositiveBigIntegerField(db_index=True)
     price = models.DecimalField(max_digits=12, decimal_places=2)
@@ -46,8 +47,11 @@ class PriceChange(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "idempotency_key"], name="repricer_pricechange_key_per_owner"),
             # NULLs are distinct in a unique index: rows without an owner keep the old global uniqueness.
-            models.UniqueConstraint(fields=["idempotency_key"], condition=models.Q(owner__isnull=True),
-                                    name="repricer_pricechange_key_without_owner"),
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=models.Q(owner__isnull=True),
+                name="repricer_pricechange_key_without_owner",
+            ),
         ]
 
     def __str__(self):
@@ -61,12 +65,14 @@ class PriceChange(models.Model):
         a key asked again with another product or price raises ``KeyConflict``."""
         price = Decimal(price)
         change, created = cls.objects.get_or_create(
-            owner_id=owner_id, idempotency_key=idempotency_key,
+            owner_id=owner_id,
+            idempotency_key=idempotency_key,
             defaults={"product_id": product_id, "price": price, "job_id": job_id},
         )
         if change.product_id != product_id or change.price != price:
             raise KeyConflict(
                 f"idempotency_key {idempotency_key!r} was already used for product {change.product_id} at "
                 f"{change.price}; this asks product {product_id} at {price}: the arguments differ. Use a new key "
-                "for a new change.")
+                "for a new change."
+            )
         return change, created

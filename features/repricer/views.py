@@ -15,7 +15,8 @@ class RepriceRequest(serializers.Serializer):
     product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1)
     price = MoneyField(help_text="the new price, a string like '19.90'")
     idempotency_key = StrictRegexField(
-        r"^[A-Za-z0-9._-]{1,100}$", max_length=100,
+        r"^[A-Za-z0-9._-]{1,100}$",
+        max_length=100,
         error_messages={"invalid": "Use 1-100 letters, digits, '.', '_' or '-'."},
         help_text="the same key applies the price at most once (keys are the caller's own)",
     )
@@ -36,10 +37,17 @@ class RepricerView(EnqueueView):
 
     serializer_class = RepriceRequest
 
-    @enqueue_schema(RepriceRequest, "Set a product's price (once per idempotency key)", {
-        409: OpenApiResponse(KeyConflictSerializer, description="The idempotency key was already used with another "
-                             "product or price (whether that change is queued, running or done); nothing enqueued."),
-    })
+    @enqueue_schema(
+        RepriceRequest,
+        "Set a product's price (once per idempotency key)",
+        {
+            409: OpenApiResponse(
+                KeyConflictSerializer,
+                description="The idempotency key was already used with another "
+                "product or price (whether that change is queued, running or done); nothing enqueued.",
+            ),
+        },
+    )
     def post(self, request):
         return super().post(request)
 
@@ -55,7 +63,12 @@ class RepricerView(EnqueueView):
             except KeyConflict as exc:
                 raise IdempotencyKeyConflict({"detail": str(exc), "idempotency_key": key}) from None
             job = self.enqueue_job(
-                QUEUE, apply_price, product_id, str(data["price"]), key, owner_id,
+                QUEUE,
+                apply_price,
+                product_id,
+                str(data["price"]),
+                key,
+                owner_id,
                 attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
                 unique=f"price-{key}",  # the same owner's key asked again while waiting returns the same job
             )

@@ -11,6 +11,7 @@
   In dev the anonymous owner may use any, and one nobody has yet is created for it on first use.
 - Unique keys are scoped by owner (``scoped``): two owners never share a waiting job.
 """
+
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model

@@ -19,6 +19,7 @@ through ``retry_dead_letter``/``discard_dead_letter``, one audit row per group.
 Modules: ``base`` (read-only and acting model admins, the one action runner), ``filters`` (the
 dead-letter list's filters), ``deadletters``, ``groups``, ``readonly`` (audit trail, outbox).
 """
+
 from django.contrib import admin
 
 from queues.admin.deadletters import DeadLetterAdmin

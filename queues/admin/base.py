@@ -5,6 +5,7 @@
 page. Every action ends in ``each_outcome``: the one place where an action names its operation
 (``OPERATIONS``, from ``queues.failures.operations``) and runs it on dead letters one at a time.
 """
+
 from dataclasses import dataclass, field
 
 from django.contrib import admin
@@ -22,12 +23,12 @@ OPERATIONS = {"retry": retry_dead_letter, "discard": discard_dead_letter, "cance
 DONE = {"retry": "retried", "discard": "discarded", "cancel": "canceled (their retry)"}
 EXPLAIN = {
     "retry": "A job still in its queue's failed registry is requeued as it is (same id, attempts counted "
-             "afresh); otherwise a new job is enqueued from the stored function and arguments, and the dead "
-             "letter is linked to it.",
+    "afresh); otherwise a new job is enqueued from the stored function and arguments, and the dead "
+    "letter is linked to it.",
     "discard": "The job is removed from the failed registry and deleted from Redis. The dead letter stays, "
-               "marked discarded, and can still be retried from its stored arguments.",
+    "marked discarded, and can still be retried from its stored arguments.",
     "cancel": "The job a retry put back (still queued or scheduled, not yet started) is canceled: it never runs. "
-              "The dead letter is marked discarded and can still be retried from its stored arguments.",
+    "The dead letter is marked discarded and can still be retried from its stored arguments.",
 }
 
 
@@ -103,10 +104,18 @@ class ActingModelAdmin(ReadOnlyModelAdmin):
     def get_urls(self):
         info = self.model._meta.app_label, self.model._meta.model_name
         return [
-            path("<path:object_id>/retry/", self.admin_site.admin_view(self.single_action_view),
-                 {"action": "retry"}, name="%s_%s_retry" % info),
-            path("<path:object_id>/discard/", self.admin_site.admin_view(self.single_action_view),
-                 {"action": "discard"}, name="%s_%s_discard" % info),
+            path(
+                "<path:object_id>/retry/",
+                self.admin_site.admin_view(self.single_action_view),
+                {"action": "retry"},
+                name="%s_%s_retry" % info,
+            ),
+            path(
+                "<path:object_id>/discard/",
+                self.admin_site.admin_view(self.single_action_view),
+                {"action": "discard"},
+                name="%s_%s_discard" % info,
+            ),
         ] + super().get_urls()
 
     def single_action_view(self, request, object_id, action):

@@ -5,6 +5,7 @@ A row never verified (``unverified``, ``unsigned``: ``operations.NEVER_VERIFIED`
 and is retried only from there, one at a time: the confirmation page shows its function and
 arguments as not verified, and its form carries ``accept_unverified`` (the row's id); a bulk retry
 skips such rows and says how many."""
+
 import json
 
 from django.contrib import admin, messages
@@ -21,9 +22,11 @@ from queues.failures.corrupt import CORRUPT, decode_raw_hash
 from queues.failures.operations import NEVER_VERIFIED
 from queues.models import FailureGroup
 
-NOT_VERIFIED = ("Not verified: this job's function and arguments were not verified (it carried no valid signature "
-                "when it was {reason}), so whoever could write to Redis may have written them. A retry signs and "
-                "runs exactly these: it is offered only here, one row at a time, after a confirmation showing them.")
+NOT_VERIFIED = (
+    "Not verified: this job's function and arguments were not verified (it carried no valid signature "
+    "when it was {reason}), so whoever could write to Redis may have written them. A retry signs and "
+    "runs exactly these: it is offered only here, one row at a time, after a confirmation showing them."
+)
 
 
 class GroupedChangeList(ChangeList):
@@ -34,15 +37,15 @@ class GroupedChangeList(ChangeList):
     def get_results(self, request):
         super().get_results(request)
         fingerprints = {row.fingerprint for row in self.result_list if row.fingerprint}
-        groups = {g.fingerprint: g for g in FailureGroup.objects.filter(prefix=conf.prefix(),
-                                                                        fingerprint__in=fingerprints)}
+        groups = {
+            g.fingerprint: g for g in FailureGroup.objects.filter(prefix=conf.prefix(), fingerprint__in=fingerprints)
+        }
         for row in self.result_list:
             row.group = groups.get(row.fingerprint)
 
 
 class DeadLetterAdmin(ActingModelAdmin):
-    list_display = ("job", "queue", "func_path", "exception", "message", "attempts", "dead_at", "status",
-                    "times_dead")
+    list_display = ("job", "queue", "func_path", "exception", "message", "attempts", "dead_at", "status", "times_dead")
     list_display_links = ("job",)
     list_filter = (QueueFilter, "status", ExceptionFilter, ("dead_at", admin.DateFieldListFilter), FingerprintFilter)
     # On PostgreSQL each of these is answered from a trigram index (migration 0003); the exact job id
@@ -58,8 +61,10 @@ class DeadLetterAdmin(ActingModelAdmin):
     confirm_template = "admin/queues/deadletter/confirm_action.html"
     fieldsets = (
         (None, {"fields": ("job_id", "queue", "func_path", "status", "times_dead", "retried_as_link", "job_link")}),
-        ("Failure", {"fields": ("exc_type", "exc_message", "group_link", "reason", "attempts", "worker",
-                                "traceback_pre")}),
+        (
+            "Failure",
+            {"fields": ("exc_type", "exc_message", "group_link", "reason", "attempts", "worker", "traceback_pre")},
+        ),
         ("Arguments", {"fields": ("args_pretty", "kwargs_pretty")}),
         ("Times", {"fields": ("enqueued_at", "first_failed_at", "dead_at", "updated_at", "prefix")}),
     )
@@ -89,8 +94,13 @@ class DeadLetterAdmin(ActingModelAdmin):
         count = group.count
         label = "new group" if count <= 1 else f"seen {count} times"
         url = reverse("admin:queues_failuregroup_change", args=[group.pk])
-        return format_html('{}<br><a class="queues-group{}" href="{}">{}</a>', name,
-                           " queues-group-new" if count <= 1 else "", url, label)
+        return format_html(
+            '{}<br><a class="queues-group{}" href="{}">{}</a>',
+            name,
+            " queues-group-new" if count <= 1 else "",
+            url,
+            label,
+        )
 
     @admin.display(description="message")
     def message(self, obj):
@@ -124,10 +134,15 @@ class DeadLetterAdmin(ActingModelAdmin):
             return self.fieldsets + (("Corrupt job: its Redis hash as it was", {"fields": ("raw_hash_preview",)}),)
         if obj is not None and obj.reason in NEVER_VERIFIED:
             found = "found in a failed registry" if obj.reason != "unsigned" else "refused by the worker"
-            arguments = ("Arguments (not verified)", {**self.fieldsets[2][1], "description": NOT_VERIFIED.format(
-                reason=found)})
-            kept = (("Unverified job: its Redis hash as it was", {"fields": ("raw_hash_preview",)}),) if obj.raw_hash \
+            arguments = (
+                "Arguments (not verified)",
+                {**self.fieldsets[2][1], "description": NOT_VERIFIED.format(reason=found)},
+            )
+            kept = (
+                (("Unverified job: its Redis hash as it was", {"fields": ("raw_hash_preview",)}),)
+                if obj.raw_hash
                 else ()
+            )
             return (*self.fieldsets[:2], arguments, *self.fieldsets[3:], *kept)
         return self.fieldsets
 
@@ -159,7 +174,7 @@ class DeadLetterAdmin(ActingModelAdmin):
 
     @admin.display(description="traceback")
     def traceback_pre(self, obj):
-        return format_html("<pre class=\"queues-traceback\">{}</pre>", obj.traceback or "-")
+        return format_html('<pre class="queues-traceback">{}</pre>', obj.traceback or "-")
 
     @admin.display(description="job in the panel")
     def job_link(self, obj):
@@ -222,31 +237,52 @@ class DeadLetterAdmin(ActingModelAdmin):
     def _report(self, request, action, tally):
         done = DONE[action]
         if tally.ok:
-            self.message_user(request, ngettext("%(n)d dead letter %(done)s.", "%(n)d dead letters %(done)s.",
-                                                tally.ok) % {"n": tally.ok, "done": done}, messages.SUCCESS)
+            self.message_user(
+                request,
+                ngettext("%(n)d dead letter %(done)s.", "%(n)d dead letters %(done)s.", tally.ok)
+                % {"n": tally.ok, "done": done},
+                messages.SUCCESS,
+            )
         skipped = tally.skipped - tally.unverified
         if skipped:
             why = "not retried: no retry to cancel" if action == "cancel" else "already retried, or not open"
-            self.message_user(request, ngettext(
-                "%(n)d dead letter skipped (%(why)s).", "%(n)d dead letters skipped (%(why)s).", skipped)
-                % {"n": skipped, "why": why}, messages.WARNING)
+            self.message_user(
+                request,
+                ngettext("%(n)d dead letter skipped (%(why)s).", "%(n)d dead letters skipped (%(why)s).", skipped)
+                % {"n": skipped, "why": why},
+                messages.WARNING,
+            )
         if tally.unverified:
-            self.message_user(request, ngettext(
-                "%(n)d dead letter not retried: its function and arguments were never verified (unverified or "
-                "unsigned). Retry it on its own from its page, which shows them.",
-                "%(n)d dead letters not retried: their function and arguments were never verified (unverified or "
-                "unsigned). Retry each on its own from its page, which shows them.", tally.unverified)
-                % {"n": tally.unverified}, messages.WARNING)
+            self.message_user(
+                request,
+                ngettext(
+                    "%(n)d dead letter not retried: its function and arguments were never verified (unverified or "
+                    "unsigned). Retry it on its own from its page, which shows them.",
+                    "%(n)d dead letters not retried: their function and arguments were never verified (unverified or "
+                    "unsigned). Retry each on its own from its page, which shows them.",
+                    tally.unverified,
+                )
+                % {"n": tally.unverified},
+                messages.WARNING,
+            )
         if tally.error:
-            self.message_user(request, ngettext("%(n)d dead letter failed: see the audit trail.",
-                                                "%(n)d dead letters failed: see the audit trail.", tally.error)
-                              % {"n": tally.error}, messages.ERROR)
+            self.message_user(
+                request,
+                ngettext(
+                    "%(n)d dead letter failed: see the audit trail.",
+                    "%(n)d dead letters failed: see the audit trail.",
+                    tally.error,
+                )
+                % {"n": tally.error},
+                messages.ERROR,
+            )
         for reason in tally.reasons[:3]:  # why, in the operator's words (distinct reasons, first three)
             self.message_user(request, reason, messages.ERROR)
 
 
 def _pretty_call(row):
     """``func_path(args, kwargs)`` of a row as the text a confirmation page shows (escaped there)."""
+
     def dump(value):
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -254,8 +290,9 @@ def _pretty_call(row):
 
 
 def _pretty_json(value):
-    return format_html("<pre class=\"queues-json\">{}</pre>", json.dumps(value, indent=2, ensure_ascii=False,
-                                                                       sort_keys=True))
+    return format_html(
+        '<pre class="queues-json">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    )
 
 
 def _panel_link(queue, job_id):

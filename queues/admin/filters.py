@@ -1,5 +1,6 @@
 """The dead-letter list's filters: by declared queue, by exception class, by failure group.
 Each is answered from an index; none counts or scans the table."""
+
 from django.contrib import admin
 
 from queues import conf

@@ -1,6 +1,7 @@
 """The failure-group admin: one group per fingerprint (docs/operator.md "Failure groups"), read
 only; from a group, its rows (the dead-letter list filtered by ``?fingerprint=``), and retry or
 discard of its open rows, each through the dead letter's own operation, one audit row per group."""
+
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html
@@ -18,8 +19,16 @@ class FailureGroupAdmin(ActingModelAdmin):
     """Failure groups: seen by whoever sees dead letters; their open rows retried or discarded by
     whoever may act on dead letters, after a confirmation page, one audit row per group."""
 
-    list_display = ("summary", "func_path", "count", "first_seen", "last_seen", "queue_list", "example_link",
-                    "rows_link")
+    list_display = (
+        "summary",
+        "func_path",
+        "count",
+        "first_seen",
+        "last_seen",
+        "queue_list",
+        "example_link",
+        "rows_link",
+    )
     list_display_links = ("summary",)
     search_fields = ("func_path", "exc_type", "pattern")
     search_help_text = "Function path, exception class, or text of the normalised message."
@@ -29,8 +38,21 @@ class FailureGroupAdmin(ActingModelAdmin):
     actions = ["retry_groups", "discard_groups"]
     change_form_template = "admin/queues/failuregroup/change_form.html"
     confirm_template = "admin/queues/failuregroup/confirm_action.html"
-    fields = ("summary", "fingerprint", "func_path", "exc_type", "pattern", "example_message", "count",
-              "first_seen", "last_seen", "queue_list", "example_link", "rows_link", "open_rows")
+    fields = (
+        "summary",
+        "fingerprint",
+        "func_path",
+        "exc_type",
+        "pattern",
+        "example_message",
+        "count",
+        "first_seen",
+        "last_seen",
+        "queue_list",
+        "example_link",
+        "rows_link",
+        "open_rows",
+    )
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -52,8 +74,12 @@ class FailureGroupAdmin(ActingModelAdmin):
         if obj.example_id is None:
             return "-"
         url = reverse("admin:queues_deadletter_change", args=[obj.example_id])
-        return format_html('<a href="{}" class="queues-group-example" title="{}">{}</a>', url, obj.example_message,
-                           Truncator(obj.example_message.replace("\n", " ")).chars(40) or "(no message)")
+        return format_html(
+            '<a href="{}" class="queues-group-example" title="{}">{}</a>',
+            url,
+            obj.example_message,
+            Truncator(obj.example_message.replace("\n", " ")).chars(40) or "(no message)",
+        )
 
     @admin.display(description="rows")
     def rows_link(self, obj):
@@ -85,7 +111,8 @@ class FailureGroupAdmin(ActingModelAdmin):
             "count": count,
             "rows": sum(group.open_count for group in groups),
             "unverified": sum(open_rows(group).filter(reason__in=NEVER_VERIFIED).count() for group in groups)
-            if action == "retry" else 0,
+            if action == "retry"
+            else 0,
             "more": max(0, count - CONFIRM_SAMPLE),
             "groups": groups,
         }
@@ -103,16 +130,28 @@ class FailureGroupAdmin(ActingModelAdmin):
             _audit_group(request, action, group, tally, job_ids)
             totals += tally
             n += 1
-        self.message_user(request, ngettext(
-            "%(rows)d dead letters %(done)s in %(n)d failure group (%(skipped)d skipped, %(error)d failed).",
-            "%(rows)d dead letters %(done)s in %(n)d failure groups (%(skipped)d skipped, %(error)d failed).", n)
+        self.message_user(
+            request,
+            ngettext(
+                "%(rows)d dead letters %(done)s in %(n)d failure group (%(skipped)d skipped, %(error)d failed).",
+                "%(rows)d dead letters %(done)s in %(n)d failure groups (%(skipped)d skipped, %(error)d failed).",
+                n,
+            )
             % {"rows": totals.ok, "done": DONE[action], "n": n, "skipped": totals.skipped, "error": totals.error},
-            messages.ERROR if totals.error else messages.SUCCESS)
+            messages.ERROR if totals.error else messages.SUCCESS,
+        )
         if totals.unverified:
-            self.message_user(request, ngettext(
-                "%(n)d dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page.",
-                "%(n)d dead letters skipped: never verified (unverified or unsigned); retry each on its own from its "
-                "page.", totals.unverified) % {"n": totals.unverified}, messages.WARNING)
+            self.message_user(
+                request,
+                ngettext(
+                    "%(n)d dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page.",
+                    "%(n)d dead letters skipped: never verified (unverified or unsigned); retry each on its own from its "
+                    "page.",
+                    totals.unverified,
+                )
+                % {"n": totals.unverified},
+                messages.WARNING,
+            )
         for reason in totals.reasons[:3]:
             self.message_user(request, reason, messages.ERROR)
         return totals
@@ -121,9 +160,11 @@ class FailureGroupAdmin(ActingModelAdmin):
 def _audit_group(request, action, group, tally, job_ids):
     total = tally.total
     outcome = "ok" if tally.ok == total else "error" if tally.error == total and total else "partial"
-    detail = (f"failure group {group.fingerprint} ({group.exc_type} in {group.func_path}): "
-              f"{total} open dead letters, {tally.ok} {DONE[action]}, {tally.skipped} skipped, "
-              f"{tally.error} failed")
+    detail = (
+        f"failure group {group.fingerprint} ({group.exc_type} in {group.func_path}): "
+        f"{total} open dead letters, {tally.ok} {DONE[action]}, {tally.skipped} skipped, "
+        f"{tally.error} failed"
+    )
     if tally.unverified:
         detail += f" ({tally.unverified} never verified: retry each on its own page)"
     queue = group.queues[0] if len(group.queues or []) == 1 else ""
@@ -132,5 +173,4 @@ def _audit_group(request, action, group, tally, job_ids):
 
 def open_rows(group):
     """The open dead letters of ``group`` (the (fingerprint, prefix, -dead_at) index)."""
-    return DeadLetter.objects.filter(prefix=group.prefix, fingerprint=group.fingerprint,
-                                     status=DeadLetter.Status.OPEN)
+    return DeadLetter.objects.filter(prefix=group.prefix, fingerprint=group.fingerprint, status=DeadLetter.Status.OPEN)

@@ -1,4 +1,5 @@
 """The admins that only show what the system wrote: the audit trail and the outbox."""
+
 from django.contrib import admin
 from django.utils.text import Truncator
 
@@ -38,8 +39,19 @@ class OutboxEntryAdmin(ReadOnlyModelAdmin):
     search_help_text = "A job id."
     list_per_page = 100
     show_full_result_count = False
-    readonly_fields = ("job_id", "queue", "created_at", "due_at", "explicit_id", "unique_key", "push_attempts",
-                       "last_error", "claimed_by", "claimed_until", "prefix")
+    readonly_fields = (
+        "job_id",
+        "queue",
+        "created_at",
+        "due_at",
+        "explicit_id",
+        "unique_key",
+        "push_attempts",
+        "last_error",
+        "claimed_by",
+        "claimed_until",
+        "prefix",
+    )
     exclude = ("job",)  # the signed Redis hash, base64: nothing for a person to read
 
     def get_queryset(self, request):

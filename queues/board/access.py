@@ -29,6 +29,7 @@ django-rq's views only ask ``request.user.is_staff``; for a request let in by ba
 open dev panel, ``request.user`` becomes a ``PanelOperator`` (staff, no database row) carrying the
 identity the audit trail records.
 """
+
 import base64
 import binascii
 import functools
@@ -125,7 +126,9 @@ def validate_basic_auth():
     user, password = basic_auth_settings()
     if bool(user) == bool(password):
         return []
-    present, missing = ("QUEUE_BOARD_USER", "QUEUE_BOARD_PASSWORD") if user else ("QUEUE_BOARD_PASSWORD", "QUEUE_BOARD_USER")
+    present, missing = (
+        ("QUEUE_BOARD_USER", "QUEUE_BOARD_PASSWORD") if user else ("QUEUE_BOARD_PASSWORD", "QUEUE_BOARD_USER")
+    )
     return [
         Problem(
             "queues.W020",
@@ -219,12 +222,14 @@ def refuse(request, access):
     if access.reason == "login":
         return redirect_to_login(request.get_full_path(), reverse("admin:login"))
     if access.reason == "basic":
-        response = render(request, "queues/denied.html", {"reason": "basic", "login_url": _login_url(request)},
-                          status=401)
+        response = render(
+            request, "queues/denied.html", {"reason": "basic", "login_url": _login_url(request)}, status=401
+        )
         response["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
         return response
-    return render(request, "queues/denied.html", {"reason": access.reason, "login_url": _login_url(request)},
-                  status=403)
+    return render(
+        request, "queues/denied.html", {"reason": access.reason, "login_url": _login_url(request)}, status=403
+    )
 
 
 def _login_url(request):
@@ -239,8 +244,12 @@ def _operator_for(access):
 def database_unavailable(request, exc):
     """503: the database stayed locked or unreachable past its timeout (nothing was changed: the view's
     transaction rolled back). A page of its own, without the admin's base (which reads the user)."""
-    logger.warning("queue panel: database unavailable (%s: %s) for %s", type(exc).__name__,
-                   str(exc).splitlines()[0] if str(exc) else "", request.path)
+    logger.warning(
+        "queue panel: database unavailable (%s: %s) for %s",
+        type(exc).__name__,
+        str(exc).splitlines()[0] if str(exc) else "",
+        request.path,
+    )
     response = render(request, "queues/database_unavailable.html", {"reason": type(exc).__name__}, status=503)
     response["Retry-After"] = "5"
     return response
@@ -248,12 +257,24 @@ def database_unavailable(request, exc):
 
 def unavailable(request, exc):
     """503: the queue Redis did not answer; names its masked URL, never the password."""
-    logger.warning("queue panel: Redis at %s unavailable (%s: %s) for %s", bounded.masked_url(),
-                   type(exc).__name__, exc, request.path)
-    response = render(request, "queues/unavailable.html", {
-        "redis_url": bounded.masked_url(), "reason": type(exc).__name__,
-        "timeout": bounded.setting("QUEUE_BOARD_REDIS_TIMEOUT"), "deadline": bounded.setting("QUEUE_BOARD_DEADLINE"),
-    }, status=503)
+    logger.warning(
+        "queue panel: Redis at %s unavailable (%s: %s) for %s",
+        bounded.masked_url(),
+        type(exc).__name__,
+        exc,
+        request.path,
+    )
+    response = render(
+        request,
+        "queues/unavailable.html",
+        {
+            "redis_url": bounded.masked_url(),
+            "reason": type(exc).__name__,
+            "timeout": bounded.setting("QUEUE_BOARD_REDIS_TIMEOUT"),
+            "deadline": bounded.setting("QUEUE_BOARD_DEADLINE"),
+        },
+        status=503,
+    )
     response["Retry-After"] = "5"
     return response
 
@@ -264,7 +285,8 @@ SAFE_METHODS = ("GET", "HEAD")
 def same_site(request, url):
     """Whether the redirect target ``url`` stays on this site: a path, or an http(s) URL of this host."""
     return url.startswith(("/", "http://", "https://")) and url_has_allowed_host_and_scheme(
-        url, allowed_hosts={request.get_host()}, require_https=request.is_secure())
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
 
 
 def _drop_foreign_targets(request):
@@ -284,8 +306,9 @@ def _on_site(request, response):
     location = response.get("Location", "") if 300 <= response.status_code < 400 else ""
     if not location or same_site(request, location):
         return response
-    logger.warning("queue panel: %s redirected to %s, off this site: sent to the panel's home instead",
-                   request.path, location)
+    logger.warning(
+        "queue panel: %s redirected to %s, off this site: sent to the panel's home instead", request.path, location
+    )
     return HttpResponseRedirect(reverse("django_rq:home"))
 
 

@@ -24,6 +24,7 @@ answers costs one timeout (0.5 s). Queue-wide actions ("Requeue All", "Delete Al
 which walk 200,000 jobs for longer than any page, run without the deadline and with the app's
 ``SOCKET_TIMEOUT`` per round trip (``request_scope(deadline=None, timeout=...)``).
 """
+
 import contextlib
 import contextvars
 import time
@@ -56,10 +57,14 @@ def validate():
     for name in DEFAULTS:
         value = setting(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 60:
-            problems.append(Problem(
-                "queues.E024", f"{name} must be a number of seconds > 0 (and at most 60), got {value!r}.",
-                f"Remove it for the default ({DEFAULTS[name]}), or set e.g. {DEFAULTS[name]}: a panel page must "
-                "answer within 3 s when Redis hangs (docs/settings.md)."))
+            problems.append(
+                Problem(
+                    "queues.E024",
+                    f"{name} must be a number of seconds > 0 (and at most 60), got {value!r}.",
+                    f"Remove it for the default ({DEFAULTS[name]}), or set e.g. {DEFAULTS[name]}: a panel page must "
+                    "answer within 3 s when Redis hangs (docs/settings.md).",
+                )
+            )
     return problems
 
 
@@ -116,8 +121,10 @@ def request_scope(deadline="default", timeout=None):
     """
     if deadline == "default":
         deadline = setting("QUEUE_BOARD_DEADLINE")
-    scope = _Scope(None if deadline is None else time.monotonic() + float(deadline),
-                   float(setting("QUEUE_BOARD_REDIS_TIMEOUT") if timeout is None else timeout))
+    scope = _Scope(
+        None if deadline is None else time.monotonic() + float(deadline),
+        float(setting("QUEUE_BOARD_REDIS_TIMEOUT") if timeout is None else timeout),
+    )
     token = _scope.set(scope)
     try:
         yield scope

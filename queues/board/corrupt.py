@@ -10,6 +10,7 @@
 |                                              | and registries; its dead letter ``discarded``; audited    |
 | POST requeue / enqueue / stop                | refused with a message (nothing to run); audited "error"  |
 """
+
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -33,8 +34,14 @@ def respond(request, view_name, queue_index, queue_name, job):
         audit.record(request, view_name.split("_")[0], queue_name, [job.id], "error", detail)
         messages.error(request, detail)
         return redirect("django_rq:job_detail", queue_index, job.id)
-    context = {**each_context(request), "job": job, "queue_index": queue_index, "queue_name": queue_name,
-               "title": f"Corrupt job {job.id}", "can_act": request.queue_access.can_act}
+    context = {
+        **each_context(request),
+        "job": job,
+        "queue_index": queue_index,
+        "queue_name": queue_name,
+        "title": f"Corrupt job {job.id}",
+        "can_act": request.queue_access.can_act,
+    }
     return render(request, "queues/corrupt_job.html", context)
 
 

@@ -8,6 +8,7 @@ on it, and a ``<title>`` the browser shows on hover. Jobs that died are not in t
 table's "Dead jobs" counts them. Every text that reaches the
 markup (queue names come from the declarations, but are escaped anyway) goes through ``escape``.
 """
+
 import datetime
 
 from django.utils.html import escape
@@ -22,19 +23,20 @@ COMPLETED_COLOUR, FAILED_COLOUR, AXIS_COLOUR = "#417690", "#ba2121", "#999"
 
 
 def _clock(minute_start):
-    return datetime.datetime.fromtimestamp(minute_start, datetime.timezone.utc).strftime("%H:%M")
+    return datetime.datetime.fromtimestamp(minute_start, datetime.UTC).strftime("%H:%M")
 
 
 def _day_clock(start):
-    return datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime("%a %H:%M")
+    return datetime.datetime.fromtimestamp(start, datetime.UTC).strftime("%a %H:%M")
 
 
 def chart(queue, minutes, *, coarse=False):
     """The SVG of one queue: ``minutes`` is ``[(period_start, completed, failed), ...]`` (``None``s
     for a period without a sample), oldest first; per minute, or per ten minutes when ``coarse``.
     Returns safe markup."""
-    bar, group, css = (COARSE_BAR, "period", "queue-history queue-history-72h") if coarse else \
-        (BAR, "minute", "queue-history")
+    bar, group, css = (
+        (COARSE_BAR, "period", "queue-history queue-history-72h") if coarse else (BAR, "minute", "queue-history")
+    )
     span = "in the last 72 hours, per 10 minutes" if coarse else "in the last hour, per minute"
     clock = _day_clock if coarse else _clock
     top = max([(c or 0) + (f or 0) for _, c, f in minutes] + [1])
@@ -52,8 +54,9 @@ def chart(queue, minutes, *, coarse=False):
     for i, (start, completed, failed) in enumerate(minutes):
         x = i * bar
         if completed is None:
-            parts.append(f'<g class="{group}" data-{group}="{int(start)}"><title>{clock(start)} UTC: '
-                         "no sample</title></g>")
+            parts.append(
+                f'<g class="{group}" data-{group}="{int(start)}"><title>{clock(start)} UTC: no sample</title></g>'
+            )
             continue
         tip = escape(f"{clock(start)} UTC: {completed} completed, {failed} attempts failed")
         c_height = round(HEIGHT * completed / top, 2)
@@ -80,17 +83,20 @@ def charts(connection, now, names):
     rows = []
     for name in names:
         minutes = series.get(name) or [(m, None, None) for m in history.minute_starts(now)]
-        periods = coarse.get(name) or [(m, None, None) for m in history.period_starts(
-            now, history.COARSE_PERIODS, history.COARSE)]
-        rows.append({
-            "name": name,
-            "svg": chart(name, minutes),
-            "completed": sum(c or 0 for _, c, _ in minutes),
-            "failed": sum(f or 0 for _, _, f in minutes),
-            "sampled": any(c is not None for _, c, _ in minutes),
-            "svg_72h": chart(name, periods, coarse=True),
-            "completed_72h": sum(c or 0 for _, c, _ in periods),
-            "failed_72h": sum(f or 0 for _, _, f in periods),
-            "sampled_72h": any(c is not None for _, c, _ in periods),
-        })
+        periods = coarse.get(name) or [
+            (m, None, None) for m in history.period_starts(now, history.COARSE_PERIODS, history.COARSE)
+        ]
+        rows.append(
+            {
+                "name": name,
+                "svg": chart(name, minutes),
+                "completed": sum(c or 0 for _, c, _ in minutes),
+                "failed": sum(f or 0 for _, _, f in minutes),
+                "sampled": any(c is not None for _, c, _ in minutes),
+                "svg_72h": chart(name, periods, coarse=True),
+                "completed_72h": sum(c or 0 for _, c, _ in periods),
+                "failed_72h": sum(f or 0 for _, _, f in periods),
+                "sampled_72h": any(c is not None for _, c, _ in periods),
+            }
+        )
     return rows

@@ -17,6 +17,7 @@ A ``NoSuchJobError`` raised later by the view (the job deleted meanwhile) is a 4
 read such keys as empty: ``readonly``, ``readers``, ``jobread``) answers ``bad_entry``'s page (200,
 naming the queue's keys of the wrong type), not the guard's 503 "Redis did not answer in time".
 """
+
 import functools
 
 import redis
@@ -96,5 +97,8 @@ def bad_entry(request, exc, kwargs):
 
     entries.report(request.path, f"a key this page reads is of the wrong type ({exc})")
     found = problems(get_queue_by_index(kwargs["queue_index"])) if "queue_index" in kwargs else []
-    return render(request, "queues/bad_entry.html", {
-        **each_context(request), "title": "A Redis entry of the wrong type", "problems": found})
+    return render(
+        request,
+        "queues/bad_entry.html",
+        {**each_context(request), "title": "A Redis entry of the wrong type", "problems": found},
+    )

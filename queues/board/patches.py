@@ -11,6 +11,7 @@ and the installed django-rq version. A django-rq upgrade that renames one would 
 views unpatched (unpickling, writing on a GET) without a word; the fix is to read the new django-rq
 and change the table (docs/decisions.md, "The panel denies by default").
 """
+
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
@@ -39,14 +40,26 @@ _FACTORY = {"get_redis_connection": bounded.get_redis_connection}
 
 # django-rq module -> {name: what it becomes}. Checked against django-rq 4.2.0.
 REBIND = {
-    "django_rq.views": {**_READ_ONLY_REGISTRIES, "get_queue_by_index": get_queue_by_index, "get_jobs": get_jobs,
-                        "Job": PanelJob, "get_executions": get_executions,
-                        "clean_worker_registry": clean_worker_registry, "Worker": JSONWorker,
-                        "get_scheduler_by_index": get_scheduler_by_index},
-    "django_rq.utils": {**_READ_ONLY_REGISTRIES, "get_queue_by_index": get_queue_by_index, "Worker": JSONWorker,
-                        "get_executions": get_executions,
-                        "DjangoCronScheduler": ReadOnlyCronScheduler, "clean_worker_registry": clean_worker_registry,
-                        "clean_registries": clean_registries, **_FACTORY},
+    "django_rq.views": {
+        **_READ_ONLY_REGISTRIES,
+        "get_queue_by_index": get_queue_by_index,
+        "get_jobs": get_jobs,
+        "Job": PanelJob,
+        "get_executions": get_executions,
+        "clean_worker_registry": clean_worker_registry,
+        "Worker": JSONWorker,
+        "get_scheduler_by_index": get_scheduler_by_index,
+    },
+    "django_rq.utils": {
+        **_READ_ONLY_REGISTRIES,
+        "get_queue_by_index": get_queue_by_index,
+        "Worker": JSONWorker,
+        "get_executions": get_executions,
+        "DjangoCronScheduler": ReadOnlyCronScheduler,
+        "clean_worker_registry": clean_worker_registry,
+        "clean_registries": clean_registries,
+        **_FACTORY,
+    },
     # stats.statistics takes django-rq's run_maintenance_tasks and never runs maintenance.
     "django_rq.stats_views": {"get_statistics": statistics},
     # Its collector counts through get_queue (4.2 no longer calls get_statistics there), and lists the
@@ -70,8 +83,12 @@ def django_rq_version():
 def missing(table=None):
     """``[(module, name), ...]`` of the table's names that their django-rq module does not have."""
     table = REBIND if table is None else table
-    return [(module_name, name) for module_name, names in table.items()
-            for name in names if not hasattr(importlib.import_module(module_name), name)]
+    return [
+        (module_name, name)
+        for module_name, names in table.items()
+        for name in names
+        if not hasattr(importlib.import_module(module_name), name)
+    ]
 
 
 def install(table=None):
@@ -85,7 +102,8 @@ def install(table=None):
             f"The queue panel rebinds names inside django-rq's modules, and django-rq {django_rq_version()} has "
             f"no {listed}. Its views would run unpatched (pickle, writes on a GET), so the panel refuses to "
             "start. Install the django-rq version of requirements.txt, or adapt queues/board/patches.py "
-            "(REBIND) to this version.")
+            "(REBIND) to this version."
+        )
     for module_name, names in table.items():
         module = importlib.import_module(module_name)
         for name, value in names.items():

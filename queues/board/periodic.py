@@ -9,6 +9,7 @@ key of the wrong type, an absurd score or a last-run id rq rejects is shown as u
 A POST (the act permission, as any POST to the panel: ``access.guard``; CSRF) pauses or resumes one
 schedule and writes one audit row.
 """
+
 import datetime as dt
 import math
 
@@ -27,7 +28,7 @@ from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.periodic import schedules
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _when(value):
@@ -55,16 +56,27 @@ def rows(connection):
     index = get_queues_map()
     result = []
     for schedule, score, last_id in zip(declared, scores, last_ids):
-        row = {"schedule": schedule, "paused": schedule.id in paused,
-               "timing": f"cron {schedule.cron} (UTC)" if schedule.cron else f"every {schedule.interval} s",
-               "missed": schedule.missed if isinstance(schedule.missed, str)
-               else f"catch up (at most {schedule.missed['catch_up']})",
-               "next_run": _next_run(score, schedule), "last": None}
+        row = {
+            "schedule": schedule,
+            "paused": schedule.id in paused,
+            "timing": f"cron {schedule.cron} (UTC)" if schedule.cron else f"every {schedule.interval} s",
+            "missed": schedule.missed
+            if isinstance(schedule.missed, str)
+            else f"catch up (at most {schedule.missed['catch_up']})",
+            "next_run": _next_run(score, schedule),
+            "last": None,
+        }
         if last_id:
             job = next(jobs)
             shown = jobread.shown_id(last_id)
-            last = {"id": shown, "status": "gone (expired or deleted)", "started": None, "ended": None,
-                    "duration": None, "url": ""}
+            last = {
+                "id": shown,
+                "status": "gone (expired or deleted)",
+                "started": None,
+                "ended": None,
+                "duration": None,
+                "url": "",
+            }
             if job is not None:
                 status = job.get_status(refresh=False)
                 last["status"] = getattr(status, "value", status) or "?"  # rq's JobStatus, or "corrupt"
@@ -92,15 +104,20 @@ def _next_run(score, schedule):
     """The template's score as an aware UTC datetime; None for none or a score that is not a time."""
     if score is None:
         return None
-    if not math.isfinite(score) or not 0 <= score < 2 ** 40:
+    if not math.isfinite(score) or not 0 <= score < 2**40:
         entries.report(schedules.scheduled_jobs_key(), f"{schedule.template_id} has the score {score}, not a time")
         return None
     return dt.datetime.fromtimestamp(float(score), UTC)
 
 
 def _page(request):
-    context = {**each_context(request), "title": "Periodic jobs", "rows": rows(bounded.connection()),
-               "can_act": request.queue_access.can_act, "access": request.queue_access}
+    context = {
+        **each_context(request),
+        "title": "Periodic jobs",
+        "rows": rows(bounded.connection()),
+        "can_act": request.queue_access.can_act,
+        "access": request.queue_access,
+    }
     return render(request, "queues/periodic.html", context)
 
 
@@ -116,8 +133,13 @@ def _toggle(request):
         audit.record(request, audit_action, "", outcome="error", detail=exc.args[0])
         messages.error(request, exc.args[0])
         return redirect("django_rq:queues_periodic")
-    audit.record(request, audit_action, schedule.queue, detail=f"periodic schedule {schedule.id} {action}d: "
-                 + ("the scheduler skips its ticks" if action == "pause" else "its ticks run again"))
+    audit.record(
+        request,
+        audit_action,
+        schedule.queue,
+        detail=f"periodic schedule {schedule.id} {action}d: "
+        + ("the scheduler skips its ticks" if action == "pause" else "its ticks run again"),
+    )
     messages.success(request, f"Periodic schedule {schedule.id} {'paused' if action == 'pause' else 'resumed'}.")
     return redirect("django_rq:queues_periodic")
 

@@ -8,6 +8,7 @@ Two queue-wide views are replaced rather than wrapped, for the 200,000-job case:
 A corrupt job never stops them: "Delete All" deletes its keys, "Requeue All" leaves it in the failed
 registry and says how many it skipped (rq_actions' docstring has the rule for every action).
 """
+
 import redis
 from django.contrib import messages
 from django.shortcuts import redirect
@@ -45,7 +46,7 @@ def empty_queue(request, queue_index):
 
 
 def _empty_wrong_type(request, queue, queue_index, kind):
-    """"Empty" of a queue whose key is not a list (planted): the key is deleted, which empties it."""
+    """ "Empty" of a queue whose key is not a list (planted): the key is deleted, which empties it."""
     queue.connection.delete(queue.key)
     detail = f"queue key {queue.key} was a {kind}, not a list: deleted"
     audit.record(request, "empty", queue.name, [], "ok", detail)
@@ -123,12 +124,21 @@ def delete_all_failed(request, queue_index):
 
     # A job already gone from Redis is as deleted as it gets: its row is discarded too; so is a corrupt one.
     count, _, corrupt = _act_on_all_failed(
-        request, queue, "delete_all_failed", delete,
-        lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED), "deleted", delete_corrupt=True)
+        request,
+        queue,
+        "delete_all_failed",
+        delete,
+        lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED),
+        "deleted",
+        delete_corrupt=True,
+    )
     messages.info(request, f"You have successfully deleted {count} failed job{'s' if count != 1 else ''}.")
     if corrupt:
-        messages.warning(request, f"{len(corrupt)} corrupt job{'s' if len(corrupt) != 1 else ''} deleted too "
-                                  f"(unreadable as jobs: their keys were removed): {', '.join(corrupt[:10])}.")
+        messages.warning(
+            request,
+            f"{len(corrupt)} corrupt job{'s' if len(corrupt) != 1 else ''} deleted too "
+            f"(unreadable as jobs: their keys were removed): {', '.join(corrupt[:10])}.",
+        )
     return redirect("django_rq:home")
 
 
@@ -147,15 +157,25 @@ def requeue_all_failed(request, queue_index):
     # Only the rows of jobs actually requeued become "retried"; a row whose job was gone stays open
     # (the dead-letter admin's Retry enqueues it anew from its stored arguments).
     count, gone, corrupt = _act_on_all_failed(
-        request, queue, "requeue_all", requeue,
-        lambda ids, found: mark_dead_letters(found, DeadLetter.Status.RETRIED, retried_as_self=True), "requeued",
+        request,
+        queue,
+        "requeue_all",
+        requeue,
+        lambda ids, found: mark_dead_letters(found, DeadLetter.Status.RETRIED, retried_as_self=True),
+        "requeued",
         delete_corrupt=False,
     )
     messages.info(request, f"You have successfully requeued {count} job{'s' if count != 1 else ''}!")
     if corrupt:
-        messages.warning(request, f"{len(corrupt)} corrupt skipped (unreadable as jobs, left in the failed list; "
-                                  f"open or delete them there): {', '.join(corrupt[:10])}.")
+        messages.warning(
+            request,
+            f"{len(corrupt)} corrupt skipped (unreadable as jobs, left in the failed list; "
+            f"open or delete them there): {', '.join(corrupt[:10])}.",
+        )
     if gone:
-        messages.warning(request, f"{len(gone)} failed job{'s' if len(gone) != 1 else ''} no longer in Redis "
-                                  "could not be requeued; retry their dead letters from the dead-letter admin.")
+        messages.warning(
+            request,
+            f"{len(gone)} failed job{'s' if len(gone) != 1 else ''} no longer in Redis "
+            "could not be requeued; retry their dead letters from the dead-letter admin.",
+        )
     return redirect("django_rq:jobs", queue_index)

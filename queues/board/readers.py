@@ -22,6 +22,7 @@ type, an absurd score) and fetch each job with rq. Here:
 
 Nothing here writes.
 """
+
 import datetime as dt
 import math
 
@@ -79,8 +80,9 @@ class JSONWorker(Worker):
             if connection.hstrlen(worker_key, "queues") > entries.WORKER_QUEUES_BYTES:  # rq builds a queue per name
                 entries.report(worker_key, f"its queue list is over {entries.WORKER_QUEUES_BYTES} bytes: left out")
                 return None
-            return super().find_by_key(worker_key, connection, job_class=OptimaJob, queue_class=OptimaQueue,
-                                       serializer=JSONSerializer)
+            return super().find_by_key(
+                worker_key, connection, job_class=OptimaJob, queue_class=OptimaQueue, serializer=JSONSerializer
+            )
         except (redis.ConnectionError, redis.TimeoutError):
             raise
         except Exception as exc:  # noqa: BLE001 — whatever the hash holds, it is not a worker rq can read
@@ -133,10 +135,10 @@ def read_only_scheduler(scheduler):
         end = start + length - 1 if length else -1
         pairs = []
         for member, score in scheduler.connection.zrange(key, start, end, withscores=True):
-            if not math.isfinite(score) or not 0 <= score < 2 ** 40:
+            if not math.isfinite(score) or not 0 <= score < 2**40:
                 entries.report(key, f"member {entries.text(member)!r} has the score {score}, not a time: left out")
                 continue
-            pairs.append((member, dt.datetime.fromtimestamp(score, dt.timezone.utc).replace(tzinfo=None)))
+            pairs.append((member, dt.datetime.fromtimestamp(score, dt.UTC).replace(tzinfo=None)))
         jobs = jobread.fetch_many([m for m, _ in pairs], scheduler.connection, check_origin=False)
         found = [(job, at) for job, (_, at) in zip(jobs, pairs) if job is not None]
         return found if with_times else [job for job, _ in found]

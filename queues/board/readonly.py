@@ -33,6 +33,7 @@ The dashboard (``views.home``) reads ``stats.statistics()``, which never runs ma
 Registry maintenance is the workers' job (rq's maintenance task), never a page's.
 ``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
 """
+
 import redis
 from django_rq.cron import DjangoCronScheduler
 from rq.exceptions import NoSuchJobError
@@ -116,20 +117,35 @@ def _read_only(cls):
             why = f"the score {when.timestamp()}"
         except (OverflowError, ValueError, OSError) as exc:
             why = f"a score that is not a time ({exc})"
-        entries.report(self.key, f"member {jobread.text(getattr(job_or_id, 'id', job_or_id))!r} has {why}: "
-                       "shown without a time")
+        entries.report(
+            self.key, f"member {jobread.text(getattr(job_or_id, 'id', job_or_id))!r} has {why}: shown without a time"
+        )
         return None
 
-    attrs = {"__init__": __init__, "cleanup": cleanup, "get_job_count": get_job_count, "get_job_ids": get_job_ids,
-             "get_job_and_execution_ids": get_job_and_execution_ids, "__module__": __name__}
+    attrs = {
+        "__init__": __init__,
+        "cleanup": cleanup,
+        "get_job_count": get_job_count,
+        "get_job_ids": get_job_ids,
+        "get_job_and_execution_ids": get_job_and_execution_ids,
+        "__module__": __name__,
+    }
     if hasattr(cls, "get_scheduled_time"):
         attrs["get_scheduled_time"] = get_scheduled_time
     return type(f"ReadOnly{cls.__name__}", (cls,), attrs)
 
 
-REGISTRIES = {cls.__name__: _read_only(cls) for cls in (
-    StartedJobRegistry, FinishedJobRegistry, FailedJobRegistry, DeferredJobRegistry, ScheduledJobRegistry,
-    CanceledJobRegistry)}
+REGISTRIES = {
+    cls.__name__: _read_only(cls)
+    for cls in (
+        StartedJobRegistry,
+        FinishedJobRegistry,
+        FailedJobRegistry,
+        DeferredJobRegistry,
+        ScheduledJobRegistry,
+        CanceledJobRegistry,
+    )
+}
 
 
 class ReadOnlyQueue(OptimaQueue):
@@ -146,8 +162,10 @@ class ReadOnlyQueue(OptimaQueue):
             for key in self.band_keys:
                 pipe.llen(key)
             replies = pipe.execute(raise_on_error=False)
-        return [wrong_type(key, reply, 0) if isinstance(reply, redis.ResponseError) else int(reply)
-                for key, reply in zip(self.band_keys, replies)]
+        return [
+            wrong_type(key, reply, 0) if isinstance(reply, redis.ResponseError) else int(reply)
+            for key, reply in zip(self.band_keys, replies)
+        ]
 
     def band_range(self, key, start, end):
         try:

@@ -20,6 +20,7 @@ entry: the operator wants them gone), a requeue refuses them one by one and repo
 ("Requeued 2 jobs." plus "1 of 3 jobs not requeued: <id>: corrupt ..."); "Requeue All" leaves them
 in the failed registry and says how many it skipped.
 """
+
 import functools
 
 import redis
@@ -59,7 +60,7 @@ def audit_outcome(response):
 
 
 def _enqueue_failed(request, queue, queue_index, job_id, view):
-    """"Enqueue" from the page of a job in the failed registry (one stopped from the panel)."""
+    """ "Enqueue" from the page of a job in the failed registry (one stopped from the panel)."""
     job = jobread.fetch(job_id, queue.connection)
     if job is None or jobread.is_corrupt(job):
         return view(request, queue_index, job_id)  # django-rq's own answer
@@ -91,9 +92,20 @@ CONFIRMED = {
 def confirm(request, queue, queue_index, job_id, action):
     """The page asking to confirm ``action`` on one job; its form posts to the same URL."""
     job = jobread.fetch(job_id, queue.connection)
-    return render(request, "queues/confirm_job_action.html", {
-        **rq_views.each_context(request), "queue_index": queue_index, "queue": queue, "job": job,
-        "state": panel_state(job), "action": action, "what": CONFIRMED[action], "title": "Are you sure?"})
+    return render(
+        request,
+        "queues/confirm_job_action.html",
+        {
+            **rq_views.each_context(request),
+            "queue_index": queue_index,
+            "queue": queue,
+            "job": job,
+            "state": panel_state(job),
+            "action": action,
+            "what": CONFIRMED[action],
+            "title": "Are you sure?",
+        },
+    )
 
 
 def audited(view, action):
@@ -184,8 +196,9 @@ def bulk_actions(request, queue_index):
     done = [job_id for job_id, outcome, _ in results if outcome == "ok"]
     _mark_rows_of(action, [job_id for job_id in done if job_id in failed])
     for job_id, outcome, detail in results:
-        audit.record(request, action, queue.name, [job_id], outcome,
-                     f"bulk {action} of {len(job_ids)} from the panel: {detail}")
+        audit.record(
+            request, action, queue.name, [job_id], outcome, f"bulk {action} of {len(job_ids)} from the panel: {detail}"
+        )
     _report(request, action, results)
     return redirect(_safe_next_url(request, queue_index))
 
@@ -198,15 +211,19 @@ def _report(request, action, results):
     if not_done:
         listed = "; ".join(f"{job_id}: {detail}" for job_id, detail in not_done[:10])
         more = f" (and {len(not_done) - 10} more)" if len(not_done) > 10 else ""
-        messages.error(request, f"{len(not_done)} of {len(results)} job{'s' if len(results) != 1 else ''} "
-                                f"not {BULK_VERBS[action]}: {listed}{more}.")
+        messages.error(
+            request,
+            f"{len(not_done)} of {len(results)} job{'s' if len(results) != 1 else ''} "
+            f"not {BULK_VERBS[action]}: {listed}{more}.",
+        )
 
 
 def _safe_next_url(request, queue_index):
     """django-rq's ``next_url``, only when it stays on this site (no open redirect)."""
     next_url = request.POST.get("next_url", "")
-    if next_url and url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
-                                                     require_https=request.is_secure()):
+    if next_url and url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return next_url
     return reverse("django_rq:jobs", args=[queue_index])
 
@@ -219,16 +236,32 @@ def cancel(request, queue_index, job_id):
     job_page = reverse("django_rq:job_detail", args=[queue_index, job_id])
     if request.method != "POST":
         job = jobread.fetch(job_id, queue.connection)
-        return render(request, "django_rq/confirm_action.html", {
-            **rq_views.each_context(request), "queue_index": queue_index, "action": "cancel", "job_ids": [job_id],
-            "jobs": [job], "queue": queue, "next_url": job_page})
+        return render(
+            request,
+            "django_rq/confirm_action.html",
+            {
+                **rq_views.each_context(request),
+                "queue_index": queue_index,
+                "action": "cancel",
+                "job_ids": [job_id],
+                "jobs": [job],
+                "queue": queue,
+                "next_url": job_page,
+            },
+        )
     try:
         canceled = cancel_job(job_id, queue.connection)
     except Exception as exc:
         audit.record(request, "cancel", queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
         raise
-    audit.record(request, "cancel", queue.name, [job_id], "ok" if canceled.ok else "error",
-                 f"from the panel's job page: {canceled.detail}")
+    audit.record(
+        request,
+        "cancel",
+        queue.name,
+        [job_id],
+        "ok" if canceled.ok else "error",
+        f"from the panel's job page: {canceled.detail}",
+    )
     if canceled.ok:
         messages.info(request, f"Job {job_id} {canceled.detail}.")
     else:

@@ -1,6 +1,7 @@
 """The panel's Search page (``admin/queues/search/``): live jobs by function, queue and state, and by a
 text in their id or arguments, across the declared queues and their registries (``queues.search_jobs``,
 queues/search/). Read-only but for the search's own lazy drop of index entries whose job is gone."""
+
 from urllib.parse import urlencode
 
 from django.shortcuts import render
@@ -22,37 +23,67 @@ FUNCTIONS_SHOWN = 200  # most recently enqueued functions offered in the form
 def search(request):
     """The form and one page of results; "Next" continues where this page's scan stopped."""
     get = request.GET
-    criteria = {"function": get.get("function", "").strip(), "queue": get.get("queue", "").strip(),
-                "state": get.get("state", "").strip(), "text": get.get("q", "").strip()}
+    criteria = {
+        "function": get.get("function", "").strip(),
+        "queue": get.get("queue", "").strip(),
+        "state": get.get("state", "").strip(),
+        "text": get.get("q", "").strip(),
+    }
     index = get_queues_map()
     connection = bounded.connection()
     functions = _functions(connection)
-    context = {**each_context(request), "title": "Search jobs", "criteria": criteria, "states": find.STATES,
-               "queue_names": list(index), "functions": sorted(functions), "found": None, "error": "",
-               "hits": [], "next_url": "", "scan_note": "", "scan_limit": f"{find.SCAN_LIMIT:,}"}
+    context = {
+        **each_context(request),
+        "title": "Search jobs",
+        "criteria": criteria,
+        "states": find.STATES,
+        "queue_names": list(index),
+        "functions": sorted(functions),
+        "found": None,
+        "error": "",
+        "hits": [],
+        "next_url": "",
+        "scan_note": "",
+        "scan_limit": f"{find.SCAN_LIMIT:,}",
+    }
     try:
         start = int(get.get("start", "0") or 0)
-        found = find.search_jobs(**{k: v or None for k, v in criteria.items()}, start=start,
-                                 connection=connection)
+        found = find.search_jobs(**{k: v or None for k, v in criteria.items()}, start=start, connection=connection)
     except ValueError as exc:  # InvalidSearch, or a start that is no number
-        context["error"] = str(exc) if isinstance(exc, find.InvalidSearch) else \
-            f"start must be a whole number, got {get.get('start')[:40]!r}."
+        context["error"] = (
+            str(exc)
+            if isinstance(exc, find.InvalidSearch)
+            else f"start must be a whole number, got {get.get('start')[:40]!r}."
+        )
         return render(request, "queues/search.html", context)
     except UnknownQueue as exc:
         context["error"] = str(exc)
         return render(request, "queues/search.html", context)
     context["found"] = found
     context["hits"] = [
-        {"hit": hit, "url": reverse("django_rq:job_detail", args=[index[hit.queue], jobread.shown_id(hit.job_id)])
-         if hit.queue in index else ""} for hit in found.hits]
+        {
+            "hit": hit,
+            "url": reverse("django_rq:job_detail", args=[index[hit.queue], jobread.shown_id(hit.job_id)])
+            if hit.queue in index
+            else "",
+        }
+        for hit in found.hits
+    ]
     if found.next_start is not None:
-        query = {"q": criteria["text"], "function": criteria["function"], "queue": criteria["queue"],
-                 "state": criteria["state"], "start": found.next_start}
+        query = {
+            "q": criteria["text"],
+            "function": criteria["function"],
+            "queue": criteria["queue"],
+            "state": criteria["state"],
+            "start": found.next_start,
+        }
         context["next_url"] = "?" + urlencode({k: v for k, v in query.items() if v != ""})
     if not found.exact:
         end = found.start + found.scanned
-        context["scan_note"] = (f"Scanned {found.scanned:,} of {found.total:,} {found.source} (newest first, "
-                                f"positions {found.start + 1:,}-{end:,}).")
+        context["scan_note"] = (
+            f"Scanned {found.scanned:,} of {found.total:,} {found.source} (newest first, "
+            f"positions {found.start + 1:,}-{end:,})."
+        )
         if found.next_start is not None and len(found.hits) < find.PAGE_SIZE:
             context["scan_note"] += " Refine the search, or load more to scan further."
     return render(request, "queues/search.html", context)

@@ -8,6 +8,7 @@ all of them. Here the same dictionary is built from the read-only queue and regi
 corrupt one shows "corrupt"), and each queue lists its ``problems`` (a key that is not of the type
 rq expects), shown on the dashboard. Nothing is written.
 """
+
 from django.core.exceptions import ImproperlyConfigured
 from django_rq.settings import get_queues_list
 from django_rq.templatetags.django_rq import to_localtime
@@ -17,17 +18,32 @@ from queues.board import readonly
 from queues.board.readers import JSONWorker, read_only_scheduler
 from queues.jobs import read as jobread
 
-EXPECTED_TYPES = {"queue": b"list", "high band": b"list", "low band": b"list", "started": b"zset",
-                  "finished": b"zset", "failed": b"zset", "deferred": b"zset", "scheduled": b"zset",
-                  "canceled": b"zset"}
+EXPECTED_TYPES = {
+    "queue": b"list",
+    "high band": b"list",
+    "low band": b"list",
+    "started": b"zset",
+    "finished": b"zset",
+    "failed": b"zset",
+    "deferred": b"zset",
+    "scheduled": b"zset",
+    "canceled": b"zset",
+}
 
 
 def _keys(queue):
     high, _, low = queue.band_keys  # the priority bands of the queue (keys.band_keys)
-    return {"queue": queue.key, "high band": high, "low band": low, "started": queue.started_job_registry.key,
-            "finished": queue.finished_job_registry.key, "failed": queue.failed_job_registry.key,
-            "deferred": queue.deferred_job_registry.key, "scheduled": queue.scheduled_job_registry.key,
-            "canceled": queue.canceled_job_registry.key}
+    return {
+        "queue": queue.key,
+        "high band": high,
+        "low band": low,
+        "started": queue.started_job_registry.key,
+        "finished": queue.finished_job_registry.key,
+        "failed": queue.failed_job_registry.key,
+        "deferred": queue.deferred_job_registry.key,
+        "scheduled": queue.scheduled_job_registry.key,
+        "canceled": queue.canceled_job_registry.key,
+    }
 
 
 def problems(queue):
@@ -37,8 +53,11 @@ def problems(queue):
         for key in keys.values():
             pipe.type(key)
         types = pipe.execute()
-    return [f"{key} is a {jobread.text(kind)}, not a {EXPECTED_TYPES[name].decode()}"
-            for (name, key), kind in zip(keys.items(), types) if kind not in (b"none", EXPECTED_TYPES[name])]
+    return [
+        f"{key} is a {jobread.text(kind)}, not a {EXPECTED_TYPES[name].decode()}"
+        for (name, key), kind in zip(keys.items(), types)
+        if kind not in (b"none", EXPECTED_TYPES[name])
+    ]
 
 
 def oldest_timestamp(queue):

@@ -17,6 +17,7 @@ The client address is ``REMOTE_ADDR``; behind reverse proxies named in ``QUEUE_T
 ``X-Forwarded-For`` that is not a trusted proxy — the left part of that header is whatever the
 client sent.
 """
+
 import functools
 import ipaddress
 import math
@@ -49,6 +50,7 @@ def setting(name):
 
 # --- settings and their checks ----------------------------------------------------------------
 
+
 def _proxy_entries():
     value = setting("QUEUE_TRUSTED_PROXIES") or ()
     if isinstance(value, str):
@@ -63,16 +65,24 @@ def validate():
     try:
         parse(limit)
     except (ValueError, TypeError):
-        problems.append(Problem(
-            "queues.E022", f"QUEUE_LOGIN_FAILURES must be a rate like '10/minute', got {limit!r}.",
-            "Use the limits library's syntax: '<count>/<second|minute|hour|day>', e.g. '10/minute' (the default)."))
+        problems.append(
+            Problem(
+                "queues.E022",
+                f"QUEUE_LOGIN_FAILURES must be a rate like '10/minute', got {limit!r}.",
+                "Use the limits library's syntax: '<count>/<second|minute|hour|day>', e.g. '10/minute' (the default).",
+            )
+        )
     for entry in _proxy_entries():
         try:
             ipaddress.ip_network(entry, strict=False)
         except ValueError:
-            problems.append(Problem(
-                "queues.E023", f"QUEUE_TRUSTED_PROXIES lists {entry!r}, which is not an IP address or network.",
-                "List the reverse proxies' addresses or networks, comma-separated: '10.0.0.5,10.1.0.0/16'."))
+            problems.append(
+                Problem(
+                    "queues.E023",
+                    f"QUEUE_TRUSTED_PROXIES lists {entry!r}, which is not an IP address or network.",
+                    "List the reverse proxies' addresses or networks, comma-separated: '10.0.0.5,10.1.0.0/16'.",
+                )
+            )
     return problems
 
 
@@ -109,6 +119,7 @@ def client_address(request):
 
 # --- the window ---------------------------------------------------------------------------------
 
+
 @functools.lru_cache(maxsize=4)
 def _storage(_url, _timeout):
     from queues.connection.clients import get_cache_connection
@@ -142,8 +153,9 @@ def retry_after(request):
             return 0
         stats = limiter.get_window_stats(item, address)
     except redis.RedisError as exc:
-        logger.error("sign-in throttle unavailable (%s: %s): attempt from %s let through",
-                     type(exc).__name__, exc, address)
+        logger.error(
+            "sign-in throttle unavailable (%s: %s): attempt from %s let through", type(exc).__name__, exc, address
+        )
         return 0
     wait = max(1, math.ceil(stats.reset_time - time.time()))
     logger.warning("sign-in refused from %s: failed sign-ins reached %s; retry in %ss", address, item, wait)
@@ -159,11 +171,16 @@ def record_failure(request, where, username):
     try:
         _limiter().hit(item, address)
     except redis.RedisError as exc:
-        logger.error("sign-in throttle unavailable (%s: %s): failure from %s not counted",
-                     type(exc).__name__, exc, address)
+        logger.error(
+            "sign-in throttle unavailable (%s: %s): failure from %s not counted", type(exc).__name__, exc, address
+        )
     logger.warning("failed sign-in (%s) as %r from %s", where, username, address)
-    audit.record(f"{'basic:' if where == 'panel basic auth' else ''}{username}", "login_failed",
-                 outcome="error", detail=f"failed sign-in ({where}) from {address}")
+    audit.record(
+        f"{'basic:' if where == 'panel basic auth' else ''}{username}",
+        "login_failed",
+        outcome="error",
+        detail=f"failed sign-in ({where}) from {address}",
+    )
 
 
 def too_many(request, wait):

@@ -17,6 +17,7 @@ templates' links resolve unchanged.
   panel's bounded Redis clients; django-rq's views read JSON only and write nothing on a GET
   (``patches.install()``, here: it fails at start-up when django-rq lacks a name it rebinds).
 """
+
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
@@ -35,19 +36,40 @@ READ, ACT = "read", "act"
 
 # Every URL name of django-rq's URLconf (checked against 4.2.0) -> the permission it needs.
 DJANGO_RQ = {
-    "home": READ, "home_json": READ, "metrics": READ,
-    "jobs": READ, "queue_details": READ, "finished_jobs": READ, "failed_jobs": READ, "scheduled_jobs": READ,
-    "started_jobs": READ, "deferred_jobs": READ, "job_detail": READ, "result_detail": READ,
-    "workers": READ, "worker_details": READ, "scheduler_jobs": READ,
-    "cron_scheduler_detail": READ, "cron_job_detail": READ,
-    "delete_job": ACT, "requeue_job": ACT, "enqueue_job": ACT, "stop_job": ACT,
-    "confirm_action": ACT, "actions": ACT,
-    "clear": ACT, "requeue_all": ACT, "delete_failed_jobs": ACT,
+    "home": READ,
+    "home_json": READ,
+    "metrics": READ,
+    "jobs": READ,
+    "queue_details": READ,
+    "finished_jobs": READ,
+    "failed_jobs": READ,
+    "scheduled_jobs": READ,
+    "started_jobs": READ,
+    "deferred_jobs": READ,
+    "job_detail": READ,
+    "result_detail": READ,
+    "workers": READ,
+    "worker_details": READ,
+    "scheduler_jobs": READ,
+    "cron_scheduler_detail": READ,
+    "cron_job_detail": READ,
+    "delete_job": ACT,
+    "requeue_job": ACT,
+    "enqueue_job": ACT,
+    "stop_job": ACT,
+    "confirm_action": ACT,
+    "actions": ACT,
+    "clear": ACT,
+    "requeue_all": ACT,
+    "delete_failed_jobs": ACT,
 }
 # django-rq URL name -> our view serving it (same URL arguments).
 SERVED_BY = {
-    "home": views.home, "queue_details": views.queue_details, "actions": rq_actions.bulk_actions,
-    "clear": queue_actions.empty_queue, "requeue_all": queue_actions.requeue_all_failed,
+    "home": views.home,
+    "queue_details": views.queue_details,
+    "actions": rq_actions.bulk_actions,
+    "clear": queue_actions.empty_queue,
+    "requeue_all": queue_actions.requeue_all_failed,
     "delete_failed_jobs": queue_actions.delete_all_failed,
 }
 # django-rq URL name -> the audit action of its view (one job, ``rq_actions.audited``).
@@ -89,8 +111,12 @@ def django_rq_patterns():
     mounted = []
     for pattern in [*rq_urls.get_api_urlpatterns(), *rq_urls.get_admin_urlpatterns()]:
         if pattern.name not in DJANGO_RQ:
-            logger.warning("django-rq serves /%s (URL name %r), which queues/board/urls.py does not classify "
-                           "as read or act: not mounted, it answers 404", pattern.pattern, pattern.name)
+            logger.warning(
+                "django-rq serves /%s (URL name %r), which queues/board/urls.py does not classify "
+                "as read or act: not mounted, it answers 404",
+                pattern.pattern,
+                pattern.name,
+            )
             continue
         view = served(pattern.name, _django_rq_view(pattern), DJANGO_RQ[pattern.name])
         mounted.append(URLPattern(pattern.pattern, view, pattern.default_args, pattern.name))

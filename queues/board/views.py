@@ -1,6 +1,7 @@
 """The panel's own pages: the home page (django-rq's queue table plus pause/resume and job search),
 pause and resume, "find a job by id" and the canceled jobs of a queue. Everything else is django-rq's
 (see ``urls.py``, which puts every view, these too, behind ``access.guard``)."""
+
 import re
 import time
 
@@ -87,16 +88,24 @@ def queue_details(request, queue_index):
     ends = queue.get_job_ids(0, 1) + queue.get_job_ids(-1, 1) if queue.count else []
     oldest, newest = (queue.fetch_job(ends[0]), queue.fetch_job(ends[-1])) if ends else (None, None)
     context = {
-        **each_context(request), "queue": queue, "queue_index": queue_index,
+        **each_context(request),
+        "queue": queue,
+        "queue_index": queue_index,
         "connection_kwargs": get_displayable_connection_kwargs(queue),
-        "queue_config": get_queues_list()[queue_index]["connection_config"], "num_jobs": queue.count,
-        "num_workers": JSONWorker.count(queue=queue), "num_started": len(queue.started_job_registry),
-        "num_finished": len(queue.finished_job_registry), "num_failed": len(queue.failed_job_registry),
-        "num_deferred": len(queue.deferred_job_registry), "num_scheduled": len(queue.scheduled_job_registry),
+        "queue_config": get_queues_list()[queue_index]["connection_config"],
+        "num_jobs": queue.count,
+        "num_workers": JSONWorker.count(queue=queue),
+        "num_started": len(queue.started_job_registry),
+        "num_finished": len(queue.finished_job_registry),
+        "num_failed": len(queue.failed_job_registry),
+        "num_deferred": len(queue.deferred_job_registry),
+        "num_scheduled": len(queue.scheduled_job_registry),
         "num_canceled": len(queue.canceled_job_registry),
         # rq's scheduler (a worker's child) holding this queue's lock; django-rq's get_scheduler_pid answers
         # False (no cell) whenever rq-scheduler is installed, which runs only the periodic jobs here.
-        "scheduler_pid": queue.scheduler_pid, "oldest_queued_job": oldest, "newest_queued_job": newest,
+        "scheduler_pid": queue.scheduler_pid,
+        "oldest_queued_job": oldest,
+        "newest_queued_job": newest,
     }
     return render(request, "django_rq/queue_detail.html", context)
 
@@ -112,8 +121,13 @@ def _toggle(request, name, action):
         messages.error(request, str(exc))
         return redirect("django_rq:home")
     try:
-        audit.record(request, action, name, detail=f"queue {name} {action}d: workers "
-                     + ("leave its jobs alone" if action == "pause" else "take its jobs again"))
+        audit.record(
+            request,
+            action,
+            name,
+            detail=f"queue {name} {action}d: workers "
+            + ("leave its jobs alone" if action == "pause" else "take its jobs again"),
+        )
     except DatabaseError:
         # No change without its audit row: a database that stays locked puts the queue back as it was
         # (then the guard answers 503).
@@ -153,8 +167,12 @@ def find(request):
             shown = jobread.shown_id(jobread.normal_id(job_id))
             result["url"] = reverse("django_rq:job_detail", args=[index[result["origin"]], shown])
         result["places"] = [
-            {"queue": q, "place": p, "queue_url": reverse("django_rq:queue_details", args=[index[q]])
-             if q in index else ""} for q, p in result["locations"]
+            {
+                "queue": q,
+                "place": p,
+                "queue_url": reverse("django_rq:queue_details", args=[index[q]]) if q in index else "",
+            }
+            for q, p in result["locations"]
         ]
         # Its own dead letter, and the one it was enqueued to retry (both by the indexed job id).
         ids = [job_id] + ([result["retry_of"]] if result["retry_of"] else [])
@@ -183,8 +201,15 @@ def canceled_jobs(request, queue_index):
     page, page_range, offset = paginate(request, num_jobs)
     job_ids = registry.get_job_ids(offset, offset + DEFAULT_ITEMS_PER_PAGE - 1, desc=True) if num_jobs else []
     context = {
-        **each_context(request), "queue": queue, "queue_index": queue_index, "jobs": get_jobs(queue, job_ids),
-        "num_jobs": num_jobs, "page": page, "page_range": page_range, "job_status": "Canceled",
-        "title": f"Canceled jobs in {queue.name}", "can_act": request.queue_access.can_act,
+        **each_context(request),
+        "queue": queue,
+        "queue_index": queue_index,
+        "jobs": get_jobs(queue, job_ids),
+        "num_jobs": num_jobs,
+        "page": page,
+        "page_range": page_range,
+        "job_status": "Canceled",
+        "title": f"Canceled jobs in {queue.name}",
+        "can_act": request.queue_access.can_act,
     }
     return render(request, "queues/canceled_jobs.html", context)

@@ -3,6 +3,7 @@
 Settings name them as ``queues.registry.OptimaJob`` / ``queues.registry.OptimaQueue`` (that module
 re-exports them for users' settings).
 """
+
 from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
@@ -118,8 +119,7 @@ class OptimaQueue(Queue):
         if band == jobmeta.NORMAL or not self.is_async:
             return rqcompat.rq_enqueue_job(self, job, pipeline=pipeline, at_front=at_front, unique=unique)
         mark_banded(pipeline if pipeline is not None else self.connection, self.name)
-        return rqcompat.rq_enqueue_job(self.band(band), job, pipeline=pipeline, at_front=at_front,
-                                       unique=unique)
+        return rqcompat.rq_enqueue_job(self.band(band), job, pipeline=pipeline, at_front=at_front, unique=unique)
 
     @property
     def band_keys(self):
@@ -190,7 +190,7 @@ class OptimaQueue(Queue):
 class _BandQueue(OptimaQueue):
     """One band of an OptimaQueue (``OptimaQueue.band``): its attributes, ``key`` the band's list."""
 
-    def __init__(self, queue, band):  # noqa: super().__init__ not called: a view of ``queue``
+    def __init__(self, queue, band):  # super().__init__ not called: a view of ``queue``
         self.__dict__.update(queue.__dict__)
         self.band_name = band
 

@@ -14,6 +14,7 @@ queues/jobs/gate.py) and ``queues.enqueue`` refuses it (``InvalidJob``).
 This module imports nothing but the standard library at import time, so that a job module (and
 bench/jobs.py, which plain RQ imports outside Django) can use the decorator anywhere.
 """
+
 import importlib
 import inspect
 import logging
@@ -35,8 +36,18 @@ CALL_ONLY_MARK = "__optima_enqueue_call_only__"
 # ``enqueue_call_only`` and pass its arguments explicitly with ``queues.enqueue_call``).
 # ``durable``, ``limit_key`` and ``limit_concurrency`` are reserved for issue 12 (outbox, fairness):
 # until ``enqueue`` takes them, it refuses them instead of handing them to the job.
-ENQUEUE_OPTIONS = ("attempts", "timeout", "job_id", "delay", "at", "unique", "durable", "limit_key",
-                   "limit_concurrency", "priority")
+ENQUEUE_OPTIONS = (
+    "attempts",
+    "timeout",
+    "job_id",
+    "delay",
+    "at",
+    "unique",
+    "durable",
+    "limit_key",
+    "limit_concurrency",
+    "priority",
+)
 
 
 def job(func=None, *, enqueue_call_only=False):
@@ -51,8 +62,10 @@ def job(func=None, *, enqueue_call_only=False):
         return lambda f: job(f, enqueue_call_only=enqueue_call_only)
     module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
     if not callable(func) or not module or not qualname or "." in qualname or "<" in qualname:
-        raise TypeError(f"@queues.job: {func!r} is not a module-level function; workers import jobs by "
-                        "dotted path, so lambdas, methods and nested functions cannot be jobs.")
+        raise TypeError(
+            f"@queues.job: {func!r} is not a module-level function; workers import jobs by "
+            "dotted path, so lambdas, methods and nested functions cannot be jobs."
+        )
     path = f"{module}.{qualname}"
     clashes = [] if enqueue_call_only else option_parameters(func)
     if clashes:
@@ -204,13 +217,19 @@ def why_not(path):
     """How to make ``path`` a job (for InvalidJob and the dead-letter message)."""
     module = path.rpartition(".")[0] if isinstance(path, str) else ""
     if isinstance(path, str) and path in _tasks:
-        return (f"{path!r} is a @task of the queues' Tasks backend but {module!r} is not a job module: move it "
-                f"into an app's jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES.")
+        return (
+            f"{path!r} is a @task of the queues' Tasks backend but {module!r} is not a job module: move it "
+            f"into an app's jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES."
+        )
     if isinstance(path, str) and path in _declared:
-        return (f"{path!r} carries @queues.job but {module!r} is not a job module: move it into an app's "
-                f"jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES.")
-    return (f"{path!r} is not a declared job: decorate a module-level function of an app's jobs.py (or of a "
-            "module named in QUEUE_JOB_MODULES) with @queues.job, e.g. features.orders.jobs.sync_cabinet.")
+        return (
+            f"{path!r} carries @queues.job but {module!r} is not a job module: move it into an app's "
+            f"jobs.py, or add {module!r} to the setting QUEUE_JOB_MODULES."
+        )
+    return (
+        f"{path!r} is not a declared job: decorate a module-level function of an app's jobs.py (or of a "
+        "module named in QUEUE_JOB_MODULES) with @queues.job, e.g. features.orders.jobs.sync_cabinet."
+    )
 
 
 def validate():
@@ -222,7 +241,12 @@ def validate():
         try:
             importlib.import_module(name)
         except ImportError as exc:
-            problems.append(Problem("queues.E025", f"QUEUE_JOB_MODULES names {name!r}, which cannot be imported ({exc}).",
-                                    "Give importable module names, comma-separated, e.g. "
-                                    "QUEUE_JOB_MODULES=features.legacy.tasks; an app's jobs.py needs no entry."))
+            problems.append(
+                Problem(
+                    "queues.E025",
+                    f"QUEUE_JOB_MODULES names {name!r}, which cannot be imported ({exc}).",
+                    "Give importable module names, comma-separated, e.g. "
+                    "QUEUE_JOB_MODULES=features.legacy.tasks; an app's jobs.py needs no entry.",
+                )
+            )
     return problems

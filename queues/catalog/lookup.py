@@ -9,6 +9,7 @@ app's, key by key); this module turns a declared name into RQ objects.
 Keys: rq 3.0 prefixes all of its own keys with ``RQ_KEY_PREFIX``, which ``QUEUE_PREFIX`` sets
 (see docs/decisions.md). A queue named ``orders-sync`` lives at ``<prefix>:queue:orders-sync``.
 """
+
 import redis
 
 from queues.catalog import queues as declarations

@@ -17,6 +17,7 @@ imports ``conf`` and ``exceptions`` only, so the registry, the checks and the co
 import it. The merged result is cached until a relevant setting changes (``override_settings``
 included: Django's ``setting_changed``).
 """
+
 import importlib
 import threading
 from dataclasses import dataclass, field
@@ -95,9 +96,13 @@ def validate():
     problems = conf.validate()
     in_settings = conf.queues_setting()
     if not isinstance(in_settings, dict):
-        problems.append(conf.Problem(
-            "queues.E008", f"OPTIMA_QUEUES must be a dict of queue name -> options, got {in_settings!r}.",
-            "E.g. OPTIMA_QUEUES = {'default': {}, 'orders-sync': {'attempts': 3}}."))
+        problems.append(
+            conf.Problem(
+                "queues.E008",
+                f"OPTIMA_QUEUES must be a dict of queue name -> options, got {in_settings!r}.",
+                "E.g. OPTIMA_QUEUES = {'default': {}, 'orders-sync': {'attempts': 3}}.",
+            )
+        )
     for where, decl in sources():
         problems.extend(conf.validate_declaration(where, decl))
     return problems

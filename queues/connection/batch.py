@@ -13,6 +13,7 @@ script may not call (a script of its own: rq's limit promotion) runs as the MULT
 The keys are not declared (passed as arguments): fine on a single Redis and Sentinel, which is
 what this project runs (docs/decisions.md); a Redis Cluster would need them declared.
 """
+
 import redis
 
 BATCH_LUA = """
@@ -36,8 +37,23 @@ end
 return {wanted, errors}
 """
 
-NOT_IN_A_SCRIPT = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "SCRIPT", "MULTI", "EXEC", "WATCH",
-                   "BLPOP", "BRPOP", "BLMOVE", "BZPOPMIN", "BZPOPMAX", "SUBSCRIBE"}
+NOT_IN_A_SCRIPT = {
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "FCALL",
+    "SCRIPT",
+    "MULTI",
+    "EXEC",
+    "WATCH",
+    "BLPOP",
+    "BRPOP",
+    "BLMOVE",
+    "BZPOPMIN",
+    "BZPOPMAX",
+    "SUBSCRIBE",
+}
 _scripts = {}  # id(connection) -> its Script (its sha computed once)
 
 

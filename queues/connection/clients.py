@@ -15,6 +15,7 @@ django-rq's view of the same Redis is ``queues.connection.djangorq``; error page
 ``queues.connection.masking``. Passwords never leave here unmasked: ``mask_url`` is what logs,
 errors and pages show.
 """
+
 import functools
 
 from django.conf import settings
@@ -27,8 +28,16 @@ from queues.connection.factory import make_client, mask_url
 from queues.exceptions import QueueUnavailable
 
 __all__ = [
-    "cache_url", "client_kwargs", "describe", "get_cache_connection", "get_connection", "mask_url", "probe_client",
-    "queues_url", "reset", "unavailable",
+    "cache_url",
+    "client_kwargs",
+    "describe",
+    "get_cache_connection",
+    "get_connection",
+    "mask_url",
+    "probe_client",
+    "queues_url",
+    "reset",
+    "unavailable",
 ]
 
 
@@ -54,24 +63,30 @@ def _url(kind):
     return queues_url() if kind == "queues" else cache_url()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_client(kind, url, _opts, sentinel=None):
     opts = dict(_opts)
-    return make_client(url, sentinel=sentinel, timeout=opts["socket_timeout"],
-                       connect_timeout=opts["socket_connect_timeout"],
-                       health_check_interval=opts["health_check_interval"])
+    return make_client(
+        url,
+        sentinel=sentinel,
+        timeout=opts["socket_timeout"],
+        connect_timeout=opts["socket_connect_timeout"],
+        health_check_interval=opts["health_check_interval"],
+    )
 
 
 def get_connection():
     """The queues' Redis client (lazy: nothing connects until the first command)."""
-    return _cached_client("queues", queues_url(), tuple(sorted(client_kwargs().items())),
-                          failover.sentinel_config("queues"))
+    return _cached_client(
+        "queues", queues_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("queues")
+    )
 
 
 def get_cache_connection():
     """The client for cache, rate limiters and other shared traffic: never the queues' pool."""
-    return _cached_client("cache", cache_url(), tuple(sorted(client_kwargs().items())),
-                          failover.sentinel_config("cache"))
+    return _cached_client(
+        "cache", cache_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("cache")
+    )
 
 
 def probe_client(kind="queues", timeout=0.5, **options):

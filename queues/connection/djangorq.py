@@ -8,6 +8,7 @@ django-rq that way (queues.E009, queues.E010).
 The settings module imports ``RQQueuesSetting`` (as ``queues.connection.RQQueuesSetting``) before Django is
 set up: this module imports neither rq nor the app registry.
 """
+
 from collections.abc import Mapping
 
 import redis
@@ -55,8 +56,12 @@ def django_rq_config():
 
 
 def _rq_queue_entry(config, base):
-    return dict(base, DEFAULT_TIMEOUT=config.options["timeout"], QUEUE_CLASS="queues.registry.OptimaQueue",
-                SERIALIZER="rq.serializers.JSONSerializer")
+    return dict(
+        base,
+        DEFAULT_TIMEOUT=config.options["timeout"],
+        QUEUE_CLASS="queues.registry.OptimaQueue",
+        SERIALIZER="rq.serializers.JSONSerializer",
+    )
 
 
 def rq_queues_setting():
@@ -104,19 +109,27 @@ def validate_django_rq():
     for key, expected in DJANGO_RQ_CLASSES.items():
         value = rq_setting.get(key) if isinstance(rq_setting, dict) else None
         if value != expected:
-            problems.append(conf.Problem(
-                "queues.E009", f"settings.RQ[{key!r}] is {value!r}, expected {expected!r}.",
-                "django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
-                "classes jobs are pickled and failures are not retried. Set RQ = {'JOB_CLASS': "
-                "'queues.registry.OptimaJob', 'QUEUE_CLASS': 'queues.registry.OptimaQueue', 'SCHEDULER_CLASS': "
-                "'queues.scheduler.PrefixedScheduler', 'WORKER_CLASS': 'queues.worker.OptimaWorker'} in your "
-                "settings (docs/install.md)."))
+            problems.append(
+                conf.Problem(
+                    "queues.E009",
+                    f"settings.RQ[{key!r}] is {value!r}, expected {expected!r}.",
+                    "django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
+                    "classes jobs are pickled and failures are not retried. Set RQ = {'JOB_CLASS': "
+                    "'queues.registry.OptimaJob', 'QUEUE_CLASS': 'queues.registry.OptimaQueue', 'SCHEDULER_CLASS': "
+                    "'queues.scheduler.PrefixedScheduler', 'WORKER_CLASS': 'queues.worker.OptimaWorker'} in your "
+                    "settings (docs/install.md).",
+                )
+            )
     rq_queues = getattr(settings, "RQ_QUEUES", None)
     if not isinstance(rq_queues, RQQueuesSetting):
         got = "not set" if rq_queues is None else f"a {type(rq_queues).__name__}"
-        problems.append(conf.Problem(
-            "queues.E010", f"settings.RQ_QUEUES is {got}, expected queues.connection.RQQueuesSetting().",
-            "In your settings: `from queues.connection import RQQueuesSetting` and `RQ_QUEUES = RQQueuesSetting()` "
-            "(it imports nothing of rq): django-rq then sees exactly the declared queues. Declare queues in "
-            "OPTIMA_QUEUES or an app's queues.py instead."))
+        problems.append(
+            conf.Problem(
+                "queues.E010",
+                f"settings.RQ_QUEUES is {got}, expected queues.connection.RQQueuesSetting().",
+                "In your settings: `from queues.connection import RQQueuesSetting` and `RQ_QUEUES = RQQueuesSetting()` "
+                "(it imports nothing of rq): django-rq then sees exactly the declared queues. Declare queues in "
+                "OPTIMA_QUEUES or an app's queues.py instead.",
+            )
+        )
     return problems

@@ -22,6 +22,7 @@ a client to the same server as another, with a pool of its own; ``restrict`` bou
 else built before it connects. A client built here shows ``mask_url(url)`` in its repr, never the
 password; redis-py's own errors name the host and port only.
 """
+
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis

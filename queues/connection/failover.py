@@ -23,6 +23,7 @@ setting                                environment                     meaning
 ``QUEUES_REDIS_WAIT_TIMEOUT_MS``       ``REDIS_WAIT_TIMEOUT_MS``       milliseconds, default 1000
 =====================================  ==============================  ============================
 """
+
 import functools
 import re
 from dataclasses import dataclass
@@ -87,18 +88,39 @@ def _problems_of_sentinels(kind):
     try:
         sentinels = parse_sentinels(raw, s_setting)
     except ValueError as exc:
-        return [Problem("queues.E040", str(exc), f"List the sentinels as host:port, comma-separated, in "
-                                                 f"{ENV[s_setting]}; unset it to connect to the URL directly.")], None
+        return [
+            Problem(
+                "queues.E040",
+                str(exc),
+                f"List the sentinels as host:port, comma-separated, in "
+                f"{ENV[s_setting]}; unset it to connect to the URL directly.",
+            )
+        ], None
     if sentinels and not master:
-        return [Problem("queues.E041", f"{_name(s_setting)} is set but {_name(m_setting)} is not.",
-                        f"Set {ENV[m_setting]} to the master name the sentinels monitor (the name in "
-                        f"'sentinel monitor <name> ...'), or unset {ENV[s_setting]}.")], None
+        return [
+            Problem(
+                "queues.E041",
+                f"{_name(s_setting)} is set but {_name(m_setting)} is not.",
+                f"Set {ENV[m_setting]} to the master name the sentinels monitor (the name in "
+                f"'sentinel monitor <name> ...'), or unset {ENV[s_setting]}.",
+            )
+        ], None
     if master and not sentinels:
-        return [Problem("queues.E041", f"{_name(m_setting)} is {master!r} but {_name(s_setting)} is not set.",
-                        f"Set {ENV[s_setting]} to the sentinels' host:port list, or unset {ENV[m_setting]}.")], None
+        return [
+            Problem(
+                "queues.E041",
+                f"{_name(m_setting)} is {master!r} but {_name(s_setting)} is not set.",
+                f"Set {ENV[s_setting]} to the sentinels' host:port list, or unset {ENV[m_setting]}.",
+            )
+        ], None
     if master and not _MASTER_NAME.fullmatch(str(master)):
-        return [Problem("queues.E041", f"{_name(m_setting)} is {master!r}, not a Sentinel master name.",
-                        "Letters, digits, '.', '_' and '-' only: the name in 'sentinel monitor <name> ...'.")], None
+        return [
+            Problem(
+                "queues.E041",
+                f"{_name(m_setting)} is {master!r}, not a Sentinel master name.",
+                "Letters, digits, '.', '_' and '-' only: the name in 'sentinel monitor <name> ...'.",
+            )
+        ], None
     return [], (SentinelConfig(sentinels, str(master)) if sentinels else None)
 
 
@@ -128,15 +150,23 @@ def _problems_of_wait():
     replicas, timeout = _as_int(replicas_raw), _as_int(timeout_raw)
     problems = []
     if replicas is None or replicas < 0:
-        problems.append(Problem(
-            "queues.E042", f"{_name('QUEUES_REDIS_WAIT_REPLICAS')} is {replicas_raw!r}, expected an integer >= 0.",
-            "0 (the default) does not wait; 1 makes every enqueue wait for one replica (docs/operations.md"
-            "#redis-failover)."))
+        problems.append(
+            Problem(
+                "queues.E042",
+                f"{_name('QUEUES_REDIS_WAIT_REPLICAS')} is {replicas_raw!r}, expected an integer >= 0.",
+                "0 (the default) does not wait; 1 makes every enqueue wait for one replica (docs/operations.md"
+                "#redis-failover).",
+            )
+        )
     if timeout is None or timeout < 1:
-        problems.append(Problem(
-            "queues.E043", f"{_name('QUEUES_REDIS_WAIT_TIMEOUT_MS')} is {timeout_raw!r}, expected an integer "
-                           "number of milliseconds >= 1.",
-            f"Remove it for the default ({WAIT_TIMEOUT_MS_DEFAULT} ms). 0 is refused: WAIT 0 blocks forever."))
+        problems.append(
+            Problem(
+                "queues.E043",
+                f"{_name('QUEUES_REDIS_WAIT_TIMEOUT_MS')} is {timeout_raw!r}, expected an integer "
+                "number of milliseconds >= 1.",
+                f"Remove it for the default ({WAIT_TIMEOUT_MS_DEFAULT} ms). 0 is refused: WAIT 0 blocks forever.",
+            )
+        )
     return problems, (replicas, timeout)
 
 
@@ -156,8 +186,10 @@ def _wait_cached():
 def validate():
     """Problems of the failover settings: queues.E040 - E043."""
     problems = _problems_of_sentinels("queues")[0]
-    inherited = all(getattr(settings, f"CACHE_REDIS_{k}", "") == getattr(settings, f"QUEUES_REDIS_{k}", "")
-                    for k in ("SENTINELS", "SENTINEL_MASTER"))
+    inherited = all(
+        getattr(settings, f"CACHE_REDIS_{k}", "") == getattr(settings, f"QUEUES_REDIS_{k}", "")
+        for k in ("SENTINELS", "SENTINEL_MASTER")
+    )
     if not inherited:  # the cache's own sentinels; inherited ones are reported once, under the queues' names
         problems += _problems_of_sentinels("cache")[0]
     return problems + _problems_of_wait()[0]

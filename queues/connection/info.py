@@ -18,6 +18,7 @@ Redis services refuse. An unreachable Redis (or one that refuses INFO) makes the
 ``/healthz`` and the metrics report an unreachable Redis, and ``manage.py check`` must not fail on
 a machine without one (a Docker build running ``collectstatic``).
 """
+
 from dataclasses import dataclass
 
 import redis
@@ -38,8 +39,12 @@ class Memory:
 
 def parse(memory, stats):
     """A Memory from redis-py's parsed ``INFO memory`` and ``INFO stats`` dicts."""
-    return Memory(used_bytes=int(memory.get("used_memory", 0)), max_bytes=int(memory.get("maxmemory", 0)),
-                  policy=str(memory.get("maxmemory_policy", "")), evicted_keys=int(stats.get("evicted_keys", 0)))
+    return Memory(
+        used_bytes=int(memory.get("used_memory", 0)),
+        max_bytes=int(memory.get("maxmemory", 0)),
+        policy=str(memory.get("maxmemory_policy", "")),
+        evicted_keys=int(stats.get("evicted_keys", 0)),
+    )
 
 
 def add_reads(pipe):
@@ -65,21 +70,33 @@ def policy_problems(policy, url):
     (masked). Pure: ``validate`` reads the policy."""
     from queues.conf import Problem
 
-    fix = ("Set maxmemory-policy noeviction on the queues' Redis (redis.conf, CONFIG SET, or the managed "
-           "service's parameter group) and give the cache its own Redis (CACHE_REDIS_URL) if it should evict; "
-           "see docs/operations.md#redis-memory-and-eviction.")
+    fix = (
+        "Set maxmemory-policy noeviction on the queues' Redis (redis.conf, CONFIG SET, or the managed "
+        "service's parameter group) and give the cache its own Redis (CACHE_REDIS_URL) if it should evict; "
+        "see docs/operations.md#redis-memory-and-eviction."
+    )
     if evicts_any_key(policy):
-        return [Problem(POLICY_IDS["allkeys"],
-                        f"The queues' Redis ({url}) has maxmemory-policy {policy}: when it reaches maxmemory it "
-                        "deletes any key, waiting jobs, queue lists and registries included, and those jobs are "
-                        "lost without an error.", fix)]
+        return [
+            Problem(
+                POLICY_IDS["allkeys"],
+                f"The queues' Redis ({url}) has maxmemory-policy {policy}: when it reaches maxmemory it "
+                "deletes any key, waiting jobs, queue lists and registries included, and those jobs are "
+                "lost without an error.",
+                fix,
+            )
+        ]
     if isinstance(policy, str) and policy.startswith("volatile-"):
-        return [Problem(POLICY_IDS["volatile"],
-                        f"The queues' Redis ({url}) has maxmemory-policy {policy}: when it reaches maxmemory it "
-                        "deletes keys that carry a TTL: worker liveness keys and registrations (a live worker "
-                        "looks dead and its job runs again), scheduler locks, finished and failed jobs kept for "
-                        "result_ttl / failure_ttl, and unique-enqueue keys (a duplicate can be enqueued).",
-                        fix, level="warning")]
+        return [
+            Problem(
+                POLICY_IDS["volatile"],
+                f"The queues' Redis ({url}) has maxmemory-policy {policy}: when it reaches maxmemory it "
+                "deletes keys that carry a TTL: worker liveness keys and registrations (a live worker "
+                "looks dead and its job runs again), scheduler locks, finished and failed jobs kept for "
+                "result_ttl / failure_ttl, and unique-enqueue keys (a duplicate can be enqueued).",
+                fix,
+                level="warning",
+            )
+        ]
     return []
 
 

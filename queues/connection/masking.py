@@ -4,6 +4,7 @@ Settings name it as ``queues.connection.MaskingExceptionReporterFilter``. ``mask
 password of every URL inside a text (in the authority or the query); a single Redis URL is masked by
 ``queues.connection.factory.mask_url``.
 """
+
 import re
 from collections.abc import Mapping
 
@@ -44,12 +45,15 @@ class MaskingExceptionReporterFilter(SafeExceptionReporterFilter):
         return value
 
     def get_safe_request_meta(self, request):
-        return {k: (mask_urls_in(v) if isinstance(v, str) else v)
-                for k, v in super().get_safe_request_meta(request).items()}
+        return {
+            k: (mask_urls_in(v) if isinstance(v, str) else v) for k, v in super().get_safe_request_meta(request).items()
+        }
 
     def get_traceback_frame_variables(self, request, tb_frame):
-        return [(name, self.cleanse_variable(name, value, set(), 0))
-                for name, value in super().get_traceback_frame_variables(request, tb_frame)]
+        return [
+            (name, self.cleanse_variable(name, value, set(), 0))
+            for name, value in super().get_traceback_frame_variables(request, tb_frame)
+        ]
 
     def _looks_secret(self, name):
         return isinstance(name, str) and bool(self.hidden_settings.search(name))

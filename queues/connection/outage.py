@@ -6,6 +6,7 @@ back off from half a second to ``REDIS_RETRY_MAX_SECONDS`` (5 s by default), so 
 noticed to be over within a few seconds of its end. The log says once that Redis went away, then
 at most every 30 s that it still is, then once that it is back and after how long.
 """
+
 import logging
 import time
 
@@ -54,12 +55,22 @@ class OutageLog:
         if self.since is None:
             self.since = self._last_log = now
             self.episodes += 1
-            self.logger.warning("%s: Redis is unavailable (%s: %s)%s; retrying until it is back",
-                                self.what, type(exc).__name__, exc, doing)
+            self.logger.warning(
+                "%s: Redis is unavailable (%s: %s)%s; retrying until it is back",
+                self.what,
+                type(exc).__name__,
+                exc,
+                doing,
+            )
         elif now - self._last_log >= REPEAT_LOG_SECONDS:
             self._last_log = now
-            self.logger.warning("%s: Redis still unavailable after %.0f s (%s)%s", self.what, now - self.since,
-                                type(exc).__name__, doing)
+            self.logger.warning(
+                "%s: Redis still unavailable after %.0f s (%s)%s",
+                self.what,
+                now - self.since,
+                type(exc).__name__,
+                doing,
+            )
 
     def ok(self):
         if self.since is not None:

@@ -22,6 +22,7 @@ answers 503, the outbox keeps its row and relays it again) then at worst runs th
 at-least-once delivery allows (jobs are idempotent); returning normally would silently turn "waited
 for a replica" back into "may be lost". Callers that prefer to go on can catch ``NotReplicated``.
 """
+
 import contextlib
 import copy
 import os
@@ -110,7 +111,8 @@ def wait_for_replicas(client, replicas, timeout_ms):
             f"REDIS_WAIT_REPLICAS asks for acknowledged it within REDIS_WAIT_TIMEOUT_MS={timeout_ms} ms: a "
             "failover now could lose it. It is not acknowledged: enqueue again if it must not be lost (a "
             "duplicate runs at worst), and check the replicas (INFO replication).",
-            acknowledged=got, wanted=replicas,
+            acknowledged=got,
+            wanted=replicas,
         )
     return got
 

@@ -6,6 +6,7 @@ after a failover the next connection reaches the promoted replica. The URL (``RE
 used. Three consumers: the app's clients (``queues.connection.factory``), django-rq's workers and dashboard
 (``django_rq_sentinel_config``), and Django's cache (``CacheSentinelPool``).
 """
+
 import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
@@ -46,9 +47,11 @@ def django_rq_sentinel_config(url, sentinel, options):
         # filters connection params (filter_connection_params), CONNECTION_KWARGS survives.
         "SOCKET_TIMEOUT": options.pop("socket_timeout"),
         "CONNECTION_KWARGS": dict(options, **conn),
-        "SENTINEL_KWARGS": {"socket_timeout": socket_timeout,
-                            "socket_connect_timeout": options["socket_connect_timeout"],
-                            **{k: v for k, v in conn.items() if k.startswith("ssl")}},
+        "SENTINEL_KWARGS": {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": options["socket_connect_timeout"],
+            **{k: v for k, v in conn.items() if k.startswith("ssl")},
+        },
     }
 
 

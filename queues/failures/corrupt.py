@@ -6,6 +6,7 @@ registry with no expiry, leaves the hash exactly as it was, and keeps it in the 
 show escaped (``decode_raw_hash``); the message (``why``) is cut at ``entries.TEXT_CHARS``.
 Retrying such a row is refused (``queues.failures.operations``); discarding it works like any other.
 """
+
 import base64
 import json
 import logging
@@ -29,8 +30,10 @@ def encode_raw_hash(fields):
     "… (truncated: N bytes in all, …)", at most ``RAW_FIELDS`` fields, then one ``…`` field saying how
     many more there were. Still valid JSON that ``decode_raw_hash`` reads."""
     pairs = sorted((fields or {}).items())
-    kept = [(entries.cut_bytes(k, entries.RAW_VALUE_BYTES), entries.cut_bytes(v, entries.RAW_VALUE_BYTES))
-            for k, v in pairs[:entries.RAW_FIELDS]]
+    kept = [
+        (entries.cut_bytes(k, entries.RAW_VALUE_BYTES), entries.cut_bytes(v, entries.RAW_VALUE_BYTES))
+        for k, v in pairs[: entries.RAW_FIELDS]
+    ]
     if len(pairs) > entries.RAW_FIELDS:
         kept.append(("…".encode(), f"(truncated: {len(pairs) - entries.RAW_FIELDS} more fields not kept)".encode()))
     return json.dumps([[base64.b64encode(k).decode(), base64.b64encode(v).decode()] for k, v in kept])
@@ -54,14 +57,28 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
     # ``job_id`` as pages show it (``jobread.shown_id``, the row's too); Redis holds it raw ("a/b").
     raw = jobread.normal_id(job_id)
     connection.zadd(keys.failed_key(queue_name), {raw: "+inf"})
-    logger.error("Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, jobread.text(jobread.job_key(raw)),
-                 why)
+    logger.error(
+        "Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, jobread.text(jobread.job_key(raw)), why
+    )
     at = now()
     values = {
-        "queue": queue_name[:200], "func_path": "<corrupt job>", "args": [], "kwargs": {}, "exc_type": "CorruptJob",
-        "exc_message": entries.cut(why), "traceback": "", "attempts_made": 0, "attempts_allowed": 0, "reason": CORRUPT,
-        "enqueued_at": None, "first_failed_at": at, "dead_at": at, "worker": worker_name[:300], "times_dead": 1,
-        "raw_hash": encode_raw_hash(fields), "fingerprint": fingerprint("<corrupt job>", "CorruptJob", why),
+        "queue": queue_name[:200],
+        "func_path": "<corrupt job>",
+        "args": [],
+        "kwargs": {},
+        "exc_type": "CorruptJob",
+        "exc_message": entries.cut(why),
+        "traceback": "",
+        "attempts_made": 0,
+        "attempts_allowed": 0,
+        "reason": CORRUPT,
+        "enqueued_at": None,
+        "first_failed_at": at,
+        "dead_at": at,
+        "worker": worker_name[:300],
+        "times_dead": 1,
+        "raw_hash": encode_raw_hash(fields),
+        "fingerprint": fingerprint("<corrupt job>", "CorruptJob", why),
     }
     try:
         for attempt in range(2):

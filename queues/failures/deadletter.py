@@ -28,6 +28,7 @@ dead letter's life is in modules of its own, their names re-exported here:
   way are marked ``retried`` (requeued, e.g. from django-rq's dashboard) or ``discarded`` (deleted);
   rows written without a fingerprint (by the previous release during a deploy) are grouped.
 """
+
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
@@ -41,11 +42,17 @@ from queues.logs import outcome
 from queues.worker import signals as events
 
 
-
 def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
     """Record a death in ``job.meta`` (not saved: the caller saves it with its other writes)."""
-    jobmeta.mark_dead(job.meta, reason, attempt=jobmeta.current_attempt(job), exc_type=exc_type, exc_message=exc_message,
-                      worker_name=worker_name, now=now())
+    jobmeta.mark_dead(
+        job.meta,
+        reason,
+        attempt=jobmeta.current_attempt(job),
+        exc_type=exc_type,
+        exc_message=exc_message,
+        worker_name=worker_name,
+        now=now(),
+    )
 
 
 def keep_forever(job, connection=None):
@@ -66,8 +73,7 @@ def bury(job, *, reason, exc_string="", worker_name=""):
     from rq.results import Result
 
     job.get_meta(refresh=True)
-    registry = FailedJobRegistry(job.origin, connection=job.connection, job_class=type(job),
-                                 serializer=job.serializer)
+    registry = FailedJobRegistry(job.origin, connection=job.connection, job_class=type(job), serializer=job.serializer)
     already = job.meta.get("dead") and job.id in registry
     if not already:
         exc_type, exc_message = exc_summary(None, exc_string)

@@ -20,6 +20,7 @@ a job an operator stopped (rq's message, with no exception class).
 Only the first ``MESSAGE_LIMIT`` characters of a message count: a bounded cost per death, and two
 messages that differ only past that point are the same failure anyway.
 """
+
 import hashlib
 import re
 
@@ -30,7 +31,10 @@ _RULES = [
     (re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>)\]}]+"), "<url>"),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
     (re.compile(r"\b0[xX][0-9a-fA-F]+\b"), "<hex>"),
-    (re.compile(r"(?<![0-9a-zA-Z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}(?![0-9a-zA-Z])"), "<hex>"),
+    (
+        re.compile(r"(?<![0-9a-zA-Z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}(?![0-9a-zA-Z])"),
+        "<hex>",
+    ),
     (re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), "<email>"),
     (re.compile(r"\d+"), "<n>"),
     (re.compile(r"\s+"), " "),

@@ -17,6 +17,7 @@ project's policy is ``queues.failures.retry``; this module applies it for a work
 object rq hands to ``handle_exception`` (rq passes only its text to ``handle_job_failure``):
 ``remember`` / ``take``.
 """
+
 import datetime as dt
 import logging
 
@@ -82,26 +83,41 @@ class FailureHandler:
                 job.get_meta(refresh=True)  # the job may have written its own meta while running
             except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
                 logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
-            decision = retry.decide(jobmeta.current_attempt(job), retry.policy_for(job), exc_info[1] if exc_info else None)
-        events.send(events.job_failed, queue=jobmeta.queue_name(job), job=job, exc_info=exc_info,
-                    duration=duration(job), will_retry=decision.retry)
+            decision = retry.decide(
+                jobmeta.current_attempt(job), retry.policy_for(job), exc_info[1] if exc_info else None
+            )
+        events.send(
+            events.job_failed,
+            queue=jobmeta.queue_name(job),
+            job=job,
+            exc_info=exc_info,
+            duration=duration(job),
+            will_retry=decision.retry,
+        )
         return decision
 
     def retry(self, job, queue, delay, exc_info, exc_string, execution):
         """Schedule the next attempt. False when the writes failed (the caller decides what then)."""
         worker = self.worker
         attempt = jobmeta.current_attempt(job)
-        failed_at = job.ended_at or dt.datetime.now(dt.timezone.utc)
+        failed_at = job.ended_at or dt.datetime.now(dt.UTC)
         if failed_at.tzinfo is None:
-            failed_at = failed_at.replace(tzinfo=dt.timezone.utc)
+            failed_at = failed_at.replace(tzinfo=dt.UTC)
         reason = "retry_after" if exc_info and isinstance(exc_info[1], RetryAfter) else "backoff"
         with worker.connection.pipeline() as pipeline:
             worker.cleanup_execution(job, pipeline=pipeline, execution=execution)
             # The failed attempt's traceback, kept in the job's results stream (rq's RETRIED type).
-            Result.create(job, Result.Type.RETRIED, job.failure_ttl, exc_string=exc_string, worker_name=worker.name,
-                          pipeline=pipeline, execution_id=execution.id if execution else None,
-                          execution_started_at=execution.created_at if execution else None,
-                          execution_ended_at=job.ended_at)
+            Result.create(
+                job,
+                Result.Type.RETRIED,
+                job.failure_ttl,
+                exc_string=exc_string,
+                worker_name=worker.name,
+                pipeline=pipeline,
+                execution_id=execution.id if execution else None,
+                execution_started_at=execution.created_at if execution else None,
+                execution_ended_at=job.ended_at,
+            )
             worker.increment_failed_job_count(pipeline)
             if job.started_at and job.ended_at:
                 worker.increment_total_working_time(job.ended_at - job.started_at, pipeline)
@@ -109,10 +125,12 @@ class FailureHandler:
             pipeline.execute()
         if not released:  # a job with a limit key gave its slot back in the MULTI above
             rqcompat.release_slot(worker, job)
-        outcome.retried(job, duration(job), attempt=attempt, delay=delay, reason=reason, exc_info=exc_info,
-                        exc_string=exc_string)
-        events.send(events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay),
-                    attempt=attempt + 1)
+        outcome.retried(
+            job, duration(job), attempt=attempt, delay=delay, reason=reason, exc_info=exc_info, exc_string=exc_string
+        )
+        events.send(
+            events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay), attempt=attempt + 1
+        )
         return True
 
     def before_burial(self, job, reason, exc_info, exc_string):

@@ -13,6 +13,7 @@ arguments past ``entries.ARGS_CHARS`` characters of JSON are kept as the start o
 (``capped_arguments``; ``args_cut`` tells such a row, whose job cannot be rebuilt from it), an owner or
 a limit key longer than ``CARRIED_CHARS`` is not carried.
 """
+
 import datetime as dt
 import json
 import logging
@@ -36,19 +37,19 @@ CARRIED_CHARS = 200
 
 
 def now():
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _parse(value):
     if not value:
         return None
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     try:
         parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def latest_exc_string(job):
@@ -63,6 +64,7 @@ def latest_exc_string(job):
 def row_values(job, exc_string=""):
     """The DeadLetter fields of a dead job (from the job and the meta ``mark_dead`` wrote). Never
     raises for what the job holds: a value of the wrong type reads as missing."""
+
     def number(value, default):
         try:
             return int(value)
@@ -158,8 +160,9 @@ def mirror(job, exc_string=""):
     try:
         return upsert(job, row_values(job, exc_string))
     except Exception:  # noqa: BLE001 — the worker must go on whatever the database does
-        logger.exception("Could not mirror dead job %s into the DeadLetter table; "
-                         "manage.py queues_reconcile will", job.id)
+        logger.exception(
+            "Could not mirror dead job %s into the DeadLetter table; manage.py queues_reconcile will", job.id
+        )
         return None
 
 
@@ -174,8 +177,9 @@ def upsert(job, values):
             with transaction.atomic():
                 row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job.id).first()
                 if row is None:
-                    row = DeadLetter.objects.create(prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN,
-                                                    **values)
+                    row = DeadLetter.objects.create(
+                        prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN, **values
+                    )
                     count_death(row, row.times_dead)
                     return row
                 if values["times_dead"] > row.times_dead:
@@ -209,9 +213,18 @@ def count_death(row, deaths):
     group = FailureGroup.objects.select_for_update().filter(prefix=row.prefix, fingerprint=row.fingerprint).first()
     if group is None:
         return FailureGroup.objects.create(
-            prefix=row.prefix, fingerprint=row.fingerprint, func_path=row.func_path, exc_type=row.exc_type,
-            pattern=pattern(row.exc_message)[:PATTERN_LIMIT], example_message=row.exc_message[:MESSAGE_LIMIT],
-            example=row, count=deaths, first_seen=row.dead_at, last_seen=row.dead_at, queues=[row.queue])
+            prefix=row.prefix,
+            fingerprint=row.fingerprint,
+            func_path=row.func_path,
+            exc_type=row.exc_type,
+            pattern=pattern(row.exc_message)[:PATTERN_LIMIT],
+            example_message=row.exc_message[:MESSAGE_LIMIT],
+            example=row,
+            count=deaths,
+            first_seen=row.dead_at,
+            last_seen=row.dead_at,
+            queues=[row.queue],
+        )
     group.count += deaths
     group.first_seen = min(group.first_seen, row.dead_at)
     if row.dead_at >= group.last_seen:

@@ -24,6 +24,7 @@ Cancelling a job that has not started: ``queues/producer/cancel.py`` (the panel 
 
 Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
 """
+
 import functools
 import json
 from dataclasses import dataclass
@@ -90,15 +91,25 @@ def retry_dead_letter(row_id, *, accept_unverified=False):
 
     row = DeadLetter.objects.get(pk=row_id)
     if row.reason == CORRUPT:
-        return Outcome("error", f"Dead letter of job {row.job_id} not retried: the job is corrupt ({row.exc_message}), "
-                                "so there is nothing to run. Discard it.")
+        return Outcome(
+            "error",
+            f"Dead letter of job {row.job_id} not retried: the job is corrupt ({row.exc_message}), "
+            "so there is nothing to run. Discard it.",
+        )
     if row.reason == NOT_A_JOB:
-        return Outcome("error", f"Dead letter of job {row.job_id} not retried: it names {row.func_path!r}, which is "
-                                "not a declared job, so it would never run. Discard it (and find out who wrote it).")
+        return Outcome(
+            "error",
+            f"Dead letter of job {row.job_id} not retried: it names {row.func_path!r}, which is "
+            "not a declared job, so it would never run. Discard it (and find out who wrote it).",
+        )
     if row.reason in NEVER_VERIFIED and not accept_unverified:
-        return Outcome("skipped", f"Dead letter of job {row.job_id} not retried: its function and arguments were "
-                                  f"never verified (reason {row.reason}). Retry it on its own from its page, which "
-                                  "shows them.", unverified=True)
+        return Outcome(
+            "skipped",
+            f"Dead letter of job {row.job_id} not retried: its function and arguments were "
+            f"never verified (reason {row.reason}). Retry it on its own from its page, which "
+            "shows them.",
+            unverified=True,
+        )
     if row.status == DeadLetter.Status.RETRIED:
         return Outcome("skipped", f"already retried as {row.retried_as or row.job_id}; nothing done")
     at_commit = transaction.get_connection().in_atomic_block
@@ -107,16 +118,22 @@ def retry_dead_letter(row_id, *, accept_unverified=False):
     except (QueuesError, NoSuchJobError, InvalidJobOperation) as exc:
         return Outcome("error", f"{type(exc).__name__}: {exc} (the dead letter stays open)")
     if row.reason in NEVER_VERIFIED:
-        detail = (f"{row.reason} dead letter retried as the operator confirmed: {row.func_path} with its stored "
-                  f"arguments, not verified, now signed; {detail}")
+        detail = (
+            f"{row.reason} dead letter retried as the operator confirmed: {row.func_path} with its stored "
+            f"arguments, not verified, now signed; {detail}"
+        )
     if at_commit:
         transaction.on_commit(functools.partial(_mark_retried, row_id, new_id))
         return Outcome("ok", f"{detail} (written at the commit of the caller's transaction)", new_id)
     if not _mark_retried(row_id, new_id):
         if new_id != row.job_id:
             delete_job_hash(new_id)
-        return Outcome("skipped", f"retried meanwhile by someone else; the job {new_id} written for it was deleted"
-                       if new_id != row.job_id else "retried meanwhile by someone else")
+        return Outcome(
+            "skipped",
+            f"retried meanwhile by someone else; the job {new_id} written for it was deleted"
+            if new_id != row.job_id
+            else "retried meanwhile by someone else",
+        )
     return Outcome("ok", detail, new_id)
 
 
@@ -138,8 +155,10 @@ def _put_back(row):
     if args_cut(row):
         # The row kept only the start of arguments too large to store (mirror.capped_arguments): a job
         # rebuilt from it would run with the placeholder, not with what the job was given.
-        raise InvalidJob(f"the job is no longer in Redis and its dead letter kept only the start of its "
-                         f"arguments (over {entries.ARGS_CHARS} characters of JSON), so it cannot be rebuilt; discard it")
+        raise InvalidJob(
+            f"the job is no longer in Redis and its dead letter kept only the start of its "
+            f"arguments (over {entries.ARGS_CHARS} characters of JSON), so it cannot be rebuilt; discard it"
+        )
     # Fail-fast, not through the outbox: the row says "retried" only once the job is in Redis. Its
     # owner, limit key and priority come back from the row (mirror.carried): the new job is still the
     # owner's, still counts against the owner's limit, and goes back to its priority band.
@@ -148,10 +167,16 @@ def _put_back(row):
     meta = {jobmeta.RETRY_OF: row.job_id}
     if isinstance(kept.get("owner"), str):
         meta[jobmeta.OWNER] = kept["owner"]
-    job = enqueue_fail_fast(row.queue, row.func_path, args=list(row.args or []), kwargs=dict(row.kwargs or {}),
-                            meta=meta, limit_key=kept.get("limit_key"),
-                            limit_concurrency=kept.get("limit_concurrency"),
-                            priority=priority if jobmeta.band_of(priority) != jobmeta.NORMAL else 0)
+    job = enqueue_fail_fast(
+        row.queue,
+        row.func_path,
+        args=list(row.args or []),
+        kwargs=dict(row.kwargs or {}),
+        meta=meta,
+        limit_key=kept.get("limit_key"),
+        limit_concurrency=kept.get("limit_concurrency"),
+        priority=priority if jobmeta.band_of(priority) != jobmeta.NORMAL else 0,
+    )
     return job.id, f"job no longer in the failed registry: enqueued new job {job.id}"
 
 
@@ -159,8 +184,11 @@ def _mark_retried(row_id, new_id):
     """The row -> retried as ``new_id``, unless it already was; returns whether it changed."""
     from queues.models import DeadLetter
 
-    return bool(DeadLetter.objects.filter(pk=row_id).exclude(status=DeadLetter.Status.RETRIED).update(
-        status=DeadLetter.Status.RETRIED, retried_as=new_id, updated_at=timezone.now()))
+    return bool(
+        DeadLetter.objects.filter(pk=row_id)
+        .exclude(status=DeadLetter.Status.RETRIED)
+        .update(status=DeadLetter.Status.RETRIED, retried_as=new_id, updated_at=timezone.now())
+    )
 
 
 def discard_dead_letter(row_id):
@@ -179,7 +207,8 @@ def discard_dead_letter(row_id):
             removed = False
         deleted = delete_job_hash(row.job_id, connection)
         detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
-            ", job deleted" if deleted else ", job hash already gone")
+            ", job deleted" if deleted else ", job hash already gone"
+        )
         row.status = DeadLetter.Status.DISCARDED
         row.save(update_fields=["status", "updated_at"])
     return Outcome("ok", detail)
@@ -246,7 +275,7 @@ def mark_dead_letters(job_ids, status, retried_as_self=False):
     updates = {"status": status, "updated_at": timezone.now()}
     total = 0
     for start in range(0, len(job_ids), 500):
-        chunk = job_ids[start:start + 500]
+        chunk = job_ids[start : start + 500]
         rows = DeadLetter.objects.filter(prefix=conf.prefix(), job_id__in=chunk, status=DeadLetter.Status.OPEN)
         if retried_as_self:
             from django.db.models import F
@@ -291,12 +320,13 @@ def find_job(job_id, connection=None):
     replies = [None if isinstance(r, redis.ResponseError) else r for r in replies]
     raw = {jobread.text(k): jobread.text(v) for k, v in (replies[0] or {}).items()}
     origin, status, description, enqueued_at, ended_at, meta = (
-        raw.get(f) for f in ("origin", "status", "description", "enqueued_at", "ended_at", "meta"))
+        raw.get(f) for f in ("origin", "status", "description", "enqueued_at", "ended_at", "meta")
+    )
     locations = []
     i = 1
     bands = len(jobmeta.BANDS)
     for name in names:
-        if any(reply is not None for reply in replies[i:i + bands]):
+        if any(reply is not None for reply in replies[i : i + bands]):
             locations.append((name, "queued"))
         i += bands
         for place, _ in _REGISTRIES:
@@ -346,5 +376,6 @@ def cancel_retry(row_id):
     if not canceled.ok:
         return Outcome("error", f"retry {job_id} of dead letter {row.job_id} not canceled: {canceled.detail}")
     DeadLetter.objects.filter(pk=row_id, status=DeadLetter.Status.RETRIED).update(
-        status=DeadLetter.Status.DISCARDED, updated_at=timezone.now())
+        status=DeadLetter.Status.DISCARDED, updated_at=timezone.now()
+    )
     return Outcome("ok", f"canceled retry {job_id}: {canceled.detail}", job_id)

@@ -16,6 +16,7 @@ seconds through ``reconcile_if_due``) then catches up, queue by queue:
 
 Each step returns what it did as counts; ``reconcile`` adds them up into a ``ReconcileSummary``.
 """
+
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,7 +36,11 @@ from queues.keyspace import keys
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
 WAITING_OR_RUNNING = {
-    JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.FINISHED,
+    JobStatus.QUEUED,
+    JobStatus.SCHEDULED,
+    JobStatus.STARTED,
+    JobStatus.DEFERRED,
+    JobStatus.FINISHED,
 }
 
 
@@ -49,8 +54,10 @@ class ReconcileSummary:
     grouped: int = 0  # rows without a fingerprint (the previous release's) put in their FailureGroup
 
     def __str__(self):
-        return (f"{self.mirrored} mirrored, {self.retried} marked retried, {self.discarded} marked discarded"
-                f" ({len(self.queues)} queues, {self.errors} errors)")
+        return (
+            f"{self.mirrored} mirrored, {self.retried} marked retried, {self.discarded} marked discarded"
+            f" ({len(self.queues)} queues, {self.errors} errors)"
+        )
 
 
 def reconcile(queue_names=None, connection=None, chunk=500):
@@ -130,8 +137,9 @@ class _Reconciler:
     def mirror_corrupt(self, name, job):
         """Bury a corrupt failed job: ["mirrored"], ["errors"], or [] when it is skipped."""
         if job.kind in ("wrong_type", "no_data"):
-            logger.error("reconcile: skipped failed job %s of %s: %s (key %s)", job.id, name, job.why,
-                         jobread.job_key(job.id))
+            logger.error(
+                "reconcile: skipped failed job %s of %s: %s (key %s)", job.id, name, job.why, jobread.job_key(job.id)
+            )
             return []
         row = bury_corrupt(self.connection, job.id, name, dict(job.fields), job.why)
         return ["mirrored"] if row is not None else ["errors"]
@@ -171,8 +179,13 @@ class _Reconciler:
         except Exception:  # noqa: BLE001
             logger.exception("reconcile: could not mirror unverified job %s", job_id)
             return ["errors"]
-        logger.error("reconcile: failed job %s of %s carries no valid signature: dead letter %r (retried only "
-                     "one at a time, from its page)", job_id, name, UNVERIFIED)
+        logger.error(
+            "reconcile: failed job %s of %s carries no valid signature: dead letter %r (retried only "
+            "one at a time, from its page)",
+            job_id,
+            name,
+            UNVERIFIED,
+        )
         return ["mirrored"]
 
     def open_ids_not_in(self, name, still_failed):
@@ -180,8 +193,11 @@ class _Reconciler:
         from queues.models import DeadLetter
 
         open_rows = DeadLetter.objects.filter(prefix=self.prefix, queue=name, status=DeadLetter.Status.OPEN)
-        return [jid for jid in open_rows.values_list("job_id", flat=True).iterator(chunk_size=self.chunk)
-                if jid not in still_failed]
+        return [
+            jid
+            for jid in open_rows.values_list("job_id", flat=True).iterator(chunk_size=self.chunk)
+            if jid not in still_failed
+        ]
 
     def close_gone(self, ids):
         """Open rows whose job left the failed registry -> ``retried`` (the job waits or runs again)
@@ -189,13 +205,18 @@ class _Reconciler:
         from queues.models import DeadLetter
 
         jobs = jobread.fetch_many(ids, self.connection, check_origin=False)
-        retried = [jid for jid, job in zip(ids, jobs) if job is not None and not jobread.is_corrupt(job)
-                   and job.get_status(refresh=False) in WAITING_OR_RUNNING]
+        retried = [
+            jid
+            for jid, job in zip(ids, jobs)
+            if job is not None and not jobread.is_corrupt(job) and job.get_status(refresh=False) in WAITING_OR_RUNNING
+        ]
         corrupt = {jid for jid, job in zip(ids, jobs) if jobread.is_corrupt(job)}
         discarded = [jid for jid in ids if jid not in set(retried) and jid not in corrupt]
         counts = Counter()
-        for status, job_ids, key in ((DeadLetter.Status.RETRIED, retried, "retried"),
-                                     (DeadLetter.Status.DISCARDED, discarded, "discarded")):
+        for status, job_ids, key in (
+            (DeadLetter.Status.RETRIED, retried, "retried"),
+            (DeadLetter.Status.DISCARDED, discarded, "discarded"),
+        ):
             if job_ids:
                 counts[key] += DeadLetter.objects.filter(
                     prefix=self.prefix, job_id__in=job_ids, status=DeadLetter.Status.OPEN
@@ -204,7 +225,7 @@ class _Reconciler:
 
 
 def _chunks(items, size):
-    return (items[start:start + size] for start in range(0, len(items), size))
+    return (items[start : start + size] for start in range(0, len(items), size))
 
 
 def known_queue_names(connection):
@@ -229,9 +250,12 @@ def known_queue_names(connection):
             logger.error("reconcile: skipped queue key %r of %s: not UTF-8", member, Queue.redis_queues_keys)
             continue
         if key.startswith(prefix):
-            names.add(key[len(prefix):])
-    names.update(DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
-                 .values_list("queue", flat=True).distinct())
+            names.add(key[len(prefix) :])
+    names.update(
+        DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
+        .values_list("queue", flat=True)
+        .distinct()
+    )
     return sorted(names)
 
 
@@ -242,8 +266,12 @@ def group_ungrouped(prefix, chunk):
 
     grouped, failed = 0, set()
     while True:
-        pks = list(DeadLetter.objects.filter(prefix=prefix, fingerprint="").exclude(pk__in=failed)
-                   .order_by().values_list("pk", flat=True)[:chunk])
+        pks = list(
+            DeadLetter.objects.filter(prefix=prefix, fingerprint="")
+            .exclude(pk__in=failed)
+            .order_by()
+            .values_list("pk", flat=True)[:chunk]
+        )
         if not pks:
             return grouped
         for pk in pks:

@@ -20,6 +20,7 @@ The policy functions are pure (no Redis, no settings): ``resolve_policy``, ``bac
 ``decide``. ``queue_retry`` writes one retry into a pipeline; ``schedule_retry`` is the whole retry
 for paths outside the worker (an abandoned job); the worker's side is ``queues/failures/handler.py``.
 """
+
 import datetime as dt
 import logging
 import random
@@ -145,7 +146,7 @@ def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     through the limit again: at once for no delay (held behind the key's other held jobs when no
     slot is free), by rq's scheduler when the delay is over. Returns True when the slot was
     released here (the caller must not release it again)."""
-    failed_at = failed_at or dt.datetime.now(dt.timezone.utc)
+    failed_at = failed_at or dt.datetime.now(dt.UTC)
     jobmeta.next_attempt(job.meta, jobmeta.current_attempt(job), failed_at, reason)
     # the wait histogram counts from when the retry is due (rq's enqueued_at is the scheduler's later move)
     jobmeta.set_due(job.meta, failed_at.timestamp() + float(delay) if delay and delay > 0 else None)
@@ -184,10 +185,18 @@ def schedule_retry(job, queue, *, delay=None, reason=""):
     with job.connection.pipeline() as pipeline:
         queue_retry(job, queue, delay, pipeline, reason=reason)
         pipeline.execute()
-    logger.info("Job %s (%s): attempt %d failed (%s); attempt %d in %.3gs",
-                job.id, jobmeta.queue_name(job), attempt, reason or "retry", attempt + 1, delay)
-    events.send(events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay),
-                attempt=attempt + 1)
+    logger.info(
+        "Job %s (%s): attempt %d failed (%s); attempt %d in %.3gs",
+        job.id,
+        jobmeta.queue_name(job),
+        attempt,
+        reason or "retry",
+        attempt + 1,
+        delay,
+    )
+    events.send(
+        events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay), attempt=attempt + 1
+    )
     return True
 
 
@@ -210,6 +219,16 @@ def exc_summary(exc_info=None, exc_string=""):
 
 
 __all__ = [
-    "RetryPolicy", "resolve_policy", "backoff_delay", "decide", "queue_retry", "schedule_retry", "exc_summary",
-    "EXHAUSTED", "PERMANENT", "TIMEOUT", "ABANDONED", "STOPPED",
+    "RetryPolicy",
+    "resolve_policy",
+    "backoff_delay",
+    "decide",
+    "queue_retry",
+    "schedule_retry",
+    "exc_summary",
+    "EXHAUSTED",
+    "PERMANENT",
+    "TIMEOUT",
+    "ABANDONED",
+    "STOPPED",
 ]

@@ -10,6 +10,7 @@ its function and arguments kept, to be shown, and nothing its meta claims believ
 Neither an ``unverified`` nor an ``unsigned`` row is retried by a bulk or group action: only one at a
 time, once an operator confirmed the function and arguments shown (``queues/failures/operations.py``).
 """
+
 from queues.failures.corrupt import encode_raw_hash
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import now
@@ -21,7 +22,8 @@ UNVERIFIED_MESSAGE = (
     "Unverified: found in a failed registry without a valid signature (not written by queues.enqueue with "
     "this deployment's QUEUE_SIGNING_KEY or an old key). Its function and arguments were not verified, and "
     "why it failed is unknown: the reason and the error its meta claims were not believed (its Redis hash "
-    "is kept as it was).")
+    "is kept as it was)."
+)
 
 
 def verified(job):
@@ -40,9 +42,20 @@ def unverified_values(queue, values, raw_hash):
     read from what was planted) replaced; its hash as HGETALL gave it (``raw_hash``) kept."""
     at = now()
     values.update(
-        queue=queue[:200], reason=UNVERIFIED, exc_type=UNVERIFIED_TYPE, exc_message=UNVERIFIED_MESSAGE,
-        traceback="", attempts_made=0, attempts_allowed=0, enqueued_at=None, first_failed_at=at, dead_at=at,
-        worker="", times_dead=1, carried="", raw_hash=encode_raw_hash(raw_hash),
+        queue=queue[:200],
+        reason=UNVERIFIED,
+        exc_type=UNVERIFIED_TYPE,
+        exc_message=UNVERIFIED_MESSAGE,
+        traceback="",
+        attempts_made=0,
+        attempts_allowed=0,
+        enqueued_at=None,
+        first_failed_at=at,
+        dead_at=at,
+        worker="",
+        times_dead=1,
+        carried="",
+        raw_hash=encode_raw_hash(raw_hash),
         fingerprint=fingerprint(values["func_path"], UNVERIFIED_TYPE, UNVERIFIED_MESSAGE),
     )
     return values

@@ -26,6 +26,7 @@ Everything here is one pure check (``vet``) on an already fetched job, plus the 
 trip is added for a good job. ``OptimaJob`` refuses undeclared names again at import time, for
 any path that would bypass this one.
 """
+
 import logging
 from dataclasses import dataclass
 
@@ -73,10 +74,17 @@ def vet(job, queue_name):
             return Refusal(NOT_A_JOB, f"names a {what} callback {catalog.why_not(name)}")
     if not signing.verify(job):
         if not signing.unsigned_accepted():
-            return Refusal(UNSIGNED, "carries no valid signature of its function, arguments and id "
-                                     "(not written by queues.enqueue with this deployment's QUEUE_SIGNING_KEY)")
-        logger.warning("Job %s (%s) carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL is %s",
-                       job.id, func_name, signing.accept_unsigned_until().isoformat())
+            return Refusal(
+                UNSIGNED,
+                "carries no valid signature of its function, arguments and id "
+                "(not written by queues.enqueue with this deployment's QUEUE_SIGNING_KEY)",
+            )
+        logger.warning(
+            "Job %s (%s) carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL is %s",
+            job.id,
+            func_name,
+            signing.accept_unsigned_until().isoformat(),
+        )
     if job.get_status(refresh=False) == "canceled":  # its id left in a queue (read with the job: no round trip)
         return Refusal(CANCELED, "was canceled")
     return None
@@ -92,11 +100,18 @@ def refuse(worker, job, queue, refusal):
         connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
         worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
         return
-    deadletter.bury(job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}",
-                    worker_name=worker.name)
+    deadletter.bury(
+        job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}", worker_name=worker.name
+    )
     connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-    worker.log.error("Worker %s: job %s of queue %s dead-lettered without running (%s): it %s",
-                     worker.name, job.id, queue.name, refusal.reason, refusal.why)
+    worker.log.error(
+        "Worker %s: job %s of queue %s dead-lettered without running (%s): it %s",
+        worker.name,
+        job.id,
+        queue.name,
+        refusal.reason,
+        refusal.why,
+    )
 
 
 def bury_raw(worker, queue, job_id, why):
@@ -113,6 +128,12 @@ def bury_raw(worker, queue, job_id, why):
     if fields:
         deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name)
     else:
-        worker.log.error("Worker %s: dropped job %s of queue %s: its key %s %s", worker.name, job_id, queue.name,
-                         key, "is not a hash" if fields is None else "is gone")
+        worker.log.error(
+            "Worker %s: dropped job %s of queue %s: its key %s %s",
+            worker.name,
+            job_id,
+            queue.name,
+            key,
+            "is not a hash" if fields is None else "is gone",
+        )
     connection.lrem(keys.intermediate_key(queue.key), 1, job_id)

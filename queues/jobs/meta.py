@@ -47,6 +47,7 @@ itself) carries ``optima_schedule`` (schedule id), ``digest``, ``queue``, ``cron
 ``attempts`` and ``timeout``: ``for_template`` writes them, for the panel and ``register``'s digest; a
 run is built from the declared schedule, never from them (``schedules.scheduler_class``).
 """
+
 import datetime as dt
 
 QUEUE = "queue"
@@ -79,7 +80,7 @@ TEMPLATE_DIGEST = "digest"
 
 
 def _iso(when):
-    return when.astimezone(dt.timezone.utc).isoformat()
+    return when.astimezone(dt.UTC).isoformat()
 
 
 def _int(value, default):
@@ -121,7 +122,7 @@ def first_enqueued(job):
     meta = job.meta if isinstance(job.meta, dict) else {}
     stamp = _seconds(meta.get(FIRST_ENQUEUED_AT))
     if stamp is None and getattr(job, "created_at", None) is not None:
-        stamp = job.created_at.replace(tzinfo=job.created_at.tzinfo or dt.timezone.utc).timestamp()
+        stamp = job.created_at.replace(tzinfo=job.created_at.tzinfo or dt.UTC).timestamp()
     return stamp
 
 
@@ -130,8 +131,11 @@ def ready_since(job):
     when it was (last) pushed to its queue; None when unknown."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     due = _seconds(meta.get(DUE_AT))
-    enqueued = job.enqueued_at.replace(tzinfo=job.enqueued_at.tzinfo or dt.timezone.utc).timestamp() \
-        if getattr(job, "enqueued_at", None) is not None else None
+    enqueued = (
+        job.enqueued_at.replace(tzinfo=job.enqueued_at.tzinfo or dt.UTC).timestamp()
+        if getattr(job, "enqueued_at", None) is not None
+        else None
+    )
     if due is not None and (enqueued is None or due <= enqueued):
         return due
     return enqueued
@@ -194,9 +198,15 @@ def for_periodic_run(schedule_id, when):
 
 def for_template(schedule):
     """The meta of a periodic job's template (``queues.periodic.schedules.Schedule``)."""
-    return {TEMPLATE_SCHEDULE: schedule.id, TEMPLATE_DIGEST: schedule.digest(), QUEUE: schedule.queue,
-            "cron": schedule.cron, "interval": schedule.interval, "attempts": schedule.attempts,
-            "timeout": schedule.timeout}
+    return {
+        TEMPLATE_SCHEDULE: schedule.id,
+        TEMPLATE_DIGEST: schedule.digest(),
+        QUEUE: schedule.queue,
+        "cron": schedule.cron,
+        "interval": schedule.interval,
+        "attempts": schedule.attempts,
+        "timeout": schedule.timeout,
+    }
 
 
 def next_attempt(meta, attempt, failed_at, reason=""):
@@ -210,7 +220,7 @@ def next_attempt(meta, attempt, failed_at, reason=""):
 
 def mark_dead(meta, reason, *, attempt, exc_type="", exc_message="", worker_name="", now=None):
     """Record a death (``reason``: exhausted, permanent, timeout, abandoned, stopped)."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     meta[DEAD] = reason
     meta[DEAD_AT] = _iso(now)
     meta[DEATHS] = _int(meta.get(DEATHS, 0) or 0, 0) + 1

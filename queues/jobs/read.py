@@ -30,6 +30,7 @@ Nothing here decodes anything but JSON, and nothing writes — except ``raw_dele
 operator asks for ("Delete" of a corrupt job: DEL of its hash, its entries in its queue's list and
 registries).
 """
+
 import codecs
 import zlib
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ def shown_id(job_id):
     Empty remove it)."""
     raw = job_id if isinstance(job_id, bytes) else job_id.encode("utf-8")
     if len(raw) > entries.ID_CHARS:
-        raw = raw[:entries.ID_CHARS // 2] + f"…(+{len(raw) - entries.ID_CHARS // 2} bytes)".encode()
+        raw = raw[: entries.ID_CHARS // 2] + f"…(+{len(raw) - entries.ID_CHARS // 2} bytes)".encode()
     return raw.replace(b"\\", b"\\x5c").replace(b"/", b"\\x2f").decode("utf-8", "backslashreplace")
 
 
@@ -89,8 +90,9 @@ def job_key(job_id):
 
 def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
     """[(name, value)] of a raw hash as printable, truncated text (for pages; never raw bytes)."""
+
     def short(value):
-        shown = text(value[:chars * 4])  # a 50 MB value is never decoded whole
+        shown = text(value[: chars * 4])  # a 50 MB value is never decoded whole
         if len(value) <= chars and len(shown) <= chars:
             return shown
         return f"{shown[:chars]}… (truncated: {len(value)} bytes in all)"
@@ -159,8 +161,10 @@ def _why_size(raw):
     size += len(inflated) if whole else entries.JOB_BYTES + 1
     if size <= entries.JOB_BYTES:
         return None
-    return (f"too large to read: its hash is over {entries.JOB_BYTES // 1024} KiB"
-            f" ({sum(len(v) for v in raw.values())} bytes as stored)")
+    return (
+        f"too large to read: its hash is over {entries.JOB_BYTES // 1024} KiB"
+        f" ({sum(len(v) for v in raw.values())} bytes as stored)"
+    )
 
 
 def _why_fields(raw):
@@ -280,5 +284,10 @@ def registry_keys(queue_name):
     """The sorted-set registries of ``queue_name`` that hold plain job ids."""
     from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
-    return [keys.failed_key(queue_name), keys.finished_key(queue_name), keys.scheduled_key(queue_name),
-            DeferredJobRegistry.key_template.format(queue_name), CanceledJobRegistry.key_template.format(queue_name)]
+    return [
+        keys.failed_key(queue_name),
+        keys.finished_key(queue_name),
+        keys.scheduled_key(queue_name),
+        DeferredJobRegistry.key_template.format(queue_name),
+        CanceledJobRegistry.key_template.format(queue_name),
+    ]

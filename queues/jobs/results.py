@@ -21,6 +21,7 @@ the wrong type as none, reported):
 A waiting read (``latest_result(timeout=...)``, a caller that blocks for a result) is rq's own.
 Nothing here writes.
 """
+
 import base64
 import zlib
 
@@ -41,8 +42,9 @@ def _bounded(payload):
         inflated, whole = entries.inflate(base64.b64decode(exc, validate=True), entries.TEXT_CHARS * 4)
         shown = inflated.decode("utf-8", "backslashreplace")
         if not whole or len(shown) > entries.TEXT_CHARS:
-            shown = shown[:entries.TEXT_CHARS] + entries.TRUNCATED.format(
-                size="more", kept=f"{entries.TEXT_CHARS} characters")
+            shown = shown[: entries.TEXT_CHARS] + entries.TRUNCATED.format(
+                size="more", kept=f"{entries.TEXT_CHARS} characters"
+            )
             payload[b"exc_string"] = base64.b64encode(zlib.compress(shown.encode("utf-8")))
     value = payload.get(b"return_value")
     if value is not None and len(value) > entries.RESULT_BYTES:
@@ -66,8 +68,11 @@ def read(job, count=RESULTS_READ):
     for result_id, payload in entries_:
         result_id = entries.text(result_id)
         try:
-            results.append(Result.restore(job.id, result_id, _bounded(payload), connection=job.connection,
-                                          serializer=job.serializer))
+            results.append(
+                Result.restore(
+                    job.id, result_id, _bounded(payload), connection=job.connection, serializer=job.serializer
+                )
+            )
         except Exception as exc:  # noqa: BLE001 — whatever the entry holds, it is not a result
             entries.report(key, f"entry {result_id} is not a result rq can read ({type(exc).__name__})")
     return results

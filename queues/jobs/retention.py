@@ -19,6 +19,7 @@ and ``removeOnFail: false``).
 - Failed (dead) jobs: ``failure_ttl`` -1 keeps them, hash and results, until an operator acts
   (queues/failures/deadletter.py). Both overridable per queue.
 """
+
 import logging
 import threading
 import time
@@ -106,7 +107,7 @@ def enforce_completed_max(queue, job=None, keep=None):
         index = [keys.search_func_key(""), keys.search_owner_key("")]
         removed = _trim_script(queue.connection)(
             keys=[keys.finished_key(queue.name), keys.search_queue_key(queue.name)],
-            args=[int(keep), *prefixes, *rescore, *index]
+            args=[int(keep), *prefixes, *rescore, *index],
         )
     except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
         logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))
@@ -153,5 +154,3 @@ class Completions:
                 self.since_trim[name] = 0
         for name in due:
             enforce_completed_max(self.queues[name])
-
-

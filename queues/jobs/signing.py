@@ -22,6 +22,7 @@ be forged, so the window itself is the exposure: the check is the worker's clock
 Why not ``django.core.signing``: it signs text it then carries (``value:signature``); here the
 value already lives in the job hash, and only the 64-hex-digit MAC is added to it.
 """
+
 import datetime as dt
 import hashlib
 import hmac
@@ -50,8 +51,11 @@ def keys():
         old = getattr(settings, "QUEUE_SIGNING_OLD_KEYS", ()) or ()
         if isinstance(old, str):
             old = [k for k in old.split(",") if k.strip()]
-        fallbacks = () if getattr(settings, "QUEUE_SIGNING_KEY", "") else tuple(
-            getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ())
+        fallbacks = (
+            ()
+            if getattr(settings, "QUEUE_SIGNING_KEY", "")
+            else tuple(getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ())
+        )
         _keys = tuple(_derive(k) for k in (primary, *old, *fallbacks))
     return _keys
 
@@ -59,8 +63,13 @@ def keys():
 @receiver(setting_changed)
 def _forget_keys(setting=None, **kwargs):
     global _keys, _accept_until
-    if setting in ("QUEUE_SIGNING_KEY", "QUEUE_SIGNING_OLD_KEYS", "SECRET_KEY", "SECRET_KEY_FALLBACKS",
-                   "QUEUE_ACCEPT_UNSIGNED_UNTIL"):
+    if setting in (
+        "QUEUE_SIGNING_KEY",
+        "QUEUE_SIGNING_OLD_KEYS",
+        "SECRET_KEY",
+        "SECRET_KEY_FALLBACKS",
+        "QUEUE_ACCEPT_UNSIGNED_UNTIL",
+    ):
         _keys = None
         _accept_until = _UNSET
 
@@ -128,12 +137,12 @@ def parse_until(value):
         return None
     else:
         parsed = dt.datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def unsigned_accepted(now=None):
     until = accept_unsigned_until()
-    return until is not None and (now or dt.datetime.now(dt.timezone.utc)) < until
+    return until is not None and (now or dt.datetime.now(dt.UTC)) < until
 
 
 MIN_KEY_LENGTH = 32
@@ -154,22 +163,39 @@ def validate(now=None):
         until = parse_until(raw)
     except (TypeError, ValueError):
         until = None
-        problems.append(Problem("queues.E026", f"QUEUE_ACCEPT_UNSIGNED_UNTIL is {raw!r}, which is not an ISO 8601 time.",
-                                "E.g. QUEUE_ACCEPT_UNSIGNED_UNTIL=2026-12-01T12:00:00Z (UTC when no offset), or "
-                                "unset it: unsigned jobs then never run."))
-    now = now or dt.datetime.now(dt.timezone.utc)
+        problems.append(
+            Problem(
+                "queues.E026",
+                f"QUEUE_ACCEPT_UNSIGNED_UNTIL is {raw!r}, which is not an ISO 8601 time.",
+                "E.g. QUEUE_ACCEPT_UNSIGNED_UNTIL=2026-12-01T12:00:00Z (UTC when no offset), or "
+                "unset it: unsigned jobs then never run.",
+            )
+        )
+    now = now or dt.datetime.now(dt.UTC)
     if until is not None and until - now > LONG_WINDOW:
-        problems.append(Problem("queues.W027", f"QUEUE_ACCEPT_UNSIGNED_UNTIL is {raw!r}, more than 7 days ahead: until "
-                                "then, anyone who can write to the queues' Redis can run any declared job with any "
-                                "arguments.", "Set it to just after the jobs queued before signing was deployed "
-                                "will have run (their longest delay or retry), then unset it.", level="warning"))
+        problems.append(
+            Problem(
+                "queues.W027",
+                f"QUEUE_ACCEPT_UNSIGNED_UNTIL is {raw!r}, more than 7 days ahead: until "
+                "then, anyone who can write to the queues' Redis can run any declared job with any "
+                "arguments.",
+                "Set it to just after the jobs queued before signing was deployed "
+                "will have run (their longest delay or retry), then unset it.",
+                level="warning",
+            )
+        )
     old = getattr(settings, "QUEUE_SIGNING_OLD_KEYS", ()) or ()
     old = old.split(",") if isinstance(old, str) else old
     for name, value in [("QUEUE_SIGNING_KEY", getattr(settings, "QUEUE_SIGNING_KEY", "") or "")] + [
-            (f"QUEUE_SIGNING_OLD_KEYS[{i}]", k) for i, k in enumerate(old)]:
+        (f"QUEUE_SIGNING_OLD_KEYS[{i}]", k) for i, k in enumerate(old)
+    ]:
         if value and len(str(value)) < MIN_KEY_LENGTH:
-            problems.append(Problem("queues.E028", f"{name} is {len(str(value))} characters long; a signing key "
-                                    f"needs at least {MIN_KEY_LENGTH}.",
-                                    "A long random value: python -c 'import secrets; print(secrets.token_urlsafe(48))'; "
-                                    "or unset QUEUE_SIGNING_KEY to derive the key from SECRET_KEY."))
+            problems.append(
+                Problem(
+                    "queues.E028",
+                    f"{name} is {len(str(value))} characters long; a signing key needs at least {MIN_KEY_LENGTH}.",
+                    "A long random value: python -c 'import secrets; print(secrets.token_urlsafe(48))'; "
+                    "or unset QUEUE_SIGNING_KEY to derive the key from SECRET_KEY.",
+                )
+            )
     return problems

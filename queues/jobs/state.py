@@ -11,6 +11,7 @@ A job is in one of three places, and each answers with the same fields (``JobSta
 (features/sellers/owners.py) before showing anything. ``error`` is the raw exception string of the
 last failed attempt: a public API shows only its last line (features/redaction.py).
 """
+
 import logging
 import math
 from dataclasses import dataclass, field, replace
@@ -43,8 +44,21 @@ class JobState:
     meta: dict = field(default_factory=dict, compare=False)
     why: str = ""  # a corrupt job: why it cannot be read
 
-    PUBLIC = ("job_id", "queue", "state", "attempt", "attempts_allowed", "progress", "result", "error",
-              "dead_reason", "held_by", "enqueued_at", "started_at", "ended_at")
+    PUBLIC = (
+        "job_id",
+        "queue",
+        "state",
+        "attempt",
+        "attempts_allowed",
+        "progress",
+        "result",
+        "error",
+        "dead_reason",
+        "held_by",
+        "enqueued_at",
+        "started_at",
+        "ended_at",
+    )
 
     def as_dict(self):
         """The public fields, in the order of the API's payload (no ``meta``, no ``why``)."""
@@ -91,8 +105,13 @@ def in_outbox(job_id):
     if entry is None:
         return None
     meta = outbox.stored_meta(entry)
-    return JobState(job_id=entry.job_id, state="outbox", queue=meta.get("queue", entry.queue),
-                    attempts_allowed=meta.get("attempts_allowed"), meta=meta)
+    return JobState(
+        job_id=entry.job_id,
+        state="outbox",
+        queue=meta.get("queue", entry.queue),
+        attempts_allowed=meta.get("attempts_allowed"),
+        meta=meta,
+    )
 
 
 def of_job(job):
@@ -114,11 +133,20 @@ def of_job(job):
         latest = job.latest_result()
         error = getattr(latest, "exc_string", None) if latest is not None else None
     return JobState(
-        job_id=job.id, queue=meta.get("queue", job.origin), state=state, attempt=_count(meta.get("attempt")),
-        attempts_allowed=_count(meta.get("attempts_allowed")), progress=_finite(meta.get("progress")),
-        result=_finite(result), error=error,
-        dead_reason=meta.get("dead") or None, held_by=held_by, enqueued_at=job.enqueued_at,
-        started_at=job.started_at, ended_at=job.ended_at, meta=meta,
+        job_id=job.id,
+        queue=meta.get("queue", job.origin),
+        state=state,
+        attempt=_count(meta.get("attempt")),
+        attempts_allowed=_count(meta.get("attempts_allowed")),
+        progress=_finite(meta.get("progress")),
+        result=_finite(result),
+        error=error,
+        dead_reason=meta.get("dead") or None,
+        held_by=held_by,
+        enqueued_at=job.enqueued_at,
+        started_at=job.started_at,
+        ended_at=job.ended_at,
+        meta=meta,
     )
 
 
@@ -141,8 +169,7 @@ def _finite(value):
 
 def _corrupt(job):
     logger.error("job status: job %s cannot be read: %s", job.id, job.why)
-    return JobState(job_id=job.id, state="corrupt", error=f"The job cannot be read from Redis: {job.why}.",
-                    why=job.why)
+    return JobState(job_id=job.id, state="corrupt", error=f"The job cannot be read from Redis: {job.why}.", why=job.why)
 
 
 __all__ = ["JobState", "job_state", "in_outbox", "of_job"]

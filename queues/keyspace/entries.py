@@ -33,6 +33,7 @@ So a 50 MB value costs kilobytes in the database and in a page. Reported entries
 (at most ``MAX_REPORTED`` per process), so a page that meets the same bad entry at every load logs
 it once. A leaf module: it imports only ``logsafe`` and, when it reports, the URL masking.
 """
+
 import zlib
 
 from queues import logsafe

@@ -69,6 +69,7 @@ search index (``search:*``)            ``search.find`` (a member whose job is go
 the pause set                          ``board.readers.members`` (panel), ``worker.pause``
 =====================================  ======================================================
 """
+
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution, ExecutionRegistry
 from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job

@@ -24,6 +24,7 @@ The tables of what each entry point touches (``registration``, ``maintenance``, 
 ``limit``, ``flush``, ``starting``, ``running``, ``worker_sets``) name rq's keys with rq's own templates, as
 ``keys.py`` does.
 """
+
 import time
 import traceback
 import uuid
@@ -66,8 +67,9 @@ def set_aside(connection, expected, *, who, log=logger):
                 connection.rename(key, aside)
         except redis.ResponseError:  # gone meanwhile ("no such key"): nothing to set aside
             continue
-        log.error("%s: %s is a %s, not a %s: renamed to %s and left for investigation", who, key, kind,
-                  expected[key], aside)
+        log.error(
+            "%s: %s is a %s, not a %s: renamed to %s and left for investigation", who, key, kind, expected[key], aside
+        )
         renamed.append(key)
     return renamed
 
@@ -87,8 +89,13 @@ def set_aside_members(connection, set_keys, *, who, log=logger):
             except UnicodeDecodeError:
                 aside = f"{key}.corrupt-{int(time.time())}"
                 if connection.smove(key, aside, member):
-                    log.error("%s: member %r of %s is not UTF-8: moved to %s and left for investigation", who,
-                              member[:200], key, aside)
+                    log.error(
+                        "%s: member %r of %s is not UTF-8: moved to %s and left for investigation",
+                        who,
+                        member[:200],
+                        key,
+                        aside,
+                    )
                     moved.append(member)
     return moved
 
@@ -156,8 +163,9 @@ def flush(worker):
 
     expected = {worker.key: "hash"}
     for name in worker.queue_names():
-        expected.update({keys.metrics_key(name): "hash", keys.durations_key(name): "list",
-                         keys.finished_key(name): "zset"})
+        expected.update(
+            {keys.metrics_key(name): "hash", keys.durations_key(name): "list", keys.finished_key(name): "zset"}
+        )
     return expected
 
 
@@ -165,8 +173,13 @@ def starting(worker, job):
     """The MULTI that records a job as started (``worker/attempt.py``: rq's ``Execution.create``)."""
     from queues.keyspace import keys
 
-    return {worker.key: "hash", keys.worker_executions_key(worker.name): "set", keys.started_key(job.origin): "zset",
-            keys.job_executions_key(job.id): "zset", keys.intermediate_key(keys.queue_key(job.origin)): "list"}
+    return {
+        worker.key: "hash",
+        keys.worker_executions_key(worker.name): "set",
+        keys.started_key(job.origin): "zset",
+        keys.job_executions_key(job.id): "zset",
+        keys.intermediate_key(keys.queue_key(job.origin)): "list",
+    }
 
 
 def running(worker, job, execution):
@@ -174,16 +187,24 @@ def running(worker, job, execution):
     the started registry."""
     from queues.keyspace import keys
 
-    return {worker.key: "hash", job.key: "hash", execution.key: "hash", keys.started_key(job.origin): "zset",
-            keys.job_executions_key(job.id): "zset"}
+    return {
+        worker.key: "hash",
+        job.key: "hash",
+        execution.key: "hash",
+        keys.started_key(job.origin): "zset",
+        keys.job_executions_key(job.id): "zset",
+    }
 
 
 def limit(scoped_key):
     """rq's three keys of one limit key (``queues.producer.limits``)."""
     from queues.keyspace import keys
 
-    return {keys.limit_config_key(scoped_key): "hash", keys.limit_allowed_key(scoped_key): "zset",
-            keys.limit_held_key(scoped_key): "zset"}
+    return {
+        keys.limit_config_key(scoped_key): "hash",
+        keys.limit_allowed_key(scoped_key): "zset",
+        keys.limit_held_key(scoped_key): "zset",
+    }
 
 
 def limits_in_use(connection):
@@ -217,11 +238,18 @@ def maintenance(connection, queues, workers_key):
 
     expected = {workers_key: "set", Group.REDIS_GROUP_KEY: "set"}
     for queue in queues:
-        expected.update({**dict.fromkeys(keys.band_keys(queue.key), "list"), keys.intermediate_key(queue.key): "list",
-                         keys.started_key(queue.name): "zset", keys.finished_key(queue.name): "zset",
-                         keys.failed_key(queue.name): "zset", queue.deferred_job_registry.key: "zset",
-                         ReadyJobRegistry.key_template.format(queue.name): "zset",
-                         WORKERS_BY_QUEUE_KEY % queue.name: "set"})
+        expected.update(
+            {
+                **dict.fromkeys(keys.band_keys(queue.key), "list"),
+                keys.intermediate_key(queue.key): "list",
+                keys.started_key(queue.name): "zset",
+                keys.finished_key(queue.name): "zset",
+                keys.failed_key(queue.name): "zset",
+                queue.deferred_job_registry.key: "zset",
+                ReadyJobRegistry.key_template.format(queue.name): "zset",
+                WORKERS_BY_QUEUE_KEY % queue.name: "set",
+            }
+        )
     expected.update(limits_in_use(connection))
     return expected
 

@@ -10,6 +10,7 @@ A JSON line holds ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``,
 attributes: the job outcome lines' ``job_id``, ``queue``, ``func``, ``attempt``, ``duration`` and
 ``outcome`` (``outcome.py``), Django's ``status_code``... Standard library only.
 """
+
 import datetime as dt
 import json
 import logging
@@ -26,7 +27,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record):
         entry = {
-            "time": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(timespec="milliseconds"),
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -60,7 +61,11 @@ def validate():
     value = getattr(settings, "QUEUES_LOG_FORMAT", DEFAULT)
     if value in FORMATS:
         return []
-    return [Problem("queues.E120", f"QUEUES_LOG_FORMAT must be 'plain' or 'json', got {value!r}; the logs are "
-                                   "written as 'plain' meanwhile.",
-                    "Set OPTIMA_LOG_FORMAT=json (one JSON object a line, for log shippers) or plain (the default), "
-                    "or QUEUES_LOG_FORMAT in the settings.")]
+    return [
+        Problem(
+            "queues.E120",
+            f"QUEUES_LOG_FORMAT must be 'plain' or 'json', got {value!r}; the logs are written as 'plain' meanwhile.",
+            "Set OPTIMA_LOG_FORMAT=json (one JSON object a line, for log shippers) or plain (the default), "
+            "or QUEUES_LOG_FORMAT in the settings.",
+        )
+    ]

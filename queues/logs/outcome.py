@@ -16,6 +16,7 @@ Every line carries the same fields, in its text (``job <id> <outcome>: queue=...
 attempt=N duration=0.012s``) and as record attributes (``job_id``, ``queue``, ``func``, ``attempt``,
 ``duration``, ``outcome``) that the JSON format writes as keys of their own (``formats.py``).
 """
+
 import logging
 
 from queues.logsafe import get_logger
@@ -34,9 +35,14 @@ def fields(job, outcome, duration, attempt=None):
         func = job.func_name
     except Exception:  # noqa: BLE001 — a job whose data cannot be read still gets its line
         func = "?"
-    return {"job_id": job.id, "queue": jobmeta.queue_name(job), "func": func,
-            "attempt": attempt or jobmeta.current_attempt(job), "duration": round(float(duration or 0.0), 6),
-            "outcome": outcome}
+    return {
+        "job_id": job.id,
+        "queue": jobmeta.queue_name(job),
+        "func": func,
+        "attempt": attempt or jobmeta.current_attempt(job),
+        "duration": round(float(duration or 0.0), 6),
+        "outcome": outcome,
+    }
 
 
 def _log(level, job, outcome, duration, detail="", trace="", attempt=None):
@@ -75,16 +81,28 @@ def succeeded(job, duration):
 def retried(job, duration, *, attempt, delay, reason, exc_info=None, exc_string=""):
     """A failed attempt that will be retried: WARNING, no traceback (the traceback goes at DEBUG, on
     this same logger, and is kept in the job's results stream)."""
-    _log(logging.WARNING, job, RETRIED, duration,
-         f"{error_summary(exc_info, exc_string)}; attempt {attempt + 1} in {delay:.3g}s ({reason})", attempt=attempt)
+    _log(
+        logging.WARNING,
+        job,
+        RETRIED,
+        duration,
+        f"{error_summary(exc_info, exc_string)}; attempt {attempt + 1} in {delay:.3g}s ({reason})",
+        attempt=attempt,
+    )
     if logger.isEnabledFor(logging.DEBUG) and exc_string:
         logger.debug("job %s attempt %d traceback:\n%s", job.id, attempt, exc_string.rstrip("\n"))
 
 
 def dead(job, duration, *, reason, exc_info=None, exc_string=""):
     """The job reached the dead letter: ERROR, with the last attempt's traceback."""
-    _log(logging.ERROR, job, DEAD, duration, f"{reason}: {error_summary(exc_info, exc_string)}",
-         trace=exc_string if "Traceback" in (exc_string or "") else "")
+    _log(
+        logging.ERROR,
+        job,
+        DEAD,
+        duration,
+        f"{reason}: {error_summary(exc_info, exc_string)}",
+        trace=exc_string if "Traceback" in (exc_string or "") else "",
+    )
 
 
 def canceled(job, duration):

@@ -10,19 +10,24 @@ the ``rq.worker`` logger — makes those records DEBUG records: shown with ``--v
 ``rq.worker`` logger at DEBUG), dropped otherwise. Matched on the formatted text, which
 ``logsafe`` may have escaped already (rq colours a queue name on a terminal).
 """
+
 import logging
 import re
 
 RQ_WORKER = "rq.worker"
 
 # rq 3.0's wording (rq/worker/base.py); a line rq rewords is simply logged at its own level again.
-DEMOTED = re.compile("|".join((
-    r"^Successfully completed ",  # handle_job_success
-    r"^Worker \S+: .*Job OK.* \(",  # _finalize_success
-    r"^Worker \S+: job \S+: exception raised while executing \(",  # handle_exception (with the traceback)
-    r"^Worker \S+: job \S+ result (is kept for|discarded immediately|will never expire)",  # log_result_lifespan
-    r"^Worker \S+: cleaning (registries for queue: |group registries$)",  # clean_registries, each maintenance
-)))
+DEMOTED = re.compile(
+    "|".join(
+        (
+            r"^Successfully completed ",  # handle_job_success
+            r"^Worker \S+: .*Job OK.* \(",  # _finalize_success
+            r"^Worker \S+: job \S+: exception raised while executing \(",  # handle_exception (with the traceback)
+            r"^Worker \S+: job \S+ result (is kept for|discarded immediately|will never expire)",  # log_result_lifespan
+            r"^Worker \S+: cleaning (registries for queue: |group registries$)",  # clean_registries, each maintenance
+        )
+    )
+)
 
 
 class RqJobLines(logging.Filter):

@@ -42,6 +42,7 @@ Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receiver
 ``history`` (per-minute samples for the panel), ``views`` (the endpoint). docs/metrics.md is the
 operator's version of this table.
 """
+
 import threading
 
 _installed = False

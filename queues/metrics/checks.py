@@ -1,4 +1,5 @@
 """System check of the METRICS_* options (ids queues.E050-E055, listed in docs/metrics.md)."""
+
 from django.core.checks import Tags, register
 
 from queues import conf

@@ -3,6 +3,7 @@
 the table in ``queues.metrics``. The collector itself never raises, so the rest of /metrics is
 still served whatever Redis or the database do.
 """
+
 import logging
 import threading
 import time
@@ -59,38 +60,73 @@ cache = _Cache()
 def families(snapshot, prefix):
     """The metric families of a snapshot, in a fixed order (states too)."""
     p = f"{prefix}_queue"
-    jobs = GaugeMetricFamily(f"{p}_jobs", "Jobs per queue and state (waiting, active, delayed, paused, "
-                             "completed, failed), read from RQ's queue and registries.", labels=["queue", "state"])
-    duration = GaugeMetricFamily(f"{p}_job_duration_ms", "Job run time (start to end) in milliseconds, "
-                                 "nearest-rank quantile over the last 50 completed jobs.", labels=["queue", "quantile"])
-    dead = GaugeMetricFamily(f"{p}_dead_letter", "Open dead letters (jobs that exhausted or lost their "
-                             "retries and wait for an operator).", labels=["queue"])
-    oldest = GaugeMetricFamily(f"{p}_oldest_waiting_seconds", "How long the job at the head of the queue "
-                               "has been waiting (0 when none waits or the queue is paused).", labels=["queue"])
+    jobs = GaugeMetricFamily(
+        f"{p}_jobs",
+        "Jobs per queue and state (waiting, active, delayed, paused, "
+        "completed, failed), read from RQ's queue and registries.",
+        labels=["queue", "state"],
+    )
+    duration = GaugeMetricFamily(
+        f"{p}_job_duration_ms",
+        "Job run time (start to end) in milliseconds, nearest-rank quantile over the last 50 completed jobs.",
+        labels=["queue", "quantile"],
+    )
+    dead = GaugeMetricFamily(
+        f"{p}_dead_letter",
+        "Open dead letters (jobs that exhausted or lost their retries and wait for an operator).",
+        labels=["queue"],
+    )
+    oldest = GaugeMetricFamily(
+        f"{p}_oldest_waiting_seconds",
+        "How long the job at the head of the queue has been waiting (0 when none waits or the queue is paused).",
+        labels=["queue"],
+    )
     workers = GaugeMetricFamily(f"{p}_workers", "Live workers listening on the queue.", labels=["queue"])
-    hist = HistogramMetricFamily(f"{p}_job_duration_seconds", "Run time of every finished attempt "
-                                 "(succeeded or failed), across all workers.", labels=["queue"])
-    waits = HistogramMetricFamily(f"{p}_job_wait_seconds", "Time an attempt waited to start: from when it "
-                                  "became due (its enqueue, or the due time of a delayed job or a retry) to its "
-                                  "start.", labels=["queue"])
-    totals = HistogramMetricFamily(f"{p}_job_total_seconds", "Time from a job's first enqueue to its end "
-                                   "(finished or dead), delays, retries and their backoff included.", labels=["queue"])
-    processed = CounterMetricFamily(f"{p}_jobs_processed", "Attempts that ran to an end (succeeded or failed).",
-                                    labels=["queue"])
+    hist = HistogramMetricFamily(
+        f"{p}_job_duration_seconds",
+        "Run time of every finished attempt (succeeded or failed), across all workers.",
+        labels=["queue"],
+    )
+    waits = HistogramMetricFamily(
+        f"{p}_job_wait_seconds",
+        "Time an attempt waited to start: from when it "
+        "became due (its enqueue, or the due time of a delayed job or a retry) to its "
+        "start.",
+        labels=["queue"],
+    )
+    totals = HistogramMetricFamily(
+        f"{p}_job_total_seconds",
+        "Time from a job's first enqueue to its end (finished or dead), delays, retries and their backoff included.",
+        labels=["queue"],
+    )
+    processed = CounterMetricFamily(
+        f"{p}_jobs_processed", "Attempts that ran to an end (succeeded or failed).", labels=["queue"]
+    )
     failed = CounterMetricFamily(f"{p}_jobs_failed", "Attempts that raised (retried or not).", labels=["queue"])
-    retried = CounterMetricFamily(f"{p}_jobs_retried", "Retries scheduled after a failed attempt.",
-                                  labels=["queue"])
+    retried = CounterMetricFamily(f"{p}_jobs_retried", "Retries scheduled after a failed attempt.", labels=["queue"])
     dead_total = CounterMetricFamily(f"{p}_jobs_dead", "Jobs that reached the dead letter.", labels=["queue"])
-    held = GaugeMetricFamily(f"{p}_held_jobs", "Jobs held back by their limit key: over the key's "
-                             "limit_concurrency, waiting outside the queue for a slot.", labels=["queue"])
-    error = GaugeMetricFamily(f"{p}_scrape_error", "1 when this scrape could not read the queue's values from "
-                              "the source (redis or database); its values are then zeros.",
-                              labels=["queue", "source"])
-    outbox = GaugeMetricFamily(f"{p}_outbox", "Jobs accepted in a committed transaction (or durable=True) and "
-                               "not yet written to Redis: the outbox's rows (a relay pushes them).", labels=["queue"])
-    outbox_age = GaugeMetricFamily(f"{p}_outbox_oldest_age_seconds", "Age of the queue's oldest outbox row "
-                                   "(0 when none): high means Redis does not take them or no relay runs.",
-                                   labels=["queue"])
+    held = GaugeMetricFamily(
+        f"{p}_held_jobs",
+        "Jobs held back by their limit key: over the key's limit_concurrency, waiting outside the queue for a slot.",
+        labels=["queue"],
+    )
+    error = GaugeMetricFamily(
+        f"{p}_scrape_error",
+        "1 when this scrape could not read the queue's values from "
+        "the source (redis or database); its values are then zeros.",
+        labels=["queue", "source"],
+    )
+    outbox = GaugeMetricFamily(
+        f"{p}_outbox",
+        "Jobs accepted in a committed transaction (or durable=True) and "
+        "not yet written to Redis: the outbox's rows (a relay pushes them).",
+        labels=["queue"],
+    )
+    outbox_age = GaugeMetricFamily(
+        f"{p}_outbox_oldest_age_seconds",
+        "Age of the queue's oldest outbox row (0 when none): high means Redis does not take them or no relay runs.",
+        labels=["queue"],
+    )
     for name, s in snapshot.queues.items():
         for state in STATES:
             jobs.add_metric([name, state], s.jobs[state])
@@ -114,8 +150,25 @@ def families(snapshot, prefix):
         failed.add_metric([name], s.counters[store.FAILED])
         retried.add_metric([name], s.counters[store.RETRIED])
         dead_total.add_metric([name], s.counters[store.DEAD])
-    return [jobs, duration, dead, oldest, workers, hist, processed, failed, retried, dead_total, held, outbox, outbox_age, error,
-            *redis_memory.families(snapshot.redis_memory, prefix), waits, totals]
+    return [
+        jobs,
+        duration,
+        dead,
+        oldest,
+        workers,
+        hist,
+        processed,
+        failed,
+        retried,
+        dead_total,
+        held,
+        outbox,
+        outbox_age,
+        error,
+        *redis_memory.families(snapshot.redis_memory, prefix),
+        waits,
+        totals,
+    ]
 
 
 def _cumulative(buckets):

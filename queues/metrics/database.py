@@ -1,6 +1,7 @@
 """The database counts of the scrape: open dead letters and outbox rows per queue, one grouped query
 each, in a savepoint. The database being down zeroes them and sets every queue's database error gauge.
 """
+
 import logging
 
 from queues import conf
@@ -31,9 +32,16 @@ def read_dead_letters(samples):
 
     from queues.models import DeadLetter
 
-    counts = _from_database(samples, "open dead letters", lambda: dict(
-        DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
-        .values_list("queue").annotate(n=Count("id")).order_by()))
+    counts = _from_database(
+        samples,
+        "open dead letters",
+        lambda: dict(
+            DeadLetter.objects.filter(prefix=conf.prefix(), status=DeadLetter.Status.OPEN)
+            .values_list("queue")
+            .annotate(n=Count("id"))
+            .order_by()
+        ),
+    )
     if counts is None:
         return
     for name, sample in samples.items():

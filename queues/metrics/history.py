@@ -33,6 +33,7 @@ minute, as Prometheus' ``increase()`` would start again from the reset.
 Costs: sampling is three round trips a minute (the lock, one HMGET per queue and the coarse head
 pipelined, LPUSH + LTRIM + EXPIRE of one or both lists); reading is one round trip (two LRANGE).
 """
+
 import json
 import logging
 import math
@@ -88,8 +89,10 @@ def sample(connection, at):
     counts = {name: [_int(processed), _int(failed)] for name, (processed, failed) in zip(names, rows)}
     entry = json.dumps({"t": round(float(at), 3), "q": counts}, separators=(",", ":"))
     with connection.pipeline(transaction=False) as pipe:
-        for key, kept, ttl in ((keys.history_key(), SAMPLES, SAMPLES_TTL),
-                               (keys.history_coarse_key(), COARSE_SAMPLES, COARSE_TTL)):
+        for key, kept, ttl in (
+            (keys.history_key(), SAMPLES, SAMPLES_TTL),
+            (keys.history_coarse_key(), COARSE_SAMPLES, COARSE_TTL),
+        ):
             if key == keys.history_coarse_key() and not _new_window(head, at):
                 continue
             pipe.lpush(key, entry)
@@ -150,8 +153,9 @@ def _sample(item):
     try:
         entry = json.loads(item)
         at = float(entry["t"])
-        counts = {str(q): (_count(v[0]), _count(v[1])) for q, v in entry["q"].items()
-                  if isinstance(v, list) and len(v) == 2}
+        counts = {
+            str(q): (_count(v[0]), _count(v[1])) for q, v in entry["q"].items() if isinstance(v, list) and len(v) == 2
+        }
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError):
         return None
     if not math.isfinite(at) or None in (c for pair in counts.values() for c in pair):
@@ -216,6 +220,6 @@ def _int(value):
 
 def _count(value):
     """A stored count: an int in the range of a Redis counter (HINCRBY's 64 bits), or None."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 63:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         return None
     return value

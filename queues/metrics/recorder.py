@@ -20,6 +20,7 @@ does not count it twice.
 A receiver never raises: losing one count is better than failing a job (queues.worker.signals logs
 anything that escapes anyway).
 """
+
 import datetime
 import json
 import logging
@@ -204,7 +205,7 @@ def _since(start, end=None):
 def _timestamp(moment):
     if moment is None:
         return None
-    return moment.replace(tzinfo=moment.tzinfo or datetime.timezone.utc).timestamp()
+    return moment.replace(tzinfo=moment.tzinfo or datetime.UTC).timestamp()
 
 
 def _add_total(queue, job, ended=None):

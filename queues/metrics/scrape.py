@@ -23,6 +23,7 @@ line is logged; the collector itself never raises, so the rest of /metrics is st
 poison head job (an id that is not UTF-8, a key that is not a hash) only loses its queue's age. A
 Redis that refuses INFO (an ACL without it) only loses the memory families: left out, not zeroed.
 """
+
 import logging
 import math
 
@@ -79,28 +80,49 @@ def read_redis(client, names, samples, now):
     paused_result, limit_keys_result, results = results[0], results[1], results[2:-2]
     paused = set() if isinstance(paused_result, Exception) else {text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
-        logger.warning("reading the paused set failed (%s); queues are reported as not paused",
-                       describe_error(paused_result))
+        logger.warning(
+            "reading the paused set failed (%s); queues are reported as not paused", describe_error(paused_result)
+        )
     held_keys = _held_keys(limit_keys_result, names)
     heads, worker_sets = {}, {}
     for i, name in enumerate(names):
-        row = _tolerated(name, results[i * PER_QUEUE_COMMANDS:(i + 1) * PER_QUEUE_COMMANDS])
+        row = _tolerated(name, results[i * PER_QUEUE_COMMANDS : (i + 1) * PER_QUEUE_COMMANDS])
         errors = [r for r in row if isinstance(r, Exception)]
         sample = samples[name]
         if errors:
             sample.redis_error = True
-            logger.warning("reading queue %r failed (%s); it is reported as zeros",
-                           name, describe_error(errors[0]))
+            logger.warning("reading queue %r failed (%s); it is reported as zeros", name, describe_error(errors[0]))
             continue
-        queued, head, active, delayed, finished, finished_expired, failed, failed_expired, worker_keys, counters, \
-            durations, high, high_head, low, low_head = row
+        (
+            queued,
+            head,
+            active,
+            delayed,
+            finished,
+            finished_expired,
+            failed,
+            failed_expired,
+            worker_keys,
+            counters,
+            durations,
+            high,
+            high_head,
+            low,
+            low_head,
+        ) = row
         queued += high + low
         # The age is the head's of the last band holding a job: low, else normal, else high.
         head = next((h for h in (low_head, head, high_head) if h is not None), None)
         completed, failed = finished - finished_expired, failed - failed_expired
         is_paused = name in paused
-        sample.jobs.update(waiting=0 if is_paused else queued, paused=queued if is_paused else 0,
-                           active=active, delayed=delayed, completed=completed, failed=failed)
+        sample.jobs.update(
+            waiting=0 if is_paused else queued,
+            paused=queued if is_paused else 0,
+            active=active,
+            delayed=delayed,
+            completed=completed,
+            failed=failed,
+        )
         sample.durations_ms = _durations(name, durations)
         if counters is not None:
             _counters(name, counters, sample, bounds)
@@ -125,9 +147,11 @@ def _tolerated(name, row):
     from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
     row = list(row)
-    for offset, key, instead in ((_WORKERS, WORKERS_BY_QUEUE_KEY % name, set()),
-                                 (_COUNTERS, store.counters_key(name), None),
-                                 (_DURATIONS, store.durations_key(name), [])):
+    for offset, key, instead in (
+        (_WORKERS, WORKERS_BY_QUEUE_KEY % name, set()),
+        (_COUNTERS, store.counters_key(name), None),
+        (_DURATIONS, store.durations_key(name), []),
+    ):
         reply = row[offset]
         if isinstance(reply, redis.ResponseError) and "WRONGTYPE" in str(reply):
             entries.report(key, "not of the type the scrape reads (WRONGTYPE): left out of /metrics", log=logger)
@@ -160,7 +184,7 @@ def _counters(name, counters, sample, bounds):
             value = cast(counters.get(field, 0))
         except (TypeError, ValueError, OverflowError):
             value = None
-        if value is None or not math.isfinite(value) or not 0 <= value < 2 ** 63:
+        if value is None or not math.isfinite(value) or not 0 <= value < 2**63:
             raise ValueError(field)
         return value
 
@@ -172,8 +196,7 @@ def _counters(name, counters, sample, bounds):
             sample.counters[histogram.sum_field] = number(histogram.sum_field, float)
             setattr(sample, attr, {b: number(histogram.bucket_field(b)) for b in histogram.bounds()})
     except ValueError as exc:
-        entries.report(store.counters_key(name), f"field {exc.args[0]!r} is not a count: counters left out",
-                       log=logger)
+        entries.report(store.counters_key(name), f"field {exc.args[0]!r} is not a count: counters left out", log=logger)
         sample.counters = sample.buckets = sample.waits = sample.totals = None
 
 
@@ -211,22 +234,27 @@ def _read_round_two(client, heads, worker_sets, samples, now, held_keys=None):
     except redis.RedisError as exc:
         _all_failed(set(heads) | set(worker_sets) | set(held_keys), samples, exc)
         return
-    held_results = results[len(heads) + len(unique_workers):]
-    results = results[:len(heads) + len(unique_workers)]
+    held_results = results[len(heads) + len(unique_workers) :]
+    results = results[: len(heads) + len(unique_workers)]
     offset = 0
     for name, keys in held_keys.items():
-        counts = held_results[offset:offset + len(keys)]
+        counts = held_results[offset : offset + len(keys)]
         offset += len(keys)
         errors = [c for c in counts if isinstance(c, Exception)]
         if errors:  # a held set of the wrong type (planted): this queue's held count only
-            logger.warning("reading the held jobs of queue %r failed (%s); reported as 0", name, describe_error(errors[0]))
+            logger.warning(
+                "reading the held jobs of queue %r failed (%s); reported as 0", name, describe_error(errors[0])
+            )
             continue
         samples[name].held = sum(counts)
-    for name, enqueued_at in zip(heads, results[:len(heads)]):
+    for name, enqueued_at in zip(heads, results[: len(heads)]):
         if isinstance(enqueued_at, redis.ResponseError) and "WRONGTYPE" in str(enqueued_at):
             # The head job's key is not a hash (a poison entry): no age, the queue's counts stand.
-            logger.warning("the job at the head of queue %r cannot be read (%s); its age is reported as 0",
-                           name, describe_error(enqueued_at))
+            logger.warning(
+                "the job at the head of queue %r cannot be read (%s); its age is reported as 0",
+                name,
+                describe_error(enqueued_at),
+            )
         elif isinstance(enqueued_at, Exception):
             _queue_failed(name, samples, enqueued_at)
         elif enqueued_at:  # a stale id without its job hash has no age
@@ -235,7 +263,7 @@ def _read_round_two(client, heads, worker_sets, samples, now, held_keys=None):
             except ValueError:
                 continue
             samples[name].oldest_waiting_seconds = max(0.0, waited)
-    alive = dict(zip(unique_workers, results[len(heads):]))
+    alive = dict(zip(unique_workers, results[len(heads) :]))
     for name, keys in worker_sets.items():
         errors = [alive[k] for k in keys if isinstance(alive[k], Exception)]
         if errors:
@@ -253,7 +281,11 @@ def _queue_failed(name, samples, exc):
 def _all_failed(names, samples, exc):
     from queues.connection.clients import mask_url, queues_url
 
-    logger.warning("Redis at %s did not answer the scrape (%s); %d queue(s) are reported as zeros",
-                   mask_url(queues_url()), describe_error(exc), len(names))
+    logger.warning(
+        "Redis at %s did not answer the scrape (%s); %d queue(s) are reported as zeros",
+        mask_url(queues_url()),
+        describe_error(exc),
+        len(names),
+    )
     for name in names:
         samples[name] = QueueSample(redis_error=True)

@@ -1,6 +1,7 @@
 """What one scrape knows: a ``QueueSample`` per queue in a ``Snapshot``, filled by ``scrape`` (Redis)
 and ``database`` (the database counts), rendered by ``collector``.
 """
+
 from dataclasses import dataclass, field
 
 from queues.connection import info as redisinfo

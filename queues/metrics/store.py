@@ -11,6 +11,7 @@ Two writers, one reader:
   ``total_sum``) and the capped list ``<prefix>:optima:metrics:<q>:durations`` (last 50 completed
   jobs, milliseconds, newest first).
 """
+
 import functools
 import math
 import re
@@ -94,42 +95,70 @@ def validate_options(options):
     problems = []
     prefix = options.get("METRICS_PREFIX")
     if not isinstance(prefix, str) or not METRIC_NAME_RE.fullmatch(prefix):
-        problems.append(conf.Problem(
-            "queues.E050", f"{where}['METRICS_PREFIX'] must be a Prometheus metric name prefix "
-            f"matching [a-zA-Z_:][a-zA-Z0-9_:]*, got {prefix!r}.",
-            "Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'."))
+        problems.append(
+            conf.Problem(
+                "queues.E050",
+                f"{where}['METRICS_PREFIX'] must be a Prometheus metric name prefix "
+                f"matching [a-zA-Z_:][a-zA-Z0-9_:]*, got {prefix!r}.",
+                "Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'.",
+            )
+        )
     cache = options.get("METRICS_CACHE_SECONDS")
     if not _is_number(cache) or not 0 <= cache <= 60:
-        problems.append(conf.Problem(
-            "queues.E051", f"{where}['METRICS_CACHE_SECONDS'] must be a number of seconds between "
-            f"0 and 60, got {cache!r}.",
-            "5 to 10 seconds lets several scrapers share one Redis read; 0 reads on every scrape."))
+        problems.append(
+            conf.Problem(
+                "queues.E051",
+                f"{where}['METRICS_CACHE_SECONDS'] must be a number of seconds between 0 and 60, got {cache!r}.",
+                "5 to 10 seconds lets several scrapers share one Redis read; 0 reads on every scrape.",
+            )
+        )
     timeout = options.get("METRICS_REDIS_TIMEOUT")
     if not _is_number(timeout) or not 0 < timeout <= 1.5:
-        problems.append(conf.Problem(
-            "queues.E052", f"{where}['METRICS_REDIS_TIMEOUT'] must be a number of seconds > 0 and "
-            f"<= 1.5, got {timeout!r}.",
-            "/metrics must answer within 2 s when Redis hangs; 0.5 (the default) leaves room."))
+        problems.append(
+            conf.Problem(
+                "queues.E052",
+                f"{where}['METRICS_REDIS_TIMEOUT'] must be a number of seconds > 0 and <= 1.5, got {timeout!r}.",
+                "/metrics must answer within 2 s when Redis hangs; 0.5 (the default) leaves room.",
+            )
+        )
     bounds = options.get("METRICS_DURATION_BUCKETS")
-    if (isinstance(bounds, (str, bytes)) or not isinstance(bounds, (list, tuple)) or not bounds
-            or not all(_is_number(b) and 0 < b < math.inf for b in bounds) or len(set(bounds)) != len(bounds)):
-        problems.append(conf.Problem(
-            "queues.E053", f"{where}['METRICS_DURATION_BUCKETS'] must be a non-empty list of distinct "
-            f"positive numbers of seconds, got {bounds!r}.",
-            "E.g. [0.1, 1, 10, 60, 600]; +Inf is added for you."))
+    if (
+        isinstance(bounds, (str, bytes))
+        or not isinstance(bounds, (list, tuple))
+        or not bounds
+        or not all(_is_number(b) and 0 < b < math.inf for b in bounds)
+        or len(set(bounds)) != len(bounds)
+    ):
+        problems.append(
+            conf.Problem(
+                "queues.E053",
+                f"{where}['METRICS_DURATION_BUCKETS'] must be a non-empty list of distinct "
+                f"positive numbers of seconds, got {bounds!r}.",
+                "E.g. [0.1, 1, 10, 60, 600]; +Inf is added for you.",
+            )
+        )
     for histogram in (WAIT, TOTAL):
         bounds = options.get(histogram.setting)
         if not _bounds_ok(bounds):
-            problems.append(conf.Problem(
-                histogram.check_id, f"{where}[{histogram.setting!r}] must be a non-empty list of distinct "
-                f"positive numbers of seconds, got {bounds!r}.",
-                "E.g. [0.1, 1, 10, 60, 600, 3600]; +Inf is added for you. Remove the key for the default."))
+            problems.append(
+                conf.Problem(
+                    histogram.check_id,
+                    f"{where}[{histogram.setting!r}] must be a non-empty list of distinct "
+                    f"positive numbers of seconds, got {bounds!r}.",
+                    "E.g. [0.1, 1, 10, 60, 600, 3600]; +Inf is added for you. Remove the key for the default.",
+                )
+            )
     return problems
 
 
 def _bounds_ok(bounds):
-    return (not isinstance(bounds, (str, bytes)) and isinstance(bounds, (list, tuple)) and bool(bounds)
-            and all(_is_number(b) and 0 < b < math.inf for b in bounds) and len(set(bounds)) == len(bounds))
+    return (
+        not isinstance(bounds, (str, bytes))
+        and isinstance(bounds, (list, tuple))
+        and bool(bounds)
+        and all(_is_number(b) and 0 < b < math.inf for b in bounds)
+        and len(set(bounds)) == len(bounds)
+    )
 
 
 def _is_number(value):

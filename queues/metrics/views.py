@@ -6,6 +6,7 @@ scraper (no or a plain ``Accept``) must get ``text/plain; version=0.0.4; charset
 view asks prometheus_client's own ``choose_encoder`` instead: the 0.0.4 text by default, OpenMetrics
 when the scraper asks for it (Prometheus does). Same registry, same multiprocess handling.
 """
+
 import os
 
 import prometheus_client

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,55 +14,78 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('identity', models.CharField(help_text='user name, or the basic-auth identity', max_length=200)),
-                ('action', models.CharField(db_index=True, max_length=64)),
-                ('queue', models.CharField(blank=True, db_index=True, max_length=200)),
-                ('job_ids', models.JSONField(blank=True, default=list)),
-                ('outcome', models.CharField(choices=[('ok', 'ok'), ('partial', 'partial'), ('error', 'error')], default='ok', max_length=16)),
-                ('detail', models.TextField(blank=True)),
-                ('prefix', models.CharField(blank=True, max_length=64)),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("identity", models.CharField(help_text="user name, or the basic-auth identity", max_length=200)),
+                ("action", models.CharField(db_index=True, max_length=64)),
+                ("queue", models.CharField(blank=True, db_index=True, max_length=200)),
+                ("job_ids", models.JSONField(blank=True, default=list)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[("ok", "ok"), ("partial", "partial"), ("error", "error")], default="ok", max_length=16
+                    ),
+                ),
+                ("detail", models.TextField(blank=True)),
+                ("prefix", models.CharField(blank=True, max_length=64)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'audit entries',
-                'ordering': ['-at', '-id'],
-                'permissions': [('view_queue_panel', 'Can view the queue panel'), ('act_on_queue_panel', 'Can act in the queue panel (pause, requeue, delete, empty)')],
+                "verbose_name_plural": "audit entries",
+                "ordering": ["-at", "-id"],
+                "permissions": [
+                    ("view_queue_panel", "Can view the queue panel"),
+                    ("act_on_queue_panel", "Can act in the queue panel (pause, requeue, delete, empty)"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='DeadLetter',
+            name="DeadLetter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('prefix', models.CharField(max_length=64)),
-                ('queue', models.CharField(db_index=True, max_length=200)),
-                ('job_id', models.CharField(max_length=200)),
-                ('func_path', models.CharField(db_index=True, max_length=500)),
-                ('args', models.JSONField(blank=True, default=list)),
-                ('kwargs', models.JSONField(blank=True, default=dict)),
-                ('exc_type', models.CharField(blank=True, db_index=True, max_length=300)),
-                ('exc_message', models.TextField(blank=True)),
-                ('traceback', models.TextField(blank=True)),
-                ('attempts_made', models.PositiveIntegerField(default=0)),
-                ('attempts_allowed', models.PositiveIntegerField(default=0)),
-                ('reason', models.CharField(blank=True, max_length=32)),
-                ('enqueued_at', models.DateTimeField(blank=True, null=True)),
-                ('first_failed_at', models.DateTimeField(blank=True, null=True)),
-                ('dead_at', models.DateTimeField(db_index=True)),
-                ('worker', models.CharField(blank=True, max_length=300)),
-                ('status', models.CharField(choices=[('open', 'open'), ('retried', 'retried'), ('discarded', 'discarded')], db_index=True, default='open', max_length=16)),
-                ('times_dead', models.PositiveIntegerField(default=1)),
-                ('retried_as', models.CharField(blank=True, max_length=200)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("prefix", models.CharField(max_length=64)),
+                ("queue", models.CharField(db_index=True, max_length=200)),
+                ("job_id", models.CharField(max_length=200)),
+                ("func_path", models.CharField(db_index=True, max_length=500)),
+                ("args", models.JSONField(blank=True, default=list)),
+                ("kwargs", models.JSONField(blank=True, default=dict)),
+                ("exc_type", models.CharField(blank=True, db_index=True, max_length=300)),
+                ("exc_message", models.TextField(blank=True)),
+                ("traceback", models.TextField(blank=True)),
+                ("attempts_made", models.PositiveIntegerField(default=0)),
+                ("attempts_allowed", models.PositiveIntegerField(default=0)),
+                ("reason", models.CharField(blank=True, max_length=32)),
+                ("enqueued_at", models.DateTimeField(blank=True, null=True)),
+                ("first_failed_at", models.DateTimeField(blank=True, null=True)),
+                ("dead_at", models.DateTimeField(db_index=True)),
+                ("worker", models.CharField(blank=True, max_length=300)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "open"), ("retried", "retried"), ("discarded", "discarded")],
+                        db_index=True,
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("times_dead", models.PositiveIntegerField(default=1)),
+                ("retried_as", models.CharField(blank=True, max_length=200)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['-dead_at', '-id'],
-                'permissions': [('act_on_deadletter', 'Can retry and discard dead letters')],
-                'indexes': [models.Index(fields=['prefix', 'status', '-dead_at'], name='queues_dl_status_dead')],
-                'constraints': [models.UniqueConstraint(fields=('prefix', 'job_id'), name='queues_deadletter_unique_job')],
+                "ordering": ["-dead_at", "-id"],
+                "permissions": [("act_on_deadletter", "Can retry and discard dead letters")],
+                "indexes": [models.Index(fields=["prefix", "status", "-dead_at"], name="queues_dl_status_dead")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("prefix", "job_id"), name="queues_deadletter_unique_job")
+                ],
             },
         ),
     ]

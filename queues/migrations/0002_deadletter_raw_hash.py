@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('queues', '0001_initial'),
+        ("queues", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='deadletter',
-            name='raw_hash',
-            field=models.TextField(blank=True, db_default='', default=''),
+            model_name="deadletter",
+            name="raw_hash",
+            field=models.TextField(blank=True, db_default="", default=""),
         ),
     ]

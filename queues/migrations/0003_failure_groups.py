@@ -3,6 +3,7 @@
 """Failure groups (FailureGroup, DeadLetter.fingerprint) and, on PostgreSQL only, trigram indexes
 for the dead-letter admin's free-text search. The rows' fingerprints and the groups of existing
 rows are filled by 0004."""
+
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -24,8 +25,10 @@ def create_trigram_indexes(apps, schema_editor):
         return
     schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     for name, column in TRIGRAM_INDEXES.items():
-        schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON "queues_deadletter" '
-                              f'USING gin ((UPPER("{column}"::text)) gin_trgm_ops)')
+        schema_editor.execute(
+            f'CREATE INDEX IF NOT EXISTS "{name}" ON "queues_deadletter" '
+            f'USING gin ((UPPER("{column}"::text)) gin_trgm_ops)'
+        )
 
 
 def drop_trigram_indexes(apps, schema_editor):
@@ -36,52 +39,66 @@ def drop_trigram_indexes(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('queues', '0002_deadletter_raw_hash'),
+        ("queues", "0002_deadletter_raw_hash"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FailureGroup',
+            name="FailureGroup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('prefix', models.CharField(max_length=64)),
-                ('fingerprint', models.CharField(max_length=64)),
-                ('func_path', models.CharField(max_length=500)),
-                ('exc_type', models.CharField(blank=True, max_length=300)),
-                ('pattern', models.TextField(blank=True, help_text='the message with ids, numbers and URLs normalised away')),
-                ('example_message', models.TextField(blank=True)),
-                ('count', models.PositiveIntegerField(default=0, help_text='deaths seen (never lowered by a retry or discard)')),
-                ('first_seen', models.DateTimeField()),
-                ('last_seen', models.DateTimeField()),
-                ('queues', models.JSONField(blank=True, default=list)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("prefix", models.CharField(max_length=64)),
+                ("fingerprint", models.CharField(max_length=64)),
+                ("func_path", models.CharField(max_length=500)),
+                ("exc_type", models.CharField(blank=True, max_length=300)),
+                (
+                    "pattern",
+                    models.TextField(blank=True, help_text="the message with ids, numbers and URLs normalised away"),
+                ),
+                ("example_message", models.TextField(blank=True)),
+                (
+                    "count",
+                    models.PositiveIntegerField(
+                        default=0, help_text="deaths seen (never lowered by a retry or discard)"
+                    ),
+                ),
+                ("first_seen", models.DateTimeField()),
+                ("last_seen", models.DateTimeField()),
+                ("queues", models.JSONField(blank=True, default=list)),
             ],
             options={
-                'ordering': ['-last_seen', '-id'],
+                "ordering": ["-last_seen", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='deadletter',
-            name='fingerprint',
-            field=models.CharField(blank=True, db_default='', default='', max_length=64),
+            model_name="deadletter",
+            name="fingerprint",
+            field=models.CharField(blank=True, db_default="", default="", max_length=64),
         ),
         migrations.AddIndex(
-            model_name='deadletter',
-            index=models.Index(fields=['fingerprint', 'prefix', '-dead_at'], name='queues_dl_fingerprint'),
+            model_name="deadletter",
+            index=models.Index(fields=["fingerprint", "prefix", "-dead_at"], name="queues_dl_fingerprint"),
         ),
         migrations.AddField(
-            model_name='failuregroup',
-            name='example',
-            field=models.ForeignKey(blank=True, help_text="the dead letter of the group's latest death", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='queues.deadletter'),
+            model_name="failuregroup",
+            name="example",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="the dead letter of the group's latest death",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="queues.deadletter",
+            ),
         ),
         migrations.AddIndex(
-            model_name='failuregroup',
-            index=models.Index(fields=['prefix', '-last_seen'], name='queues_group_last_seen'),
+            model_name="failuregroup",
+            index=models.Index(fields=["prefix", "-last_seen"], name="queues_group_last_seen"),
         ),
         migrations.AddConstraint(
-            model_name='failuregroup',
-            constraint=models.UniqueConstraint(fields=('prefix', 'fingerprint'), name='queues_group_unique'),
+            model_name="failuregroup",
+            constraint=models.UniqueConstraint(fields=("prefix", "fingerprint"), name="queues_group_unique"),
         ),
         migrations.RunPython(create_trigram_indexes, drop_trigram_indexes, elidable=False),
     ]

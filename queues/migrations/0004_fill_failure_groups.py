@@ -8,6 +8,7 @@ counts them); the example is the row of the latest death. Idempotent: rows that 
 fingerprint are left alone, and groups are only created where none exists (a death mirrored while
 this runs). Reversing empties the fingerprints and the groups.
 """
+
 from django.db import migrations
 
 CHUNK = 2000
@@ -23,8 +24,11 @@ def fill(apps, schema_editor):
     groups = {}
     last_pk = 0
     while True:
-        chunk = list(rows.filter(pk__gt=last_pk).only("pk", "prefix", "queue", "func_path", "exc_type",
-                                                       "exc_message", "dead_at", "times_dead")[:CHUNK])
+        chunk = list(
+            rows.filter(pk__gt=last_pk).only(
+                "pk", "prefix", "queue", "func_path", "exc_type", "exc_message", "dead_at", "times_dead"
+            )[:CHUNK]
+        )
         if not chunk:
             break
         last_pk = chunk[-1].pk
@@ -33,10 +37,16 @@ def fill(apps, schema_editor):
             group = groups.get((row.prefix, row.fingerprint))
             if group is None:
                 groups[(row.prefix, row.fingerprint)] = group = {
-                    "func_path": row.func_path, "exc_type": row.exc_type, "count": 0, "queues": set(),
-                    "pattern": pattern(row.exc_message)[:PATTERN_LIMIT], "first_seen": row.dead_at,
-                    "last_seen": row.dead_at, "example_id": row.pk,
-                    "example_message": row.exc_message[:MESSAGE_LIMIT]}
+                    "func_path": row.func_path,
+                    "exc_type": row.exc_type,
+                    "count": 0,
+                    "queues": set(),
+                    "pattern": pattern(row.exc_message)[:PATTERN_LIMIT],
+                    "first_seen": row.dead_at,
+                    "last_seen": row.dead_at,
+                    "example_id": row.pk,
+                    "example_message": row.exc_message[:MESSAGE_LIMIT],
+                }
             group["count"] += row.times_dead
             group["queues"].add(row.queue)
             group["first_seen"] = min(group["first_seen"], row.dead_at)
@@ -45,13 +55,26 @@ def fill(apps, schema_editor):
                 group["example_message"] = row.exc_message[:MESSAGE_LIMIT]
         DeadLetter.objects.using(db).bulk_update(chunk, ["fingerprint"], batch_size=500)
     existing = set(FailureGroup.objects.using(db).values_list("prefix", "fingerprint"))
-    FailureGroup.objects.using(db).bulk_create([
-        FailureGroup(prefix=prefix, fingerprint=fp, func_path=g["func_path"], exc_type=g["exc_type"],
-                     pattern=g["pattern"], example_message=g["example_message"], example_id=g["example_id"],
-                     count=g["count"], first_seen=g["first_seen"], last_seen=g["last_seen"],
-                     queues=sorted(g["queues"]))
-        for (prefix, fp), g in groups.items() if (prefix, fp) not in existing
-    ], batch_size=500)
+    FailureGroup.objects.using(db).bulk_create(
+        [
+            FailureGroup(
+                prefix=prefix,
+                fingerprint=fp,
+                func_path=g["func_path"],
+                exc_type=g["exc_type"],
+                pattern=g["pattern"],
+                example_message=g["example_message"],
+                example_id=g["example_id"],
+                count=g["count"],
+                first_seen=g["first_seen"],
+                last_seen=g["last_seen"],
+                queues=sorted(g["queues"]),
+            )
+            for (prefix, fp), g in groups.items()
+            if (prefix, fp) not in existing
+        ],
+        batch_size=500,
+    )
 
 
 def empty(apps, schema_editor):
@@ -61,7 +84,6 @@ def empty(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("queues", "0003_failure_groups"),
     ]

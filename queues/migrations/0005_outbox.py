@@ -4,34 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('queues', '0004_fill_failure_groups'),
+        ("queues", "0004_fill_failure_groups"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='OutboxEntry',
+            name="OutboxEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('prefix', models.CharField(max_length=64)),
-                ('queue', models.CharField(max_length=200)),
-                ('job_id', models.CharField(max_length=200)),
-                ('job', models.JSONField()),
-                ('due_at', models.DateTimeField(blank=True, null=True)),
-                ('explicit_id', models.BooleanField(default=False)),
-                ('unique_key', models.CharField(blank=True, default='', max_length=500)),
-                ('created_at', models.DateTimeField()),
-                ('claimed_until', models.DateTimeField(blank=True, null=True)),
-                ('claimed_by', models.CharField(blank=True, default='', max_length=64)),
-                ('push_attempts', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True, default='')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("prefix", models.CharField(max_length=64)),
+                ("queue", models.CharField(max_length=200)),
+                ("job_id", models.CharField(max_length=200)),
+                ("job", models.JSONField()),
+                ("due_at", models.DateTimeField(blank=True, null=True)),
+                ("explicit_id", models.BooleanField(default=False)),
+                ("unique_key", models.CharField(blank=True, default="", max_length=500)),
+                ("created_at", models.DateTimeField()),
+                ("claimed_until", models.DateTimeField(blank=True, null=True)),
+                ("claimed_by", models.CharField(blank=True, default="", max_length=64)),
+                ("push_attempts", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True, default="")),
             ],
             options={
-                'verbose_name_plural': 'outbox entries',
-                'ordering': ['id'],
-                'indexes': [models.Index(fields=['prefix', 'claimed_until', 'id'], name='queues_outbox_claim')],
-                'constraints': [models.UniqueConstraint(fields=('prefix', 'job_id'), name='queues_outbox_unique_job')],
+                "verbose_name_plural": "outbox entries",
+                "ordering": ["id"],
+                "indexes": [models.Index(fields=["prefix", "claimed_until", "id"], name="queues_outbox_claim")],
+                "constraints": [models.UniqueConstraint(fields=("prefix", "job_id"), name="queues_outbox_unique_job")],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('queues', '0005_outbox'),
+        ("queues", "0005_outbox"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='deadletter',
-            name='carried',
-            field=models.TextField(blank=True, db_default='', default=''),
+            model_name="deadletter",
+            name="carried",
+            field=models.TextField(blank=True, db_default="", default=""),
         ),
     ]

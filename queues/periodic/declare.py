@@ -2,6 +2,7 @@
 their validation (system checks queues.E030-E037; ``declared_schedules`` refuses the same problems at
 start-up) and the ``Schedule`` each declaration becomes. Redis is not read here.
 """
+
 import datetime as dt
 import hashlib
 import json
@@ -44,22 +45,33 @@ class Schedule:
 
     def spec(self):
         """The JSON-able definition (what a change of the declaration changes)."""
-        return {"id": self.id, "queue": self.queue, "func": self.func, "args": list(self.args),
-                "kwargs": dict(self.kwargs), "cron": self.cron, "interval": self.interval,
-                "attempts": self.attempts, "timeout": self.timeout}
+        return {
+            "id": self.id,
+            "queue": self.queue,
+            "func": self.func,
+            "args": list(self.args),
+            "kwargs": dict(self.kwargs),
+            "cron": self.cron,
+            "interval": self.interval,
+            "attempts": self.attempts,
+            "timeout": self.timeout,
+        }
 
     def digest(self):
         return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:16]
 
     def next_run(self, after):
         """The first run strictly after ``after`` (aware datetime), as an aware UTC datetime."""
-        after = after.astimezone(dt.timezone.utc)
+        after = after.astimezone(dt.UTC)
         if self.interval:
             return after + dt.timedelta(seconds=self.interval)
         import crontab
 
-        return crontab.CronTab(self.cron).next(now=after, return_datetime=True, default_utc=True).astimezone(
-            dt.timezone.utc)
+        return (
+            crontab.CronTab(self.cron)
+            .next(now=after, return_datetime=True, default_utc=True)
+            .astimezone(dt.UTC)
+        )
 
 
 def declarations():
@@ -79,9 +91,16 @@ def declared_schedules():
     for where, entries in declarations():
         for entry in entries:
             result[entry["id"]] = Schedule(
-                id=entry["id"], queue=entry["queue"], func=entry["func"], args=tuple(entry.get("args") or ()),
-                kwargs=dict(entry.get("kwargs") or {}), cron=entry.get("cron"), interval=entry.get("interval"),
-                attempts=entry.get("attempts"), timeout=entry.get("timeout"), source=where,
+                id=entry["id"],
+                queue=entry["queue"],
+                func=entry["func"],
+                args=tuple(entry.get("args") or ()),
+                kwargs=dict(entry.get("kwargs") or {}),
+                cron=entry.get("cron"),
+                interval=entry.get("interval"),
+                attempts=entry.get("attempts"),
+                timeout=entry.get("timeout"),
+                source=where,
                 missed=entry.get("missed", DEFAULT_MISSED),
             )
     return [result[k] for k in sorted(result)]
@@ -99,56 +118,93 @@ def validate_schedules(queue_names=None):
     problems = []
     for where, entries in declarations():
         if not isinstance(entries, (list, tuple)):
-            problems.append(conf.Problem("queues.E030", f"{where} must be a list of schedule dicts, got {entries!r}.",
-                                        "E.g. [{'id': 'nightly', 'queue': 'default', 'func': 'app.jobs.f', "
-                                        "'cron': '0 3 * * *'}]."))
+            problems.append(
+                conf.Problem(
+                    "queues.E030",
+                    f"{where} must be a list of schedule dicts, got {entries!r}.",
+                    "E.g. [{'id': 'nightly', 'queue': 'default', 'func': 'app.jobs.f', 'cron': '0 3 * * *'}].",
+                )
+            )
             continue
         seen = set()
         for i, entry in enumerate(entries):
             label = f"{where}[{i}]"
             if not isinstance(entry, dict):
-                problems.append(conf.Problem("queues.E030", f"{label} must be a dict, got {entry!r}.",
-                                             f"Keys: {', '.join(SCHEDULE_KEYS)}."))
+                problems.append(
+                    conf.Problem(
+                        "queues.E030", f"{label} must be a dict, got {entry!r}.", f"Keys: {', '.join(SCHEDULE_KEYS)}."
+                    )
+                )
                 continue
             for key in entry:
                 if key not in SCHEDULE_KEYS:
-                    problems.append(conf.Problem(
-                        "queues.E031", f"{label} has an unknown key {key!r}.",
-                        f"{conf._did_you_mean(key, SCHEDULE_KEYS)}Valid keys: {', '.join(SCHEDULE_KEYS)}."))
+                    problems.append(
+                        conf.Problem(
+                            "queues.E031",
+                            f"{label} has an unknown key {key!r}.",
+                            f"{conf._did_you_mean(key, SCHEDULE_KEYS)}Valid keys: {', '.join(SCHEDULE_KEYS)}.",
+                        )
+                    )
             sid = entry.get("id")
             if not isinstance(sid, str) or not SCHEDULE_ID_RE.fullmatch(sid):
-                problems.append(conf.Problem(
-                    "queues.E032", f"{label}['id'] must match [a-z0-9][a-z0-9_.-]{{0,99}}, got {sid!r}.",
-                    "Give every schedule an explicit, stable id (it names the schedule in Redis)."))
+                problems.append(
+                    conf.Problem(
+                        "queues.E032",
+                        f"{label}['id'] must match [a-z0-9][a-z0-9_.-]{{0,99}}, got {sid!r}.",
+                        "Give every schedule an explicit, stable id (it names the schedule in Redis).",
+                    )
+                )
             elif sid in seen:
-                problems.append(conf.Problem("queues.E032", f"{label}['id'] {sid!r} is declared twice in {where}.",
-                                             "Schedule ids must be unique."))
+                problems.append(
+                    conf.Problem(
+                        "queues.E032",
+                        f"{label}['id'] {sid!r} is declared twice in {where}.",
+                        "Schedule ids must be unique.",
+                    )
+                )
             else:
                 seen.add(sid)
                 label = f"{where}[{sid!r}]"
             queue = entry.get("queue")
             if queue not in queue_names:
-                problems.append(conf.Problem(
-                    "queues.E033", f"{label}['queue'] is {queue!r}, which is not a declared queue.",
-                    f"{conf._did_you_mean(str(queue), queue_names)}Declared queues: "
-                    f"{', '.join(sorted(queue_names)) or '(none)'}."))
+                problems.append(
+                    conf.Problem(
+                        "queues.E033",
+                        f"{label}['queue'] is {queue!r}, which is not a declared queue.",
+                        f"{conf._did_you_mean(str(queue), queue_names)}Declared queues: "
+                        f"{', '.join(sorted(queue_names)) or '(none)'}.",
+                    )
+                )
             func = entry.get("func")
             try:
                 ok = isinstance(func, str) and callable(import_string(func))
             except ImportError:
                 ok = False
             if not ok:
-                problems.append(conf.Problem("queues.E034", f"{label}['func'] is {func!r}, which cannot be imported.",
-                                             "Give the dotted path of a module-level function, e.g. "
-                                             "'features.orders.jobs.sync_all'."))
+                problems.append(
+                    conf.Problem(
+                        "queues.E034",
+                        f"{label}['func'] is {func!r}, which cannot be imported.",
+                        "Give the dotted path of a module-level function, e.g. 'features.orders.jobs.sync_all'.",
+                    )
+                )
             elif not catalog.is_declared(func):
-                problems.append(conf.Problem("queues.E036", f"{label}['func'] {catalog.why_not(func)}",
-                                             "A periodic job runs only when its function is a declared job."))
+                problems.append(
+                    conf.Problem(
+                        "queues.E036",
+                        f"{label}['func'] {catalog.why_not(func)}",
+                        "A periodic job runs only when its function is a declared job.",
+                    )
+                )
             problems.extend(_validate_timing(label, entry))
             problems.extend(_validate_missed(label, entry))
             try:
-                _check_args(list(entry.get("args") or ()) if isinstance(entry.get("args", ()), (list, tuple))
-                            else entry.get("args"), entry.get("kwargs") or {})
+                _check_args(
+                    list(entry.get("args") or ())
+                    if isinstance(entry.get("args", ()), (list, tuple))
+                    else entry.get("args"),
+                    entry.get("kwargs") or {},
+                )
             except InvalidJob as exc:
                 problems.append(conf.Problem("queues.E035", f"{label}: {exc}", "Schedule arguments are JSON."))
             options = {k: entry[k] for k in ("attempts", "timeout") if entry.get(k) is not None}
@@ -159,13 +215,22 @@ def validate_schedules(queue_names=None):
 def _validate_timing(label, entry):
     cron, interval = entry.get("cron"), entry.get("interval")
     if (cron is None) == (interval is None):
-        return [conf.Problem("queues.E035", f"{label} needs exactly one of 'cron' and 'interval', got "
-                                            f"cron={cron!r}, interval={interval!r}.",
-                             "'cron': '*/15 * * * *' (UTC) or 'interval': 900 (seconds).")]
+        return [
+            conf.Problem(
+                "queues.E035",
+                f"{label} needs exactly one of 'cron' and 'interval', got cron={cron!r}, interval={interval!r}.",
+                "'cron': '*/15 * * * *' (UTC) or 'interval': 900 (seconds).",
+            )
+        ]
     if interval is not None:
         if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
-            return [conf.Problem("queues.E035", f"{label}['interval'] must be a whole number of seconds >= 1, "
-                                                f"got {interval!r}.", "E.g. 'interval': 300.")]
+            return [
+                conf.Problem(
+                    "queues.E035",
+                    f"{label}['interval'] must be a whole number of seconds >= 1, got {interval!r}.",
+                    "E.g. 'interval': 300.",
+                )
+            ]
         return []
     try:
         import crontab
@@ -174,8 +239,13 @@ def _validate_timing(label, entry):
     except ValueError:
         ok = False
     if not ok:
-        return [conf.Problem("queues.E035", f"{label}['cron'] is {cron!r}, not a 5-field cron expression.",
-                             "minute hour day-of-month month day-of-week, in UTC: e.g. '0 3 * * *'.")]
+        return [
+            conf.Problem(
+                "queues.E035",
+                f"{label}['cron'] is {cron!r}, not a 5-field cron expression.",
+                "minute hour day-of-month month day-of-week, in UTC: e.g. '0 3 * * *'.",
+            )
+        ]
     return []
 
 
@@ -187,10 +257,15 @@ def _validate_missed(label, entry):
         n = missed["catch_up"]
         if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_CATCH_UP:
             return []
-    return [conf.Problem("queues.E037", f"{label}['missed'] must be 'once', 'skip' or {{'catch_up': N}} with "
-                                        f"N a whole number from 1 to {MAX_CATCH_UP}, got {missed!r}.",
-                         "'once' (default): one run for all missed ticks; 'skip': none, go on at the next "
-                         "tick; {'catch_up': 5}: the latest 5 due ticks, each its own run.")]
+    return [
+        conf.Problem(
+            "queues.E037",
+            f"{label}['missed'] must be 'once', 'skip' or {{'catch_up': N}} with "
+            f"N a whole number from 1 to {MAX_CATCH_UP}, got {missed!r}.",
+            "'once' (default): one run for all missed ticks; 'skip': none, go on at the next "
+            "tick; {'catch_up': 5}: the latest 5 due ticks, each its own run.",
+        )
+    ]
 
 
 @django_checks.register(django_checks.Tags.compatibility)

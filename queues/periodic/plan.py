@@ -2,6 +2,7 @@
 pause (a Redis set the scheduler and the panel share) and the templates ``register`` writes to
 rq-scheduler's sorted set, which hold only the time of each schedule's next run.
 """
+
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ def latest_ticks(schedule, first, now, limit):
 
     cron, ticks, cursor = crontab.CronTab(schedule.cron), [], now + dt.timedelta(seconds=1)
     while len(ticks) < limit:
-        cursor = cron.previous(now=cursor, return_datetime=True, default_utc=True).astimezone(dt.timezone.utc)
+        cursor = cron.previous(now=cursor, return_datetime=True, default_utc=True).astimezone(dt.UTC)
         if cursor < first:
             break
         if cursor <= now:
@@ -95,8 +96,10 @@ class RegisterSummary:
     removed: list = field(default_factory=list)
 
     def __str__(self):
-        return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.kept)} unchanged, "
-                f"{len(self.removed)} removed")
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, {len(self.kept)} unchanged, "
+            f"{len(self.removed)} removed"
+        )
 
 
 def scheduled_jobs_key():
@@ -114,7 +117,7 @@ def register(connection=None, now=None):
     from queues.connection.clients import get_connection
 
     connection = connection or get_connection()
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     key = scheduled_jobs_key()
     summary = RegisterSummary()
     desired = {s.template_id: s for s in declared_schedules()}
@@ -127,15 +130,22 @@ def register(connection=None, now=None):
         except redis.RedisError:
             raise
         except Exception as exc:  # noqa: BLE001 — planted or damaged: written again from its declaration
-            entries.report(OptimaJob.key_for(template_id), f"not a template rq can read ({type(exc).__name__}): "
-                           "written again from its declaration")
+            entries.report(
+                OptimaJob.key_for(template_id),
+                f"not a template rq can read ({type(exc).__name__}): written again from its declaration",
+            )
             current_digest = None
         if current_digest == schedule.digest() and connection.zscore(key, template_id) is not None:
             summary.kept.append(schedule.id)
             continue
         template = OptimaJob.create(
-            schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs), connection=connection,
-            id=template_id, status=JobStatus.SCHEDULED, description=f"periodic {schedule.id}: {schedule.cron or f'every {schedule.interval}s'}",
+            schedule.func,
+            args=list(schedule.args),
+            kwargs=dict(schedule.kwargs),
+            connection=connection,
+            id=template_id,
+            status=JobStatus.SCHEDULED,
+            description=f"periodic {schedule.id}: {schedule.cron or f'every {schedule.interval}s'}",
             meta=jobmeta.for_template(schedule),
         )
         template.origin = schedule.queue
@@ -150,9 +160,9 @@ def register(connection=None, now=None):
             with connection.pipeline() as pipe:
                 pipe.zrem(key, raw)
                 pipe.delete(OptimaJob.key_for(member))
-                pipe.delete(keys.schedule_last_key(member[len(TEMPLATE_PREFIX):]))
-                pipe.srem(keys.schedules_paused_key(), member[len(TEMPLATE_PREFIX):])
+                pipe.delete(keys.schedule_last_key(member[len(TEMPLATE_PREFIX) :]))
+                pipe.srem(keys.schedules_paused_key(), member[len(TEMPLATE_PREFIX) :])
                 pipe.execute()
-            summary.removed.append(member[len(TEMPLATE_PREFIX):])
+            summary.removed.append(member[len(TEMPLATE_PREFIX) :])
     logger.info("Periodic jobs registered: %s", summary)
     return summary

@@ -2,6 +2,7 @@
 templates, plans their runs (``plan.plan_runs``) and enqueues each run of the *declared* schedule as a
 fresh job (``run_schedule``).
 """
+
 import datetime as dt
 import logging
 
@@ -29,8 +30,13 @@ def run_schedule(schedule, when, connection=None):
     job_id = run_id(schedule.template_id, when)
     try:
         run = enqueueing.enqueue_call(
-            schedule.queue, schedule.func, args=list(schedule.args), kwargs=dict(schedule.kwargs),
-            attempts=schedule.attempts, timeout=schedule.timeout, job_id=job_id,
+            schedule.queue,
+            schedule.func,
+            args=list(schedule.args),
+            kwargs=dict(schedule.kwargs),
+            attempts=schedule.attempts,
+            timeout=schedule.timeout,
+            job_id=job_id,
             meta=jobmeta.for_periodic_run(schedule.id, when),
         )
     except InvalidJob as exc:
@@ -58,11 +64,17 @@ class PeriodicScheduler(PrefixedScheduler):
     def enqueue_jobs(self):
         """One poll inside the quarantine boundary: a key of the wrong type is renamed aside and the poll
         runs once more; what still fails is reported once and skipped, and the next poll tries again."""
-        return quarantine.contain(self.connection, self.expected_keys, self._enqueue_due, who="rq-scheduler",
-                                  what="enqueue the due periodic jobs", log=self.log)
+        return quarantine.contain(
+            self.connection,
+            self.expected_keys,
+            self._enqueue_due,
+            who="rq-scheduler",
+            what="enqueue the due periodic jobs",
+            log=self.log,
+        )
 
     def _enqueue_due(self):
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         declared = {s.template_id: s for s in declared_schedules()}
         due = self.connection.zrangebyscore(self.scheduled_jobs_key, 0, now.timestamp(), withscores=True)
         paused = paused_ids(self.connection) if due else set()
@@ -70,11 +82,16 @@ class PeriodicScheduler(PrefixedScheduler):
             schedule = declared.get(member.decode("utf-8", "replace") if isinstance(member, bytes) else member)
             if schedule is None:
                 self.connection.zrem(self.scheduled_jobs_key, member)
-                self.log.error("Removed %r from %s: not a declared schedule (OPTIMA_SCHEDULES, apps' "
-                               "SCHEDULES); nothing of it was run", member, self.scheduled_jobs_key)
+                self.log.error(
+                    "Removed %r from %s: not a declared schedule (OPTIMA_SCHEDULES, apps' "
+                    "SCHEDULES); nothing of it was run",
+                    member,
+                    self.scheduled_jobs_key,
+                )
                 continue
-            self.enqueue_periodic(schedule, dt.datetime.fromtimestamp(score, dt.timezone.utc), now,
-                                  paused=schedule.id in paused)
+            self.enqueue_periodic(
+                schedule, dt.datetime.fromtimestamp(score, dt.UTC), now, paused=schedule.id in paused
+            )
         return due
 
     def enqueue_periodic(self, schedule, when, now, paused=False):
@@ -98,8 +115,11 @@ class PeriodicScheduler(PrefixedScheduler):
         said = self.__dict__.setdefault("_paused_said", set())
         if paused and schedule_id not in said:
             said.add(schedule_id)
-            self.log.info("Periodic %s is paused: its ticks are not run until it is resumed (first one due at %s)",
-                          schedule_id, when)
+            self.log.info(
+                "Periodic %s is paused: its ticks are not run until it is resumed (first one due at %s)",
+                schedule_id,
+                when,
+            )
         elif paused:
             self.log.debug("Periodic %s is paused: its tick due at %s was not run", schedule_id, when)
         elif schedule_id in said:

@@ -5,6 +5,7 @@ rq-scheduler 0.14 hard-codes its four keys as ``rq:...`` class attributes; rq 3.
 imported with (== QUEUE_PREFIX, enforced by check queues.E006), and makes the jobs it creates
 JSON jobs of the queue they are scheduled for.
 """
+
 from django_rq.queues import DjangoScheduler
 from rq.defaults import RQ_KEY_PREFIX
 

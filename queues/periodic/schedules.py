@@ -40,6 +40,7 @@ Where it lives: ``declare`` (the declarations, their system checks, ``Schedule``
 missed ticks, pauses, ``register``), ``run`` (``PeriodicScheduler``, ``run_schedule``). This module
 keeps the names callers imported from it before the split.
 """
+
 from queues.periodic.declare import (  # noqa: F401  (the names callers import from here)
     DEFAULT_MISSED,
     MAX_CATCH_UP,

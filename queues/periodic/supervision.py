@@ -24,6 +24,7 @@ already go through ``OptimaQueue`` (``PrefixedScheduler.queue_class``).
 ``run_rq_scheduler`` does the same for ``manage.py rqscheduler`` (rq-scheduler, periodic jobs), whose
 ``run()`` exits on the first Redis error.
 """
+
 import logging
 import os
 import signal
@@ -32,8 +33,8 @@ import uuid
 from datetime import datetime
 
 import redis
-from rq.scheduler import RQScheduler
 from rq.registry import ScheduledJobRegistry
+from rq.scheduler import RQScheduler
 from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
 from rq.utils import as_text, current_timestamp, now, utcformat
 
@@ -67,8 +68,7 @@ class ResilientRQScheduler(RQScheduler):
         """RQ's acquire_locks with a lock of ``lock_seconds``."""
         successful = set()
         for name in rqcompat.scheduler_queue_names(self):
-            outcome = acquire_or_refresh_lock(self.connection, self.get_locking_key(name), self.name,
-                                              self.lock_seconds)
+            outcome = acquire_or_refresh_lock(self.connection, self.get_locking_key(name), self.name, self.lock_seconds)
             if outcome == "acquired":
                 self.log.info("Acquired scheduler lock for %s", name)
             if outcome in ("acquired", "refreshed"):
@@ -107,8 +107,9 @@ class ResilientRQScheduler(RQScheduler):
     def guarded(self, call, what):
         """``call()`` inside the quarantine boundary: a key of the wrong type is renamed aside and ``call()``
         runs once more; any other entry it cannot read is reported once and skipped (None)."""
-        return quarantine.contain(self.connection, self.expected_keys, call, who=f"RQ scheduler {self.name}",
-                                  what=what, log=self.log)
+        return quarantine.contain(
+            self.connection, self.expected_keys, call, who=f"RQ scheduler {self.name}", what=what, log=self.log
+        )
 
     def move_due_jobs(self):
         """rq's ``enqueue_scheduled_jobs`` in the boundary. rq stops the whole move at the first due job
@@ -116,8 +117,9 @@ class ResilientRQScheduler(RQScheduler):
         dead-lettered ``corrupt`` with their raw hash and leave the registry, then the move runs again."""
         who = f"RQ scheduler {self.name}"
         try:
-            return quarantine.retry_once(self.connection, self.expected_keys, self.enqueue_scheduled_jobs, who=who,
-                                         log=self.log)
+            return quarantine.retry_once(
+                self.connection, self.expected_keys, self.enqueue_scheduled_jobs, who=who, log=self.log
+            )
         except REDIS_ERRORS:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -146,8 +148,11 @@ class ResilientRQScheduler(RQScheduler):
             if not job_ids:
                 continue
             jobs = OptimaJob.fetch_many(job_ids, connection=self.connection)
-            banded = [job for job in jobs if job is not None and jobmeta.band(job) != jobmeta.NORMAL
-                      and not job.has_rate_limit]
+            banded = [
+                job
+                for job in jobs
+                if job is not None and jobmeta.band(job) != jobmeta.NORMAL and not job.has_rate_limit
+            ]
             if not banded:
                 continue
             queue = OptimaQueue(name, connection=self.connection)
@@ -183,8 +188,13 @@ class ResilientRQScheduler(RQScheduler):
                 if fields:
                     bury_corrupt(self.connection, as_text(member), name, fields, why, worker_name=self.name)
                 else:
-                    self.log.error("RQ scheduler %s: removed %r from %s: it %s and has no hash to keep", self.name,
-                                   member, registry, why)
+                    self.log.error(
+                        "RQ scheduler %s: removed %r from %s: it %s and has no hash to keep",
+                        self.name,
+                        member,
+                        registry,
+                        why,
+                    )
         return buried
 
     def _raw_hash(self, member):
@@ -216,8 +226,14 @@ class ResilientRQScheduler(RQScheduler):
                 sleep(backoff.next(), lambda: rqcompat.scheduler_stop_requested(self))
                 continue
             except Exception as exc:  # noqa: BLE001 — an entry it cannot read: set aside or reported, never its end
-                quarantine.settle(self.connection, self.expected_keys, exc, who=f"RQ scheduler {self.name}",
-                                  what="move due jobs to their queues", log=self.log)
+                quarantine.settle(
+                    self.connection,
+                    self.expected_keys,
+                    exc,
+                    who=f"RQ scheduler {self.name}",
+                    what="move due jobs to their queues",
+                    log=self.log,
+                )
                 rqcompat.forget_scheduled_registries(self)
             outage.ok()
             backoff.reset()
@@ -240,10 +256,13 @@ class SchedulerKeeper:
         self.worker = worker
         self.burst = burst
         self.scheduler = ResilientRQScheduler(
-            worker.queues, connection=worker.connection,
+            worker.queues,
+            connection=worker.connection,
             logging_level=logging_level if logging_level is not None else worker.log.level,
-            date_format=date_format or DEFAULT_LOGGING_DATE_FORMAT, log_format=log_format or DEFAULT_LOGGING_FORMAT,
-            serializer=worker.serializer, lock_seconds=worker.resilience.scheduler_lock,
+            date_format=date_format or DEFAULT_LOGGING_DATE_FORMAT,
+            log_format=log_format or DEFAULT_LOGGING_FORMAT,
+            serializer=worker.serializer,
+            lock_seconds=worker.resilience.scheduler_lock,
             retry_max=worker.resilience.redis_retry_max,
         )
         self.every = max(1.0, worker.resilience.scheduler_lock / 4)
@@ -314,8 +333,14 @@ def run_rq_scheduler(scheduler, *, retry_max=5.0, burst=False, log=logger):
         except REDIS_ERRORS as exc:
             outage.failed(exc, "run the periodic-job scheduler")
         except Exception as exc:  # noqa: BLE001 — an entry it cannot read: reported once, then run again
-            quarantine.settle(scheduler.connection, scheduler.expected_keys, exc, who="rq-scheduler",
-                              what="run the periodic-job scheduler", log=log)
+            quarantine.settle(
+                scheduler.connection,
+                scheduler.expected_keys,
+                exc,
+                who="rq-scheduler",
+                what="run the periodic-job scheduler",
+                log=log,
+            )
             if burst:
                 return
             sleep(rqcompat.periodic_interval(scheduler))

@@ -9,6 +9,7 @@ commit never loses the job; the caller gets the job id at once either way (the J
 signed now). Outside a transaction, without ``durable``, the write is now and a Redis failure
 raises ``QueueUnavailable`` (fail fast).
 """
+
 import datetime as dt
 import logging
 import math
@@ -34,6 +35,7 @@ logger = logging.getLogger("queues.enqueueing")  # a documented logger name: kep
 # The keyword options of ``enqueue`` (queues/catalog/jobs.py keeps the list, so that ``@queues.job`` can
 # refuse a job with a parameter of one of these names without importing Django or rq).
 ENQUEUE_OPTIONS = catalog.ENQUEUE_OPTIONS
+
 
 def func_path(func):
     """The dotted path of the declared job ``func`` (a function or its path); refuses anything else
@@ -85,8 +87,7 @@ def _check_json(value, where):
         "bytes": "pass a base64 string",
     }.get(type(value).__name__, "pass an id and load the object inside the job")
     raise InvalidJob(
-        f"{where} is of type {type(value).__name__}, which is not JSON-serializable "
-        f"(jobs are stored as JSON): {hint}."
+        f"{where} is of type {type(value).__name__}, which is not JSON-serializable (jobs are stored as JSON): {hint}."
     )
 
 
@@ -131,12 +132,26 @@ def _resolve_when(delay, at):
                 f"at={at!r} is a naive datetime; pass an aware one (e.g. django.utils.timezone.now() + "
                 "timedelta(...)) so the time is not guessed."
             )
-        return at.astimezone(dt.timezone.utc)
+        return at.astimezone(dt.UTC)
     return None
 
 
-def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=None, at=None, unique=None,
-            durable=False, limit_key=None, limit_concurrency=None, priority=0, **kwargs):
+def enqueue(
+    name,
+    func,
+    *args,
+    attempts=None,
+    timeout=None,
+    job_id=None,
+    delay=None,
+    at=None,
+    unique=None,
+    durable=False,
+    limit_key=None,
+    limit_concurrency=None,
+    priority=0,
+    **kwargs,
+):
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
 
     The keyword-only parameters are options, not job arguments (``ENQUEUE_OPTIONS``; docs/api.md).
@@ -150,36 +165,113 @@ def enqueue(name, func, *args, attempts=None, timeout=None, job_id=None, delay=N
             f"queues.enqueue cannot tell them apart. Use queues.enqueue_call({name!r}, func, args=[...], "
             "kwargs={...}, <options>)."
         )
-    return _enqueue(name, func, args, kwargs, attempts=attempts, timeout=timeout, job_id=job_id, delay=delay,
-                    at=at, unique=unique, meta=None, durable=durable, limit_key=limit_key,
-                    limit_concurrency=limit_concurrency, priority=priority)
+    return _enqueue(
+        name,
+        func,
+        args,
+        kwargs,
+        attempts=attempts,
+        timeout=timeout,
+        job_id=job_id,
+        delay=delay,
+        at=at,
+        unique=unique,
+        meta=None,
+        durable=durable,
+        limit_key=limit_key,
+        limit_concurrency=limit_concurrency,
+        priority=priority,
+    )
 
 
 def _dotted(func):
     return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
 
 
-def enqueue_call(name, func, args=(), kwargs=None, *, attempts=None, timeout=None, job_id=None, delay=None,
-                 at=None, unique=None, meta=None, durable=False, limit_key=None, limit_concurrency=None, priority=0):
+def enqueue_call(
+    name,
+    func,
+    args=(),
+    kwargs=None,
+    *,
+    attempts=None,
+    timeout=None,
+    job_id=None,
+    delay=None,
+    at=None,
+    unique=None,
+    meta=None,
+    durable=False,
+    limit_key=None,
+    limit_concurrency=None,
+    priority=0,
+):
     """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
-    return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=attempts, timeout=timeout,
-                    job_id=job_id, delay=delay, at=at, unique=unique, meta=meta, durable=durable,
-                    limit_key=limit_key, limit_concurrency=limit_concurrency, priority=priority)
+    return _enqueue(
+        name,
+        func,
+        args,
+        {} if kwargs is None else kwargs,
+        attempts=attempts,
+        timeout=timeout,
+        job_id=job_id,
+        delay=delay,
+        at=at,
+        unique=unique,
+        meta=meta,
+        durable=durable,
+        limit_key=limit_key,
+        limit_concurrency=limit_concurrency,
+        priority=priority,
+    )
 
 
-def enqueue_fail_fast(name, func, args=(), kwargs=None, *, meta=None, limit_key=None, limit_concurrency=None,
-                      priority=0):
+def enqueue_fail_fast(
+    name, func, args=(), kwargs=None, *, meta=None, limit_key=None, limit_concurrency=None, priority=0
+):
     """``enqueue_call`` that never goes through the outbox: written now, or at the commit of the
     caller's transaction where a Redis failure raises (``QueueUnavailable``) instead of waiting in
     the outbox. For the admin's retry of a dead letter, whose row must say "retried" only once the
     job is in Redis (docs/api.md, "The outbox")."""
-    return _enqueue(name, func, args, {} if kwargs is None else kwargs, attempts=None, timeout=None, job_id=None,
-                    delay=None, at=None, unique=None, meta=meta, durable=False, limit_key=limit_key,
-                    limit_concurrency=limit_concurrency, priority=priority, fail_fast=True)
+    return _enqueue(
+        name,
+        func,
+        args,
+        {} if kwargs is None else kwargs,
+        attempts=None,
+        timeout=None,
+        job_id=None,
+        delay=None,
+        at=None,
+        unique=None,
+        meta=meta,
+        durable=False,
+        limit_key=limit_key,
+        limit_concurrency=limit_concurrency,
+        priority=priority,
+        fail_fast=True,
+    )
 
 
-def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, unique, meta, durable,
-             limit_key, limit_concurrency, priority=0, fail_fast=False):
+def _enqueue(
+    name,
+    func,
+    args,
+    kwargs,
+    *,
+    attempts,
+    timeout,
+    job_id,
+    delay,
+    at,
+    unique,
+    meta,
+    durable,
+    limit_key,
+    limit_concurrency,
+    priority=0,
+    fail_fast=False,
+):
     config = get_config(name)
     path = func_path(func)
     _check_args(args, kwargs)
@@ -209,8 +301,14 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
     queue = declared_queue(name, config)
     job_meta = jobmeta.for_enqueue(meta, queue=name, attempts=options["attempts"], priority=priority)
     job = queue.create_job(
-        path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
-        failure_ttl=options["failure_ttl"], job_id=job_id or _new_job_id(), meta=job_meta,
+        path,
+        args=list(args),
+        kwargs=kwargs,
+        timeout=options["timeout"],
+        result_ttl=options["result_ttl"],
+        failure_ttl=options["failure_ttl"],
+        job_id=job_id or _new_job_id(),
+        meta=job_meta,
     )
     _apply_limit(job, limit)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
@@ -218,10 +316,19 @@ def _enqueue(name, func, args, kwargs, *, attempts, timeout, job_id, delay, at, 
         from queues.tracing import spans
 
         with spans.sending(name, [job]):
-            return _place(queue, job, when, name=name, unique=unique, explicit_id=job_id is not None,
-                          fail_fast=fail_fast, durable=durable)
-    return _place(queue, job, when, name=name, unique=unique, explicit_id=job_id is not None, fail_fast=fail_fast,
-                  durable=durable)
+            return _place(
+                queue,
+                job,
+                when,
+                name=name,
+                unique=unique,
+                explicit_id=job_id is not None,
+                fail_fast=fail_fast,
+                durable=durable,
+            )
+    return _place(
+        queue, job, when, name=name, unique=unique, explicit_id=job_id is not None, fail_fast=fail_fast, durable=durable
+    )
 
 
 def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
@@ -244,6 +351,7 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
         # Through the outbox (queues/producer/outbox.py): a row in this transaction, pushed after the commit,
         # or by a relay if the push fails or the process dies first.
         from queues.producer import outbox
+
         outbox.stage(queue, job, when, explicit_id=explicit_id, lock_key=lock_key)
         return job
     duplicate_of = write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key)
@@ -272,8 +380,10 @@ def _check_limit(name, config, limit_key, limit_concurrency):
         )
     problem = limits.key_problem(limit_key)
     if problem:
-        raise InvalidJob(f"limit_key={limit_key!r} {problem}. Pass a short key naming who the jobs are for, "
-                         "e.g. limit_key='seller:42'.")
+        raise InvalidJob(
+            f"limit_key={limit_key!r} {problem}. Pass a short key naming who the jobs are for, "
+            "e.g. limit_key='seller:42'."
+        )
     if limit_concurrency is None:
         limit_concurrency = config.options.get("limit_concurrency")
         if limit_concurrency is None:

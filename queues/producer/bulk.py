@@ -19,6 +19,7 @@ or ``queues.Call(kwargs=the_dict)``. The options are the batch's: ``attempts``, 
 for all), ``priority``, ``meta``. ``unique=`` is refused: whether each key's job still waits is a
 read per key before the write; enqueue such jobs one by one with ``queues.enqueue(..., unique=)``.
 """
+
 from dataclasses import dataclass
 
 from queues import tracing
@@ -42,8 +43,22 @@ class Call:
     meta: dict | None = None
 
 
-def enqueue_many(name, func, calls, *, attempts=None, timeout=None, delay=None, at=None, durable=False,
-                 limit_key=None, limit_concurrency=None, priority=0, meta=None, unique=None):
+def enqueue_many(
+    name,
+    func,
+    calls,
+    *,
+    attempts=None,
+    timeout=None,
+    delay=None,
+    at=None,
+    durable=False,
+    limit_key=None,
+    limit_concurrency=None,
+    priority=0,
+    meta=None,
+    unique=None,
+):
     """Enqueue one job of ``func`` per item of ``calls`` on the declared queue ``name``, in one write;
     returns the rq Jobs in the order of ``calls``. All or nothing: a bad item raises ``InvalidJob``
     (naming its index) and nothing is written; a Redis failure raises ``QueueUnavailable``."""
@@ -51,7 +66,8 @@ def enqueue_many(name, func, calls, *, attempts=None, timeout=None, delay=None, 
         raise InvalidJob(
             f"enqueue_many does not take unique= (got {unique!r}): whether a key's job still waits is read "
             "per key before its write, which a one-round-trip batch cannot do. Enqueue such jobs one by one "
-            "with queues.enqueue(..., unique=<key>).")
+            "with queues.enqueue(..., unique=<key>)."
+        )
     config = get_config(name)
     path = api.func_path(func)
     options = config.options
@@ -77,8 +93,13 @@ def enqueue_many(name, func, calls, *, attempts=None, timeout=None, delay=None, 
     for args, kwargs, job_id, own_meta in items:
         extra = {**meta, **own_meta} if meta and own_meta else (own_meta or meta)
         job = queue.create_job(
-            path, args=list(args), kwargs=kwargs, timeout=options["timeout"], result_ttl=options["result_ttl"],
-            failure_ttl=options["failure_ttl"], job_id=job_id or api._new_job_id(),
+            path,
+            args=list(args),
+            kwargs=kwargs,
+            timeout=options["timeout"],
+            result_ttl=options["result_ttl"],
+            failure_ttl=options["failure_ttl"],
+            job_id=job_id or api._new_job_id(),
             meta=jobmeta.for_enqueue(extra, queue=name, attempts=options["attempts"], priority=priority),
         )
         api._apply_limit(job, limit)
@@ -109,24 +130,32 @@ def _place(queue, jobs, when, *, explicit_ids, durable):
 def _items(calls):
     """``calls`` checked item by item: -> [(args, kwargs, job_id, meta)]; the first bad item raises."""
     if isinstance(calls, (str, bytes, dict)) or not hasattr(calls, "__iter__"):
-        raise InvalidJob(f"calls must be a list of argument tuples or queues.Call, got {type(calls).__name__} "
-                         f"{calls!r:.200}. E.g. queues.enqueue_many(name, func, [(1,), (2,)]).")
+        raise InvalidJob(
+            f"calls must be a list of argument tuples or queues.Call, got {type(calls).__name__} "
+            f"{calls!r:.200}. E.g. queues.enqueue_many(name, func, [(1,), (2,)])."
+        )
     items = []
     seen = {}
     for i, item in enumerate(calls):
         if len(items) >= MAX_BATCH:
-            raise InvalidJob(f"calls has more than {MAX_BATCH} items: one call writes its jobs in one MULTI. "
-                             f"Split them into calls of at most {MAX_BATCH} (each is all or nothing).")
+            raise InvalidJob(
+                f"calls has more than {MAX_BATCH} items: one call writes its jobs in one MULTI. "
+                f"Split them into calls of at most {MAX_BATCH} (each is all or nothing)."
+            )
         if isinstance(item, Call):
             args, kwargs, job_id, meta = item.args, {} if item.kwargs is None else item.kwargs, item.job_id, item.meta
         elif isinstance(item, (tuple, list)):
             args, kwargs, job_id, meta = item, {}, None, None
         elif isinstance(item, dict):
-            raise InvalidJob(f"calls[{i}] is a dict {item!r:.200}: one positional argument, or keyword arguments? "
-                             f"Pass ({item!r:.60},) for one argument, or queues.Call(kwargs={item!r:.60}).")
+            raise InvalidJob(
+                f"calls[{i}] is a dict {item!r:.200}: one positional argument, or keyword arguments? "
+                f"Pass ({item!r:.60},) for one argument, or queues.Call(kwargs={item!r:.60})."
+            )
         else:
-            raise InvalidJob(f"calls[{i}] is {type(item).__name__} {item!r:.200}; each item is a tuple of the "
-                             f"job's positional arguments or a queues.Call. Pass ({item!r:.60},) for one argument.")
+            raise InvalidJob(
+                f"calls[{i}] is {type(item).__name__} {item!r:.200}; each item is a tuple of the "
+                f"job's positional arguments or a queues.Call. Pass ({item!r:.60},) for one argument."
+            )
         try:
             api._check_args(args, kwargs)
             if meta is not None:
@@ -139,8 +168,10 @@ def _items(calls):
             raise InvalidJob(f"calls[{i}]: {exc} Nothing of the batch was enqueued.") from None
         if job_id is not None:
             if job_id in seen:
-                raise InvalidJob(f"calls[{i}] has job_id={job_id!r}, as calls[{seen[job_id]}] has: one id, one "
-                                 "job. Give each a different job_id. Nothing of the batch was enqueued.")
+                raise InvalidJob(
+                    f"calls[{i}] has job_id={job_id!r}, as calls[{seen[job_id]}] has: one id, one "
+                    "job. Give each a different job_id. Nothing of the batch was enqueued."
+                )
             seen[job_id] = i
         items.append((args, kwargs, job_id, meta))
     return items

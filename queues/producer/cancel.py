@@ -9,6 +9,7 @@ promotion only ever pushes a job whose status is still ``rate_limited``, so the 
 a canceled queued job of a limit key then gives its slot to the next held job of the key.
 (The outbox's rows not yet pushed are the outbox's: queues/producer/outbox.py.)
 """
+
 import time
 from dataclasses import dataclass
 
@@ -96,9 +97,13 @@ def cancel_job(job_id, connection=None):
     now = time.time()
     script = connection.register_script(CANCEL_LUA)
     # The job's own band of its queue (``priority=``): the list it waits in when it is queued.
-    script_keys = [job.key, keys.band_key(queue_key, jobmeta.band(job)), keys.intermediate_key(queue_key),
-                   ScheduledJobRegistry(job.origin, connection=connection).key,
-                   CanceledJobRegistry(job.origin, connection=connection).key]
+    script_keys = [
+        job.key,
+        keys.band_key(queue_key, jobmeta.band(job)),
+        keys.intermediate_key(queue_key),
+        ScheduledJobRegistry(job.origin, connection=connection).key,
+        CanceledJobRegistry(job.origin, connection=connection).key,
+    ]
     limited = limits.is_limited(job)
     if limited:
         script_keys.append(keys.limit_held_key(job.rate_limit_key))
@@ -118,12 +123,16 @@ def cancel_job(job_id, connection=None):
     if outcome == "taken":
         return Canceled("running", "started", f"job {job_id} is already running (a worker took it): stop it instead")
     if outcome == "due":
-        return Canceled("due", was, f"job {job_id} is due now and being moved to its queue: "
-                                    "cancel it again in a few seconds")
+        return Canceled(
+            "due", was, f"job {job_id} is due now and being moved to its queue: cancel it again in a few seconds"
+        )
     if was == "started":
         return Canceled("running", was, f"job {job_id} is already running (a worker took it): stop it instead")
-    return Canceled("ended", was or "unknown", f"job {job_id} is already {was or 'without a status'}: "
-                                               "only a queued or scheduled job can be canceled")
+    return Canceled(
+        "ended",
+        was or "unknown",
+        f"job {job_id} is already {was or 'without a status'}: only a queued or scheduled job can be canceled",
+    )
 
 
 def cancel(job_id, *, request=None, reason="", connection=None):
@@ -147,6 +156,12 @@ def cancel(job_id, *, request=None, reason="", connection=None):
         queue = getattr(job, "origin", "") or ""
         result = cancel_job(job_id, connection=connection)
     if request is not None and result.outcome != "gone":
-        audit.record(request, "cancel", queue, [job_id], "ok" if result.ok else "error",
-                     f"{reason}: {result.detail}" if reason else result.detail)
+        audit.record(
+            request,
+            "cancel",
+            queue,
+            [job_id],
+            "ok" if result.ok else "error",
+            f"{reason}: {result.detail}" if reason else result.detail,
+        )
     return result

@@ -28,6 +28,7 @@ QUEUE_PREFIX; queues/keyspace/keys.py lists them):
 A held job's rq status is ``rate_limited``; this project calls it *held* (the API's state, the
 panel, ``optima_queue_held_jobs``).
 """
+
 import time
 from dataclasses import dataclass
 
@@ -134,8 +135,16 @@ def release(job):
 
     from queues.keyspace import quarantine
 
-    return quarantine.contain(job.connection, lambda: quarantine.limit(job.rate_limit_key), release_now,
-                              who=f"Limit key {job.rate_limit_key}", what="release a job's slot") or []
+    return (
+        quarantine.contain(
+            job.connection,
+            lambda: quarantine.limit(job.rate_limit_key),
+            release_now,
+            who=f"Limit key {job.rate_limit_key}",
+            what="release a job's slot",
+        )
+        or []
+    )
 
 
 # -- reading (panel, API, metrics): no writes ------------------------------------------------------
@@ -150,8 +159,13 @@ class Hold:
     ahead: int | None  # held jobs of the key before this one; None when this one is not held
 
     def as_dict(self):
-        return {"key": self.key, "concurrency": self.concurrency, "in_use": self.in_use, "held": self.held,
-                "ahead": self.ahead}
+        return {
+            "key": self.key,
+            "concurrency": self.concurrency,
+            "in_use": self.in_use,
+            "held": self.held,
+            "ahead": self.ahead,
+        }
 
 
 def hold_of(job, connection=None):
@@ -166,8 +180,13 @@ def hold_of(job, connection=None):
         pipe.zrank(reg.rate_limited_key, job.id)
         # a key of the wrong type (planted) reads as empty: a page never fails on it
         in_use, held, rank = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
-    return Hold(key=split(job.rate_limit_key)[1], concurrency=int(job.rate_limit_concurrency), in_use=int(in_use or 0),
-                held=int(held or 0), ahead=None if rank is None else int(rank))
+    return Hold(
+        key=split(job.rate_limit_key)[1],
+        concurrency=int(job.rate_limit_concurrency),
+        in_use=int(in_use or 0),
+        held=int(held or 0),
+        ahead=None if rank is None else int(rank),
+    )
 
 
 @dataclass(frozen=True)
@@ -198,7 +217,7 @@ def keys_in_use(connection, queue_names, per_queue=10):
         replies = pipe.execute(raise_on_error=False)
     found = {}
     for i, member in enumerate(members):
-        concurrency, in_use, held = replies[3 * i:3 * i + 3]
+        concurrency, in_use, held = replies[3 * i : 3 * i + 3]
         if any(isinstance(r, Exception) for r in (concurrency, in_use, held)):
             continue  # a key of the wrong type (planted): left out, never a 500
         queue_name, limit_key = split(member)

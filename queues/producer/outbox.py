@@ -26,6 +26,7 @@ as an explicit, must-not-exist id, finds the job, sees it is this very job (same
 creation time), and only deletes the row. So a job is written to Redis exactly once, then
 delivered at least once like every job (docs/operations.md#the-outbox).
 """
+
 import base64
 import logging
 import time
@@ -89,10 +90,21 @@ def stage(queue, job, when, *, explicit_id, lock_key):
     token = uuid.uuid4().hex
     staged = time.monotonic()
     now = timezone.now()
-    entry = _model().objects.using(using).create(
-        prefix=conf.prefix(), queue=queue.name, job_id=job.id, job=encode(job.to_dict()), due_at=when,
-        explicit_id=explicit_id, unique_key=lock_key or "", created_at=now,
-        claimed_by=token, claimed_until=now + timezone.timedelta(seconds=PUSH_GRACE),
+    entry = (
+        _model()
+        .objects.using(using)
+        .create(
+            prefix=conf.prefix(),
+            queue=queue.name,
+            job_id=job.id,
+            job=encode(job.to_dict()),
+            due_at=when,
+            explicit_id=explicit_id,
+            unique_key=lock_key or "",
+            created_at=now,
+            claimed_by=token,
+            claimed_until=now + timezone.timedelta(seconds=PUSH_GRACE),
+        )
     )
     push = _Push(entry.pk, token, staged, queue, job, when, lock_key)
     if connections[using].in_atomic_block:
@@ -116,11 +128,18 @@ class _Push:
         if time.monotonic() - self.staged > PUSH_GRACE / 2:
             # A long transaction: renew the claim, unless a relay took the row meanwhile.
             try:
-                mine = _model().objects.using(_using()).filter(pk=self.pk, claimed_by=self.token).update(
-                    claimed_until=timezone.now() + _lease())
+                mine = (
+                    _model()
+                    .objects.using(_using())
+                    .filter(pk=self.pk, claimed_by=self.token)
+                    .update(claimed_until=timezone.now() + _lease())
+                )
             except DatabaseError as exc:  # the row is committed: a relay pushes it
-                logger.warning("outbox: could not claim job %s after the commit (%s); a relay will push it",
-                               self.job.id, type(exc).__name__)
+                logger.warning(
+                    "outbox: could not claim job %s after the commit (%s); a relay will push it",
+                    self.job.id,
+                    type(exc).__name__,
+                )
                 return
             if not mine:
                 return
@@ -140,8 +159,7 @@ def _push_claimed(pk, queue, job, when, lock_key):
     try:
         duplicate_of = _write(write_job, queue, job, when, lock_key)
     except QueueUnavailable as exc:
-        rows.update(claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1,
-                    last_error=str(exc)[:2000])
+        rows.update(claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1, last_error=str(exc)[:2000])
         logger.warning("outbox: job %s stays in the outbox, Redis did not take it: %s", job.id, exc)
         return False
     except InvalidJob as exc:
@@ -193,8 +211,9 @@ def _already_written(queue, job):
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
     mine = job.to_dict()
-    return (signature or b"").decode(errors="replace") == str(mine.get("signature", "")) and \
-        (created_at or b"").decode(errors="replace") == str(mine["created_at"])
+    return (signature or b"").decode(errors="replace") == str(mine.get("signature", "")) and (created_at or b"").decode(
+        errors="replace"
+    ) == str(mine["created_at"])
 
 
 # -- the relay -----------------------------------------------------------------------------------
@@ -216,8 +235,11 @@ def relay(batch=BATCH):
             queue = declared_queue(entry.queue, get_config(entry.queue))
         except Exception as exc:  # noqa: BLE001 — an undeclared queue (a deploy removed it)
             Entry.objects.using(using).filter(pk=pk).update(
-                claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1,
-                last_error=f"{type(exc).__name__}: {exc}"[:2000])
+                claimed_until=None,
+                claimed_by="",
+                push_attempts=F("push_attempts") + 1,
+                last_error=f"{type(exc).__name__}: {exc}"[:2000],
+            )
             logger.error("outbox: job %s waits for queue %r, which is not declared: %s", entry.job_id, entry.queue, exc)
             continue
         job = queue.job_class(entry.job_id, connection=queue.connection, serializer=queue.serializer)
@@ -266,8 +288,14 @@ def stats():
     """-> {queue: (rows, oldest created_at)} of this prefix's outbox (one grouped query)."""
     from django.db.models import Count
 
-    rows = (_model().objects.using(_using()).filter(prefix=conf.prefix()).values_list("queue")
-            .annotate(n=Count("id"), oldest=Min("created_at")).order_by())
+    rows = (
+        _model()
+        .objects.using(_using())
+        .filter(prefix=conf.prefix())
+        .values_list("queue")
+        .annotate(n=Count("id"), oldest=Min("created_at"))
+        .order_by()
+    )
     return {queue: (n, oldest) for queue, n, oldest in rows}
 
 
@@ -278,8 +306,12 @@ def waiting(job_id):
 
 def cancel(job_id):
     """Delete ``job_id``'s row unless a pusher holds it; -> True when deleted."""
-    deleted, _ = _model().objects.using(_using()).filter(
-        _unclaimed(timezone.now()), prefix=conf.prefix(), job_id=job_id).delete()
+    deleted, _ = (
+        _model()
+        .objects.using(_using())
+        .filter(_unclaimed(timezone.now()), prefix=conf.prefix(), job_id=job_id)
+        .delete()
+    )
     return bool(deleted)
 
 

@@ -10,6 +10,7 @@ pushes the rows one by one, as it does any row; when an id already exists in Red
 ``job_id`` taken meanwhile, or an earlier push that wrote the batch and died before the delete),
 each row is pushed on its own by the single-row path, which tells the two apart.
 """
+
 import logging
 import time
 import uuid
@@ -35,11 +36,23 @@ def stage_many(queue, jobs, when, *, explicit_ids):
     now = timezone.now()
     claimed_until = now + timezone.timedelta(seconds=outbox.PUSH_GRACE)
     prefix = conf.prefix()
-    Entry.objects.using(using).bulk_create([
-        Entry(prefix=prefix, queue=queue.name, job_id=job.id, job=outbox.encode(job.to_dict()), due_at=when,
-              explicit_id=explicit_ids, unique_key="", created_at=now, claimed_by=token, claimed_until=claimed_until)
-        for job in jobs
-    ])
+    Entry.objects.using(using).bulk_create(
+        [
+            Entry(
+                prefix=prefix,
+                queue=queue.name,
+                job_id=job.id,
+                job=outbox.encode(job.to_dict()),
+                due_at=when,
+                explicit_id=explicit_ids,
+                unique_key="",
+                created_at=now,
+                claimed_by=token,
+                claimed_until=claimed_until,
+            )
+            for job in jobs
+        ]
+    )
     push = _BatchPush(token, staged, queue, jobs, when)
     if connections[using].in_atomic_block:
         transaction.on_commit(push.after_commit, using=using, robust=True)  # as outbox.stage: never breaks others
@@ -68,8 +81,11 @@ class _BatchPush:
                 self.rows().update(claimed_until=timezone.now() + outbox._lease())
                 mine = set(self.rows().values_list("job_id", flat=True))
             except DatabaseError as exc:  # the rows are committed: a relay pushes them
-                logger.warning("outbox: could not claim a batch of %d jobs after the commit (%s); a relay will "
-                               "push them", len(jobs), type(exc).__name__)
+                logger.warning(
+                    "outbox: could not claim a batch of %d jobs after the commit (%s); a relay will push them",
+                    len(jobs),
+                    type(exc).__name__,
+                )
                 return
             jobs = [job for job in jobs if job.id in mine]
             if not jobs:
@@ -77,8 +93,9 @@ class _BatchPush:
         try:
             write_many(self.queue, jobs, self.when, explicit_ids=True)
         except QueueUnavailable as exc:
-            self.rows().update(claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1,
-                               last_error=str(exc)[:2000])
+            self.rows().update(
+                claimed_until=None, claimed_by="", push_attempts=F("push_attempts") + 1, last_error=str(exc)[:2000]
+            )
             logger.warning("outbox: a batch of %d jobs stays in the outbox, Redis did not take it: %s", len(jobs), exc)
             return
         except InvalidJob:

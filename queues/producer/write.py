@@ -8,6 +8,7 @@ one MULTI. Both write the job's hash with ``_batch_into``, one round trip, not r
 (queues/producer/outbox.py) for its pushes and relays: a module of its own so that neither of those
 two imports the other.
 """
+
 import logging
 import time
 
@@ -49,6 +50,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     returns that job's id instead. ``explicit_id``: refuse to overwrite a job of the same id
     (``InvalidJob``). A Redis failure raises ``QueueUnavailable``.
     """
+
     def write():
         with replication.acknowledged(queue) as q:
             if lock_key or limits.is_limited(job):
@@ -58,8 +60,13 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
                 # second: queues/producer/limits.py).
                 duplicate_of = _write_unique(q, job, when, lock_key, explicit_id)
                 if duplicate_of is not None:
-                    logger.info("enqueue(%r, unique key %r): job %s not written, %s is still waiting",
-                                q.name, lock_key, job.id, duplicate_of)
+                    logger.info(
+                        "enqueue(%r, unique key %r): job %s not written, %s is still waiting",
+                        q.name,
+                        lock_key,
+                        job.id,
+                        duplicate_of,
+                    )
                 return duplicate_of
             if explicit_id or not rqcompat.is_async(q):
                 # An explicit job_id must not silently overwrite a job of the same id: rq's check-and-write
@@ -84,8 +91,13 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     try:
         # A queue list or registry turned into another type by whoever writes to Redis: renamed aside
         # and written once more, the job's hash the failed MULTI did write deleted first (it is this job's).
-        return quarantine.retry_once(queue.connection, lambda: _written_keys(queue, job, lock_key), write,
-                                     who=f"Enqueue of job {job.id}", again=lambda: queue.connection.delete(job.key))
+        return quarantine.retry_once(
+            queue.connection,
+            lambda: _written_keys(queue, job, lock_key),
+            write,
+            who=f"Enqueue of job {job.id}",
+            again=lambda: queue.connection.delete(job.key),
+        )
     except DuplicateJobError:
         raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
     except redis.RedisError as exc:
@@ -99,6 +111,7 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
     push) the ids are WATCHed and checked first (two more for the batch): one that exists already
     raises ``InvalidJob`` naming it, and nothing is written. A Redis failure raises ``QueueUnavailable``.
     """
+
     def write():
         with replication.acknowledged(queue) as q, q.connection.pipeline() as pipe:
             while True:
@@ -123,11 +136,18 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
         return found
 
     try:
-        quarantine.retry_once(queue.connection, written, write, who=f"Enqueue of {len(jobs)} jobs",
-                              again=lambda: queue.connection.delete(*[job.key for job in jobs]))
+        quarantine.retry_once(
+            queue.connection,
+            written,
+            write,
+            who=f"Enqueue of {len(jobs)} jobs",
+            again=lambda: queue.connection.delete(*[job.key for job in jobs]),
+        )
     except DuplicateJobError as exc:
-        raise InvalidJob(f"Jobs with these ids already exist in Redis: {exc}; nothing of the batch was written. "
-                         "Pick other job_ids (or leave them out).") from None
+        raise InvalidJob(
+            f"Jobs with these ids already exist in Redis: {exc}; nothing of the batch was written. "
+            "Pick other job_ids (or leave them out)."
+        ) from None
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
 
@@ -186,8 +206,12 @@ def _batch_into(queue, jobs, when, pipe):
 
 def _written_keys(queue, job, lock_key):
     """{key: Redis type} of what ``write_job`` writes (``queues.keyspace.quarantine``)."""
-    written = {keys.band_key(queue.key, jobmeta.band(job)): "list", keys.scheduled_key(queue.name): "zset",
-               job.key: "hash", **search_index.written_keys(queue.name, [job])}
+    written = {
+        keys.band_key(queue.key, jobmeta.band(job)): "list",
+        keys.scheduled_key(queue.name): "zset",
+        job.key: "hash",
+        **search_index.written_keys(queue.name, [job]),
+    }
     if lock_key:
         written[lock_key] = "string"
     if limits.is_limited(job):
@@ -291,9 +315,13 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
                     queue.enqueue_job(job, pipeline=pipe)
                 pipe.execute()
                 if why is not None:
-                    logger.error("unique key %s held %r, %s: treated as no waiting job, replaced by job %s",
-                                 escape(lock_key), holder, why, job.id)
+                    logger.error(
+                        "unique key %s held %r, %s: treated as no waiting job, replaced by job %s",
+                        escape(lock_key),
+                        holder,
+                        why,
+                        job.id,
+                    )
                 return None
             except redis.WatchError:
                 continue
-

@@ -28,6 +28,7 @@ at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever un
 A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
 (the lazy half of "the index expires with the job": queues/search/index.py).
 """
+
 import heapq
 import itertools
 import json
@@ -74,8 +75,18 @@ class Found:
     source: str = ""  # what was read, e.g. "queue default (index)", "failed jobs of default"
 
 
-def search_jobs(*, function=None, queue=None, state=None, text=None, owner=None, start=0, page_size=PAGE_SIZE,
-                scan_limit=SCAN_LIMIT, connection=None):
+def search_jobs(
+    *,
+    function=None,
+    queue=None,
+    state=None,
+    text=None,
+    owner=None,
+    start=0,
+    page_size=PAGE_SIZE,
+    scan_limit=SCAN_LIMIT,
+    connection=None,
+):
     """Live jobs matching every criterion given, newest first: a ``Found``.
 
     ``function``: a dotted path (exact); ``queue``: a declared queue; ``state``: one of ``STATES``;
@@ -128,11 +139,15 @@ def _source(function, queue, state, owner):
 
         covers = ("queue", "state")
         if state == "queued":
-            return _Source(f"queued jobs of {queue}", lists=tuple(keys.band_keys(keys.queue_key(queue))),
-                           covers=covers)
-        key = {"scheduled": keys.scheduled_key, "started": keys.started_key, "finished": keys.finished_key,
-               "failed": keys.failed_key, "deferred": DeferredJobRegistry.key_template.format,
-               "canceled": CanceledJobRegistry.key_template.format}[state](queue)
+            return _Source(f"queued jobs of {queue}", lists=tuple(keys.band_keys(keys.queue_key(queue))), covers=covers)
+        key = {
+            "scheduled": keys.scheduled_key,
+            "started": keys.started_key,
+            "finished": keys.finished_key,
+            "failed": keys.failed_key,
+            "deferred": DeferredJobRegistry.key_template.format,
+            "canceled": CanceledJobRegistry.key_template.format,
+        }[state](queue)
         return _Source(f"{state} jobs of {queue}", key, started=state == "started", covers=covers)
     if queue:
         return _Source(f"jobs of queue {queue}", keys.search_queue_key(queue), index=True, covers=("queue",))
@@ -143,8 +158,12 @@ def _source(function, queue, state, owner):
 
 def _checks(source, function, queue, state, text):
     """[(criterion, wanted)] left to check on each job."""
-    wanted = {"function": function or None, "queue": queue or None, "state": state or None,
-              "text": text.strip().casefold() if text and text.strip() else None}
+    wanted = {
+        "function": function or None,
+        "queue": queue or None,
+        "state": state or None,
+        "text": text.strip().casefold() if text and text.strip() else None,
+    }
     return [(name, value) for name, value in wanted.items() if value is not None and name not in source.covers]
 
 
@@ -157,14 +176,16 @@ def _total_and_ids(connection, source, start, count):
             for key in source.merged:
                 pipe.zrevrange(key, 0, start + count - 1, withscores=True)
             replies = pipe.execute(raise_on_error=False)
-        totals, lists = replies[:len(source.merged)], replies[len(source.merged):]
+        totals, lists = replies[: len(source.merged)], replies[len(source.merged) :]
         for key, reply in zip(source.merged, lists):
             if isinstance(reply, Exception):
                 entries.report(key, "is not a sorted set: searched as empty")
         lists = [reply for reply in lists if not isinstance(reply, Exception)]
         newest = heapq.merge(*lists, key=lambda member: -member[1])
-        return (sum(t for t in totals if isinstance(t, int)),
-                [_text(member) for member, _score in itertools.islice(newest, start, start + count)])
+        return (
+            sum(t for t in totals if isinstance(t, int)),
+            [_text(member) for member, _score in itertools.islice(newest, start, start + count)],
+        )
     if source.key is not None:
         with connection.pipeline(transaction=False) as pipe:
             pipe.zcard(source.key)
@@ -205,7 +226,7 @@ def _run(connection, source, checks, start, page_size, scan_limit):
     gone = []
     position = start
     for first in range(0, len(ids), CHUNK):
-        chunk = ids[first:first + CHUNK]
+        chunk = ids[first : first + CHUNK]
         with connection.pipeline(transaction=False) as pipe:
             for job_id in chunk:
                 pipe.hmget(keys.job_key(job_id), FIELDS)
@@ -241,8 +262,14 @@ def _hit(job_id, reply):
     decoded = _decode(data)
     function = decoded[0] if decoded and isinstance(decoded[0], str) else None
     state = _text(status or b"") or "?"
-    hit = Hit(job_id, _text(origin or b""), "held" if state == HELD else state, function, _text(description or b""),
-              _text(enqueued_at or created_at) if (enqueued_at or created_at) else None)
+    hit = Hit(
+        job_id,
+        _text(origin or b""),
+        "held" if state == HELD else state,
+        function,
+        _text(description or b""),
+        _text(enqueued_at or created_at) if (enqueued_at or created_at) else None,
+    )
     return hit, decoded
 
 

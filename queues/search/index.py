@@ -41,6 +41,7 @@ owner), and about once a minute per key an EXPIRE and the ZADD of the function (
 A job waiting longer than ``retention_seconds()`` (a delay of weeks) leaves the index too; the
 panel's queue-and-state search reads rq's registries themselves, so it still lists it there.
 """
+
 import time
 
 from queues.jobs import meta as jobmeta

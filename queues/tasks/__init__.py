@@ -27,14 +27,22 @@ def validate():
     from queues.conf import Problem
 
     tasks = getattr(settings, "TASKS", None)
-    ours = [alias for alias, params in tasks.items()
-            if isinstance(params, dict) and params.get("BACKEND") == BACKEND] if isinstance(tasks, dict) else []
+    ours = (
+        [alias for alias, params in tasks.items() if isinstance(params, dict) and params.get("BACKEND") == BACKEND]
+        if isinstance(tasks, dict)
+        else []
+    )
     if not ours or apps.is_installed("django_tasks"):
         return []
-    return [Problem("queues.W082", f"TASKS[{ours[0]!r}] uses {BACKEND} but 'django_tasks' is not in INSTALLED_APPS: "
-                                   "the Tasks backend's checks (queues.E080, queues.E081) never run.",
-                    "Add 'django_tasks' to INSTALLED_APPS (tasks enqueue and run without it; its checks need it).",
-                    level="warning")]
+    return [
+        Problem(
+            "queues.W082",
+            f"TASKS[{ours[0]!r}] uses {BACKEND} but 'django_tasks' is not in INSTALLED_APPS: "
+            "the Tasks backend's checks (queues.E080, queues.E081) never run.",
+            "Add 'django_tasks' to INSTALLED_APPS (tasks enqueue and run without it; its checks need it).",
+            level="warning",
+        )
+    ]
 
 
 def __getattr__(name):

@@ -16,6 +16,7 @@ Where the framework is silent:
 - Only Tasks built by this backend (``task_class``) declare themselves jobs: a Task of another backend is
   never written to the queues, so a job naming it in Redis was not written by us and is refused.
 """
+
 import dataclasses
 import difflib
 
@@ -61,8 +62,10 @@ class QueuesTask(Task):
             name = unknown[0]
             close = difflib.get_close_matches(name, QUEUE_OPTIONS, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise InvalidTaskError(f"{self.module_path}.using(): unknown option {name!r}.{hint} The queues' options "
-                                   f"a Task takes are {', '.join(QUEUE_OPTIONS)}.")
+            raise InvalidTaskError(
+                f"{self.module_path}.using(): unknown option {name!r}.{hint} The queues' options "
+                f"a Task takes are {', '.join(QUEUE_OPTIONS)}."
+            )
         return dataclasses.replace(task, queue_options={**(self.queue_options or {}), **options})
 
 
@@ -134,13 +137,17 @@ class QueuesBackend(compat.BaseTaskBackend):
                     f"{setting}['QUEUES'] names {', '.join(map(repr, unknown))}, not declared queue(s) "
                     f"(declared: {', '.join(map(repr, known)) or 'none'}).",
                     hint="Name declared queues only (an app's queues.py or OPTIMA_QUEUES), or leave QUEUES out: "
-                         "every declared queue is then accepted.", id="queues.E080")
+                    "every declared queue is then accepted.",
+                    id="queues.E080",
+                )
         extra = [key for key in self.options if key not in OPTIONS]
         if extra:
-            yield checks.Error(f"{setting}['OPTIONS'] has {', '.join(map(repr, extra))}, which the queues' backend "
-                               "does not read.",
-                               hint="Leave OPTIONS out: a queue's attempts, timeout and backoff are the queue's own "
-                                    "options (OPTIMA_QUEUES or an app's queues.py).", id="queues.E081")
+            yield checks.Error(
+                f"{setting}['OPTIONS'] has {', '.join(map(repr, extra))}, which the queues' backend does not read.",
+                hint="Leave OPTIONS out: a queue's attempts, timeout and backoff are the queue's own "
+                "options (OPTIMA_QUEUES or an app's queues.py).",
+                id="queues.E081",
+            )
 
 
 def _queue_names():

@@ -12,6 +12,7 @@ On Django 6's own ``django.tasks`` (Python 3.12+, not testable here) only this m
   from Django's own ``check_tasks``; the backport's logging receivers below (``BACKPORT_LOG_RECEIVERS``)
   are Django's ``django.tasks.signals.log_task_started`` / ``log_task_finished``, same names.
 """
+
 from django_tasks import TaskContext, TaskResult, TaskResultStatus, task, task_backends
 from django_tasks.backends.base import BaseTaskBackend
 from django_tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, Task, TaskError
@@ -30,8 +31,24 @@ from django_tasks.utils import get_exception_traceback, get_module_path, normali
 BACKPORT_LOG_RECEIVERS = {task_started: log_task_started, task_finished: log_task_finished}
 
 __all__ = [
-    "BACKPORT_LOG_RECEIVERS", "BaseTaskBackend", "InvalidTaskBackendError", "InvalidTaskError", "TASK_MAX_PRIORITY", "TASK_MIN_PRIORITY",
-    "Task", "TaskContext", "TaskError", "TaskResult", "TaskResultDoesNotExist", "TaskResultStatus",
-    "get_exception_traceback", "get_module_path", "normalize_json", "task", "task_backends", "task_enqueued",
-    "task_finished", "task_started",
+    "BACKPORT_LOG_RECEIVERS",
+    "BaseTaskBackend",
+    "InvalidTaskBackendError",
+    "InvalidTaskError",
+    "TASK_MAX_PRIORITY",
+    "TASK_MIN_PRIORITY",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultStatus",
+    "get_exception_traceback",
+    "get_module_path",
+    "normalize_json",
+    "task",
+    "task_backends",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
 ]

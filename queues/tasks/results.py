@@ -20,6 +20,7 @@ are the start of the latest attempt (rq keeps only that one).
 A job that is not a task of this backend (no ``meta["task"]`` naming it, or a function that is not a declared
 Task) raises ``TaskResultDoesNotExist``: nothing it names is imported.
 """
+
 import datetime as dt
 
 from django.utils import timezone
@@ -35,8 +36,17 @@ WORKER_IDS = jobmeta.WORKER_IDS  # meta key: the worker of each counted attempt 
 READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
 FAILED, SUCCESSFUL = TaskResultStatus.FAILED, TaskResultStatus.SUCCESSFUL
 STATUS = {
-    "outbox": READY, "queued": READY, "held": READY, "rate_limited": READY, "deferred": READY, "scheduled": READY,
-    "started": RUNNING, "finished": SUCCESSFUL, "failed": FAILED, "stopped": FAILED, "canceled": FAILED,
+    "outbox": READY,
+    "queued": READY,
+    "held": READY,
+    "rate_limited": READY,
+    "deferred": READY,
+    "scheduled": READY,
+    "started": RUNNING,
+    "finished": SUCCESSFUL,
+    "failed": FAILED,
+    "stopped": FAILED,
+    "canceled": FAILED,
 }
 RAN = {"started", "finished", "failed", "stopped"}  # states whose current attempt has counted
 
@@ -44,7 +54,7 @@ RAN = {"started", "finished", "failed", "stopped"}  # states whose current attem
 def aware(when):
     if when is None:
         return None
-    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when
 
 
 def task_of(alias, job):
@@ -55,8 +65,9 @@ def task_of(alias, job):
     func_name = job.func_name
     declared = catalog.task_of(func_name)
     if not isinstance(marker, dict) or marker.get("backend") != alias or declared is None:
-        raise TaskResultDoesNotExist(f"Job {job.id} is not a task of the Tasks backend {alias!r} "
-                                     f"(it runs {str(func_name)[:200]!r}).")
+        raise TaskResultDoesNotExist(
+            f"Job {job.id} is not a task of the Tasks backend {alias!r} (it runs {str(func_name)[:200]!r})."
+        )
     changes = {}
     queue = meta.get("queue", job.origin)
     if queue != declared.queue_name:
@@ -77,11 +88,35 @@ def task_of(alias, job):
         return declared
 
 
-def build(alias, task, job_id, status, *, args, kwargs, enqueued_at=None, started_at=None, finished_at=None,
-            errors=(), worker_ids=(), return_value=None):
-    result = TaskResult(task=task, id=job_id, status=status, enqueued_at=enqueued_at, started_at=started_at,
-                        finished_at=finished_at, last_attempted_at=started_at, args=list(args), kwargs=dict(kwargs),
-                        backend=alias, errors=list(errors), worker_ids=list(worker_ids))
+def build(
+    alias,
+    task,
+    job_id,
+    status,
+    *,
+    args,
+    kwargs,
+    enqueued_at=None,
+    started_at=None,
+    finished_at=None,
+    errors=(),
+    worker_ids=(),
+    return_value=None,
+):
+    result = TaskResult(
+        task=task,
+        id=job_id,
+        status=status,
+        enqueued_at=enqueued_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        last_attempted_at=started_at,
+        args=list(args),
+        kwargs=dict(kwargs),
+        backend=alias,
+        errors=list(errors),
+        worker_ids=list(worker_ids),
+    )
     if status == SUCCESSFUL:
         object.__setattr__(result, "_return_value", return_value)
     return result
@@ -89,18 +124,20 @@ def build(alias, task, job_id, status, *, args, kwargs, enqueued_at=None, starte
 
 def enqueued(alias, task, job, args, kwargs):
     """The result ``enqueue`` returns: READY (``unique`` may give back a job already waiting: READY too)."""
-    return build(alias, task, job.id, READY, args=args, kwargs=kwargs,
-                   enqueued_at=aware(job.enqueued_at) or timezone.now())
+    return build(
+        alias, task, job.id, READY, args=args, kwargs=kwargs, enqueued_at=aware(job.enqueued_at) or timezone.now()
+    )
 
 
 def exception_path(exc_string):
     """The dotted class of the exception a formatted traceback ends with ("builtins.ValueError");
     ``queues.exceptions.QueuesError`` for a failure that is no traceback (a job refused, a worker lost)."""
     lines = (exc_string or "").splitlines()
-    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
-                default=None)
+    start = max(
+        (i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), default=None
+    )
     if start is not None:
-        for line in lines[start + 1:]:
+        for line in lines[start + 1 :]:
             if line and not line[0].isspace():
                 head = line.partition(":")[0].strip()
                 if head and " " not in head:
@@ -118,7 +155,7 @@ def counted_workers(job, state):
     attempt = meta.get("attempt", 1)
     attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
     counted = attempt if state in RAN else attempt - 1
-    return [str(name) for name in ids[:max(counted, 0)]]
+    return [str(name) for name in ids[: max(counted, 0)]]
 
 
 def of_job(alias, job, state):
@@ -130,16 +167,26 @@ def of_job(alias, job, state):
     errors, return_value = [], None
     for entry in reversed(jobresults.read(job)):  # oldest first
         if entry.type in (entry.Type.FAILED, entry.Type.RETRIED) and entry.exc_string:
-            errors.append(compat.TaskError(exception_class_path=exception_path(entry.exc_string),
-                                           traceback=entry.exc_string))
+            errors.append(
+                compat.TaskError(exception_class_path=exception_path(entry.exc_string), traceback=entry.exc_string)
+            )
         elif entry.type == entry.Type.SUCCESSFUL:
             return_value = entry.return_value
     ran = state in RAN or bool(errors)
-    return build(alias, task, job.id, status, args=job.args, kwargs=job.kwargs,
-                   enqueued_at=aware(job.enqueued_at or job.created_at),
-                   started_at=aware(job.started_at) if ran else None,
-                   finished_at=aware(job.ended_at) if status in (FAILED, SUCCESSFUL) else None,
-                   errors=errors, worker_ids=counted_workers(job, state), return_value=return_value)
+    return build(
+        alias,
+        task,
+        job.id,
+        status,
+        args=job.args,
+        kwargs=job.kwargs,
+        enqueued_at=aware(job.enqueued_at or job.created_at),
+        started_at=aware(job.started_at) if ran else None,
+        finished_at=aware(job.ended_at) if status in (FAILED, SUCCESSFUL) else None,
+        errors=errors,
+        worker_ids=counted_workers(job, state),
+        return_value=return_value,
+    )
 
 
 def get(alias, result_id):
@@ -170,8 +217,15 @@ def get(alias, result_id):
 
             staged = OptimaJob(result_id, connection=get_connection())
             staged.restore(outbox.decode(entry.job))
-            return build(alias, task_of(alias, staged), result_id, READY, args=staged.args, kwargs=staged.kwargs,
-                           enqueued_at=aware(entry.created_at))
+            return build(
+                alias,
+                task_of(alias, staged),
+                result_id,
+                READY,
+                args=staged.args,
+                kwargs=staged.kwargs,
+                enqueued_at=aware(entry.created_at),
+            )
     if jobread.is_corrupt(job):
         raise TaskResultDoesNotExist(f"Job {job.id} cannot be read as a task ({job.why}).")
     state = job.get_status(refresh=False)

@@ -14,6 +14,7 @@
 The receivers are connected when this module is imported: by the first QueuesTask built (a job module
 importing ``@task``), so a worker that can run a Task always has them.
 """
+
 from queues import rqcompat
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat, results
@@ -48,10 +49,17 @@ def running(job):
     """The RUNNING TaskResult of the attempt ``job`` is on (in its process; no Redis read)."""
     alias = _backend_of(job)
     task = results.task_of(alias, job)
-    return results.build(alias, task, job.id, results.RUNNING, args=job.args, kwargs=job.kwargs,
-                           enqueued_at=results.aware(job.enqueued_at or job.created_at),
-                           started_at=results.aware(job.started_at),
-                           worker_ids=results.counted_workers(job, "started"))
+    return results.build(
+        alias,
+        task,
+        job.id,
+        results.RUNNING,
+        args=job.args,
+        kwargs=job.kwargs,
+        enqueued_at=results.aware(job.enqueued_at or job.created_at),
+        started_at=results.aware(job.started_at),
+        worker_ids=results.counted_workers(job, "started"),
+    )
 
 
 def _sender(job):
@@ -68,7 +76,7 @@ def on_job_started(sender, job, **kwargs):
         return
     attempt = jobmeta.current_attempt(job)
     ids = job.meta.get(results.WORKER_IDS)
-    ids = list(ids[:attempt - 1]) if isinstance(ids, list) else []
+    ids = list(ids[: attempt - 1]) if isinstance(ids, list) else []
     ids.append(job.worker_name or "")
     job.meta[results.WORKER_IDS] = ids
     job.save_meta()

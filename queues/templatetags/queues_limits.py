@@ -1,5 +1,6 @@
 """``{% job_hold job as hold %}``: where a job stands with its limit key (queues/producer/limits.py), for the
 job page. One pipelined read; None for a job without a limit key or when Redis does not answer."""
+
 import redis
 from django import template
 

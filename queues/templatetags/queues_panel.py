@@ -6,6 +6,7 @@
 - ``{{ value|pretty_json }}``: a job's ``meta`` (or any JSON value read from Redis) as indented JSON, the
   way the API returns it, instead of Python's ``repr``; a value JSON cannot hold falls back to ``str``.
 """
+
 import json
 
 from django import template

@@ -10,6 +10,7 @@ worker runs opens ``process <queue>``, linked to that context or its child (``QU
 ``on`` is the one check the enqueue and per-job paths make while tracing is off: nothing of
 OpenTelemetry is imported then. ``setup.from_env()`` (the app's ``ready()``) and ``refresh()`` set it.
 """
+
 on = False  # True: spans are made (setup.py decides); read as ``tracing.on`` on every enqueue and attempt
 
 

@@ -1,4 +1,5 @@
 """System check of the tracing setting: queues.E090 (``QUEUE_TRACE_PARENT`` not "link" or "child")."""
+
 from django.core.checks import Tags, register
 
 from queues.conf import check_messages

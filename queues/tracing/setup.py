@@ -16,6 +16,7 @@ Tracing is on when ``OTEL_SDK_DISABLED`` is not ``true`` and either
 Otherwise ``queues.tracing.on`` stays False and nothing of OpenTelemetry is imported.
 ``opentelemetry-instrumentation-django``, when installed, adds the request spans (docs/tracing.md).
 """
+
 import logging
 import os
 import sys
@@ -77,8 +78,11 @@ def from_env():
         try:
             from opentelemetry import trace
         except ImportError:
-            logger.warning("OTEL_* asks for tracing (%s) but OpenTelemetry is not installed: nothing is traced. "
-                           "pip install 'optima-queues[tracing]' (docs/tracing.md).", ", ".join(exporters))
+            logger.warning(
+                "OTEL_* asks for tracing (%s) but OpenTelemetry is not installed: nothing is traced. "
+                "pip install 'optima-queues[tracing]' (docs/tracing.md).",
+                ", ".join(exporters),
+            )
             return _use(None)
         provider = _installed = _build(exporters)
 
@@ -127,12 +131,14 @@ def _build(exporters):
 
 def _exporter(name):
     if name == "otlp":
-        protocol = (_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or _env("OTEL_EXPORTER_OTLP_PROTOCOL")
-                    or "http/protobuf")
+        protocol = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or _env("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
         if protocol != "http/protobuf":
-            logger.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%r: only 'http/protobuf' is installed "
-                           "(opentelemetry-exporter-otlp-proto-http); spans are sent with it. Point the "
-                           "endpoint at the collector's HTTP port (4318), or set a provider of your own.", protocol)
+            logger.warning(
+                "OTEL_EXPORTER_OTLP_PROTOCOL=%r: only 'http/protobuf' is installed "
+                "(opentelemetry-exporter-otlp-proto-http); spans are sent with it. Point the "
+                "endpoint at the collector's HTTP port (4318), or set a provider of your own.",
+                protocol,
+            )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()
@@ -140,8 +146,9 @@ def _exporter(name):
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         return ConsoleSpanExporter()
-    logger.warning("OTEL_TRACES_EXPORTER names %r, which is not installed: 'otlp' and 'console' are. "
-                   "Its spans are dropped.", name)
+    logger.warning(
+        "OTEL_TRACES_EXPORTER names %r, which is not installed: 'otlp' and 'console' are. Its spans are dropped.", name
+    )
     return None
 
 
@@ -198,6 +205,11 @@ def validate():
     value = getattr(settings, PARENT_SETTING, "link")
     if value in PARENT_MODES:
         return []
-    return [Problem("queues.E090", f"{PARENT_SETTING} must be 'link' or 'child', got {value!r}.",
-                    hint="'link' (the default): each attempt's span starts a trace of its own, linked to the "
-                         "enqueue's; 'child': it joins the enqueue's trace. docs/tracing.md")]
+    return [
+        Problem(
+            "queues.E090",
+            f"{PARENT_SETTING} must be 'link' or 'child', got {value!r}.",
+            hint="'link' (the default): each attempt's span starts a trace of its own, linked to the "
+            "enqueue's; 'child': it joins the enqueue's trace. docs/tracing.md",
+        )
+    ]

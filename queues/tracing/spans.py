@@ -23,6 +23,7 @@ keep the job hash, so every attempt points at the same ``send`` span.
 
 Imported only when ``queues.tracing.on``: it imports OpenTelemetry.
 """
+
 from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
@@ -50,14 +51,23 @@ def mark_failed(span, exc_type):
 def sending(queue_name, jobs):
     """The PRODUCER span of an enqueue of ``jobs`` on ``queue_name``; each job gets its context
     (``job.trace``) before it is written."""
-    attributes = {"messaging.system": SYSTEM, "messaging.operation.name": "send",
-                  "messaging.operation.type": "send", "messaging.destination.name": queue_name}
+    attributes = {
+        "messaging.system": SYSTEM,
+        "messaging.operation.name": "send",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": queue_name,
+    }
     if len(jobs) == 1:
         attributes["messaging.message.id"] = jobs[0].id
     else:
         attributes["messaging.batch.message_count"] = len(jobs)
-    with setup.tracer().start_as_current_span(f"send {queue_name}", kind=SpanKind.PRODUCER, attributes=attributes,
-                                              record_exception=False, set_status_on_exception=False) as span:
+    with setup.tracer().start_as_current_span(
+        f"send {queue_name}",
+        kind=SpanKind.PRODUCER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         value = carrier.encode(span.get_span_context())
         for job in jobs:
             job.trace = value
@@ -72,9 +82,14 @@ def sending(queue_name, jobs):
 def processing(job):
     """The CONSUMER span of one attempt of ``job``, current while it runs (``failed`` finds it)."""
     queue_name = jobmeta.queue_name(job)
-    attributes = {"messaging.system": SYSTEM, "messaging.operation.name": "process",
-                  "messaging.operation.type": "process", "messaging.destination.name": queue_name,
-                  "messaging.message.id": job.id, ATTEMPT: _attempt(job)}
+    attributes = {
+        "messaging.system": SYSTEM,
+        "messaging.operation.name": "process",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": queue_name,
+        "messaging.message.id": job.id,
+        ATTEMPT: _attempt(job),
+    }
     sent = carrier.extract(getattr(job, "trace", ""))
     sent_span = trace.get_current_span(sent).get_span_context() if sent is not None else None
     links = None
@@ -84,9 +99,15 @@ def processing(job):
             parent = sent
         else:
             links = [Link(sent_span)]
-    with setup.tracer().start_as_current_span(f"process {queue_name}", context=parent, kind=SpanKind.CONSUMER,
-                                              links=links, attributes=attributes, record_exception=False,
-                                              set_status_on_exception=False) as span:
+    with setup.tracer().start_as_current_span(
+        f"process {queue_name}",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
         yield span
 
 

@@ -35,6 +35,7 @@ the registry, e.g. by django-rq's dashboard) fails such jobs without a retry, an
 one outright. OptimaWorkers therefore give their started entries a long TTL (``STARTED_ENTRY_TTL_SECONDS``,
 default 1 h) so that it is this scan, not rq's, that handles them, even after every worker was down.
 """
+
 import logging
 import time
 import uuid
@@ -84,8 +85,11 @@ def give_back(connection, queue_key, job_id):
     """Move ``job_id`` from the intermediate list of ``queue_key`` to the head of its band of the queue.
     True when this call moved it; False when it was not there (already taken back, or started)."""
     high, normal, low = keys.band_keys(queue_key)
-    return bool(connection.eval(GIVE_BACK_LUA, 5, keys.intermediate_key(queue_key), normal, high, low,
-                                keys.job_key(job_id), job_id))
+    return bool(
+        connection.eval(
+            GIVE_BACK_LUA, 5, keys.intermediate_key(queue_key), normal, high, low, keys.job_key(job_id), job_id
+        )
+    )
 
 
 def live_workers(connection, names):
@@ -112,8 +116,10 @@ def forget_execution(pipe, queue_name, job_id, execution_id, worker_name):
 def abandoned_message(job, worker_name):
     attempt = jobmeta.current_attempt(job)
     who = f"worker {worker_name}" if worker_name else "its worker"
-    return (f"rq.exceptions.AbandonedJobError: {who} died (no liveness beat) while running attempt {attempt} "
-            f"of job {job.id}; the attempt counts as failed")
+    return (
+        f"rq.exceptions.AbandonedJobError: {who} died (no liveness beat) while running attempt {attempt} "
+        f"of job {job.id}; the attempt counts as failed"
+    )
 
 
 class Scan:
@@ -133,8 +139,14 @@ class Scan:
         try:
             self.dead_workers()
         except redis.ResponseError as exc:  # rq's worker registry of another type (planted): set aside
-            quarantine.settle(self.connection, lambda: {REDIS_WORKER_KEYS: "set"}, exc, who="Abandoned-job scan",
-                              what="find dead workers", log=self.log)
+            quarantine.settle(
+                self.connection,
+                lambda: {REDIS_WORKER_KEYS: "set"},
+                exc,
+                who="Abandoned-job scan",
+                what="find dead workers",
+                log=self.log,
+            )
         return self.counts
 
     def skipping_wrong_types(self, step, name, *args, default=None):
@@ -146,11 +158,19 @@ class Scan:
             if "WRONGTYPE" not in str(exc):
                 raise
             queue_key = keys.queue_key(name)
-            quarantine.settle(self.connection, lambda: {
-                keys.started_key(name): "zset", **dict.fromkeys(keys.band_keys(queue_key), "list"),
-                keys.intermediate_key(queue_key): "list", keys.intermediate_seen_key(name): "hash"}, exc,
+            quarantine.settle(
+                self.connection,
+                lambda: {
+                    keys.started_key(name): "zset",
+                    **dict.fromkeys(keys.band_keys(queue_key), "list"),
+                    keys.intermediate_key(queue_key): "list",
+                    keys.intermediate_seen_key(name): "hash",
+                },
+                exc,
                 who="Abandoned-job scan",
-                what=f"scan the {step.__name__} jobs of queue {name}", log=self.log)
+                what=f"scan the {step.__name__} jobs of queue {name}",
+                log=self.log,
+            )
             return default
 
     def _text_entries(self, key, entries):
@@ -178,8 +198,9 @@ class Scan:
             for entry in entries:
                 pipe.hget(keys.execution_key(entry), "worker_name")
             # An execution key of the wrong type or a name that is not UTF-8: no owner (gone).
-            owners = [w.decode("utf-8", "replace") if isinstance(w, bytes) else ""
-                      for w in pipe.execute(raise_on_error=False)]
+            owners = [
+                w.decode("utf-8", "replace") if isinstance(w, bytes) else "" for w in pipe.execute(raise_on_error=False)
+            ]
         alive = live_workers(self.connection, [w for w in owners if w])
         for (job_id, execution_id), owner in zip(parsed, owners):
             if owner and owner in alive:
@@ -191,8 +212,13 @@ class Scan:
             except REDIS_ERRORS:
                 raise  # Redis is away: the whole scan waits (liveness.py)
             except Exception:  # noqa: BLE001 — one unreadable job must not stop the scan of the others
-                self.log.exception("Abandoned-job scan: skipped started entry %s:%s of %s (job hash %s): "
-                                   "it cannot be read", job_id, execution_id, wip_key, keys.job_key(job_id))
+                self.log.exception(
+                    "Abandoned-job scan: skipped started entry %s:%s of %s (job hash %s): it cannot be read",
+                    job_id,
+                    execution_id,
+                    wip_key,
+                    keys.job_key(job_id),
+                )
         return {job_id for job_id, _ in parsed}
 
     def recover_started(self, queue, job_id, execution_id, worker_name):
@@ -220,8 +246,12 @@ class Scan:
             if self.connection.lpos(band_key, job.id) is None:
                 self.connection.lpush(band_key, job.id)
             self.counts["requeued"] += 1
-            self.log.warning("Job %s of dead worker %s had not started: back at the head of %s",
-                             job.id, worker_name or "?", queue.name)
+            self.log.warning(
+                "Job %s of dead worker %s had not started: back at the head of %s",
+                job.id,
+                worker_name or "?",
+                queue.name,
+            )
         self._forget(queue.name, job_id, execution_id, worker_name)
 
     def corrupt(self, queue, job, entry):
@@ -230,9 +260,14 @@ class Scan:
         from queues.failures import deadletter
 
         keep = job.kind not in ("wrong_type", "no_data")
-        self.log.error("Abandoned-job scan: skipped started entry %s of %s (job hash %s): it cannot be read (%s); %s",
-                       entry, keys.started_key(queue.name), keys.job_key(job.id), job.why,
-                       "dead-lettered as corrupt" if keep else "entry dropped")
+        self.log.error(
+            "Abandoned-job scan: skipped started entry %s of %s (job hash %s): it cannot be read (%s); %s",
+            entry,
+            keys.started_key(queue.name),
+            keys.job_key(job.id),
+            job.why,
+            "dead-lettered as corrupt" if keep else "entry dropped",
+        )
         if keep:
             deadletter.bury_corrupt(self.connection, job.id, queue.name, dict(job.fields), job.why)
 
@@ -244,8 +279,14 @@ class Scan:
         started = job.started_at
         duration = max(0.0, time.time() - started.timestamp()) if started else 0.0
         retried = retry.schedule_retry(job, queue, reason=retry.ABANDONED)
-        events.send(events.job_failed, queue=jobmeta.queue_name(job), job=job, exc_info=None, duration=duration,
-                    will_retry=retried)
+        events.send(
+            events.job_failed,
+            queue=jobmeta.queue_name(job),
+            job=job,
+            exc_info=None,
+            duration=duration,
+            will_retry=retried,
+        )
         if retried:
             self.counts["retried"] += 1
         else:
@@ -280,8 +321,9 @@ class Scan:
                 self.counts["dropped"] += 1
             elif give_back(self.connection, queue_key, job_id):
                 self.counts["requeued"] += 1
-                self.log.warning("Job %s was popped from %s by a worker that never started it: back at the head",
-                                 job_id, name)
+                self.log.warning(
+                    "Job %s was popped from %s by a worker that never started it: back at the head", job_id, name
+                )
         with self.connection.pipeline() as pipe:
             pipe.delete(seen_key)
             if keep:
@@ -304,7 +346,7 @@ class Scan:
     def dead_workers(self):
         prefix = keys.worker_key("")
         registered = self._text_entries(REDIS_WORKER_KEYS, self.connection.smembers(REDIS_WORKER_KEYS))
-        names = [k[len(prefix):] for k in registered if k.startswith(prefix)]
+        names = [k[len(prefix) :] for k in registered if k.startswith(prefix)]
         alive = live_workers(self.connection, names)
         for name in names:
             if name in alive:

@@ -26,6 +26,7 @@ raised (not for a killed horse, a success, a start); its job callbacks are dotte
 hash, imported by the worker: what whoever writes to Redis must not control. rq's loop, forking,
 and success and failure bookkeeping are kept.
 """
+
 import gc
 from functools import cached_property
 
@@ -110,8 +111,13 @@ class WorkerBehaviour(BaseWorker):
         rqcompat.install_signal_handlers(self)  # rq installs them only after starting its scheduler
         libc()  # loaded once here, inherited by every horse
         self.housekeeping.start()
-        self.lifeline = Lifeline(self.name, self.connection, self.resilience,
-                                 lambda: sorted(set(queue_names()) | set(self.queue_names())), self.log)
+        self.lifeline = Lifeline(
+            self.name,
+            self.connection,
+            self.resilience,
+            lambda: sorted(set(queue_names()) | set(self.queue_names())),
+            self.log,
+        )
         self.lifeline.beat()  # raises while Redis is away: rqworker retries the start
         super().bootstrap(*args, **kwargs)
         self.connection.hset(self.key, LIVENESS_MARK, int(self.resilience.liveness_ttl))
@@ -120,12 +126,23 @@ class WorkerBehaviour(BaseWorker):
     def register_birth(self):  # worker
         """rq's, with a key of the wrong type among its keys (a planted ``<p>:workers`` string) renamed
         aside; the hash the failed MULTI wrote would read as another live worker of this name: deleted."""
-        quarantine.retry_once(self.connection, lambda: quarantine.registration(self), super().register_birth,
-                              who=f"Worker {self.name}", log=self.log, again=lambda: self.connection.delete(self.key))
+        quarantine.retry_once(
+            self.connection,
+            lambda: quarantine.registration(self),
+            super().register_birth,
+            who=f"Worker {self.name}",
+            log=self.log,
+            again=lambda: self.connection.delete(self.key),
+        )
 
     def register_death(self):  # worker
-        quarantine.retry_once(self.connection, lambda: quarantine.registration(self), super().register_death,
-                              who=f"Worker {self.name}", log=self.log)
+        quarantine.retry_once(
+            self.connection,
+            lambda: quarantine.registration(self),
+            super().register_death,
+            who=f"Worker {self.name}",
+            log=self.log,
+        )
 
     def teardown(self):  # both (rq's horse tears down too: then rq's only)
         if self.is_horse:
@@ -136,13 +153,17 @@ class WorkerBehaviour(BaseWorker):
         try:
             super().teardown()
         except REDIS_ERRORS as exc:
-            self.log.warning("Worker %s: could not unregister (%s); its registration expires by itself",
-                             self.name, type(exc).__name__)
+            self.log.warning(
+                "Worker %s: could not unregister (%s); its registration expires by itself",
+                self.name,
+                type(exc).__name__,
+            )
 
     def _start_scheduler(self, burst=False, logging_level="INFO", date_format=None, log_format=None):  # worker
         """rq's private hook (listed in ``rqcompat.MEMBERS``): our scheduler, kept alive by housekeeping."""
-        keeper = SchedulerKeeper(self, burst=burst, logging_level=logging_level, date_format=date_format,
-                                 log_format=log_format)
+        keeper = SchedulerKeeper(
+            self, burst=burst, logging_level=logging_level, date_format=date_format, log_format=log_format
+        )
         self.housekeeping.schedulers = keeper
         self.scheduler = keeper.start()
 
@@ -179,8 +200,14 @@ class WorkerBehaviour(BaseWorker):
             rqcompat.remember_state(self, state)
             self.outage.failed(exc, "record its state")
         except ResponseError as exc:  # its hash of another type (planted): set aside, re-registered within 30 s
-            quarantine.settle(self.connection, lambda: {self.key: "hash"}, exc, who=f"Worker {self.name}",
-                              what="record its state", log=self.log)
+            quarantine.settle(
+                self.connection,
+                lambda: {self.key: "hash"},
+                exc,
+                who=f"Worker {self.name}",
+                what="record its state",
+                log=self.log,
+            )
 
     def resting_state(self):  # worker
         """The state ``set_state(IDLE)`` writes now (a concurrent worker stays BUSY while a job runs)."""
@@ -203,8 +230,14 @@ class WorkerBehaviour(BaseWorker):
         except REDIS_ERRORS as exc:
             self.outage.failed(exc, f"heartbeat job {job.id}")
         except ResponseError as exc:  # a key of another type (planted): set aside, the job goes on
-            quarantine.settle(self.connection, lambda: quarantine.running(self, job, execution), exc,
-                              who=f"Worker {self.name}", what="heartbeat its job", log=self.log)
+            quarantine.settle(
+                self.connection,
+                lambda: quarantine.running(self, job, execution),
+                exc,
+                who=f"Worker {self.name}",
+                what="heartbeat its job",
+                log=self.log,
+            )
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):  # worker
         return self.intake.next_job(timeout, max_idle_time)
@@ -227,8 +260,9 @@ class WorkerBehaviour(BaseWorker):
 
     def handle_job_success(self, job, queue, started_job_registry, execution):  # horse
         parent = super()
-        attempt.mark_succeeded(self, job, queue, execution, lambda: parent.handle_job_success(
-            job, queue, started_job_registry, execution))
+        attempt.mark_succeeded(
+            self, job, queue, execution, lambda: parent.handle_job_success(job, queue, started_job_registry, execution)
+        )
 
     def perform_job(self, job, queue, execution):  # horse (a job's thread in the concurrent worker)
         if not tracing.on:
@@ -248,9 +282,15 @@ class WorkerBehaviour(BaseWorker):
 
     def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):  # both
         parent = super()
-        self.failures.handle(job, queue, exc_string=exc_string, execution=execution, bury=lambda: (
-            parent.handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
-                                      execution=execution)))
+        self.failures.handle(
+            job,
+            queue,
+            exc_string=exc_string,
+            execution=execution,
+            bury=lambda: parent.handle_job_failure(
+                job, queue, started_job_registry=started_job_registry, exc_string=exc_string, execution=execution
+            ),
+        )
 
     def outcome_lost(self, job, queue, execution, why):  # both
         settle.outcome_lost(self, job, queue, execution, why)

@@ -15,6 +15,7 @@ A worker that runs its jobs in its own process writes both sides of the start in
 
 A failed attempt goes to ``failures/handler.py``.
 """
+
 import datetime as dt
 from contextlib import nullcontext
 
@@ -59,16 +60,21 @@ def begin(worker, job):
         return created[-1]
 
     try:  # a key of another type (planted) is set aside and the MULTI runs again (its LREM is then a no-op)
-        execution = quarantine.retry_once(worker.connection, lambda: quarantine.starting(worker, job), record,
-                                          who=f"Worker {worker.name}", log=worker.log)
+        execution = quarantine.retry_once(
+            worker.connection,
+            lambda: quarantine.starting(worker, job),
+            record,
+            who=f"Worker {worker.name}",
+            log=worker.log,
+        )
     except REDIS_ERRORS as exc:
         execution = created[-1] if created else None
         worker.outage.failed(exc, f"start job {job.id}")
-        if not wait_until_reachable(worker.connection, worker.backoff, worker.outage,
-                                    should_stop=lambda: worker.stop.requested):
+        if not wait_until_reachable(
+            worker.connection, worker.backoff, worker.outage, should_stop=lambda: worker.stop.requested
+        ):
             raise NotStarted() from None  # still in the intermediate list: the abandoned-job scan returns it
-        if execution is None or worker.connection.zscore(job.started_job_registry.key,
-                                                         execution.composite_key) is None:
+        if execution is None or worker.connection.zscore(job.started_job_registry.key, execution.composite_key) is None:
             _give_back(worker, job, queue_key, "Redis was unreachable when it was to start")
             raise NotStarted() from None
     worker.executions[execution.id] = execution
@@ -78,8 +84,9 @@ def begin(worker, job):
 def _give_back(worker, job, queue_key, why):
     try:
         if give_back(worker.connection, queue_key, job.id):
-            worker.log.info("Worker %s: job %s back at the head of its queue, not started: %s", worker.name, job.id,
-                            why)
+            worker.log.info(
+                "Worker %s: job %s back at the head of its queue, not started: %s", worker.name, job.id, why
+            )
     except REDIS_ERRORS:
         pass  # left in the intermediate list: the abandoned-job scan returns it
 
@@ -130,4 +137,4 @@ def _timestamp(when):
     """Unix seconds of rq's naive-UTC (or aware) datetime, None for None."""
     if when is None:
         return None
-    return when.replace(tzinfo=when.tzinfo or dt.timezone.utc).timestamp()
+    return when.replace(tzinfo=when.tzinfo or dt.UTC).timestamp()

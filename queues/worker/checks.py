@@ -1,4 +1,5 @@
 """System checks of the resilience options (ids queues.E060, queues.E061; docs/checks.md)."""
+
 from django.core.checks import Tags, register
 
 from queues.conf import check_messages

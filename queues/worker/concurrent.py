@@ -29,6 +29,7 @@ database                        one Django connection per thread (Django's are t
                                 closed after each job in that thread
 ==============================  ================================================================
 """
+
 import logging
 import os
 import sys
@@ -185,11 +186,20 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         try:
             if job.get_status(refresh=True) == JobStatus.STARTED:  # not if it ended a moment ago
                 supervision.return_to_queue(self.connection, job, band, slot.execution, why)
-                self.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
-                                 self.name, job.id, queue.name, why)
+                self.log.warning(
+                    "Worker %s: job %s back at the head of %s, attempt not counted: %s",
+                    self.name,
+                    job.id,
+                    queue.name,
+                    why,
+                )
         except REDIS_ERRORS:
-            self.log.error("Worker %s: Redis unreachable; job %s stays registered as started and the other "
-                           "workers will re-run it once this one is gone", self.name, job.id)
+            self.log.error(
+                "Worker %s: Redis unreachable; job %s stays registered as started and the other "
+                "workers will re-run it once this one is gone",
+                self.name,
+                job.id,
+            )
 
     def wait_finishing(self):  # worker
         """Jobs recording their outcome right now: let them finish doing so (a few seconds at most)."""
@@ -255,8 +265,9 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         slot = self.threads.mine()
         if slot is not None and slot.stopped and slot.job.id == job.id:
             exc_string = STOPPED_BY_USER  # as the forking worker records a stopped job
-        super().handle_job_failure(job, queue, started_job_registry=started_job_registry, exc_string=exc_string,
-                                   execution=execution)
+        super().handle_job_failure(
+            job, queue, started_job_registry=started_job_registry, exc_string=exc_string, execution=execution
+        )
 
     # -- rq's commands (the pubsub thread) and the watchdog -----------------------------------
     def handle_payload(self, message):  # pubsub thread
@@ -288,17 +299,27 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         slot = self.threads.find(ident=penalty.ident)
         if slot is None or not slot.claim(WITHDRAWN):
             return
-        self.log.error("Worker %s: job %s still running %g s past its timeout of %g s (blocked where Python cannot "
-                       "interrupt it): attempt failed; this worker takes no new job and exits once the others are "
-                       "done", self.name, slot.job.id, self.watchdog.margin, penalty.seconds)
+        self.log.error(
+            "Worker %s: job %s still running %g s past its timeout of %g s (blocked where Python cannot "
+            "interrupt it): attempt failed; this worker takes no new job and exits once the others are "
+            "done",
+            self.name,
+            slot.job.id,
+            self.watchdog.margin,
+            penalty.seconds,
+        )
         self.exit_code = 1
         self.stop.request(running=True)
         rqcompat.request_stop(self, now())
         error = timeout_error(penalty.seconds)()
         slot.job.ended_at = now()
         self.failures.remember(slot.job, (type(error), error, None))
-        self.handle_job_failure(slot.job, slot.queue, exc_string=f"{type(error).__module__}.JobTimeoutException: "
-                                f"{error}", execution=slot.execution)
+        self.handle_job_failure(
+            slot.job,
+            slot.queue,
+            exc_string=f"{type(error).__module__}.JobTimeoutException: {error}",
+            execution=slot.execution,
+        )
 
 
 __all__ = ["OptimaConcurrentWorker", "JobStopped"]

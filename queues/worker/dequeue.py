@@ -32,6 +32,7 @@ The job leaves the intermediate list in the same MULTI that records it as starte
 queue by the abandoned-job scan. The alternative — one worker process per queue — would keep rq's
 BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
 """
+
 import logging
 import time
 
@@ -151,8 +152,7 @@ class Dequeuer:
         return None
 
     def _block_on(self, queue, wait):
-        job_id = self.connection.blmove(queue.key, keys.intermediate_key(queue.key), max(1, int(wait)),
-                                        "LEFT", "RIGHT")
+        job_id = self.connection.blmove(queue.key, keys.intermediate_key(queue.key), max(1, int(wait)), "LEFT", "RIGHT")
         if job_id is None:
             return None
         found = self._checked(queue, job_id)
@@ -184,8 +184,9 @@ class Dequeuer:
             return Popped(queue, job_id, data)
         self.connection.lrem(keys.intermediate_key(queue.key), 1, raw_id)
         shown = raw_id if isinstance(raw_id, bytes) else str(raw_id).encode()
-        self.log.error("%s: dropped entry %r of %s: not a job id", self.who, entries.cut_bytes(shown, entries.ID_CHARS),
-                       queue.key)
+        self.log.error(
+            "%s: dropped entry %r of %s: not a job id", self.who, entries.cut_bytes(shown, entries.ID_CHARS), queue.key
+        )
         return DROPPED
 
     def _set_aside(self, queues):

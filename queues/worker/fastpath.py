@@ -32,6 +32,7 @@ rq's path and ``failures/``. docs/decisions.md, "The fork-free worker's own book
 
 Nothing here keeps per-job state outside its arguments: threads of one process run it at once.
 """
+
 import time
 
 from rq.job import JobStatus
@@ -79,9 +80,17 @@ def finish(worker, job, queue, execution):
             worker.increment_total_working_time(job.ended_at - job.started_at, pipe)
             job.set_status(JobStatus.FINISHED, pipeline=pipe)
             job.save(pipeline=pipe, include_meta=False, include_result=False)
-            Result.create(job, Result.Type.SUCCESSFUL, return_value=rqcompat.cached_result(job), ttl=ttl,
-                          worker_name=worker.name, pipeline=pipe, execution_id=execution.id,
-                          execution_started_at=execution.created_at, execution_ended_at=job.ended_at)
+            Result.create(
+                job,
+                Result.Type.SUCCESSFUL,
+                return_value=rqcompat.cached_result(job),
+                ttl=ttl,
+                worker_name=worker.name,
+                pipeline=pipe,
+                execution_id=execution.id,
+                execution_started_at=execution.created_at,
+                execution_ended_at=job.ended_at,
+            )
             _add_finished(job, ttl, pipe)
             job.cleanup(ttl, pipeline=pipe, remove_from_queue=False)
             worker.cleanup_execution(job, pipeline=pipe, execution=execution)

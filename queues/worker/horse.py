@@ -11,6 +11,7 @@ the service. Here the process running the job retries recording its start, succe
 
 The horse ignores SIGTERM (its worker decides when the job stops) and dies with its worker.
 """
+
 import os
 import signal
 
@@ -43,16 +44,29 @@ def record(func, doing, *, options, log, who, in_horse, should_stop=None):
     outage = OutageLog(log, who)
     backoff = Backoff(options.redis_retry_max)
     try:
-        return retry_while_unavailable(func, backoff, outage, doing=doing,
-                                       give_up_after=options.outcome_wait if in_horse else None,
-                                       should_stop=None if in_horse else should_stop)
+        return retry_while_unavailable(
+            func,
+            backoff,
+            outage,
+            doing=doing,
+            give_up_after=options.outcome_wait if in_horse else None,
+            should_stop=None if in_horse else should_stop,
+        )
     except REDIS_ERRORS:
         if in_horse:
-            log.error("%s: could not %s for %g s; the job goes back to its queue and may run again",
-                      who, doing, options.outcome_wait)
+            log.error(
+                "%s: could not %s for %g s; the job goes back to its queue and may run again",
+                who,
+                doing,
+                options.outcome_wait,
+            )
             os._exit(EX_TEMPFAIL)
-        log.error("%s: could not %s and the worker is stopping; the job stays registered as started and "
-                  "another worker will run it again", who, doing)
+        log.error(
+            "%s: could not %s and the worker is stopping; the job stays registered as started and "
+            "another worker will run it again",
+            who,
+            doing,
+        )
         raise OutcomeNotRecorded(0) from None
 
 
@@ -60,13 +74,21 @@ def record_for(worker, func, doing):
     """``record`` in ``worker``'s job process: its work horse, or the fork-free worker itself."""
     in_horse = worker.is_horse
     who = f"Work horse of worker {worker.name}" if in_horse else f"Worker {worker.name}"
-    return record(func, doing, options=worker.resilience, log=worker.log, who=who, in_horse=in_horse,
-                  should_stop=lambda: worker.stop.requested)
+    return record(
+        func,
+        doing,
+        options=worker.resilience,
+        log=worker.log,
+        who=who,
+        in_horse=in_horse,
+        should_stop=lambda: worker.stop.requested,
+    )
 
 
 def success_recorder(record_success, job):
     """``record_success()`` made idempotent under retry: a Redis error after the success itself was
     written (only what follows it failed) is not retried."""
+
     def attempt():
         try:
             return record_success()

@@ -20,6 +20,7 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
 The horses hand their metrics over through a pipe (``report_pipe`` in the worker, ``ship`` in the
 horse): a horse never writes metrics to Redis itself.
 """
+
 import os
 import time
 
@@ -98,8 +99,14 @@ class Housekeeping:
                 worker.outage.failed(exc, "heartbeat")
                 return
             except redis.ResponseError as exc:  # the other commands of the pipeline were applied: not merged back
-                quarantine.settle(worker.connection, lambda: quarantine.flush(worker), exc, who=f"Worker {worker.name}",
-                                  what="write its heartbeat and metrics", log=worker.log)
+                quarantine.settle(
+                    worker.connection,
+                    lambda: quarantine.flush(worker),
+                    exc,
+                    who=f"Worker {worker.name}",
+                    what="write its heartbeat and metrics",
+                    log=worker.log,
+                )
             worker.outage.ok()
             if due:
                 self._next_beat = moment + HEARTBEAT_EVERY
@@ -129,18 +136,23 @@ class Housekeeping:
         try:
             # rq's clean-up reads keys and set members whatever they hold: a key of another type, or a
             # member that is not text, is set aside, then once more (the failed run's lock released first)
-            quarantine.retry_once(worker.connection, lambda: quarantine.maintenance(
-                worker.connection, worker.queues, worker.redis_workers_keys), rq_maintenance,
-                who=f"Worker {worker.name}", log=worker.log,
+            quarantine.retry_once(
+                worker.connection,
+                lambda: quarantine.maintenance(worker.connection, worker.queues, worker.redis_workers_keys),
+                rq_maintenance,
+                who=f"Worker {worker.name}",
+                log=worker.log,
                 members=lambda: quarantine.worker_sets(worker.queues, worker.redis_workers_keys),
-                again=lambda: [queue.release_maintenance_lock() for queue in worker.queues])
+                again=lambda: [queue.release_maintenance_lock() for queue in worker.queues],
+            )
             reconcile_if_due(worker.connection)
             search_index.trim(worker.connection, [queue.name for queue in worker.queues])  # bounded: 2 round trips
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "run maintenance")
         except Exception:  # noqa: BLE001 — maintenance (e.g. a database being down) never ends the worker
-            worker.log.exception("Worker %s: maintenance failed; next try in %s s", worker.name,
-                                 worker.maintenance_interval)
+            worker.log.exception(
+                "Worker %s: maintenance failed; next try in %s s", worker.name, worker.maintenance_interval
+            )
         finally:
             worker.last_cleaned_at = now()
 
@@ -164,9 +176,14 @@ class Housekeeping:
         self._registered_after = worker.outage.episodes
         self._next_registration_check = moment + REGISTRATION_CHECK_EVERY
         try:
-            registered = quarantine.contain(worker.connection, lambda: quarantine.registration(worker),
-                                            self._register_again, who=f"Worker {worker.name}", what="register again",
-                                            log=worker.log)
+            registered = quarantine.contain(
+                worker.connection,
+                lambda: quarantine.registration(worker),
+                self._register_again,
+                who=f"Worker {worker.name}",
+                what="register again",
+                log=worker.log,
+            )
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "register again")
             return
@@ -180,8 +197,9 @@ class Housekeeping:
             return False
         with worker.connection.pipeline() as pipe:
             pipe.hset(worker.key, mapping=worker.serialize())
-            pipe.hset(worker.key, mapping={"state": worker.get_state(),
-                                           LIVENESS_MARK: int(worker.resilience.liveness_ttl)})
+            pipe.hset(
+                worker.key, mapping={"state": worker.get_state(), LIVENESS_MARK: int(worker.resilience.liveness_ttl)}
+            )
             worker_registration.register(worker, pipe)
             pipe.expire(worker.key, worker.worker_ttl + 60)
             pipe.execute()

@@ -9,6 +9,7 @@
   process exits. Nothing is raised into the job's code: a job cannot be stopped from outside its
   thread safely, so the process ends under it (after the job is safely back).
 """
+
 import os
 import threading
 from contextlib import contextmanager
@@ -64,11 +65,20 @@ class InProcessJob:
         try:
             if job.get_status(refresh=True) == JobStatus.STARTED:  # not if it ended a moment ago
                 supervision.return_to_queue(worker.connection, job, queue, execution, why)
-                worker.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s; exiting",
-                                   worker.name, job.id, queue.name, why)
+                worker.log.warning(
+                    "Worker %s: job %s back at the head of %s, attempt not counted: %s; exiting",
+                    worker.name,
+                    job.id,
+                    queue.name,
+                    why,
+                )
         except REDIS_ERRORS:
-            worker.log.error("Worker %s: Redis unreachable; job %s stays registered as started and the other "
-                             "workers will re-run it once this one is gone", worker.name, job.id)
+            worker.log.error(
+                "Worker %s: Redis unreachable; job %s stays registered as started and the other "
+                "workers will re-run it once this one is gone",
+                worker.name,
+                job.id,
+            )
         try:
             worker.lifeline.stop()
             worker.register_death()

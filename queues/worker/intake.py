@@ -10,6 +10,7 @@ dead-lettered (``corrupt``, ``not_a_job``, ``unsigned``) or dropped — without 
 imported, and the worker goes on. ``Intake.refuse`` takes one shape whatever the refusal:
 the queue, the job id, and ``bury()``, the refusal itself.
 """
+
 import time
 
 from rq.exceptions import NoSuchJobError, StopRequested
@@ -23,15 +24,19 @@ from queues.producer import limits
 from queues.worker.abandoned import give_back
 from queues.worker.dequeue import Dequeuer
 
-
 SUSPENSION_CHECK_EVERY = 1.0  # seconds between two of rq's checks for ``rq suspend`` (one round trip each)
 
 
 class Intake:
     def __init__(self, worker):
         self.worker = worker
-        self.dequeuer = Dequeuer(worker.connection, poll_cap=worker.resilience.multi_queue_poll,
-                                 should_stop=lambda: worker.stop.requested, log=worker.log, who=f"Worker {worker.name}")
+        self.dequeuer = Dequeuer(
+            worker.connection,
+            poll_cap=worker.resilience.multi_queue_poll,
+            should_stop=lambda: worker.stop.requested,
+            log=worker.log,
+            who=f"Worker {worker.name}",
+        )
         self._paused_logged = set()
         self._next_suspension_check = 0.0
         self._idle_written = None  # the outage episodes seen when IDLE was last written
@@ -83,8 +88,9 @@ class Intake:
                 job = self.fetch(queue, job_id, found.data)
             except REDIS_ERRORS as exc:
                 worker.outage.failed(exc, "dequeue")
-                wait_until_reachable(worker.connection, worker.backoff, worker.outage,
-                                     should_stop=lambda: worker.stop.requested)
+                wait_until_reachable(
+                    worker.connection, worker.backoff, worker.outage, should_stop=lambda: worker.stop.requested
+                )
                 continue
             if job is None:
                 continue
@@ -105,11 +111,17 @@ class Intake:
             job = self._read(job_id, data)
         except NoSuchJobError:
             if worker.connection.exists(keys.job_key(job_id)):  # a hash without data
-                return self.refuse(queue=queue, job_id=job_id,
-                                   bury=lambda: gate.bury_raw(worker, queue, job_id, "has no data field"))
+                return self.refuse(
+                    queue=queue, job_id=job_id, bury=lambda: gate.bury_raw(worker, queue, job_id, "has no data field")
+                )
             worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
-            worker.log.error("Worker %s: dropped job %s of queue %s: its hash %s is gone", worker.name, job_id,
-                             queue.name, keys.job_key(job_id))
+            worker.log.error(
+                "Worker %s: dropped job %s of queue %s: its hash %s is gone",
+                worker.name,
+                job_id,
+                queue.name,
+                keys.job_key(job_id),
+            )
             return None
         except REDIS_ERRORS:
             raise
@@ -121,8 +133,13 @@ class Intake:
         except REDIS_ERRORS:
             raise
         except Exception as exc:  # noqa: BLE001 — whatever the job holds, the gate refuses it: never the worker's end
-            worker.log.error("Worker %s: the gate raised on job %s of queue %s: refused as corrupt", worker.name,
-                             job.id, queue.name, exc_info=True)
+            worker.log.error(
+                "Worker %s: the gate raised on job %s of queue %s: refused as corrupt",
+                worker.name,
+                job.id,
+                queue.name,
+                exc_info=True,
+            )
             refusal = gate.Refusal(gate.CORRUPT, f"could not be vetted ({type(exc).__name__})")
         if refusal is not None:
             self.refuse(queue=queue, job_id=job.id, bury=lambda: gate.refuse(worker, job, queue, refusal))
@@ -149,9 +166,14 @@ class Intake:
         except REDIS_ERRORS:
             raise
         except Exception:  # noqa: BLE001
-            worker.log.exception("Worker %s: could not dead-letter job %s of queue %s; dropped from the queue "
-                                 "(its hash %s is left as it is)", worker.name, job_id, queue.name,
-                                 keys.job_key(job_id))
+            worker.log.exception(
+                "Worker %s: could not dead-letter job %s of queue %s; dropped from the queue "
+                "(its hash %s is left as it is)",
+                worker.name,
+                job_id,
+                queue.name,
+                keys.job_key(job_id),
+            )
             worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
         return None
 

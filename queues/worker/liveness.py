@@ -14,6 +14,7 @@ does not control (a job of several minutes, a slow callback), and liveness must 
 dies, on Linux: a worker killed with SIGKILL must not leave an orphan finishing a job that is being
 retried elsewhere, or a scheduler that keeps its lock.
 """
+
 import ctypes
 import ctypes.util
 import logging
@@ -101,8 +102,13 @@ class Lifeline(threading.Thread):
         from django.db import connections
 
         try:
-            abandoned.scan_if_due(self.connection, self.queue_names(), interval=self.options.abandoned_scan,
-                                  stale_after=self.options.liveness_ttl, log=self.log)
+            abandoned.scan_if_due(
+                self.connection,
+                self.queue_names(),
+                interval=self.options.abandoned_scan,
+                stale_after=self.options.liveness_ttl,
+                log=self.log,
+            )
             self.scans += 1
         except REDIS_ERRORS as exc:
             self._healthy_since = None

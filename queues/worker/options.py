@@ -3,6 +3,7 @@
 One validator, two uses: the system checks ``queues.E060``/``queues.E061`` (``checks.py``) report
 its problems, and a worker or scheduler refuses to start with the same message.
 """
+
 from dataclasses import dataclass
 
 from queues import conf
@@ -54,21 +55,25 @@ def problems(opts=None):
         ok = ok and (value >= minimum if inclusive else value > minimum)
         if not ok:
             kind = "a whole number of seconds" if whole else "a number of seconds"
-            found.append(conf.Problem(
-                "queues.E060",
-                f"OPTIMA_QUEUES_OPTIONS[{key!r}] must be {kind} {'>=' if inclusive else '>'} {minimum}, got {value!r}.",
-                f"Remove it to use the default ({conf.OPTION_DEFAULTS[key]!r}); docs/settings.md explains it.",
-            ))
+            found.append(
+                conf.Problem(
+                    "queues.E060",
+                    f"OPTIMA_QUEUES_OPTIONS[{key!r}] must be {kind} {'>=' if inclusive else '>'} {minimum}, got {value!r}.",
+                    f"Remove it to use the default ({conf.OPTION_DEFAULTS[key]!r}); docs/settings.md explains it.",
+                )
+            )
     if not found:
         ttl, interval = opts["LIVENESS_TTL_SECONDS"], opts["LIVENESS_INTERVAL_SECONDS"]
         if ttl < 2 * interval:
-            found.append(conf.Problem(
-                "queues.E061",
-                f"OPTIMA_QUEUES_OPTIONS['LIVENESS_TTL_SECONDS'] ({ttl!r}) must be at least twice "
-                f"LIVENESS_INTERVAL_SECONDS ({interval!r}): one late beat would make a live worker look dead "
-                "and its job run twice.",
-                "Raise LIVENESS_TTL_SECONDS or lower LIVENESS_INTERVAL_SECONDS (defaults: 10 and 2).",
-            ))
+            found.append(
+                conf.Problem(
+                    "queues.E061",
+                    f"OPTIMA_QUEUES_OPTIONS['LIVENESS_TTL_SECONDS'] ({ttl!r}) must be at least twice "
+                    f"LIVENESS_INTERVAL_SECONDS ({interval!r}): one late beat would make a live worker look dead "
+                    "and its job run twice.",
+                    "Raise LIVENESS_TTL_SECONDS or lower LIVENESS_INTERVAL_SECONDS (defaults: 10 and 2).",
+                )
+            )
     return found
 
 

@@ -4,6 +4,7 @@ Key: ``<prefix>:optima:paused`` — a Redis set of paused queue names (one key, 
 the panel and /metrics read every queue's state in one command). Workers check it inside their
 pop, atomically (``queues.worker.dequeue``): a job of a queue paused a moment ago is not taken.
 """
+
 from rq.utils import as_text
 
 from queues.catalog.lookup import get_config

@@ -9,6 +9,7 @@ after which the job stays registered as started for the other workers to re-run.
 
 ``outcome_lost``: the outcome of a job could not be written (e.g. its retry could not be scheduled).
 """
+
 import os
 import time
 from dataclasses import dataclass
@@ -45,10 +46,17 @@ def watch(worker, job, queue, execution):
     """Wait for the horse of ``job``, then settle what it left undone."""
     job.started_at = now()
     watcher = supervision.HorseWatch(
-        rqcompat.horse_pid(worker), stop=worker.stop, kill=worker.kill_horse,
-        beat=lambda: worker.maintain_heartbeats(job, execution), tick=worker.housekeeping.tick,
-        beat_interval=worker.job_monitoring_interval, job_timeout=job.timeout, log=worker.log,
-        worker_name=worker.name, job_id=job.id)
+        rqcompat.horse_pid(worker),
+        stop=worker.stop,
+        kill=worker.kill_horse,
+        beat=lambda: worker.maintain_heartbeats(job, execution),
+        tick=worker.housekeeping.tick,
+        beat_interval=worker.job_monitoring_interval,
+        job_timeout=job.timeout,
+        log=worker.log,
+        worker_name=worker.name,
+        job_id=job.id,
+    )
     pid, wait_status, rusage = watcher.wait()
     rqcompat.set_horse_pid(worker, 0)
     worker.executions.pop(execution.id, None)
@@ -66,8 +74,12 @@ def settle(worker, ended):
         if give_up_at is None and limit is not None:
             give_up_at = time.monotonic() + limit
         if give_up_at is not None and time.monotonic() >= give_up_at:
-            worker.log.error("Worker %s: Redis unreachable; job %s stays registered as started and the other "
-                             "workers will re-run or dead-letter it once this one is gone", worker.name, ended.job.id)
+            worker.log.error(
+                "Worker %s: Redis unreachable; job %s stays registered as started and the other "
+                "workers will re-run or dead-letter it once this one is gone",
+                worker.name,
+                ended.job.id,
+            )
             return
         if not wait_until_reachable(worker.connection, worker.backoff, worker.outage, deadline=time.monotonic() + 5):
             continue
@@ -78,8 +90,10 @@ def settle(worker, ended):
         except ResponseError as exc:  # a key of another type (planted): set aside, then once more
             who = f"Worker {worker.name}"
             expected = quarantine.running(worker, ended.job, ended.execution)
-            if not (quarantine.is_wrong_type(exc) and quarantine.set_aside(worker.connection, expected, who=who,
-                                                                           log=worker.log)):
+            if not (
+                quarantine.is_wrong_type(exc)
+                and quarantine.set_aside(worker.connection, expected, who=who, log=worker.log)
+            ):
                 quarantine.report(exc, who=who, what="settle a job whose horse ended", log=worker.log)
                 return None
 
@@ -90,8 +104,13 @@ def settle_once(worker, ended):
         status = job.get_status(refresh=True)
     except InvalidJobOperation:
         return supervision.forget(worker.connection, job, ended.execution)  # deleted meanwhile
-    verdict = supervision.verdict(status=status, registered=_registered(worker, ended), wait_status=ended.wait_status,
-                                  interrupted=ended.interrupted, stopped=rqcompat.stopped_job_id(worker) == job.id)
+    verdict = supervision.verdict(
+        status=status,
+        registered=_registered(worker, ended),
+        wait_status=ended.wait_status,
+        interrupted=ended.interrupted,
+        stopped=rqcompat.stopped_job_id(worker) == job.id,
+    )
     ACTIONS[verdict.action](worker, ended, verdict.why)
 
 
@@ -99,8 +118,13 @@ def _requeue(worker, ended, why):
     # Back to the head of the job's priority band (``return_to_queue`` pushes to ``queue.key``).
     band = ended.queue.band(jobmeta.band(ended.job)) if hasattr(ended.queue, "band") else ended.queue
     supervision.return_to_queue(worker.connection, ended.job, band, ended.execution, why)
-    worker.log.warning("Worker %s: job %s back at the head of %s, attempt not counted: %s",
-                       worker.name, ended.job.id, ended.queue.name, why)
+    worker.log.warning(
+        "Worker %s: job %s back at the head of %s, attempt not counted: %s",
+        worker.name,
+        ended.job.id,
+        ended.queue.name,
+        why,
+    )
 
 
 def _fail(worker, ended, why):
@@ -149,8 +173,9 @@ def _registered(worker, ended):
 def _back_if_unrecorded(worker, ended):
     """The failure could not be recorded (still registered and STARTED): back to its queue."""
     if _registered(worker, ended) and ended.job.get_status(refresh=True) == JobStatus.STARTED:
-        supervision.return_to_queue(worker.connection, ended.job, ended.queue, ended.execution,
-                                    "its failure could not be recorded")
+        supervision.return_to_queue(
+            worker.connection, ended.job, ended.queue, ended.execution, "its failure could not be recorded"
+        )
 
 
 def outcome_lost(worker, job, queue, execution, why):

@@ -11,6 +11,7 @@ name) and ``job`` (the rq Job).
 - ``job_dead``: the job reached the dead letter; ``reason`` (``exhausted``, ``permanent``,
   ``timeout``, ``abandoned``).
 """
+
 import logging
 
 from django.dispatch import Signal

@@ -16,6 +16,7 @@ with ``Withdrawn`` the moment it returns from the job's code, having written not
 first use; each takes the next slot, runs it, and hands it to the main thread (``ended``), which
 does the per-job housekeeping in one thread.
 """
+
 import logging
 import queue as stdqueue
 import threading
@@ -111,8 +112,11 @@ class JobThreads:
     def find(self, job_id=None, execution_id=None, ident=None):
         with self.changed:
             for slot in self.slots.values():
-                if (job_id is not None and slot.job.id == job_id) or (ident is not None and slot.ident == ident) \
-                        or (execution_id is not None and slot.execution.id == execution_id):
+                if (
+                    (job_id is not None and slot.job.id == job_id)
+                    or (ident is not None and slot.ident == ident)
+                    or (execution_id is not None and slot.execution.id == execution_id)
+                ):
                     return slot
         return None
 

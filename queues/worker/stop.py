@@ -12,6 +12,7 @@ reads) is set through ``queues.rqcompat``.
 
 ``first_signal`` and ``second_signal`` are what the worker's signal handlers do with it.
 """
+
 import signal
 import time
 
@@ -91,7 +92,11 @@ def first_signal(worker, signum):
     if running:
         worker.log.warning(
             "Worker %s: %s: taking no new job; the running one may finish within %g s, then it goes back "
-            "to its queue (a second signal does that now)", worker.name, signal_name(signum), worker.stop.grace)
+            "to its queue (a second signal does that now)",
+            worker.name,
+            signal_name(signum),
+            worker.stop.grace,
+        )
         try:
             worker.set_shutdown_requested_date()
         except REDIS_ERRORS:
@@ -106,8 +111,11 @@ def second_signal(worker, signum):
     if worker.stop.repeated():
         return  # the same stop, delivered twice (e.g. by a pool and by the terminal)
     if worker.job_running():
-        worker.log.warning("Worker %s: %s again: stopping the running job now; it goes back to its queue",
-                           worker.name, signal_name(signum))
+        worker.log.warning(
+            "Worker %s: %s again: stopping the running job now; it goes back to its queue",
+            worker.name,
+            signal_name(signum),
+        )
         worker.stop.request_cold("its worker received a second stop signal")
         worker.end_running_job()
         return

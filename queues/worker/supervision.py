@@ -15,6 +15,7 @@ while heart-beating, and treats a horse that exited 0 as done whatever Redis say
 A horse that exited 0 recorded its job's outcome itself (the horse exits with EX_TEMPFAIL when it
 could not: ``horse.py``), so the common case costs the worker no Redis command at all.
 """
+
 import enum
 import os
 import select
@@ -90,14 +91,23 @@ class HorseWatch:
                 moment = time.monotonic()
                 if self.stop.interrupted is None and self.stop.grace_over():
                     self.stop.interrupt(f"the shutdown grace period of {self.stop.grace:g} s ran out")
-                    self.log.warning("Worker %s: stopping job %s: %s", self.worker_name, self.job_id,
-                                     self.stop.interrupted)
+                    self.log.warning(
+                        "Worker %s: stopping job %s: %s", self.worker_name, self.job_id, self.stop.interrupted
+                    )
                     self.kill()
                     continue
-                if not overran and self.job_timeout and self.job_timeout > 0 and moment - started > self.job_timeout + 60:
+                if (
+                    not overran
+                    and self.job_timeout
+                    and self.job_timeout > 0
+                    and moment - started > self.job_timeout + 60
+                ):
                     overran = True  # the horse's own timeout did not fire: rq's safety net
-                    self.log.warning("Worker %s: job %s overran its timeout by 60 s; killing its horse",
-                                     self.worker_name, self.job_id)
+                    self.log.warning(
+                        "Worker %s: job %s overran its timeout by 60 s; killing its horse",
+                        self.worker_name,
+                        self.job_id,
+                    )
                     self.kill()
                     continue
                 if moment >= next_beat:
@@ -151,8 +161,12 @@ def verdict(*, status, registered, wait_status, interrupted, stopped):
             return Verdict(Action.REQUEUE, interrupted)
     elif wait_status is None or code in (0, EX_TEMPFAIL):
         if registered and status == JobStatus.STARTED:
-            return Verdict(Action.REQUEUE, "its work horse could not reach Redis to record the outcome"
-                           if code == EX_TEMPFAIL else "its outcome was not recorded")
+            return Verdict(
+                Action.REQUEUE,
+                "its work horse could not reach Redis to record the outcome"
+                if code == EX_TEMPFAIL
+                else "its outcome was not recorded",
+            )
     elif stopped:
         return Verdict(Action.STOPPED)
     elif status == JobStatus.STARTED:

@@ -15,6 +15,7 @@ read each other's message). Here one ``Watchdog`` thread per worker watches ever
 
 ``raise_in_thread`` is also how rq's stop-job command reaches the one job it names.
 """
+
 import ctypes
 import logging
 import threading
@@ -116,17 +117,20 @@ class Watchdog(threading.Thread):
                     if penalty.fired_at is None and moment >= penalty.deadline:
                         penalty.fired_at = moment
                         raise_in_thread(penalty.ident, timeout_error(penalty.seconds))
-                    elif penalty.fired_at is not None and not penalty.wedged \
-                            and moment >= penalty.fired_at + self.margin:
+                    elif (
+                        penalty.fired_at is not None and not penalty.wedged and moment >= penalty.fired_at + self.margin
+                    ):
                         penalty.wedged = True
                         wedged.append(penalty)
-                waits = [p.deadline if p.fired_at is None else p.fired_at + self.margin
-                         for p in self.armed if not p.wedged]
+                waits = [
+                    p.deadline if p.fired_at is None else p.fired_at + self.margin for p in self.armed if not p.wedged
+                ]
                 if not wedged:
                     self.lock.wait(min([0.5] + [max(0.01, w - moment) for w in waits]))
             for penalty in wedged:
                 try:
                     self.on_wedged(penalty)
                 except Exception:  # noqa: BLE001 — the watchdog must keep timing the other jobs
-                    self.log.exception("%s: could not settle job %s, which overran its timeout", self.who,
-                                       penalty.job_id)
+                    self.log.exception(
+                        "%s: could not settle job %s, which overran its timeout", self.who, penalty.job_id
+                    )

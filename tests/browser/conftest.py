@@ -4,6 +4,7 @@ Never ``playwright install``: the browser is the system's /usr/bin/chromium (.ci
 Screenshots of the main pages are taken as the tests pass through them: into docs/img/ with
 ``OPTIMA_SCREENSHOTS=1`` (to refresh the docs), else into the test's tmp directory.
 """
+
 import os
 import shutil
 from pathlib import Path
@@ -16,8 +17,14 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = os.environ.get("OPTIMA_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
@@ -27,8 +34,10 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y --no-install-recommends chromium "
-                    "(.ci/run does it), or set OPTIMA_CHROMIUM to a Chromium binary.")
+        pytest.fail(
+            f"{CHROMIUM} is missing: apt-get install -y --no-install-recommends chromium "
+            "(.ci/run does it), or set OPTIMA_CHROMIUM to a Chromium binary."
+        )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser

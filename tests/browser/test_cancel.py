@@ -1,18 +1,24 @@
 """An operator cancels a queued job from the panel in a real browser (issue 13, item 2): from the
 job's page, its Cancel link, then django-rq's confirmation page."""
+
 import pytest
 from rq.job import JobStatus
 
 import queues
-from queues.models import AuditEntry
 from queues.catalog.lookup import OptimaJob
+from queues.models import AuditEntry
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_operator_cancels_a_queued_job_and_its_page_shows_it_canceled(page, live_server, prod,  # noqa: F811
-                                                                       operator, queue_redis):  # noqa: F811
+def test_operator_cancels_a_queued_job_and_its_page_shows_it_canceled(
+    page,
+    live_server,
+    prod,  # noqa: F811
+    operator,
+    queue_redis,
+):  # noqa: F811
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     job_page = f"/admin/queues/queues/1/{job.id}/"
     log_in(page, live_server, job_page)
@@ -26,4 +32,5 @@ def test_operator_cancels_a_queued_job_and_its_page_shows_it_canceled(page, live
     assert "canceled" in page.locator("#content").inner_text().lower()
     assert OptimaJob.fetch(job.id, connection=queue_redis).get_status(refresh=True) == JobStatus.CANCELED
     assert list(AuditEntry.objects.values_list("identity", "action", "job_ids", "outcome")) == [
-        ("operator", "cancel", [job.id], "ok")]
+        ("operator", "cancel", [job.id], "ok")
+    ]

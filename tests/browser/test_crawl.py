@@ -8,6 +8,7 @@ own box (``overflow-x: auto``) with its first column kept (``position: sticky; l
 can be read against its background. Every same-origin link of every page answers 200, checked once per
 run with the logged-in session.
 """
+
 import datetime as dt
 from urllib.parse import urldefrag, urlsplit
 
@@ -32,7 +33,12 @@ JOB = "tests.jobs.sample.add"
 
 # Run in each page: the layout and contrast problems it sees, as sentences.
 # What the panel once said where the API and docs say otherwise (issue 24): never on any page again.
-WRONG_WORDS = {"Django RQ": "Queues", "RATE_LIMITED": "held", "rate_limited": "held", "started started": "started since"}
+WRONG_WORDS = {
+    "Django RQ": "Queues",
+    "RATE_LIMITED": "held",
+    "rate_limited": "held",
+    "started started": "started since",
+}
 
 LAYOUT_JS = r"""
 () => {
@@ -116,10 +122,16 @@ def jobs_in_every_state(queue_redis, start_worker, tmp_path):
     failed = queues.enqueue("default", "tests.jobs.sample.fail", "payload-for-the-crawl", attempts=1)
     started = queues.enqueue("default", "tests.jobs.panel.report_progress_and_wait", str(tmp_path / "release"), 2, 5)
     start_worker("default")
-    wait_for(lambda: OptimaJob.fetch(started.id, connection=queue_redis).meta.get("progress"), timeout=60,
-             message="the worker to hold the started job")
-    wait_for(lambda: DeadLetter.objects.filter(job_id=failed.id).exists(), timeout=60,
-             message="the failed job mirrored to a dead letter")
+    wait_for(
+        lambda: OptimaJob.fetch(started.id, connection=queue_redis).meta.get("progress"),
+        timeout=60,
+        message="the worker to hold the started job",
+    )
+    wait_for(
+        lambda: DeadLetter.objects.filter(job_id=failed.id).exists(),
+        timeout=60,
+        message="the failed job mirrored to a dead letter",
+    )
     assert OptimaJob.fetch(finished.id, connection=queue_redis).get_status() == "finished"
     ids = {"finished": finished.id, "failed": failed.id, "started": started.id}
     ids["high"] = queues.enqueue("default", JOB, 3, 4, priority=5).id
@@ -132,12 +144,21 @@ def jobs_in_every_state(queue_redis, start_worker, tmp_path):
     assert queues.cancel(canceled.id).outcome == "canceled"
     ids["canceled"] = canceled.id
     for i in range(2):  # dead letters and a failure group with the long ids and messages of real ones
-        job, _ = dead_job("default", "features.orders.jobs.sync_orders_of_a_cabinet", row=False,
-                          job_id=f"schedule-orders-sync-cabinet-{i}-0123456789abcdef0123456789abcdef")
-        job.meta.update({"exc_type": "requests.exceptions.HTTPError", "deaths": 2,
-                         "exc_message": f"404 Client Error: Not Found for url: http://127.0.0.1:8765/api/v1/"
-                                        f"cabinets/{i}/orders?page=1&page_size=100&updated_since=2026-12-01T00:00:00Z",
-                         "dead_at": dt.datetime.now(dt.timezone.utc).isoformat()})
+        job, _ = dead_job(
+            "default",
+            "features.orders.jobs.sync_orders_of_a_cabinet",
+            row=False,
+            job_id=f"schedule-orders-sync-cabinet-{i}-0123456789abcdef0123456789abcdef",
+        )
+        job.meta.update(
+            {
+                "exc_type": "requests.exceptions.HTTPError",
+                "deaths": 2,
+                "exc_message": f"404 Client Error: Not Found for url: http://127.0.0.1:8765/api/v1/"
+                f"cabinets/{i}/orders?page=1&page_size=100&updated_since=2026-12-01T00:00:00Z",
+                "dead_at": dt.datetime.now(dt.UTC).isoformat(),
+            }
+        )
         job.save_meta()
         deadletter.mirror(job)
     audit.record("crawler", "pause", queue="default")
@@ -145,8 +166,9 @@ def jobs_in_every_state(queue_redis, start_worker, tmp_path):
     return ids
 
 
-def test_every_page_fits_loads_without_errors_and_links_answer(browser, live_server, prod, crawler, queue_redis,
-                                                               start_worker, lifecycle_schedules, tmp_path):
+def test_every_page_fits_loads_without_errors_and_links_answer(
+    browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path
+):
     ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
     schedules.register(queue_redis)
     q = index_of("default")
@@ -154,16 +176,28 @@ def test_every_page_fits_loads_without_errors_and_links_answer(browser, live_ser
     group = FailureGroup.objects.get(fingerprint=dead.fingerprint)
     panel = "/admin/queues/"
     pages = [
-        panel, f"{panel}queues/{q}/", f"{panel}queues/{q}/details/", f"{panel}queues/{q}/finished/",
-        f"{panel}queues/{q}/failed/", f"{panel}queues/{q}/scheduled/", f"{panel}queues/{q}/started/",
-        f"{panel}queues/{q}/deferred/", f"{panel}queues/{q}/canceled/",
-        f"{panel}workers/{q}/", f"{panel}schedulers/{q}/",
+        panel,
+        f"{panel}queues/{q}/",
+        f"{panel}queues/{q}/details/",
+        f"{panel}queues/{q}/finished/",
+        f"{panel}queues/{q}/failed/",
+        f"{panel}queues/{q}/scheduled/",
+        f"{panel}queues/{q}/started/",
+        f"{panel}queues/{q}/deferred/",
+        f"{panel}queues/{q}/canceled/",
+        f"{panel}workers/{q}/",
+        f"{panel}schedulers/{q}/",
         *[f"{panel}queues/{q}/{job_id}/" for job_id in ids.values()],
-        f"{panel}find/?job_id={ids['held']}", f"{panel}periodic/", f"{panel}search/",
+        f"{panel}find/?job_id={ids['held']}",
+        f"{panel}periodic/",
+        f"{panel}search/",
         f"{panel}search/?q=sample&queue=default",
-        "/admin/queues/deadletter/", f"/admin/queues/deadletter/{dead.pk}/change/",
-        "/admin/queues/failuregroup/", f"/admin/queues/failuregroup/{group.pk}/change/",
-        "/admin/queues/auditentry/", "/admin/queues/outboxentry/",
+        "/admin/queues/deadletter/",
+        f"/admin/queues/deadletter/{dead.pk}/change/",
+        "/admin/queues/failuregroup/",
+        f"/admin/queues/failuregroup/{group.pk}/change/",
+        "/admin/queues/auditentry/",
+        "/admin/queues/outboxentry/",
     ]
     problems, links = [], {}
 
@@ -179,8 +213,9 @@ def test_every_page_fits_loads_without_errors_and_links_answer(browser, live_ser
 
     for width in WIDTHS:
         for scheme in SCHEMES:
-            context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme,
-                                          storage_state=session)
+            context = browser.new_context(
+                viewport={"width": width, "height": 900}, color_scheme=scheme, storage_state=session
+            )
             page = context.new_page()
             page.set_default_timeout(15_000)
             seen = []
@@ -199,8 +234,11 @@ def test_every_page_fits_loads_without_errors_and_links_answer(browser, live_ser
                 seen.extend(page.evaluate(LAYOUT_JS))
                 if width == WIDTHS[0] and scheme == SCHEMES[0]:
                     text = page.inner_text("body")
-                    seen.extend(f"says {word!r} where the API and docs say {right!r}"
-                                for word, right in WRONG_WORDS.items() if word in text)
+                    seen.extend(
+                        f"says {word!r} where the API and docs say {right!r}"
+                        for word, right in WRONG_WORDS.items()
+                        if word in text
+                    )
                 problems.extend(f"{url}, {width}, {scheme}: {problem}" for problem in dict.fromkeys(seen))
                 if width == WIDTHS[0] and scheme == SCHEMES[0]:
                     for href in page.evaluate(LINKS_JS):

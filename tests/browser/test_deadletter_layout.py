@@ -1,4 +1,5 @@
 """The dead-letter list on a laptop-sized screen: no column hidden under the filter sidebar."""
+
 import datetime as dt
 
 import pytest
@@ -13,20 +14,32 @@ LIST = "/admin/queues/deadletter/"
 
 
 def overlap(a, b):
-    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
-            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
 
 
 @pytest.mark.parametrize("width", [1400, 1280, 1800])
-def test_dead_letter_message_column_is_not_covered_by_the_filter_sidebar(browser, live_server, prod, operator,
-                                                                         width, shoot):
+def test_dead_letter_message_column_is_not_covered_by_the_filter_sidebar(
+    browser, live_server, prod, operator, width, shoot
+):
     now = dt.datetime.now(dt.UTC)
     for i in range(3):
         DeadLetter.objects.create(
-            prefix=conf.prefix(), queue="orders-sync", job_id=f"orders-sync-cabinet-{i}-0123456789abcdef",
-            func_path="features.orders.jobs.sync_orders_of_a_cabinet", exc_type="requests.exceptions.HTTPError",
+            prefix=conf.prefix(),
+            queue="orders-sync",
+            job_id=f"orders-sync-cabinet-{i}-0123456789abcdef",
+            func_path="features.orders.jobs.sync_orders_of_a_cabinet",
+            exc_type="requests.exceptions.HTTPError",
             exc_message=f"404 Client Error: Not Found for url: http://127.0.0.1:8765/api/v1/cabinets/{i}/orders "
-                        "?page=1&page_size=100", attempts_made=5, attempts_allowed=5, dead_at=now)
+            "?page=1&page_size=100",
+            attempts_made=5,
+            attempts_allowed=5,
+            dead_at=now,
+        )
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
     try:

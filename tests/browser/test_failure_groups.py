@@ -1,13 +1,14 @@
 """Failure groups in a real browser: from the dead-letter list to a group, and the group retried
 after its confirmation page."""
+
 import datetime as dt
 
 import pytest
 from rq.registry import FailedJobRegistry
 
+from queues.catalog.lookup import get_queue
 from queues.failures import deadletter
 from queues.models import AuditEntry, DeadLetter, FailureGroup
-from queues.catalog.lookup import get_queue
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 from tests.queues.panel_helpers import dead_job
 
@@ -16,14 +17,21 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 
 def die(message):
     job, _ = dead_job("default", row=False)
-    job.meta.update({"exc_type": "httpx.ReadTimeout", "exc_message": message, "deaths": 1,
-                     "dead_at": dt.datetime.now(dt.timezone.utc).isoformat()})
+    job.meta.update(
+        {
+            "exc_type": "httpx.ReadTimeout",
+            "exc_message": message,
+            "deaths": 1,
+            "dead_at": dt.datetime.now(dt.UTC).isoformat(),
+        }
+    )
     job.save_meta()
     return job, deadletter.mirror(job)
 
 
-def test_operator_opens_a_group_from_the_dead_letter_list_and_retries_it(browser, live_server, prod, operator,
-                                                                        queue_redis, shoot):
+def test_operator_opens_a_group_from_the_dead_letter_list_and_retries_it(
+    browser, live_server, prod, operator, queue_redis, shoot
+):
     made = [die(f"read timeout on https://mp.test/cabinets/{i}/orders after {i}.5 s") for i in range(3)]
     _, other = die("connection refused")
     group = FailureGroup.objects.get(fingerprint=made[0][1].fingerprint)
@@ -54,7 +62,9 @@ def test_operator_opens_a_group_from_the_dead_letter_list_and_retries_it(browser
     assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job, _ in made)
     assert FailedJobRegistry("default", connection=queue_redis).get_job_ids() == [other.job_id]
     assert dict(DeadLetter.objects.values_list("job_id", "status")) == {
-        **{job.id: "retried" for job, _ in made}, other.job_id: "open"}
+        **{job.id: "retried" for job, _ in made},
+        other.job_id: "open",
+    }
     entry = AuditEntry.objects.get()
     assert (entry.identity, entry.action, entry.outcome) == ("operator", "retry_group", "ok")
     assert group.fingerprint in entry.detail

@@ -1,9 +1,10 @@
 """An operator's day, in a real browser against the live site, a real Redis and real workers."""
+
 import pytest
 
 import queues
-from queues.models import DeadLetter
 from queues.catalog.lookup import OptimaJob
+from queues.models import DeadLetter
 from tests.conftest import wait_for
 from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, make_staff, prod  # noqa: F401 (fixtures)
 
@@ -14,8 +15,15 @@ PASSWORD = "pw-for-browser-1"
 
 @pytest.fixture
 def operator(django_user_model):
-    return make_staff(django_user_model, "operator", "queues.act_on_queue_panel", "queues.view_deadletter",
-                      "queues.act_on_deadletter", "queues.view_auditentry", password=PASSWORD)
+    return make_staff(
+        django_user_model,
+        "operator",
+        "queues.act_on_queue_panel",
+        "queues.view_deadletter",
+        "queues.act_on_deadletter",
+        "queues.view_auditentry",
+        password=PASSWORD,
+    )
 
 
 def log_in(page, live_server, next_url="/admin/queues/"):
@@ -30,8 +38,9 @@ def cell(page, queue, css):
     return page.locator(f'#queue-states tr[data-queue="{queue}"] {css}').inner_text().strip()
 
 
-def test_operator_logs_in_and_watches_the_counts_move(page, live_server, prod, operator, start_worker,
-                                                      queue_redis, shoot):
+def test_operator_logs_in_and_watches_the_counts_move(
+    page, live_server, prod, operator, start_worker, queue_redis, shoot
+):
     log_in(page, live_server)
     assert page.locator("h1").first.inner_text().startswith("Queues")
     assert cell(page, "default", ".queue-waiting") == "0"
@@ -40,18 +49,23 @@ def test_operator_logs_in_and_watches_the_counts_move(page, live_server, prod, o
     assert cell(page, "default", ".queue-waiting") == "3"
     shoot(page, "panel-home")
     start_worker("default", "--burst").wait(60)
-    wait_for(lambda: all(OptimaJob.fetch(j.id, connection=queue_redis).get_status() == "finished" for j in jobs),
-             timeout=60, message="the jobs to finish")
+    wait_for(
+        lambda: all(OptimaJob.fetch(j.id, connection=queue_redis).get_status() == "finished" for j in jobs),
+        timeout=60,
+        message="the jobs to finish",
+    )
     page.reload()
     assert cell(page, "default", ".queue-waiting") == "0"
 
 
-def test_operator_opens_a_failed_jobs_payload(page, live_server, prod, operator, start_worker, queue_redis,
-                                               shoot):
+def test_operator_opens_a_failed_jobs_payload(page, live_server, prod, operator, start_worker, queue_redis, shoot):
     job = queues.enqueue("default", "tests.jobs.sample.fail", "payload-for-the-browser", attempts=1)
     start_worker("default", "--burst").wait(60)
-    wait_for(lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "failed", timeout=60,
-             message="the job to fail")
+    wait_for(
+        lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "failed",
+        timeout=60,
+        message="the job to fail",
+    )
     log_in(page, live_server)
     assert cell(page, "default", ".queue-failed") == "1"
     page.locator('#queue-states tr[data-queue="default"] .queue-failed a').click()
@@ -74,14 +88,15 @@ def test_operator_finds_a_job_by_id(page, live_server, prod, operator, queue_red
     assert "scheduled" in page.locator("#content").inner_text().lower()
 
 
-def test_operator_retries_a_dead_letter_from_the_admin_and_it_succeeds(page, live_server, prod, operator,
-                                                                      start_worker, queue_redis, tmp_path,
-                                                                      shoot):
+def test_operator_retries_a_dead_letter_from_the_admin_and_it_succeeds(
+    page, live_server, prod, operator, start_worker, queue_redis, tmp_path, shoot
+):
     flag = tmp_path / "upstream-ready"
     job = queues.enqueue("default", "tests.jobs.panel.fail_until_exists", str(flag), attempts=1)
     worker = start_worker("default")
-    row = wait_for(lambda: DeadLetter.objects.filter(job_id=job.id).first(), timeout=60,
-                   message="the dead job mirrored")
+    row = wait_for(
+        lambda: DeadLetter.objects.filter(job_id=job.id).first(), timeout=60, message="the dead job mirrored"
+    )
     flag.write_text("fixed upstream")
 
     log_in(page, live_server, "/admin/queues/deadletter/")
@@ -95,8 +110,11 @@ def test_operator_retries_a_dead_letter_from_the_admin_and_it_succeeds(page, liv
     shoot(page, "deadletter-confirm")
     page.click("#confirm-button")
     assert "1 dead letter retried." in page.locator(".messagelist").inner_text()
-    wait_for(lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the retried job to succeed")
+    wait_for(
+        lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the retried job to succeed",
+    )
     row.refresh_from_db()
     assert row.status == "retried"
     page.goto(f"{live_server.url}/admin/queues/find/?job_id={job.id}&go=1")
@@ -107,24 +125,31 @@ def test_operator_retries_a_dead_letter_from_the_admin_and_it_succeeds(page, liv
     worker.stop()
 
 
-def test_operator_pauses_a_queue_and_workers_leave_it_alone(page, live_server, prod, operator, start_worker,
-                                                           queue_redis, shoot):
+def test_operator_pauses_a_queue_and_workers_leave_it_alone(
+    page, live_server, prod, operator, start_worker, queue_redis, shoot
+):
     log_in(page, live_server)
     page.click('input[value="Pause default"]')
     assert cell(page, "default", ".queue-state") == "paused"
     held = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
     probe = queues.enqueue("content", "tests.jobs.sample.add", 2, 2)
     worker = start_worker("default", "content")
-    wait_for(lambda: OptimaJob.fetch(probe.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the active queue's job to finish")
+    wait_for(
+        lambda: OptimaJob.fetch(probe.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the active queue's job to finish",
+    )
     page.reload()
     assert cell(page, "default", ".queue-waiting") == "1"
     assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
     shoot(page, "panel-paused")
     page.click('input[value="Resume default"]')
     assert cell(page, "default", ".queue-state") == "active"
-    wait_for(lambda: OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the held job to run after resume")
+    wait_for(
+        lambda: OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the held job to run after resume",
+    )
     page.reload()
     assert cell(page, "default", ".queue-waiting") == "0"
     worker.stop()

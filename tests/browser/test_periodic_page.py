@@ -1,22 +1,25 @@
 """The periodic jobs page in a real browser against the live site and a real Redis: an operator
 sees a schedule's next run, pauses it and resumes it."""
+
 import datetime as dt
 
 import pytest
 
-from queues.periodic import schedules
 from queues.models import AuditEntry
+from queues.periodic import schedules
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_operator_sees_the_next_run_pauses_and_resumes_a_schedule(page, live_server, prod, operator, queue_redis,
-                                                                   lifecycle_schedules, shoot):
+def test_operator_sees_the_next_run_pauses_and_resumes_a_schedule(
+    page, live_server, prod, operator, queue_redis, lifecycle_schedules, shoot
+):
     schedules.register(queue_redis)
-    next_run = dt.datetime.fromtimestamp(queue_redis.zscore(schedules.scheduled_jobs_key(), "schedule-nightly"),
-                                         dt.timezone.utc)
+    next_run = dt.datetime.fromtimestamp(
+        queue_redis.zscore(schedules.scheduled_jobs_key(), "schedule-nightly"), dt.UTC
+    )
     log_in(page, live_server)
     page.click("#periodic-link")
     page.wait_for_url(f"{live_server.url}/admin/queues/periodic/")
@@ -37,4 +40,6 @@ def test_operator_sees_the_next_run_pauses_and_resumes_a_schedule(page, live_ser
     assert page.locator('#periodic-jobs tr[data-schedule="nightly"] .schedule-state').inner_text() == "active"
     assert schedules.paused_ids(queue_redis) == set()
     assert list(AuditEntry.objects.order_by("pk").values_list("identity", "action")) == [
-        ("operator", "pause-schedule"), ("operator", "resume-schedule")]
+        ("operator", "pause-schedule"),
+        ("operator", "resume-schedule"),
+    ]

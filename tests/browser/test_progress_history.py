@@ -1,13 +1,14 @@
 """The panel's recent history (inline SVG from the workers' once-a-minute samples) and a running
 job's progress, in a real browser against the live site, a real Redis and real workers."""
+
 import time
 
 import pytest
 
 import queues
+from queues.catalog.lookup import OptimaJob
 from queues.keyspace import keys
 from queues.metrics import history
-from queues.catalog.lookup import OptimaJob
 from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
 from tests.conftest import wait_for
 
@@ -16,15 +17,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 DEFAULT = 1  # django-rq numbers queues by sorted name: content 0, default 1, ...
 
 
-def test_operator_sees_completed_and_failed_per_minute_and_no_cron_box(page, live_server, prod, operator,
-                                                                      start_worker, queue_redis, shoot):
+def test_operator_sees_completed_and_failed_per_minute_and_no_cron_box(
+    page, live_server, prod, operator, start_worker, queue_redis, shoot
+):
     # A sample a minute ago, before any job: the baseline the worker's own sample is compared to.
     history.sample(queue_redis, time.time() - 60)
     done = [queues.enqueue("default", "tests.jobs.sample.add", i, i) for i in range(2)]
     failed = queues.enqueue("default", "tests.jobs.sample.fail", "for-the-history", attempts=1)
     start_worker("default", "--burst").wait(60)
-    wait_for(lambda: OptimaJob.fetch(failed.id, connection=queue_redis).get_status() == "failed", timeout=60,
-             message="the failing job to fail")
+    wait_for(
+        lambda: OptimaJob.fetch(failed.id, connection=queue_redis).get_status() == "failed",
+        timeout=60,
+        message="the failing job to fail",
+    )
     assert all(OptimaJob.fetch(j.id, connection=queue_redis).get_status() == "finished" for j in done)
     # The worker sampled on its heartbeat (the lock is its, until the next minute)...
     assert queue_redis.exists(keys.history_lock_key()) == 1
@@ -50,13 +55,17 @@ def test_operator_sees_completed_and_failed_per_minute_and_no_cron_box(page, liv
     shoot(page, "panel-history")
 
 
-def test_operator_sees_a_running_jobs_progress(page, live_server, prod, operator, start_worker, queue_redis,
-                                               tmp_path, shoot):
+def test_operator_sees_a_running_jobs_progress(
+    page, live_server, prod, operator, start_worker, queue_redis, tmp_path, shoot
+):
     release = tmp_path / "release"
     job = queues.enqueue("default", "tests.jobs.panel.report_progress_and_wait", str(release), 3, 8)
     worker = start_worker("default")
-    wait_for(lambda: (OptimaJob.fetch(job.id, connection=queue_redis).meta.get("progress") or {}).get("step") == 3,
-             timeout=60, message="the job to report its progress")
+    wait_for(
+        lambda: (OptimaJob.fetch(job.id, connection=queue_redis).meta.get("progress") or {}).get("step") == 3,
+        timeout=60,
+        message="the job to report its progress",
+    )
 
     log_in(page, live_server, f"/admin/queues/queues/{DEFAULT}/{job.id}/")
     bar = page.locator("#job-progress progress")
@@ -66,10 +75,15 @@ def test_operator_sees_a_running_jobs_progress(page, live_server, prod, operator
 
     page.goto(f"{live_server.url}/admin/queues/queues/{DEFAULT}/started/")
     cell = page.locator(f'td.started-progress[data-job="{job.id}"]')
-    assert (cell.locator("progress").get_attribute("value"), cell.locator("progress").get_attribute("max")) \
-        == ("3", "8")
+    assert (cell.locator("progress").get_attribute("value"), cell.locator("progress").get_attribute("max")) == (
+        "3",
+        "8",
+    )
 
     release.write_text("go")
-    wait_for(lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the job to finish")
+    wait_for(
+        lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the job to finish",
+    )
     worker.stop()

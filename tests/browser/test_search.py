@@ -1,4 +1,5 @@
 """An operator looks for a job by an argument in the panel's Search page, in a real browser."""
+
 import pytest
 
 import queues

@@ -1,5 +1,6 @@
 """Fixtures of the feature tests: the fake marketplace as a real HTTP server in its own process,
 an authenticated API client, and workers pointed at the marketplace."""
+
 import subprocess
 import sys
 
@@ -15,7 +16,10 @@ class Marketplace:
     def __init__(self):
         self.process = subprocess.Popen(
             [sys.executable, "-m", "features.marketplace.fake", "--port", "0", "--quiet"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         line = self.process.stdout.readline().strip()
         if not line.startswith("listening on "):
@@ -25,12 +29,14 @@ class Marketplace:
         self.http = httpx.Client(base_url=self.url, timeout=10)
 
     def fault(self, path, *responses, repeat=False):
-        self.http.post("/_control/faults", json={"path": path, "responses": list(responses), "repeat": repeat}
-                       ).raise_for_status()
+        self.http.post(
+            "/_control/faults", json={"path": path, "responses": list(responses), "repeat": repeat}
+        ).raise_for_status()
 
     def set_orders(self, cabinet, count, revision=0):
-        self.http.post("/_control/orders", json={"cabinet": cabinet, "count": count, "revision": revision}
-                       ).raise_for_status()
+        self.http.post(
+            "/_control/orders", json={"cabinet": cabinet, "count": count, "revision": revision}
+        ).raise_for_status()
 
     def requests(self, path_prefix=""):
         log = self.http.get("/_control/requests").json()

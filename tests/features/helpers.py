@@ -1,4 +1,5 @@
 """Polling helpers of the end-to-end feature tests (through the status endpoint, as a client would)."""
+
 import time
 
 import pytest
@@ -23,13 +24,18 @@ def wait_job(api, job_id, states=FINAL, timeout=60, worker=None):
             return status
         if time.monotonic() > deadline:
             log = worker.output()[-3000:] if worker else "-"
-            pytest.fail(f"timed out after {timeout}s waiting for job {job_id} to reach {states}; "
-                        f"last status {status}; worker log:\n{log}")
+            pytest.fail(
+                f"timed out after {timeout}s waiting for job {job_id} to reach {states}; "
+                f"last status {status}; worker log:\n{log}"
+            )
         time.sleep(0.1)
 
 
 def dead_letter(job_id, timeout=60):
     from queues.models import DeadLetter
 
-    return wait_for(lambda: DeadLetter.objects.filter(job_id=job_id).first(), timeout=timeout,
-                    message=f"a DeadLetter row for job {job_id}")
+    return wait_for(
+        lambda: DeadLetter.objects.filter(job_id=job_id).first(),
+        timeout=timeout,
+        message=f"a DeadLetter row for job {job_id}",
+    )

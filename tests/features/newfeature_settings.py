@@ -1,4 +1,5 @@
 """The project's settings plus one installed feature app, as docs/adding-a-feature.md does it."""
+
 from optima_site.settings import *  # noqa: F401,F403
 from optima_site.settings import INSTALLED_APPS
 

@@ -1,5 +1,6 @@
 """docs/adding-a-feature.md, proven: a newly declared queue shows up in the panel (/admin/queues/)
 and in /metrics with no other change, in a real server process, and its jobs run on a real worker."""
+
 import socket
 import subprocess
 import sys
@@ -28,10 +29,15 @@ def test_the_current_project_does_not_know_the_newsletter_queue():
 @pytest.mark.django_db(transaction=True)
 def test_a_newly_declared_queue_appears_in_the_panel_and_metrics_and_runs_jobs(start_worker, subprocess_env):
     env = dict(subprocess_env, **SETTINGS)
-    enqueue = ("import queues; "
-               "print(queues.enqueue('newsletter', 'tests.features.newfeature.jobs.send_digest', 7).id)")
-    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", enqueue], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    enqueue = "import queues; print(queues.enqueue('newsletter', 'tests.features.newfeature.jobs.send_digest', 7).id)"
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", enqueue],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.strip().splitlines()[-1]
 

@@ -1,5 +1,6 @@
 """The feature endpoints through Django's test client on the session's real Redis (no worker):
 validation, access, 202 and 503 answers, enqueue-on-commit, job status."""
+
 import socket
 
 import pytest
@@ -51,8 +52,9 @@ def test_a_second_sync_of_a_waiting_cabinet_returns_the_same_job(api):
 
 @pytest.mark.django_db
 def test_bad_fields_answer_400_naming_each_field_and_its_value(api):
-    response = api.post("/features/repricer/", {"product_id": "abc", "price": -3, "idempotency_key": "has space"},
-                        format="json")
+    response = api.post(
+        "/features/repricer/", {"product_id": "abc", "price": -3, "idempotency_key": "has space"}, format="json"
+    )
     assert response.status_code == 400
     errors = {e["field"]: e for e in response.json()["errors"]}
     assert sorted(errors) == ["idempotency_key", "price", "product_id"]
@@ -161,9 +163,12 @@ def test_a_job_still_in_the_outbox_is_canceled_by_deleting_its_row(api):
 
     api.own(products=[1])
     with override_settings(QUEUES_REDIS_URL=f"redis://127.0.0.1:{closed_port()}/0"):
-        job_id = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json").json()["job_id"]
-    OutboxEntry.objects.update(claimed_until=timezone.now() + timezone.timedelta(seconds=60),
-                               claimed_by="a-relay")  # being pushed right now
+        job_id = api.post("/features/content/", {"product_id": 1, "prompt": "red shoes"}, format="json").json()[
+            "job_id"
+        ]
+    OutboxEntry.objects.update(
+        claimed_until=timezone.now() + timezone.timedelta(seconds=60), claimed_by="a-relay"
+    )  # being pushed right now
     busy = api.delete(f"/jobs/{job_id}/")
     assert (busy.status_code, busy.json()["state"]) == (409, "outbox")
     OutboxEntry.objects.update(claimed_until=None, claimed_by="")
@@ -203,8 +208,9 @@ def test_a_rolled_back_request_enqueues_nothing(api):
 @pytest.mark.django_db(transaction=True)
 def test_job_status_of_a_waiting_job(api):
     api.own(products=[8])
-    job_id = api.post("/features/repricer/", {"product_id": 8, "price": "19.90", "idempotency_key": "k-8"},
-                      format="json").json()["job_id"]
+    job_id = api.post(
+        "/features/repricer/", {"product_id": 8, "price": "19.90", "idempotency_key": "k-8"}, format="json"
+    ).json()["job_id"]
     status = api.get(f"/jobs/{job_id}/")
     assert status.status_code == 200
     body = status.json()
@@ -230,12 +236,26 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
     response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     schema = response.json()
-    assert sorted(schema["paths"]) == ["/features/content/", "/features/orders/sync/", "/features/repricer/",
-                                       "/jobs/", "/jobs/{job_id}/"]
+    assert sorted(schema["paths"]) == [
+        "/features/content/",
+        "/features/orders/sync/",
+        "/features/repricer/",
+        "/jobs/",
+        "/jobs/{job_id}/",
+    ]
     assert schema["paths"]["/jobs/"]["get"]["operationId"] == "jobs_list"
     assert sorted(schema["paths"]["/jobs/"]["get"]["responses"]) == ["200", "400", "401", "403", "503"]
     assert sorted(schema["paths"]["/features/repricer/"]["post"]["responses"]) == [
-        "202", "400", "401", "403", "404", "409", "413", "415", "503"]  # 409: an idempotency key reused
+        "202",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "415",
+        "503",
+    ]  # 409: an idempotency key reused
 
 
 def test_without_an_optima_env_setting_the_api_is_not_in_dev_mode(settings):

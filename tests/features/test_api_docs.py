@@ -1,5 +1,6 @@
 """The API docs pages (issue 24): Swagger UI and Redoc render /api/schema/ for a browser, with their assets
 served from this site's static files (drf-spectacular-sidecar), never from a CDN, so they work offline."""
+
 import re
 
 import pytest

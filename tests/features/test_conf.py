@@ -1,4 +1,5 @@
 """Feature settings: settings, then environment, then defaults; dev-only schedules."""
+
 import pytest
 from django.test import override_settings
 

@@ -1,4 +1,5 @@
 """Content generation end to end: progress in the job's meta, result in the database, a timeout."""
+
 import pytest
 from django.test import override_settings
 

@@ -4,6 +4,7 @@ Another connection holds the lock for real: on SQLite a ``BEGIN IMMEDIATE`` on t
 (this process's connection waits its busy timeout, shortened here, then fails "database is locked"); on
 PostgreSQL an ``ACCESS EXCLUSIVE`` lock on the content table (this connection's ``lock_timeout`` runs out).
 """
+
 import contextlib
 import sqlite3
 
@@ -38,8 +39,13 @@ def database_locked(*tables):
         import psycopg
 
         settings = connection.settings_dict
-        holder = psycopg.connect(host=settings["HOST"], port=settings["PORT"] or 5432, user=settings["USER"],
-                                 password=settings["PASSWORD"] or None, dbname=settings["NAME"])
+        holder = psycopg.connect(
+            host=settings["HOST"],
+            port=settings["PORT"] or 5432,
+            user=settings["USER"],
+            password=settings["PASSWORD"] or None,
+            dbname=settings["NAME"],
+        )
         holder.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '300ms'")
@@ -57,8 +63,9 @@ def test_an_enqueue_into_a_locked_database_answers_503_with_retry_after_and_writ
     with database_locked(ContentGeneration._meta.db_table):
         response = client.post("/features/content/", {"product_id": 501, "prompt": "a text"}, format="json")
     assert (response.status_code, response["Retry-After"]) == (503, "5")
-    assert response.json() == {"detail": "The database is busy or unavailable right now, so nothing was done. "
-                                         "Try again in a few seconds."}
+    assert response.json() == {
+        "detail": "The database is busy or unavailable right now, so nothing was done. Try again in a few seconds."
+    }
     assert (ContentGeneration.objects.count(), OutboxEntry.objects.count()) == (0, 0)
     assert len([r for r in caplog.records if "database unavailable" in r.getMessage()]) == 1
     # Once the lock is gone the same request is accepted.

@@ -1,5 +1,6 @@
 """Fairness through the API (issue 12, item 4): every job a view enqueues is under its owner's limit
 key, so one seller's flood waits behind their own jobs; ``/jobs/<id>/`` says a job is held."""
+
 import pytest
 
 import queues
@@ -36,8 +37,13 @@ def test_one_owners_flood_is_held_while_another_owners_job_is_queued(seller_a, s
     assert get_queue("orders-sync").job_ids == [*a_jobs[:2], b_job]
     third = seller_a.get(f"/jobs/{a_jobs[2]}/").json()
     assert third["state"] == "held"
-    assert third["held_by"] == {"key": f"owner:{seller_a.user.pk}", "concurrency": 2, "in_use": 2, "held": 2,
-                                "ahead": 0}
+    assert third["held_by"] == {
+        "key": f"owner:{seller_a.user.pk}",
+        "concurrency": 2,
+        "in_use": 2,
+        "held": 2,
+        "ahead": 0,
+    }
     assert seller_a.get(f"/jobs/{a_jobs[3]}/").json()["held_by"]["ahead"] == 1
     first = seller_a.get(f"/jobs/{a_jobs[0]}/").json()
     assert (first["state"], first["held_by"]["ahead"]) == ("queued", None)

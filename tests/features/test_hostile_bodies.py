@@ -1,5 +1,6 @@
 """No body makes a feature endpoint answer 500 (issue 11, item 3): every refusal is a 4xx in the
 documented JSON shape (docs/api.md), and an oversized body is a 413 naming the limit."""
+
 import json
 
 import pytest
@@ -21,8 +22,7 @@ def client(api):
 
 
 def send(client, path, raw, content_type="application/json"):
-    return client.generic("POST", path, raw.encode("utf-8") if isinstance(raw, str) else raw,
-                          content_type=content_type)
+    return client.generic("POST", path, raw.encode("utf-8") if isinstance(raw, str) else raw, content_type=content_type)
 
 
 def assert_body_error(response, *fragments):
@@ -47,11 +47,14 @@ def test_nan_and_infinity_are_not_json(client, raw):
     assert_body_error(send(client, "/features/orders/sync/", raw), "is not valid JSON")
 
 
-@pytest.mark.parametrize("raw, where", [
-    ('{"product_id": 1, "prompt": "\\ud800"}', "prompt"),
-    ('{"product_id": 1, "prompt": "ok", "\\udfff": 1}', "(body)"),
-    ('{"product_id": 1, "prompt": ["a", {"b": "x\\udc00"}]}', "prompt[1].b"),
-])
+@pytest.mark.parametrize(
+    "raw, where",
+    [
+        ('{"product_id": 1, "prompt": "\\ud800"}', "prompt"),
+        ('{"product_id": 1, "prompt": "ok", "\\udfff": 1}', "(body)"),
+        ('{"product_id": 1, "prompt": ["a", {"b": "x\\udc00"}]}', "prompt[1].b"),
+    ],
+)
 def test_a_lone_surrogate_anywhere_is_a_400_naming_where(client, raw, where):
     response = send(client, "/features/content/", raw)
     assert_body_error(response, f"a string at {where} holds a lone surrogate")
@@ -67,8 +70,7 @@ def test_a_surrogate_pair_is_ordinary_text(client):
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_deep_nesting_is_a_400_not_a_recursion_error(client, path):
     assert_body_error(send(client, path, "[" * 200000), "nested too deeply")
-    assert_body_error(send(client, path, '{"cabinet_id": ' + "[" * 100000 + "]" * 100000 + "}"),
-                      "nested too deeply")
+    assert_body_error(send(client, path, '{"cabinet_id": ' + "[" * 100000 + "]" * 100000 + "}"), "nested too deeply")
 
 
 def test_nesting_the_parser_accepts_is_echoed_shortened(client):
@@ -88,23 +90,26 @@ def test_a_huge_integer_is_refused_with_a_short_echo(client):
 
 
 def test_an_integer_past_pythons_digit_limit_is_a_parse_error(client):
-    assert_body_error(send(client, "/features/orders/sync/", '{"cabinet_id": 1' + "0" * 5000 + "}"),
-                      "JSON parse error")
+    assert_body_error(send(client, "/features/orders/sync/", '{"cabinet_id": 1' + "0" * 5000 + "}"), "JSON parse error")
 
 
 def test_a_long_string_value_is_echoed_shortened(client):
-    response = send(client, "/features/repricer/",
-                    json.dumps({"product_id": 1, "price": "1.00", "idempotency_key": "x" * 100000}))
+    response = send(
+        client, "/features/repricer/", json.dumps({"product_id": 1, "price": "1.00", "idempotency_key": "x" * 100000})
+    )
     assert response.status_code == 400
     error = response.json()["errors"][0]
     assert error["field"] == "idempotency_key"
     assert error["value"] == "x" * 200 + "..."
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    (b'{"cabinet_id": 1, "x": "\xff"}', "not valid utf-8"),
-    (b"", None),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        (b'{"cabinet_id": 1, "x": "\xff"}', "not valid utf-8"),
+        (b"", None),
+    ],
+)
 def test_bytes_that_are_not_utf8_or_no_body_are_a_400(client, raw, fragment):
     response = send(client, "/features/orders/sync/", raw)
     assert response.status_code == 400
@@ -112,19 +117,24 @@ def test_bytes_that_are_not_utf8_or_no_body_are_a_400(client, raw, fragment):
         assert fragment in response.json()["detail"]
 
 
-@pytest.mark.parametrize("charset, fragment", [
-    ("bz2_codec", 'Unsupported charset "bz2_codec"'),  # a decompressor, not a text encoding
-    ("utf-16", "the body is not valid utf-16"),
-])
+@pytest.mark.parametrize(
+    "charset, fragment",
+    [
+        ("bz2_codec", 'Unsupported charset "bz2_codec"'),  # a decompressor, not a text encoding
+        ("utf-16", "the body is not valid utf-16"),
+    ],
+)
 def test_an_unusable_charset_is_a_400(client, charset, fragment):
-    response = send(client, "/features/orders/sync/", '{"cabinet_id": 1}',
-                    content_type=f"application/json; charset={charset}")
+    response = send(
+        client, "/features/orders/sync/", '{"cabinet_id": 1}', content_type=f"application/json; charset={charset}"
+    )
     assert_body_error(response, fragment)
 
 
 def test_an_unknown_charset_is_ignored_as_django_does(client):
-    response = send(client, "/features/orders/sync/", '{"cabinet_id": 1}',
-                    content_type="application/json; charset=no-such-charset")
+    response = send(
+        client, "/features/orders/sync/", '{"cabinet_id": 1}', content_type="application/json; charset=no-such-charset"
+    )
     assert response.status_code == 202
 
 
@@ -134,8 +144,10 @@ def test_an_oversized_body_is_a_413_in_json_naming_the_limit(client, path):
     response = send(client, path, json.dumps({"cabinet_id": 1, "pad": "x" * 2000}))
     assert response.status_code == 413
     assert response["Content-Type"] == "application/json"
-    assert response.json() == {"detail": "The request body is larger than the limit of 1000 bytes.",
-                               "limit_bytes": 1000}
+    assert response.json() == {
+        "detail": "The request body is larger than the limit of 1000 bytes.",
+        "limit_bytes": 1000,
+    }
     assert queues.get_queue("orders-sync").get_job_ids() == []
 
 
@@ -180,10 +192,18 @@ def test_lone_surrogate_path_walks_without_recursion():
     assert lone_surrogate_path({"a": ["b", {"c": "d"}]}) is None
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("\ud800x", "\\ud800x"), (float("inf"), "inf"), (float("nan"), "nan"), (True, True), (12, 12), (None, None),
-    ({"a": "\udfff"}, "{'a': '\\udfff'}"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("\ud800x", "\\ud800x"),
+        (float("inf"), "inf"),
+        (float("nan"), "nan"),
+        (True, True),
+        (12, 12),
+        (None, None),
+        ({"a": "\udfff"}, "{'a': '\\udfff'}"),
+    ],
+)
 def test_an_echoed_value_can_always_be_rendered_as_json(value, expected):
     assert shown(value) == expected
     json.dumps(shown(value), allow_nan=False, ensure_ascii=False).encode("utf-8")
@@ -193,19 +213,23 @@ def test_a_nul_character_is_refused_and_the_schema_says_so(client):
     response = send(client, "/features/content/", '{"product_id": 1, "prompt": "a\\u0000b"}')
     assert response.status_code == 400
     assert response.json()["errors"] == [
-        {"field": "prompt", "value": "a\x00b", "messages": ["Null characters are not allowed."]}]
+        {"field": "prompt", "value": "a\x00b", "messages": ["Null characters are not allowed."]}
+    ]
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     prompt = schema["components"]["schemas"]["ContentRequest"]["properties"]["prompt"]
     assert prompt["pattern"] == "^[^\\u0000]*$"
 
 
-@pytest.mark.parametrize("method, path, hint", [
-    ("post", "/features/orders/sync", " Did you mean /features/orders/sync/ ?"),
-    ("get", "/jobs/abc", " Did you mean /jobs/abc/ ?"),
-    ("get", "/jobs/a/b/", ""),
-    ("post", "/features/nope/", ""),
-    ("get", "/features", ""),
-])
+@pytest.mark.parametrize(
+    "method, path, hint",
+    [
+        ("post", "/features/orders/sync", " Did you mean /features/orders/sync/ ?"),
+        ("get", "/jobs/abc", " Did you mean /jobs/abc/ ?"),
+        ("get", "/jobs/a/b/", ""),
+        ("post", "/features/nope/", ""),
+        ("get", "/features", ""),
+    ],
+)
 def test_an_unknown_api_path_is_a_json_404(client, method, path, hint):
     response = getattr(client, method)(path, {"cabinet_id": 1}, format="json")
     assert response.status_code == 404

@@ -4,6 +4,7 @@ The repricer's key is bound to the first product and price it was asked with: th
 other arguments answers 409 naming the key whether the first change is queued, running or done;
 with the same arguments the answer is today's (the waiting job, or a new job that finds it applied).
 """
+
 import logging
 
 import pytest
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def reprice(api, product_id, price, key):
     api.own(products=[product_id])
-    return api.post("/features/repricer/", {"product_id": product_id, "price": price, "idempotency_key": key},
-                    format="json")
+    return api.post(
+        "/features/repricer/", {"product_id": product_id, "price": price, "idempotency_key": key}, format="json"
+    )
 
 
 def assert_conflict(response, key):
@@ -45,7 +47,8 @@ def test_a_reused_key_with_other_arguments_is_409_while_the_first_job_is_queued(
 
 @pytest.mark.slow
 def test_a_reused_key_with_other_arguments_is_409_while_the_first_job_runs_and_after_it_finished(
-        api, marketplace, feature_worker):
+    api, marketplace, feature_worker
+):
     marketplace.fault("/api/v1/products/43/", {"delay": 3})
     first = reprice(api, 43, "10.00", "k-43").json()["job_id"]
     worker = feature_worker("repricer")
@@ -64,8 +67,11 @@ def test_a_job_enqueued_outside_the_api_with_a_used_key_fails_for_good_with_the_
     from features.repricer.jobs import apply_price
 
     PriceChange.objects.create(owner=api.user, idempotency_key="k-44", product_id=44, price="10.00")
-    with pytest.raises(queues.PermanentError, match=r"'k-44' was already used for product 44 at 10.00; .*"
-                                                    r"the arguments differ"):
+    with pytest.raises(
+        queues.PermanentError,
+        match=r"'k-44' was already used for product 44 at 10.00; .*"
+        r"the arguments differ",
+    ):
         apply_price(44, "11.00", "k-44", api.user.pk)
 
 
@@ -76,8 +82,7 @@ def test_a_refused_enqueue_claims_no_key(api, settings):
 
 
 @pytest.mark.parametrize("held", [b"a.b/c", b"../../x", b"\xff"])
-def test_orders_sync_with_a_unique_key_holding_an_id_rq_rejects_is_202_and_replaces_it(api, queue_redis, caplog,
-                                                                                      held):
+def test_orders_sync_with_a_unique_key_holding_an_id_rq_rejects_is_202_and_replaces_it(api, queue_redis, caplog, held):
     api.own(cabinets=[12])
     lock = keys.unique_key("orders-sync", f"owner-{api.user.pk}.cabinet-12")
     queue_redis.set(lock, held)

@@ -1,5 +1,6 @@
 """DELETE /jobs/<id>/ (issue 13, item 2): the owner cancels a job that has not started; others get
 GET's 404; a job running or ended answers 409 saying so; the audit names the owner."""
+
 import pytest
 from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry
@@ -43,19 +44,30 @@ def test_the_owner_cancels_a_queued_job_and_gets_its_new_state(seller_a, queue_r
     run_burst(queue_redis, "orders-sync")
     assert status_of(queue_redis, job_id) == JobStatus.CANCELED  # never ran
     rows = list(AuditEntry.objects.values_list("identity", "action", "queue", "job_ids", "outcome", "detail"))
-    assert rows == [("feature-client", "cancel", "orders-sync", [job_id], "ok",
-                     f"DELETE /jobs/{job_id}/ by its owner {seller_a.user.pk}: canceled (it was queued); "
-                     "it will not run")]
+    assert rows == [
+        (
+            "feature-client",
+            "cancel",
+            "orders-sync",
+            [job_id],
+            "ok",
+            f"DELETE /jobs/{job_id}/ by its owner {seller_a.user.pk}: canceled (it was queued); it will not run",
+        )
+    ]
 
 
 def test_another_user_gets_the_same_404_as_get_and_the_job_stays_queued(seller_a, seller_b, queue_redis):
     job_id = sync(seller_a)
     refused = seller_b.delete(f"/jobs/{job_id}/")
     assert refused.status_code == 404
-    assert refused.json() == seller_b.get(f"/jobs/{job_id}/").json() == {
-        "detail": f"No job {job_id!r} (never enqueued, or expired)."}
+    assert (
+        refused.json()
+        == seller_b.get(f"/jobs/{job_id}/").json()
+        == {"detail": f"No job {job_id!r} (never enqueued, or expired)."}
+    )
     assert seller_b.delete("/jobs/0123456789abcdef/").json() == {
-        "detail": "No job '0123456789abcdef' (never enqueued, or expired)."}
+        "detail": "No job '0123456789abcdef' (never enqueued, or expired)."
+    }
     assert status_of(queue_redis, job_id) == JobStatus.QUEUED
     assert AuditEntry.objects.count() == 0
 
@@ -71,8 +83,9 @@ def test_staff_who_may_only_view_get_403_and_staff_who_may_act_cancel(seller_a, 
 
 
 def test_a_delayed_job_of_the_owner_is_canceled(seller_a, queue_redis):
-    job = queues.enqueue_call("orders-sync", "features.orders.jobs.sync_cabinet", [5], delay=3600,
-                              meta={"owner": seller_a.user.pk})
+    job = queues.enqueue_call(
+        "orders-sync", "features.orders.jobs.sync_cabinet", [5], delay=3600, meta={"owner": seller_a.user.pk}
+    )
     response = seller_a.delete(f"/jobs/{job.id}/")
     assert (response.status_code, response.json()["state"]) == (200, "canceled")
     assert job.id not in ScheduledJobRegistry("orders-sync", connection=queue_redis)
@@ -83,21 +96,26 @@ def test_a_job_a_worker_took_answers_409_already_running(seller_a, queue_redis):
     Dequeuer(queue_redis).pop([get_queue("orders-sync")], None)  # a worker's pop, a moment before
     response = seller_a.delete(f"/jobs/{job_id}/")
     assert response.status_code == 409
-    assert response.json() == {"detail": f"Not canceled: job {job_id} is already running (a worker took it): "
-                                         "stop it instead.", "state": "started"}
+    assert response.json() == {
+        "detail": f"Not canceled: job {job_id} is already running (a worker took it): stop it instead.",
+        "state": "started",
+    }
     assert list(AuditEntry.objects.values_list("action", "outcome")) == [("cancel", "error")]
 
 
 def test_a_finished_or_failed_job_answers_409_with_its_state(seller_a, queue_redis):
     done = queues.enqueue_call("orders-sync", "tests.jobs.sample.add", [1, 2], meta={"owner": seller_a.user.pk})
-    dead = queues.enqueue_call("orders-sync", "tests.jobs.sample.fail", [], attempts=1,
-                               meta={"owner": seller_a.user.pk})
+    dead = queues.enqueue_call(
+        "orders-sync", "tests.jobs.sample.fail", [], attempts=1, meta={"owner": seller_a.user.pk}
+    )
     run_burst(queue_redis, "orders-sync")
     for job, state in ((done, "finished"), (dead, "failed")):
         response = seller_a.delete(f"/jobs/{job.id}/")
         assert response.status_code == 409
-        assert response.json() == {"detail": f"Not canceled: job {job.id} is already {state}: only a queued or "
-                                             "scheduled job can be canceled.", "state": state}
+        assert response.json() == {
+            "detail": f"Not canceled: job {job.id} is already {state}: only a queued or scheduled job can be canceled.",
+            "state": state,
+        }
     canceled = sync(seller_a)
     assert seller_a.delete(f"/jobs/{canceled}/").status_code == 200
     again = seller_a.delete(f"/jobs/{canceled}/")

@@ -1,5 +1,6 @@
 """``GET /jobs/?function=&queue=&state=&q=&page=``: a caller's own live jobs, newest first (staff with the
 queue panel's view permission: every job), through ``queues.search_jobs`` and the owner index."""
+
 import pytest
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,9 +36,14 @@ def test_a_user_lists_only_their_own_jobs_newest_first_and_staff_list_every_job(
     b_job = sync(seller_b, 6)
     mine = listed(seller_a)
     assert [r["job_id"] for r in mine["results"]] == a_jobs[::-1]
-    assert mine["results"][0] == {"job_id": a_jobs[1], "queue": "orders-sync", "state": "queued",
-                                  "function": mine["results"][0]["function"], "enqueued_at":
-                                  mine["results"][0]["enqueued_at"], "status_url": f"/jobs/{a_jobs[1]}/"}
+    assert mine["results"][0] == {
+        "job_id": a_jobs[1],
+        "queue": "orders-sync",
+        "state": "queued",
+        "function": mine["results"][0]["function"],
+        "enqueued_at": mine["results"][0]["enqueued_at"],
+        "status_url": f"/jobs/{a_jobs[1]}/",
+    }
     assert (mine["total"], mine["exact"], mine["next"]) == (2, True, None)
     assert [r["job_id"] for r in listed(seller_b)["results"]] == [b_job]
     staff = make_api("operator", staff_perms=[VIEW])
@@ -69,12 +75,15 @@ def test_pages_follow_next_until_it_is_null(seller_a):
     assert [r["job_id"] for r in listed(seller_a, "?page=2&page_size=2")["results"]] == [jobs[0]]
 
 
-@pytest.mark.parametrize("query, field, message", [
-    ("?state=done", "state", "state must be one of queued, scheduled"),
-    ("?page_size=500", "page_size", "page_size must be at most 100, got 500."),
-    ("?page=0", "page", "must be an integer >= 1"),
-    ("?queue=nope", "queue", "nope"),
-])
+@pytest.mark.parametrize(
+    "query, field, message",
+    [
+        ("?state=done", "state", "state must be one of queued, scheduled"),
+        ("?page_size=500", "page_size", "page_size must be at most 100, got 500."),
+        ("?page=0", "page", "must be an integer >= 1"),
+        ("?queue=nope", "queue", "nope"),
+    ],
+)
 def test_a_bad_parameter_answers_400_naming_it(seller_a, query, field, message):
     response = seller_a.get(f"/jobs/{query}")
     assert response.status_code == 400, response.content

@@ -8,6 +8,7 @@ IMMEDIATE transactions (a deferred one cannot upgrade its read lock while anothe
 docs/settings.md#sqlite), with a worker writing to the same file meanwhile. bench/http_load.py measures
 the same at scale.
 """
+
 import asyncio
 import concurrent.futures
 import socket
@@ -37,9 +38,24 @@ def gunicorn(subprocess_env, tmp_path):
     port = free_port()
     log = open(tmp_path / "gunicorn.log", "wb")
     env = dict(subprocess_env, CONTENT_GENERATION_SECONDS="0.01")
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "optima_site.wsgi", "--bind", f"127.0.0.1:{port}",
-                             "--workers", "4", "--timeout", "30"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "optima_site.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "4",
+            "--timeout",
+            "30",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -61,13 +77,14 @@ async def post_all(base, token, product_ids):
     todo = iter(range(REQUESTS))
 
     async def client_loop():
-        async with httpx.AsyncClient(base_url=base, timeout=60,
-                                     headers={"Authorization": f"Token {token}"}) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=60, headers={"Authorization": f"Token {token}"}) as client:
             for i in todo:
                 product_id = product_ids[i % len(product_ids)]
                 if i % 2:
-                    path, body = "/features/repricer/", {"product_id": product_id, "price": "19.90",
-                                                          "idempotency_key": f"load-{i}"}
+                    path, body = (
+                        "/features/repricer/",
+                        {"product_id": product_id, "price": "19.90", "idempotency_key": f"load-{i}"},
+                    )
                 else:
                     path, body = "/features/content/", {"product_id": product_id, "prompt": f"load {i}"}
                 response = await client.post(path, json=body)
@@ -78,7 +95,8 @@ async def post_all(base, token, product_ids):
 
 
 def test_200_concurrent_enqueues_through_gunicorn_answer_no_5xx_and_each_job_exists_once(
-        api, gunicorn, queue_redis, start_worker, subprocess_env):
+    api, gunicorn, queue_redis, start_worker, subprocess_env
+):
     from queues.catalog.classes import OptimaJob
 
     base, log = gunicorn
@@ -92,7 +110,9 @@ def test_200_concurrent_enqueues_through_gunicorn_answer_no_5xx_and_each_job_exi
         answers = pool.submit(asyncio.run, post_all(base, api.token, product_ids)).result()
 
     codes = sorted({code for code, _ in answers})
-    assert [code for code, _ in answers if code >= 500] == [], f"codes {codes}; gunicorn's log:\n{log.read_text()[-3000:]}"
+    assert [code for code, _ in answers if code >= 500] == [], (
+        f"codes {codes}; gunicorn's log:\n{log.read_text()[-3000:]}"
+    )
     assert codes == [202], f"codes {codes}: {[body for code, body in answers if code != 202][:3]}"
     ids = [body["job_id"] for _, body in answers]
     assert len(set(ids)) == REQUESTS  # no job id answered twice

@@ -1,5 +1,6 @@
 """The marketplace client against the fake marketplace over HTTP, and the shared rate limiter on
 the session's real Redis."""
+
 import datetime as dt
 import socket
 
@@ -100,11 +101,20 @@ def test_price_changes_carry_the_idempotency_key(marketplace):
 
 @pytest.mark.parametrize(
     "header, expected",
-    [("5", 5.0), ("0", 0.0), ("-3", 0.0), ("2.5", 2.5), (None, 1.0), ("soon", 1.0), ("999999", 3600.0),
-     ("Wed, 01 Jul 2026 12:00:30 GMT", 30.0), ("Wed, 01 Jul 2026 11:00:00 GMT", 0.0)],
+    [
+        ("5", 5.0),
+        ("0", 0.0),
+        ("-3", 0.0),
+        ("2.5", 2.5),
+        (None, 1.0),
+        ("soon", 1.0),
+        ("999999", 3600.0),
+        ("Wed, 01 Jul 2026 12:00:30 GMT", 30.0),
+        ("Wed, 01 Jul 2026 11:00:00 GMT", 0.0),
+    ],
 )
 def test_retry_after_header_values_are_read_as_seconds(header, expected):
-    now = dt.datetime(2026, 7, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 7, 1, 12, 0, 0, tzinfo=dt.UTC)
     assert retry_after_seconds(header, default=1.0, maximum=3600.0, now=now) == expected
 
 

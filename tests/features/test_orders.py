@@ -1,4 +1,5 @@
 """Order sync end to end: the view, a real worker, the fake marketplace over HTTP, the database."""
+
 import pytest
 
 from features.orders.models import Order

@@ -1,5 +1,6 @@
 """Owners (issue 11, item 2): a job records who asked; its status, unique and idempotency keys, and
 cabinets and products are the owner's own. Users A and B, staff, and dev's anonymous owner."""
+
 import pytest
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -124,7 +125,8 @@ def test_an_idempotency_key_is_unique_per_owner_in_the_database(seller_a, seller
 
 
 def test_price_changes_of_two_owners_with_one_key_are_both_applied_and_a_reuse_names_only_your_own(
-        seller_a, seller_b, marketplace, settings):
+    seller_a, seller_b, marketplace, settings
+):
     from features.repricer.jobs import apply_price
 
     settings.MARKETPLACE_URL = marketplace.url
@@ -136,7 +138,8 @@ def test_price_changes_of_two_owners_with_one_key_are_both_applied_and_a_reuse_n
     assert "already used for product 111 at 10.00" in str(caught.value)
     assert "222" not in str(caught.value) and "12.00" not in str(caught.value)
     assert sorted(PriceChange.objects.values_list("owner_id", "product_id", "status")) == sorted(
-        [(a, 111, "applied"), (b, 222, "applied")])
+        [(a, 111, "applied"), (b, 222, "applied")]
+    )
     assert marketplace.statuses("/api/v1/products/") == [200, 200]
 
 

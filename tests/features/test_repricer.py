@@ -1,4 +1,5 @@
 """Repricer end to end: attempts=1 and an idempotency key, through the view and a real worker."""
+
 import pytest
 
 import queues
@@ -10,8 +11,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 def reprice(api, product_id, price, key):
     api.own(products=[product_id])
-    response = api.post("/features/repricer/", {"product_id": product_id, "price": price, "idempotency_key": key},
-                        format="json")
+    response = api.post(
+        "/features/repricer/", {"product_id": product_id, "price": price, "idempotency_key": key}, format="json"
+    )
     assert response.status_code == 202, response.content
     return response.json()["job_id"]
 
@@ -41,8 +43,9 @@ def test_a_new_key_applies_a_new_price(api, marketplace, feature_worker):
 def test_a_reused_key_for_another_price_is_refused_for_good(api, marketplace, feature_worker):
     worker = feature_worker("repricer")
     wait_job(api, reprice(api, 33, "10.00", "k-33"), worker=worker)
-    response = api.post("/features/repricer/", {"product_id": 33, "price": "99.00", "idempotency_key": "k-33"},
-                        format="json")
+    response = api.post(
+        "/features/repricer/", {"product_id": 33, "price": "99.00", "idempotency_key": "k-33"}, format="json"
+    )
     assert response.status_code == 409  # refused at once now, not by a job that fails (issue 19)
     assert "already used for product 33 at 10.00" in response.json()["detail"]
     assert queues.get_queue("repricer").count == 0

@@ -12,6 +12,7 @@ PYTHONPATH of the installed wheel and the project only. One Django start-up for 
 
 and prints one JSON report; the test asserts on it.
 """
+
 import json
 import os
 import signal
@@ -61,8 +62,13 @@ def main(enqueue_block, worker_argv, worker_log, username, project, enqueue_task
             while time.monotonic() < deadline and worker.poll() is None:
                 state = queues.job_state(good)
                 task_state = queues.job_state(task_result.id)
-                if (state is not None and state.state == "finished" and DeadLetter.objects.filter(job_id=bad).exists()
-                        and task_state is not None and task_state.state == "finished"):
+                if (
+                    state is not None
+                    and state.state == "finished"
+                    and DeadLetter.objects.filter(job_id=bad).exists()
+                    and task_state is not None
+                    and task_state.state == "finished"
+                ):
                     break
                 time.sleep(0.2)
         finally:
@@ -84,21 +90,38 @@ def main(enqueue_block, worker_argv, worker_log, username, project, enqueue_task
     client = Client(SERVER_NAME="localhost")  # DEBUG's ALLOWED_HOSTS of a fresh project: localhost
     client.force_login(user)
     shipping = list(settings.RQ_QUEUES).index("shipping")
-    pages = [reverse("django_rq:home"), reverse("django_rq:queues_find"), reverse("django_rq:queues_periodic"),
-             reverse("django_rq:workers", args=[shipping]),
-             *[reverse(f"django_rq:{name}", args=[shipping])
-               for name in ("jobs", "queue_details", "finished_jobs", "failed_jobs", "scheduled_jobs", "started_jobs",
-                            "deferred_jobs")],
-             reverse("django_rq:job_detail", args=[shipping, good]),
-             reverse("django_rq:job_detail", args=[shipping, bad])]
-    pages += [reverse(f"admin:queues_{model._meta.model_name}_changelist")
-              for model in apps.get_app_config("queues").get_models() if admin.site.is_registered(model)]
+    pages = [
+        reverse("django_rq:home"),
+        reverse("django_rq:queues_find"),
+        reverse("django_rq:queues_periodic"),
+        reverse("django_rq:workers", args=[shipping]),
+        *[
+            reverse(f"django_rq:{name}", args=[shipping])
+            for name in (
+                "jobs",
+                "queue_details",
+                "finished_jobs",
+                "failed_jobs",
+                "scheduled_jobs",
+                "started_jobs",
+                "deferred_jobs",
+            )
+        ],
+        reverse("django_rq:job_detail", args=[shipping, good]),
+        reverse("django_rq:job_detail", args=[shipping, bad]),
+    ]
+    pages += [
+        reverse(f"admin:queues_{model._meta.model_name}_changelist")
+        for model in apps.get_app_config("queues").get_models()
+        if admin.site.is_registered(model)
+    ]
     dead = DeadLetter.objects.filter(job_id=bad).first()
     if dead is not None:
         pages.append(reverse("admin:queues_deadletter_change", args=[dead.pk]))
     report["pages"] = {url: client.get(url).status_code for url in pages}
-    report["deadletter_changelist_names_bad_job"] = bad in client.get(
-        reverse("admin:queues_deadletter_changelist")).content.decode()
+    report["deadletter_changelist_names_bad_job"] = (
+        bad in client.get(reverse("admin:queues_deadletter_changelist")).content.decode()
+    )
     metrics = client.get("/metrics")
     report["metrics_status"] = metrics.status_code
     report["metrics_lines"] = [line for line in metrics.content.decode().splitlines() if 'queue="shipping"' in line]

@@ -4,6 +4,7 @@ Each run appends JSON lines to a file the test reads (``{"event": "start", "job"
 Their waits are Python loops of short sleeps: an exception raised into the job's thread (a timeout,
 a stop) is seen within one of them, as it would be in a job doing HTTP calls with timeouts.
 """
+
 import asyncio
 import json
 import os
@@ -18,8 +19,13 @@ import queues
 def _log(path, **record):
     job = get_current_job()
     meta = job.meta if job is not None else {}
-    record.update(pid=os.getpid(), thread=threading.get_ident(), at=time.time(), attempt=meta.get("attempt"),
-                  job=job.id if job is not None else None)
+    record.update(
+        pid=os.getpid(),
+        thread=threading.get_ident(),
+        at=time.time(),
+        attempt=meta.get("attempt"),
+        job=job.id if job is not None else None,
+    )
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()
@@ -109,8 +115,12 @@ def database_connections():
     """How many database connections (DB-API connection objects, any thread's) this process holds."""
     import gc
 
-    return sum(1 for obj in gc.get_objects() if type(obj).__name__.lower() == "connection"
-               and type(obj).__module__.split(".")[0] in ("sqlite3", "psycopg", "psycopg2"))
+    return sum(
+        1
+        for obj in gc.get_objects()
+        if type(obj).__name__.lower() == "connection"
+        and type(obj).__module__.split(".")[0] in ("sqlite3", "psycopg", "psycopg2")
+    )
 
 
 @queues.job

@@ -1,10 +1,10 @@
 """Job functions of the lifecycle tests (module-level, importable by real workers)."""
+
 import os
 import time
 
-from queues import PermanentError, RetryAfter
-
 import queues
+from queues import PermanentError, RetryAfter
 
 
 class BadInput(Exception):

@@ -1,5 +1,6 @@
 """A job whose parameters are named like enqueue options: declared enqueue_call_only
 (queues/catalog/jobs.py), so only ``queues.enqueue_call`` enqueues it."""
+
 import queues
 
 

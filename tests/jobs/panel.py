@@ -1,4 +1,5 @@
 """Job functions of the operator-surface tests (module-level, importable by real workers)."""
+
 import os
 
 import queues

@@ -1,4 +1,5 @@
 """Jobs of the priority-band tests (tests/queues/test_priority.py): each run appends its label to a file."""
+
 import time
 from pathlib import Path
 

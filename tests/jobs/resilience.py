@@ -3,6 +3,7 @@
 Each run appends JSON lines to a file the test reads: ``{"event": "start", ...}`` when a run begins
 and ``{"event": "end", ...}`` when it returns, with the process id, the time and the attempt.
 """
+
 import json
 import os
 import time
@@ -15,8 +16,9 @@ import queues
 def _log(path, **record):
     job = get_current_job()
     meta = job.meta if job is not None else {}
-    record.update(pid=os.getpid(), at=time.time(), attempt=meta.get("attempt"),
-                  interruptions=meta.get("interruptions", 0))
+    record.update(
+        pid=os.getpid(), at=time.time(), attempt=meta.get("attempt"), interruptions=meta.get("interruptions", 0)
+    )
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
         f.flush()

@@ -1,4 +1,5 @@
 """Job functions the tests enqueue (module-level, importable by real workers)."""
+
 import os
 import time
 

@@ -1,4 +1,5 @@
 """A job that holds a worker until the test lets it go (deterministic 'active' state)."""
+
 import os
 import time
 

@@ -1,4 +1,5 @@
 """Worker classes the concurrency tests name with ``rqworker --worker-class`` (importable by real workers)."""
+
 from queues.worker.concurrent import OptimaConcurrentWorker
 
 

@@ -1,4 +1,5 @@
 """Helpers shared by the lifecycle tests (retry, dead letters, retention, schedules)."""
+
 import pytest
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 from rq.scheduler import RQScheduler
@@ -56,8 +57,11 @@ def wait_dead(connection, name, job_id, timeout=60):
 def wait_row(job_id, timeout=60, **filters):
     from queues.models import DeadLetter
 
-    return wait_for(lambda: DeadLetter.objects.filter(job_id=job_id, **filters).first(), timeout=timeout,
-                    message=f"a DeadLetter row for {job_id} {filters or ''}")
+    return wait_for(
+        lambda: DeadLetter.objects.filter(job_id=job_id, **filters).first(),
+        timeout=timeout,
+        message=f"a DeadLetter row for {job_id} {filters or ''}",
+    )
 
 
 @pytest.fixture

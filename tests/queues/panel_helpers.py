@@ -1,5 +1,6 @@
 """Helpers of the operator-surface tests: staff users with panel permissions, dead and finished jobs
 and a registered worker in Redis."""
+
 import base64
 
 import pytest
@@ -31,22 +32,35 @@ def make_staff(django_user_model, username, *perms, password="pw-for-tests-1"):
     return django_user_model.objects.get(pk=user.pk)  # fresh: no stale permission cache
 
 
-def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=None, *, row=True,
-             exc_type="RuntimeError", exc_message="boom", job_id=None):
+def dead_job(
+    name="default",
+    func="tests.jobs.sample.add",
+    args=(2, 3),
+    kwargs=None,
+    *,
+    row=True,
+    exc_type="RuntimeError",
+    exc_message="boom",
+    job_id=None,
+):
     """A job in ``name``'s failed registry, as the worker leaves a dead one (signed, as queues.enqueue
     wrote it), plus its DeadLetter row. Returns (job, row or None)."""
     from queues.jobs import signing
     from queues.models import DeadLetter
 
     queue = get_queue(name)
-    job = queue.create_job(func, args=list(args), kwargs=dict(kwargs or {}), job_id=job_id,
-                           meta={"queue": name, "attempts_allowed": 1, "attempt": 1, "dead": "exhausted",
-                                 "deaths": 1})
+    job = queue.create_job(
+        func,
+        args=list(args),
+        kwargs=dict(kwargs or {}),
+        job_id=job_id,
+        meta={"queue": name, "attempts_allowed": 1, "attempt": 1, "dead": "exhausted", "deaths": 1},
+    )
     job.origin = name
     job.signature = signing.sign(job)
     job._status = JobStatus.FAILED
     job.ended_at = timezone.now()
-    traceback = f"Traceback (most recent call last):\n  File \"job.py\", line 1\n{exc_type}: {exc_message}\n"
+    traceback = f'Traceback (most recent call last):\n  File "job.py", line 1\n{exc_type}: {exc_message}\n'
     with queue.connection.pipeline() as pipe:
         job.save(pipeline=pipe)
         FailedJobRegistry(queue=queue).add(job, ttl=-1, exc_string=traceback, pipeline=pipe)
@@ -55,9 +69,19 @@ def dead_job(name="default", func="tests.jobs.sample.add", args=(2, 3), kwargs=N
     dl = None
     if row:
         dl = DeadLetter.objects.create(
-            prefix=conf.prefix(), queue=name, job_id=job.id, func_path=func, args=list(args),
-            kwargs=dict(kwargs or {}), exc_type=exc_type, exc_message=exc_message, traceback=traceback,
-            attempts_made=1, attempts_allowed=1, reason="exhausted", dead_at=timezone.now(),
+            prefix=conf.prefix(),
+            queue=name,
+            job_id=job.id,
+            func_path=func,
+            args=list(args),
+            kwargs=dict(kwargs or {}),
+            exc_type=exc_type,
+            exc_message=exc_message,
+            traceback=traceback,
+            attempts_made=1,
+            attempts_allowed=1,
+            reason="exhausted",
+            dead_at=timezone.now(),
         )
     return job, dl
 
@@ -82,14 +106,22 @@ def registered_worker(connection, name="panel-test-worker", queue="default"):
     from rq.worker import Worker
 
     key = f"{Worker.redis_worker_namespace_prefix}{name}"
-    connection.hset(key, mapping={"birth": "2026-01-01T00:00:00Z", "last_heartbeat": "2026-01-01T00:00:00Z",
-                                  "queues": queue, "state": "idle"})
+    connection.hset(
+        key,
+        mapping={
+            "birth": "2026-01-01T00:00:00Z",
+            "last_heartbeat": "2026-01-01T00:00:00Z",
+            "queues": queue,
+            "state": "idle",
+        },
+    )
     connection.sadd(Worker.redis_workers_keys, key)
     connection.sadd(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:{queue}", key)
     return key
 
 
 # Fixtures shared by the panel's and the dead-letter admin's tests (import them where used).
+
 
 @pytest.fixture
 def prod(settings):
@@ -132,17 +164,22 @@ def place(connection, rid, where, queue="default"):
         member = (rid + b":exec1") if isinstance(rid, bytes) else f"{rid}:exec1"
         connection.zadd(keys.started_key(queue), {member: future})
         return
-    registry = {"finished": q.finished_job_registry, "failed": q.failed_job_registry,
-                "scheduled": q.scheduled_job_registry, "deferred": q.deferred_job_registry,
-                "canceled": q.canceled_job_registry}[where]
+    registry = {
+        "finished": q.finished_job_registry,
+        "failed": q.failed_job_registry,
+        "scheduled": q.scheduled_job_registry,
+        "deferred": q.deferred_job_registry,
+        "canceled": q.canceled_job_registry,
+    }[where]
     connection.zadd(registry.key, {rid: future if where == "scheduled" else "+inf"})
 
 
 def good_hash(connection, job_id=None, origin="default"):
     """The raw hash of a valid JSON job (written under ``job_id``, or an id rq makes, read back, deleted),
     to plant under another id or with a field changed."""
-    job = get_queue("default").create_job("tests.jobs.sample.add", args=[1, 2], job_id=job_id,
-                                          meta={"queue": "default"})
+    job = get_queue("default").create_job(
+        "tests.jobs.sample.add", args=[1, 2], job_id=job_id, meta={"queue": "default"}
+    )
     job.origin = origin
     job._status = JobStatus.FAILED
     job.save()

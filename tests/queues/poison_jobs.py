@@ -1,6 +1,7 @@
 """The poison harness's planters of the job families: queue lists, job hashes field by field (signed
 jobs of ``sample.add(2, 3)`` with one field changed), the six registries, executions and results
 streams (``poison_matrix`` has the table and what each planter returns)."""
+
 import base64
 import json
 import os
@@ -10,10 +11,23 @@ import zlib
 from rq.job import JobStatus
 
 from queues.keyspace import keys
-from tests.queues.poison_matrix import (BAD, BIG, FORGED, GOOD, Planted, job, job_page, member, planter, queued,
-                                        registry_key, trap_job)
+from tests.queues.poison_matrix import (
+    BAD,
+    BIG,
+    FORGED,
+    GOOD,
+    Planted,
+    job,
+    job_page,
+    member,
+    planter,
+    queued,
+    registry_key,
+    trap_job,
+)
 
 # --- queue lists ------------------------------------------------------------------------------------
+
 
 @planter("queue list", "wrong_type")
 def _(ctx, mark):
@@ -69,20 +83,25 @@ def _(ctx, mark):
 
 # --- job hashes, field by field (signed jobs of sample.add(2, 3), one field changed, queued) ----------
 
+
 def ran(job_id):
     """What runs is what the signature covers (function, arguments, callbacks); the rest of a signed
     job's hash is the writer's to change, as replaying the job is: the job ran as signed."""
+
     def check(connection, answers):
         status = connection.hget(keys.job_key(job_id), "status")
         return "" if status == b"finished" else f"{job_id} is {status!r}, not finished"
+
     return check
 
 
 def shown(job_id):
     """A value rq reads as it is (a large result is shown cut: the page budget holds)."""
+
     def check(connection, answers):
         page = job_page(answers, job_id)
         return "" if page is not None and page.status_code == 200 else f"the page of {job_id}: {page}"
+
     return check
 
 
@@ -96,6 +115,7 @@ def _field(name, kind, value, *, signed=True, where="queued", harmless=False):
             job_id = job(ctx, f"{mark}-job", fields=fields, signed=signed, status=JobStatus.FAILED)
             ctx.connection.zadd(keys.failed_key(GOOD), {job_id: "+inf"})
         return Planted(job_ids=[job_id], allowed=ran(job_id) if harmless else None)
+
     return plant
 
 
@@ -107,8 +127,7 @@ _field("data", "missing", b"", signed=False, where="failed")
 _field("meta", "bad_json", b"{not json")
 _field("meta", "non_utf8", b'{"queue": "\xff\xfe"}')
 _field("meta", "nan", '{"queue": "default", "attempt": NaN, "attempts_allowed": 1, "progress": [NaN]}', harmless=True)
-_field("meta", "overflow", '{"queue": "default", "attempt": 1e999, "attempts_allowed": %s}' % (10 ** 400),
-       harmless=True)
+_field("meta", "overflow", '{"queue": "default", "attempt": 1e999, "attempts_allowed": %s}' % (10**400), harmless=True)
 _field("meta", "large", lambda mark: json.dumps({"queue": "default", "x": "m" * BIG}))
 _field("signature", "non_utf8", b"\xff" * 64)
 _field("signature", "non_ascii", "é" * 32)
@@ -153,15 +172,24 @@ def _(ctx, mark):
 @planter("job hash: data", "undeclared_function")
 def _(ctx, mark):
     """A trap: ``os.system`` creating a file, queued."""
-    return Planted(job_ids=[queued(ctx, job(ctx, f"{mark}-trap", func="os.system", args=[
-        f"touch {ctx.trap / mark}"], signed=False))])
+    return Planted(
+        job_ids=[
+            queued(ctx, job(ctx, f"{mark}-trap", func="os.system", args=[f"touch {ctx.trap / mark}"], signed=False))
+        ]
+    )
 
 
 @planter("registry: scheduled", "undeclared_function")
 def _(ctx, mark):
     """A trap: ``builtins.exec`` creating a file, due now (RQ's scheduler moves it to the queue)."""
-    job_id = job(ctx, f"{mark}-trap", func="builtins.exec", args=[f"open({str(ctx.trap / mark)!r}, 'w')"],
-                 signed=False, status=JobStatus.SCHEDULED)
+    job_id = job(
+        ctx,
+        f"{mark}-trap",
+        func="builtins.exec",
+        args=[f"open({str(ctx.trap / mark)!r}, 'w')"],
+        signed=False,
+        status=JobStatus.SCHEDULED,
+    )
     ctx.connection.zadd(keys.scheduled_key(GOOD), {job_id: 0})
     return Planted(job_ids=[job_id])
 
@@ -240,12 +268,14 @@ def kept(place, job_id):
     """rq cleans, moves and finds stale entries by scores from 0 to now: an entry scored below 0 or
     far in the future stays where it is until deleted (keeping entries is what a writer can do
     anyway: it fills memory), and its job's page shows it."""
+
     def check(connection, answers):
         score = connection.zscore(registry_key(place, GOOD), member(place, job_id))
         page = job_page(answers, job_id)
         if score is None or page is None or page.status_code != 200:
             return f"{job_id}: score {score}, page {page and page.status_code}"
         return ""
+
     return check
 
 
@@ -264,9 +294,21 @@ def _(ctx, mark):
 def _(ctx, mark):
     """Finding 2: an unsigned job planted as an exhausted dead one (reconcile must not believe it)."""
     job_id = trap_job(ctx, mark, status=JobStatus.FAILED)
-    ctx.connection.hset(keys.job_key(job_id), "meta", json.dumps({
-        "queue": GOOD, "attempt": 1, "attempts_allowed": 1, "dead": "exhausted", "deaths": 1,
-        "exc_type": "features.marketplace.client.MarketplaceUnavailable", "exc_message": "503"}))
+    ctx.connection.hset(
+        keys.job_key(job_id),
+        "meta",
+        json.dumps(
+            {
+                "queue": GOOD,
+                "attempt": 1,
+                "attempts_allowed": 1,
+                "dead": "exhausted",
+                "deaths": 1,
+                "exc_type": "features.marketplace.client.MarketplaceUnavailable",
+                "exc_message": "503",
+            }
+        ),
+    )
     ctx.connection.zadd(keys.failed_key(GOOD), {job_id: "+inf"})
 
     def check(connection, answers):
@@ -274,6 +316,7 @@ def _(ctx, mark):
 
         row = DeadLetter.objects.filter(job_id=job_id).first()
         return "" if row is not None and row.reason == "unverified" else f"{job_id}'s dead letter: {row and row.reason}"
+
     return Planted(job_ids=[job_id], required=check)
 
 
@@ -290,8 +333,10 @@ def _(ctx, mark):
 def _(ctx, mark):
     job_id = job(ctx, f"{mark}-job", status=JobStatus.STARTED)
     ctx.connection.zadd(keys.started_key(GOOD), {f"{job_id}:e1": time.time() - 3600})
-    ctx.connection.hset(keys.execution_key(f"{job_id}:e1"), mapping={
-        "created_at": "nan", "last_heartbeat": "nan", "worker_name": f"{mark}\n{FORGED}", "job_id": job_id})
+    ctx.connection.hset(
+        keys.execution_key(f"{job_id}:e1"),
+        mapping={"created_at": "nan", "last_heartbeat": "nan", "worker_name": f"{mark}\n{FORGED}", "job_id": job_id},
+    )
     ctx.connection.zadd(keys.job_executions_key(job_id), {"e1": time.time() + 3600})
     return Planted(job_ids=[job_id], allowed=abandoned(job_id))
 
@@ -299,12 +344,15 @@ def _(ctx, mark):
 def abandoned(job_id):
     """rq's clean-up of a stale started entry needs nothing of its execution: the job is failed as
     abandoned, whatever the execution's hash held."""
+
     def check(connection, answers):
         return "" if connection.zscore(keys.failed_key(GOOD), job_id) is not None else f"{job_id} not failed"
+
     return check
 
 
 # --- results streams (of finished jobs) ------------------------------------------------------------------
+
 
 def _results(kind, fields):
     @planter("results stream", kind)
@@ -317,6 +365,7 @@ def _results(kind, fields):
         else:
             ctx.connection.xadd(key, fields(mark) if callable(fields) else fields)
         return Planted(job_ids=[job_id], aside=key, allowed=shown(job_id) if kind in SHOWN_AS_IS else None)
+
     return plant
 
 
@@ -328,5 +377,11 @@ _results("bad_zlib", {"type": "2", "exc_string": "bm90IHpsaWI=", "created_at": "
 _results("non_utf8", {"type": b"\xff", "return_value": b"\xfe", "created_at": b"\xff"})
 _results("nan", {"type": "1", "return_value": "TmFO", "created_at": "2026-01-01T00:00:00Z"})  # NaN
 _results("overflow", {"type": "1", "return_value": "MQ==", "created_at": "99999-01-01T00:00:00Z"})
-_results("large", lambda mark: {"type": "1", "return_value": base64.b64encode(
-    json.dumps("r" * BIG).encode()), "created_at": "2026-01-01T00:00:00Z"})
+_results(
+    "large",
+    lambda mark: {
+        "type": "1",
+        "return_value": base64.b64encode(json.dumps("r" * BIG).encode()),
+        "created_at": "2026-01-01T00:00:00Z",
+    },
+)

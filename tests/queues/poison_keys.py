@@ -1,6 +1,7 @@
 """The poison harness's planters of the other key families: worker sets and hashes, RQ's scheduler lock,
 rq-scheduler's set and hash, schedule templates and last runs, the pause sets, limit and unique keys,
 history samples, counters and the workers' own locks (``poison_matrix`` has the table)."""
+
 import time
 
 from django.urls import reverse
@@ -15,6 +16,7 @@ from queues.periodic.plan import scheduled_jobs_key
 from tests.queues.poison_matrix import BAD, BIG, DEFAULT_INDEX, FORGED, GOOD, Planted, job, planter, trap_job
 
 # --- worker sets and hashes ------------------------------------------------------------------------------
+
 
 @planter("worker set", "non_utf8")
 def _(ctx, mark):
@@ -37,8 +39,12 @@ def _worker(kind, fields, name=None):
     @planter("worker hash", kind)
     def plant(ctx, mark):
         key = f"{Worker.redis_worker_namespace_prefix}{name(mark) if name else mark + '-worker'}"
-        base = {"birth": "2026-01-01T00:00:00Z", "last_heartbeat": "2026-01-01T00:00:00Z", "queues": GOOD,
-                "state": "idle"}
+        base = {
+            "birth": "2026-01-01T00:00:00Z",
+            "last_heartbeat": "2026-01-01T00:00:00Z",
+            "queues": GOOD,
+            "state": "idle",
+        }
         if fields is None:
             ctx.connection.set(key, f"{mark}: a string, not a hash")
         else:
@@ -46,15 +52,18 @@ def _worker(kind, fields, name=None):
         ctx.connection.sadd(Worker.redis_workers_keys, key)
         ctx.connection.sadd(WORKERS_BY_QUEUE_KEY % GOOD, key)
         return Planted(aside=key, allowed=listed(mark))
+
     return plant
 
 
 def listed(mark):
     """A worker rq can read (any text is a name, escaped where shown; rq 3 ignores ``current_job``): the
     panel lists it, as it would any worker a writer registers."""
+
     def check(connection, answers):
         page = answers.get(("GET", reverse("django_rq:workers", args=[DEFAULT_INDEX])))
         return "" if page is not None and mark in page.content.decode() else f"{mark} is not on the workers page"
+
     return check
 
 
@@ -69,6 +78,7 @@ _worker("large", lambda mark: {"queues": ",".join(["default"] * (BIG // 8))})
 
 # --- RQ's scheduler (in the worker) and rq-scheduler's keys --------------------------------------------
 
+
 @planter("RQ scheduler lock", "planted_lock")
 def _(ctx, mark):
     """A lock held by no scheduler: the repricer's due jobs wait (pausing scheduling stays possible)."""
@@ -81,6 +91,7 @@ def _(ctx, mark):
         held = connection.get(lock)
         waits = connection.zscore(keys.scheduled_key("repricer"), due) is not None
         return "" if held is not None and waits else f"lock {held!r}, the due job still scheduled: {waits}"
+
     return Planted(job_ids=[due], allowed=check)
 
 
@@ -90,6 +101,7 @@ def _rq_scheduler(kind, value, score):
         member = value(ctx, mark)
         ctx.connection.zadd(scheduled_jobs_key(), {member: score})
         return Planted()
+
     return plant
 
 
@@ -113,13 +125,22 @@ def _(ctx, mark):
 def _(ctx, mark):
     """The template of the declared schedule ``tick`` (tests/lifecycle_settings.py), its data garbage."""
     key = keys.job_key("schedule-tick")
-    ctx.connection.hset(key, mapping={"data": b"\x00" + mark.encode(), "origin": "lifecycle", "status": "scheduled",
-                                      "created_at": "2026-01-01T00:00:00Z", "meta": "{}"})
+    ctx.connection.hset(
+        key,
+        mapping={
+            "data": b"\x00" + mark.encode(),
+            "origin": "lifecycle",
+            "status": "scheduled",
+            "created_at": "2026-01-01T00:00:00Z",
+            "meta": "{}",
+        },
+    )
     ctx.connection.zadd(scheduled_jobs_key(), {"schedule-tick": 0})
 
     def check(connection, answers):
         data = connection.hget(key, "data")
         return "" if data and not data.startswith(b"\x00") else "the template was not written again"
+
     return Planted(marks=["schedule-tick"], job_ids=["schedule-tick"], allowed=check)
 
 
@@ -151,6 +172,7 @@ def _(ctx, mark):
 
 # --- limit keys, unique keys ---------------------------------------------------------------------------
 
+
 @planter("limit key set", "wrong_type")
 def _(ctx, mark):
     ctx.connection.set(keys.limit_keys_key(), f"{mark}: a string, not a set")
@@ -167,7 +189,9 @@ def _unique(kind, cabinet, plant_value):
         def check(connection, answers):  # an id rq accepts, of no job: replaced, as a key whose job is gone is
             held = connection.get(key) if connection.type(key) == b"string" else None
             return "" if held is not None and len(held) < 100 else "not replaced by the API's job"
+
         return Planted(marks=[key], allowed=check)
+
     return plant
 
 
@@ -180,15 +204,17 @@ _unique("large", 905, lambda c, key, mark: c.set(key, mark + "x" * BIG))
 
 # --- history samples, the pause set, counters ----------------------------------------------------------
 
+
 def _history(kind, entry):
     @planter("history sample", kind)
     def plant(ctx, mark):
         ctx.connection.lpush(keys.history_key(), entry(mark, time.time() - 30))
         return Planted()
+
     return plant
 
 
-_history("overflow", lambda mark, at: '{"m": "%s", "t": %r, "q": {"default": [%s, 1]}}' % (mark, at, 10 ** 400))
+_history("overflow", lambda mark, at: '{"m": "%s", "t": %r, "q": {"default": [%s, 1]}}' % (mark, at, 10**400))
 _history("nan", lambda mark, at: '{"m": "%s", "t": NaN, "q": {"default": [1, 1]}}' % mark)
 _history("bad_json", lambda mark, at: '{"m": "%s", not json' % mark)
 _history("non_utf8", lambda mark, at: b'{"m": "' + mark.encode() + b'\xff", "t": 1, "q": {}}')
@@ -227,14 +253,17 @@ def _(ctx, mark):
 
 # --- the workers' own bookkeeping --------------------------------------------------------------------------
 
+
 @planter("reconcile mark", "nan")
 def _(ctx, mark):
     """The workers' reconcile takes this key ``SET NX``: whatever it holds, they wait (a planted lock;
     ``manage.py queues_reconcile`` does not)."""
     key = keys.reconcile_key()
     ctx.connection.set(key, "nan")
-    return Planted(marks=[key], allowed=lambda connection, answers: (
-        "" if connection.get(key) == b"nan" else "the planted lock is gone"))
+    return Planted(
+        marks=[key],
+        allowed=lambda connection, answers: "" if connection.get(key) == b"nan" else "the planted lock is gone",
+    )
 
 
 @planter("intermediate seen", "wrong_type")
@@ -249,11 +278,17 @@ def _(ctx, mark):
     """Any key there holds the lock (``SET NX``): the history is not sampled while it stays."""
     key = keys.history_lock_key()
     ctx.connection.hset(key, mark, "a hash, not a lock")
-    return Planted(marks=[key], aside=key, allowed=lambda connection, answers: (
-        "" if connection.hget(key, mark) is not None else "the planted lock is gone"))
+    return Planted(
+        marks=[key],
+        aside=key,
+        allowed=lambda connection, answers: (
+            "" if connection.hget(key, mark) is not None else "the planted lock is gone"
+        ),
+    )
 
 
 # --- priority bands (queues.keyspace.keys.band_key): read and popped as the queue list is ---------------
+
 
 @planter("high band", "wrong_type")
 def _(ctx, mark):

@@ -21,6 +21,7 @@ below), the bad members on queue ``default``'s. ``BIG`` is 5 MB, not the issue's
 the harness within its budget and is still 20 times every cap of ``queues/keyspace/entries.py``.
 NaN cannot be a sorted-set score (Redis refuses it): the scores planted are -1, +inf and 1e308.
 """
+
 from dataclasses import dataclass, field
 
 from django.urls import reverse
@@ -64,17 +65,36 @@ def planter(family, kind):
     def register(function):
         PLANTERS[(family, kind)] = function
         return function
+
     return register
 
 
 # --- helpers --------------------------------------------------------------------------------------
 
-def job(ctx, job_id, *, queue=GOOD, func="tests.jobs.sample.add", args=(2, 3), signed=True, status=JobStatus.QUEUED,
-        fields=None, raw_id=None):
+
+def job(
+    ctx,
+    job_id,
+    *,
+    queue=GOOD,
+    func="tests.jobs.sample.add",
+    args=(2, 3),
+    signed=True,
+    status=JobStatus.QUEUED,
+    fields=None,
+    raw_id=None,
+):
     """A job hash written under ``job_id`` (signed unless told), its fields then overwritten with
     ``fields``; under ``raw_id`` instead (an id rq rejects, bytes) when given. -> the id Redis holds."""
-    made = OptimaJob.create(func, args=list(args), connection=ctx.connection, id=job_id, origin=queue,
-                            meta={"queue": queue, "attempt": 1, "attempts_allowed": 1}, status=status)
+    made = OptimaJob.create(
+        func,
+        args=list(args),
+        connection=ctx.connection,
+        id=job_id,
+        origin=queue,
+        meta={"queue": queue, "attempt": 1, "attempts_allowed": 1},
+        status=status,
+    )
     if signed:
         made.signature = signing.sign(made)
     made.save()
@@ -82,8 +102,9 @@ def job(ctx, job_id, *, queue=GOOD, func="tests.jobs.sample.add", args=(2, 3), s
         ctx.connection.hset(made.key, mapping=fields)
     if raw_id is None:
         return job_id
-    ctx.connection.rename(made.key, keys.job_key_prefix().encode() + (raw_id if isinstance(raw_id, bytes)
-                                                                       else raw_id.encode()))
+    ctx.connection.rename(
+        made.key, keys.job_key_prefix().encode() + (raw_id if isinstance(raw_id, bytes) else raw_id.encode())
+    )
     return raw_id
 
 
@@ -93,9 +114,14 @@ def queued(ctx, job_id, queue=GOOD):
 
 
 def registry_key(place, queue):
-    return {"started": keys.started_key, "finished": keys.finished_key, "failed": keys.failed_key,
-            "scheduled": keys.scheduled_key, "deferred": DeferredJobRegistry.key_template.format,
-            "canceled": CanceledJobRegistry.key_template.format}[place](queue)
+    return {
+        "started": keys.started_key,
+        "finished": keys.finished_key,
+        "failed": keys.failed_key,
+        "scheduled": keys.scheduled_key,
+        "deferred": DeferredJobRegistry.key_template.format,
+        "canceled": CanceledJobRegistry.key_template.format,
+    }[place](queue)
 
 
 def member(place, job_id):
@@ -107,8 +133,9 @@ def member(place, job_id):
 
 def trap_job(ctx, mark, **options):
     """An unsigned job that would create a file in the trap directory if it ever ran."""
-    return job(ctx, f"{mark}-trap", func="tests.jobs.sample.touch", args=[str(ctx.trap / mark)], signed=False,
-               **options)
+    return job(
+        ctx, f"{mark}-trap", func="tests.jobs.sample.touch", args=[str(ctx.trap / mark)], signed=False, **options
+    )
 
 
 def job_page(answers, job_id):

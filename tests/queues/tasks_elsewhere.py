@@ -1,4 +1,5 @@
 """A @task in a module that is no job module (tests.queues is not one): built fine, never a job."""
+
 from django_tasks import task
 
 

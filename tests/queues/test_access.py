@@ -4,6 +4,7 @@ Rows: anonymous, staff without permission, staff with view only, staff with act,
 basic auth wrong. Columns: dev and prod mode; viewing (GET of the home page and of a django-rq
 page) and acting (POST pause). The decision reads settings.OPTIMA_ENV at request time.
 """
+
 import pytest
 from django.core.checks import Warning, run_checks
 from django.test import Client
@@ -108,13 +109,15 @@ def test_half_configured_basic_auth_is_warned_by_check_w020(settings):
     settings.QUEUE_BOARD_USER = ""
     settings.QUEUE_BOARD_PASSWORD = BASIC_PASSWORD
     warnings = [m for m in run_checks() if m.id == "queues.W020"]
-    assert warnings == [Warning(
-        "QUEUE_BOARD_PASSWORD is set but QUEUE_BOARD_USER is not: HTTP basic auth of the queue panel "
-        "(/admin/queues/) stays off.",
-        hint="Set QUEUE_BOARD_USER too (both from the environment), or unset QUEUE_BOARD_PASSWORD. Staff "
-             "accounts with the 'Can view the queue panel' permission still get in.",
-        id="queues.W020",
-    )]
+    assert warnings == [
+        Warning(
+            "QUEUE_BOARD_PASSWORD is set but QUEUE_BOARD_USER is not: HTTP basic auth of the queue panel "
+            "(/admin/queues/) stays off.",
+            hint="Set QUEUE_BOARD_USER too (both from the environment), or unset QUEUE_BOARD_PASSWORD. Staff "
+            "accounts with the 'Can view the queue panel' permission still get in.",
+            id="queues.W020",
+        )
+    ]
     assert BASIC_PASSWORD not in warnings[0].msg + warnings[0].hint
 
 
@@ -203,13 +206,15 @@ def test_a_short_basic_auth_password_in_stage_or_prod_is_error_e021(settings, en
     settings.QUEUE_BOARD_USER = BASIC_USER
     settings.QUEUE_BOARD_PASSWORD = "a"
     errors = [m for m in run_checks() if m.id == "queues.E021"]
-    assert errors == [Error(
-        f"QUEUE_BOARD_PASSWORD is 1 characters long; OPTIMA_ENV={env} needs at least 16: the queue panel's "
-        "basic auth stays off until it is longer.",
-        hint="Set QUEUE_BOARD_PASSWORD (from the environment) to a long random value, e.g. the output of "
-             "python -c 'import secrets; print(secrets.token_urlsafe(24))'.",
-        id="queues.E021",
-    )]
+    assert errors == [
+        Error(
+            f"QUEUE_BOARD_PASSWORD is 1 characters long; OPTIMA_ENV={env} needs at least 16: the queue panel's "
+            "basic auth stays off until it is longer.",
+            hint="Set QUEUE_BOARD_PASSWORD (from the environment) to a long random value, e.g. the output of "
+            "python -c 'import secrets; print(secrets.token_urlsafe(24))'.",
+            id="queues.E021",
+        )
+    ]
 
 
 @pytest.mark.parametrize("env, password", [("prod", "x" * 16), ("dev", "a"), ("test", "a"), ("prod", "")])

@@ -1,5 +1,6 @@
 """Dead letters in the admin: list, filters, search, detail, and the retry/discard actions (single and
 bulk, confirmed first), with view and act as separate permissions and one audit row per object."""
+
 import json
 
 import pytest
@@ -22,8 +23,13 @@ def listed(response):
 
 
 def test_list_shows_the_columns_operators_need(viewer, queue_redis):
-    _, row = dead_job("default", "tests.jobs.sample.add", (1, 2), exc_type="httpx.ReadTimeout",
-                      exc_message="read timed out " + "x" * 200)
+    _, row = dead_job(
+        "default",
+        "tests.jobs.sample.add",
+        (1, 2),
+        exc_type="httpx.ReadTimeout",
+        exc_message="read timed out " + "x" * 200,
+    )
     response = viewer.get(LIST)
     html = response.content.decode()
     assert response.status_code == 200
@@ -41,11 +47,14 @@ def test_list_filters_by_queue_status_exception_and_date(viewer, queue_redis):
     assert listed(viewer.get(LIST, {"queue": "content"})) == [b.job_id]
     assert listed(viewer.get(LIST, {"status__exact": "open"})) == [a.job_id]
     assert listed(viewer.get(LIST, {"exc_type": "KeyError"})) == [b.job_id]
-    assert sorted(listed(viewer.get(LIST, {"dead_at__gte": "2000-01-01T00:00:00+00:00"}))) == sorted([a.job_id, b.job_id])
+    assert sorted(listed(viewer.get(LIST, {"dead_at__gte": "2000-01-01T00:00:00+00:00"}))) == sorted(
+        [a.job_id, b.job_id]
+    )
 
 
-@pytest.mark.parametrize("query, which", [("exact-id-1", "a"), ("sample.touch", "b"), ("kaboom", "a"),
-                                          ("cabinet-777", "b")])
+@pytest.mark.parametrize(
+    "query, which", [("exact-id-1", "a"), ("sample.touch", "b"), ("kaboom", "a"), ("cabinet-777", "b")]
+)
 def test_search_by_job_id_function_message_and_argument_text(viewer, queue_redis, query, which):
     _, a = dead_job("default", "tests.jobs.sample.add", (1, 2), exc_message="kaboom", job_id="exact-id-1")
     _, b = dead_job("default", "tests.jobs.sample.touch", ("/tmp/x",), {"content": "cabinet-777"})
@@ -54,8 +63,9 @@ def test_search_by_job_id_function_message_and_argument_text(viewer, queue_redis
 
 def test_rows_of_other_environments_are_not_listed(viewer, queue_redis):
     _, row = dead_job("default")
-    DeadLetter.objects.create(prefix="other-env", queue="default", job_id="elsewhere", func_path="x.y",
-                              dead_at=row.dead_at)
+    DeadLetter.objects.create(
+        prefix="other-env", queue="default", job_id="elsewhere", func_path="x.y", dead_at=row.dead_at
+    )
     assert listed(viewer.get(LIST)) == [row.job_id]
 
 
@@ -115,7 +125,8 @@ def test_bulk_retry_requeues_jobs_still_failed_and_writes_one_audit_row_each(act
     assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job, _ in made)
     assert FailedJobRegistry("default", connection=queue_redis).count == 0
     assert sorted(DeadLetter.objects.values_list("status", "retried_as")) == sorted(
-        ("retried", job.id) for job, _ in made)
+        ("retried", job.id) for job, _ in made
+    )
     audit = list(AuditEntry.objects.values_list("identity", "action", "queue", "job_ids", "outcome"))
     assert sorted(audit) == sorted(("actor", "retry", "default", [job.id], "ok") for job, _ in made)
 
@@ -131,7 +142,11 @@ def test_retry_of_a_job_gone_from_redis_enqueues_a_new_one_and_links_it(actor, q
     assert row.retried_as not in ("", job.id)
     new = OptimaJob.fetch(row.retried_as, connection=queue_redis)
     assert (new.func_name, new.args, new.meta["retry_of"], new.get_status()) == (
-        "tests.jobs.sample.add", [20, 22], job.id, "queued")
+        "tests.jobs.sample.add",
+        [20, 22],
+        job.id,
+        "queued",
+    )
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.job_ids, entry.outcome) == ("retry", [job.id, new.id], "ok")
 
@@ -148,8 +163,7 @@ def test_retry_of_an_already_retried_dead_letter_is_skipped(actor, queue_redis):
     _, row = dead_job("default")
     DeadLetter.objects.filter(pk=row.pk).update(status="retried", retried_as=row.job_id)
     response = actor.post(f"{LIST}{row.pk}/retry/", follow=True)
-    assert [str(m) for m in response.context["messages"]] == [
-        "1 dead letter skipped (already retried, or not open)."]
+    assert [str(m) for m in response.context["messages"]] == ["1 dead letter skipped (already retried, or not open)."]
     assert get_queue("default").count == 0
     assert AuditEntry.objects.get().outcome == "partial"
 
@@ -163,17 +177,25 @@ def test_discard_removes_the_job_from_redis_and_keeps_the_row(actor, queue_redis
     assert DeadLetter.objects.get().status == "discarded"
     entry = AuditEntry.objects.get()
     assert (entry.identity, entry.action, entry.job_ids, entry.outcome, entry.detail) == (
-        "actor", "discard", [job.id], "ok", "removed from the failed registry, job deleted")
+        "actor",
+        "discard",
+        [job.id],
+        "ok",
+        "removed from the failed registry, job deleted",
+    )
 
 
 def test_bulk_discard_over_every_filtered_row(actor, queue_redis):
     made = [dead_job("default") for _ in range(4)]
     _, other = dead_job("content")
-    response = actor.post(f"{LIST}?queue=default", {"action": "discard_selected", "select_across": "1",
-                                                    "_selected_action": [made[0][1].pk], "post": "yes"})
+    response = actor.post(
+        f"{LIST}?queue=default",
+        {"action": "discard_selected", "select_across": "1", "_selected_action": [made[0][1].pk], "post": "yes"},
+    )
     assert response.status_code == 302
     assert sorted(DeadLetter.objects.values_list("queue", "status")) == sorted(
-        [("content", "open")] + [("default", "discarded")] * 4)
+        [("content", "open")] + [("default", "discarded")] * 4
+    )
     assert AuditEntry.objects.count() == 4
 
 
@@ -190,26 +212,36 @@ def test_dead_letters_cannot_be_added_edited_or_deleted_in_the_admin(django_user
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_real_dead_job_retried_from_the_admin_succeeds_and_a_second_death_reopens_the_row(
-        actor, start_worker, queue_redis, tmp_path, django_capture_on_commit_callbacks):
+    actor, start_worker, queue_redis, tmp_path, django_capture_on_commit_callbacks
+):
     import queues
 
     flag = tmp_path / "upstream-ready"
     job = queues.enqueue("default", "tests.jobs.panel.fail_until_exists", str(flag), attempts=1)
     worker = start_worker("default")
-    row = wait_for(lambda: DeadLetter.objects.filter(job_id=job.id).first(), timeout=60,
-                   message=f"the dead job mirrored; worker said: {worker.output()}")
+    row = wait_for(
+        lambda: DeadLetter.objects.filter(job_id=job.id).first(),
+        timeout=60,
+        message=f"the dead job mirrored; worker said: {worker.output()}",
+    )
     assert (row.status, row.times_dead) == ("open", 1)
 
     # Retried while the cause is still there: it dies again, and the same row is reopened.
     actor.post(f"{LIST}{row.pk}/retry/")
-    wait_for(lambda: DeadLetter.objects.filter(pk=row.pk, status="open", times_dead=2).exists(), timeout=60,
-             message="the row reopened with times_dead=2")
+    wait_for(
+        lambda: DeadLetter.objects.filter(pk=row.pk, status="open", times_dead=2).exists(),
+        timeout=60,
+        message="the row reopened with times_dead=2",
+    )
     assert DeadLetter.objects.count() == 1
 
     flag.write_text("ok")
     actor.post(f"{LIST}{row.pk}/retry/")
-    wait_for(lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the retried job to succeed", )
+    wait_for(
+        lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the retried job to succeed",
+    )
     assert OptimaJob.fetch(job.id, connection=queue_redis).return_value() == "fixed"
     row.refresh_from_db()
     assert (row.status, row.retried_as, row.times_dead) == ("retried", job.id, 2)
@@ -247,7 +279,8 @@ def test_retry_for_a_queue_no_longer_declared_is_an_audited_error(actor, queue_r
     assert [str(m) for m in response.context["messages"]] == [
         "1 dead letter failed: see the audit trail.",
         "UnknownQueue: Unknown queue 'content'. Declared queues: 'default'. Declare it in settings.OPTIMA_QUEUES or "
-        "in a feature app's queues.py (QUEUES = {...}). (the dead letter stays open)"]
+        "in a feature app's queues.py (QUEUES = {...}). (the dead letter stays open)",
+    ]
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.outcome) == ("retry", "error")
     assert entry.detail.startswith("UnknownQueue: Unknown queue 'content'.")
@@ -265,7 +298,8 @@ def _closed_port():
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("still_failed", [True, False], ids=["requeue-in-place", "enqueue-anew"])
 def test_retry_while_redis_refuses_leaves_the_row_open_and_tells_the_operator_why(
-        actor, queue_redis, settings, still_failed):
+    actor, queue_redis, settings, still_failed
+):
     job, row = dead_job("default", "tests.jobs.sample.add", (1, 2))
     if not still_failed:
         job.delete()
@@ -278,7 +312,8 @@ def test_retry_while_redis_refuses_leaves_the_row_open_and_tells_the_operator_wh
     assert shown == [
         "1 dead letter failed: see the audit trail.",
         f"QueueUnavailable: Queue Redis at {masked} is unavailable (ConnectionError). Check that it runs and that "
-        "REDIS_URL is right. (the dead letter stays open)"]
+        "REDIS_URL is right. (the dead letter stays open)",
+    ]
     row.refresh_from_db()
     assert (row.status, row.retried_as) == ("open", "")
     entry = AuditEntry.objects.get()
@@ -333,14 +368,18 @@ def test_cancel_of_a_waiting_retry_cancels_its_job_and_discards_the_dead_letter(
     assert get_queue("default").get_job_ids() == [retried.id]
     response = actor.post(LIST, {"action": "cancel_selected", "_selected_action": [retried_row.pk, open_row.pk]})
     assert "Cancel <strong>2</strong> dead letters?" in response.content.decode()
-    response = actor.post(LIST, {"action": "cancel_selected", "_selected_action": [retried_row.pk, open_row.pk],
-                                 "post": "yes"}, follow=True)
+    response = actor.post(
+        LIST,
+        {"action": "cancel_selected", "_selected_action": [retried_row.pk, open_row.pk], "post": "yes"},
+        follow=True,
+    )
     assert [str(m) for m in response.context["messages"]] == [
-        "1 dead letter canceled (their retry).", "1 dead letter skipped (not retried: no retry to cancel)."]
+        "1 dead letter canceled (their retry).",
+        "1 dead letter skipped (not retried: no retry to cancel).",
+    ]
     assert OptimaJob.fetch(retried.id, connection=queue_redis).get_status(refresh=True) == JobStatus.CANCELED
     assert get_queue("default").get_job_ids() == []
-    assert dict(DeadLetter.objects.values_list("job_id", "status")) == {retried.id: "discarded",
-                                                                       still_open.id: "open"}
+    assert dict(DeadLetter.objects.values_list("job_id", "status")) == {retried.id: "discarded", still_open.id: "open"}
     audit = sorted(AuditEntry.objects.filter(action="cancel").values_list("identity", "job_ids", "outcome"))
     assert audit == sorted([("actor", [retried.id], "ok"), ("actor", [still_open.id], "partial")])
 
@@ -353,8 +392,9 @@ def test_retry_of_a_job_gone_from_redis_keeps_its_owner_and_limit_key(queue_redi
     from queues.failures.operations import retry_dead_letter
     from queues.producer import limits
 
-    job = queues.enqueue_call("default", "tests.jobs.sample.add", [1, 2], meta={"owner": "user:7"},
-                              limit_key="seller:7", limit_concurrency=2)
+    job = queues.enqueue_call(
+        "default", "tests.jobs.sample.add", [1, 2], meta={"owner": "user:7"}, limit_key="seller:7", limit_concurrency=2
+    )
     job = OptimaJob.fetch(job.id, connection=queue_redis)
     values = deadletter.row_values(job)
     assert json.loads(values["carried"]) == {"limit_concurrency": 2, "limit_key": "seller:7", "owner": "user:7"}

@@ -1,5 +1,6 @@
 """The audit trail: one row per operator action and object, with who, what, where and the outcome —
 for the panel's own actions and for those done through django-rq's views."""
+
 import pytest
 from django.test import Client
 
@@ -26,7 +27,14 @@ def dev(settings):
 def test_record_with_an_identity_string(queue_redis):
     entry = audit.record("cron:nightly", "discard", "default", ["a", "b"], "ok", "done")
     assert (entry.identity, entry.user, entry.action, entry.queue, entry.job_ids, entry.outcome, entry.detail) == (
-        "cron:nightly", None, "discard", "default", ["a", "b"], "ok", "done")
+        "cron:nightly",
+        None,
+        "discard",
+        "default",
+        ["a", "b"],
+        "ok",
+        "done",
+    )
     assert entry.prefix.startswith("test-")
 
 
@@ -108,7 +116,12 @@ def test_queue_wide_actions_write_one_row_with_the_count(dev, queue_redis):
     dev.post(f"/admin/queues/queues/{DEFAULT}/failed/clear/")
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.queue, sorted(entry.job_ids), entry.outcome, entry.detail) == (
-        "delete_all_failed", "default", sorted(job.id for job, _ in made), "ok", "deleted 3 failed jobs")
+        "delete_all_failed",
+        "default",
+        sorted(job.id for job, _ in made),
+        "ok",
+        "deleted 3 failed jobs",
+    )
 
 
 def test_emptying_a_queue_is_audited(dev, queue_redis, django_capture_on_commit_callbacks):
@@ -170,16 +183,28 @@ def test_a_forged_log_line_in_a_queue_name_is_escaped(dev, queue_redis):
     assert response.status_code == 302
     lines = stream.getvalue().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("WARNING queues.audit: audit: anonymous (OPTIMA_ENV=dev) pause "
-                               "queue=x\\nINFO queues.audit: audit: admin pause queue=orders ok\\x1b[2J jobs= outcome=error")
+    assert lines[0].startswith(
+        "WARNING queues.audit: audit: anonymous (OPTIMA_ENV=dev) pause "
+        "queue=x\\nINFO queues.audit: audit: admin pause queue=orders ok\\x1b[2J jobs= outcome=error"
+    )
     assert AuditEntry.objects.get().queue == "x\nINFO queues.audit: audit: admin pause queue=orders ok\x1b[2J"
 
 
-@pytest.mark.parametrize("raw, shown", [
-    ("plain-id", "plain-id"), ("a\nb", "a\\nb"), ("a\r\nb", "a\\r\\nb"), ("\x1b[31mred", "\\x1b[31mred"),
-    ("tab\there", "tab\\there"), ("line\u2028sep", "line\\u2028sep"), ("rtl\u202eoverride", "rtl\\u202eoverride"),
-    ("back\\nslash", "back\\\\nslash"), ("Заказы-ü", "Заказы-ü"), (42, "42"),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("plain-id", "plain-id"),
+        ("a\nb", "a\\nb"),
+        ("a\r\nb", "a\\r\\nb"),
+        ("\x1b[31mred", "\\x1b[31mred"),
+        ("tab\there", "tab\\there"),
+        ("line\u2028sep", "line\\u2028sep"),
+        ("rtl\u202eoverride", "rtl\\u202eoverride"),
+        ("back\\nslash", "back\\\\nslash"),
+        ("Заказы-ü", "Заказы-ü"),
+        (42, "42"),
+    ],
+)
 def test_escape_makes_any_value_one_printable_line(raw, shown):
     from queues.logsafe import escape
 

@@ -1,4 +1,5 @@
 """queues/connection/batch.py: a pipeline's commands as one EVALSHA, with a MULTI's semantics."""
+
 import pytest
 import redis
 

@@ -1,5 +1,6 @@
 """The queue panel at /admin/queues/: django-rq's pages, pause/resume, job search, queue-wide actions,
 and workers leaving paused queues alone (real worker processes)."""
+
 import signal
 import socket
 import time
@@ -65,8 +66,10 @@ def test_pause_and_resume_set_and_clear_the_flag_workers_read(client, queue_redi
 def test_pausing_an_undeclared_queue_names_the_declared_ones(client, queue_redis):
     response = client.post("/admin/queues/pause/nope/", follow=True)
     messages = [str(m) for m in response.context["messages"]]
-    assert messages == ["Unknown queue 'nope'. Declared queues: 'content', 'default', 'orders-sync', 'repricer'. "
-                        "Declare it in settings.OPTIMA_QUEUES or in a feature app's queues.py (QUEUES = {...})."]
+    assert messages == [
+        "Unknown queue 'nope'. Declared queues: 'content', 'default', 'orders-sync', 'repricer'. "
+        "Declare it in settings.OPTIMA_QUEUES or in a feature app's queues.py (QUEUES = {...})."
+    ]
     assert pause.paused_names() == set()
 
 
@@ -168,11 +171,13 @@ def test_requeue_all_leaves_the_row_of_a_job_gone_from_redis_open(client, queue_
     kept_row.refresh_from_db()
     gone_row.refresh_from_db()
     assert (kept_row.status, gone_row.status) == ("retried", "open")
-    assert AuditEntry.objects.get().detail == ("requeued 1 failed jobs; 1 listed in the failed registry were no "
-                                               "longer in Redis (taken off the registry)")
+    assert AuditEntry.objects.get().detail == (
+        "requeued 1 failed jobs; 1 listed in the failed registry were no longer in Redis (taken off the registry)"
+    )
     assert [str(m) for m in response.context["messages"]] == [
         "You have successfully requeued 1 job!",
-        "1 failed job no longer in Redis could not be requeued; retry their dead letters from the dead-letter admin."]
+        "1 failed job no longer in Redis could not be requeued; retry their dead letters from the dead-letter admin.",
+    ]
 
 
 def test_queue_wide_confirmation_pages_are_django_rqs(client, queue_redis):
@@ -190,6 +195,7 @@ def test_empty_queue_from_the_panel_removes_the_waiting_jobs(client, queue_redis
 
 # --- workers and paused queues (real processes) ------------------------------------------------
 
+
 def wait_said(worker, text, timeout=60):
     """Wait until the worker's output holds ``text``; on timeout, fail showing that output."""
     try:
@@ -205,16 +211,22 @@ def test_worker_leaves_a_paused_queue_alone_and_takes_it_up_again_on_resume(star
     held = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
     worker = start_worker("default", "content")
     probe = queues.enqueue("content", "tests.jobs.sample.add", 2, 2)
-    wait_for(lambda: OptimaJob.fetch(probe.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the job of the active queue to finish")
+    wait_for(
+        lambda: OptimaJob.fetch(probe.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the job of the active queue to finish",
+    )
     # The worker notices the pause on its first pop that finds nothing: after the probe, which may
     # have been waiting already when it started. Resume only once it said so.
     wait_said(worker, "paused queues left alone: default")
     assert OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "queued"
     assert get_queue("default").get_job_ids() == [held.id]
     pause.resume("default")
-    wait_for(lambda: OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "finished", timeout=60,
-             message="the held job to run after resume")
+    wait_for(
+        lambda: OptimaJob.fetch(held.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the held job to run after resume",
+    )
 
 
 @pytest.mark.slow
@@ -248,17 +260,28 @@ def test_job_popped_from_a_queue_paused_meanwhile_is_put_back_untouched(start_wo
     from django.conf import settings
 
     worker = start_worker("default")
-    wait_for(lambda: [w.get_state() for w in Worker.all(connection=queue_redis)] == ["idle"], timeout=60,
-             message="the worker to block waiting for jobs")
+    wait_for(
+        lambda: [w.get_state() for w in Worker.all(connection=queue_redis)] == ["idle"],
+        timeout=60,
+        message="the worker to block waiting for jobs",
+    )
     # "idle" is said before the pop: wait until the worker is inside its blocking BLMOVE (a pause seen
     # before it would leave the queue alone, a different case), as this session's ACL user.
-    wait_for(lambda: any(c.get("cmd") == "blmove" and "b" in c.get("flags", "")
-                         and c.get("user") == settings.QUEUE_PREFIX for c in admin_redis.client_list()),
-             timeout=60, message="the worker to block in BLMOVE")
+    wait_for(
+        lambda: any(
+            c.get("cmd") == "blmove" and "b" in c.get("flags", "") and c.get("user") == settings.QUEUE_PREFIX
+            for c in admin_redis.client_list()
+        ),
+        timeout=60,
+        message="the worker to block in BLMOVE",
+    )
     pause.pause("default")
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
-    wait_for(lambda: "queue default was paused meanwhile; job " + job.id + " put back" in worker.output(),
-             timeout=60, message="the worker to put the job back")
+    wait_for(
+        lambda: "queue default was paused meanwhile; job " + job.id + " put back" in worker.output(),
+        timeout=60,
+        message="the worker to put the job back",
+    )
     wait_said(worker, "paused queues left alone: default")
     assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "queued"
     assert get_queue("default").get_job_ids() == [job.id]
@@ -287,39 +310,52 @@ def test_find_a_job_enqueued_to_retry_a_dead_letter_shows_that_dead_letter(clien
 WORKER_PREFIX = Worker.redis_worker_namespace_prefix
 
 
-@pytest.mark.parametrize("path", [
-    "/admin/queues/queues/99/",
-    "/admin/queues/queues/99/details/",
-    "/admin/queues/queues/99/finished/",
-    "/admin/queues/queues/99/failed/",
-    "/admin/queues/queues/99/failed/clear/",
-    "/admin/queues/queues/99/scheduled/",
-    "/admin/queues/queues/99/started/",
-    "/admin/queues/queues/99/deferred/",
-    "/admin/queues/queues/99/empty/",
-    "/admin/queues/queues/99/requeue-all/",
-    "/admin/queues/queues/99/some-job/",
-    "/admin/queues/queues/99/some-job/results/r1/",
-    "/admin/queues/queues/99/some-job/delete/",
-    "/admin/queues/queues/99/some-job/requeue/",
-    "/admin/queues/queues/99/some-job/enqueue/",
-    "/admin/queues/queues/confirm-action/99/",
-    "/admin/queues/queues/actions/99/",
-    "/admin/queues/workers/99/",
-    f"/admin/queues/workers/99/{WORKER_PREFIX}w1/",
-    "/admin/queues/schedulers/99/",
-    "/admin/queues/cron-schedulers/99/s1/",
-    "/admin/queues/cron-schedulers/0/no-such-scheduler/",
-    "/admin/queues/cron-schedulers/0/no-such-scheduler/jobs/x/",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/queues/queues/99/",
+        "/admin/queues/queues/99/details/",
+        "/admin/queues/queues/99/finished/",
+        "/admin/queues/queues/99/failed/",
+        "/admin/queues/queues/99/failed/clear/",
+        "/admin/queues/queues/99/scheduled/",
+        "/admin/queues/queues/99/started/",
+        "/admin/queues/queues/99/deferred/",
+        "/admin/queues/queues/99/empty/",
+        "/admin/queues/queues/99/requeue-all/",
+        "/admin/queues/queues/99/some-job/",
+        "/admin/queues/queues/99/some-job/results/r1/",
+        "/admin/queues/queues/99/some-job/delete/",
+        "/admin/queues/queues/99/some-job/requeue/",
+        "/admin/queues/queues/99/some-job/enqueue/",
+        "/admin/queues/queues/confirm-action/99/",
+        "/admin/queues/queues/actions/99/",
+        "/admin/queues/workers/99/",
+        f"/admin/queues/workers/99/{WORKER_PREFIX}w1/",
+        "/admin/queues/schedulers/99/",
+        "/admin/queues/cron-schedulers/99/s1/",
+        "/admin/queues/cron-schedulers/0/no-such-scheduler/",
+        "/admin/queues/cron-schedulers/0/no-such-scheduler/jobs/x/",
+    ],
+)
 def test_an_unknown_queue_or_scheduler_index_answers_404(client, queue_redis, path):
     assert client.get(path).status_code == 404
 
 
-@pytest.mark.parametrize("suffix, method", [
-    ("", "get"), ("results/r1/", "get"), ("delete/", "get"), ("delete/", "post"), ("requeue/", "get"),
-    ("requeue/", "post"), ("enqueue/", "get"), ("enqueue/", "post"), ("stop/", "post"),
-])
+@pytest.mark.parametrize(
+    "suffix, method",
+    [
+        ("", "get"),
+        ("results/r1/", "get"),
+        ("delete/", "get"),
+        ("delete/", "post"),
+        ("requeue/", "get"),
+        ("requeue/", "post"),
+        ("enqueue/", "get"),
+        ("enqueue/", "post"),
+        ("stop/", "post"),
+    ],
+)
 def test_a_missing_job_answers_404(client, queue_redis, suffix, method):
     response = getattr(client, method)(f"/admin/queues/queues/{DEFAULT}/no-such-job/{suffix}")
     assert response.status_code == 404
@@ -370,13 +406,27 @@ def _panel_requests():
 
     from queues.board import urls as board_urls
 
-    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": "some-job",
-              "result_id": "r1", "key": f"{WORKER_PREFIX}w1", "scheduler_name": "s1", "cron_job_name": "c1",
-              "token": "t", "name": "default"}
+    sample = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": "some-job",
+        "result_id": "r1",
+        "key": f"{WORKER_PREFIX}w1",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     # POSTed: the views that only accept POST, and those whose GET page reads nothing from Redis.
-    posted = {"queues_pause": {}, "queues_resume": {}, "stop_job": {}, "clear": {},
-              "actions": {"action": "delete", "job_ids": ["some-job"]},
-              "confirm_action": {"action": "delete", "_selected_action": ["some-job"]}}
+    posted = {
+        "queues_pause": {},
+        "queues_resume": {},
+        "stop_job": {},
+        "clear": {},
+        "actions": {"action": "delete", "job_ids": ["some-job"]},
+        "confirm_action": {"action": "delete", "_selected_action": ["some-job"]},
+    }
     requests = []
     for pattern in board_urls.urlpatterns:
         names = set(getattr(pattern.pattern, "converters", {})) or set(pattern.pattern.regex.groupindex)
@@ -424,12 +474,17 @@ def test_bulk_delete_acts_on_each_job_and_reports_the_missing_one(client, queue_
     from queues.models import AuditEntry
 
     (a, row_a), (b, row_b) = dead_job("default"), dead_job("default")
-    response = client.post(f"/admin/queues/queues/actions/{DEFAULT}/",
-                           {"action": "delete", "job_ids": [a.id, "missing", b.id]}, follow=True)
+    response = client.post(
+        f"/admin/queues/queues/actions/{DEFAULT}/",
+        {"action": "delete", "job_ids": [a.id, "missing", b.id]},
+        follow=True,
+    )
     assert response.status_code == 200
     assert queue_redis.exists(a.key, b.key) == 0
     assert [str(m) for m in response.context["messages"]] == [
-        "Deleted 2 jobs.", "1 of 3 jobs not deleted: missing: no job 'missing' in Redis (deleted or expired)."]
+        "Deleted 2 jobs.",
+        "1 of 3 jobs not deleted: missing: no job 'missing' in Redis (deleted or expired).",
+    ]
     audited = list(AuditEntry.objects.order_by("id").values_list("action", "job_ids", "outcome"))
     assert audited == [("delete", [a.id], "ok"), ("delete", ["missing"], "error"), ("delete", [b.id], "ok")]
     row_a.refresh_from_db()
@@ -441,8 +496,9 @@ def test_bulk_requeue_acts_on_each_job_and_marks_only_the_requeued_rows(client, 
     from queues.models import AuditEntry
 
     (a, row_a), (b, row_b) = dead_job("default"), dead_job("default")
-    response = client.post(f"/admin/queues/queues/actions/{DEFAULT}/",
-                           {"action": "requeue", "job_ids": [a.id, "missing", b.id]})
+    response = client.post(
+        f"/admin/queues/queues/actions/{DEFAULT}/", {"action": "requeue", "job_ids": [a.id, "missing", b.id]}
+    )
     assert response.status_code == 302
     assert sorted(get_queue("default").get_job_ids()) == sorted([a.id, b.id])
     assert list(AuditEntry.objects.order_by("id").values_list("outcome", flat=True)) == ["ok", "error", "ok"]
@@ -455,14 +511,17 @@ def test_bulk_stop_of_jobs_that_do_not_run_reports_each(client, queue_redis, enq
     from queues.models import AuditEntry
 
     job = enqueue("default", "tests.jobs.sample.add", 1, 2)
-    response = client.post(f"/admin/queues/queues/actions/{DEFAULT}/",
-                           {"action": "stop", "job_ids": [job.id, "missing"]}, follow=True)
+    response = client.post(
+        f"/admin/queues/queues/actions/{DEFAULT}/", {"action": "stop", "job_ids": [job.id, "missing"]}, follow=True
+    )
     assert response.status_code == 200
     assert list(AuditEntry.objects.values_list("outcome", flat=True)) == ["error", "error"]
 
 
 def test_bulk_actions_never_redirect_off_site(client, queue_redis):
     job, _ = dead_job("default")
-    response = client.post(f"/admin/queues/queues/actions/{DEFAULT}/",
-                           {"action": "delete", "job_ids": [job.id], "next_url": "https://attacker.example/"})
+    response = client.post(
+        f"/admin/queues/queues/actions/{DEFAULT}/",
+        {"action": "delete", "job_ids": [job.id], "next_url": "https://attacker.example/"},
+    )
     assert response["Location"] == f"/admin/queues/queues/{DEFAULT}/"

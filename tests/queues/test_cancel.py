@@ -4,6 +4,7 @@ when a worker pops at the same moment; every action is audited with who did it.
 
 Real Redis, in-process burst workers (``run_burst``) and real worker processes.
 """
+
 import logging
 import time
 
@@ -45,6 +46,7 @@ def audit_rows():
 
 
 # --- cancel: what it does -------------------------------------------------------------------------
+
 
 def test_a_canceled_queued_job_leaves_its_queue_ends_canceled_and_never_runs(queue_redis, tmp_path):
     marker = tmp_path / "ran"
@@ -100,7 +102,7 @@ def test_a_started_job_is_not_canceled_and_the_answer_says_a_worker_took_it(queu
     job = queues.enqueue("default", sample.add, 1, 2)
     Dequeuer(queue_redis).pop([get_queue("default")], None)
     queue_redis.lrem(keys.intermediate_key(get_queue("default").key), 0, job.id)  # the worker's start: out of
-    queue_redis.hset(job.key, "status", JobStatus.STARTED.value)                   # the lists, status started
+    queue_redis.hset(job.key, "status", JobStatus.STARTED.value)  # the lists, status started
     result = cancel_job(job.id)
     assert (result.outcome, result.state) == ("running", "started")
     assert result.detail == f"job {job.id} is already running (a worker took it): stop it instead"  # as docs/api.md
@@ -108,8 +110,12 @@ def test_a_started_job_is_not_canceled_and_the_answer_says_a_worker_took_it(queu
 
 @pytest.mark.parametrize("ending", ["finished", "failed"])
 def test_a_job_that_ended_is_not_canceled(queue_redis, ending):
-    job = queues.enqueue("default", sample.add if ending == "finished" else sample.fail, *(
-        (1, 2) if ending == "finished" else ()), **({} if ending == "finished" else {"attempts": 1}))
+    job = queues.enqueue(
+        "default",
+        sample.add if ending == "finished" else sample.fail,
+        *((1, 2) if ending == "finished" else ()),
+        **({} if ending == "finished" else {"attempts": 1}),
+    )
     run_burst(queue_redis)
     result = cancel_job(job.id)
     assert (result.outcome, result.state) == ("ended", ending)
@@ -136,7 +142,8 @@ def test_cancels_racing_a_real_worker_never_both_run_and_report_canceled(queue_r
 
 
 def test_a_canceled_job_whose_id_is_still_in_a_queue_is_dropped_with_an_info_not_dead_lettered(
-        queue_redis, caplog, tmp_path):
+    queue_redis, caplog, tmp_path
+):
     marker = tmp_path / "ran"
     job = queues.enqueue("default", sample.touch, str(marker))
     job.cancel()  # rq's own cancel, then the id finds its way back (a give-back, a replayed push)
@@ -156,6 +163,7 @@ def test_a_canceled_job_whose_id_is_still_in_a_queue_is_dropped_with_an_info_not
 
 # --- the panel --------------------------------------------------------------------------------------
 
+
 def test_cancel_from_the_job_page_asks_first_then_cancels_and_audits_who(client, queue_redis):
     job = queues.enqueue("default", sample.add, 1, 2)
     url = f"/admin/queues/queues/{DEFAULT}/{job.id}/cancel/"
@@ -166,7 +174,8 @@ def test_cancel_from_the_job_page_asks_first_then_cancels_and_audits_who(client,
     response = client.post(url, follow=True)
     assert response.redirect_chain == [(f"/admin/queues/queues/{DEFAULT}/{job.id}/", 302)]
     assert [str(m) for m in response.context["messages"]] == [
-        f"Job {job.id} canceled (it was queued); it will not run."]
+        f"Job {job.id} canceled (it was queued); it will not run."
+    ]
     assert status_of(queue_redis, job.id) == JobStatus.CANCELED
     assert audit_rows() == [("basic:ops", "cancel", [job.id], "ok")]
 
@@ -197,25 +206,35 @@ def test_bulk_cancel_reports_each_job_and_audits_one_row_per_job(client, queue_r
     # The worker pops the head of the queue: ``waiting`` (enqueued first).
     queue_redis.lrem(keys.queue_key("default"), 0, taken.id)
     queue_redis.rpush(keys.intermediate_key(keys.queue_key("default")), taken.id)
-    response = client.post(f"/admin/queues/queues/actions/{DEFAULT}/",
-                           {"action": "cancel", "job_ids": [waiting.id, "missing", delayed.id, taken.id]},
-                           follow=True)
+    response = client.post(
+        f"/admin/queues/queues/actions/{DEFAULT}/",
+        {"action": "cancel", "job_ids": [waiting.id, "missing", delayed.id, taken.id]},
+        follow=True,
+    )
     assert response.status_code == 200
     assert [str(m) for m in response.context["messages"]] == [
         "Canceled 2 jobs.",
         f"2 of 4 jobs not canceled: missing: no job 'missing' in Redis (never there, deleted, or expired); "
-        f"{taken.id}: job {taken.id} is already running (a worker took it): stop it instead."]
+        f"{taken.id}: job {taken.id} is already running (a worker took it): stop it instead.",
+    ]
     assert [status_of(queue_redis, j.id) for j in (waiting, delayed, taken)] == [
-        JobStatus.CANCELED, JobStatus.CANCELED, JobStatus.QUEUED]
+        JobStatus.CANCELED,
+        JobStatus.CANCELED,
+        JobStatus.QUEUED,
+    ]
     assert [(a, j, o) for _, a, j, o in audit_rows()] == [
-        ("cancel", [waiting.id], "ok"), ("cancel", ["missing"], "error"), ("cancel", [delayed.id], "ok"),
-        ("cancel", [taken.id], "error")]
+        ("cancel", [waiting.id], "ok"),
+        ("cancel", ["missing"], "error"),
+        ("cancel", [delayed.id], "ok"),
+        ("cancel", [taken.id], "error"),
+    ]
 
 
 def test_the_bulk_cancel_confirmation_page_is_django_rqs(client, queue_redis):
     job = queues.enqueue("default", sample.add, 1, 2)
-    page = client.post(f"/admin/queues/queues/confirm-action/{DEFAULT}/",
-                       {"action": "cancel", "_selected_action": [job.id]})
+    page = client.post(
+        f"/admin/queues/queues/confirm-action/{DEFAULT}/", {"action": "cancel", "_selected_action": [job.id]}
+    )
     html = page.content.decode()
     assert page.status_code == 200
     assert '<input type="hidden" name="action" value="cancel" />' in html
@@ -224,8 +243,8 @@ def test_the_bulk_cancel_confirmation_page_is_django_rqs(client, queue_redis):
 
 # --- stop: kept as it was, audited ------------------------------------------------------------------
 
-def test_stop_from_the_job_page_ends_a_running_job_stopped_not_retried_and_audited(client, queue_redis,
-                                                                                   start_worker):
+
+def test_stop_from_the_job_page_ends_a_running_job_stopped_not_retried_and_audited(client, queue_redis, start_worker):
     job = queues.enqueue("default", sample.sleep_then_return, 60, attempts=3)
     worker = start_worker("default")
     wait_for(lambda: status_of(queue_redis, job.id) == JobStatus.STARTED, timeout=60, message="the job to start")
@@ -237,6 +256,9 @@ def test_stop_from_the_job_page_ends_a_running_job_stopped_not_retried_and_audit
     assert job.id not in ScheduledJobRegistry("default", connection=queue_redis)
     assert get_queue("default").get_job_ids() == []
     assert audit_rows() == [("basic:ops", "stop", [job.id], "ok")]
-    said = [line.split(" queues.jobs: ")[0].split()[-1] + " " + line.split(" queues.jobs: ")[1].split(":")[0]
-            for line in worker.output().splitlines() if " queues.jobs: " in line and job.id in line]
+    said = [
+        line.split(" queues.jobs: ")[0].split()[-1] + " " + line.split(" queues.jobs: ")[1].split(":")[0]
+        for line in worker.output().splitlines()
+        if " queues.jobs: " in line and job.id in line
+    ]
     assert said == [f"WARNING job {job.id} canceled"]  # its one outcome line (queues/logs/outcome.py)

@@ -5,6 +5,7 @@ a job with a parameter named like an option is refused when it is decorated (or 
 ``enqueue_call_only``), and an option reserved for later is refused by ``enqueue`` rather than
 handed to the job.
 """
+
 import ast
 import inspect
 import pathlib
@@ -47,8 +48,9 @@ def test_decorating_a_job_with_a_parameter_named_like_an_option_raises_type_erro
     with pytest.raises(TypeError) as excinfo:
         queues.job(func)
     message = str(excinfo.value)
-    assert message.startswith(f"@queues.job: tests.queues.clash.clashing has a parameter named {option!r}, "
-                              "like an option of queues.enqueue")
+    assert message.startswith(
+        f"@queues.job: tests.queues.clash.clashing has a parameter named {option!r}, like an option of queues.enqueue"
+    )
     assert "Rename the parameter" in message
     assert "@queues.job(enqueue_call_only=True)" in message and "queues.enqueue_call(" in message
     assert "tests.queues.clash.clashing" not in catalog._declared
@@ -94,17 +96,20 @@ def test_enqueue_refuses_an_enqueue_call_only_job_pointing_to_enqueue_call(func,
     assert str(excinfo.value) == (
         "func 'tests.jobs.options.echo_options' is declared @queues.job(enqueue_call_only=True): its parameters "
         "are named like enqueue options, so queues.enqueue cannot tell them apart. Use "
-        "queues.enqueue_call('default', func, args=[...], kwargs={...}, <options>).")
+        "queues.enqueue_call('default', func, args=[...], kwargs={...}, <options>)."
+    )
     assert get_queue("default").job_ids == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_enqueue_call_delivers_the_option_named_arguments_of_such_a_job_to_it(queue_redis):
-    job = queues.enqueue_call("default", option_jobs.echo_options, args=["v"],
-                              kwargs={"timeout": 7, "at": "noon"}, timeout=30)
+    job = queues.enqueue_call(
+        "default", option_jobs.echo_options, args=["v"], kwargs={"timeout": 7, "at": "noon"}, timeout=30
+    )
     assert job.timeout == 30 and job.kwargs == {"timeout": 7, "at": "noon"}
     OptimaWorker([get_queue("default", connection=queue_redis)], connection=queue_redis).work(
-        burst=True, with_scheduler=False)
+        burst=True, with_scheduler=False
+    )
     job = queues.fetch_job(job.id)
     assert job.get_status() == JobStatus.FINISHED
     assert job.return_value() == {"value": "v", "timeout": 7, "at": "noon"}
@@ -132,8 +137,15 @@ def test_the_decorator_refuses_a_clash_without_django_or_rq():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(ROOT))
 
 
-JOB_FILES = sorted({*ROOT.glob("features/*/jobs.py"), *ROOT.glob("features/*/jobs/*.py"), *ROOT.glob("tests/jobs/*.py"),
-                    ROOT / "bench" / "jobs.py", ROOT / "tests" / "features" / "newfeature" / "jobs.py"})
+JOB_FILES = sorted(
+    {
+        *ROOT.glob("features/*/jobs.py"),
+        *ROOT.glob("features/*/jobs/*.py"),
+        *ROOT.glob("tests/jobs/*.py"),
+        ROOT / "bench" / "jobs.py",
+        ROOT / "tests" / "features" / "newfeature" / "jobs.py",
+    }
+)
 
 
 @pytest.mark.parametrize("path", JOB_FILES, ids=lambda p: str(p.relative_to(ROOT)))

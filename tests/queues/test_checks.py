@@ -1,4 +1,5 @@
 """System checks of the queue configuration (ids listed in docs/checks.md)."""
+
 import ast
 
 from django.conf import settings
@@ -75,16 +76,21 @@ def test_rq_imported_with_another_prefix_is_e006():
     errors = queue_errors()
     assert [e.id for e in errors] == ["queues.E006"]
     assert "'another-env'" in errors[0].msg
-    assert errors[0].hint.startswith("The queues app sets rq's prefix from QUEUE_PREFIX when Django loads it, unless "
-                                     "rq is imported already: list 'queues' before 'django_rq'")
+    assert errors[0].hint.startswith(
+        "The queues app sets rq's prefix from QUEUE_PREFIX when Django loads it, unless "
+        "rq is imported already: list 'queues' before 'django_rq'"
+    )
 
 
 @override_settings(OPTIMA_QUEUES={"default": {"non_retryable": ["no.such.Error", "json.JSONDecodeError"]}})
 def test_non_retryable_entry_that_is_not_an_exception_class_is_e007():
     errors = queue_errors()
     assert [(e.id, e.msg) for e in errors] == [
-        ("queues.E007", "OPTIMA_QUEUES['default']['non_retryable'] lists 'no.such.Error', which is not an "
-                        "importable exception class.")
+        (
+            "queues.E007",
+            "OPTIMA_QUEUES['default']['non_retryable'] lists 'no.such.Error', which is not an "
+            "importable exception class.",
+        )
     ]
 
 
@@ -100,10 +106,10 @@ def test_django_rq_without_this_apps_worker_class_is_e009():
             Error(
                 "settings.RQ['WORKER_CLASS'] is 'rq.worker.Worker', expected 'queues.worker.OptimaWorker'.",
                 hint="django-rq builds jobs, queues, workers and schedulers from settings.RQ: without this app's "
-                     "classes jobs are pickled and failures are not retried. Set RQ = {'JOB_CLASS': "
-                     "'queues.registry.OptimaJob', 'QUEUE_CLASS': 'queues.registry.OptimaQueue', 'SCHEDULER_CLASS': "
-                     "'queues.scheduler.PrefixedScheduler', 'WORKER_CLASS': 'queues.worker.OptimaWorker'} in your "
-                     "settings (docs/install.md).",
+                "classes jobs are pickled and failures are not retried. Set RQ = {'JOB_CLASS': "
+                "'queues.registry.OptimaJob', 'QUEUE_CLASS': 'queues.registry.OptimaQueue', 'SCHEDULER_CLASS': "
+                "'queues.scheduler.PrefixedScheduler', 'WORKER_CLASS': 'queues.worker.OptimaWorker'} in your "
+                "settings (docs/install.md).",
                 id="queues.E009",
             )
         ]
@@ -115,8 +121,8 @@ def test_rq_queues_written_by_hand_is_e010():
         Error(
             "settings.RQ_QUEUES is a dict, expected queues.connection.RQQueuesSetting().",
             hint="In your settings: `from queues.connection import RQQueuesSetting` and `RQ_QUEUES = "
-                 "RQQueuesSetting()` (it imports nothing of rq): django-rq then sees exactly the declared queues. "
-                 "Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
+            "RQQueuesSetting()` (it imports nothing of rq): django-rq then sees exactly the declared queues. "
+            "Declare queues in OPTIMA_QUEUES or an app's queues.py instead.",
             id="queues.E010",
         )
     ]
@@ -136,6 +142,7 @@ def test_using_a_broken_configuration_raises_the_same_message():
 
 
 # -- trust boundary: declared and signed jobs (queues/catalog/jobs.py, queues/jobs/signing.py) -------------
+
 
 @override_settings(QUEUE_JOB_MODULES=["tests.jobs", "features.nowhere.tasks"])
 def test_a_job_module_that_cannot_be_imported_is_e025():
@@ -167,8 +174,11 @@ def test_a_short_signing_key_is_e028_naming_which():
     assert errors[1].msg.startswith("QUEUE_SIGNING_OLD_KEYS[1] is 4 characters long")
 
 
-@override_settings(OPTIMA_SCHEDULES=[{"id": "helper", "queue": "default", "interval": 60,
-                                      "func": "features.repricer.jobs.marketplace_key"}])
+@override_settings(
+    OPTIMA_SCHEDULES=[
+        {"id": "helper", "queue": "default", "interval": 60, "func": "features.repricer.jobs.marketplace_key"}
+    ]
+)
 def test_a_schedule_of_a_function_that_is_not_a_declared_job_is_e036():
     errors = queue_errors()
     assert [e.id for e in errors] == ["queues.E036"]
@@ -187,6 +197,7 @@ def test_no_check_message_or_hint_names_this_repositorys_settings_module():
             name = getattr(func, "id", None) or getattr(func, "attr", None)
             if isinstance(node, ast.Call) and name in callees:
                 texts = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-                offending += [f"{path.relative_to(ROOT)}:{node.lineno}" for t in texts
-                              if "optima_site" in t or "settings.py" in t]
+                offending += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}" for t in texts if "optima_site" in t or "settings.py" in t
+                ]
     assert offending == []

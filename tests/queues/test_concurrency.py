@@ -2,6 +2,7 @@
 and the session's Redis: N jobs really run at once in one process, and every guarantee holds per job
 (at least once after SIGKILL, the SIGTERM grace, the timeout, retries and dead letters, stop, limit
 keys, database connections, rqworker-pool)."""
+
 import signal
 import subprocess
 import sys
@@ -37,8 +38,11 @@ def finished(jobs, connection):
 
 
 def started(log, count):
-    return wait_for(lambda: len(records(log, "start")) >= count and records(log, "start"), timeout=60,
-                    message=f"{count} job(s) to start")
+    return wait_for(
+        lambda: len(records(log, "start")) >= count and records(log, "start"),
+        timeout=60,
+        message=f"{count} job(s) to start",
+    )
 
 
 @pytest.mark.slow
@@ -59,8 +63,9 @@ def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, 
 @pytest.mark.redis_only
 def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
-    jobs = [queues.enqueue("default", "tests.jobs.concurrent.together_async", str(log), 4, attempts=1)
-            for _ in range(4)]
+    jobs = [
+        queues.enqueue("default", "tests.jobs.concurrent.together_async", str(log), 4, attempts=1) for _ in range(4)
+    ]
     worker = start_worker("default", "--concurrency", "4")
     wait_for(lambda: finished(jobs, queue_redis), timeout=60, message="the 4 async jobs to finish")
     assert [fetch(job.id, queue_redis).return_value() for job in jobs] == ["async done"] * 4
@@ -96,7 +101,8 @@ def assert_back_at_head(job, connection, position=0):
 @pytest.mark.slow
 @pytest.mark.redis_only
 def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_puts_the_rest_back(
-        start_worker, queue_redis, tmp_path):
+    start_worker, queue_redis, tmp_path
+):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
     quick = queues.enqueue("default", HOLD, str(log), str(release))
     stuck = queues.enqueue("default", HOLD, str(log), str(tmp_path / "never"))
@@ -151,12 +157,14 @@ def test_timeouts_failures_and_dead_letters_hold_per_job_while_others_run(start_
 
 @pytest.mark.slow
 def test_a_job_blocked_in_c_code_past_its_timeout_fails_and_the_worker_exits_1_after_the_others(
-        start_worker, queue_redis, tmp_path):
+    start_worker, queue_redis, tmp_path
+):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
     other = queues.enqueue("default", HOLD, str(log), str(release))
     blocked = queues.enqueue("default", "tests.jobs.concurrent.sleep_in_c", str(log), 60, timeout=1, attempts=2)
-    worker = start_worker("default", "--concurrency", "2", "--worker-class",
-                          "tests.queues.concurrent_workers.QuickToGiveUpWorker")
+    worker = start_worker(
+        "default", "--concurrency", "2", "--worker-class", "tests.queues.concurrent_workers.QuickToGiveUpWorker"
+    )
     retry = wait_scheduled_for_attempt(queue_redis, "default", blocked.id, 2)
     assert "Task exceeded maximum timeout value (1 seconds)" in retry.results()[0].exc_string
     late = queues.enqueue("default", HOLD, str(log), str(release))  # the worker takes no new job
@@ -198,8 +206,12 @@ def most_at_once(runs):
 @pytest.mark.redis_only
 def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
-    jobs = [queues.enqueue("default", "tests.jobs.concurrent.pause", str(log), 0.3, limit_key="seller:1",
-                           limit_concurrency=2) for _ in range(6)]
+    jobs = [
+        queues.enqueue(
+            "default", "tests.jobs.concurrent.pause", str(log), 0.3, limit_key="seller:1", limit_concurrency=2
+        )
+        for _ in range(6)
+    ]
     free = [queues.enqueue("default", TOGETHER, str(tmp_path / "free.jsonl"), 3) for _ in range(3)]
     worker = start_worker("default", "--concurrency", "8")
     wait_for(lambda: finished(jobs + free, queue_redis), timeout=60, message="every job to finish")
@@ -209,8 +221,7 @@ def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis
 
 @pytest.mark.slow
 @pytest.mark.redis_only
-def test_rqworker_pool_with_concurrency_runs_members_times_threads_jobs_at_once(start_worker, queue_redis,
-                                                                                tmp_path):
+def test_rqworker_pool_with_concurrency_runs_members_times_threads_jobs_at_once(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER, str(log), 8, attempts=1) for _ in range(8)]
     pool = start_worker("default", "--num-workers", "2", "--concurrency", "4", command="rqworker-pool")
@@ -246,8 +257,9 @@ def test_no_database_connection_is_left_open_after_10000_jobs_at_concurrency_8(s
 
 
 def run_command(*args, env):
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "2.5"])
@@ -256,7 +268,8 @@ def test_a_bad_concurrency_is_refused_naming_the_option_the_value_and_an_example
         call_command("rqworker", "default", "--concurrency", value)
     assert str(refused.value) == (
         f"--concurrency must be a whole number of jobs >= 1, got {value!r}. Example: --concurrency 8 "
-        "(8 jobs at once in one process; 1, the default, runs one at a time).")
+        "(8 jobs at once in one process; 1, the default, runs one at a time)."
+    )
 
 
 def test_concurrency_with_a_forking_worker_class_is_refused_naming_both_and_the_fix():
@@ -267,7 +280,8 @@ def test_concurrency_with_a_forking_worker_class_is_refused_naming_both_and_the_
         "(queues.worker.OptimaConcurrentWorker); it cannot be combined with --worker-class "
         "'queues.worker.OptimaWorker', which runs one job at a time. Drop --worker-class (or name a subclass of "
         "queues.worker.OptimaConcurrentWorker), or drop --concurrency and run more processes (rqworker-pool "
-        "--num-workers).")
+        "--num-workers)."
+    )
 
 
 def test_the_rqworker_command_line_refuses_a_concurrency_that_is_not_a_number(subprocess_env):

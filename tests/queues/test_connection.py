@@ -1,4 +1,5 @@
 """Connections: lazy, bounded in time, separate clients, passwords never shown."""
+
 import logging
 import socket
 
@@ -111,8 +112,13 @@ API_TOKEN = "".join(["tok-", "s3cret"])
 
 
 def _failing_view(request):
-    settings_dict = {"ENGINE": "django.db.backends.postgresql", "NAME": "optima", "USER": "optima",
-                     "PASSWORD": DB_PASSWORD, "OPTIONS": {"api_key": API_TOKEN}}
+    settings_dict = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "optima",
+        "USER": "optima",
+        "PASSWORD": DB_PASSWORD,
+        "OPTIONS": {"api_key": API_TOKEN},
+    }
     database_url = f"postgres://optima:{PG_PASSWORD}@db.internal:5432/optima"
     environ = {"DATABASE_URL": database_url, "PATH": "/usr/bin"}
     attempts = [(database_url, 1)]
@@ -167,6 +173,7 @@ def test_the_debug_error_page_survives_cyclic_and_deeply_nested_locals_without_s
 
 # --- Sentinel and WAIT settings (queues/connection/failover.py; checks queues.E040-E043) ---------------------------
 
+
 def failover_errors():
     from django.core.checks import run_checks
 
@@ -177,35 +184,50 @@ def test_no_sentinels_and_no_wait_is_a_good_configuration():
     assert failover_errors() == []
 
 
-@override_settings(QUEUES_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380", QUEUES_REDIS_SENTINEL_MASTER="optima",
-                   CACHE_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380", CACHE_REDIS_SENTINEL_MASTER="optima",
-                   QUEUES_REDIS_WAIT_REPLICAS="1", QUEUES_REDIS_WAIT_TIMEOUT_MS="250")
+@override_settings(
+    QUEUES_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380",
+    QUEUES_REDIS_SENTINEL_MASTER="optima",
+    CACHE_REDIS_SENTINELS="10.0.0.1:26379,[::1]:26380",
+    CACHE_REDIS_SENTINEL_MASTER="optima",
+    QUEUES_REDIS_WAIT_REPLICAS="1",
+    QUEUES_REDIS_WAIT_TIMEOUT_MS="250",
+)
 def test_sentinels_and_wait_from_the_environment_are_a_good_configuration():
     from queues.connection import failover
 
     assert failover_errors() == []
     assert failover.sentinel_config("queues") == failover.SentinelConfig(
-        (("10.0.0.1", 26379), ("::1", 26380)), "optima")
+        (("10.0.0.1", 26379), ("::1", 26380)), "optima"
+    )
     assert failover.wait_replicas() == (1, 250)
 
 
-@override_settings(QUEUES_REDIS_SENTINELS="10.0.0.1:26379,10.0.0.2", QUEUES_REDIS_SENTINEL_MASTER="optima",
-                   CACHE_REDIS_SENTINELS="10.0.0.1:26379,10.0.0.2", CACHE_REDIS_SENTINEL_MASTER="optima")
+@override_settings(
+    QUEUES_REDIS_SENTINELS="10.0.0.1:26379,10.0.0.2",
+    QUEUES_REDIS_SENTINEL_MASTER="optima",
+    CACHE_REDIS_SENTINELS="10.0.0.1:26379,10.0.0.2",
+    CACHE_REDIS_SENTINEL_MASTER="optima",
+)
 def test_a_sentinel_without_port_is_e040_once_naming_the_variable_and_the_entry():
     from django.core.checks import Error
 
-    assert failover_errors() == [Error(
-        "REDIS_SENTINELS (setting QUEUES_REDIS_SENTINELS) has '10.0.0.2', expected host:port with a port from 1 "
-        "to 65535 (e.g. 10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379).",
-        hint="List the sentinels as host:port, comma-separated, in REDIS_SENTINELS; unset it to connect to the "
-             "URL directly.", id="queues.E040")]
+    assert failover_errors() == [
+        Error(
+            "REDIS_SENTINELS (setting QUEUES_REDIS_SENTINELS) has '10.0.0.2', expected host:port with a port from 1 "
+            "to 65535 (e.g. 10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379).",
+            hint="List the sentinels as host:port, comma-separated, in REDIS_SENTINELS; unset it to connect to the "
+            "URL directly.",
+            id="queues.E040",
+        )
+    ]
 
 
 @override_settings(CACHE_REDIS_SENTINELS="cache-a:70000", CACHE_REDIS_SENTINEL_MASTER="cache")
 def test_a_cache_sentinel_port_out_of_range_is_e040_naming_the_cache_variable():
     errors = failover_errors()
     assert [(e.id, e.msg.split(" has ")[0]) for e in errors] == [
-        ("queues.E040", "CACHE_REDIS_SENTINELS (setting CACHE_REDIS_SENTINELS)")]
+        ("queues.E040", "CACHE_REDIS_SENTINELS (setting CACHE_REDIS_SENTINELS)")
+    ]
     assert "'cache-a:70000'" in errors[0].msg
 
 
@@ -213,8 +235,10 @@ def test_a_cache_sentinel_port_out_of_range_is_e040_naming_the_cache_variable():
 def test_sentinels_without_master_name_is_e041():
     errors = failover_errors()
     assert [e.id for e in errors] == ["queues.E041"]
-    assert errors[0].msg == ("REDIS_SENTINELS (setting QUEUES_REDIS_SENTINELS) is set but REDIS_SENTINEL_MASTER "
-                             "(setting QUEUES_REDIS_SENTINEL_MASTER) is not.")
+    assert errors[0].msg == (
+        "REDIS_SENTINELS (setting QUEUES_REDIS_SENTINELS) is set but REDIS_SENTINEL_MASTER "
+        "(setting QUEUES_REDIS_SENTINEL_MASTER) is not."
+    )
     assert "sentinel monitor <name>" in errors[0].hint
 
 
@@ -228,8 +252,9 @@ def test_wait_replicas_not_a_non_negative_integer_is_e042(settings, replicas):
     settings.QUEUES_REDIS_WAIT_REPLICAS = replicas
     errors = failover_errors()
     assert [e.id for e in errors] == ["queues.E042"]
-    assert errors[0].msg == (f"REDIS_WAIT_REPLICAS (setting QUEUES_REDIS_WAIT_REPLICAS) is {replicas!r}, "
-                             "expected an integer >= 0.")
+    assert errors[0].msg == (
+        f"REDIS_WAIT_REPLICAS (setting QUEUES_REDIS_WAIT_REPLICAS) is {replicas!r}, expected an integer >= 0."
+    )
 
 
 @pytest.mark.parametrize("timeout", ["0", "-5", "1s", None])
@@ -248,8 +273,11 @@ def test_enqueue_with_a_bad_wait_setting_refuses_with_the_checks_message():
         queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
 
 
-@override_settings(QUEUES_REDIS_URL="redis://app:s3cret@10.0.0.9:6379/3", QUEUES_REDIS_SENTINELS="127.0.0.1:1",
-                   QUEUES_REDIS_SENTINEL_MASTER="optima")
+@override_settings(
+    QUEUES_REDIS_URL="redis://app:s3cret@10.0.0.9:6379/3",
+    QUEUES_REDIS_SENTINELS="127.0.0.1:1",
+    QUEUES_REDIS_SENTINEL_MASTER="optima",
+)
 def test_sentinel_clients_and_django_rq_config_keep_user_password_and_db_and_never_show_the_password():
     from django.conf import settings as django_settings
 

@@ -1,4 +1,5 @@
 """Dead letters: every path into them with real workers, the mirror's idempotency, reconcile."""
+
 import io
 import math
 
@@ -40,8 +41,11 @@ def test_permanent_error_is_dead_at_once_kept_forever_and_mirrored_with_every_fi
     assert queue_redis.ttl(f"{prefix()}:results:{job.id}") == -1
     assert scheduled_score(queue_redis, "default", job.id) is None
     assert (row.prefix, row.queue, row.job_id) == (prefix(), "default", job.id)
-    assert (row.func_path, row.args, row.kwargs) == ("tests.jobs.lifecycle.fail_permanently",
-                                                     ["cabinet 42 is gone"], {"note": "x"})
+    assert (row.func_path, row.args, row.kwargs) == (
+        "tests.jobs.lifecycle.fail_permanently",
+        ["cabinet 42 is gone"],
+        {"note": "x"},
+    )
     assert (row.exc_type, row.exc_message) == ("queues.exceptions.PermanentError", "cabinet 42 is gone")
     assert "raise PermanentError(message)" in row.traceback
     assert (row.attempts_made, row.attempts_allowed, row.reason) == (1, 5, "permanent")
@@ -54,13 +58,18 @@ def test_permanent_error_is_dead_at_once_kept_forever_and_mirrored_with_every_fi
 
 
 @pytest.mark.slow
-def test_an_exception_class_the_queue_lists_as_non_retryable_is_dead_at_once(start_worker, queue_redis,
-                                                                            lifecycle_queue):
+def test_an_exception_class_the_queue_lists_as_non_retryable_is_dead_at_once(
+    start_worker, queue_redis, lifecycle_queue
+):
     job = queues.enqueue("lifecycle", "tests.jobs.lifecycle.fail_bad_input")
     start_worker("lifecycle", env=WORKER_ENV)
     row = wait_row(job.id)
     assert (row.exc_type, row.reason, row.attempts_made, row.attempts_allowed) == (
-        "tests.jobs.lifecycle.BadInput", "permanent", 1, 3)
+        "tests.jobs.lifecycle.BadInput",
+        "permanent",
+        1,
+        3,
+    )
 
 
 @pytest.mark.slow
@@ -82,8 +91,12 @@ def test_exhausted_attempts_dead_letter_with_the_last_error(start_worker, queue_
     wait_scheduled_for_attempt(queue_redis, "default", job.id, 2)
     release_now(queue_redis, "default", job.id)
     row = wait_row(job.id)
-    assert (row.reason, row.exc_type, row.exc_message, row.attempts_made) == ("exhausted", "RuntimeError",
-                                                                              "still down", 2)
+    assert (row.reason, row.exc_type, row.exc_message, row.attempts_made) == (
+        "exhausted",
+        "RuntimeError",
+        "still down",
+        2,
+    )
     assert row.first_failed_at < row.dead_at
 
 
@@ -136,7 +149,9 @@ def test_a_dead_job_requeued_from_the_dashboard_gets_its_attempts_again_and_reop
 
 
 @pytest.mark.slow
-def test_a_database_outage_at_death_neither_stops_the_worker_nor_loses_the_dead_letter_mirrored_later(start_worker, queue_redis):
+def test_a_database_outage_at_death_neither_stops_the_worker_nor_loses_the_dead_letter_mirrored_later(
+    start_worker, queue_redis
+):
     dead = queues.enqueue("default", "tests.jobs.lifecycle.fail", "while the db is down", attempts=1)
     after = queues.enqueue("default", "tests.jobs.lifecycle.quick", 7)
     worker = start_worker("default", "--burst", env={"DATABASE_URL": "sqlite:////nonexistent-dir/db.sqlite3"})
@@ -148,8 +163,12 @@ def test_a_database_outage_at_death_neither_stops_the_worker_nor_loses_the_dead_
     # The next worker's maintenance (at its start, then every 10 minutes) runs the reconcile.
     assert start_worker("default", "--burst").wait(60) == 0
     row = wait_row(dead.id)
-    assert (row.exc_type, row.exc_message, row.reason, row.status) == ("RuntimeError", "while the db is down",
-                                                                       "exhausted", "open")
+    assert (row.exc_type, row.exc_message, row.reason, row.status) == (
+        "RuntimeError",
+        "while the db is down",
+        "exhausted",
+        "open",
+    )
     assert "RuntimeError: while the db is down" in row.traceback
 
 
@@ -173,8 +192,10 @@ def test_reconcile_mirrors_a_job_failed_by_rqs_own_paths(queue_redis):
     out = io.StringIO()
     call_command("queues_reconcile", "default", stdout=out)
     row = DeadLetter.objects.get(job_id=job.id)
-    assert out.getvalue().strip() == "Dead letters reconciled: 1 mirrored, 0 marked retried, 0 marked discarded " \
-                                     "(1 queues, 0 errors)"
+    assert (
+        out.getvalue().strip() == "Dead letters reconciled: 1 mirrored, 0 marked retried, 0 marked discarded "
+        "(1 queues, 0 errors)"
+    )
     assert (row.reason, row.times_dead, row.status) == ("abandoned", 1, "open")
     call_command("queues_reconcile", stdout=io.StringIO())
     assert DeadLetter.objects.filter(job_id=job.id).count() == 1

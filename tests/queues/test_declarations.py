@@ -1,4 +1,5 @@
 """Queue declarations: settings and installed apps merged once, in one place, checked before use."""
+
 import ast
 from pathlib import Path
 
@@ -37,12 +38,14 @@ def installed_with(app_config_class, **more):
 
 
 def test_settings_override_an_apps_queue_key_by_key_above_the_global_defaults():
-    with override_settings(OPTIMA_QUEUE_DEFAULTS={"backoff": 7.0, "attempts": 4},
-                           OPTIMA_QUEUES={"default": {}, "content": {"attempts": 3}}):
+    with override_settings(
+        OPTIMA_QUEUE_DEFAULTS={"backoff": 7.0, "attempts": 4}, OPTIMA_QUEUES={"default": {}, "content": {"attempts": 3}}
+    ):
         content = declarations.declared()["content"]
     # built-in < OPTIMA_QUEUE_DEFAULTS (backoff) < features/content/queues.py (timeout) < OPTIMA_QUEUES (attempts)
-    assert content == QueueConfig("content", {**DEFAULTS, "backoff": 7.0, "timeout": 600, "attempts": 3,
-                                              "limit_concurrency": 2}, "content")
+    assert content == QueueConfig(
+        "content", {**DEFAULTS, "backoff": 7.0, "timeout": 600, "attempts": 3, "limit_concurrency": 2}, "content"
+    )
 
 
 def test_a_queue_declared_only_in_settings_has_the_global_defaults_under_its_own_options():
@@ -53,7 +56,8 @@ def test_a_queue_declared_only_in_settings_has_the_global_defaults_under_its_own
 
 def test_a_queue_declared_only_by_an_apps_queues_module_keeps_the_apps_options():
     assert declarations.declared()["repricer"] == QueueConfig(
-        "repricer", {**DEFAULTS, "attempts": 1, "limit_concurrency": 4}, "repricer")
+        "repricer", {**DEFAULTS, "attempts": 1, "limit_concurrency": 4}, "repricer"
+    )
 
 
 def test_without_feature_apps_only_the_settings_declare_queues():
@@ -75,7 +79,8 @@ def test_an_app_may_declare_queues_as_an_appconfig_attribute_merged_after_earlie
     assert declared["invoices"] == QueueConfig("invoices", {**DEFAULTS, "attempts": 3}, "invoicing")
     # features.content comes first in INSTALLED_APPS: it names the source, the later app adds a key.
     assert declared["content"] == QueueConfig(
-        "content", {**DEFAULTS, "timeout": 600, "attempts": 2, "limit_concurrency": 2, "backoff": 9}, "content")
+        "content", {**DEFAULTS, "timeout": 600, "attempts": 2, "limit_concurrency": 2, "backoff": 9}, "content"
+    )
     assert "invoices" not in declarations.declared()
 
 
@@ -103,7 +108,8 @@ def test_a_broken_app_declaration_is_refused_naming_the_app():
         with pytest.raises(ImproperlyConfigured) as excinfo:
             declarations.declared()
     assert str(excinfo.value).startswith(
-        "broken.queues.QUEUES declares a queue named 'Invoices', which is not a valid queue name.")
+        "broken.queues.QUEUES declares a queue named 'Invoices', which is not a valid queue name."
+    )
     assert "(queues.E004; run manage.py check for all)" in str(excinfo.value)
 
 
@@ -119,10 +125,13 @@ def test_queue_names_are_known_while_options_are_broken_so_schedule_checks_can_n
     assert declarations.names() == {"default", "invoices", *FEATURE_QUEUES}
 
 
-@pytest.mark.parametrize("module, allowed", [
-    ("queues/conf.py", set()),
-    ("queues/catalog/queues.py", {"queues.conf", "queues.exceptions"}),
-])
+@pytest.mark.parametrize(
+    "module, allowed",
+    [
+        ("queues/conf.py", set()),
+        ("queues/catalog/queues.py", {"queues.conf", "queues.exceptions"}),
+    ],
+)
 def test_conf_and_declarations_are_leaves_that_import_no_other_queues_module(module, allowed):
     tree = ast.parse((Path(__file__).resolve().parents[2] / module).read_text())
     imported = set()

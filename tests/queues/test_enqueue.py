@@ -1,4 +1,5 @@
 """The public enqueue API: validation before any write, JSON only, transactions, delays."""
+
 import datetime as dt
 import decimal
 

@@ -1,4 +1,5 @@
 """``queues.enqueue_many``: many jobs of one declared function, signed, in one write; all or nothing."""
+
 import datetime as dt
 
 import pytest
@@ -68,15 +69,18 @@ def test_a_single_enqueue_is_one_round_trip(round_trips):
     assert round_trips(before) == 1
 
 
-@pytest.mark.parametrize("bad, expected", [
-    ((1, dt.datetime(2026, 1, 1)), "calls[2]: argument 1 (positional) is of type datetime"),
-    ({"a": 1}, "calls[2] is a dict {'a': 1}: one positional argument, or keyword arguments?"),
-    (7, "calls[2] is int 7; each item is a tuple of the job's positional arguments or a queues.Call"),
-    (queues.Call(args=[1], kwargs={"b": {1, 2}}), "calls[2]: argument 'b' (keyword) is of type set"),
-    (queues.Call(args=[1, 2], job_id="a:b"), "calls[2]: job_id must be a non-empty string without ':'"),
-    (queues.Call(args=[1, 2], job_id="twice"), "calls[2] has job_id='twice', as calls[1] has"),
-    (queues.Call(args=[1, 2], meta=["x"]), "calls[2]: meta must be a dict, got list"),
-])
+@pytest.mark.parametrize(
+    "bad, expected",
+    [
+        ((1, dt.datetime(2026, 1, 1)), "calls[2]: argument 1 (positional) is of type datetime"),
+        ({"a": 1}, "calls[2] is a dict {'a': 1}: one positional argument, or keyword arguments?"),
+        (7, "calls[2] is int 7; each item is a tuple of the job's positional arguments or a queues.Call"),
+        (queues.Call(args=[1], kwargs={"b": {1, 2}}), "calls[2]: argument 'b' (keyword) is of type set"),
+        (queues.Call(args=[1, 2], job_id="a:b"), "calls[2]: job_id must be a non-empty string without ':'"),
+        (queues.Call(args=[1, 2], job_id="twice"), "calls[2] has job_id='twice', as calls[1] has"),
+        (queues.Call(args=[1, 2], meta=["x"]), "calls[2]: meta must be a dict, got list"),
+    ],
+)
 def test_a_bad_item_fails_the_whole_batch_naming_its_index_and_nothing_is_written(bad, expected, admin_redis):
     calls = [(1, 2), queues.Call(args=[3, 4], job_id="twice"), bad, (5, 6)]
     with pytest.raises(InvalidJob) as excinfo:
@@ -96,8 +100,15 @@ def test_an_id_that_exists_in_redis_fails_the_batch_and_nothing_of_it_is_written
 def test_unique_is_refused_and_the_options_are_the_batchs(queue_redis):
     with pytest.raises(InvalidJob, match=r"enqueue_many does not take unique= .*queues.enqueue\(..., unique=<key>\)"):
         queues.enqueue_many("default", sample.add, [(1, 2)], unique="k")
-    jobs = queues.enqueue_many("default", sample.add, [(1, 2), queues.Call(args=[3, 4], meta={"note": "own"})],
-                               attempts=2, timeout=7, priority=5, meta={"note": "all", "owner": "u1"})
+    jobs = queues.enqueue_many(
+        "default",
+        sample.add,
+        [(1, 2), queues.Call(args=[3, 4], meta={"note": "own"})],
+        attempts=2,
+        timeout=7,
+        priority=5,
+        meta={"note": "all", "owner": "u1"},
+    )
     assert queue_redis.lrange(keys.band_key(get_queue("default").key, "high"), 0, -1) == [j.id.encode() for j in jobs]
     stored = [OptimaJob.fetch(job.id, connection=queue_redis) for job in jobs]
     assert [(j.timeout, j.meta["attempts_allowed"], j.meta["priority"]) for j in stored] == [(7, 2, 5), (7, 2, 5)]
@@ -108,8 +119,9 @@ def test_a_delayed_batch_is_scheduled_and_a_limited_one_held_beyond_its_concurre
     delayed = queues.enqueue_many("default", sample.add, [(1, 2), (3, 4)], delay=60)
     registry = ScheduledJobRegistry("default", connection=queue_redis)
     assert sorted(registry.get_job_ids()) == sorted(job.id for job in delayed)
-    limited = queues.enqueue_many("default", sample.add, [(i, i) for i in range(4)], limit_key="seller:1",
-                                  limit_concurrency=2)
+    limited = queues.enqueue_many(
+        "default", sample.add, [(i, i) for i in range(4)], limit_key="seller:1", limit_concurrency=2
+    )
     statuses = [OptimaJob.fetch(job.id, connection=queue_redis).get_status() for job in limited]
     assert statuses == [JobStatus.QUEUED] * 2 + [JobStatus.RATE_LIMITED] * 2
     assert get_queue("default").job_ids == [job.id for job in limited[:2]]
@@ -148,7 +160,6 @@ def test_a_durable_batch_whose_redis_is_down_stays_in_the_outbox_and_the_relay_p
     assert outbox.relay_all() == (2, 0)
     assert get_queue("default").job_ids == [job.id for job in jobs]
     wait_for(lambda: OutboxEntry.objects.count() == 0, timeout=5, message="the rows to be deleted")
-
 
 
 @pytest.mark.django_db(transaction=True)

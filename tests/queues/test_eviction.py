@@ -1,6 +1,7 @@
 """Eviction and memory of the queues' Redis (queues/connection/info.py): the maxmemory-policy read from
 INFO is a system check (queues.E070 / W071) and a /healthz failure, and the scrape reports used
 memory, maxmemory and evicted keys. Each test runs its own redis-server with the policy under test."""
+
 import shutil
 
 import pytest
@@ -16,9 +17,11 @@ from tests.queues.test_metrics import samples, scrape
 
 TOKEN = "probe-token-" + "y" * 32
 AS_PROBE = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
-FIX = ("Set maxmemory-policy noeviction on the queues' Redis (redis.conf, CONFIG SET, or the managed service's "
-       "parameter group) and give the cache its own Redis (CACHE_REDIS_URL) if it should evict; see "
-       "docs/operations.md#redis-memory-and-eviction.")
+FIX = (
+    "Set maxmemory-policy noeviction on the queues' Redis (redis.conf, CONFIG SET, or the managed service's "
+    "parameter group) and give the cache its own Redis (CACHE_REDIS_URL) if it should evict; see "
+    "docs/operations.md#redis-memory-and-eviction."
+)
 
 
 class PolicyRedisServer(RedisServer):
@@ -70,23 +73,34 @@ def eviction_checks():
 
 # --- the system check -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
 def test_an_allkeys_policy_is_error_e070(policy, policy_redis):
     server = policy_redis(policy)
-    assert eviction_checks() == [Error(
-        f"The queues' Redis (redis://127.0.0.1:{server.port}/0) has maxmemory-policy {policy}: when it reaches "
-        "maxmemory it deletes any key, waiting jobs, queue lists and registries included, and those jobs are lost "
-        "without an error.", hint=FIX, id="queues.E070")]
+    assert eviction_checks() == [
+        Error(
+            f"The queues' Redis (redis://127.0.0.1:{server.port}/0) has maxmemory-policy {policy}: when it reaches "
+            "maxmemory it deletes any key, waiting jobs, queue lists and registries included, and those jobs are lost "
+            "without an error.",
+            hint=FIX,
+            id="queues.E070",
+        )
+    ]
 
 
 @pytest.mark.parametrize("policy", ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"])
 def test_a_volatile_policy_is_warning_w071_naming_what_it_may_evict(policy, policy_redis):
     server = policy_redis(policy)
-    assert eviction_checks() == [Warning(
-        f"The queues' Redis (redis://127.0.0.1:{server.port}/0) has maxmemory-policy {policy}: when it reaches "
-        "maxmemory it deletes keys that carry a TTL: worker liveness keys and registrations (a live worker looks "
-        "dead and its job runs again), scheduler locks, finished and failed jobs kept for result_ttl / "
-        "failure_ttl, and unique-enqueue keys (a duplicate can be enqueued).", hint=FIX, id="queues.W071")]
+    assert eviction_checks() == [
+        Warning(
+            f"The queues' Redis (redis://127.0.0.1:{server.port}/0) has maxmemory-policy {policy}: when it reaches "
+            "maxmemory it deletes keys that carry a TTL: worker liveness keys and registrations (a live worker looks "
+            "dead and its job runs again), scheduler locks, finished and failed jobs kept for result_ttl / "
+            "failure_ttl, and unique-enqueue keys (a duplicate can be enqueued).",
+            hint=FIX,
+            id="queues.W071",
+        )
+    ]
 
 
 def test_noeviction_passes_the_check(policy_redis):
@@ -113,13 +127,15 @@ def test_an_unreachable_redis_makes_the_check_say_nothing(settings):
 
 def test_a_redis_that_refuses_info_makes_the_check_say_nothing(policy_redis, settings):
     server = policy_redis("allkeys-lru")
-    redis.Redis(port=server.port).acl_setuser("noinfo", enabled=True, passwords=["+pw-noinfo"], keys=["*"],
-                                              commands=["+@all", "-info"])
+    redis.Redis(port=server.port).acl_setuser(
+        "noinfo", enabled=True, passwords=["+pw-noinfo"], keys=["*"], commands=["+@all", "-info"]
+    )
     settings.QUEUES_REDIS_URL = f"redis://noinfo:pw-noinfo@127.0.0.1:{server.port}/0"
     assert eviction_checks() == []
 
 
 # --- /healthz ---------------------------------------------------------------------------------
+
 
 @pytest.mark.django_db
 def test_healthz_fails_the_queue_redis_under_an_allkeys_policy(policy_redis, client):
@@ -127,13 +143,19 @@ def test_healthz_fails_the_queue_redis_under_an_allkeys_policy(policy_redis, cli
     anonymous = client.get("/healthz")
     assert anonymous.status_code == 503
     assert anonymous.json() == {
-        "status": "error", "failing": ["queue_redis"],
-        "components": {"database": {"status": "ok"}, "queue_redis": {"status": "error"},
-                       "cache_redis": {"status": "ok"}},
+        "status": "error",
+        "failing": ["queue_redis"],
+        "components": {
+            "database": {"status": "ok"},
+            "queue_redis": {"status": "error"},
+            "cache_redis": {"status": "ok"},
+        },
     }
     probe = client.get("/healthz", **AS_PROBE).json()
     assert probe["components"]["queue_redis"] == {
-        "status": "error", "url": f"redis://127.0.0.1:{server.port}/0", "error": "EvictionPolicy",
+        "status": "error",
+        "url": f"redis://127.0.0.1:{server.port}/0",
+        "error": "EvictionPolicy",
         "maxmemory_policy": "allkeys-lru",
     }
 
@@ -144,8 +166,10 @@ def test_healthz_is_200_under_noeviction_and_volatile_policies(policy, policy_re
     policy_redis(policy)
     response = client.get("/healthz", **AS_PROBE)
     assert response.status_code == 200, response.json()
-    assert response.json()["components"]["queue_redis"] == {"status": "ok",
-                                                            "url": response.json()["components"]["queue_redis"]["url"]}
+    assert response.json()["components"]["queue_redis"] == {
+        "status": "ok",
+        "url": response.json()["components"]["queue_redis"]["url"],
+    }
 
 
 @pytest.mark.django_db
@@ -164,6 +188,7 @@ def test_a_cache_redis_of_its_own_may_evict_without_failing_healthz(policy_redis
 
 # --- metrics ----------------------------------------------------------------------------------
 
+
 def memory_samples(found):
     return {name: v for (name, labels), v in found.items() if name.startswith("optima_redis_")}
 
@@ -173,8 +198,11 @@ def test_the_scrape_reports_used_memory_maxmemory_and_evicted_keys(policy_redis,
     server = policy_redis("noeviction", maxmemory=64 * 1024 * 1024)
     info = redis.Redis(port=server.port).info("memory")
     found = memory_samples(samples(scrape(client)))
-    assert set(found) == {"optima_redis_memory_used_bytes", "optima_redis_memory_max_bytes",
-                          "optima_redis_evicted_keys_total"}
+    assert set(found) == {
+        "optima_redis_memory_used_bytes",
+        "optima_redis_memory_max_bytes",
+        "optima_redis_evicted_keys_total",
+    }
     assert found["optima_redis_memory_max_bytes"] == 64 * 1024 * 1024
     assert found["optima_redis_evicted_keys_total"] == 0
     # used_memory moves with every command; the scrape's own read is within 1 MiB of ours.
@@ -205,16 +233,21 @@ def test_evicted_keys_count_the_keys_a_full_allkeys_redis_deleted(policy_redis, 
 
 @pytest.mark.django_db
 def test_a_redis_that_refuses_info_leaves_the_memory_families_out_and_the_queues_in(
-        policy_redis, settings, client, caplog):
+    policy_redis, settings, client, caplog
+):
     server = policy_redis("noeviction")
-    redis.Redis(port=server.port).acl_setuser("noinfo", enabled=True, passwords=["+pw-noinfo"], keys=["*"],
-                                              commands=["+@all", "-info"])
+    redis.Redis(port=server.port).acl_setuser(
+        "noinfo", enabled=True, passwords=["+pw-noinfo"], keys=["*"], commands=["+@all", "-info"]
+    )
     settings.QUEUES_REDIS_URL = f"redis://noinfo:pw-noinfo@127.0.0.1:{server.port}/0"
     found = samples(scrape(client))
     assert memory_samples(found) == {}
     assert found[("optima_queue_scrape_error", frozenset({"queue": "default", "source": "redis"}.items()))] == 0
-    assert any(r.getMessage().startswith("reading the Redis memory (INFO) failed (NoPermissionError")
-               for r in caplog.records if r.name == "queues.metrics")
+    assert any(
+        r.getMessage().startswith("reading the Redis memory (INFO) failed (NoPermissionError")
+        for r in caplog.records
+        if r.name == "queues.metrics"
+    )
 
 
 @pytest.mark.django_db

@@ -1,6 +1,7 @@
 """Failure groups: the fingerprint's normalisation, groups kept by the dead-letter mirror (and by
 bury_corrupt, reconcile and migration 0004), and the group admin with its confirmed, audited retry
 and discard of a whole group."""
+
 import datetime as dt
 
 import pytest
@@ -20,50 +21,67 @@ LIST = "/admin/queues/deadletter/"
 
 # --- the group's title (pure) ------------------------------------------------------------------
 
-@pytest.mark.parametrize("exc_type, pattern_text, expected", [
-    ("", pattern("Job stopped by user, work-horse terminated."), "Stopped by an operator"),
-    ("builtins.TimeoutError", "GET <url> took <n> s", "TimeoutError: GET <url> took <n> s"),
-    ("", "something odd", "(no exception): something odd"),
-    ("app.errors.Boom", "", "Boom"),
-    ("app.errors.Boom", "x" * 100, "Boom: " + "x" * 79 + "…"),
-])
+
+@pytest.mark.parametrize(
+    "exc_type, pattern_text, expected",
+    [
+        ("", pattern("Job stopped by user, work-horse terminated."), "Stopped by an operator"),
+        ("builtins.TimeoutError", "GET <url> took <n> s", "TimeoutError: GET <url> took <n> s"),
+        ("", "something odd", "(no exception): something odd"),
+        ("app.errors.Boom", "", "Boom"),
+        ("app.errors.Boom", "x" * 100, "Boom: " + "x" * 79 + "…"),
+    ],
+)
 def test_a_groups_title_says_what_happened_never_a_dash(exc_type, pattern_text, expected):
     assert title(exc_type, pattern_text) == expected
 
 
 # --- the fingerprint (pure) --------------------------------------------------------------------
 
-@pytest.mark.parametrize("message, expected", [
-    ("Order 1234 not found", "Order <n> not found"),
-    ("GET https://api.example.test/v1/orders/77?page=2 returned 503", "GET <url> returned <n>"),
-    ("job 0b0e4a1e-6c1c-4b7e-9a4f-2a3b4c5d6e7f vanished", "job <uuid> vanished"),
-    ("job 0B0E4A1E-6C1C-4B7E-9A4F-2A3B4C5D6E7F vanished", "job <uuid> vanished"),
-    ("cabinet 5f2d9c0e4b1a77aa is locked", "cabinet <hex> is locked"),
-    ("<Session object at 0x7f3a2b1c>", "<Session object at <hex>>"),
-    ("mail to ops.team+x@example.co.uk bounced", "mail to <email> bounced"),
-    ("took 3.25 s after   2\n retries", "took <n>.<n> s after <n> retries"),
-    ("deadbeef and facade stay words", "deadbeef and facade stay words"),  # hex letters alone are words
-    ("", ""),
-    (None, ""),
-])
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        ("Order 1234 not found", "Order <n> not found"),
+        ("GET https://api.example.test/v1/orders/77?page=2 returned 503", "GET <url> returned <n>"),
+        ("job 0b0e4a1e-6c1c-4b7e-9a4f-2a3b4c5d6e7f vanished", "job <uuid> vanished"),
+        ("job 0B0E4A1E-6C1C-4B7E-9A4F-2A3B4C5D6E7F vanished", "job <uuid> vanished"),
+        ("cabinet 5f2d9c0e4b1a77aa is locked", "cabinet <hex> is locked"),
+        ("<Session object at 0x7f3a2b1c>", "<Session object at <hex>>"),
+        ("mail to ops.team+x@example.co.uk bounced", "mail to <email> bounced"),
+        ("took 3.25 s after   2\n retries", "took <n>.<n> s after <n> retries"),
+        ("deadbeef and facade stay words", "deadbeef and facade stay words"),  # hex letters alone are words
+        ("", ""),
+        (None, ""),
+    ],
+)
 def test_pattern_normalises_ids_numbers_uuids_hex_ids_and_urls(message, expected):
     assert pattern(message) == expected
 
 
 def test_fingerprint_is_equal_for_messages_that_differ_only_in_ids():
-    a = fingerprint("features.orders.sync", "httpx.HTTPStatusError",
-                    "404 for https://mp.test/cabinets/12/orders (order 981 of cabinet a1b2c3d4e5)")
-    b = fingerprint("features.orders.sync", "httpx.HTTPStatusError",
-                    "404 for https://mp.test/cabinets/7/orders (order 5 of cabinet 9f8e7d6c5b)")
+    a = fingerprint(
+        "features.orders.sync",
+        "httpx.HTTPStatusError",
+        "404 for https://mp.test/cabinets/12/orders (order 981 of cabinet a1b2c3d4e5)",
+    )
+    b = fingerprint(
+        "features.orders.sync",
+        "httpx.HTTPStatusError",
+        "404 for https://mp.test/cabinets/7/orders (order 5 of cabinet 9f8e7d6c5b)",
+    )
     assert a == b
     assert len(a) == 32 and int(a, 16) >= 0
 
 
-@pytest.mark.parametrize("other", [
-    ("features.orders.push", "httpx.HTTPStatusError", "order 1 missing"),  # another function
-    ("features.orders.sync", "KeyError", "order 1 missing"),  # another exception
-    ("features.orders.sync", "httpx.HTTPStatusError", "order 1 refused"),  # another message
-])
+@pytest.mark.parametrize(
+    "other",
+    [
+        ("features.orders.push", "httpx.HTTPStatusError", "order 1 missing"),  # another function
+        ("features.orders.sync", "KeyError", "order 1 missing"),  # another exception
+        ("features.orders.sync", "httpx.HTTPStatusError", "order 1 refused"),  # another message
+    ],
+)
 def test_fingerprint_differs_for_another_function_exception_or_message(other):
     assert fingerprint("features.orders.sync", "httpx.HTTPStatusError", "order 2 missing") != fingerprint(*other)
 
@@ -75,20 +93,34 @@ def test_only_the_first_thousand_characters_of_a_message_count():
 
 # --- groups kept by the mirror ------------------------------------------------------------------
 
-def die(name="default", message="order 1 failed", exc_type="features.orders.OrderError", deaths=1, job=None,
-        at=None, func="tests.jobs.sample.add"):
+
+def die(
+    name="default",
+    message="order 1 failed",
+    exc_type="features.orders.OrderError",
+    deaths=1,
+    job=None,
+    at=None,
+    func="tests.jobs.sample.add",
+):
     """A job dead in Redis whose death (``deaths``-th) is mirrored through deadletter.mirror, as a worker does."""
     if job is None:
         job, _ = dead_job(name, func, row=False)
-    job.meta.update({"exc_type": exc_type, "exc_message": message, "deaths": deaths,
-                     "dead_at": (at or dt.datetime.now(dt.timezone.utc)).isoformat()})
+    job.meta.update(
+        {
+            "exc_type": exc_type,
+            "exc_message": message,
+            "deaths": deaths,
+            "dead_at": (at or dt.datetime.now(dt.UTC)).isoformat(),
+        }
+    )
     job.save_meta()
     return job, deadletter.mirror(job)
 
 
 @pytest.mark.django_db
 def test_two_deaths_with_different_ids_in_the_message_land_in_one_group(queue_redis):
-    t0 = dt.datetime(2026, 11, 1, 10, 0, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2026, 11, 1, 10, 0, tzinfo=dt.UTC)
     _, first = die("default", "order 1234 of https://mp.test/c/1 failed", at=t0)
     _, second = die("content", "order 99 of https://mp.test/c/2 failed", at=t0 + dt.timedelta(minutes=5))
     _, other = die("default", "order 5 refused", at=t0)
@@ -98,7 +130,10 @@ def test_two_deaths_with_different_ids_in_the_message_land_in_one_group(queue_re
     assert (group.first_seen, group.last_seen) == (t0, t0 + dt.timedelta(minutes=5))
     assert group.example_id == second.pk and group.example_message == "order 99 of https://mp.test/c/2 failed"
     assert (group.func_path, group.exc_type, group.pattern) == (
-        "tests.jobs.sample.add", "features.orders.OrderError", "order <n> of <url> failed")
+        "tests.jobs.sample.add",
+        "features.orders.OrderError",
+        "order <n> of <url> failed",
+    )
     assert FailureGroup.objects.get(fingerprint=other.fingerprint).count == 1
     assert FailureGroup.objects.count() == 2
 
@@ -158,7 +193,8 @@ def test_group_list_shows_count_first_and_last_seen_queues_example_and_a_link_to
     response = viewer.get(GROUPS)
     assert response.status_code == 200
     assert [g.pk for g in response.context["cl"].result_list] == list(
-        FailureGroup.objects.order_by("-last_seen", "-id").values_list("pk", flat=True))
+        FailureGroup.objects.order_by("-last_seen", "-id").values_list("pk", flat=True)
+    )
     html = response.content.decode()
     assert "order &lt;n&gt; failed" in html
     assert '<td class="field-count">2</td>' in html
@@ -175,12 +211,20 @@ def test_group_list_shows_count_first_and_last_seen_queues_example_and_a_link_to
 @pytest.mark.django_db
 def test_a_stopped_jobs_group_is_titled_stopped_by_an_operator_in_the_list_and_on_its_page(viewer, queue_redis):
     from django.utils import timezone
+
     from queues import conf
 
     now = timezone.now()
-    group = FailureGroup.objects.create(prefix=conf.prefix(), fingerprint="f" * 64, func_path="tests.jobs.sample.add",
-                                        exc_type="", pattern=pattern("Job stopped by user, work-horse terminated."),
-                                        count=1, first_seen=now, last_seen=now)
+    group = FailureGroup.objects.create(
+        prefix=conf.prefix(),
+        fingerprint="f" * 64,
+        func_path="tests.jobs.sample.add",
+        exc_type="",
+        pattern=pattern("Job stopped by user, work-horse terminated."),
+        count=1,
+        first_seen=now,
+        last_seen=now,
+    )
     listed = viewer.get(GROUPS).content.decode()
     assert '<span title="">Stopped by an operator</span>' in listed and "-: Job stopped" not in listed
     page = viewer.get(f"{GROUPS}{group.pk}/change/").content.decode()
@@ -195,7 +239,10 @@ def test_dead_letter_list_says_new_group_or_how_often_the_group_was_seen(viewer,
     html = viewer.get(LIST).content.decode()
     lone_group = FailureGroup.objects.get(fingerprint=lone.fingerprint)
     seen_group = FailureGroup.objects.get(fingerprint=one.fingerprint)
-    assert html.count(f'<a class="queues-group queues-group-new" href="{GROUPS}{lone_group.pk}/change/">new group</a>') == 1
+    assert (
+        html.count(f'<a class="queues-group queues-group-new" href="{GROUPS}{lone_group.pk}/change/">new group</a>')
+        == 1
+    )
     assert html.count(f'<a class="queues-group" href="{GROUPS}{seen_group.pk}/change/">seen 2 times</a>') == 2
 
 
@@ -229,18 +276,25 @@ def test_group_retry_requeues_its_open_rows_and_writes_one_audit_row_naming_the_
     DeadLetter.objects.filter(pk=done.pk).update(status="discarded")  # left alone by the group retry
     _, other = die(message="another failure")
     group = FailureGroup.objects.get(fingerprint=made[0][1].fingerprint)
-    response = actor.post(GROUPS, {"action": "retry_groups", "_selected_action": [group.pk], "post": "yes"},
-                          follow=True)
+    response = actor.post(
+        GROUPS, {"action": "retry_groups", "_selected_action": [group.pk], "post": "yes"}, follow=True
+    )
     assert [str(m) for m in response.context["messages"]] == [
-        "3 dead letters retried in 1 failure group (0 skipped, 0 failed)."]
+        "3 dead letters retried in 1 failure group (0 skipped, 0 failed)."
+    ]
     assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job, _ in made)
     assert dict(DeadLetter.objects.values_list("job_id", "status")) == {
-        **{job.id: "retried" for job, _ in made}, done.job_id: "discarded", other.job_id: "open"}
+        **{job.id: "retried" for job, _ in made},
+        done.job_id: "discarded",
+        other.job_id: "open",
+    }
     entry = AuditEntry.objects.get()
     assert (entry.identity, entry.action, entry.queue, entry.outcome) == ("actor", "retry_group", "default", "ok")
     assert sorted(entry.job_ids) == sorted(job.id for job, _ in made)
-    assert entry.detail == (f"failure group {group.fingerprint} (features.orders.OrderError in tests.jobs.sample.add):"
-                            " 3 open dead letters, 3 retried, 0 skipped, 0 failed")
+    assert entry.detail == (
+        f"failure group {group.fingerprint} (features.orders.OrderError in tests.jobs.sample.add):"
+        " 3 open dead letters, 3 retried, 0 skipped, 0 failed"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -275,6 +329,7 @@ def test_group_retry_keeps_each_rows_own_rules_a_corrupt_row_is_refused(actor, q
 
 # --- migration 0004 on existing rows ---------------------------------------------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 def test_migration_fills_fingerprints_and_groups_of_existing_rows(queue_redis):
     from django.db import connection
@@ -285,14 +340,27 @@ def test_migration_fills_fingerprints_and_groups_of_existing_rows(queue_redis):
         # The model as it was at 0003 (later migrations add columns the table does not have yet).
         state = MigrationExecutor(connection).loader.project_state(("queues", "0003_failure_groups"))
         OldDeadLetter = state.apps.get_model("queues", "DeadLetter")
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         for i in range(5):
             OldDeadLetter.objects.create(
-                prefix=conf.prefix(), queue=("default", "content")[i % 2], job_id=f"old-{i}",
-                func_path="features.orders.sync", exc_type="KeyError", exc_message=f"'order-{i}'",
-                dead_at=now - dt.timedelta(minutes=i), times_dead=2 if i == 0 else 1)
-        OldDeadLetter.objects.create(prefix="other-env", queue="default", job_id="old-x", func_path="f",
-                                     exc_type="E", exc_message="m 1", dead_at=now)
+                prefix=conf.prefix(),
+                queue=("default", "content")[i % 2],
+                job_id=f"old-{i}",
+                func_path="features.orders.sync",
+                exc_type="KeyError",
+                exc_message=f"'order-{i}'",
+                dead_at=now - dt.timedelta(minutes=i),
+                times_dead=2 if i == 0 else 1,
+            )
+        OldDeadLetter.objects.create(
+            prefix="other-env",
+            queue="default",
+            job_id="old-x",
+            func_path="f",
+            exc_type="E",
+            exc_message="m 1",
+            dead_at=now,
+        )
         assert state.apps.get_model("queues", "FailureGroup").objects.count() == 0
     finally:
         call_command("migrate", "queues", verbosity=0)
@@ -301,5 +369,6 @@ def test_migration_fills_fingerprints_and_groups_of_existing_rows(queue_redis):
     assert mine.example_id == DeadLetter.objects.get(job_id="old-0").pk  # the latest death
     assert mine.first_seen == now - dt.timedelta(minutes=4) and mine.last_seen == now
     assert set(DeadLetter.objects.filter(prefix=conf.prefix()).values_list("fingerprint", flat=True)) == {
-        mine.fingerprint}
+        mine.fingerprint
+    }
     assert FailureGroup.objects.get(prefix="other-env").count == 1

@@ -5,6 +5,7 @@ job enqueued after it, and runs a real worker (in this process, forking its work
 planted job never runs (nothing it names is imported), it is dead-lettered with its reason or
 dropped with an ERROR naming the key, and the worker goes on to run the good job.
 """
+
 import datetime as dt
 import logging
 import subprocess
@@ -36,8 +37,7 @@ def declared_outside_a_job_module():
 
 
 def run_burst(connection, *names):
-    worker = OptimaWorker([get_queue(n, connection=connection) for n in (names or ("default",))],
-                          connection=connection)
+    worker = OptimaWorker([get_queue(n, connection=connection) for n in (names or ("default",))], connection=connection)
     worker.work(burst=True, with_scheduler=False)
     return worker
 
@@ -46,9 +46,15 @@ def plant(connection, func, args=(), kwargs=None, *, signed=False, origin="defau
     """A job hash written with Redis commands only, pushed onto ``queue``; -> its id."""
     # Ids with a letter and a digit, so that a failure fingerprint always reads them as "<hex>": an
     # all-digit one ("<n>", 2 % of 8 random hex digits) put two planted jobs in two failure groups.
-    job = OptimaJob.create(func, args=list(args), kwargs=kwargs or {}, connection=connection,
-                           id=f"planted-{uuid.uuid4().hex[:6]}1a", origin=origin,
-                           meta={"queue": origin, "attempt": 1, "attempts_allowed": 5})
+    job = OptimaJob.create(
+        func,
+        args=list(args),
+        kwargs=kwargs or {},
+        connection=connection,
+        id=f"planted-{uuid.uuid4().hex[:6]}1a",
+        origin=origin,
+        meta={"queue": origin, "attempt": 1, "attempts_allowed": 5},
+    )
     if signed:
         job.signature = signing.sign(job)
     job.save()
@@ -78,23 +84,31 @@ def assert_dead(connection, job_id, reason):
 
 # -- declared jobs ------------------------------------------------------------------------------
 
+
 def test_the_job_modules_are_each_apps_jobs_module_plus_queue_job_modules():
     assert {"features.orders.jobs", "features.repricer.jobs", "features.content.jobs", "tests.jobs"} <= set(
-        catalog.job_modules())
+        catalog.job_modules()
+    )
     assert catalog.is_declared("features.orders.jobs.sync_cabinet")
     assert catalog.is_declared("tests.jobs.resilience.runs")  # a submodule of a job package
     assert not catalog.is_declared("features.repricer.jobs.marketplace_key")  # a helper, not decorated
     assert not catalog.is_declared("tests.queues.test_gate.declared_outside_a_job_module")
 
 
-@pytest.mark.parametrize("func, says", [
-    ("os.system", "'os.system' is not a declared job: decorate a module-level function"),
-    ("features.repricer.jobs.marketplace_key", "is not a declared job"),
-    (declared_outside_a_job_module, "carries @queues.job but 'tests.queues.test_gate' is not a job module: move it"
-                                    " into an app's jobs.py, or add 'tests.queues.test_gate' to the setting "
-                                    "QUEUE_JOB_MODULES"),
-    (sorted, "is not a declared job"),
-])
+@pytest.mark.parametrize(
+    "func, says",
+    [
+        ("os.system", "'os.system' is not a declared job: decorate a module-level function"),
+        ("features.repricer.jobs.marketplace_key", "is not a declared job"),
+        (
+            declared_outside_a_job_module,
+            "carries @queues.job but 'tests.queues.test_gate' is not a job module: move it"
+            " into an app's jobs.py, or add 'tests.queues.test_gate' to the setting "
+            "QUEUE_JOB_MODULES",
+        ),
+        (sorted, "is not a declared job"),
+    ],
+)
 def test_enqueue_refuses_what_is_not_a_declared_job_saying_how_to_declare_it(func, says, queue_redis):
     with pytest.raises(InvalidJob) as excinfo:
         queues.enqueue("default", func, 1)
@@ -120,15 +134,19 @@ def test_importing_a_job_module_does_not_need_django():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("tests.conftest").conftest.ROOT))
 
 
-@pytest.mark.parametrize("func, args", [
-    ("os.system", ["touch {marker}"]),
-    ("builtins.eval", ["open({marker!r}, 'w')"]),
-    ("subprocess.call", [["touch", "{marker}"]]),
-    ("features.repricer.jobs.marketplace_key", ["{marker}", "k"]),
-    ("this.s", []),
-])
+@pytest.mark.parametrize(
+    "func, args",
+    [
+        ("os.system", ["touch {marker}"]),
+        ("builtins.eval", ["open({marker!r}, 'w')"]),
+        ("subprocess.call", [["touch", "{marker}"]]),
+        ("features.repricer.jobs.marketplace_key", ["{marker}", "k"]),
+        ("this.s", []),
+    ],
+)
 def test_a_job_naming_anything_but_a_declared_job_is_dead_lettered_not_a_job_unimported(
-        func, args, queue_redis, tmp_path):
+    func, args, queue_redis, tmp_path
+):
     marker = tmp_path / "ran"
     args = [a.format(marker=marker) if isinstance(a, str) else [x.format(marker=marker) for x in a] for a in args]
     planted = plant(queue_redis, func, args, signed=True)  # even signed: the function is what is refused
@@ -165,6 +183,7 @@ def test_rqs_own_import_of_a_job_refuses_an_undeclared_name(queue_redis):
 
 # -- signatures ---------------------------------------------------------------------------------
 
+
 def test_a_declared_job_with_rewritten_arguments_is_dead_lettered_unsigned(queue_redis, tmp_path):
     queue = get_queue("default", connection=queue_redis)
     honest = queues.enqueue("default", sample.touch, str(tmp_path / "honest"))
@@ -187,14 +206,15 @@ def test_a_declared_job_without_a_signature_is_dead_lettered_unsigned(queue_redi
 
 
 def test_unsigned_jobs_run_until_queue_accept_unsigned_until_and_not_after(queue_redis, tmp_path, settings, caplog):
-    settings.QUEUE_ACCEPT_UNSIGNED_UNTIL = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)).isoformat()
+    settings.QUEUE_ACCEPT_UNSIGNED_UNTIL = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat()
     waiting = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "waiting")])
     with caplog.at_level(logging.WARNING):
         run_burst(queue_redis)
     assert (tmp_path / "waiting").exists()
     assert OptimaJob.fetch(waiting, connection=queue_redis).get_status() == JobStatus.FINISHED
-    assert any("carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "carries no valid signature; run anyway: QUEUE_ACCEPT_UNSIGNED_UNTIL" in r.getMessage() for r in caplog.records
+    )
     settings.QUEUE_ACCEPT_UNSIGNED_UNTIL = "2026-01-01T00:00:00"
     late = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "late")])
     run_burst(queue_redis)
@@ -212,8 +232,14 @@ def test_key_rotation_old_keys_still_verify_a_forgotten_key_does_not(queue_redis
     assert_ran(queue_redis, before_rotation)
     assert_ran(queue_redis, after_rotation)
     settings.QUEUE_SIGNING_OLD_KEYS = []
-    signed_with_first = OptimaJob.create("tests.jobs.sample.add", args=[2, 3], connection=queue_redis,
-                                         id="first-key-job", origin="default", meta={"queue": "default"})
+    signed_with_first = OptimaJob.create(
+        "tests.jobs.sample.add",
+        args=[2, 3],
+        connection=queue_redis,
+        id="first-key-job",
+        origin="default",
+        meta={"queue": "default"},
+    )
     settings.QUEUE_SIGNING_KEY = "first-key-" + "x" * 40
     signed_with_first.signature = signing.sign(signed_with_first)
     settings.QUEUE_SIGNING_KEY = "second-key-" + "y" * 40
@@ -246,7 +272,8 @@ POISON = {
 
 @pytest.mark.parametrize("poison", sorted(POISON))
 def test_a_poison_job_is_dead_lettered_corrupt_with_its_raw_hash_and_the_worker_goes_on(
-        poison, queue_redis, tmp_path, caplog):
+    poison, queue_redis, tmp_path, caplog
+):
     planted = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "ran")], signed=True, **POISON[poison])
     raw = queue_redis.hgetall(keys.job_key(planted))
     good = good_job()
@@ -272,8 +299,7 @@ def test_a_job_hash_without_data_is_dead_lettered_corrupt(queue_redis):
 
 
 def test_a_job_whose_origin_is_not_the_queue_it_was_popped_from_is_dead_lettered_corrupt(queue_redis, tmp_path):
-    planted = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "ran")], signed=True,
-                    origin="not-declared")
+    planted = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "ran")], signed=True, origin="not-declared")
     good = good_job()
     run_burst(queue_redis)
     assert not (tmp_path / "ran").exists()
@@ -307,27 +333,38 @@ def test_a_queue_key_of_the_wrong_type_is_set_aside_and_the_other_queues_go_on(q
     assert_ran(queue_redis, good)
     aside = [k.decode() for k in queue_redis.keys(keys.queue_key("orders-sync") + ".corrupt-*")]
     assert len(aside) == 1 and queue_redis.hget(aside[0], "planted") == b"x"
-    assert any(keys.queue_key("orders-sync") in r.getMessage() and "is a hash, not a list" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        keys.queue_key("orders-sync") in r.getMessage() and "is a hash, not a list" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 # -- periodic jobs ------------------------------------------------------------------------------
 
+
 def test_the_scheduler_runs_only_declared_schedules_whatever_the_template_in_redis_says(
-        queue_redis, lifecycle_schedules, tmp_path, caplog):
+    queue_redis, lifecycle_schedules, tmp_path, caplog
+):
     from queues.periodic import schedules
 
     schedules.register(queue_redis)
     # Planted: a member that is no declared schedule, and a declared one's template rewritten.
-    evil = OptimaJob.create("os.system", args=[f"touch {tmp_path / 'evil'}"], connection=queue_redis,
-                            id="schedule-evil", meta={"optima_schedule": "evil", "queue": "lifecycle"})
+    evil = OptimaJob.create(
+        "os.system",
+        args=[f"touch {tmp_path / 'evil'}"],
+        connection=queue_redis,
+        id="schedule-evil",
+        meta={"optima_schedule": "evil", "queue": "lifecycle"},
+    )
     evil.save()
     rewritten = OptimaJob.fetch("schedule-tick", connection=queue_redis)
-    queue_redis.hset(rewritten.key, "data", zlib.compress(
-        f'["os.system", null, ["touch {tmp_path / "rewritten"}"], {{}}]'.encode()))
+    queue_redis.hset(
+        rewritten.key, "data", zlib.compress(f'["os.system", null, ["touch {tmp_path / "rewritten"}"], {{}}]'.encode())
+    )
     queue_redis.zadd(schedules.scheduled_jobs_key(), {"schedule-evil": 1_700_000_000, "schedule-tick": 1_700_000_000})
-    scheduler = schedules.scheduler_class()(queue_name="lifecycle", connection=queue_redis, interval=5,
-                                            job_class=OptimaJob)
+    scheduler = schedules.scheduler_class()(
+        queue_name="lifecycle", connection=queue_redis, interval=5, job_class=OptimaJob
+    )
     with caplog.at_level(logging.ERROR):
         scheduler.enqueue_jobs()
     assert queue_redis.zscore(schedules.scheduled_jobs_key(), "schedule-evil") is None
@@ -339,6 +376,7 @@ def test_the_scheduler_runs_only_declared_schedules_whatever_the_template_in_red
 
 
 # -- planted pickles: worker, both schedulers, reconcile, the abandoned-job scan ----------------
+
 
 def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan(queue_redis, tmp_path):
     from rq.serializers import DefaultSerializer
@@ -354,16 +392,22 @@ def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan
     ids, _ = plant_pickles(queue_redis, trap)
     # Due now, so rq's scheduler (in the worker) and rq-scheduler both pick them up.
     queue_redis.zadd(keys.scheduled_key("default"), {ids["scheduled"]: 0})
-    pickled_template = OptimaJob.create("tests.jobs.sample.add", args=[Boom(trap / "template")], id="schedule-x",
-                                        connection=queue_redis, serializer=DefaultSerializer)
+    pickled_template = OptimaJob.create(
+        "tests.jobs.sample.add",
+        args=[Boom(trap / "template")],
+        id="schedule-x",
+        connection=queue_redis,
+        serializer=DefaultSerializer,
+    )
     pickled_template.save()
     queue_redis.zadd(schedules.scheduled_jobs_key(), {"schedule-x": 0})
     good = good_job()
 
     worker = OptimaWorker([get_queue("default", connection=queue_redis)], connection=queue_redis)
     worker.work(burst=True, with_scheduler=True)
-    scheduler = schedules.scheduler_class()(queue_name="default", connection=queue_redis, interval=5,
-                                            job_class=OptimaJob)
+    scheduler = schedules.scheduler_class()(
+        queue_name="default", connection=queue_redis, interval=5, job_class=OptimaJob
+    )
     scheduler.enqueue_jobs()
     summary = deadletter.reconcile()
     abandoned.Scan(queue_redis, ["default"], stale_after=0).run()
@@ -376,6 +420,7 @@ def test_planted_pickles_run_nowhere_in_workers_schedulers_reconcile_or_the_scan
 
 
 # -- the dead-letter admin's retry of refused jobs ----------------------------------------------
+
 
 def test_retry_of_an_unsigned_dead_letter_enqueues_a_new_signed_job_from_the_row(queue_redis, tmp_path):
     from queues.failures.operations import retry_dead_letter

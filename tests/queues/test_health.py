@@ -1,4 +1,5 @@
 """GET /healthz: each component's status; 503 naming the failing one; details only for staff or a probe token."""
+
 import pytest
 from django.test import override_settings
 
@@ -16,7 +17,9 @@ def test_healthz_is_200_with_every_component_ok(client):
     body = response.json()
     assert body["status"] == "ok"
     assert {k: v["status"] for k, v in body["components"].items()} == {
-        "database": "ok", "queue_redis": "ok", "cache_redis": "ok",
+        "database": "ok",
+        "queue_redis": "ok",
+        "cache_redis": "ok",
     }
 
 
@@ -29,8 +32,11 @@ def test_anonymous_healthz_shows_each_components_status_and_nothing_else(client)
     assert response.json() == {
         "status": "error",
         "failing": ["queue_redis"],
-        "components": {"database": {"status": "ok"}, "queue_redis": {"status": "error"},
-                       "cache_redis": {"status": "ok"}},
+        "components": {
+            "database": {"status": "ok"},
+            "queue_redis": {"status": "error"},
+            "cache_redis": {"status": "ok"},
+        },
     }
     text = response.content.decode()
     for leak in ("acl-user", "127.0.0.1", str(port), "/3", "sqlite", "postgres", "ConnectionError"):
@@ -47,7 +53,9 @@ def test_a_probe_presenting_the_token_gets_the_details_with_the_password_masked(
     assert response.status_code == 503
     body = response.json()
     assert body["components"]["queue_redis"] == {
-        "status": "error", "url": f"redis://acl-user:***@127.0.0.1:{port}/3", "error": "ConnectionError",
+        "status": "error",
+        "url": f"redis://acl-user:***@127.0.0.1:{port}/3",
+        "error": "ConnectionError",
     }
     assert body["components"]["database"]["vendor"] in ("sqlite", "postgresql")
     assert isinstance(body["seconds"], float)

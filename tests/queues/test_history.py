@@ -1,5 +1,6 @@
 """Recent history: once-a-minute samples of the cumulative counters (real Redis), per-minute
 differences, the SVG the panel draws from them, and the job progress the panel shows."""
+
 import json
 import time
 import xml.etree.ElementTree as ET
@@ -79,8 +80,13 @@ def test_the_list_keeps_the_last_61_samples_and_an_hour_of_minutes(queue_redis):
 def test_garbage_in_the_history_list_is_skipped(queue_redis):
     counters(queue_redis, "default", 4, 0)
     history.sample(queue_redis, T0)
-    queue_redis.lpush(keys.history_key(), b"\xff not json", json.dumps({"t": "x"}), json.dumps([1, 2]),
-                      json.dumps({"t": T0 + 30, "q": {"default": "nope"}}))
+    queue_redis.lpush(
+        keys.history_key(),
+        b"\xff not json",
+        json.dumps({"t": "x"}),
+        json.dumps([1, 2]),
+        json.dumps({"t": T0 + 30, "q": {"default": "nope"}}),
+    )
     assert [t for t, _ in history.read(queue_redis)] == [T0, T0 + 30]  # the last one, with no usable count
     assert history.read(queue_redis)[1][1] == {}
 
@@ -137,14 +143,17 @@ def test_the_panel_home_shows_the_history_and_no_cron_box_and_writes_nothing(set
     assert after == before
 
 
-@pytest.mark.parametrize("progress, expected", [
-    ({"step": 3, "of": 10, "note": "x"}, '<progress class="job-progress" value="3" max="10">'),
-    ({"percent": 40, "step": 4, "steps": 10}, '<progress class="job-progress" value="4" max="10">'),
-    ({"percent": 40}, '<progress class="job-progress" value="40" max="100">'),
-    ({"step": "3", "of": "10"}, '<code class="job-progress-raw">'),
-    ("<b>half</b>", '<code class="job-progress-raw">&lt;b&gt;half&lt;/b&gt;</code>'),
-    ([1, 2], '<code class="job-progress-raw">[1, 2]</code>'),
-])
+@pytest.mark.parametrize(
+    "progress, expected",
+    [
+        ({"step": 3, "of": 10, "note": "x"}, '<progress class="job-progress" value="3" max="10">'),
+        ({"percent": 40, "step": 4, "steps": 10}, '<progress class="job-progress" value="4" max="10">'),
+        ({"percent": 40}, '<progress class="job-progress" value="40" max="100">'),
+        ({"step": "3", "of": "10"}, '<code class="job-progress-raw">'),
+        ("<b>half</b>", '<code class="job-progress-raw">&lt;b&gt;half&lt;/b&gt;</code>'),
+        ([1, 2], '<code class="job-progress-raw">[1, 2]</code>'),
+    ],
+)
 def test_progress_is_a_bar_for_numbers_and_escaped_text_otherwise(progress, expected):
     html = render_to_string("queues/_progress.html", {"progress": progress})
     assert expected in html
@@ -170,6 +179,7 @@ def test_no_sample_is_taken_while_the_minutes_lock_is_held(start_worker, queue_r
 
 
 # --- 72 hours: ten-minute samples -----------------------------------------------------------------
+
 
 def test_the_first_minute_sample_of_each_ten_minutes_also_goes_to_the_72_hour_list(queue_redis):
     base = T0 - T0 % history.COARSE + history.COARSE  # a ten-minute boundary
@@ -202,8 +212,10 @@ def test_the_72_hour_list_of_ten_queues_stays_under_its_documented_bound(queue_r
     # docs/metrics.md ("History"): 72 h of ten queues with 9-digit counters in at most 250 KB.
     names = [f"queue-name-{i:02d}" for i in range(10)]
     for i in range(history.COARSE_SAMPLES):
-        entry = json.dumps({"t": round(T0 + 600 * i + 0.123, 3), "q": {n: [999_999_999, 99_999_999] for n in names}},
-                           separators=(",", ":"))
+        entry = json.dumps(
+            {"t": round(T0 + 600 * i + 0.123, 3), "q": {n: [999_999_999, 99_999_999] for n in names}},
+            separators=(",", ":"),
+        )
         queue_redis.lpush(keys.history_coarse_key(), entry)
     used = queue_redis.memory_usage(keys.history_coarse_key(), samples=0)
     assert used < 250_000, used
@@ -219,7 +231,8 @@ def test_the_72_hour_chart_has_one_group_per_ten_minutes_and_says_what_it_counts
     assert groups[0].get("data-period") == str(T0)
     assert groups[0].find(f"{SVG}title").text.endswith("UTC: 2 completed, 1 attempts failed")
     assert root.find(f"{SVG}title").text == (
-        "default: 862 completed, 431 attempts failed in the last 72 hours, per 10 minutes")
+        "default: 862 completed, 431 attempts failed in the last 72 hours, per 10 minutes"
+    )
 
 
 def test_the_panel_draws_both_resolutions_from_seeded_samples_with_a_legend(settings, queue_redis, db):

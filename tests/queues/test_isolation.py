@@ -4,7 +4,7 @@ The whole suite talks to Redis as an ACL user allowed only ``~<prefix>:*`` and `
 (tests/session_env.py), so any key or channel escaping the prefix fails with NOPERM wherever it
 happens; these tests also look at the keyspace from outside with an unconfined client.
 """
-import os
+
 import secrets
 import signal
 import subprocess
@@ -41,8 +41,11 @@ def test_a_whole_lifecycle_leaves_no_key_outside_the_prefix(admin_redis, start_w
     later = queues.enqueue("default", "tests.jobs.sample.add", 3, 4, delay=1)
     worker = start_worker("default")
     queue = get_queue("default")
-    wait_for(lambda: set(FinishedJobRegistry(queue=queue).get_job_ids()) >= {ok.id, later.id},
-             timeout=60, message="the immediate and the delayed job to finish")
+    wait_for(
+        lambda: set(FinishedJobRegistry(queue=queue).get_job_ids()) >= {ok.id, later.id},
+        timeout=60,
+        message="the immediate and the delayed job to finish",
+    )
     wait_for(lambda: bad.id in FailedJobRegistry(queue=queue).get_job_ids(), timeout=60, message="the failure")
     worker.signal(signal.SIGTERM)
     assert worker.wait(60) == 0, worker.output()
@@ -58,16 +61,27 @@ def _other_prefix_env(admin_redis, subprocess_env):
         "ACL", "SETUSER", other, "reset", "on", f">{password}", f"~{other}:*", "resetchannels", f"&{other}:*", "+@all"
     )
     kw = admin_redis.connection_pool.connection_kwargs
-    env = dict(subprocess_env, QUEUE_PREFIX=other,
-               REDIS_URL=f"redis://{other}:{password}@{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}")
+    env = dict(
+        subprocess_env,
+        QUEUE_PREFIX=other,
+        REDIS_URL=f"redis://{other}:{password}@{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}",
+    )
     return other, env
 
 
 def _enqueue_in(env, *args):
-    code = ("import django; django.setup(); import queues; "
-            f"print(queues.enqueue('default', 'tests.jobs.sample.touch', *{list(args)!r}).id)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(env, DJANGO_SETTINGS_MODULE="optima_site.settings"),
-                         capture_output=True, text=True, timeout=60)
+    code = (
+        "import django; django.setup(); import queues; "
+        f"print(queues.enqueue('default', 'tests.jobs.sample.touch', *{list(args)!r}).id)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=dict(env, DJANGO_SETTINGS_MODULE="optima_site.settings"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 

@@ -4,6 +4,7 @@
 settings files, URLconfs and commands (docs/settings.md, docs/install.md), so each must keep
 resolving to the object it always named. Everything else moved for real.
 """
+
 import ast
 import importlib
 from pathlib import Path
@@ -81,8 +82,11 @@ def test_features_import_only_the_public_queues_api():
                 offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "queues" and node.level == 0:
-                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports queues.{a.name} (not in queues.__all__)"
-                              for a in node.names if a.name not in queues.__all__]
+                offenders += [
+                    f"{path.relative_to(ROOT)}:{node.lineno} imports queues.{a.name} (not in queues.__all__)"
+                    for a in node.names
+                    if a.name not in queues.__all__
+                ]
     assert offenders == []
 
 

@@ -4,6 +4,7 @@ Real Redis, no worker: the worker's side (a job ending frees its slot) is driven
 functions the worker calls (``retry.queue_retry``, rq's ``release_slot``), and with real worker
 processes in test_fairness_processes.py.
 """
+
 import datetime as dt
 
 import pytest
@@ -23,12 +24,15 @@ JOB = "tests.jobs.lifecycle.quick"
 
 
 def held_ids(queue, key):
-    return [i.decode() for i in get_queue(queue).connection.zrange(keys.limit_held_key(limits.scoped(queue, key)), 0, -1)]
+    return [
+        i.decode() for i in get_queue(queue).connection.zrange(keys.limit_held_key(limits.scoped(queue, key)), 0, -1)
+    ]
 
 
 def allowed_ids(queue, key):
-    return sorted(i.decode() for i in get_queue(queue).connection.zrange(
-        keys.limit_allowed_key(limits.scoped(queue, key)), 0, -1))
+    return sorted(
+        i.decode() for i in get_queue(queue).connection.zrange(keys.limit_allowed_key(limits.scoped(queue, key)), 0, -1)
+    )
 
 
 def status(job):
@@ -44,14 +48,17 @@ def finish(job):
 
 
 # -- validation ------------------------------------------------------------------------------
-@pytest.mark.parametrize("key, why", [
-    ("", "must not be empty"),
-    ("seller 42", "must not contain spaces"),
-    ("seller:42\n", "must not contain spaces"),
-    ("x" * 201, "at most 200 characters, got 201"),
-    ("seller:allowed", "must not end in :allowed or :rate_limited"),
-    (42, "must be a string (e.g. 'seller:42'), not int"),
-])
+@pytest.mark.parametrize(
+    "key, why",
+    [
+        ("", "must not be empty"),
+        ("seller 42", "must not contain spaces"),
+        ("seller:42\n", "must not contain spaces"),
+        ("x" * 201, "at most 200 characters, got 201"),
+        ("seller:allowed", "must not end in :allowed or :rate_limited"),
+        (42, "must be a string (e.g. 'seller:42'), not int"),
+    ],
+)
 def test_a_bad_limit_key_is_refused_naming_the_argument_the_value_and_the_fix(key, why):
     with pytest.raises(queues.InvalidJob) as caught:
         queues.enqueue("default", JOB, 1, limit_key=key, limit_concurrency=1)
@@ -66,8 +73,9 @@ def test_a_bad_limit_key_is_refused_naming_the_argument_the_value_and_the_fix(ke
 def test_a_bad_limit_concurrency_is_refused(concurrency):
     with pytest.raises(queues.InvalidJob) as caught:
         queues.enqueue("default", JOB, 1, limit_key="seller:1", limit_concurrency=concurrency)
-    assert str(caught.value).startswith(f"limit_concurrency must be an integer >= 1 (jobs of the key queued or "
-                                        f"running at once), got {concurrency!r}.")
+    assert str(caught.value).startswith(
+        f"limit_concurrency must be an integer >= 1 (jobs of the key queued or running at once), got {concurrency!r}."
+    )
 
 
 def test_limit_concurrency_without_a_key_is_refused_naming_the_fix():
@@ -75,7 +83,8 @@ def test_limit_concurrency_without_a_key_is_refused_naming_the_fix():
         queues.enqueue("default", JOB, 1, limit_concurrency=2)
     assert str(caught.value) == (
         "limit_concurrency=2 without a limit_key: the concurrency limits the jobs sharing a key. Pass "
-        "limit_key='<key>' too (e.g. limit_key='seller:42'), or drop limit_concurrency.")
+        "limit_key='<key>' too (e.g. limit_key='seller:42'), or drop limit_concurrency."
+    )
 
 
 def test_a_key_without_concurrency_on_a_queue_without_the_option_is_refused():
@@ -177,7 +186,7 @@ def _take(job):
 
 def _retry(job, delay, ago=0):
     queue = get_queue(job.origin)
-    failed_at = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=ago)
+    failed_at = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=ago)
     with job.connection.pipeline() as pipe:
         released = retry.queue_retry(job, queue, delay, pipe, failed_at=failed_at)
         pipe.execute()
@@ -214,8 +223,9 @@ def test_a_due_retry_goes_through_the_limit_again():
     jobs = [queues.enqueue("default", JOB, i, limit_key="seller:1", limit_concurrency=1) for i in range(2)]
     _retry(_take(jobs[0]), 1, ago=10)  # due 9 s ago
     assert status(jobs[1]) == "queued"
-    scheduler = RQScheduler(["default"], connection=get_queue("default").connection,
-                            serializer=get_queue("default").serializer)
+    scheduler = RQScheduler(
+        ["default"], connection=get_queue("default").connection, serializer=get_queue("default").serializer
+    )
     scheduler.acquire_locks()
     try:
         scheduler.enqueue_scheduled_jobs()
@@ -313,8 +323,11 @@ def _scrape(client):
     collector.cache.clear()
     response = client.get("/metrics")
     assert response.status_code == 200
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for f in text_string_to_metric_families(response.content.decode()) for s in f.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for f in text_string_to_metric_families(response.content.decode())
+        for s in f.samples
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -328,8 +341,11 @@ def test_held_jobs_have_a_gauge_of_their_own_and_the_six_states_stay_as_they_wer
     found = _scrape(client)
     assert found[("optima_queue_held_jobs", frozenset({("queue", "default")}))] == 3 + 1
     assert found[("optima_queue_held_jobs", frozenset({("queue", "orders-sync")}))] == 0
-    states = {dict(labels)["state"]: v for (name, labels), v in found.items()
-              if name == "optima_queue_jobs" and dict(labels)["queue"] == "default"}
+    states = {
+        dict(labels)["state"]: v
+        for (name, labels), v in found.items()
+        if name == "optima_queue_jobs" and dict(labels)["queue"] == "default"
+    }
     assert states == {"waiting": 3, "active": 0, "delayed": 0, "paused": 0, "completed": 0, "failed": 0}
 
 
@@ -342,8 +358,24 @@ def test_a_scrape_with_held_jobs_writes_nothing(client, settings, queue_redis):
     assert _scrape(client)[("optima_queue_held_jobs", frozenset({("queue", "default")}))] == 2
     after = queue_redis.info("commandstats")
     called = {k.removeprefix("cmdstat_") for k, v in after.items() if v["calls"] != before.get(k, {}).get("calls")}
-    assert called <= {"llen", "lindex", "zcard", "zcount", "smembers", "hgetall", "lrange", "hget", "exists",
-                      "info", "ping", "client|setinfo", "client|setname", "hello", "auth", "select"}, called
+    assert called <= {
+        "llen",
+        "lindex",
+        "zcard",
+        "zcount",
+        "smembers",
+        "hgetall",
+        "lrange",
+        "hget",
+        "exists",
+        "info",
+        "ping",
+        "client|setinfo",
+        "client|setname",
+        "hello",
+        "auth",
+        "select",
+    }, called
     assert "zcard" in called
 
 
@@ -399,10 +431,12 @@ def test_the_panel_home_counts_held_jobs_per_queue_and_names_the_busiest_keys(pa
     assert rows["default"]["held_jobs"] == 3
     assert rows["default"]["jobs"] == 2
     assert [(u.key, u.held, u.in_use, u.concurrency) for u in rows["default"]["limit_keys"]] == [
-        ("seller:a", 3, 1, 1), ("seller:b", 0, 1, 2)]
+        ("seller:a", 3, 1, 1),
+        ("seller:b", 0, 1, 2),
+    ]
     assert rows["content"]["held_jobs"] == 0
     html = response.content.decode()
-    assert '<code>seller:a</code>: 3 held, 1 of 1 slot in use' in html
+    assert "<code>seller:a</code>: 3 held, 1 of 1 slot in use" in html
 
 
 # -- a worker in this process ----------------------------------------------------------------------
@@ -449,8 +483,9 @@ def test_an_enqueue_inside_a_transaction_goes_through_the_limit_at_the_commit():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_durable_enqueue_goes_through_the_limit():
-    jobs = [queues.enqueue("default", JOB, i, durable=True, limit_key="seller:1", limit_concurrency=1)
-            for i in range(2)]
+    jobs = [
+        queues.enqueue("default", JOB, i, durable=True, limit_key="seller:1", limit_concurrency=1) for i in range(2)
+    ]
     assert [status(j) for j in jobs] == ["queued", "rate_limited"]
 
 
@@ -459,19 +494,23 @@ def test_a_bad_limit_concurrency_queue_option_is_check_e059():
 
     with override_settings(OPTIMA_QUEUES={"default": {"limit_concurrency": 0}}):
         errors = [e for e in run_checks() if e.id.startswith("queues.")]
-    assert errors == [Error(
-        "OPTIMA_QUEUES['default']['limit_concurrency'] must be an integer >= 1 or None, got 0.",
-        hint="It is how many jobs sharing a limit_key may be queued or running at once (e.g. 2); None leaves "
-             "it to each enqueue's limit_concurrency.",
-        id="queues.E059")]
+    assert errors == [
+        Error(
+            "OPTIMA_QUEUES['default']['limit_concurrency'] must be an integer >= 1 or None, got 0.",
+            hint="It is how many jobs sharing a limit_key may be queued or running at once (e.g. 2); None leaves "
+            "it to each enqueue's limit_concurrency.",
+            id="queues.E059",
+        )
+    ]
     with override_settings(OPTIMA_QUEUES={"default": {"limit_concurrency": 3}}):
         assert [e for e in run_checks() if e.id.startswith("queues.")] == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_retry_with_no_delay_goes_behind_the_keys_held_job_and_frees_every_slot():
-    first = queues.enqueue("default", "tests.jobs.lifecycle.rate_limited", 0, attempts=2, limit_key="seller:1",
-                           limit_concurrency=1)
+    first = queues.enqueue(
+        "default", "tests.jobs.lifecycle.rate_limited", 0, attempts=2, limit_key="seller:1", limit_concurrency=1
+    )
     second = queues.enqueue("default", JOB, 2, limit_key="seller:1", limit_concurrency=1)
     _run_burst()  # first: RetryAfter(0) -> held behind second; second runs; first's 2nd attempt dies
     first, second = fetch_job(first.id), fetch_job(second.id)

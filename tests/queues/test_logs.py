@@ -1,5 +1,6 @@
 """Quiet, useful logs (queues/logs/): one line per job outcome from a real worker, rq's own per-job
 lines gone, JSON lines for log shippers, and what the idle processes no longer repeat."""
+
 import json
 import logging
 
@@ -58,7 +59,12 @@ def test_json_log_format_writes_each_line_as_an_object_with_the_outcome_fields(s
     assert set(by_job) == {ok.id, dead.id}
     success = by_job[ok.id]
     assert (success["level"], success["outcome"], success["queue"], success["func"], success["attempt"]) == (
-        "INFO", "succeeded", "default", "tests.jobs.sample.add", 1)
+        "INFO",
+        "succeeded",
+        "default",
+        "tests.jobs.sample.add",
+        1,
+    )
     assert isinstance(success["duration"], float) and success["time"].endswith("+00:00")
     assert by_job[dead.id]["level"] == "ERROR"
     assert "Traceback (most recent call last):" in by_job[dead.id]["message"]
@@ -67,10 +73,14 @@ def test_json_log_format_writes_each_line_as_an_object_with_the_outcome_fields(s
 def test_a_log_format_other_than_plain_or_json_is_e120(settings):
     settings.QUEUES_LOG_FORMAT = "xml"
     errors = [e for e in run_checks() if e.id == "queues.E120"]
-    assert errors == [Error(
-        "QUEUES_LOG_FORMAT must be 'plain' or 'json', got 'xml'; the logs are written as 'plain' meanwhile.",
-        hint="Set OPTIMA_LOG_FORMAT=json (one JSON object a line, for log shippers) or plain (the default), or "
-             "QUEUES_LOG_FORMAT in the settings.", id="queues.E120")]
+    assert errors == [
+        Error(
+            "QUEUES_LOG_FORMAT must be 'plain' or 'json', got 'xml'; the logs are written as 'plain' meanwhile.",
+            hint="Set OPTIMA_LOG_FORMAT=json (one JSON object a line, for log shippers) or plain (the default), or "
+            "QUEUES_LOG_FORMAT in the settings.",
+            id="queues.E120",
+        )
+    ]
     settings.QUEUES_LOG_FORMAT = "json"
     assert [e for e in run_checks() if e.id == "queues.E120"] == []
     assert formats.chosen("xml") == "plain"
@@ -79,20 +89,24 @@ def test_a_log_format_other_than_plain_or_json_is_e120(settings):
 def test_a_paused_schedule_is_said_once_not_at_every_tick(queue_redis, caplog):
     import datetime as dt
 
-    from queues.periodic.schedules import scheduler_class
     from queues.periodic.declare import Schedule
+    from queues.periodic.schedules import scheduler_class
 
     scheduler = scheduler_class()(queue_name="default", interval=5, connection=queue_redis)
     schedule = Schedule(id="tick", queue="default", func="tests.jobs.sample.add", args=(1, 2), interval=60)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     with caplog.at_level(logging.DEBUG, logger="rq_scheduler"):
         for _ in range(3):
             scheduler.enqueue_periodic(schedule, now, now, paused=True)
         scheduler.enqueue_periodic(schedule, now, now, paused=False)
     said = [(r.levelname, r.getMessage().split(":")[0]) for r in caplog.records if "Periodic tick" in r.getMessage()]
-    assert said == [("INFO", "Periodic tick is paused"), ("DEBUG", "Periodic tick is paused"),
-                    ("DEBUG", "Periodic tick is paused"), ("INFO", "Periodic tick is resumed"),
-                    ("DEBUG", "Periodic tick")]
+    assert said == [
+        ("INFO", "Periodic tick is paused"),
+        ("DEBUG", "Periodic tick is paused"),
+        ("DEBUG", "Periodic tick is paused"),
+        ("INFO", "Periodic tick is resumed"),
+        ("DEBUG", "Periodic tick"),
+    ]
 
 
 def test_the_periodic_scheduler_registers_its_death_once(queue_redis, caplog):

@@ -1,5 +1,6 @@
 """/metrics: the queue families on a real Redis, real workers, real clients (prometheus_client's
 parser, promtool)."""
+
 import logging
 import math
 import shutil
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import time
 import types
+from datetime import UTC
 
 import pytest
 import redis
@@ -111,6 +113,7 @@ def commandstats(conn):
 
 # --- pure helpers -----------------------------------------------------------------------------
 
+
 def test_nearest_rank_returns_the_observed_value_at_rank_ceil_q_times_n():
     fifty = list(range(1, 51))
     assert store.nearest_rank(fifty, 0.5) == 25.0
@@ -130,19 +133,26 @@ def test_a_duration_falls_in_the_smallest_bucket_at_or_above_it():
 def test_bad_metrics_options_are_reported_with_the_setting_the_value_and_a_fix(settings):
     from django.core.checks import Error, run_checks
 
-    settings.OPTIMA_QUEUES_OPTIONS = {"METRICS_PREFIX": "optima-stage", "METRICS_CACHE_SECONDS": 120,
-                                      "METRICS_REDIS_TIMEOUT": 5, "METRICS_DURATION_BUCKETS": [1, 1]}
+    settings.OPTIMA_QUEUES_OPTIONS = {
+        "METRICS_PREFIX": "optima-stage",
+        "METRICS_CACHE_SECONDS": 120,
+        "METRICS_REDIS_TIMEOUT": 5,
+        "METRICS_DURATION_BUCKETS": [1, 1],
+    }
     errors = [e for e in run_checks() if e.id.startswith("queues.E05")]
     assert [e.id for e in errors] == ["queues.E050", "queues.E051", "queues.E052", "queues.E053"]
     assert errors[0] == Error(
         "OPTIMA_QUEUES_OPTIONS['METRICS_PREFIX'] must be a Prometheus metric name prefix matching "
         "[a-zA-Z_:][a-zA-Z0-9_:]*, got 'optima-stage'.",
-        hint="Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'.", id="queues.E050")
+        hint="Use letters, digits and '_', e.g. 'optima' (the default) or 'optima_stage'.",
+        id="queues.E050",
+    )
     settings.OPTIMA_QUEUES_OPTIONS = {}
     assert [e for e in run_checks() if e.id.startswith("queues.E05")] == []
 
 
 # --- the endpoint -----------------------------------------------------------------------------
+
 
 def test_a_plain_scraper_gets_the_0_0_4_text_content_type_exactly(client):
     assert scrape(client)["Content-Type"] == PLAIN
@@ -174,7 +184,8 @@ def test_every_declared_queue_reports_every_state_in_the_fixed_order(client):
     family = next(f for f in text_string_to_metric_families(text) if f.name == "optima_queue_jobs")
     assert family.type == "gauge"
     assert [(s.labels["queue"], s.labels["state"]) for s in family.samples] == [
-        (q, state) for q in DECLARED for state in STATES]
+        (q, state) for q in DECLARED for state in STATES
+    ]
     assert all(s.value == 0 for s in family.samples)
 
 
@@ -226,13 +237,13 @@ def test_delayed_jobs_are_rq_scheduled_jobs(client):
 
 
 def test_oldest_waiting_seconds_is_the_age_of_the_job_at_the_head_of_the_queue(client, queue_redis):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from rq.utils import utcformat
 
     first = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     queues.enqueue("default", "tests.jobs.sample.add", 3, 4)
-    queue_redis.hset(first.key, "enqueued_at", utcformat(datetime.now(timezone.utc) - timedelta(seconds=300)))
+    queue_redis.hset(first.key, "enqueued_at", utcformat(datetime.now(UTC) - timedelta(seconds=300)))
     age = value(samples(scrape(client)), "optima_queue_oldest_waiting_seconds", queue="default")
     assert 300 <= age < 400
 
@@ -253,8 +264,14 @@ def test_open_dead_letters_are_counted_per_queue_in_one_grouped_query(client):
     from django.utils import timezone
 
     def letter(job_id, queue="default", status="open", prefix=PREFIX):
-        DeadLetter.objects.create(prefix=prefix, queue=queue, job_id=job_id, func_path="tests.jobs.sample.fail",
-                                  dead_at=timezone.now(), status=status)
+        DeadLetter.objects.create(
+            prefix=prefix,
+            queue=queue,
+            job_id=job_id,
+            func_path="tests.jobs.sample.fail",
+            dead_at=timezone.now(),
+            status=status,
+        )
 
     letter("a"), letter("b"), letter("c", queue="repricer"), letter("d", status="discarded")
     letter("e", prefix="another-environment")
@@ -262,14 +279,19 @@ def test_open_dead_letters_are_counted_per_queue_in_one_grouped_query(client):
         snapshot = collector.read_snapshot()
     assert len([q for q in queries.captured_queries if "queues_deadletter" in q["sql"]]) == 1
     assert {n: s.dead_letters for n, s in snapshot.queues.items()} == {
-        "content": 0, "default": 2, "orders-sync": 0, "repricer": 1}
+        "content": 0,
+        "default": 2,
+        "orders-sync": 0,
+        "repricer": 1,
+    }
     found = samples(scrape(client))
     assert value(found, "optima_queue_dead_letter", queue="default") == 2.0
 
 
 @pytest.mark.django_db  # inside the test's transaction, so the dropped table comes back
 def test_dead_letters_read_zero_with_an_error_when_the_database_fails(
-        client, caplog, django_capture_on_commit_callbacks):
+    client, caplog, django_capture_on_commit_callbacks
+):
     from django.db import connection
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -287,6 +309,7 @@ def test_dead_letters_read_zero_with_an_error_when_the_database_fails(
 
 
 # --- cheap and read-only ----------------------------------------------------------------------
+
 
 def test_a_scrape_costs_two_round_trips_whatever_the_number_of_queues(private_redis, settings):
     from queues.catalog.lookup import declared
@@ -307,8 +330,16 @@ def test_a_scrape_costs_two_round_trips_whatever_the_number_of_queues(private_re
         calls.pop("info", None)
         # 15 per queue (LLEN and LINDEX of each priority band: high, normal, low) + the paused set + the limit
         # keys in use, then the head job's enqueued_at per non-empty queue.
-        assert calls == {"smembers": n + 2, "llen": 3 * n, "lindex": 3 * n, "zcard": 4 * n, "zcount": 2 * n,
-                         "hgetall": n, "lrange": n, "hget": n}
+        assert calls == {
+            "smembers": n + 2,
+            "llen": 3 * n,
+            "lindex": 3 * n,
+            "zcard": 4 * n,
+            "zcount": 2 * n,
+            "hgetall": n,
+            "lrange": n,
+            "hget": n,
+        }
 
 
 def test_a_scrape_never_runs_rq_registry_cleanup(private_redis, client):
@@ -341,8 +372,10 @@ def test_a_scrape_never_runs_rq_registry_cleanup(private_redis, client):
 
 # --- failures ---------------------------------------------------------------------------------
 
+
 def test_a_queue_whose_redis_commands_fail_reads_zeros_and_an_error_the_others_are_fine(
-        client, admin_redis, caplog, queue_redis):
+    client, admin_redis, caplog, queue_redis
+):
     queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     queues.enqueue("repricer", "tests.jobs.sample.add", 1, 2)
     admin_redis.set(f"{PREFIX}:wip:repricer", "not a sorted set")  # ZCARD answers WRONGTYPE
@@ -390,6 +423,7 @@ def test_a_refused_redis_is_logged_without_its_password(client, settings, caplog
 
 # --- the recorder -----------------------------------------------------------------------------
 
+
 def test_receivers_record_counters_histogram_and_the_last_50_durations(client):
     for ms in range(1, 61):
         events.send(events.job_succeeded, queue="default", job=None, duration=ms / 1000)
@@ -435,6 +469,7 @@ def test_a_receiver_never_fails_the_job_when_redis_is_down(caplog):
 
 # --- real workers -----------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_counts_move_as_jobs_move_through_every_state_with_a_real_worker(client, start_worker, tmp_path):
     release = tmp_path / "release"
@@ -451,9 +486,19 @@ def test_counts_move_as_jobs_move_through_every_state_with_a_real_worker(client,
     assert jobs(found, "orders-sync") == zeros(paused=1)
 
     worker = start_worker("default")
-    found = wait_for(lambda: (lambda f: f if jobs(f, "default")["failed"] == 1 and jobs(f, "default")["active"] == 1
-                              and jobs(f, "default")["waiting"] == 0 else None)(samples(scrape(client))),
-                     60, message="the last waiting job to become active")
+    found = wait_for(
+        lambda: (
+            lambda f: (
+                f
+                if jobs(f, "default")["failed"] == 1
+                and jobs(f, "default")["active"] == 1
+                and jobs(f, "default")["waiting"] == 0
+                else None
+            )
+        )(samples(scrape(client))),
+        60,
+        message="the last waiting job to become active",
+    )
     assert jobs(found, "default") == zeros(active=1, delayed=2, completed=1, failed=1), worker.output()
     assert value(found, "optima_queue_workers", queue="default") == 1.0
     assert value(found, "optima_queue_workers", queue="orders-sync") == 0.0
@@ -466,8 +511,11 @@ def test_counts_move_as_jobs_move_through_every_state_with_a_real_worker(client,
     assert 200.0 <= value(found, "optima_queue_job_duration_ms", queue="default", quantile="0.5")
 
     release.write_text("go")
-    found = wait_for(lambda: (lambda f: f if jobs(f, "default")["completed"] == 2 else None)(samples(scrape(client))),
-                     60, message="the released job to complete")
+    found = wait_for(
+        lambda: (lambda f: f if jobs(f, "default")["completed"] == 2 else None)(samples(scrape(client))),
+        60,
+        message="the released job to complete",
+    )
     assert jobs(found, "default") == zeros(delayed=2, completed=2, failed=1)
     assert value(found, "optima_queue_jobs_processed_total", queue="default") == 4.0
     assert value(found, "optima_queue_job_duration_seconds_count", queue="default") == 4.0
@@ -478,6 +526,7 @@ def test_counts_move_as_jobs_move_through_every_state_with_a_real_worker(client,
 
 
 # --- real clients -----------------------------------------------------------------------------
+
 
 def promtool():
     path = shutil.which("promtool")
@@ -508,8 +557,9 @@ def test_promtool_accepts_the_alert_rules_and_the_example_scrape_config():
 
 def test_promtool_unit_tests_of_the_alerts_pass():
     tests = ROOT / "deploy" / "prometheus" / "alerts_test.yml"
-    result = subprocess.run([promtool(), "test", "rules", str(tests)], capture_output=True, text=True, timeout=60,
-                            cwd=tests.parent)
+    result = subprocess.run(
+        [promtool(), "test", "rules", str(tests)], capture_output=True, text=True, timeout=60, cwd=tests.parent
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -520,10 +570,20 @@ def test_the_grafana_dashboard_queries_only_families_we_export():
     dashboard = json.loads((ROOT / "deploy" / "grafana" / "optima-queues.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     used = {m for e in exprs for m in re.findall(r"\b(optima_queue_[a-z_]+)", e)}
-    exported = {"optima_queue_jobs", "optima_queue_job_duration_ms", "optima_queue_dead_letter",
-                "optima_queue_oldest_waiting_seconds", "optima_queue_workers", "optima_queue_scrape_error",
-                "optima_queue_job_duration_seconds_bucket", "optima_queue_jobs_processed_total",
-                "optima_queue_jobs_failed_total", "optima_queue_jobs_retried_total", "optima_queue_jobs_dead_total",
-                "optima_queue_job_wait_seconds_bucket", "optima_queue_job_total_seconds_bucket"}
+    exported = {
+        "optima_queue_jobs",
+        "optima_queue_job_duration_ms",
+        "optima_queue_dead_letter",
+        "optima_queue_oldest_waiting_seconds",
+        "optima_queue_workers",
+        "optima_queue_scrape_error",
+        "optima_queue_job_duration_seconds_bucket",
+        "optima_queue_jobs_processed_total",
+        "optima_queue_jobs_failed_total",
+        "optima_queue_jobs_retried_total",
+        "optima_queue_jobs_dead_total",
+        "optima_queue_job_wait_seconds_bucket",
+        "optima_queue_job_total_seconds_bucket",
+    }
     assert used and used <= exported, used - exported
     assert len(exprs) >= 8

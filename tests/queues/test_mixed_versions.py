@@ -15,6 +15,7 @@ Job functions come from ``tests/jobs`` (each tree has its own copy under the sam
 Worker processes of both releases load ``mixed_versions_settings`` (written at session start into a
 directory on PYTHONPATH): the site's settings of *their own* tree plus short liveness options.
 """
+
 import json
 import os
 import signal
@@ -106,15 +107,21 @@ def releases(tmp_path_factory):
     assert (tree / "manage.py").is_file(), f"{TARBALL} has no release-{OLD_COMMIT}/manage.py"
     settings_dir = tmp_path_factory.mktemp("mixed-versions-settings")
     (settings_dir / f"{SETTINGS_MODULE}.py").write_text(SETTINGS_SOURCE)
-    return Setup(old=Release(f"old release {OLD_COMMIT}", tree), new=Release("new release (working tree)", ROOT),
-                 settings_dir=settings_dir)
+    return Setup(
+        old=Release(f"old release {OLD_COMMIT}", tree),
+        new=Release("new release (working tree)", ROOT),
+        settings_dir=settings_dir,
+    )
 
 
 @pytest.fixture
 def release_env(subprocess_env, releases):
     # Both releases sign their jobs with the same key and verify the other's: no unsigned window.
-    return dict(subprocess_env, DJANGO_SETTINGS_MODULE=SETTINGS_MODULE,
-                PYTHONPATH=os.pathsep.join(filter(None, [str(releases.settings_dir), os.environ.get("PYTHONPATH")])))
+    return dict(
+        subprocess_env,
+        DJANGO_SETTINGS_MODULE=SETTINGS_MODULE,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(releases.settings_dir), os.environ.get("PYTHONPATH")])),
+    )
 
 
 class TreeWorkerProcess(WorkerProcess):
@@ -124,8 +131,9 @@ class TreeWorkerProcess(WorkerProcess):
         self.args = args
         self.log_path = log_path
         self._log = open(log_path, "wb")
-        self.process = subprocess.Popen([sys.executable, "manage.py", *args], cwd=cwd, env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", *args], cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
 
 
 @pytest.fixture
@@ -143,8 +151,11 @@ def run_worker(start_worker, release_env, tmp_path, queue_redis):
         else:
             proc = start_worker(*argv, env=release_env)
         proc.name, proc.release = name, release
-        wait(lambda: name in {w.name for w in Worker.all(connection=queue_redis)} or proc.process.poll() is not None,
-             f"{release} worker {name} to register", proc)
+        wait(
+            lambda: name in {w.name for w in Worker.all(connection=queue_redis)} or proc.process.poll() is not None,
+            f"{release} worker {name} to register",
+            proc,
+        )
         assert proc.process.poll() is None, f"{release} worker {name} exited at start:\n{tail(proc)}"
         return proc
 
@@ -163,20 +174,33 @@ def enqueue_with(release_env, tmp_path):
         if not release.is_old:
             import queues
 
-            return {label: queues.enqueue_call(item["queue"], item["func"], args=item.get("args", []),
-                                               kwargs=item.get("kwargs", {}), **item.get("options", {})).id
-                    for label, item in spec.items()}
+            return {
+                label: queues.enqueue_call(
+                    item["queue"],
+                    item["func"],
+                    args=item.get("args", []),
+                    kwargs=item.get("kwargs", {}),
+                    **item.get("options", {}),
+                ).id
+                for label, item in spec.items()
+            }
         done = subprocess.run(
-            [sys.executable, "manage.py", "shell", "--verbosity", "0", "-c", ENQUEUE_SCRIPT], cwd=release.tree,
-            env=dict(release_env, COMPAT_ENQUEUE_SPEC=json.dumps(spec)), capture_output=True, text=True, timeout=120,
+            [sys.executable, "manage.py", "shell", "--verbosity", "0", "-c", ENQUEUE_SCRIPT],
+            cwd=release.tree,
+            env=dict(release_env, COMPAT_ENQUEUE_SPEC=json.dumps(spec)),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         lines = [line for line in done.stdout.splitlines() if line.startswith("COMPAT-RESULT ")]
         assert done.returncode == 0 and len(lines) == 1, (
-            f"{release} could not enqueue (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+            f"{release} could not enqueue (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
         result = json.loads(lines[0].split(" ", 1)[1])
         for key in ("queues_module", "jobs_module"):  # the old code ran, not the working tree's
-            assert Path(result[key]).resolve().is_relative_to(release.tree.resolve()), \
+            assert Path(result[key]).resolve().is_relative_to(release.tree.resolve()), (
                 f"{release}'s enqueuer imported {result[key]}, not its own tree's module"
+            )
         return result["ids"]
 
     return enqueue
@@ -200,7 +224,8 @@ def runs(path):
 
 def tail(proc, lines=40):
     return f"--- {proc.release} worker {proc.name} (last {lines} lines) ---\n" + "\n".join(
-        proc.output().splitlines()[-lines:])
+        proc.output().splitlines()[-lines:]
+    )
 
 
 def describe(connection, ids):
@@ -210,8 +235,10 @@ def describe(connection, ids):
         try:
             job = fetch(job_id, connection)
             latest = job.latest_result()
-            out.append(f"  {label} {job_id}: status={job.get_status(refresh=False)} worker={job.worker_name} "
-                       f"meta={job.meta} latest_result={latest.type.name if latest else None}")
+            out.append(
+                f"  {label} {job_id}: status={job.get_status(refresh=False)} worker={job.worker_name} "
+                f"meta={job.meta} latest_result={latest.type.name if latest else None}"
+            )
         except Exception as exc:  # noqa: BLE001 — a message helper never hides the failure it describes
             out.append(f"  {label} {job_id}: unreadable ({type(exc).__name__}: {exc})")
     return "\n".join(out)
@@ -221,8 +248,10 @@ def wait(predicate, what, *procs, context=lambda: "", timeout=60.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{context()}\n"
-                        + "\n".join(tail(p) for p in procs), pytrace=False)
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}\n{context()}\n" + "\n".join(tail(p) for p in procs),
+                pytrace=False,
+            )
         time.sleep(0.1)
 
 
@@ -238,18 +267,31 @@ def mix_spec(tmp_path):
     letter); delayed 1 s. ``count_runs`` records every run in its file."""
     return {
         "succeeds": {"queue": "default", "func": "tests.jobs.sample.add", "args": [2, 3]},
-        "fails_once": {"queue": "default", "func": "tests.jobs.lifecycle.count_runs",
-                       "args": [str(tmp_path / "fails_once.runs")], "kwargs": {"fail_times": 1}},
-        "always_fails": {"queue": "default", "func": "tests.jobs.lifecycle.count_runs",
-                         "args": [str(tmp_path / "always_fails.runs")], "kwargs": {"fail_times": 99},
-                         "options": {"attempts": 2}},
-        "delayed": {"queue": "default", "func": "tests.jobs.lifecycle.count_runs",
-                    "args": [str(tmp_path / "delayed.runs")], "options": {"delay": 1}},
+        "fails_once": {
+            "queue": "default",
+            "func": "tests.jobs.lifecycle.count_runs",
+            "args": [str(tmp_path / "fails_once.runs")],
+            "kwargs": {"fail_times": 1},
+        },
+        "always_fails": {
+            "queue": "default",
+            "func": "tests.jobs.lifecycle.count_runs",
+            "args": [str(tmp_path / "always_fails.runs")],
+            "kwargs": {"fail_times": 99},
+            "options": {"attempts": 2},
+        },
+        "delayed": {
+            "queue": "default",
+            "func": "tests.jobs.lifecycle.count_runs",
+            "args": [str(tmp_path / "delayed.runs")],
+            "options": {"delay": 1},
+        },
     }
 
 
-@pytest.mark.parametrize("writer_reader", [("old", "new"), ("new", "old")], ids=["old-enqueues-new-works",
-                                                                                  "new-enqueues-old-works"])
+@pytest.mark.parametrize(
+    "writer_reader", [("old", "new"), ("new", "old")], ids=["old-enqueues-new-works", "new-enqueues-old-works"]
+)
 def test_a_mix_enqueued_by_one_release_is_processed_correctly_by_a_worker_of_the_other(
     writer_reader, releases, enqueue_with, run_worker, queue_redis, tmp_path
 ):
@@ -261,27 +303,30 @@ def test_a_mix_enqueued_by_one_release_is_processed_correctly_by_a_worker_of_the
     ids = enqueue_with(writer, spec)
 
     # What the writer left in Redis, before any worker: the contract the reader's worker starts from.
-    written = {label: (status(job_id, queue_redis), contract_meta(fetch(job_id, queue_redis)))
-               for label, job_id in ids.items()}
+    written = {
+        label: (status(job_id, queue_redis), contract_meta(fetch(job_id, queue_redis))) for label, job_id in ids.items()
+    }
     assert written == {
         "succeeds": ("queued", {"queue": "default", "attempt": 1, "attempts_allowed": 5}),
         "fails_once": ("queued", {"queue": "default", "attempt": 1, "attempts_allowed": 5}),
         "always_fails": ("queued", {"queue": "default", "attempt": 1, "attempts_allowed": 2}),
         "delayed": ("scheduled", {"queue": "default", "attempt": 1, "attempts_allowed": 5}),
     }, f"{writer} wrote jobs that differ from the contract (status, meta {COMPAT_META})"
-    assert ScheduledJobRegistry("default", connection=queue_redis).get_job_ids() == [ids["delayed"]], \
+    assert ScheduledJobRegistry("default", connection=queue_redis).get_job_ids() == [ids["delayed"]], (
         f"the {writer}'s delayed job is not in rq's scheduled registry <prefix>:scheduled:default"
+    )
 
     worker = run_worker(reader, "default")
     failed = FailedJobRegistry("default", connection=queue_redis)
 
     def settled():
-        return (all(status(ids[k], queue_redis) == JobStatus.FINISHED for k in ("succeeds", "fails_once", "delayed"))
-                and ids["always_fails"] in failed
-                and DeadLetter.objects.filter(job_id=ids["always_fails"]).exists())
+        return (
+            all(status(ids[k], queue_redis) == JobStatus.FINISHED for k in ("succeeds", "fails_once", "delayed"))
+            and ids["always_fails"] in failed
+            and DeadLetter.objects.filter(job_id=ids["always_fails"]).exists()
+        )
 
-    wait(settled, f"every job {who} to finish or be dead-lettered", worker,
-         context=lambda: describe(queue_redis, ids))
+    wait(settled, f"every job {who} to finish or be dead-lettered", worker, context=lambda: describe(queue_redis, ids))
 
     jobs = {label: fetch(job_id, queue_redis) for label, job_id in ids.items()}
     observed = {
@@ -296,33 +341,80 @@ def test_a_mix_enqueued_by_one_release_is_processed_correctly_by_a_worker_of_the
     }
     name = worker.name
     assert observed == {
-        "succeeds": {"status": "finished", "return_value": 5, "runs": None, "results": [("SUCCESSFUL", name)],
-                     "meta": {"queue": "default", "attempt": 1, "attempts_allowed": 5}},
-        "fails_once": {"status": "finished", "return_value": 2, "runs": 2,
-                       "results": [("SUCCESSFUL", name), ("RETRIED", name)],
-                       "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 5}},
-        "always_fails": {"status": "failed", "return_value": None, "runs": 2,
-                         "results": [("FAILED", name), ("RETRIED", name)],
-                         "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 2}},
-        "delayed": {"status": "finished", "return_value": 1, "runs": 1, "results": [("SUCCESSFUL", name)],
-                    "meta": {"queue": "default", "attempt": 1, "attempts_allowed": 5}},
+        "succeeds": {
+            "status": "finished",
+            "return_value": 5,
+            "runs": None,
+            "results": [("SUCCESSFUL", name)],
+            "meta": {"queue": "default", "attempt": 1, "attempts_allowed": 5},
+        },
+        "fails_once": {
+            "status": "finished",
+            "return_value": 2,
+            "runs": 2,
+            "results": [("SUCCESSFUL", name), ("RETRIED", name)],
+            "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 5},
+        },
+        "always_fails": {
+            "status": "failed",
+            "return_value": None,
+            "runs": 2,
+            "results": [("FAILED", name), ("RETRIED", name)],
+            "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 2},
+        },
+        "delayed": {
+            "status": "finished",
+            "return_value": 1,
+            "runs": 1,
+            "results": [("SUCCESSFUL", name)],
+            "meta": {"queue": "default", "attempt": 1, "attempts_allowed": 5},
+        },
     }, f"jobs {who} ended differently from the contract"
 
     dead = jobs["always_fails"]
     assert contract_meta(dead, DEAD_META) == {
-        "dead": "exhausted", "attempts_made": 2, "attempts_allowed": 2, "exc_type": "RuntimeError",
-        "exc_message": "run 2 fails on purpose", "deaths": 1,
+        "dead": "exhausted",
+        "attempts_made": 2,
+        "attempts_allowed": 2,
+        "exc_type": "RuntimeError",
+        "exc_message": "run 2 fails on purpose",
+        "deaths": 1,
     }, f"dead-letter meta of a job {who}"
     assert failed.get_job_ids() == [ids["always_fails"]], f"failed registry after jobs {who}"
-    rows = list(DeadLetter.objects.values(
-        "job_id", "queue", "func_path", "args", "kwargs", "exc_type", "exc_message", "attempts_made",
-        "attempts_allowed", "reason", "status", "times_dead", "worker"))
-    assert rows == [{
-        "job_id": ids["always_fails"], "queue": "default", "func_path": "tests.jobs.lifecycle.count_runs",
-        "args": [str(tmp_path / "always_fails.runs")], "kwargs": {"fail_times": 99}, "exc_type": "RuntimeError",
-        "exc_message": "run 2 fails on purpose", "attempts_made": 2, "attempts_allowed": 2, "reason": "exhausted",
-        "status": "open", "times_dead": 1, "worker": name,
-    }], f"DeadLetter rows after a job {who} died"
+    rows = list(
+        DeadLetter.objects.values(
+            "job_id",
+            "queue",
+            "func_path",
+            "args",
+            "kwargs",
+            "exc_type",
+            "exc_message",
+            "attempts_made",
+            "attempts_allowed",
+            "reason",
+            "status",
+            "times_dead",
+            "worker",
+        )
+    )
+    assert rows == [
+        {
+            "job_id": ids["always_fails"],
+            "queue": "default",
+            "func_path": "tests.jobs.lifecycle.count_runs",
+            "args": [str(tmp_path / "always_fails.runs")],
+            "kwargs": {"fail_times": 99},
+            "exc_type": "RuntimeError",
+            "exc_message": "run 2 fails on purpose",
+            "attempts_made": 2,
+            "attempts_allowed": 2,
+            "reason": "exhausted",
+            "status": "open",
+            "times_dead": 1,
+            "worker": name,
+        }
+    ], f"DeadLetter rows after a job {who} died"
     assert worker.stop() == 0, f"the {reader} worker did not stop cleanly on SIGTERM\n{tail(worker)}"
 
 
@@ -338,30 +430,52 @@ def test_a_retry_scheduled_by_a_stopped_worker_of_one_release_is_finished_by_the
 ):
     first, second = (getattr(releases, side) for side in first_second)
     path = str(tmp_path / "fails_once.runs")
-    ids = enqueue_with(first, {"job": {"queue": "default", "func": "tests.jobs.lifecycle.count_runs",
-                                       "args": [path], "kwargs": {"fail_times": 1}}})
+    ids = enqueue_with(
+        first,
+        {
+            "job": {
+                "queue": "default",
+                "func": "tests.jobs.lifecycle.count_runs",
+                "args": [path],
+                "kwargs": {"fail_times": 1},
+            }
+        },
+    )
     job_id = ids["job"]
     scheduled = ScheduledJobRegistry("default", connection=queue_redis)
     leaving = run_worker(first, "default", "--without-scheduler")  # the retry must wait for the next release
-    wait(lambda: job_id in scheduled and fetch(job_id, queue_redis).meta.get("attempt") == 2,
-         f"the {first} worker to schedule attempt 2", leaving, context=lambda: describe(queue_redis, ids))
+    wait(
+        lambda: job_id in scheduled and fetch(job_id, queue_redis).meta.get("attempt") == 2,
+        f"the {first} worker to schedule attempt 2",
+        leaving,
+        context=lambda: describe(queue_redis, ids),
+    )
     assert leaving.stop() == 0, f"the {first} worker did not stop cleanly on SIGTERM\n{tail(leaving)}"
 
     waiting = fetch(job_id, queue_redis)
     assert (waiting.get_status(refresh=False), contract_meta(waiting), runs(path)) == (
-        "scheduled", {"queue": "default", "attempt": 2, "attempts_allowed": 5}, 1
+        "scheduled",
+        {"queue": "default", "attempt": 2, "attempts_allowed": 5},
+        1,
     ), f"the retry the {first} left behind"
 
     arriving = run_worker(second, "default")
-    wait(lambda: status(job_id, queue_redis) == JobStatus.FINISHED,
-         f"a {second} worker to run the retry the {first} scheduled", arriving,
-         context=lambda: describe(queue_redis, ids))
+    wait(
+        lambda: status(job_id, queue_redis) == JobStatus.FINISHED,
+        f"a {second} worker to run the retry the {first} scheduled",
+        arriving,
+        context=lambda: describe(queue_redis, ids),
+    )
     job = fetch(job_id, queue_redis)
     assert {
-        "return_value": job.return_value(), "runs": runs(path), "meta": contract_meta(job),
+        "return_value": job.return_value(),
+        "runs": runs(path),
+        "meta": contract_meta(job),
         "results": [(r.type.name, r.worker_name) for r in job.results()],
     } == {
-        "return_value": 2, "runs": 2, "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 5},
+        "return_value": 2,
+        "runs": 2,
+        "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 5},
         "results": [("SUCCESSFUL", arriving.name), ("RETRIED", leaving.name)],
     }, f"a retry scheduled by the {first} and run by the {second}"
 
@@ -378,8 +492,17 @@ def test_the_job_of_a_killed_worker_of_one_release_is_run_again_by_a_worker_of_t
     log = tmp_path / "runs.jsonl"
     # Without a scheduler: the survivor's scheduler holds the lock (a killed holder's lapses only later).
     doomed = run_worker(first, "default", "--without-scheduler")
-    ids = enqueue_with(first, {"job": {"queue": "default", "func": "tests.jobs.resilience.logged_sleep",
-                                       "args": [str(log)], "kwargs": {"first_run_seconds": 600}}})
+    ids = enqueue_with(
+        first,
+        {
+            "job": {
+                "queue": "default",
+                "func": "tests.jobs.resilience.logged_sleep",
+                "args": [str(log)],
+                "kwargs": {"first_run_seconds": 600},
+            }
+        },
+    )
     job_id = ids["job"]
     wait(lambda: starts(log), f"the {first} worker to start the job", doomed)
     survivor = run_worker(second, "default")
@@ -387,26 +510,39 @@ def test_the_job_of_a_killed_worker_of_one_release_is_run_again_by_a_worker_of_t
     doomed.signal(signal.SIGKILL)
     assert doomed.wait(10) == -signal.SIGKILL
 
-    wait(lambda: ends(log) and status(job_id, queue_redis) == JobStatus.FINISHED,
-         f"a {second} worker to re-run the job of the killed {first} worker", survivor, doomed,
-         context=lambda: describe(queue_redis, ids))
+    wait(
+        lambda: ends(log) and status(job_id, queue_redis) == JobStatus.FINISHED,
+        f"a {second} worker to re-run the job of the killed {first} worker",
+        survivor,
+        doomed,
+        context=lambda: describe(queue_redis, ids),
+    )
     job = fetch(job_id, queue_redis)
     first_run, second_run = (starts(log) + [None, None])[:2]
     assert {
-        "attempts": [r["attempt"] for r in starts(log)], "ends": len(ends(log)), "return_value": job.return_value(),
-        "worker": job.worker_name, "meta": contract_meta(job),
+        "attempts": [r["attempt"] for r in starts(log)],
+        "ends": len(ends(log)),
+        "return_value": job.return_value(),
+        "worker": job.worker_name,
+        "meta": contract_meta(job),
         "started_registry": StartedJobRegistry("default", connection=queue_redis).get_job_ids(cleanup=False),
         "dead_letters": DeadLetter.objects.filter(job_id=job_id).count(),
     } == {
-        "attempts": [1, 2], "ends": 1, "return_value": "done", "worker": survivor.name,
-        "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 5}, "started_registry": [],
+        "attempts": [1, 2],
+        "ends": 1,
+        "return_value": "done",
+        "worker": survivor.name,
+        "meta": {"queue": "default", "attempt": 2, "attempts_allowed": 5},
+        "started_registry": [],
         "dead_letters": 0,
     }, f"the job of a {first} worker killed with SIGKILL, recovered by a {second} worker"
     assert second_run["pid"] != first_run["pid"], f"the re-run of a job of the killed {first} worker ran in its horse"
     # The same scans drop a dead worker from rq's registry when it carries the liveness mark.
-    wait(lambda: doomed.name not in {w.name for w in Worker.all(connection=queue_redis)},
-         f"the killed {first} worker to leave rq's worker registry (a {second} scan reads its liveness mark)",
-         survivor)
+    wait(
+        lambda: doomed.name not in {w.name for w in Worker.all(connection=queue_redis)},
+        f"the killed {first} worker to leave rq's worker registry (a {second} scan reads its liveness mark)",
+        survivor,
+    )
     with pytest.raises(ProcessLookupError):
         os.kill(first_run["pid"], 0)  # the killed worker's work horse died with it
 
@@ -424,18 +560,39 @@ def test_workers_of_both_releases_on_one_queue_run_each_job_exactly_once(
     old = run_worker(releases.old, "default")
     new = run_worker(releases.new, "default")
     both_up = time.monotonic()
-    gate = {"queue": "default", "func": "tests.jobs.resilience.wait_for_file_then_return",
-            "args": [str(gate_log), str(release_file)]}
+    gate = {
+        "queue": "default",
+        "func": "tests.jobs.resilience.wait_for_file_then_return",
+        "args": [str(gate_log), str(release_file)],
+    }
     gates = enqueue_with(releases.new, {"gate-1": gate, "gate-2": gate})
-    wait(lambda: len(starts(gate_log)) == 2, "each worker to hold a gate job", old, new,
-         context=lambda: describe(queue_redis, gates))
-    assert {fetch(job_id, queue_redis).worker_name for job_id in gates.values()} == {old.name, new.name}, \
+    wait(
+        lambda: len(starts(gate_log)) == 2,
+        "each worker to hold a gate job",
+        old,
+        new,
+        context=lambda: describe(queue_redis, gates),
+    )
+    assert {fetch(job_id, queue_redis).worker_name for job_id in gates.values()} == {old.name, new.name}, (
         f"each release's worker should hold one gate job\n{describe(queue_redis, gates)}"
+    )
 
-    batch = enqueue_with(releases.old, {f"old-{n}": {"queue": "default", "func": "tests.jobs.resilience.quick",
-                                                      "args": [str(log), n]} for n in range(20)})
-    batch.update(enqueue_with(releases.new, {f"new-{n}": {"queue": "default", "func": "tests.jobs.resilience.quick",
-                                                          "args": [str(log), n]} for n in range(20, 40)}))
+    batch = enqueue_with(
+        releases.old,
+        {
+            f"old-{n}": {"queue": "default", "func": "tests.jobs.resilience.quick", "args": [str(log), n]}
+            for n in range(20)
+        },
+    )
+    batch.update(
+        enqueue_with(
+            releases.new,
+            {
+                f"new-{n}": {"queue": "default", "func": "tests.jobs.resilience.quick", "args": [str(log), n]}
+                for n in range(20, 40)
+            },
+        )
+    )
     # A wait, not an assertion: every worker's lifeline scans only after LIVENESS_TTL + LIVENESS_INTERVAL
     # seconds of healthy Redis; give each a few scans of the other release's busy worker.
     scans_done_at = both_up + LIVENESS_TTL + LIVENESS_INTERVAL + 4 * ABANDONED_SCAN
@@ -443,14 +600,21 @@ def test_workers_of_both_releases_on_one_queue_run_each_job_exactly_once(
     release_file.touch()
 
     every = {**gates, **batch}
-    wait(lambda: all(status(job_id, queue_redis) == JobStatus.FINISHED for job_id in every.values()),
-         "every job of the batch to finish", old, new, context=lambda: describe(queue_redis, every))
+    wait(
+        lambda: all(status(job_id, queue_redis) == JobStatus.FINISHED for job_id in every.values()),
+        "every job of the batch to finish",
+        old,
+        new,
+        context=lambda: describe(queue_redis, every),
+    )
 
     jobs = {label: fetch(job_id, queue_redis) for label, job_id in every.items()}
     ran_by = Counter(job.worker_name for job in jobs.values())
     odd = {label: every[label] for label, job in jobs.items() if job.meta.get("attempt") != 1}
-    detail = (f"old worker {old.name} ran {ran_by[old.name]}, new worker {new.name} ran {ran_by[new.name]}; "
-              f"jobs past their first attempt:\n{describe(queue_redis, odd) or '  none'}")
+    detail = (
+        f"old worker {old.name} ran {ran_by[old.name]}, new worker {new.name} ran {ran_by[new.name]}; "
+        f"jobs past their first attempt:\n{describe(queue_redis, odd) or '  none'}"
+    )
     assert (len(starts(gate_log)), len(ends(gate_log))) == (2, 2), f"a gate job ran twice\n{detail}"
     assert Counter(r["n"] for r in starts(log)) == Counter(range(40)), f"batch starts per job\n{detail}"
     assert Counter(r["n"] for r in ends(log)) == Counter(range(40)), f"batch ends per job\n{detail}"

@@ -2,6 +2,7 @@
 guarantees as the forking worker — attempts and dead letters, a re-run after SIGKILL, the SIGTERM
 grace (past it the job goes back to the head of its queue and the process exits), and an outcome
 recorded after a Redis outage."""
+
 import signal
 import time
 
@@ -9,7 +10,7 @@ import pytest
 from rq.job import JobStatus
 
 import queues
-from queues.catalog.lookup import OptimaJob, get_queue
+from queues.catalog.lookup import OptimaJob
 from queues.models import DeadLetter
 from tests.conftest import wait_for
 from tests.jobs.resilience import ends, runs, starts
@@ -25,13 +26,17 @@ def fetch(job_id, connection):
     return OptimaJob.fetch(job_id, connection=connection)
 
 
-def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_last_failure(start_worker,
-                                                                                           queue_redis, tmp_path):
+def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_last_failure(
+    start_worker, queue_redis, tmp_path
+):
     ok = queues.enqueue("default", "tests.jobs.sample.whoami")
     dead = queues.enqueue("default", "tests.jobs.sample.fail", "still broken", attempts=2)
     worker = start_worker("default", "--no-fork")
-    wait_for(lambda: DeadLetter.objects.filter(job_id=dead.id).exists(), timeout=60,
-             message="the job to use its 2 attempts and be dead-lettered")
+    wait_for(
+        lambda: DeadLetter.objects.filter(job_id=dead.id).exists(),
+        timeout=60,
+        message="the job to use its 2 attempts and be dead-lettered",
+    )
     assert fetch(ok.id, queue_redis).return_value() == worker.pid  # no horse: the worker ran it
     row = DeadLetter.objects.get(job_id=dead.id)
     assert (row.reason, row.attempts_made, row.exc_message) == ("exhausted", 2, "still broken")
@@ -47,8 +52,11 @@ def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker
     victim.wait(10)
     start_worker("default", "--no-fork")
     wait_for(lambda: ends(log), timeout=90, message="the job to run again on the other worker")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the re-run to be recorded")
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the re-run to be recorded",
+    )
     assert [r["attempt"] for r in starts(log)] == [1, 2]  # the killed run used an attempt
     assert starts(log)[0]["pid"] == victim.pid
 
@@ -63,8 +71,9 @@ def test_sigterm_lets_the_running_job_finish_within_the_grace_and_exits_0(start_
     assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
 
 
-def test_past_the_grace_the_job_goes_back_to_the_head_of_its_queue_and_the_worker_exits(start_worker,
-                                                                                        queue_redis, tmp_path):
+def test_past_the_grace_the_job_goes_back_to_the_head_of_its_queue_and_the_worker_exits(
+    start_worker, queue_redis, tmp_path
+):
     log = tmp_path / "runs.jsonl"
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=120)
     worker = start_worker("default", "--no-fork", "--grace", "1")

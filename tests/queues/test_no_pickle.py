@@ -6,6 +6,7 @@ one stale so rq's cleanup would load it). Then a staff operator with every permi
 URL of the panel (walked from the URLconf, not listed by hand), ``/metrics``, ``/healthz``, the
 dead-letter admin and ``/jobs/<id>/``: no file appears, and no key under the prefix changed.
 """
+
 import json
 import pickle
 import time
@@ -45,24 +46,34 @@ def plant(connection, trap):
     ids = {}
     for place in PLACES:
         job_id = f"planted-{place}"
-        job = Job.create("tests.jobs.sample.add", args=[Boom(trap / f"{place}-args")], id=job_id,
-                         connection=connection, origin="default")  # rq's default serializer: pickle
+        job = Job.create(
+            "tests.jobs.sample.add",
+            args=[Boom(trap / f"{place}-args")],
+            id=job_id,
+            connection=connection,
+            origin="default",
+        )  # rq's default serializer: pickle
         job.meta = {"x": Boom(trap / f"{place}-meta")}
         job.save()
         Result.create(job, Result.Type.SUCCESSFUL, ttl=600, return_value=Boom(trap / f"{place}-result"))
-        connection.hset(job.key, mapping={
-            "result": pickle.dumps(Boom(trap / f"{place}-legacy-result")),
-            # rq keeps exception info as zlib-compressed text: a protocol-0 pickle is text.
-            "exc_info": zlib.compress(pickle.dumps(Boom(trap / f"{place}-exc-info"), protocol=0)),
-            "status": "started" if place == "queued" else place,
-        })
+        connection.hset(
+            job.key,
+            mapping={
+                "result": pickle.dumps(Boom(trap / f"{place}-legacy-result")),
+                # rq keeps exception info as zlib-compressed text: a protocol-0 pickle is text.
+                "exc_info": zlib.compress(pickle.dumps(Boom(trap / f"{place}-exc-info"), protocol=0)),
+                "status": "started" if place == "queued" else place,
+            },
+        )
         ids[place] = job_id
     connection.rpush(queue.key, ids["queued"])
     connection.zadd(queue.started_job_registry.key, {f"{ids['started']}:planted-execution": past})
     # Its execution, as a worker writes it: the started list then shows the execution's job, which
     # rq's ``Execution.job`` would fetch with pickle.
-    connection.hset(f"{conf.prefix()}:execution:{ids['started']}:planted-execution", mapping={
-        "created_at": past, "last_heartbeat": past, "worker_name": "planted", "job_id": ids["started"]})
+    connection.hset(
+        f"{conf.prefix()}:execution:{ids['started']}:planted-execution",
+        mapping={"created_at": past, "last_heartbeat": past, "worker_name": "planted", "job_id": ids["started"]},
+    )
     connection.zadd(queue.finished_job_registry.key, {ids["finished"]: past})
     connection.zadd(queue.failed_job_registry.key, {ids["failed"]: past})
     connection.zadd(queue.scheduled_job_registry.key, {ids["scheduled"]: future})
@@ -70,8 +81,16 @@ def plant(connection, trap):
     connection.zadd(queue.canceled_job_registry.key, {ids["canceled"]: past})
     # A busy worker of that queue whose current job is the planted started one.
     worker_key = f"{Worker.redis_worker_namespace_prefix}planted"
-    connection.hset(worker_key, mapping={"birth": "2026-01-01T00:00:00Z", "last_heartbeat": "2026-01-01T00:00:00Z",
-                                         "queues": "default", "state": "busy", "current_job": ids["started"]})
+    connection.hset(
+        worker_key,
+        mapping={
+            "birth": "2026-01-01T00:00:00Z",
+            "last_heartbeat": "2026-01-01T00:00:00Z",
+            "queues": "default",
+            "state": "busy",
+            "current_job": ids["started"],
+        },
+    )
     connection.sadd(Worker.redis_workers_keys, worker_key)
     connection.sadd(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", worker_key)
     return ids, worker_key
@@ -126,27 +145,52 @@ def operator(django_user_model, settings):
 
 
 def test_no_get_of_the_panel_admin_metrics_or_job_api_unpickles_or_writes_to_redis(
-        operator, queue_redis, admin_redis, tmp_path):
+    operator, queue_redis, admin_redis, tmp_path
+):
     from queues.models import DeadLetter
 
     trap = tmp_path / "trap"
     trap.mkdir()
     ids, worker_key = plant(queue_redis, trap)
     row = DeadLetter.objects.create(
-        prefix=conf.prefix(), queue="default", job_id=ids["failed"], func_path="tests.jobs.sample.add", args=[1, 2],
-        kwargs={}, exc_type="RuntimeError", exc_message="boom", traceback="Traceback", attempts_made=1,
-        attempts_allowed=1, reason="exhausted", dead_at=timezone.now())
-    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": ids["failed"],
-              "result_id": "1-0", "key": worker_key, "scheduler_name": "s1", "cron_job_name": "c1",
-              "token": "t", "name": "default"}
+        prefix=conf.prefix(),
+        queue="default",
+        job_id=ids["failed"],
+        func_path="tests.jobs.sample.add",
+        args=[1, 2],
+        kwargs={},
+        exc_type="RuntimeError",
+        exc_message="boom",
+        traceback="Traceback",
+        attempts_made=1,
+        attempts_allowed=1,
+        reason="exhausted",
+        dead_at=timezone.now(),
+    )
+    sample = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": ids["failed"],
+        "result_id": "1-0",
+        "key": worker_key,
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     urls = panel_urls(sample)
     assert len(urls) >= 28
     # Each planted job's detail page too (the walk fills in one job id).
     urls += [reverse("django_rq:job_detail", args=[DEFAULT, job_id]) for job_id in ids.values()]
     urls += [f"{url}?job_id={job_id}" for url in [reverse("django_rq:queues_find")] for job_id in ids.values()]
-    urls += ["/metrics", "/healthz", reverse("admin:queues_deadletter_changelist"),
-             reverse("admin:queues_deadletter_change", args=[row.pk]),
-             reverse("admin:queues_deadletter_retry", args=[row.pk])]
+    urls += [
+        "/metrics",
+        "/healthz",
+        reverse("admin:queues_deadletter_changelist"),
+        reverse("admin:queues_deadletter_change", args=[row.pk]),
+        reverse("admin:queues_deadletter_retry", args=[row.pk]),
+    ]
     urls += [f"/jobs/{job_id}/" for job_id in ids.values()]
 
     # Twice: with the pickled job queued, and without it, so that pages which stop at the queued job
@@ -176,7 +220,8 @@ def test_reconcile_mirrors_a_pickled_failed_job_without_unpickling_it(queue_redi
     assert (summary.mirrored, summary.errors) == (1, 0)
     # Its hash is no job (pickled data): mirrored as a corrupt row, the raw hash kept (deadletter.bury_corrupt).
     assert list(DeadLetter.objects.values_list("job_id", "status", "func_path", "reason")) == [
-        ("planted-failed", "open", "<corrupt job>", "corrupt")]
+        ("planted-failed", "open", "<corrupt job>", "corrupt")
+    ]
 
 
 def test_the_trap_works_rqs_own_cleanup_of_the_stale_started_entry_unpickles_it(queue_redis, tmp_path):
@@ -189,6 +234,7 @@ def test_the_trap_works_rqs_own_cleanup_of_the_stale_started_entry_unpickles_it(
 
 
 # --- django-rq's management commands that the project does not replace otherwise ------------------
+
 
 def test_rqstats_reads_json_only_and_writes_nothing(queue_redis, admin_redis, tmp_path, capsys):
     from django.core.management import call_command
@@ -212,8 +258,12 @@ def test_rqenqueue_goes_through_queues_enqueue_call(queue_redis, django_capture_
         call_command("rqenqueue", "-q", "default", "--json", "tests.jobs.sample.add", "2", "3", verbosity=0)
     (job_id,) = get_queue("default").get_job_ids()
     job = OptimaJob.fetch(job_id, connection=queue_redis)
-    assert (job.func_name, job.args, job.meta["queue"], job.meta["attempt"]) == ("tests.jobs.sample.add", [2, 3],
-                                                                                "default", 1)
+    assert (job.func_name, job.args, job.meta["queue"], job.meta["attempt"]) == (
+        "tests.jobs.sample.add",
+        [2, 3],
+        "default",
+        1,
+    )
 
 
 def test_rqenqueue_refuses_what_queues_enqueue_refuses(queue_redis):

@@ -1,6 +1,7 @@
 """Redis outages of up to 30 s, on a private redis-server that the tests stop and start while real
 workers and schedulers run (never the session's Redis). Nothing may need a manual restart, and a
 job that succeeded during an outage may run again but is never failed or dead-lettered for it."""
+
 import shutil
 import time
 
@@ -71,7 +72,8 @@ def run_a_new_job(client, log, **options):
 
 
 def test_idle_worker_and_its_scheduler_carry_on_after_redis_was_refused_for_30_s_and_came_back_empty(
-        outage_redis, start_worker, tmp_path):
+    outage_redis, start_worker, tmp_path
+):
     server, client = outage_redis(durable=False)
     worker = start_worker("default", env={"REDIS_URL": server.url})
     run_a_new_job(client, tmp_path / "before.jsonl")
@@ -89,7 +91,8 @@ def test_idle_worker_and_its_scheduler_carry_on_after_redis_was_refused_for_30_s
 
 
 def test_job_that_succeeds_while_redis_is_down_for_30_s_is_recorded_once_it_is_back(
-        outage_redis, start_worker, tmp_path):
+    outage_redis, start_worker, tmp_path
+):
     from queues.models import DeadLetter
 
     server, client = outage_redis(durable=True)
@@ -112,7 +115,8 @@ def test_job_that_succeeds_while_redis_is_down_for_30_s_is_recorded_once_it_is_b
 
 
 def test_job_that_fails_while_redis_is_down_is_retried_by_its_policy_once_redis_is_back(
-        outage_redis, start_worker, tmp_path):
+    outage_redis, start_worker, tmp_path
+):
     """The failure is recorded when Redis returns (not lost, not turned into an outage artefact):
     attempt 2 follows after the backoff, and nothing reaches the dead letter."""
     from queues.models import DeadLetter
@@ -120,13 +124,17 @@ def test_job_that_fails_while_redis_is_down_is_retried_by_its_policy_once_redis_
     server, client = outage_redis(durable=True)
     log = tmp_path / "runs.jsonl"
     worker = start_worker("default", env={"REDIS_URL": server.url})
-    job = queues.enqueue("default", "tests.jobs.resilience.fail_on_first_run", str(log), first_run_seconds=2,
-                         attempts=2)
+    job = queues.enqueue(
+        "default", "tests.jobs.resilience.fail_on_first_run", str(log), first_run_seconds=2, attempts=2
+    )
     wait_for(lambda: starts(log), timeout=60, message="the job to start")
 
     server.stop()
-    wait_for(lambda: any(r["event"] == "fail" for r in runs(log)), timeout=60,
-             message="the first run to fail during the outage")
+    wait_for(
+        lambda: any(r["event"] == "fail" for r in runs(log)),
+        timeout=60,
+        message="the first run to fail during the outage",
+    )
     time.sleep(10)
     server.start()
 
@@ -145,8 +153,11 @@ def test_rqscheduler_carries_on_after_redis_was_refused_for_30_s(outage_redis, s
     env = dict(WORKER_ENV, REDIS_URL=server.url)  # declares the periodic job "tick" (hourly) on "lifecycle"
     start_worker("lifecycle", "--without-scheduler", env=env)
     scheduler_process = start_worker("--interval", "1", env=env, command="rqscheduler")
-    wait_for(lambda: "Periodic jobs:" in scheduler_process.output() or scheduler_process.process.poll() is not None,
-             timeout=60, message="rqscheduler to start")
+    wait_for(
+        lambda: "Periodic jobs:" in scheduler_process.output() or scheduler_process.process.poll() is not None,
+        timeout=60,
+        message="rqscheduler to start",
+    )
 
     server.stop()
     time.sleep(OUTAGE_SECONDS)

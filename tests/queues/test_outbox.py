@@ -3,6 +3,7 @@
 "Redis down" is a URL nothing listens on (connections are refused at once); the process-level
 tests (SIGKILL after the commit, a Redis stopped for 30 s) are in test_outbox_processes.py.
 """
+
 import io
 import logging
 
@@ -58,16 +59,16 @@ def test_a_rollback_leaves_neither_a_row_nor_a_job():
     assert get_queue("default").job_ids == []
 
 
-def test_redis_down_at_the_commit_the_commit_stands_and_the_relay_pushes_the_job_once_redis_is_back(
-        redis_down, caplog):
+def test_redis_down_at_the_commit_the_commit_stands_and_the_relay_pushes_the_job_once_redis_is_back(redis_down, caplog):
     with caplog.at_level(logging.WARNING, logger="queues.outbox"):
         with transaction.atomic():
             job = queues.enqueue("default", sample.add, 1, 2)
             delayed = queues.enqueue("default", sample.add, 3, 4, delay=60)
     rows = {r.job_id: r for r in OutboxEntry.objects.all()}
     assert set(rows) == {job.id, delayed.id}
-    assert all(r.claimed_until is None and r.push_attempts == 1 and "unavailable" in r.last_error
-               for r in rows.values())
+    assert all(
+        r.claimed_until is None and r.push_attempts == 1 and "unavailable" in r.last_error for r in rows.values()
+    )
     assert f"job {job.id} stays in the outbox" in caplog.text
 
     assert outbox.relay() == (0, 2)  # still down: nothing pushed, both left, claims released
@@ -91,7 +92,8 @@ def test_the_relayed_job_is_the_one_the_caller_was_given_signed_and_runnable(red
     redis_down()
     queue_redis = get_connection()
     OptimaWorker([get_queue("default", connection=queue_redis)], connection=queue_redis).work(
-        burst=True, with_scheduler=False)  # its tick relays the row, then it runs the job
+        burst=True, with_scheduler=False
+    )  # its tick relays the row, then it runs the job
     ran = queues.fetch_job(job.id)
     assert ran.get_status() == "finished"
     assert ran.return_value() == 42
@@ -147,8 +149,9 @@ def test_a_claimed_row_is_left_alone_until_its_claim_runs_out(redis_down):
     with transaction.atomic():
         queues.enqueue("default", sample.add, 1, 2)
     redis_down()
-    OutboxEntry.objects.update(claimed_until=timezone.now() + timezone.timedelta(seconds=60),
-                               claimed_by="another-relay")
+    OutboxEntry.objects.update(
+        claimed_until=timezone.now() + timezone.timedelta(seconds=60), claimed_by="another-relay"
+    )
     assert outbox.relay() == (0, 0)
     assert get_queue("default").job_ids == []
     OutboxEntry.objects.update(claimed_until=timezone.now() - timezone.timedelta(seconds=1))

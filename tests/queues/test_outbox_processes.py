@@ -1,5 +1,6 @@
 """The outbox with real processes: a process SIGKILLed right after its commit, and a Redis stopped
 for 30 s around 100 enqueues. Every accepted job runs (queues/producer/outbox.py)."""
+
 import shutil
 import signal
 import subprocess
@@ -50,8 +51,9 @@ def test_a_process_killed_right_after_its_commit_loses_no_job(private_redis, sub
             print(job.id, flush=True)
     """)
     env = dict(subprocess_env, REDIS_URL=private_redis.url, DJANGO_SETTINGS_MODULE="optima_site.settings")
-    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=60)
+    child = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert child.returncode == -signal.SIGKILL, child.stderr
     job_id = child.stdout.strip()
     # Committed, and still claimed by the killed process for PUSH_GRACE seconds from its insert.
@@ -94,8 +96,11 @@ def test_100_enqueues_around_a_30_s_redis_outage_all_run(private_redis, start_wo
     accepted += [enqueue(i).id for i in range(80, 100)]
 
     assert len(set(accepted)) == 100
-    wait_for(lambda: set(lines(ran)) == {str(i) for i in range(100)}, timeout=120,
-             message=f"all 100 jobs to run (ran so far: {len(set(lines(ran)))})")
+    wait_for(
+        lambda: set(lines(ran)) == {str(i) for i in range(100)},
+        timeout=120,
+        message=f"all 100 jobs to run (ran so far: {len(set(lines(ran)))})",
+    )
     wait_for(lambda: not OutboxEntry.objects.exists(), timeout=30, message="the outbox to be empty")
     assert worker.process.poll() is None, worker.output()
 
@@ -115,8 +120,17 @@ def test_four_relay_processes_at_once_push_each_row_exactly_once(settings, subpr
     settings.QUEUES_REDIS_URL = up
     assert OutboxEntry.objects.filter(claimed_until__isnull=True).count() == 300
 
-    relays = [subprocess.Popen([sys.executable, "manage.py", "queues_relay"], cwd=ROOT, env=subprocess_env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+    relays = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "queues_relay"],
+            cwd=ROOT,
+            env=subprocess_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outputs = [relay.communicate(timeout=120)[0] for relay in relays]
     assert [relay.returncode for relay in relays] == [0, 0, 0, 0], outputs
     pushed = [int(out.rsplit("Outbox: ", 1)[1].split(" pushed")[0]) for out in outputs]

@@ -8,6 +8,7 @@
 - A name the panel rebinds inside django-rq that the installed django-rq lacks stops the start-up,
   naming the module, the name and the version; none is skipped.
 """
+
 import hashlib
 from importlib.metadata import version
 
@@ -34,11 +35,13 @@ CHANGING_METHODS = ("post", "put", "patch", "delete", "options")
 
 # --- every django-rq URL is classified; the classification is what is mounted ------------------
 
+
 def test_every_url_of_django_rqs_urlconf_is_classified_read_or_act():
     unclassified = sorted({f"{p.name} (/{p.pattern})" for p in rq_urls.urlpatterns if p.name not in DJANGO_RQ})
     assert unclassified == [], (
         f"django-rq {version('django-rq')} serves URLs that queues/board/urls.py DJANGO_RQ does not classify "
-        f"(they answer 404 until it does: READ for a page that only reads, ACT for anything else): {unclassified}")
+        f"(they answer 404 until it does: READ for a page that only reads, ACT for anything else): {unclassified}"
+    )
 
 
 def test_the_table_classifies_only_urls_django_rq_has():
@@ -66,12 +69,14 @@ def test_a_url_django_rq_adds_later_is_not_mounted_and_is_logged(monkeypatch, ca
     assert {p.name for p in mounted} == set(DJANGO_RQ)
     assert [r.getMessage() for r in caplog.records] == [
         "django-rq serves /purge/<int:queue_index>/ (URL name 'purge_queue'), which queues/board/urls.py "
-        "does not classify as read or act: not mounted, it answers 404"]
+        "does not classify as read or act: not mounted, it answers 404"
+    ]
     with pytest.raises(Resolver404):
         URLResolver(RegexPattern(r"^"), mounted).resolve("purge/1/")
 
 
 # --- rebinding names inside django-rq: all present, or no start ---------------------------------
+
 
 def test_every_name_the_panel_rebinds_exists_in_the_installed_django_rq():
     assert patches.missing() == []
@@ -85,7 +90,8 @@ def test_rebinding_a_name_django_rq_no_longer_has_refuses_to_start_naming_it():
         f"The queue panel rebinds names inside django-rq's modules, and django-rq {version('django-rq')} has no "
         "django_rq.utils.get_statistics_v9. Its views would run unpatched (pickle, writes on a GET), so the panel "
         "refuses to start. Install the django-rq version of requirements.txt, or adapt "
-        "queues/board/patches.py (REBIND) to this version.")
+        "queues/board/patches.py (REBIND) to this version."
+    )
     # Refused before anything was rebound.
     assert django_rq.views.get_jobs is readonly.get_jobs
     assert not hasattr(django_rq.utils, "get_statistics_v9")
@@ -93,10 +99,13 @@ def test_rebinding_a_name_django_rq_no_longer_has_refuses_to_start_naming_it():
 
 # --- the crawl: every panel URL, every changing method, as a viewer -----------------------------
 
+
 def snapshot(admin_redis):
     """{key: (TYPE, sha256 of DUMP)} of every key under the test prefix."""
-    return {key: (admin_redis.type(key), hashlib.sha256(admin_redis.dump(key)).hexdigest())
-            for key in admin_redis.scan_iter(match=f"{conf.prefix()}*", count=1000)}
+    return {
+        key: (admin_redis.type(key), hashlib.sha256(admin_redis.dump(key)).hexdigest())
+        for key in admin_redis.scan_iter(match=f"{conf.prefix()}*", count=1000)
+    }
 
 
 def _kwarg_names(pattern):
@@ -106,18 +115,28 @@ def _kwarg_names(pattern):
 def panel_requests(jobs, failed_result_id, worker_key):
     """(path, data) of every URL of the panel's URLconf, each job URL once per job of ``jobs``."""
     job_ids = [job.id for job in jobs.values()]
-    data = {"actions": {"action": "delete", "job_ids": job_ids},
-            "confirm_action": {"action": "delete", "_selected_action": job_ids},
-            "queues_periodic": {"schedule": "tick", "action": "pause"}}
+    data = {
+        "actions": {"action": "delete", "job_ids": job_ids},
+        "confirm_action": {"action": "delete", "_selected_action": job_ids},
+        "queues_periodic": {"schedule": "tick", "action": "pause"},
+    }
     requests = []
     for pattern in board_urls.urlpatterns:
         names = _kwarg_names(pattern)
-        for job in (jobs.values() if "job_id" in names else [None]):
+        for job in jobs.values() if "job_id" in names else [None]:
             result = job.latest_result() if job is not None else None
-            sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0,
-                      "job_id": job.id if job else "", "result_id": result.id if result else failed_result_id,
-                      "key": worker_key, "scheduler_name": "s1", "cron_job_name": "c1", "token": "t",
-                      "name": "default"}
+            sample = {
+                "queue_index": DEFAULT,
+                "scheduler_index": DEFAULT,
+                "connection_index": 0,
+                "job_id": job.id if job else "",
+                "result_id": result.id if result else failed_result_id,
+                "key": worker_key,
+                "scheduler_name": "s1",
+                "cron_job_name": "c1",
+                "token": "t",
+                "name": "default",
+            }
             url = reverse(f"django_rq:{pattern.name}", kwargs={n: sample[n] for n in names})
             requests.append((pattern.name, url, data.get(pattern.name, {})))
     return requests
@@ -131,7 +150,8 @@ def viewer_only(django_user_model, prod):  # noqa: F811 (prod: the fixture)
 
 
 def test_a_viewer_changing_anything_anywhere_in_the_panel_gets_403_and_redis_stays_as_it_was(
-        viewer_only, queue_redis, admin_redis, django_capture_on_commit_callbacks):
+    viewer_only, queue_redis, admin_redis, django_capture_on_commit_callbacks
+):
     import queues
     from queues.models import AuditEntry, DeadLetter
 
@@ -149,8 +169,11 @@ def test_a_viewer_changing_anything_anywhere_in_the_panel_gets_403_and_redis_sta
     rows = list(DeadLetter.objects.values_list("pk", "status"))
     before = snapshot(admin_redis)
 
-    answers = {(method, url): getattr(viewer_only, method)(url, data).status_code
-               for method in CHANGING_METHODS for _, url, data in requests}
+    answers = {
+        (method, url): getattr(viewer_only, method)(url, data).status_code
+        for method in CHANGING_METHODS
+        for _, url, data in requests
+    }
 
     assert {k: status for k, status in answers.items() if status != 403} == {}
     assert len(answers) == len(CHANGING_METHODS) * len(requests)

@@ -1,5 +1,6 @@
 """Issue 24: the panel says what the API and the docs say (``held``, the job id, "Queues", JSON meta), lists
 canceled jobs, and asks before Stop and Enqueue (audited as before). Django test client, real Redis."""
+
 import html as html_lib
 import json
 import re
@@ -56,20 +57,28 @@ def test_no_panel_page_says_django_rq_every_breadcrumb_says_queues(client, queue
     done = finished_job()
     panel = "/admin/queues/"
     urls = [
-        f"{panel}queues/{DEFAULT}/details/", f"{panel}workers/{DEFAULT}/", f"{panel}schedulers/0/",
+        f"{panel}queues/{DEFAULT}/details/",
+        f"{panel}workers/{DEFAULT}/",
+        f"{panel}schedulers/0/",
         f"{panel}queues/{DEFAULT}/started/",
-        f"{panel}queues/{DEFAULT}/canceled/", f"{panel}queues/{DEFAULT}/{queued.id}/",
-        f"{panel}queues/{DEFAULT}/{queued.id}/delete/", f"{panel}queues/{DEFAULT}/{queued.id}/cancel/",
-        f"{panel}queues/{DEFAULT}/{done.id}/enqueue/", f"{panel}queues/{DEFAULT}/{queued.id}/stop/",
-        f"{panel}queues/{DEFAULT}/empty/", f"{panel}queues/{DEFAULT}/requeue-all/",
-        f"{panel}queues/{DEFAULT}/failed/clear/", f"{panel}queues/{DEFAULT}/{done.id}/requeue/",
+        f"{panel}queues/{DEFAULT}/canceled/",
+        f"{panel}queues/{DEFAULT}/{queued.id}/",
+        f"{panel}queues/{DEFAULT}/{queued.id}/delete/",
+        f"{panel}queues/{DEFAULT}/{queued.id}/cancel/",
+        f"{panel}queues/{DEFAULT}/{done.id}/enqueue/",
+        f"{panel}queues/{DEFAULT}/{queued.id}/stop/",
+        f"{panel}queues/{DEFAULT}/empty/",
+        f"{panel}queues/{DEFAULT}/requeue-all/",
+        f"{panel}queues/{DEFAULT}/failed/clear/",
+        f"{panel}queues/{DEFAULT}/{done.id}/requeue/",
     ]
     for url in urls:
         html = page(client, url)
         assert "Django RQ" not in html, url
         assert breadcrumbs(html).startswith("Home › Queues"), (url, breadcrumbs(html))
-    confirm = client.post(f"{panel}queues/confirm-action/{DEFAULT}/", {"action": "delete",
-                                                                     "_selected_action": [queued.id]})
+    confirm = client.post(
+        f"{panel}queues/confirm-action/{DEFAULT}/", {"action": "delete", "_selected_action": [queued.id]}
+    )
     assert "Django RQ" not in confirm.content.decode()
     assert breadcrumbs(confirm.content.decode()).startswith("Home › Queues")
 
@@ -90,8 +99,9 @@ def test_the_limit_and_progress_boxes_come_under_the_jobs_heading(client, queue_
     held.meta["progress"] = {"step": 1, "of": 4}
     held.save_meta()
     html = page(client, f"/admin/queues/queues/{DEFAULT}/{held.id}/")
-    heading, limit, progress = (html.index(s) for s in ('<div class="rq-title-row">', 'id="job-limit"',
-                                                         'id="job-progress"'))
+    heading, limit, progress = (
+        html.index(s) for s in ('<div class="rq-title-row">', 'id="job-limit"', 'id="job-progress"')
+    )
     assert heading < limit < progress
 
 
@@ -131,6 +141,7 @@ def test_the_home_and_queue_page_show_the_pid_of_the_scheduler_holding_the_queue
 
 # --- the canceled list ----------------------------------------------------------------------------------
 
+
 def test_canceled_jobs_are_listed_per_queue_newest_first_and_linked_from_the_queue_page(client, queue_redis):
     first = queues.enqueue("default", JOB, 1, 2)
     second = queues.enqueue("default", JOB, 3, 4)
@@ -147,8 +158,9 @@ def test_canceled_jobs_are_listed_per_queue_newest_first_and_linked_from_the_que
     assert re.search(rf'<a href="/admin/queues/queues/{DEFAULT}/canceled/" id="canceled-jobs">2</a>', queue_page)
 
 
-def test_the_canceled_list_of_an_unknown_queue_is_404_and_needs_the_view_permission(settings, queue_redis,
-                                                                                     django_user_model):
+def test_the_canceled_list_of_an_unknown_queue_is_404_and_needs_the_view_permission(
+    settings, queue_redis, django_user_model
+):
     settings.OPTIMA_ENV = "dev"
     assert Client().get("/admin/queues/queues/99/canceled/").status_code == 404
     settings.OPTIMA_ENV = "prod"
@@ -157,6 +169,7 @@ def test_the_canceled_list_of_an_unknown_queue_is_404_and_needs_the_view_permiss
 
 
 # --- Stop and Enqueue ask first -------------------------------------------------------------------------
+
 
 def audit_rows():
     return list(AuditEntry.objects.order_by("id").values_list("action", "job_ids", "outcome"))
@@ -170,8 +183,9 @@ def test_the_job_page_links_stop_and_enqueue_to_a_confirmation_not_a_one_click_f
     assert f'action="/admin/queues/queues/{DEFAULT}/{job.id}/stop/"' not in html
     done = finished_job()
     html = page(client, f"/admin/queues/queues/{DEFAULT}/{done.id}/")
-    assert f'<a href="/admin/queues/queues/{DEFAULT}/{done.id}/enqueue/" class="button default" id="enqueue-job">' \
-        in html
+    assert (
+        f'<a href="/admin/queues/queues/{DEFAULT}/{done.id}/enqueue/" class="button default" id="enqueue-job">' in html
+    )
     assert f'action="/admin/queues/queues/{DEFAULT}/{done.id}/enqueue/"' not in html
 
 
@@ -201,6 +215,7 @@ def test_enqueue_asks_first_then_the_confirmed_post_enqueues_and_is_audited(clie
 
 # --- the periodic page ----------------------------------------------------------------------------------
 
+
 def test_a_running_periodic_job_says_started_since_never_started_started(client, queue_redis, lifecycle_schedules):
     import datetime as dt
 
@@ -210,11 +225,11 @@ def test_a_running_periodic_job_says_started_since_never_started_started(client,
 
     register(queue_redis)
     schedule = next(s for s in declared_schedules() if s.id == "tick")
-    run = run_schedule(schedule, dt.datetime(2026, 12, 1, 13, 12, tzinfo=dt.timezone.utc))
+    run = run_schedule(schedule, dt.datetime(2026, 12, 1, 13, 12, tzinfo=dt.UTC))
     run.set_status("started")
     queue_redis.hset(run.key, "started_at", "2026-12-01T13:12:36.000000Z")
     html = page(client, "/admin/queues/periodic/")
-    row = html[html.index('data-schedule="tick"'):]
-    row = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row[:row.index("</tr>")]))
+    row = html[html.index('data-schedule="tick"') :]
+    row = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row[: row.index("</tr>")]))
     assert "started since 2026-12-01 13:12:36" in row
     assert "started started" not in row

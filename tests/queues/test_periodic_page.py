@@ -1,5 +1,6 @@
 """The panel's periodic jobs page, pause/resume of a schedule, and the missed-run policies, against
 a real Redis (the scheduler's own enqueue_jobs, the page through the Django test client)."""
+
 import datetime as dt
 import time
 
@@ -17,7 +18,7 @@ from queues.periodic.run import PeriodicScheduler, run_schedule
 from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
 from tests.queues.panel_helpers import make_staff, prod  # noqa: F401 (fixtures)
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 HOUR = 3600
 PAGE = "/admin/queues/periodic/"
 
@@ -32,8 +33,16 @@ def score(connection, template_id):
 
 def declare(settings, **tick):
     """Declare only the hourly schedule "tick", with ``tick``'s extra keys (e.g. missed=...)."""
-    settings.OPTIMA_SCHEDULES = [{"id": "tick", "queue": "lifecycle", "func": "tests.jobs.lifecycle.quick",
-                                  "args": [1], "interval": HOUR, **tick}]
+    settings.OPTIMA_SCHEDULES = [
+        {
+            "id": "tick",
+            "queue": "lifecycle",
+            "func": "tests.jobs.lifecycle.quick",
+            "args": [1],
+            "interval": HOUR,
+            **tick,
+        }
+    ]
 
 
 def down_for_three_ticks(connection):
@@ -52,15 +61,19 @@ def run_ids(connection):
 # -- missed-run policies ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("missed, runs", [
-    (None, [0]),  # the default: "once", today's behaviour: one run, for the first missed tick
-    ("once", [0]),
-    ("skip", []),
-    ({"catch_up": 2}, [2, 3]),  # the latest two
-    ({"catch_up": 10}, [0, 1, 2, 3]),  # all four, each its own run
-])
+@pytest.mark.parametrize(
+    "missed, runs",
+    [
+        (None, [0]),  # the default: "once", today's behaviour: one run, for the first missed tick
+        ("once", [0]),
+        ("skip", []),
+        ({"catch_up": 2}, [2, 3]),  # the latest two
+        ({"catch_up": 10}, [0, 1, 2, 3]),  # all four, each its own run
+    ],
+)
 def test_a_scheduler_down_across_several_ticks_runs_what_the_missed_policy_says(
-        queue_redis, settings, lifecycle_queue, missed, runs):
+    queue_redis, settings, lifecycle_queue, missed, runs
+):
     declare(settings, **({} if missed is None else {"missed": missed}))
     ticks = down_for_three_ticks(queue_redis)
     before = time.time()
@@ -87,8 +100,15 @@ def test_skip_still_runs_a_tick_that_is_due_but_not_missed(queue_redis, settings
 
 
 def test_cron_catch_up_runs_each_missed_cron_tick_as_its_own_run(queue_redis, settings, lifecycle_queue):
-    settings.OPTIMA_SCHEDULES = [{"id": "hourly", "queue": "lifecycle", "func": "tests.jobs.lifecycle.quick",
-                                  "cron": "0 * * * *", "missed": {"catch_up": 3}}]
+    settings.OPTIMA_SCHEDULES = [
+        {
+            "id": "hourly",
+            "queue": "lifecycle",
+            "func": "tests.jobs.lifecycle.quick",
+            "cron": "0 * * * *",
+            "missed": {"catch_up": 3},
+        }
+    ]
     register(queue_redis)
     now = dt.datetime.now(UTC)
     this_hour = now.replace(minute=0, second=0, microsecond=0)
@@ -126,8 +146,10 @@ def test_a_bad_missed_policy_is_reported_by_the_system_check(settings, lifecycle
         declare(settings, missed=bad)
         errors = check_schedules()
         assert [e.id for e in errors] == ["queues.E037"], bad
-        assert errors[0].msg == (f"OPTIMA_SCHEDULES['tick']['missed'] must be 'once', 'skip' or {{'catch_up': N}} "
-                                 f"with N a whole number from 1 to 1000, got {bad!r}.")
+        assert errors[0].msg == (
+            f"OPTIMA_SCHEDULES['tick']['missed'] must be 'once', 'skip' or {{'catch_up': N}} "
+            f"with N a whole number from 1 to 1000, got {bad!r}."
+        )
     for good in ("once", "skip", {"catch_up": 1}, {"catch_up": 1000}):
         declare(settings, missed=good)
         assert check_schedules() == []
@@ -154,20 +176,22 @@ def viewer(django_user_model, prod):
 
 def row_of(html, schedule_id):
     start = html.index(f'data-schedule="{schedule_id}"')
-    return html[start:html.index("</tr>", start)]
+    return html[start : html.index("</tr>", start)]
 
 
 @pytest.mark.django_db
-def test_the_page_lists_every_schedule_with_its_last_and_next_run(acting, queue_redis, lifecycle_schedules,
-                                                                  django_capture_on_commit_callbacks):
+def test_the_page_lists_every_schedule_with_its_last_and_next_run(
+    acting, queue_redis, lifecycle_schedules, django_capture_on_commit_callbacks
+):
     register(queue_redis)
     when = dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
     schedule = next(s for s in declared_schedules() if s.id == "tick")
     with django_capture_on_commit_callbacks(execute=True):  # the enqueue waits for the commit
         run = run_schedule(schedule, when)
     run.set_status("finished")
-    queue_redis.hset(run.key, mapping={"started_at": "2026-01-01T10:00:01.000000Z",
-                                       "ended_at": "2026-01-01T10:00:03.500000Z"})
+    queue_redis.hset(
+        run.key, mapping={"started_at": "2026-01-01T10:00:01.000000Z", "ended_at": "2026-01-01T10:00:03.500000Z"}
+    )
     nightly_next = dt.datetime.fromtimestamp(score(queue_redis, "schedule-nightly"), UTC)
 
     html = acting.get(PAGE).content.decode()
@@ -185,8 +209,9 @@ def test_the_page_lists_every_schedule_with_its_last_and_next_run(acting, queue_
 
 
 @pytest.mark.django_db
-def test_the_last_run_link_goes_to_the_jobs_panel_page(acting, queue_redis, lifecycle_schedules,
-                                                       django_capture_on_commit_callbacks):
+def test_the_last_run_link_goes_to_the_jobs_panel_page(
+    acting, queue_redis, lifecycle_schedules, django_capture_on_commit_callbacks
+):
     from django_rq.settings import get_queues_map
 
     register(queue_redis)
@@ -206,8 +231,9 @@ def test_a_last_run_gone_from_redis_is_shown_as_gone(acting, queue_redis, lifecy
 
 
 @pytest.mark.django_db
-def test_pause_and_resume_from_the_page_are_audited_and_the_page_shows_the_state(acting, queue_redis,
-                                                                                  lifecycle_schedules):
+def test_pause_and_resume_from_the_page_are_audited_and_the_page_shows_the_state(
+    acting, queue_redis, lifecycle_schedules
+):
     register(queue_redis)
     response = acting.post(PAGE, {"schedule": "nightly", "action": "pause"})
     assert (response.status_code, response["Location"]) == (302, PAGE)
@@ -217,7 +243,10 @@ def test_pause_and_resume_from_the_page_are_audited_and_the_page_shows_the_state
     acting.post(PAGE, {"schedule": "nightly", "action": "resume"})
     assert plan.paused_ids(queue_redis) == set()
     entries = list(AuditEntry.objects.order_by("pk").values_list("identity", "action", "queue", "outcome"))
-    assert entries == [("acting", "pause-schedule", "lifecycle", "ok"), ("acting", "resume-schedule", "lifecycle", "ok")]
+    assert entries == [
+        ("acting", "pause-schedule", "lifecycle", "ok"),
+        ("acting", "resume-schedule", "lifecycle", "ok"),
+    ]
 
 
 @pytest.mark.django_db

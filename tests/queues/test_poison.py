@@ -6,6 +6,7 @@ itself), a job of an undeclared queue, a registry entry whose hash is gone, a jo
 string; and container keys of the wrong type. Every operator surface skips them or shows them as
 corrupt, never answers 500, and bulk actions process the other jobs and report the corrupt ones.
 """
+
 import pickle
 import time
 
@@ -24,8 +25,17 @@ from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F
 
 pytestmark = pytest.mark.django_db
 
-KINDS = ("garbage_data", "no_data", "pickled_meta", "pickled_result", "non_utf8_field", "non_utf8_id",
-         "undeclared_origin", "hash_gone", "wrong_type_job")
+KINDS = (
+    "garbage_data",
+    "no_data",
+    "pickled_meta",
+    "pickled_result",
+    "non_utf8_field",
+    "non_utf8_id",
+    "undeclared_origin",
+    "hash_gone",
+    "wrong_type_job",
+)
 HAS_HASH = set(KINDS) - {"hash_gone"}
 PLACES = ("queued", "started", "finished", "failed", "scheduled", "deferred", "canceled")
 
@@ -62,6 +72,7 @@ def _messages(response):
 
 # --- every page, every poison ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_panel_page_metrics_healthz_or_job_api_answers_500_for_a_poison_job(operator, queue_redis, kind):
     ids = {}
@@ -69,17 +80,28 @@ def test_no_panel_page_metrics_healthz_or_job_api_answers_500_for_a_poison_job(o
         ids[where] = plant(queue_redis, kind, f"poison-{where}")
         place(queue_redis, ids[where], where)
     good, _ = dead_job("default")
-    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": good.id,
-              "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
-              "token": "t", "name": "default"}
+    sample = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": good.id,
+        "result_id": "1-0",
+        "key": "rq:worker:none",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     urls = panel_urls(sample)
     for rid in ids.values():
-        urls += [reverse("django_rq:job_detail", args=[DEFAULT, _shown(rid)]),
-                 reverse("django_rq:result_detail", args=[DEFAULT, _shown(rid), "1-0"]),
-                 reverse("django_rq:delete_job", args=[DEFAULT, _shown(rid)]),
-                 reverse("django_rq:requeue_job", args=[DEFAULT, _shown(rid)]),
-                 f"{reverse('django_rq:queues_find')}?job_id={_shown(rid)}",
-                 f"/jobs/{_shown(rid)}/"]
+        urls += [
+            reverse("django_rq:job_detail", args=[DEFAULT, _shown(rid)]),
+            reverse("django_rq:result_detail", args=[DEFAULT, _shown(rid), "1-0"]),
+            reverse("django_rq:delete_job", args=[DEFAULT, _shown(rid)]),
+            reverse("django_rq:requeue_job", args=[DEFAULT, _shown(rid)]),
+            f"{reverse('django_rq:queues_find')}?job_id={_shown(rid)}",
+            f"/jobs/{_shown(rid)}/",
+        ]
     urls += ["/metrics", "/healthz", reverse("admin:queues_deadletter_changelist")]
     answers = {url: operator.get(url).status_code for url in urls}
     assert {url: status for url, status in answers.items() if status >= 500} == {}
@@ -97,7 +119,8 @@ def test_no_panel_page_metrics_healthz_or_job_api_answers_500_for_a_poison_job(o
     metrics = [line for line in operator.get("/metrics").content.decode().splitlines() if 'queue="default"' in line]
     # The poison ids are counted like any other (one per place, the good failed job too); no scrape error.
     assert [line for line in metrics if "queue_jobs{" in line and "failed" in line] == [
-        'optima_queue_jobs{queue="default",state="failed"} 2.0']
+        'optima_queue_jobs{queue="default",state="failed"} 2.0'
+    ]
     assert 'optima_queue_scrape_error{queue="default",source="redis"} 0.0' in metrics
 
 
@@ -124,6 +147,7 @@ def test_find_shows_a_corrupt_job_as_such(operator, queue_redis):
 
 
 # --- bulk actions through the panel's real POST endpoints ------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_requeue_all_requeues_the_good_jobs_and_reports_the_corrupt_one(operator, queue_redis, kind):
@@ -160,8 +184,11 @@ def test_bulk_action_processes_the_good_jobs_and_reports_the_corrupt_one(operato
     (a, _), (b, _) = dead_job("default"), dead_job("default")
     rid = plant(queue_redis, kind, "poison")
     place(queue_redis, rid, "failed")
-    response = operator.post(reverse("django_rq:actions", args=[DEFAULT]),
-                             {"action": action, "job_ids": [a.id, _shown(rid), b.id]}, follow=True)
+    response = operator.post(
+        reverse("django_rq:actions", args=[DEFAULT]),
+        {"action": action, "job_ids": [a.id, _shown(rid), b.id]},
+        follow=True,
+    )
     assert response.status_code == 200
     text = " ".join(_messages(response))
     if action == "requeue":
@@ -203,6 +230,7 @@ def test_empty_queue_removes_good_and_poison_ids(operator, queue_redis, kind):
 
 
 # --- reconcile and the abandoned-job scan -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_reconcile_mirrors_the_others_and_buries_an_unreadable_hash_as_corrupt(queue_redis, kind, caplog):
@@ -254,6 +282,7 @@ def test_abandoned_scan_handles_the_others_and_never_raises_for_a_poison_entry(q
 
 # --- container keys of the wrong type ---------------------------------------------------------------
 
+
 def test_container_keys_of_the_wrong_type_answer_no_500_anywhere(operator, queue_redis):
     from queues.worker.abandoned import Scan
 
@@ -264,9 +293,18 @@ def test_container_keys_of_the_wrong_type_answer_no_500_anywhere(operator, queue
     queue_redis.rpush(keys.finished_key("default"), "x")
     queue_redis.hset(keys.intermediate_key(queue.key), "x", "y")
     good, _ = dead_job("orders-sync")
-    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": good.id,
-              "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
-              "token": "t", "name": "default"}
+    sample = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": good.id,
+        "result_id": "1-0",
+        "key": "rq:worker:none",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     urls = panel_urls(sample) + ["/metrics", "/healthz"]
     answers = {url: operator.get(url).status_code for url in urls}
     assert {url: status for url, status in answers.items() if status >= 500} == {}
@@ -279,6 +317,7 @@ def test_container_keys_of_the_wrong_type_answer_no_500_anywhere(operator, queue
 
 
 # --- the dead-letter admin --------------------------------------------------------------------------
+
 
 def _corrupt_row(connection):
     rid = plant(connection, "non_utf8_field", "poison")

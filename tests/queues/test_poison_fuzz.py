@@ -22,6 +22,7 @@ writer to Redis can still do. A failure names the family and the kind; ``HARNESS
 The whole matrix is ``slow`` and ``harness`` (CI's SQLite pass only); ``SAMPLE`` runs in-process,
 with the pages and reconcile only, in the quick subset. Below it, one test per bug the harness found.
 """
+
 import logging
 import os
 import re
@@ -49,8 +50,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BAD_INDEX = 0  # queue content (matrix.BAD), whose keys are of the wrong type
 PAGE_BUDGET = 512 * 1024  # bytes a response may have, whatever Redis holds (5 MB values were planted)
-SAMPLE = [("registry: failed", "rejected_id"), ("history sample", "overflow"), ("results stream", "bad_zlib"),
-          ("unique key", "non_utf8"), ("job hash: data", "missing")]
+SAMPLE = [
+    ("registry: failed", "rejected_id"),
+    ("history sample", "overflow"),
+    ("results stream", "bad_zlib"),
+    ("unique key", "non_utf8"),
+    ("job hash: data", "missing"),
+]
 PROCESSES = [("queues_relay",), ("queues_reconcile",), ("rqscheduler", "--burst"), ("rqworker", "--burst")]
 
 
@@ -82,11 +88,13 @@ def outbox_row(queue):
     """A signed job accepted through the outbox and left there for a relay (what ``stage`` writes)."""
     job = get_queue(queue).create_job("tests.jobs.sample.add", args=[4, 5], meta={"queue": queue})
     job.signature = signing.sign(job)
-    return OutboxEntry.objects.create(prefix=conf.prefix(), queue=queue, job_id=job.id,
-                                      job=outbox.encode(job.to_dict()), created_at=timezone.now())
+    return OutboxEntry.objects.create(
+        prefix=conf.prefix(), queue=queue, job_id=job.id, job=outbox.encode(job.to_dict()), created_at=timezone.now()
+    )
 
 
 # --- what runs against the poisoned Redis ------------------------------------------------------------
+
 
 def run_processes(start_worker):
     """Each process once, one after the other; -> {name: (exit code, output)}."""
@@ -102,8 +110,11 @@ def job_urls(job_ids):
     urls = []
     for job_id in job_ids:
         shown = jobread.shown_id(job_id)
-        urls += [reverse("django_rq:job_detail", args=[DEFAULT, shown]),
-                 f"{reverse('django_rq:queues_find')}?job_id={shown}", f"/jobs/{shown}/"]
+        urls += [
+            reverse("django_rq:job_detail", args=[DEFAULT, shown]),
+            f"{reverse('django_rq:queues_find')}?job_id={shown}",
+            f"/jobs/{shown}/",
+        ]
     return urls
 
 
@@ -115,24 +126,37 @@ def admin_urls():
         for pk in model.objects.values_list("pk", flat=True):
             urls.append(reverse(f"admin:queues_{name}_change", args=[pk]))
             if model is DeadLetter:
-                urls += [reverse("admin:queues_deadletter_retry", args=[pk]),
-                         reverse("admin:queues_deadletter_discard", args=[pk])]
+                urls += [
+                    reverse("admin:queues_deadletter_retry", args=[pk]),
+                    reverse("admin:queues_deadletter_discard", args=[pk]),
+                ]
     return urls
 
 
 def open_everything(client, planted, good):
     """GET every page, POST every feature endpoint, DELETE the jobs; -> {(method, url): response}."""
     job_ids = [job_id for entry in planted for job_id in entry.job_ids] + [good.id]
-    sample_ids = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": good.id,
-                  "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
-                  "token": "t", "name": "default"}
+    sample_ids = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": good.id,
+        "result_id": "1-0",
+        "key": "rq:worker:none",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     urls = panel_urls(sample_ids) + panel_urls(dict(sample_ids, queue_index=BAD_INDEX, scheduler_index=BAD_INDEX))
     answers = {}
     for url in dict.fromkeys(urls + job_urls(job_ids) + ["/metrics", "/healthz"]):
         answers["GET", url] = client.get(url)
     posts = [("/features/orders/sync/", {"cabinet_id": cabinet}) for cabinet in (12, 901, 902, 903, 904, 905)]
-    posts += [("/features/repricer/", {"product_id": 31, "price": "19.90", "idempotency_key": "harness-1"}),
-              ("/features/content/", {"product_id": 32, "prompt": "red shoes"})]
+    posts += [
+        ("/features/repricer/", {"product_id": 31, "price": "19.90", "idempotency_key": "harness-1"}),
+        ("/features/content/", {"product_id": 32, "prompt": "red shoes"}),
+    ]
     for url, body in posts:
         answers["POST", f"{url} {body}"] = client.post(url, body, content_type="application/json")
     outbox_row("default")  # the outbox's own pages need a row
@@ -155,6 +179,7 @@ def scan_for_abandoned_jobs(connection):
 
 
 # --- what is asserted ---------------------------------------------------------------------------------
+
 
 def error_lines(outputs, caplog):
     lines = [line for _, output in outputs.values() for line in output.splitlines() if "ERROR" in line]
@@ -184,16 +209,24 @@ def accounted(entry, connection, errors, answers):
 
 def check(planted, answers, connection, errors, trap, good, outputs=None):
     problems = []
-    for (command, (code, output)) in (outputs or {}).items():
+    for command, (code, output) in (outputs or {}).items():
         if code != 0:
             problems.append(f"{command} exited {code}:\n{output[-3000:]}")
-    problems += [f"{method} {url} answered {r.status_code}" for (method, url), r in answers.items()
-                 if r.status_code >= 500]
-    problems += [f"{method} {url} is {len(r.content)} bytes" for (method, url), r in answers.items()
-                 if len(r.content) > PAGE_BUDGET and url != "/metrics"]
+    problems += [
+        f"{method} {url} answered {r.status_code}" for (method, url), r in answers.items() if r.status_code >= 500
+    ]
+    problems += [
+        f"{method} {url} is {len(r.content)} bytes"
+        for (method, url), r in answers.items()
+        if len(r.content) > PAGE_BUDGET and url != "/metrics"
+    ]
     problems += [f"a planted job ran: {path.name}" for path in trap.iterdir()]
-    problems += [f"{command} wrote a line a job id chose: {line[:200]}" for command, (_, output) in
-                 (outputs or {}).items() for line in output.splitlines() if line.startswith(matrix.FORGED)]
+    problems += [
+        f"{command} wrote a line a job id chose: {line[:200]}"
+        for command, (_, output) in (outputs or {}).items()
+        for line in output.splitlines()
+        if line.startswith(matrix.FORGED)
+    ]
     if good is not None:
         fetched = OptimaJob.fetch(good.id, connection=connection)
         if fetched.get_status() != "finished":
@@ -209,8 +242,7 @@ def check(planted, answers, connection, errors, trap, good, outputs=None):
 
 @pytest.mark.slow
 @pytest.mark.harness
-def test_every_poison_of_every_family_in_one_redis_stops_no_process_page_or_endpoint(
-        ctx, owner, start_worker, caplog):
+def test_every_poison_of_every_family_in_one_redis_stops_no_process_page_or_endpoint(ctx, owner, start_worker, caplog):
     planted = matrix.plant_all(ctx)
     outbox_row(matrix.BAD)  # relayed onto a queue whose list is of the wrong type
     good = queues.enqueue(matrix.GOOD, sample.add, 2, 3)
@@ -232,6 +264,7 @@ def test_a_fixed_sample_of_poisons_stops_no_page_endpoint_or_reconcile(ctx, owne
 
 # --- what the harness found: each of these failed before its fix --------------------------------------
 
+
 def test_a_relay_or_an_enqueue_into_keys_of_the_wrong_type_sets_them_aside_and_writes_the_job(queue_redis):
     queue_redis.hset(keys.queue_key(matrix.BAD), "a hash", "not a list")
     queue_redis.set(keys.scheduled_key(matrix.GOOD), "a string, not a sorted set")
@@ -240,12 +273,15 @@ def test_a_relay_or_an_enqueue_into_keys_of_the_wrong_type_sets_them_aside_and_w
     delayed = queues.enqueue(matrix.GOOD, sample.add, 1, 2, delay=60)
     assert queue_redis.lrange(keys.queue_key(matrix.BAD), 0, -1) == [row.job_id.encode()]
     assert queue_redis.zscore(keys.scheduled_key(matrix.GOOD), delayed.id) is not None
-    assert [len(queue_redis.keys(f"{key}.corrupt-*")) for key in (
-        keys.queue_key(matrix.BAD), keys.scheduled_key(matrix.GOOD))] == [1, 1]
+    assert [
+        len(queue_redis.keys(f"{key}.corrupt-*"))
+        for key in (keys.queue_key(matrix.BAD), keys.scheduled_key(matrix.GOOD))
+    ] == [1, 1]
 
 
 def test_periodic_registration_survives_a_member_that_is_not_utf8_and_a_template_rq_cannot_read(
-        queue_redis, lifecycle_schedules, caplog):  # noqa: F811 (the fixture)
+    queue_redis, lifecycle_schedules, caplog
+):  # noqa: F811 (the fixture)
     from queues.periodic import plan
 
     queue_redis.zadd(plan.scheduled_jobs_key(), {b"planted-\xff": 0})
@@ -268,8 +304,9 @@ def test_job_status_answers_null_for_counts_progress_and_results_that_are_no_num
     from tests.queues.panel_helpers import finished_job
 
     job = queues.enqueue(matrix.GOOD, sample.add, 1, 2)
-    queue_redis.hset(job.key, "meta", '{"queue": "default", "attempt": NaN, "attempts_allowed": 1e999, '
-                                      '"progress": {"done": NaN}}')
+    queue_redis.hset(
+        job.key, "meta", '{"queue": "default", "attempt": NaN, "attempts_allowed": 1e999, "progress": {"done": NaN}}'
+    )
     body = owner.get(f"/jobs/{job.id}/").json()  # JSON has no NaN: this was a 500
     assert (body["attempt"], body["attempts_allowed"], body["progress"]) == (None, None, {"done": None})
     done = finished_job(matrix.GOOD, return_value=float("nan"))
@@ -278,7 +315,8 @@ def test_job_status_answers_null_for_counts_progress_and_results_that_are_no_num
 
 
 def test_an_orders_sync_whose_unique_key_is_of_the_wrong_type_is_accepted_and_the_key_reported(
-        owner, queue_redis, caplog):
+    owner, queue_redis, caplog
+):
     key = keys.unique_key("orders-sync", f"owner-{owner.user.pk}.cabinet-12")
     queue_redis.hset(key, "a hash", "not a job id")
     response = owner.post("/features/orders/sync/", {"cabinet_id": 12}, content_type="application/json")
@@ -313,7 +351,8 @@ def test_a_job_id_longer_than_200_characters_is_no_job_id_here(owner, queue_redi
     assert (jobread.is_corrupt(job), len(job.id) <= entries.ID_CHARS) == (True, True)
     deadletter.reconcile()
     assert [(row.reason, len(row.job_id) <= entries.ID_CHARS) for row in DeadLetter.objects.all()] == [
-        ("corrupt", True)]
+        ("corrupt", True)
+    ]
     page = owner.get(reverse("django_rq:failed_jobs", args=[DEFAULT]))
     assert (page.status_code, len(page.content) < 64 * 1024) == (200, True)  # it was 15 MB
     worker = OptimaWorker([get_queue(matrix.GOOD, connection=queue_redis)], connection=queue_redis)

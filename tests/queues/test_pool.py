@@ -1,6 +1,7 @@
 """``manage.py rqworker-pool``: N OptimaWorkers forked from one master, with real processes, real
 signals and the session's Redis. The members run JSON jobs only, stop gracefully when the master
 is signalled, die with it when it is killed, and are forked again when one of them dies."""
+
 import os
 import shutil
 import signal
@@ -65,13 +66,11 @@ def members(pool):
 
 
 def wait_members(pool, count):
-    return wait_for(lambda: len(members(pool)) == count and members(pool), timeout=60,
-                    message=f"{count} pool members")
+    return wait_for(lambda: len(members(pool)) == count and members(pool), timeout=60, message=f"{count} pool members")
 
 
 def wait_started(log, count=1):
-    return wait_for(lambda: len(starts(log)) >= count and starts(log), timeout=60,
-                    message=f"{count} start(s) in {log}")
+    return wait_for(lambda: len(starts(log)) >= count and starts(log), timeout=60, message=f"{count} start(s) in {log}")
 
 
 def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, tmp_path):
@@ -84,8 +83,11 @@ def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, t
     release.touch()
 
     for job in jobs:
-        wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=60,
-                 message=f"job {job.id} to finish")
+        wait_for(
+            lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+            timeout=60,
+            message=f"job {job.id} to finish",
+        )
     finished = [fetch(job.id, queue_redis) for job in jobs]
     assert [job.return_value() for job in finished] == ["job-0", "job-1"]
     assert len(names) == 2
@@ -95,8 +97,9 @@ def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, t
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_stop_signal_to_the_master_lets_the_running_job_finish_and_the_pool_exits_0(start_worker, queue_redis,
-                                                                                     tmp_path, sig):
+def test_stop_signal_to_the_master_lets_the_running_job_finish_and_the_pool_exits_0(
+    start_worker, queue_redis, tmp_path, sig
+):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2")
     children = wait_members(pool, 2)
@@ -114,8 +117,7 @@ def test_stop_signal_to_the_master_lets_the_running_job_finish_and_the_pool_exit
     assert Worker.all(connection=queue_redis) == []
 
 
-def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(start_worker, queue_redis,
-                                                                              tmp_path):
+def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2", "--grace", "2")
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=600)
@@ -136,8 +138,7 @@ def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(sta
     assert gone(horse_pid)
 
 
-def test_sigkill_of_the_master_takes_its_members_along_and_their_job_runs_again(start_worker, queue_redis,
-                                                                                 tmp_path):
+def test_sigkill_of_the_master_takes_its_members_along_and_their_job_runs_again(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2")
     children = wait_members(pool, 2)
@@ -147,12 +148,18 @@ def test_sigkill_of_the_master_takes_its_members_along_and_their_job_runs_again(
     pool.signal(signal.SIGKILL)
     assert pool.wait(10) == -signal.SIGKILL
 
-    wait_for(lambda: all(gone(pid) for pid in [*children, horse_pid]), timeout=10,
-             message="the members and the work horse to die with the master")
+    wait_for(
+        lambda: all(gone(pid) for pid in [*children, horse_pid]),
+        timeout=10,
+        message="the members and the work horse to die with the master",
+    )
     start_worker("default")
     wait_for(lambda: ends(log), timeout=90, message="the job's second run to end")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the worker to record the job as finished")  # it logs before the worker records
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the worker to record the job as finished",
+    )  # it logs before the worker records
     runs = starts(log)
     assert [r["attempt"] for r in runs] == [1, 2]
     assert runs[1]["pid"] != horse_pid
@@ -169,12 +176,18 @@ def test_a_member_that_dies_is_replaced_and_its_job_runs_again(start_worker, que
 
     os.kill(victim, signal.SIGKILL)
 
-    after = wait_for(lambda: victim not in members(pool) and len(members(pool)) == 2 and members(pool),
-                     timeout=60, message="the master to fork a new member")
+    after = wait_for(
+        lambda: victim not in members(pool) and len(members(pool)) == 2 and members(pool),
+        timeout=60,
+        message="the master to fork a new member",
+    )
     assert len(set(after) - set(before)) == 1
     wait_for(lambda: ends(log), timeout=90, message="the job's second run to end")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="a member to record the job as finished")
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="a member to record the job as finished",
+    )
     assert [r["attempt"] for r in starts(log)] == [1, 2]
     assert gone(horse_pid)
     assert pool.process.poll() is None
@@ -183,7 +196,8 @@ def test_a_member_that_dies_is_replaced_and_its_job_runs_again(start_worker, que
 def test_pickled_job_is_never_run_by_the_pool(start_worker, queue_redis, tmp_path):
     marker = tmp_path / "ran"
     pickled = Queue("repricer", connection=queue_redis, serializer=DefaultSerializer).enqueue(
-        "tests.jobs.sample.touch", str(marker))
+        "tests.jobs.sample.touch", str(marker)
+    )
     after = queues.enqueue("repricer", "tests.jobs.sample.add", 2, 3)
 
     pool = start_pool(start_worker, "repricer", "--num-workers", "2", "--burst")
@@ -217,8 +231,11 @@ def test_pool_started_before_redis_waits_for_it_then_runs_jobs(redis_not_yet_sta
 
     client = redis.Redis.from_url(server.url)
     job = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
-    wait_for(lambda: fetch(job.id, client).get_status() == JobStatus.FINISHED, timeout=60,
-             message="the job to finish once Redis is up")
+    wait_for(
+        lambda: fetch(job.id, client).get_status() == JobStatus.FINISHED,
+        timeout=60,
+        message="the job to finish once Redis is up",
+    )
     assert fetch(job.id, client).return_value() == 5
     assert len(members(pool)) == 2
     assert "Redis is back after" in pool.output()

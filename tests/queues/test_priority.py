@@ -2,6 +2,7 @@
 (0) or low (< 0) band; workers pop every high job before any normal one before any low one, FIFO within
 a band, in one atomic pop (queues/worker/dequeue.py); counts, lists, pause, retries and give-backs treat
 the three as one queue (queues/catalog/classes.py)."""
+
 import pytest
 from rq.registry import ScheduledJobRegistry
 from rq.utils import current_timestamp
@@ -43,7 +44,10 @@ def test_jobs_go_to_their_band_and_the_queue_counts_and_lists_them_in_pop_order(
     queue = get_queue("default")
     high, normal, low = keys.band_keys(queue.key)
     assert (_ids(queue_redis, high), _ids(queue_redis, normal), _ids(queue_redis, low)) == (
-        jobs["high"], jobs["normal"], jobs["low"])
+        jobs["high"],
+        jobs["normal"],
+        jobs["low"],
+    )
     in_order = jobs["high"] + jobs["normal"] + jobs["low"]
     assert queue.count == 9
     assert queue.get_job_ids() == in_order
@@ -58,8 +62,10 @@ def test_jobs_go_to_their_band_and_the_queue_counts_and_lists_them_in_pop_order(
 def test_a_priority_that_is_not_an_integer_is_refused_naming_it(value):
     with pytest.raises(InvalidJob) as caught:
         queues.enqueue("default", TOUCH, "x", priority=value)
-    assert f"priority must be an integer (> 0: high band, 0: normal, < 0: low band), got {type(value).__name__} " \
-           f"{value!r}" in str(caught.value)
+    assert (
+        f"priority must be an integer (> 0: high band, 0: normal, < 0: low band), got {type(value).__name__} "
+        f"{value!r}" in str(caught.value)
+    )
 
 
 def test_priority_with_a_limit_key_is_refused_naming_both():
@@ -186,14 +192,22 @@ def _due(connection, name, job_id):
 
 def test_delayed_jobs_land_in_their_band_when_rqs_scheduler_moves_them(queue_redis, tmp_path):
     runs = str(tmp_path / "runs")
-    jobs = {band: queues.enqueue("default", TOUCH, runs, band, priority=priority, delay=1)
-            for band, priority in (("low", -1), ("normal", 0), ("high", 1))}
-    wait_for(lambda: all(_due(queue_redis, "default", job.id) for job in jobs.values()), timeout=10,
-             message="the delayed jobs due")
+    jobs = {
+        band: queues.enqueue("default", TOUCH, runs, band, priority=priority, delay=1)
+        for band, priority in (("low", -1), ("normal", 0), ("high", 1))
+    }
+    wait_for(
+        lambda: all(_due(queue_redis, "default", job.id) for job in jobs.values()),
+        timeout=10,
+        message="the delayed jobs due",
+    )
     _move_due(queue_redis, "default")
     queue = get_queue("default")
     assert [_ids(queue_redis, key) for key in keys.band_keys(queue.key)] == [
-        [jobs["high"].id], [jobs["normal"].id], [jobs["low"].id]]
+        [jobs["high"].id],
+        [jobs["normal"].id],
+        [jobs["low"].id],
+    ]
     assert queue_redis.zcard(ScheduledJobRegistry("default", connection=queue_redis).key) == 0
     assert queue.fetch_job(jobs["high"].id).get_status() == "queued"
 

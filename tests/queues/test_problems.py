@@ -1,5 +1,6 @@
 """One conversion of a validator's problems: into system-check messages (``conf.check_messages``) and
 into the refusal to go on (``conf.raise_first_error``), so a check and first use say the same words."""
+
 import pytest
 from django.core.checks import Error, Warning
 from django.core.exceptions import ImproperlyConfigured

@@ -1,4 +1,5 @@
 """Declaring queues: settings and feature apps, one declaration is enough everywhere."""
+
 import signal
 
 from django.conf import settings
@@ -54,7 +55,10 @@ def test_rqworker_without_names_serves_every_declared_queue(start_worker, queue_
         return workers and sorted(workers[0].queue_names())
 
     assert wait_for(registered_queues, timeout=60, message="the worker to register") == [
-        "content", "default", "orders-sync", "repricer",
+        "content",
+        "default",
+        "orders-sync",
+        "repricer",
     ]
     worker.signal(signal.SIGTERM)
     assert worker.wait(60) == 0

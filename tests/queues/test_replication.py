@@ -1,5 +1,6 @@
 """REDIS_WAIT_REPLICAS: an enqueue returns once a replica has the job (queues/connection/replication.py), against a
 real master and replica on loopback (tests/queues/replica_set.py)."""
+
 import signal
 
 import pytest
@@ -55,8 +56,7 @@ def test_a_unique_enqueue_that_waits_writes_and_waits_on_one_connection(on_repli
     assert job_on(replica, first.id)
 
 
-def test_no_replica_acknowledging_within_the_timeout_raises_not_replicated_but_the_job_is_on_the_master(
-        on_replica_set):
+def test_no_replica_acknowledging_within_the_timeout_raises_not_replicated_but_the_job_is_on_the_master(on_replica_set):
     replica = on_replica_set.replicas[0]
     replica.process.send_signal(signal.SIGSTOP)  # alive but silent: no ACK reaches the master
     try:
@@ -95,8 +95,9 @@ def test_enqueues_through_a_limit_key_wait_too(on_replica_set):
     replica = on_replica_set.replicas[0]
     first = queues.enqueue("default", "tests.jobs.sample.add", 1, 2, limit_key="seller:1", limit_concurrency=1)
     held = queues.enqueue("default", "tests.jobs.sample.add", 3, 4, limit_key="seller:1", limit_concurrency=1)
-    explicit = queues.enqueue("default", "tests.jobs.sample.add", 5, 6, limit_key="seller:1", limit_concurrency=1,
-                              job_id="limited-explicit")
+    explicit = queues.enqueue(
+        "default", "tests.jobs.sample.add", 5, 6, limit_key="seller:1", limit_concurrency=1, job_id="limited-explicit"
+    )
     assert all(job_on(replica, job.id) for job in (first, held, explicit))
 
 

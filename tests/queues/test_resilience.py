@@ -1,5 +1,6 @@
 """At-least-once: jobs of workers killed with SIGKILL run again or reach the dead letter; nothing
 popped is ever lost, for one queue or several (real workers, real signals, the session's Redis)."""
+
 import os
 import random
 import signal
@@ -31,8 +32,9 @@ def registered_workers(connection):
 
 
 def wait_started(log, count=1, timeout=60):
-    return wait_for(lambda: len(starts(log)) >= count and starts(log), timeout=timeout,
-                    message=f"{count} start(s) in {log}")
+    return wait_for(
+        lambda: len(starts(log)) >= count and starts(log), timeout=timeout, message=f"{count} start(s) in {log}"
+    )
 
 
 def process_gone(pid):
@@ -54,8 +56,11 @@ def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(start_
     assert doomed.wait(10) == -signal.SIGKILL
 
     wait_for(lambda: ends(log), timeout=60, message="the job's second run to end")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the worker to record the job as finished")  # it logs before the worker records
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the worker to record the job as finished",
+    )  # it logs before the worker records
     job = fetch(job.id, queue_redis)
     assert job.return_value() == "done"
     runs = starts(log)
@@ -68,8 +73,7 @@ def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(start_
     assert survivor.process.poll() is None
 
 
-def test_job_of_a_killed_worker_with_no_attempt_left_is_dead_lettered_and_mirrored(start_worker, queue_redis,
-                                                                                     tmp_path):
+def test_job_of_a_killed_worker_with_no_attempt_left_is_dead_lettered_and_mirrored(start_worker, queue_redis, tmp_path):
     from queues.models import DeadLetter
 
     log = tmp_path / "runs.jsonl"
@@ -80,8 +84,11 @@ def test_job_of_a_killed_worker_with_no_attempt_left_is_dead_lettered_and_mirror
     doomed.signal(signal.SIGKILL)
     doomed.wait(10)
 
-    row = wait_for(lambda: DeadLetter.objects.filter(job_id=job.id).first(), timeout=60,
-                   message="a DeadLetter row for the abandoned job")
+    row = wait_for(
+        lambda: DeadLetter.objects.filter(job_id=job.id).first(),
+        timeout=60,
+        message="a DeadLetter row for the abandoned job",
+    )
     assert row.reason == "abandoned"
     assert row.status == "open"
     assert row.attempts_made == 1
@@ -104,8 +111,11 @@ def test_job_of_a_killed_multi_queue_worker_runs_again(start_worker, queue_redis
     doomed.wait(10)
 
     wait_for(lambda: ends(log), timeout=60, message="the job's second run to end")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the worker to record the job as finished")  # it logs before the worker records
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the worker to record the job as finished",
+    )  # it logs before the worker records
     assert [r["attempt"] for r in starts(log)] == [1, 2]
 
 
@@ -122,8 +132,11 @@ def test_job_popped_by_a_worker_that_died_before_starting_it_still_runs(start_wo
 
     wait_for(lambda: ends(log), timeout=60, message="the stranded job to run")
     # The job's own log line comes before the worker records its success: wait for that too.
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the stranded job to be recorded as finished")
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the stranded job to be recorded as finished",
+    )
     assert [r["attempt"] for r in starts(log)] == [1]
     assert queue_redis.llen(queue.intermediate_queue_key) == 0
 
@@ -152,8 +165,7 @@ def test_no_job_is_lost_when_multi_queue_workers_are_killed_again_and_again(star
     assert queue_redis.llen(get_queue("orders-sync").intermediate_queue_key) == 0
 
 
-def test_a_killed_worker_leaves_the_worker_registry_and_its_scheduler_is_replaced(start_worker, queue_redis,
-                                                                                  tmp_path):
+def test_a_killed_worker_leaves_the_worker_registry_and_its_scheduler_is_replaced(start_worker, queue_redis, tmp_path):
     first = start_worker("default")
     wait_for(lambda: len(registered_workers(queue_redis)) == 1, message="the first worker to register")
     (doomed_name,) = registered_workers(queue_redis)
@@ -166,26 +178,38 @@ def test_a_killed_worker_leaves_the_worker_registry_and_its_scheduler_is_replace
     first.signal(signal.SIGKILL)
     first.wait(10)
 
-    wait_for(lambda: doomed_name not in registered_workers(queue_redis), timeout=60,
-             message="the killed worker to leave the registry")
+    wait_for(
+        lambda: doomed_name not in registered_workers(queue_redis),
+        timeout=60,
+        message="the killed worker to leave the registry",
+    )
     assert queue_redis.exists(alive_key(doomed_name)) == 0
-    wait_for(lambda: queue_redis.get(lock_key) not in (None, doomed_lock), timeout=60,
-             message="another worker's scheduler to take the lock")
+    wait_for(
+        lambda: queue_redis.get(lock_key) not in (None, doomed_lock),
+        timeout=60,
+        message="another worker's scheduler to take the lock",
+    )
     log = tmp_path / "runs.jsonl"
     job = queues.enqueue("default", JOB, str(log), delay=1)
     wait_for(lambda: ends(log), timeout=60, message="a delayed job to run after the takeover")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the worker to record the job as finished")  # it logs before the worker records
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the worker to record the job as finished",
+    )  # it logs before the worker records
 
 
 def test_resilience_options_out_of_range_are_reported_by_the_system_checks(settings):
     from django.core.checks import Error, run_checks
 
     settings.OPTIMA_QUEUES_OPTIONS = {"SHUTDOWN_GRACE_SECONDS": -1}
-    assert run_checks() == [Error(
-        "OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'] must be a number of seconds >= 0, got -1.",
-        hint="Remove it to use the default (25); docs/settings.md explains it.", id="queues.E060",
-    )]
+    assert run_checks() == [
+        Error(
+            "OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'] must be a number of seconds >= 0, got -1.",
+            hint="Remove it to use the default (25); docs/settings.md explains it.",
+            id="queues.E060",
+        )
+    ]
     settings.OPTIMA_QUEUES_OPTIONS = {"LIVENESS_TTL_SECONDS": 3, "LIVENESS_INTERVAL_SECONDS": 2}
     assert [e.id for e in run_checks()] == ["queues.E061"]
     settings.OPTIMA_QUEUES_OPTIONS = {"SHUTDOWN_GRACE_SECONDS": 0, "LIVENESS_TTL_SECONDS": 4}
@@ -197,8 +221,11 @@ def test_a_worker_refuses_to_start_with_the_checks_message(start_worker, tmp_pat
     settings_module.write_text(
         "from optima_site.settings import *  # noqa\nOPTIMA_QUEUES_OPTIONS = {'DEQUEUE_WAIT_SECONDS': 0}\n"
     )
-    worker = start_worker("default", env={"DJANGO_SETTINGS_MODULE": "bad_resilience_settings",
-                                          "PYTHONPATH": str(tmp_path)})
+    worker = start_worker(
+        "default", env={"DJANGO_SETTINGS_MODULE": "bad_resilience_settings", "PYTHONPATH": str(tmp_path)}
+    )
     assert worker.wait(60) != 0
-    assert "OPTIMA_QUEUES_OPTIONS['DEQUEUE_WAIT_SECONDS'] must be a whole number of seconds >= 1, got 0." \
+    assert (
+        "OPTIMA_QUEUES_OPTIONS['DEQUEUE_WAIT_SECONDS'] must be a whole number of seconds >= 1, got 0."
         in worker.output()
+    )

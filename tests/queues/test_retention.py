@@ -1,4 +1,5 @@
 """Retention: completed jobs capped per queue with every key of theirs, kept 24 h; dead jobs kept."""
+
 import pytest
 from rq.registry import FinishedJobRegistry
 
@@ -30,8 +31,9 @@ def enqueue_many(name, count):
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_of_1500_quick_jobs_the_newest_1000_completed_remain_with_no_orphan_keys(start_worker, queue_redis,
-                                                                                admin_redis):
+def test_of_1500_quick_jobs_the_newest_1000_completed_remain_with_no_orphan_keys(
+    start_worker, queue_redis, admin_redis
+):
     ids = enqueue_many("default", 1500)
     worker = start_worker("default", "--burst", "--without-scheduler")
     assert worker.wait(600) == 0, worker.output()[-2000:]
@@ -84,12 +86,18 @@ def test_jobs_the_cap_removes_leave_the_search_index_with_their_keys(queue_redis
 
     queue = get_queue("default")
     registry = FinishedJobRegistry("default", connection=queue_redis)
-    jobs = [queues.enqueue_call("default", "tests.jobs.lifecycle.quick", (i,), meta={"owner": owner})
-            for i, owner in enumerate([7, "anonymous", 7, "anonymous", 7])]
+    jobs = [
+        queues.enqueue_call("default", "tests.jobs.lifecycle.quick", (i,), meta={"owner": owner})
+        for i, owner in enumerate([7, "anonymous", 7, "anonymous", 7])
+    ]
     for i, job in enumerate(jobs):
         queue_redis.zadd(registry.key, {job.id: 2_000_000_000 + i})
-    index = [keys.search_queue_key("default"), keys.search_func_key("tests.jobs.lifecycle.quick"),
-             keys.search_owner_key(7), keys.search_owner_key("anonymous")]
+    index = [
+        keys.search_queue_key("default"),
+        keys.search_func_key("tests.jobs.lifecycle.quick"),
+        keys.search_owner_key(7),
+        keys.search_owner_key("anonymous"),
+    ]
     assert [admin_redis.zcard(key) for key in index] == [5, 5, 3, 2]
     assert enforce_completed_max(queue, keep=2) == 3
     kept = {job.id for job in jobs[3:]}

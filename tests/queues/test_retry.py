@@ -1,4 +1,5 @@
 """Retries and backoff: the pure policy, then the schedule real workers write into Redis."""
+
 import datetime as dt
 
 import pytest
@@ -111,7 +112,7 @@ def test_a_retry_waits_for_a_scheduler_and_runs_once_one_starts(start_worker, qu
     first = start_worker("default", "--without-scheduler")
     wait_scheduled_for_attempt(queue_redis, "default", job.id, 2)
     due = scheduled_score(queue_redis, "default", job.id)
-    wait_for(lambda: dt.datetime.now(dt.timezone.utc).timestamp() > due + 2, timeout=30, message="the retry due")
+    wait_for(lambda: dt.datetime.now(dt.UTC).timestamp() > due + 2, timeout=30, message="the retry due")
     assert scheduled_score(queue_redis, "default", job.id) == due  # still waiting, not lost
     assert fetch(job.id, queue_redis).get_status() == "scheduled"
     first.stop()
@@ -165,8 +166,11 @@ def test_the_worker_sends_the_lifecycle_signals(start_worker, queue_redis, tmp_p
     lines = [json.loads(line) for line in events_file.read_text().splitlines()]
 
     def of(job):
-        return [{k: v for k, v in line.items() if k not in ("pid", "duration", "job")} for line in lines
-                if line["job"] == job.id]
+        return [
+            {k: v for k, v in line.items() if k not in ("pid", "duration", "job")}
+            for line in lines
+            if line["job"] == job.id
+        ]
 
     assert of(flaky) == [
         {"signal": "job_started", "queue": "lifecycle"},

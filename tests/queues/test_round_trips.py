@@ -6,6 +6,7 @@ send of the process and its threads). A burst worker's start and end cost the sa
 number of jobs, so the cost of a job is the difference between a run of ``MANY`` jobs and one of
 ``FEW``, over ``MANY - FEW``.
 """
+
 import subprocess
 import sys
 
@@ -38,8 +39,14 @@ def burst_round_trips(env, path, jobs):
     """Round trips of a burst fork-free worker that runs ``jobs`` no-op jobs of ``default``."""
     for _ in range(jobs):
         queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
-    run = subprocess.run([sys.executable, "-c", COUNTED_WORKER, str(path)], cwd=ROOT, env=env, timeout=120,
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-c", COUNTED_WORKER, str(path)],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return SharedRoundTrips(path).count()
 

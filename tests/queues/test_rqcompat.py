@@ -1,10 +1,11 @@
 """The rq private members this project relies on are all still there (queues/rqcompat.py), and no
 module but rqcompat uses one: the scan below reads the installed rq, rq-scheduler and django-rq to
 learn their private names, so a new use is found without anyone listing it first."""
+
 import ast
 import importlib.util
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,16 @@ def test_every_private_rq_member_the_project_uses_exists_in_the_installed_rq(que
 
 
 def test_a_member_that_rq_dropped_is_reported_by_name(queue_redis, monkeypatch):
-    monkeypatch.setattr(rqcompat, "MEMBERS", rqcompat.MEMBERS + [(OptimaWorker, "_no_such_member", "instance"),
-                                                                 (Job, "_gone_method", "class")])
+    monkeypatch.setattr(
+        rqcompat,
+        "MEMBERS",
+        rqcompat.MEMBERS + [(OptimaWorker, "_no_such_member", "instance"), (Job, "_gone_method", "class")],
+    )
     worker = OptimaWorker([get_queue("default")], connection=queue_redis)
-    assert rqcompat.missing_members([worker]) == ["queues.worker.adapter.OptimaWorker._no_such_member",
-                                                  "rq.job.Job._gone_method"]
+    assert rqcompat.missing_members([worker]) == [
+        "queues.worker.adapter.OptimaWorker._no_such_member",
+        "rq.job.Job._gone_method",
+    ]
 
 
 def test_no_module_outside_rqcompat_touches_a_private_rq_member():
@@ -92,7 +98,7 @@ def _defined(node):
     return []
 
 
-@lru_cache(maxsize=None)
+@cache
 def library_privates():
     """Every ``_name`` the installed rq, rq-scheduler and django-rq define, read from their source."""
     names = set()
@@ -116,16 +122,23 @@ def _library_imports(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in LIBRARIES:
             names.update(alias.asname or alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
-            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names
-                         if alias.name.split(".")[0] in LIBRARIES)
+            names.update(
+                alias.asname or alias.name.split(".")[0]
+                for alias in node.names
+                if alias.name.split(".")[0] in LIBRARIES
+            )
     return names
 
 
 def _subclasses_of_libraries(tree, known):
     """The classes of ``tree`` whose bases come from a library, or are among ``known`` (class names)."""
     imported = _library_imports(tree)
-    return [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-            and any(_root(base) in imported or _root(base) in known for base in node.bases)]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(_root(base) in imported or _root(base) in known for base in node.bases)
+    ]
 
 
 def _outside(node, skipped):
@@ -168,24 +181,32 @@ class PrivateUseScan:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr in self.foreign:
                 found.append((node.lineno, node.attr, "attribute"))
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                  and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
-                  and isinstance(node.args[1], ast.Constant) and node.args[1].value in self.foreign):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in self.foreign
+            ):
                 found.append((node.lineno, node.args[1].value, f"{node.func.id}()"))
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in LIBRARIES:
                 found += [(node.lineno, alias.name, "import") for alias in node.names if alias.name in self.theirs]
         for cls in _subclasses_of_libraries(tree, self.subclass_names):
-            found += [(method.lineno, method.name, f"override in {cls.name}") for method in cls.body
-                      if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
-                      and method.name in self.theirs and method.name not in self.listed]
+            found += [
+                (method.lineno, method.name, f"override in {cls.name}")
+                for method in cls.body
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and method.name in self.theirs
+                and method.name not in self.listed
+            ]
         return [f"{filename}:{line}: {name} ({how})" for line, name, how in sorted(found)]
 
 
 def project_sources():
     """{path relative to the project: source} of every module scanned, rqcompat.py aside."""
     paths = [path for folder in SCANNED for path in sorted((ROOT / folder).rglob("*.py"))]
-    return {str(path.relative_to(ROOT)): path.read_text() for path in paths
-            if path != ROOT / "queues" / "rqcompat.py"}
+    return {str(path.relative_to(ROOT)): path.read_text() for path in paths if path != ROOT / "queues" / "rqcompat.py"}
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +220,8 @@ def test_no_module_outside_rqcompat_uses_a_private_member_of_rq_rq_scheduler_or_
         "These use a private member of rq, rq-scheduler or django-rq: call a function of queues/rqcompat.py "
         "instead (add one, and list the member in rqcompat.MEMBERS; an override only needs the listing). "
         "If the name is the project's own, the scan could not tell: add it to PROJECT_NAMES with why.\n"
-        + "\n".join(found))
+        + "\n".join(found)
+    )
 
 
 def test_rqcompat_lists_every_private_member_it_uses(scan):
@@ -210,18 +232,24 @@ def test_rqcompat_lists_every_private_member_it_uses(scan):
 
 def test_the_scan_reports_a_private_rq_member_nobody_listed_yet(scan):
     source = "def start(worker):\n    worker._start_scheduler()\n    return getattr(worker, '_horse_pid')\n"
-    assert scan.findings(source, "example.py") == ["example.py:2: _start_scheduler (attribute)",
-                                                   "example.py:3: _horse_pid (getattr())"]
+    assert scan.findings(source, "example.py") == [
+        "example.py:2: _start_scheduler (attribute)",
+        "example.py:3: _horse_pid (getattr())",
+    ]
 
 
 def test_the_scan_reports_imports_and_unlisted_overrides_but_not_the_projects_own_names(scan):
-    source = ("from rq import Worker\nfrom rq.utils import _TIMESTAMP_FORMAT\n\n\n"
-              "class Mine(Worker):\n"
-              "    def _start_scheduler(self):\n        pass\n\n"
-              "    def _set_connection(self, connection):\n        self._sleep(1)\n")
+    source = (
+        "from rq import Worker\nfrom rq.utils import _TIMESTAMP_FORMAT\n\n\n"
+        "class Mine(Worker):\n"
+        "    def _start_scheduler(self):\n        pass\n\n"
+        "    def _set_connection(self, connection):\n        self._sleep(1)\n"
+    )
     assert "_sleep" in scan.theirs  # rq has one, and so does queues/worker/dequeue.py
-    assert scan.findings(source, "example.py") == ["example.py:2: _TIMESTAMP_FORMAT (import)",
-                                                   "example.py:9: _set_connection (override in Mine)"]
+    assert scan.findings(source, "example.py") == [
+        "example.py:2: _TIMESTAMP_FORMAT (import)",
+        "example.py:9: _set_connection (override in Mine)",
+    ]
 
 
 def test_rq_s_serializer_lookup_is_remembered_and_still_refuses_what_rq_refuses():
@@ -241,6 +269,7 @@ def test_rq_s_serializer_lookup_is_remembered_and_still_refuses_what_rq_refuses(
         assert rqcompat.resolve_serializer(given) is rqcompat.resolve_serializer(given)
     with pytest.raises(NotImplementedError, match="dumps, loads"):
         rqcompat.resolve_serializer(object)
-    unhashable = type("ListSerializer", (list,), {"dumps": staticmethod(lambda o: b""), "loads": staticmethod(
-        lambda s: None)})([1])  # non-empty: rq takes a falsy serializer for its default
+    unhashable = type(
+        "ListSerializer", (list,), {"dumps": staticmethod(lambda o: b""), "loads": staticmethod(lambda s: None)}
+    )([1])  # non-empty: rq takes a falsy serializer for its default
     assert rqcompat.resolve_serializer(unhashable) is unhashable  # not remembered, resolved by rq as before

@@ -1,4 +1,5 @@
 """Periodic jobs: idempotent registration with rq-scheduler, UTC cron, fresh runs with the queue's policy."""
+
 import datetime as dt
 
 import pytest
@@ -17,17 +18,21 @@ from tests.queues.lifecycle_helpers import (  # noqa: F401 (fixtures)
     wait_scheduled_for_attempt,
 )
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def templates(connection):
     """{template id: score} of our periodic jobs in rq-scheduler's sorted set."""
-    return {k.decode(): v for k, v in connection.zrange(scheduled_jobs_key(), 0, -1, withscores=True)
-            if k.decode().startswith("schedule-")}
+    return {
+        k.decode(): v
+        for k, v in connection.zrange(scheduled_jobs_key(), 0, -1, withscores=True)
+        if k.decode().startswith("schedule-")
+    }
 
 
-def test_registering_twice_or_restarting_keeps_one_entry_per_schedule_and_its_next_run(queue_redis,
-                                                                                      lifecycle_schedules):
+def test_registering_twice_or_restarting_keeps_one_entry_per_schedule_and_its_next_run(
+    queue_redis, lifecycle_schedules
+):
     first = register(queue_redis, now=dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
     before = templates(queue_redis)
     second = register(queue_redis, now=dt.datetime(2026, 1, 1, 10, 30, tzinfo=UTC))
@@ -41,8 +46,9 @@ def test_registering_twice_or_restarting_keeps_one_entry_per_schedule_and_its_ne
     assert scheduled_jobs_key() == f"{prefix()}:scheduler:scheduled_jobs"
 
 
-def test_a_schedule_removed_from_settings_disappears_and_a_changed_one_is_rescheduled(queue_redis, settings,
-                                                                                     lifecycle_schedules):
+def test_a_schedule_removed_from_settings_disappears_and_a_changed_one_is_rescheduled(
+    queue_redis, settings, lifecycle_schedules
+):
     register(queue_redis, now=dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
     settings.OPTIMA_SCHEDULES = [dict(lifecycle_schedules[0], interval=60)]
     summary = register(queue_redis, now=dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
@@ -58,8 +64,9 @@ def test_cron_is_evaluated_in_utc_whatever_the_servers_time_zone(settings):
     assert nightly.next_run(dt.datetime(2026, 1, 1, 2, 0, tzinfo=UTC)) == dt.datetime(2026, 1, 1, 3, 0, tzinfo=UTC)
 
 
-def test_a_due_schedule_runs_as_a_fresh_job_with_the_queues_retry_policy_and_result_ttl(queue_redis,
-                                                                                         lifecycle_schedules):
+def test_a_due_schedule_runs_as_a_fresh_job_with_the_queues_retry_policy_and_result_ttl(
+    queue_redis, lifecycle_schedules
+):
     register(queue_redis)
     schedule = next(s for s in declared_schedules() if s.template_id == "schedule-tick")
     when = dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -76,8 +83,9 @@ def test_a_due_schedule_runs_as_a_fresh_job_with_the_queues_retry_policy_and_res
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_rqscheduler_registers_on_start_and_overlapping_runs_do_not_share_state(start_worker, queue_redis,
-                                                                               lifecycle_schedules):
+def test_rqscheduler_registers_on_start_and_overlapping_runs_do_not_share_state(
+    start_worker, queue_redis, lifecycle_schedules
+):
     """Two ticks of a failing schedule: the first run's retry does not touch the second run."""
     started = start_worker("--burst", command="rqscheduler", env=WORKER_ENV)
     assert started.wait(60) == 0, started.output()
@@ -95,8 +103,11 @@ def test_rqscheduler_registers_on_start_and_overlapping_runs_do_not_share_state(
     queue_redis.zadd(scheduled_jobs_key(), {"schedule-nightly": 1_700_000_060})
     scheduler.enqueue_jobs()
     second_id = "schedule-nightly-1700000060"
-    wait_for(lambda: fetch(second_id, queue_redis).get_status() == "scheduled", timeout=60,
-             message="the second run to fail once")
+    wait_for(
+        lambda: fetch(second_id, queue_redis).get_status() == "scheduled",
+        timeout=60,
+        message="the second run to fail once",
+    )
     first, second = fetch(first_id, queue_redis), fetch(second_id, queue_redis)
     assert (first.meta["attempt"], second.meta["attempt"]) == (2, 2)
     assert first.id != second.id and first.meta["first_failed_at"] != second.meta["first_failed_at"]
@@ -115,8 +126,9 @@ def test_bad_schedule_declarations_are_reported_by_system_checks(settings):
     ]
     ids = [error.id for error in check_schedules()]
     assert ids == ["queues.E032", "queues.E033", "queues.E034", "queues.E035", "queues.E035", "queues.E031"]
-    settings.OPTIMA_SCHEDULES = [{"id": "ok", "queue": "default", "func": "tests.jobs.lifecycle.quick",
-                                  "cron": "*/5 * * * *", "attempts": 2}]
+    settings.OPTIMA_SCHEDULES = [
+        {"id": "ok", "queue": "default", "func": "tests.jobs.lifecycle.quick", "cron": "*/5 * * * *", "attempts": 2}
+    ]
     assert check_schedules() == []
 
 

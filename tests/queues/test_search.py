@@ -1,5 +1,6 @@
 """``queues.search_jobs``: live jobs by function, queue, state, owner and argument text, from the index
 every enqueue writes in its own MULTI (queues/search/)."""
+
 import time
 
 import pytest
@@ -51,8 +52,19 @@ def test_text_matches_an_argument_or_the_id_case_insensitively_and_says_how_far_
     partial = queues.search_jobs(text="cabinet 1", scan_limit=20)  # newest first: 49..30 scanned
     assert (ids(partial), partial.scanned, partial.next_start) == ([], 20, 20)
     rest = queues.search_jobs(text="cabinet 1", scan_limit=40, start=partial.next_start)
-    assert [jobs.index(next(j for j in jobs if j.id == i)) for i in ids(rest)] == [19, 18, 17, 16, 15, 14, 13, 12,
-                                                                                   11, 10, 1]
+    assert [jobs.index(next(j for j in jobs if j.id == i)) for i in ids(rest)] == [
+        19,
+        18,
+        17,
+        16,
+        15,
+        14,
+        13,
+        12,
+        11,
+        10,
+        1,
+    ]
 
 
 def test_non_ascii_argument_text_is_found():
@@ -88,22 +100,31 @@ def test_a_job_whose_hash_is_gone_is_dropped_from_the_index_the_search_read(admi
 def test_the_trim_drops_entries_older_than_the_retention_and_keeps_the_rest(admin_redis, queue_redis):
     old = queues.enqueue_call("default", sample.add, (1, 1), meta={"owner": 3})
     new = queues.enqueue_call("default", sample.add, (2, 2), meta={"owner": 3})
-    for key in (keys.search_queue_key("default"), keys.search_owner_key(3),
-                keys.search_func_key("tests.jobs.sample.add")):
+    for key in (
+        keys.search_queue_key("default"),
+        keys.search_owner_key(3),
+        keys.search_func_key("tests.jobs.sample.add"),
+    ):
         admin_redis.zadd(key, {old.id: 1000.0})
     removed = index.trim(queue_redis, ["default"], now=time.time())
     assert removed == 3
-    for key in (keys.search_queue_key("default"), keys.search_owner_key(3),
-                keys.search_func_key("tests.jobs.sample.add")):
+    for key in (
+        keys.search_queue_key("default"),
+        keys.search_owner_key(3),
+        keys.search_func_key("tests.jobs.sample.add"),
+    ):
         assert admin_redis.zrange(key, 0, -1) == [new.id.encode()]
 
 
-@pytest.mark.parametrize("criteria, message", [
-    ({"state": "done"}, "state must be one of queued, scheduled, held, started"),
-    ({"page_size": 500}, "page_size must be at most 100, got 500."),
-    ({"start": -1}, "start must be an integer >= 0, got -1."),
-    ({"text": "x" * 201}, "text must be at most 200 characters, got 201."),
-])
+@pytest.mark.parametrize(
+    "criteria, message",
+    [
+        ({"state": "done"}, "state must be one of queued, scheduled, held, started"),
+        ({"page_size": 500}, "page_size must be at most 100, got 500."),
+        ({"start": -1}, "start must be an integer >= 0, got -1."),
+        ({"text": "x" * 201}, "text must be at most 200 characters, got 201."),
+    ],
+)
 def test_a_bad_criterion_is_refused_naming_it_and_its_value(criteria, message):
     with pytest.raises(queues.InvalidSearch) as caught:
         queues.search_jobs(**criteria)
@@ -127,8 +148,10 @@ def test_a_worker_s_maintenance_trims_the_index(start_worker, admin_redis):
 
 
 def test_a_search_of_every_queue_merges_their_indexes_newest_first_and_pages_through_them(admin_redis):
-    order = [queues.enqueue(name, sample.add, i, i) for i, name in enumerate(["default", "content", "default",
-                                                                             "repricer", "content"])]
+    order = [
+        queues.enqueue(name, sample.add, i, i)
+        for i, name in enumerate(["default", "content", "default", "repricer", "content"])
+    ]
     newest_first = [job.id for job in reversed(order)]
     assert ids(queues.search_jobs()) == newest_first
     first = queues.search_jobs(page_size=2)
@@ -154,8 +177,10 @@ def test_five_thousand_jobs_in_one_queue_are_searched_by_every_criterion():
     limited = queues.search_jobs(text="cabinet-12", scan_limit=1000)  # 4999..4000: no match among them
     assert (limited.hits, limited.scanned, limited.next_start, limited.total) == ([], 1000, 1000, 5000)
     rest = queues.search_jobs(text="cabinet-12", start=limited.next_start)
-    assert [h.description for h in rest.hits][:2] == ["tests.jobs.sample.fail('cabinet-1299')",
-                                                      "tests.jobs.sample.fail('cabinet-1298')"]
+    assert [h.description for h in rest.hits][:2] == [
+        "tests.jobs.sample.fail('cabinet-1299')",
+        "tests.jobs.sample.fail('cabinet-1298')",
+    ]
     assert rest.next_start is not None and len(rest.hits) == 25
 
 

@@ -1,4 +1,5 @@
 """The panel's Search page (admin/queues/search/): a person types a text, gets the matching jobs, opens one."""
+
 import pytest
 from django.test import Client
 from django.urls import reverse

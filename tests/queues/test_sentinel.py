@@ -8,6 +8,7 @@ After the promotion the killed master's machine comes back (an empty redis-serve
 Sentinel makes it the new master's replica: until then an enqueue has no replica to wait for and
 raises NotReplicated, which the caller here retries, as the API's clients and the outbox do.
 """
+
 import threading
 import time
 
@@ -33,8 +34,13 @@ def replica_set():
 
 
 def failover_env(rs):
-    return {"REDIS_URL": rs.master.url, "REDIS_SENTINELS": rs.sentinel_setting,
-            "REDIS_SENTINEL_MASTER": MASTER_NAME, "REDIS_WAIT_REPLICAS": "1", "REDIS_WAIT_TIMEOUT_MS": "500"}
+    return {
+        "REDIS_URL": rs.master.url,
+        "REDIS_SENTINELS": rs.sentinel_setting,
+        "REDIS_SENTINEL_MASTER": MASTER_NAME,
+        "REDIS_WAIT_REPLICAS": "1",
+        "REDIS_WAIT_TIMEOUT_MS": "500",
+    }
 
 
 def use_sentinels(settings, rs):
@@ -43,8 +49,13 @@ def use_sentinels(settings, rs):
     settings.QUEUES_REDIS_SENTINELS = settings.CACHE_REDIS_SENTINELS = rs.sentinel_setting
     settings.QUEUES_REDIS_SENTINEL_MASTER = settings.CACHE_REDIS_SENTINEL_MASTER = MASTER_NAME
     settings.QUEUES_REDIS_WAIT_REPLICAS, settings.QUEUES_REDIS_WAIT_TIMEOUT_MS = "1", "500"
-    settings.CACHES = {"default": dict(settings.CACHES["default"], LOCATION=rs.master.url, OPTIONS=dict(
-        settings.CACHES["default"]["OPTIONS"], pool_class="queues.sentinel.CacheSentinelPool"))}
+    settings.CACHES = {
+        "default": dict(
+            settings.CACHES["default"],
+            LOCATION=rs.master.url,
+            OPTIONS=dict(settings.CACHES["default"]["OPTIONS"], pool_class="queues.sentinel.CacheSentinelPool"),
+        )
+    }
 
 
 def enqueue_until_acknowledged(path, i, deadline):
@@ -75,8 +86,10 @@ def settled(rs):
     master = rs.node_on(rs.master_port())
     other = rs.replicas[0] if master is rs.master else rs.master
     try:
-        ok = (master.client().info("replication")["role"] == "master"
-              and other.client().info("replication")["role"] == "slave")
+        ok = (
+            master.client().info("replication")["role"] == "master"
+            and other.client().info("replication")["role"] == "slave"
+        )
     except redis.RedisError:
         return None
     return master if ok else None
@@ -89,7 +102,8 @@ def runs(path):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_sigkill_of_the_master_promotes_a_replica_and_every_acknowledged_enqueue_runs_without_restarts(
-        replica_set, settings, start_worker, tmp_path, lifecycle_schedules):
+    replica_set, settings, start_worker, tmp_path, lifecycle_schedules
+):
     rs = replica_set  # requested first: torn down last, after the workers stopped
     use_sentinels(settings, rs)
     env = dict(WORKER_ENV, **failover_env(rs))
@@ -123,10 +137,14 @@ def test_sigkill_of_the_master_promotes_a_replica_and_every_acknowledged_enqueue
     queues.enqueue("default", "tests.jobs.sample.touch", str(path), "delayed", delay=1)
     due = time.time() - 1
     wait_for(lambda: settled(rs), timeout=30, message="a settled master").client().zadd(
-        scheduled_jobs_key(), {"schedule-tick": due})
+        scheduled_jobs_key(), {"schedule-tick": due}
+    )
     wait_for(lambda: "delayed" in runs(path), timeout=30, message="the delayed job to run")
-    wait_for(lambda: ((settled(rs) or rs.master).client().zscore(scheduled_jobs_key(), "schedule-tick") or 0) > due,
-             timeout=30, message="the rqscheduler to enqueue the tick")
+    wait_for(
+        lambda: ((settled(rs) or rs.master).client().zscore(scheduled_jobs_key(), "schedule-tick") or 0) > due,
+        timeout=30,
+        message="the rqscheduler to enqueue the tick",
+    )
     # The web's cache goes on too.
     cache.set("after", "2")
     assert cache.get("after") == "2"

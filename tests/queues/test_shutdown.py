@@ -1,6 +1,7 @@
 """Graceful shutdown with real worker processes and real signals: SIGTERM/SIGINT let the running
 job finish (or, after the grace period or a second signal, put it back in its queue), take no new
 job, and exit 0."""
+
 import os
 import signal
 import time
@@ -24,8 +25,7 @@ def fetch(job_id, connection):
 
 
 def wait_started(log, count=1):
-    return wait_for(lambda: len(starts(log)) >= count and starts(log), timeout=60,
-                    message=f"{count} start(s) in {log}")
+    return wait_for(lambda: len(starts(log)) >= count and starts(log), timeout=60, message=f"{count} start(s) in {log}")
 
 
 def assert_back_at_head_of_queue(job, connection, name="default"):
@@ -42,8 +42,7 @@ def assert_back_at_head_of_queue(job, connection, name="default"):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_stop_signal_lets_the_running_job_finish_takes_no_new_job_and_exits_0(start_worker, queue_redis,
-                                                                              tmp_path, sig):
+def test_stop_signal_lets_the_running_job_finish_takes_no_new_job_and_exits_0(start_worker, queue_redis, tmp_path, sig):
     log = tmp_path / "runs.jsonl"
     worker = start_worker("default")
     running = queues.enqueue("default", JOB, str(log), first_run_seconds=3)
@@ -71,8 +70,7 @@ def test_idle_worker_exits_0_on_sigterm_and_unregisters(start_worker, queue_redi
     assert Worker.all(connection=queue_redis) == []
 
 
-def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(start_worker, queue_redis,
-                                                                              tmp_path):
+def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     worker = start_worker("default", "--grace", "2")
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=600)
@@ -88,13 +86,15 @@ def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(sta
 
     start_worker("default")
     wait_for(lambda: ends(log), timeout=60, message="the returned job to run again")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the worker to record the job as finished")  # it logs before the worker records
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the worker to record the job as finished",
+    )  # it logs before the worker records
     assert [(r["attempt"], r["interruptions"]) for r in starts(log)] == [(1, 0), (1, 1)]
 
 
-def test_second_stop_signal_stops_the_job_at_once_and_returns_it_to_its_queue(start_worker, queue_redis,
-                                                                              tmp_path):
+def test_second_stop_signal_stops_the_job_at_once_and_returns_it_to_its_queue(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     worker = start_worker("default", "--grace", "600")
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=600)
@@ -111,8 +111,11 @@ def test_second_stop_signal_stops_the_job_at_once_and_returns_it_to_its_queue(st
 
     start_worker("default")
     wait_for(lambda: ends(log), timeout=60, message="the returned job to run again")
-    wait_for(lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=30,
-             message="the worker to record the job as finished")  # it logs before the worker records
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the worker to record the job as finished",
+    )  # it logs before the worker records
 
 
 def test_work_horse_ignores_a_sigterm_sent_to_every_process_of_the_worker(start_worker, queue_redis, tmp_path):

@@ -1,7 +1,5 @@
-import pytest
 
 import queues
-from tests.conftest import wait_for
 
 
 def test_enqueued_job_runs_on_a_real_worker(start_worker, queue_redis):

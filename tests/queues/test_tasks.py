@@ -1,7 +1,9 @@
 """Django's Tasks API on the queues, through real workers (a burst OptimaWorker in this process, forking
 its work horses, as tests/queues/test_gate.py runs it): results, async tasks, context and retries, dead
 letters, cancel, the framework's signals from the worker, and the three priority bands."""
+
 import json
+
 import pytest
 from django_tasks import TaskResultStatus, default_task_backend
 from django_tasks.signals import task_finished, task_started
@@ -23,8 +25,19 @@ def signals_seen(tmp_path):
     def recorder(name):
         def record(sender, task_result, **kwargs):
             with open(path, "a") as f:
-                f.write(json.dumps({"signal": name, "sender": sender.__name__, "id": task_result.id,
-                                    "status": task_result.status.value, "attempts": task_result.attempts}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "signal": name,
+                            "sender": sender.__name__,
+                            "id": task_result.id,
+                            "status": task_result.status.value,
+                            "attempts": task_result.attempts,
+                        }
+                    )
+                    + "\n"
+                )
+
         return record
 
     receivers = {task_started: recorder("task_started"), task_finished: recorder("task_finished")}
@@ -41,7 +54,12 @@ def test_a_task_runs_and_its_result_says_so(queue_redis, signals_seen):
     worker = run_burst(queue_redis)
     result = tasks.add.get_result(enqueued.id)
     assert (result.status, result.return_value, result.worker_ids, result.attempts, result.errors) == (
-        TaskResultStatus.SUCCESSFUL, 5, [worker.name], 1, [])
+        TaskResultStatus.SUCCESSFUL,
+        5,
+        [worker.name],
+        1,
+        [],
+    )
     assert result.enqueued_at <= result.started_at <= result.finished_at
     assert result.last_attempted_at == result.started_at
     async_result = tasks.add_later.get_result(later.id)
@@ -50,8 +68,13 @@ def test_a_task_runs_and_its_result_says_so(queue_redis, signals_seen):
     assert (enqueued.status, enqueued.return_value) == (TaskResultStatus.SUCCESSFUL, 5)
     assert signals_seen() == [
         {"signal": "task_started", "sender": "QueuesBackend", "id": enqueued.id, "status": "RUNNING", "attempts": 1},
-        {"signal": "task_finished", "sender": "QueuesBackend", "id": enqueued.id, "status": "SUCCESSFUL",
-         "attempts": 1},
+        {
+            "signal": "task_finished",
+            "sender": "QueuesBackend",
+            "id": enqueued.id,
+            "status": "SUCCESSFUL",
+            "attempts": 1,
+        },
         {"signal": "task_started", "sender": "QueuesBackend", "id": later.id, "status": "RUNNING", "attempts": 1},
         {"signal": "task_finished", "sender": "QueuesBackend", "id": later.id, "status": "SUCCESSFUL", "attempts": 1},
     ]
@@ -69,8 +92,9 @@ def test_a_worker_process_logs_a_task_like_a_job(start_worker):
     assert [line for line in lines if "Task id=" in line] == []  # the backport's own lines are not added
 
 
-def test_a_context_task_sees_its_attempt_and_the_result_keeps_each_failed_attempt(queue_redis, lifecycle_queue,
-                                                                                   signals_seen):
+def test_a_context_task_sees_its_attempt_and_the_result_keeps_each_failed_attempt(
+    queue_redis, lifecycle_queue, signals_seen
+):
     enqueued = tasks.attempt_number.using(queue_name=lifecycle_queue).enqueue(fail_until=2)
     first = run_burst(queue_redis, lifecycle_queue)
     wait_scheduled_for_attempt(queue_redis, lifecycle_queue, enqueued.id, 2)
@@ -87,7 +111,10 @@ def test_a_context_task_sees_its_attempt_and_the_result_keeps_each_failed_attemp
     assert (result.worker_ids, result.attempts, len(result.errors)) == ([first.name, second.name], 2, 1)
     assert result.task.queue_name == lifecycle_queue
     assert [(s["signal"], s["status"]) for s in signals_seen()] == [
-        ("task_started", "RUNNING"), ("task_started", "RUNNING"), ("task_finished", "SUCCESSFUL")]
+        ("task_started", "RUNNING"),
+        ("task_started", "RUNNING"),
+        ("task_finished", "SUCCESSFUL"),
+    ]
 
 
 def test_a_permanent_error_dead_letters_the_task_and_it_reads_failed(queue_redis, signals_seen):
@@ -101,8 +128,13 @@ def test_a_permanent_error_dead_letters_the_task_and_it_reads_failed(queue_redis
         result.return_value
     row = DeadLetter.objects.get(job_id=enqueued.id)
     assert (row.reason, row.func_path) == ("permanent", "tests.jobs.tasks.fail_permanently")
-    assert signals_seen()[-1] == {"signal": "task_finished", "sender": "QueuesBackend", "id": enqueued.id,
-                                  "status": "FAILED", "attempts": 1}
+    assert signals_seen()[-1] == {
+        "signal": "task_finished",
+        "sender": "QueuesBackend",
+        "id": enqueued.id,
+        "status": "FAILED",
+        "attempts": 1,
+    }
 
 
 def test_a_canceled_task_never_runs_and_reads_failed(queue_redis, tmp_path):

@@ -1,5 +1,6 @@
 """Django's Tasks API on the queues, producer side (queues/tasks/): validation, enqueue, the TaskResult
 of a job that has not run, the backend's checks. No worker here: tests/queues/test_tasks.py runs them."""
+
 import datetime as dt
 import logging
 
@@ -27,8 +28,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_the_backend_is_the_queues_one_with_every_feature():
     backend = task_backends["default"]
     assert type(backend).__module__ == "queues.tasks.backend"
-    assert (backend.supports_defer, backend.supports_async_task, backend.supports_get_result,
-            backend.supports_priority) == (True, True, True, True)
+    assert (
+        backend.supports_defer,
+        backend.supports_async_task,
+        backend.supports_get_result,
+        backend.supports_priority,
+    ) == (True, True, True, True)
 
 
 def test_a_task_in_a_job_module_is_a_declared_job_under_its_functions_path():
@@ -40,8 +45,13 @@ def test_a_task_in_a_job_module_is_a_declared_job_under_its_functions_path():
 def test_enqueue_writes_a_job_naming_the_function_as_queues_enqueue_would(queue_redis):
     result = tasks.add.enqueue(2, 3)
     assert result.status == TaskResultStatus.READY
-    assert (result.args, result.kwargs, result.backend, result.errors, result.worker_ids) == ([2, 3], {}, "default",
-                                                                                              [], [])
+    assert (result.args, result.kwargs, result.backend, result.errors, result.worker_ids) == (
+        [2, 3],
+        {},
+        "default",
+        [],
+        [],
+    )
     job = OptimaJob.fetch(result.id, connection=queue_redis)
     plain = queues.enqueue_call("default", tasks.add.func, [2, 3])
     assert job.func_name == plain.func_name == "tests.jobs.tasks.add"
@@ -78,7 +88,8 @@ def test_an_unknown_queue_name_fails_validation_naming_the_queues():
         tasks.add.using(queue_name="nowhere")
     assert str(caught.value) == (
         "queue_name='nowhere' of task tests.jobs.tasks.add is not a declared queue: pass one of 'content', "
-        "'default', 'orders-sync', 'repricer', or declare the queue in an app's queues.py.")
+        "'default', 'orders-sync', 'repricer', or declare the queue in an app's queues.py."
+    )
 
 
 def test_a_task_outside_a_job_module_is_built_but_refused_at_enqueue_and_by_the_gate(queue_redis):
@@ -88,10 +99,16 @@ def test_a_task_outside_a_job_module_is_built_but_refused_at_enqueue_and_by_the_
         tasks_elsewhere.not_in_a_job_module.enqueue(1)
     assert isinstance(caught.value, InvalidTaskError)
     assert "is a @task of the queues' Tasks backend but 'tests.queues.tasks_elsewhere' is not a job module" in str(
-        caught.value)
+        caught.value
+    )
     assert "QUEUE_JOB_MODULES" in str(caught.value)
-    job = OptimaJob.create(path, args=[1], connection=queue_redis, origin="default",
-                           meta={"queue": "default", "task": {"backend": "default"}})
+    job = OptimaJob.create(
+        path,
+        args=[1],
+        connection=queue_redis,
+        origin="default",
+        meta={"queue": "default", "task": {"backend": "default"}},
+    )
     refusal = gate.vet(job, "default")
     assert refusal.reason == gate.NOT_A_JOB
 
@@ -139,34 +156,71 @@ def test_an_unknown_id_and_a_job_that_is_no_task_do_not_exist_for_the_backend():
 
 
 def test_a_job_planted_with_a_task_marker_but_an_undeclared_function_is_refused(queue_redis):
-    job = OptimaJob.create("os.system", args=["true"], connection=queue_redis, origin="default",
-                           meta={"queue": "default", "task": {"backend": "default"}})
+    job = OptimaJob.create(
+        "os.system",
+        args=["true"],
+        connection=queue_redis,
+        origin="default",
+        meta={"queue": "default", "task": {"backend": "default"}},
+    )
     job.save()
     with pytest.raises(TaskResultDoesNotExist, match="'os.system'"):
         default_task_backend.get_result(job.id)
 
 
-@pytest.mark.parametrize("exc_string, path", [
-    ("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    raise ValueError('a: b')\n"
-     "ValueError: a: b\nsecond line of the message\n", "builtins.ValueError"),
-    ("Traceback (most recent call last):\n  File \"x.py\", line 1\nqueues.exceptions.PermanentError: no\n",
-     "queues.exceptions.PermanentError"),
-    ("Traceback (most recent call last):\n  File \"a\"\nKeyError\n\nThe above exception was the direct cause of the "
-     "following exception:\n\nTraceback (most recent call last):\n  File \"b\"\nrq.timeouts.JobTimeoutException: "
-     "Task exceeded", "rq.timeouts.JobTimeoutException"),
-    ("Refused, not run: job x names ...", "queues.exceptions.QueuesError"),
-    ("", "queues.exceptions.QueuesError"),
-])
+@pytest.mark.parametrize(
+    "exc_string, path",
+    [
+        (
+            "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    raise ValueError('a: b')\n"
+            "ValueError: a: b\nsecond line of the message\n",
+            "builtins.ValueError",
+        ),
+        (
+            'Traceback (most recent call last):\n  File "x.py", line 1\nqueues.exceptions.PermanentError: no\n',
+            "queues.exceptions.PermanentError",
+        ),
+        (
+            'Traceback (most recent call last):\n  File "a"\nKeyError\n\nThe above exception was the direct cause of the '
+            'following exception:\n\nTraceback (most recent call last):\n  File "b"\nrq.timeouts.JobTimeoutException: '
+            "Task exceeded",
+            "rq.timeouts.JobTimeoutException",
+        ),
+        ("Refused, not run: job x names ...", "queues.exceptions.QueuesError"),
+        ("", "queues.exceptions.QueuesError"),
+    ],
+)
 def test_the_exception_class_path_is_read_from_the_traceback(exc_string, path):
     assert results.exception_path(exc_string) == path
 
 
 def test_every_job_state_maps_to_a_task_status():
-    assert {state: results.STATUS[state].value for state in (
-        "outbox", "queued", "held", "deferred", "scheduled", "started", "finished", "failed", "stopped", "canceled",
-    )} == {"outbox": "READY", "queued": "READY", "held": "READY", "deferred": "READY", "scheduled": "READY",
-           "started": "RUNNING", "finished": "SUCCESSFUL", "failed": "FAILED", "stopped": "FAILED",
-           "canceled": "FAILED"}
+    assert {
+        state: results.STATUS[state].value
+        for state in (
+            "outbox",
+            "queued",
+            "held",
+            "deferred",
+            "scheduled",
+            "started",
+            "finished",
+            "failed",
+            "stopped",
+            "canceled",
+        )
+    } == {
+        "outbox": "READY",
+        "queued": "READY",
+        "held": "READY",
+        "deferred": "READY",
+        "scheduled": "READY",
+        "started": "RUNNING",
+        "finished": "SUCCESSFUL",
+        "failed": "FAILED",
+        "stopped": "FAILED",
+        "canceled": "FAILED",
+    }
 
 
 def test_the_backports_log_lines_are_skipped_for_this_backends_tasks_only(caplog):
@@ -179,21 +233,30 @@ def test_the_backports_log_lines_are_skipped_for_this_backends_tasks_only(caplog
     assert [r.getMessage() for r in caplog.records if r.name == "django_tasks"] == []
     task_started.send(ImmediateBackend, task_result=result)
     assert [r.getMessage() for r in caplog.records if r.name == "django_tasks"] == [
-        f"Task id={result.id} path=tests.jobs.tasks.add state=READY"]
+        f"Task id={result.id} path=tests.jobs.tasks.add state=READY"
+    ]
 
 
 def test_checks_report_undeclared_queues_and_unknown_options_with_the_apps_ids():
     assert [m for m in run_checks() if m.id.startswith("queues.E08")] == []
-    with override_settings(TASKS={"default": {"BACKEND": "queues.tasks.QueuesBackend", "QUEUES": ["default", "nope"],
-                                              "OPTIONS": {"retries": 3}}}):
+    with override_settings(
+        TASKS={
+            "default": {
+                "BACKEND": "queues.tasks.QueuesBackend",
+                "QUEUES": ["default", "nope"],
+                "OPTIONS": {"retries": 3},
+            }
+        }
+    ):
         found = {m.id: m.msg for m in run_checks() if m.id.startswith("queues.")}
         assert found == {
             "queues.E080": "TASKS['default']['QUEUES'] names 'nope', not declared queue(s) (declared: 'content', "
-                           "'default', 'orders-sync', 'repricer').",
+            "'default', 'orders-sync', 'repricer').",
             "queues.E081": "TASKS['default']['OPTIONS'] has 'retries', which the queues' backend does not read.",
         }
-        with pytest.raises(InvalidTaskError, match="is not one of TASKS\\['default'\\]\\['QUEUES'\\]: pass one of "
-                                                   "'default'"):
+        with pytest.raises(
+            InvalidTaskError, match="is not one of TASKS\\['default'\\]\\['QUEUES'\\]: pass one of 'default'"
+        ):
             tasks.add.using(queue_name="content")
     assert type(task_backends["default"]).__name__ == "QueuesBackend"
 
@@ -202,8 +265,10 @@ def test_a_queues_backend_without_django_tasks_installed_is_warned_about_its_che
     assert [m for m in run_checks() if m.id == "queues.W082"] == []
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != "django_tasks"]
     [warning] = [m for m in run_checks() if m.id == "queues.W082"]
-    assert warning.msg == ("TASKS['default'] uses queues.tasks.QueuesBackend but 'django_tasks' is not in "
-                           "INSTALLED_APPS: the Tasks backend's checks (queues.E080, queues.E081) never run.")
+    assert warning.msg == (
+        "TASKS['default'] uses queues.tasks.QueuesBackend but 'django_tasks' is not in "
+        "INSTALLED_APPS: the Tasks backend's checks (queues.E080, queues.E081) never run."
+    )
     assert "Add 'django_tasks' to INSTALLED_APPS" in warning.hint
 
 

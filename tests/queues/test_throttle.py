@@ -1,6 +1,7 @@
 """Failed sign-ins throttled per client address: the queue panel's basic auth and the admin login
 form share one window (queues/board/throttle.py), answered 429 with Retry-After; the client address
 comes from X-Forwarded-For only through QUEUE_TRUSTED_PROXIES."""
+
 import logging
 
 import pytest
@@ -101,7 +102,8 @@ def test_a_refused_attempt_is_logged(prod, queue_redis, caplog):
     with caplog.at_level(logging.WARNING, logger="queues.throttle"):
         wrong_login(Client())
     assert [r.getMessage().split("; retry in")[0] for r in caplog.records if r.name == "queues.throttle"] == [
-        "sign-in refused from 127.0.0.1: failed sign-ins reached 3 per 1 minute"]
+        "sign-in refused from 127.0.0.1: failed sign-ins reached 3 per 1 minute"
+    ]
 
 
 def test_an_unreachable_throttle_redis_lets_attempts_through_and_says_so(prod, queue_redis, caplog):
@@ -113,6 +115,7 @@ def test_an_unreachable_throttle_redis_lets_attempts_through_and_says_so(prod, q
 
 
 # --- the client address ------------------------------------------------------------------------
+
 
 def address(settings, remote, forwarded=None, proxies=()):
     settings.QUEUE_TRUSTED_PROXIES = proxies
@@ -149,36 +152,43 @@ def test_trusted_proxies_behind_the_admin_login(prod, queue_redis):
 
 # --- checks of the settings ----------------------------------------------------------------------
 
+
 def queue_errors(prefixes):
     return [m for m in run_checks() if m.id.startswith(prefixes)]
 
 
 def test_an_unparsable_failure_limit_is_e022(settings):
     settings.QUEUE_LOGIN_FAILURES = "ten a minute"
-    assert queue_errors("queues.E022") == [Error(
-        "QUEUE_LOGIN_FAILURES must be a rate like '10/minute', got 'ten a minute'.",
-        hint="Use the limits library's syntax: '<count>/<second|minute|hour|day>', e.g. '10/minute' (the default).",
-        id="queues.E022",
-    )]
+    assert queue_errors("queues.E022") == [
+        Error(
+            "QUEUE_LOGIN_FAILURES must be a rate like '10/minute', got 'ten a minute'.",
+            hint="Use the limits library's syntax: '<count>/<second|minute|hour|day>', e.g. '10/minute' (the default).",
+            id="queues.E022",
+        )
+    ]
 
 
 def test_a_trusted_proxy_that_is_no_address_is_e023(settings):
     settings.QUEUE_TRUSTED_PROXIES = "10.0.0.5, proxy.internal"
-    assert queue_errors("queues.E023") == [Error(
-        "QUEUE_TRUSTED_PROXIES lists 'proxy.internal', which is not an IP address or network.",
-        hint="List the reverse proxies' addresses or networks, comma-separated: '10.0.0.5,10.1.0.0/16'.",
-        id="queues.E023",
-    )]
+    assert queue_errors("queues.E023") == [
+        Error(
+            "QUEUE_TRUSTED_PROXIES lists 'proxy.internal', which is not an IP address or network.",
+            hint="List the reverse proxies' addresses or networks, comma-separated: '10.0.0.5,10.1.0.0/16'.",
+            id="queues.E023",
+        )
+    ]
 
 
 def test_a_panel_redis_timeout_that_is_no_positive_number_is_e024(settings):
     settings.QUEUE_BOARD_REDIS_TIMEOUT = 0
-    assert queue_errors("queues.E024") == [Error(
-        "QUEUE_BOARD_REDIS_TIMEOUT must be a number of seconds > 0 (and at most 60), got 0.",
-        hint="Remove it for the default (0.5), or set e.g. 0.5: a panel page must answer within 3 s when Redis "
-             "hangs (docs/settings.md).",
-        id="queues.E024",
-    )]
+    assert queue_errors("queues.E024") == [
+        Error(
+            "QUEUE_BOARD_REDIS_TIMEOUT must be a number of seconds > 0 (and at most 60), got 0.",
+            hint="Remove it for the default (0.5), or set e.g. 0.5: a panel page must answer within 3 s when Redis "
+            "hangs (docs/settings.md).",
+            id="queues.E024",
+        )
+    ]
 
 
 def test_good_throttle_and_panel_settings_raise_nothing(settings):

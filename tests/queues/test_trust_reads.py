@@ -6,6 +6,7 @@ base64/zlib/JSON, registries and worker sets of the wrong type, 50 MB values. Ea
 corrupt job or a bad entry (reported once, skipped), never a 500 or a 503 that blames Redis; what
 is stored from them is bounded.
 """
+
 import time
 
 import pytest
@@ -30,6 +31,7 @@ def plant_rejected_id(connection, job_id, places=PLACES):
 
 # --- finding 3: job ids rq rejects -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("job_id", REJECTED_IDS)
 def test_a_job_id_rq_rejects_reads_as_a_corrupt_job_never_a_value_error(queue_redis, job_id):
     plant_rejected_id(queue_redis, job_id, places=())
@@ -42,9 +44,18 @@ def test_a_job_id_rq_rejects_reads_as_a_corrupt_job_never_a_value_error(queue_re
 def test_every_panel_page_stats_find_and_the_job_api_answer_without_500_for_rejected_ids(operator, queue_redis):
     for job_id in REJECTED_IDS:
         plant_rejected_id(queue_redis, job_id)
-    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": "r2.dot.id",
-              "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
-              "token": "t", "name": "default"}
+    sample = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": "r2.dot.id",
+        "result_id": "1-0",
+        "key": "rq:worker:none",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     urls = panel_urls(sample) + [f"{reverse('django_rq:queues_find')}?job_id={j}" for j in ("r2.dot.id", "a/b")]
     urls += [reverse("django_rq:job_detail", args=[DEFAULT, jobread.shown_id(j)]) for j in REJECTED_IDS]
     urls += ["/jobs/r2.dot.id/", "/metrics", "/healthz"]
@@ -67,20 +78,27 @@ def plant_history(connection):
     import json
 
     now = time.time()
-    for at, counts in ((now - 170, '[1e999, NaN]'), (now - 110, f"[{10 ** 400}, 1]"), (now - 50, "[3, 1]")):
+    for at, counts in ((now - 170, "[1e999, NaN]"), (now - 110, f"[{10**400}, 1]"), (now - 50, "[3, 1]")):
         connection.lpush(keys.history_key(), '{"t": %r, "q": {"default": %s}}' % (at, counts))
-    connection.lpush(keys.history_key(), json.dumps({"t": "1e999", "q": {}}), '{"t": 1e999, "q": {"default": [1, 1]}}',
-                     '{"t": NaN, "q": {}}', b"\xff\xfe not json")
+    connection.lpush(
+        keys.history_key(),
+        json.dumps({"t": "1e999", "q": {}}),
+        '{"t": 1e999, "q": {"default": [1, 1]}}',
+        '{"t": NaN, "q": {}}',
+        b"\xff\xfe not json",
+    )
 
 
 def plant_results(connection):
     """Finished jobs whose results stream holds entries rq cannot restore; returns their ids."""
     from tests.queues.panel_helpers import finished_job
 
-    bad = {"not_base64": {"type": "1", "return_value": "!!! not base64 !!!"},
-           "not_json": {"type": "1", "return_value": "bm90IGpzb24="},  # base64 of b"not json"
-           "not_zlib": {"type": "2", "exc_string": "bm90IHpsaWI="},
-           "bad_type": {"type": "x"}}
+    bad = {
+        "not_base64": {"type": "1", "return_value": "!!! not base64 !!!"},
+        "not_json": {"type": "1", "return_value": "bm90IGpzb24="},  # base64 of b"not json"
+        "not_zlib": {"type": "2", "exc_string": "bm90IHpsaWI="},
+        "bad_type": {"type": "x"},
+    }
     ids = {}
     for name, fields in bad.items():
         job = finished_job("default")
@@ -114,14 +132,25 @@ def plant_big(connection):
     from tests.queues.panel_helpers import dead_job
 
     job, _ = dead_job("default", row=False)
-    connection.hset(job.key, mapping={"description": "d" * BIG, "meta": '{"queue": "default", "x": "%s"}' % ("m" * BIG)})
+    connection.hset(
+        job.key, mapping={"description": "d" * BIG, "meta": '{"queue": "default", "x": "%s"}' % ("m" * BIG)}
+    )
     return job.id
 
 
 def _answers(operator, job_ids):
-    sample = {"queue_index": DEFAULT, "scheduler_index": DEFAULT, "connection_index": 0, "job_id": job_ids[0],
-              "result_id": "1-0", "key": "rq:worker:none", "scheduler_name": "s1", "cron_job_name": "c1",
-              "token": "t", "name": "default"}
+    sample = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": job_ids[0],
+        "result_id": "1-0",
+        "key": "rq:worker:none",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
     urls = panel_urls(sample) + [reverse("django_rq:job_detail", args=[DEFAULT, j]) for j in job_ids]
     urls += [f"/jobs/{j}/" for j in job_ids] + [f"{reverse('django_rq:queues_find')}?job_id={j}" for j in job_ids]
     return {url: operator.get(url) for url in urls + ["/metrics", "/healthz"]}
@@ -132,7 +161,8 @@ PLANTS = {"history": plant_history, "results": plant_results, "wrong_types": pla
 
 @pytest.mark.parametrize("kind", PLANTS)
 def test_no_page_metrics_or_healthz_answers_500_or_503_for_bad_history_results_types_or_sizes(
-        operator, queue_redis, kind):
+    operator, queue_redis, kind
+):
     from tests.queues.panel_helpers import dead_job
 
     # /metrics also carries django-prometheus' per-view series of every request this test session made
@@ -170,16 +200,22 @@ def test_workers_set_of_the_wrong_type_is_a_bad_entry_not_a_timeout(operator, qu
 
     queue_redis.set(Worker.redis_workers_keys, "poison")
     queue_redis.set(f"{Worker.redis_worker_namespace_prefix.rstrip(':')}s:default", "poison")
-    for url in (reverse("django_rq:home"), reverse("django_rq:workers", args=[DEFAULT]),
-                reverse("django_rq:queue_details", args=[DEFAULT]), reverse("django_rq:home_json")):
+    for url in (
+        reverse("django_rq:home"),
+        reverse("django_rq:workers", args=[DEFAULT]),
+        reverse("django_rq:queue_details", args=[DEFAULT]),
+        reverse("django_rq:home_json"),
+    ):
         response = operator.get(url)
         assert (url, response.status_code, b"did not answer in time" in response.content) == (url, 200, False)
 
 
 # --- finding 4: /metrics with bad entries -----------------------------------------------------------
 
+
 def test_metrics_keep_the_true_counts_of_a_queue_whose_counters_durations_or_worker_set_are_bad(
-        client, queue_redis, settings):
+    client, queue_redis, settings
+):
     from prometheus_client.parser import text_string_to_metric_families
     from rq.worker import Worker
 
@@ -193,8 +229,11 @@ def test_metrics_keep_the_true_counts_of_a_queue_whose_counters_durations_or_wor
     queue_redis.hset(store.counters_key("repricer"), mapping={"processed": "4", "failed": "1"})
     response = client.get("/metrics")
     assert response.status_code == 200
-    found = {(s.name, frozenset(s.labels.items())): s.value
-             for family in text_string_to_metric_families(response.content.decode()) for s in family.samples}
+    found = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for s in family.samples
+    }
 
     def value(name, **labels):
         return found.get((name, frozenset(labels.items())))
@@ -212,8 +251,9 @@ def test_periodic_page_shows_what_it_can_read_and_never_answers_500_or_503(opera
     from queues.periodic.declare import declared_schedules
     from queues.periodic.schedules import scheduled_jobs_key
 
-    settings.OPTIMA_SCHEDULES = [{"id": "tick", "queue": "default", "func": "tests.jobs.sample.add",
-                                  "args": [1, 2], "interval": 3600}]
+    settings.OPTIMA_SCHEDULES = [
+        {"id": "tick", "queue": "default", "func": "tests.jobs.sample.add", "args": [1, 2], "interval": 3600}
+    ]
     schedule = declared_schedules()[0]
     if bad == "wrong_types":
         queue_redis.set(scheduled_jobs_key(), "a string, not a zset")
@@ -224,8 +264,11 @@ def test_periodic_page_shows_what_it_can_read_and_never_answers_500_or_503(opera
     else:
         queue_redis.set(keys.schedule_last_key("tick"), "../../x")
         queue_redis.hset(keys.job_key("../../x"), mapping=good_hash(queue_redis))
-    for url in (reverse("django_rq:queues_periodic"), reverse("django_rq:scheduler_jobs", args=[DEFAULT]),
-                reverse("django_rq:home")):
+    for url in (
+        reverse("django_rq:queues_periodic"),
+        reverse("django_rq:scheduler_jobs", args=[DEFAULT]),
+        reverse("django_rq:home"),
+    ):
         response = operator.get(url)
         assert (url, response.status_code) == (url, 200)
     assert b"tick" in operator.get(reverse("django_rq:queues_periodic")).content
@@ -240,8 +283,11 @@ def test_home_and_worker_pages_with_a_paused_set_limit_keys_or_worker_hash_of_th
     queue_redis.set(keys.paused_key(), "a string, not a set")
     queue_redis.set(keys.limit_keys_key(), "a string, not a set")
     queue_redis.set(keys.history_key(), "a string, not a list")
-    for url, expected in ((reverse("django_rq:home"), 200), (reverse("django_rq:workers", args=[DEFAULT]), 200),
-                          (reverse("django_rq:worker_details", args=[DEFAULT, worker_key]), 404)):
+    for url, expected in (
+        (reverse("django_rq:home"), 200),
+        (reverse("django_rq:workers", args=[DEFAULT]), 200),
+        (reverse("django_rq:worker_details", args=[DEFAULT, worker_key]), 404),
+    ):
         response = operator.get(url)
         assert (url, response.status_code, b"did not answer in time" in response.content) == (url, expected, False)
 
@@ -280,9 +326,23 @@ ROW_BUDGET = 256 * 1024  # characters a dead letter may cost, whatever the job h
 def row_size(row):
     import json
 
-    return sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in (
-        row.func_path, row.args, row.kwargs, row.exc_type, row.exc_message, row.traceback, row.worker,
-        row.raw_hash, row.carried, row.queue, row.job_id, row.reason))
+    return sum(
+        len(v) if isinstance(v, str) else len(json.dumps(v))
+        for v in (
+            row.func_path,
+            row.args,
+            row.kwargs,
+            row.exc_type,
+            row.exc_message,
+            row.traceback,
+            row.worker,
+            row.raw_hash,
+            row.carried,
+            row.queue,
+            row.job_id,
+            row.reason,
+        )
+    )
 
 
 @pytest.mark.slow
@@ -294,15 +354,24 @@ def test_a_50_mb_job_costs_kilobytes_in_its_dead_letter_and_its_admin_page(opera
     from tests.conftest import wait_for
 
     signed = queues.enqueue("default", "tests.jobs.sample.fail", "m" * BIG, attempts=1)
-    planted = OptimaJob.create("tests.jobs.sample.add", args=["a" * BIG, 1], connection=queue_redis,
-                               id="planted-big", origin="default",
-                               meta={"queue": "default", "owner": "o" * BIG, "exc_message": "e" * BIG})
+    planted = OptimaJob.create(
+        "tests.jobs.sample.add",
+        args=["a" * BIG, 1],
+        connection=queue_redis,
+        id="planted-big",
+        origin="default",
+        meta={"queue": "default", "owner": "o" * BIG, "exc_message": "e" * BIG},
+    )
     planted.save()
     queue_redis.rpush(keys.queue_key("default"), planted.id)
     worker = start_worker("default", "--burst")
     assert worker.wait(120) == 0, worker.output()
-    rows = {job_id: wait_for(lambda: DeadLetter.objects.filter(job_id=job_id).first(), timeout=30,
-                             message=f"the dead letter of {job_id}") for job_id in (signed.id, planted.id)}
+    rows = {
+        job_id: wait_for(
+            lambda: DeadLetter.objects.filter(job_id=job_id).first(), timeout=30, message=f"the dead letter of {job_id}"
+        )
+        for job_id in (signed.id, planted.id)
+    }
     assert (rows[signed.id].reason, rows[planted.id].reason) == ("exhausted", "unsigned")
     for row in rows.values():
         assert row_size(row) < ROW_BUDGET
@@ -389,8 +458,10 @@ def test_the_started_list_skips_an_execution_rq_cannot_read_and_shows_the_others
     from queues.catalog.lookup import get_queue
 
     queue = get_queue("default")
-    broken, fine = queue.enqueue_call("tests.jobs.sample.add", args=(1, 2)), queue.enqueue_call(
-        "tests.jobs.sample.add", args=(3, 4))
+    broken, fine = (
+        queue.enqueue_call("tests.jobs.sample.add", args=(1, 2)),
+        queue.enqueue_call("tests.jobs.sample.add", args=(3, 4)),
+    )
     now = str(time.time())
     for job, fields in ((broken, execution), (fine, {"created_at": now, "last_heartbeat": now})):
         queue.remove(job.id)

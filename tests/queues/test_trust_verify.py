@@ -12,6 +12,7 @@
 
 Real Redis; what an attacker writes is planted with Redis commands only.
 """
+
 import uuid
 
 import pytest
@@ -50,9 +51,15 @@ def queued_jobs(connection, name):
 
 def plant_failed(connection, func, args, kwargs=None, *, queue="repricer", meta=None, signed=False):
     """A job hash as a dead one looks, written with Redis commands only, ZADDed to the failed registry."""
-    job = OptimaJob.create(func, args=list(args), kwargs=kwargs or {}, connection=connection,
-                           id=f"forged-{uuid.uuid4().hex[:8]}", origin=queue,
-                           meta={"queue": queue, "attempt": 1, "attempts_allowed": 1, **(meta or {})})
+    job = OptimaJob.create(
+        func,
+        args=list(args),
+        kwargs=kwargs or {},
+        connection=connection,
+        id=f"forged-{uuid.uuid4().hex[:8]}",
+        origin=queue,
+        meta={"queue": queue, "attempt": 1, "attempts_allowed": 1, **(meta or {})},
+    )
     job._status = JobStatus.FAILED
     job.ended_at = timezone.now()
     if signed:
@@ -64,10 +71,20 @@ def plant_failed(connection, func, args, kwargs=None, *, queue="repricer", meta=
 
 def forged_price_change(connection, product_id=111):
     """The issue's attack: an unsigned ``apply_price(111, "0.01", ...)`` planted as an exhausted dead job."""
-    return plant_failed(connection, APPLY_PRICE, [product_id, "0.01", "forged-key"], meta={
-        "dead": "exhausted", "deaths": 1, "attempts_made": 1, "dead_at": timezone.now().isoformat(),
-        "exc_type": UNAVAILABLE, "exc_message": f"marketplace answered 503 for product {product_id}",
-        "dead_worker": "repricer-worker-1"})
+    return plant_failed(
+        connection,
+        APPLY_PRICE,
+        [product_id, "0.01", "forged-key"],
+        meta={
+            "dead": "exhausted",
+            "deaths": 1,
+            "attempts_made": 1,
+            "dead_at": timezone.now().isoformat(),
+            "exc_type": UNAVAILABLE,
+            "exc_message": f"marketplace answered 503 for product {product_id}",
+            "dead_worker": "repricer-worker-1",
+        },
+    )
 
 
 def real_price_death(connection, product_id=112):
@@ -75,12 +92,18 @@ def real_price_death(connection, product_id=112):
     job = queues.enqueue("repricer", APPLY_PRICE, product_id, "19.90", f"k-{product_id}")
     connection.lrem(keys.queue_key("repricer"), 0, job.id)
     job = OptimaJob.fetch(job.id, connection=connection)
-    return job, deadletter.bury(job, reason="exhausted", exc_string=(
-        "Traceback (most recent call last):\n  File \"jobs.py\", line 50\n"
-        f"{UNAVAILABLE}: marketplace answered 503 for product {product_id}\n"))
+    return job, deadletter.bury(
+        job,
+        reason="exhausted",
+        exc_string=(
+            'Traceback (most recent call last):\n  File "jobs.py", line 50\n'
+            f"{UNAVAILABLE}: marketplace answered 503 for product {product_id}\n"
+        ),
+    )
 
 
 # --- reconcile verifies what it copies --------------------------------------------------------------
+
 
 def test_a_forged_dead_price_change_is_an_unverified_dead_letter_that_no_bulk_path_signs(actor, queue_redis):
     from features.repricer.models import PriceChange, Product
@@ -93,8 +116,12 @@ def test_a_forged_dead_price_change_is_an_unverified_dead_letter_that_no_bulk_pa
 
     assert (summary.mirrored, summary.errors) == (1, 0)
     row = DeadLetter.objects.get(job_id=forged)
-    assert (row.reason, row.status, row.func_path, row.args) == ("unverified", "open", APPLY_PRICE,
-                                                                 [111, "0.01", "forged-key"])
+    assert (row.reason, row.status, row.func_path, row.args) == (
+        "unverified",
+        "open",
+        APPLY_PRICE,
+        [111, "0.01", "forged-key"],
+    )
     assert row.exc_type == "UnverifiedJob" and row.exc_message.startswith("Unverified: ")
     for claimed in ("MarketplaceUnavailable", "503", "exhausted", "repricer-worker-1"):
         assert claimed not in f"{row.exc_type} {row.exc_message} {row.traceback} {row.worker}", claimed
@@ -109,13 +136,15 @@ def test_a_forged_dead_price_change_is_an_unverified_dead_letter_that_no_bulk_pa
     bulk = actor.post(LIST, {"action": "retry_selected", "_selected_action": [row.pk], "post": "yes"}, follow=True)
     assert messages_of(bulk) == [
         "1 dead letter not retried: its function and arguments were never verified (unverified or unsigned). "
-        "Retry it on its own from its page, which shows them."]
+        "Retry it on its own from its page, which shows them."
+    ]
     groups = list(FailureGroup.objects.values_list("pk", flat=True))
     assert len(groups) == 2
     grouped = actor.post(GROUPS, {"action": "retry_groups", "_selected_action": groups, "post": "yes"}, follow=True)
     assert messages_of(grouped) == [
         "1 dead letters retried in 2 failure groups (1 skipped, 0 failed).",
-        "1 dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page."]
+        "1 dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page.",
+    ]
     call_command("queues_reconcile")  # the row's job left the failed registry: marked discarded, not retried
     assert DeadLetter.objects.get(pk=row.pk).status == "discarded"
     actor.post(LIST, {"action": "retry_selected", "_selected_action": [row.pk], "post": "yes"})
@@ -134,25 +163,42 @@ def test_a_forged_dead_price_change_is_an_unverified_dead_letter_that_no_bulk_pa
 def test_reconcile_verifies_with_the_current_key_and_the_old_keys(queue_redis, settings):
     first, second = "a" * 40, "b" * 40
     settings.QUEUE_SIGNING_KEY = first
-    signed_with_first = plant_failed(queue_redis, "tests.jobs.sample.add", [1, 2], queue="default", signed=True,
-                                     meta={"dead": "exhausted", "deaths": 1})
+    signed_with_first = plant_failed(
+        queue_redis,
+        "tests.jobs.sample.add",
+        [1, 2],
+        queue="default",
+        signed=True,
+        meta={"dead": "exhausted", "deaths": 1},
+    )
     settings.QUEUE_SIGNING_KEY, settings.QUEUE_SIGNING_OLD_KEYS = second, [first]
-    signed_with_second = plant_failed(queue_redis, "tests.jobs.sample.add", [3, 4], queue="default", signed=True,
-                                      meta={"dead": "exhausted", "deaths": 1})
+    signed_with_second = plant_failed(
+        queue_redis,
+        "tests.jobs.sample.add",
+        [3, 4],
+        queue="default",
+        signed=True,
+        meta={"dead": "exhausted", "deaths": 1},
+    )
     deadletter.reconcile(["default"])
     assert dict(DeadLetter.objects.values_list("job_id", "reason")) == {
-        signed_with_first: "exhausted", signed_with_second: "exhausted"}
+        signed_with_first: "exhausted",
+        signed_with_second: "exhausted",
+    }
 
     settings.QUEUE_SIGNING_OLD_KEYS = []  # the first key retired: what it signed no longer verifies
     DeadLetter.objects.all().delete()
     deadletter.reconcile(["default"])
     assert dict(DeadLetter.objects.values_list("job_id", "reason")) == {
-        signed_with_first: "unverified", signed_with_second: "exhausted"}
+        signed_with_first: "unverified",
+        signed_with_second: "exhausted",
+    }
 
 
 def test_a_signature_that_is_not_hex_ascii_is_unverified_and_reconcile_goes_on(queue_redis):
-    planted = plant_failed(queue_redis, "tests.jobs.sample.add", [1, 2], queue="default",
-                           meta={"dead": "exhausted", "deaths": 1})
+    planted = plant_failed(
+        queue_redis, "tests.jobs.sample.add", [1, 2], queue="default", meta={"dead": "exhausted", "deaths": 1}
+    )
     queue_redis.hset(keys.job_key(planted), "signature", "é" * 32)
     summary = deadletter.reconcile(["default"])
     assert summary.errors == 0
@@ -160,8 +206,9 @@ def test_a_signature_that_is_not_hex_ascii_is_unverified_and_reconcile_goes_on(q
 
 
 def test_an_unverified_entry_does_not_reopen_or_rewrite_a_row_an_operator_dealt_with(queue_redis):
-    forged = plant_failed(queue_redis, "tests.jobs.sample.add", [1, 2], queue="default",
-                          meta={"dead": "exhausted", "deaths": 1})
+    forged = plant_failed(
+        queue_redis, "tests.jobs.sample.add", [1, 2], queue="default", meta={"dead": "exhausted", "deaths": 1}
+    )
     deadletter.reconcile(["default"])
     DeadLetter.objects.filter(job_id=forged).update(status="retried", retried_as="other-job")
     job = OptimaJob.fetch(forged, connection=queue_redis)
@@ -173,11 +220,17 @@ def test_an_unverified_entry_does_not_reopen_or_rewrite_a_row_an_operator_dealt_
 
 # --- never verified: one row at a time, confirmed on a page that shows it ----------------------------
 
-def test_only_a_one_row_retry_confirmed_on_a_page_showing_the_unverified_call_retries_it(actor, queue_redis,
-                                                                                        tmp_path):
+
+def test_only_a_one_row_retry_confirmed_on_a_page_showing_the_unverified_call_retries_it(actor, queue_redis, tmp_path):
     marker = str(tmp_path / "ran")
-    forged = plant_failed(queue_redis, "tests.jobs.sample.touch", [marker], {"content": "forged"}, queue="default",
-                          meta={"dead": "exhausted", "deaths": 1})
+    forged = plant_failed(
+        queue_redis,
+        "tests.jobs.sample.touch",
+        [marker],
+        {"content": "forged"},
+        queue="default",
+        meta={"dead": "exhausted", "deaths": 1},
+    )
     deadletter.reconcile(["default"])
     row = DeadLetter.objects.get(job_id=forged)
 
@@ -206,8 +259,9 @@ def test_only_a_one_row_retry_confirmed_on_a_page_showing_the_unverified_call_re
     assert (tmp_path / "ran").read_text().split() == ["forged"]
 
 
-def test_the_workers_unsigned_rows_are_skipped_by_bulk_and_group_retries_which_say_how_many(actor, queue_redis,
-                                                                                           tmp_path):
+def test_the_workers_unsigned_rows_are_skipped_by_bulk_and_group_retries_which_say_how_many(
+    actor, queue_redis, tmp_path
+):
     planted = [plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / f"ran-{i}")]) for i in range(2)]
     run_burst(queue_redis)
     rows = list(DeadLetter.objects.filter(job_id__in=planted))
@@ -216,11 +270,13 @@ def test_the_workers_unsigned_rows_are_skipped_by_bulk_and_group_retries_which_s
 
     confirm = actor.post(LIST, {"action": "retry_selected", "_selected_action": [r.pk for r in rows]})
     assert "2 of them were never verified" in confirm.content.decode()
-    bulk = actor.post(LIST, {"action": "retry_selected", "_selected_action": [r.pk for r in rows], "post": "yes"},
-                      follow=True)
+    bulk = actor.post(
+        LIST, {"action": "retry_selected", "_selected_action": [r.pk for r in rows], "post": "yes"}, follow=True
+    )
     assert messages_of(bulk) == [
         "2 dead letters not retried: their function and arguments were never verified (unverified or unsigned). "
-        "Retry each on its own from its page, which shows them."]
+        "Retry each on its own from its page, which shows them."
+    ]
     group = FailureGroup.objects.get()
     confirm = actor.get(f"{GROUPS}{group.pk}/retry/").content.decode()
     assert "2 of them were never verified" in confirm
@@ -233,6 +289,7 @@ def test_the_workers_unsigned_rows_are_skipped_by_bulk_and_group_retries_which_s
 
 
 # --- stop, then enqueue again from the job's page ---------------------------------------------------
+
 
 @pytest.fixture
 def board(settings):
@@ -251,15 +308,19 @@ def dead_letter_counts(name="default"):
 
 @pytest.mark.slow
 def test_a_job_stopped_then_enqueued_again_from_its_page_leaves_the_failed_list_and_its_dead_letter(
-        board, queue_redis, start_worker, tmp_path):
+    board, queue_redis, start_worker, tmp_path
+):
     release = tmp_path / "release"
     job = queues.enqueue("default", "tests.jobs.waiting.wait_for_file", str(release), attempts=3)
     worker = start_worker("default")
     status = lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status(refresh=True)  # noqa: E731
     wait_for(lambda: status() == JobStatus.STARTED, timeout=60, message="the job to start")
     board.post(f"/admin/queues/queues/1/{job.id}/stop/")
-    wait_for(lambda: DeadLetter.objects.filter(job_id=job.id, reason="stopped", status="open").exists(),
-             timeout=60, message="the stopped job's dead letter")
+    wait_for(
+        lambda: DeadLetter.objects.filter(job_id=job.id, reason="stopped", status="open").exists(),
+        timeout=60,
+        message="the stopped job's dead letter",
+    )
     assert dead_letter_counts() == (1, 1)
 
     release.touch()

@@ -7,6 +7,7 @@ scheduled registry that is a string, a job id with a line break in it. Each is p
 bad entry is refused or renamed aside (``queues.keyspace.quarantine``) with one ERROR naming it, and no line
 of the process's output starts with text the entry chose.
 """
+
 import logging
 import re
 import uuid
@@ -34,9 +35,14 @@ FORGED = "2026-12-01 13.00.00,000 CRITICAL forged"
 def plant(connection, *, queue="default", **fields):
     """A signed job of ``sample.add(2, 3)`` pushed onto ``queue``, its hash fields then overwritten
     with ``fields`` (Redis commands only); -> its id."""
-    job = OptimaJob.create("tests.jobs.sample.add", args=[2, 3], connection=connection,
-                           id=f"planted-{uuid.uuid4().hex[:8]}", origin=queue,
-                           meta={"queue": queue, "attempt": 1, "attempts_allowed": 5})
+    job = OptimaJob.create(
+        "tests.jobs.sample.add",
+        args=[2, 3],
+        connection=connection,
+        id=f"planted-{uuid.uuid4().hex[:8]}",
+        origin=queue,
+        meta={"queue": queue, "attempt": 1, "attempts_allowed": 5},
+    )
     job.signature = signing.sign(job)
     job.save()
     if fields:
@@ -67,9 +73,9 @@ def burst(start_worker, *args, env=None, command="rqworker"):
 
 # -- 1. the gate: a signature that is not ASCII, any exception of the gate ------------------------
 
+
 @pytest.mark.slow
-def test_a_job_whose_signature_is_not_ascii_is_dead_lettered_corrupt_and_the_worker_goes_on(
-        start_worker, queue_redis):
+def test_a_job_whose_signature_is_not_ascii_is_dead_lettered_corrupt_and_the_worker_goes_on(start_worker, queue_redis):
     planted = [plant(queue_redis, signature="\xff" * 64), plant(queue_redis, signature="é" * 32)]
     raw = {job_id: queue_redis.hgetall(keys.job_key(job_id)) for job_id in planted}
     good = queues.enqueue("default", sample.add, 2, 3)
@@ -109,9 +115,9 @@ def test_any_exception_of_the_gate_refuses_the_job_as_corrupt_and_the_worker_goe
 
 # -- 2. limit keys of the wrong type -----------------------------------------------------------------
 
+
 @pytest.mark.slow
-def test_limit_keys_of_the_wrong_type_are_set_aside_with_one_error_and_the_worker_goes_on(
-        start_worker, queue_redis):
+def test_limit_keys_of_the_wrong_type_are_set_aside_with_one_error_and_the_worker_goes_on(start_worker, queue_redis):
     limited = queues.enqueue("default", sample.add, 2, 3, limit_key="seller:1", limit_concurrency=1)
     queue_redis.hset(limited.key, "signature", "0" * 64)  # refused (unsigned): its slot is then released
     scoped = limited.rate_limit_key
@@ -143,9 +149,9 @@ def test_release_of_a_job_whose_limit_keys_hold_no_number_skips_it_with_an_error
 
 # -- 3. rq's own entry points: registration, maintenance, the schedulers ----------------------------
 
+
 @pytest.mark.slow
-def test_a_workers_set_that_is_a_string_is_set_aside_and_the_worker_starts_and_runs_jobs(
-        start_worker, queue_redis):
+def test_a_workers_set_that_is_a_string_is_set_aside_and_the_worker_starts_and_runs_jobs(start_worker, queue_redis):
     queue_redis.set(REDIS_WORKER_KEYS, "poison")
     good = queues.enqueue("default", sample.add, 2, 3)
     output = burst(start_worker, "default", "--without-scheduler")
@@ -194,7 +200,8 @@ def test_due_jobs_rqs_scheduler_cannot_read_are_dead_lettered_and_the_others_mov
 
 @pytest.mark.slow
 def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_the_scheduler_process_of_a_worker(
-        start_worker, queue_redis):
+    start_worker, queue_redis
+):
     scheduled = keys.scheduled_key("default")
     queue_redis.set(scheduled, "poison")
     worker = start_worker("default")  # RQ's scheduler runs as a child process of the worker
@@ -208,7 +215,8 @@ def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_the_scheduler_proc
 
 @pytest.mark.slow
 def test_rqscheduler_sets_aside_a_schedule_set_of_the_wrong_type_and_registers_the_schedules(
-        start_worker, queue_redis, lifecycle_schedules):
+    start_worker, queue_redis, lifecycle_schedules
+):
     key = scheduled_jobs_key()
     queue_redis.set(key, "poison")
     output = burst(start_worker, env=WORKER_ENV, command="rqscheduler")
@@ -255,12 +263,23 @@ def test_a_worker_settles_a_job_whose_horse_ended_when_the_started_registry_was_
     job = OptimaJob.fetch(queues.enqueue("default", sample.add, 2, 3).id, connection=queue_redis)
     execution = worker.prepare_execution(job)
     poison(queue_redis, keys.started_key("default"))
-    settle.settle(worker, settle.Ended(job, get_queue("default", connection=queue_redis), execution, pid=0,
-                                       wait_status=None, rusage=None, interrupted=None))
+    settle.settle(
+        worker,
+        settle.Ended(
+            job,
+            get_queue("default", connection=queue_redis),
+            execution,
+            pid=0,
+            wait_status=None,
+            rusage=None,
+            interrupted=None,
+        ),
+    )
     assert len(aside(queue_redis, keys.started_key("default"))) == 1
 
 
 # -- 4. log lines a job id cannot forge ------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_no_line_a_worker_writes_starts_with_text_a_job_id_chose(start_worker, queue_redis):
@@ -284,12 +303,16 @@ def test_a_traceback_keeps_its_lines_and_a_line_break_in_a_value_is_escaped():
     try:
         raise ValueError(f"No such job: evil\n{FORGED}")
     except ValueError as exc:
-        record.args = (f"evil\n{FORGED}", "Traceback (most recent call last):\n  File \"x\", line 1\nKeyError: k\n")
+        record.args = (f"evil\n{FORGED}", 'Traceback (most recent call last):\n  File "x", line 1\nKeyError: k\n')
         record.exc_info = (type(exc), exc, exc.__traceback__)
     logsafe.EscapeControlCharacters().filter(record)
     text = logging.Formatter("%(levelname)s %(message)s").format(record)
     lines = text.splitlines()
-    assert lines[:4] == [f"ERROR job evil\\n{FORGED}: failed", "Traceback (most recent call last):",
-                         '  File "x", line 1', "KeyError: k"]
+    assert lines[:4] == [
+        f"ERROR job evil\\n{FORGED}: failed",
+        "Traceback (most recent call last):",
+        '  File "x", line 1',
+        "KeyError: k",
+    ]
     assert lines[-1] == f"ValueError: No such job: evil\\n{FORGED}" and lines.count(lines[1]) == 2
     assert [line for line in lines if line.startswith(FORGED)] == []

@@ -1,4 +1,5 @@
 """Unique jobs: one waiting job per (queue, key); the second enqueue gets the waiting one back."""
+
 import threading
 
 import pytest

@@ -1,5 +1,6 @@
 """The wait (due -> started) and total (first enqueue -> end) histograms: their settings' checks, the
 receivers in-process, and a real worker running a delayed job and a retried one."""
+
 import datetime as dt
 
 import pytest
@@ -23,8 +24,11 @@ def no_cache(settings):
 
 def scraped(client):
     text = client.get("/metrics").content.decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
 
 
 def value(found, name, **labels):
@@ -41,7 +45,8 @@ def test_bad_wait_and_total_buckets_are_reported_with_their_own_ids(settings):
         "OPTIMA_QUEUES_OPTIONS['METRICS_WAIT_BUCKETS'] must be a non-empty list of distinct positive numbers "
         "of seconds, got [].",
         hint="E.g. [0.1, 1, 10, 60, 600, 3600]; +Inf is added for you. Remove the key for the default.",
-        id="queues.E054")
+        id="queues.E054",
+    )
     settings.OPTIMA_QUEUES_OPTIONS = {"METRICS_WAIT_BUCKETS": [1, 60, 3600], "METRICS_TOTAL_BUCKETS": (5, 3600)}
     assert [e for e in run_checks() if e.id.startswith("queues.E05")] == []
 
@@ -57,7 +62,7 @@ def test_a_start_and_a_success_observe_wait_and_total_from_the_meta_stamps(clien
     first = job.meta[jobmeta.FIRST_ENQUEUED_AT]
     # As a worker would see it: enqueued 30 s ago (rq's enqueued_at, rewritten at each push), first
     # enqueued 100 s ago, started now-10 s and ended now.
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     job.meta[jobmeta.FIRST_ENQUEUED_AT] = now.timestamp() - 100
     job.enqueued_at = now - dt.timedelta(seconds=30)
     job.started_at = now - dt.timedelta(seconds=10)
@@ -65,7 +70,7 @@ def test_a_start_and_a_success_observe_wait_and_total_from_the_meta_stamps(clien
     events.send(events.job_started, queue="default", job=job)
     events.send(events.job_succeeded, queue="default", job=job, duration=10.0)
     found = scraped(client)
-    assert first == pytest.approx(dt.datetime.now(dt.timezone.utc).timestamp(), abs=60)
+    assert first == pytest.approx(dt.datetime.now(dt.UTC).timestamp(), abs=60)
     assert value(found, "optima_queue_job_wait_seconds_count", queue="default") == 1.0
     assert value(found, "optima_queue_job_wait_seconds_sum", queue="default") == pytest.approx(20.0, abs=0.01)
     assert value(found, "optima_queue_job_wait_seconds_bucket", queue="default", le="10") == 0.0
@@ -80,7 +85,7 @@ def test_a_start_and_a_success_observe_wait_and_total_from_the_meta_stamps(clien
 
 
 def _seconds(moment):
-    return moment.replace(tzinfo=moment.tzinfo or dt.timezone.utc).timestamp()
+    return moment.replace(tzinfo=moment.tzinfo or dt.UTC).timestamp()
 
 
 @pytest.mark.slow
@@ -92,11 +97,21 @@ def test_a_real_worker_counts_wait_from_due_and_total_across_retries(client, sta
     stamped = fetch(retried.id, queue_redis).meta[jobmeta.FIRST_ENQUEUED_AT]
     worker = start_worker("default", "orders-sync")  # with rq's scheduler: it moves the delayed job and the retry
     for job in (delayed, retried):
-        wait_for(lambda: fetch(job.id, queue_redis).get_status() == "finished", timeout=60,
-                 message=f"job {job.id} to finish")
-    found = wait_for(lambda: (lambda f: f if value(f, "optima_queue_job_total_seconds_count", queue="default") == 1
-                              and value(f, "optima_queue_job_total_seconds_count", queue="orders-sync") == 1
-                              else None)(scraped(client)), timeout=30, message="the totals to be written")
+        wait_for(
+            lambda: fetch(job.id, queue_redis).get_status() == "finished", timeout=60, message=f"job {job.id} to finish"
+        )
+    found = wait_for(
+        lambda: (
+            lambda f: (
+                f
+                if value(f, "optima_queue_job_total_seconds_count", queue="default") == 1
+                and value(f, "optima_queue_job_total_seconds_count", queue="orders-sync") == 1
+                else None
+            )
+        )(scraped(client)),
+        timeout=30,
+        message="the totals to be written",
+    )
 
     # The delayed job: its wait runs from when it became due, not from its enqueue two seconds earlier.
     done = fetch(delayed.id, queue_redis)

@@ -1,6 +1,7 @@
 """The worker class in-process: OptimaSimpleWorker runs jobs in this very process, so the whole
 failure policy, the dead letter, metrics and retention of ``queues.worker.adapter`` are exercised here
 without forking. (Real processes and signals: test_shutdown, test_resilience, test_no_fork.)"""
+
 import pytest
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
@@ -26,10 +27,20 @@ def counters(queue_redis, queue="default"):
 
 
 def test_the_worker_is_one_class_of_ours_over_rqs():
-    assert [c.__qualname__ for c in OptimaWorker.__mro__] == ["OptimaWorker", "WorkerBehaviour", "Worker",
-                                                              "BaseWorker", "object"]
-    assert [c.__qualname__ for c in OptimaSimpleWorker.__mro__] == ["OptimaSimpleWorker", "WorkerBehaviour",
-                                                                    "SimpleWorker", "BaseWorker", "object"]
+    assert [c.__qualname__ for c in OptimaWorker.__mro__] == [
+        "OptimaWorker",
+        "WorkerBehaviour",
+        "Worker",
+        "BaseWorker",
+        "object",
+    ]
+    assert [c.__qualname__ for c in OptimaSimpleWorker.__mro__] == [
+        "OptimaSimpleWorker",
+        "WorkerBehaviour",
+        "SimpleWorker",
+        "BaseWorker",
+        "object",
+    ]
 
 
 def test_a_failed_attempt_is_scheduled_again_with_the_policys_backoff(queue_redis):
@@ -95,7 +106,8 @@ def test_a_paused_queue_is_left_alone_by_the_worker(queue_redis):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_job_whose_hash_cannot_be_read_is_dead_lettered_as_corrupt_with_its_raw_hash_and_the_worker_goes_on(
-        queue_redis, tmp_path, caplog):
+    queue_redis, tmp_path, caplog
+):
     import logging
 
     from rq import Queue
@@ -106,7 +118,8 @@ def test_a_job_whose_hash_cannot_be_read_is_dead_lettered_as_corrupt_with_its_ra
 
     marker = tmp_path / "ran"
     pickled = Queue("default", connection=queue_redis, serializer=DefaultSerializer).enqueue(
-        "tests.jobs.sample.touch", str(marker), meta={"x": 1})  # its data and meta are pickles: not JSON
+        "tests.jobs.sample.touch", str(marker), meta={"x": 1}
+    )  # its data and meta are pickles: not JSON
     raw = queue_redis.hgetall(OptimaJob.key_for(pickled.id))
     good = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
     with caplog.at_level(logging.ERROR):

@@ -4,6 +4,7 @@ Django), one request through the test client to a view that enqueues; prints the
 
     python tests/queues/tracing_web.py   (cwd: the repository; DJANGO_SETTINGS_MODULE and OTEL_* set)
 """
+
 import sys
 from pathlib import Path
 

@@ -6,16 +6,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('content', '0001_initial'),
+        ("content", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='contentgeneration',
-            name='owner',
-            field=models.ForeignKey(blank=True, help_text='who asked (empty: before owners)', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='content_generations', to=settings.AUTH_USER_MODEL),
+            model_name="contentgeneration",
+            name="owner",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="who asked (empty: before owners)",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="content_generations",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
     ]

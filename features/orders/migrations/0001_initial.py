@@ -4,29 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Order',
+            name="Order",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('cabinet_id', models.PositiveIntegerField()),
-                ('external_id', models.CharField(help_text="the marketplace's order id", max_length=64)),
-                ('status', models.CharField(max_length=32)),
-                ('total', models.DecimalField(decimal_places=2, max_digits=12)),
-                ('currency', models.CharField(max_length=3)),
-                ('placed_at', models.DateTimeField()),
-                ('marketplace_updated_at', models.DateTimeField()),
-                ('synced_at', models.DateTimeField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("cabinet_id", models.PositiveIntegerField()),
+                ("external_id", models.CharField(help_text="the marketplace's order id", max_length=64)),
+                ("status", models.CharField(max_length=32)),
+                ("total", models.DecimalField(decimal_places=2, max_digits=12)),
+                ("currency", models.CharField(max_length=3)),
+                ("placed_at", models.DateTimeField()),
+                ("marketplace_updated_at", models.DateTimeField()),
+                ("synced_at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['cabinet_id', 'external_id'],
-                'constraints': [models.UniqueConstraint(fields=('cabinet_id', 'external_id'), name='orders_order_unique_per_cabinet')],
+                "ordering": ["cabinet_id", "external_id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("cabinet_id", "external_id"), name="orders_order_unique_per_cabinet"
+                    )
+                ],
             },
         ),
     ]

@@ -4,33 +4,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='PriceChange',
+            name="PriceChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('idempotency_key', models.CharField(max_length=100, unique=True)),
-                ('product_id', models.PositiveBigIntegerField(db_index=True)),
-                ('price', models.DecimalField(decimal_places=2, max_digits=12)),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('applied', 'applied')], default='pending', max_length=16)),
-                ('job_id', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('applied_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("idempotency_key", models.CharField(max_length=100, unique=True)),
+                ("product_id", models.PositiveBigIntegerField(db_index=True)),
+                ("price", models.DecimalField(decimal_places=2, max_digits=12)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("pending", "pending"), ("applied", "applied")], default="pending", max_length=16
+                    ),
+                ),
+                ("job_id", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("applied_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='Product',
+            name="Product",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('product_id', models.PositiveBigIntegerField(unique=True)),
-                ('price', models.DecimalField(decimal_places=2, max_digits=12)),
-                ('price_updated_at', models.DateTimeField()),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("product_id", models.PositiveBigIntegerField(unique=True)),
+                ("price", models.DecimalField(decimal_places=2, max_digits=12)),
+                ("price_updated_at", models.DateTimeField()),
             ],
         ),
     ]

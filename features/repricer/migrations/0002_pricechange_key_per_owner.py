@@ -9,29 +9,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('repricer', '0001_initial'),
+        ("repricer", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='pricechange',
-            name='owner',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='price_changes', to=settings.AUTH_USER_MODEL),
+            model_name="pricechange",
+            name="owner",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="price_changes",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AlterField(
-            model_name='pricechange',
-            name='idempotency_key',
+            model_name="pricechange",
+            name="idempotency_key",
             field=models.CharField(max_length=100),
         ),
         migrations.AddConstraint(
-            model_name='pricechange',
-            constraint=models.UniqueConstraint(fields=('owner', 'idempotency_key'), name='repricer_pricechange_key_per_owner'),
+            model_name="pricechange",
+            constraint=models.UniqueConstraint(
+                fields=("owner", "idempotency_key"), name="repricer_pricechange_key_per_owner"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='pricechange',
-            constraint=models.UniqueConstraint(condition=models.Q(('owner__isnull', True)), fields=('idempotency_key',), name='repricer_pricechange_key_without_owner'),
+            model_name="pricechange",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("owner__isnull", True)),
+                fields=("idempotency_key",),
+                name="repricer_pricechange_key_without_owner",
+            ),
         ),
     ]

@@ -5,6 +5,7 @@ marks open rows whose job left the failed registry some other way: ``retried`` (
 django-rq's dashboard) or ``discarded`` (deleted). Workers also run it in their maintenance, at most
 every ``OPTIMA_QUEUES_OPTIONS['RECONCILE_INTERVAL']`` seconds. Safe to run at any time, repeatedly.
 """
+
 import redis
 from django.core.management.base import BaseCommand, CommandError
 

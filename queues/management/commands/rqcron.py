@@ -5,6 +5,7 @@ django-rq's ``rqcron`` enqueues from its own configuration file straight onto rq
 place where periodic jobs would live. Declare periodic jobs in ``OPTIMA_SCHEDULES`` (or an app's
 ``SCHEDULES``) and run ``manage.py rqscheduler`` (docs/operator.md).
 """
+
 from django.core.management.base import BaseCommand, CommandError
 
 
@@ -17,4 +18,5 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         raise CommandError(
             "rqcron is not used here: it would enqueue past queues.enqueue. Declare periodic jobs in "
-            "OPTIMA_SCHEDULES (or an app's SCHEDULES) and run `manage.py rqscheduler` (docs/operator.md).")
+            "OPTIMA_SCHEDULES (or an app's SCHEDULES) and run `manage.py rqscheduler` (docs/operator.md)."
+        )

@@ -5,6 +5,7 @@ queue), no declared-queue check. This one keeps its command line (``[-q QUEUE] [
 [ARG ...]``, arguments passed as strings as django-rq does, or as JSON with ``--json``) and enqueues
 exactly as application code does, so the worker treats the job like any other.
 """
+
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -19,8 +20,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--queue", "-q", dest="queue", default="default", help="A declared queue [default].")
         parser.add_argument("--timeout", "-t", type=int, dest="timeout", help="The job's timeout in seconds.")
-        parser.add_argument("--json", action="store_true", dest="as_json",
-                            help="Read each ARG as JSON (1, true, null, \"text\", [..], {..}), not as a string.")
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            dest="as_json",
+            help='Read each ARG as JSON (1, true, null, "text", [..], {..}), not as a string.',
+        )
         parser.add_argument("func", help="Dotted path of the job function, e.g. features.orders.jobs.sync.")
         parser.add_argument("job_args", nargs="*", metavar="ARG")
 

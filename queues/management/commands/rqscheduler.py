@@ -6,6 +6,7 @@ ones no longer declared), then polls every ``--interval`` seconds (default
 due schedule as a fresh job (``queues.periodic.schedules.scheduler_class``). Running two is safe: one holds the
 lock per poll, and a run's job id derives from its tick.
 """
+
 import logging
 import time
 
@@ -28,8 +29,12 @@ class Command(rqscheduler.Command):
         super().add_arguments(parser)
         parser.set_defaults(interval=None, queue=None)
         parser.add_argument("--burst", action="store_true", help="Register, enqueue what is due once, and exit.")
-        parser.add_argument("--no-register", action="store_true", dest="no_register",
-                            help="Do not (re)register the declared schedules at start.")
+        parser.add_argument(
+            "--no-register",
+            action="store_true",
+            dest="no_register",
+            help="Do not (re)register the declared schedules at start.",
+        )
 
     def handle(self, *args, **options):
         logsafe.install()  # what it logs from Redis (keys, members, job ids) cannot forge a line
@@ -50,8 +55,11 @@ class Command(rqscheduler.Command):
         if not options["no_register"]:
             self._register(connection)
         scheduler = schedules.scheduler_class()(
-            queue_name=name, queue=get_queue(name, connection=connection), interval=interval,
-            connection=connection, job_class=OptimaJob,
+            queue_name=name,
+            queue=get_queue(name, connection=connection),
+            interval=interval,
+            connection=connection,
+            job_class=OptimaJob,
         )
         try:
             from queues.periodic.supervision import run_rq_scheduler
@@ -68,14 +76,22 @@ class Command(rqscheduler.Command):
         delay = 0.5
         while True:
             try:
-                summary = quarantine.retry_once(connection, lambda: self._expected(connection),
-                                                lambda: schedules.register(connection), who="rqscheduler")
+                summary = quarantine.retry_once(
+                    connection,
+                    lambda: self._expected(connection),
+                    lambda: schedules.register(connection),
+                    who="rqscheduler",
+                )
             except redis.ResponseError as exc:
                 quarantine.report(exc, who="rqscheduler", what="register the declared periodic jobs")
                 return None
             except redis.RedisError as exc:
-                logger.warning("Cannot register periodic jobs, Redis at %s unavailable (%s); retrying in %.1fs",
-                               describe(), type(exc).__name__, delay)
+                logger.warning(
+                    "Cannot register periodic jobs, Redis at %s unavailable (%s); retrying in %.1fs",
+                    describe(),
+                    type(exc).__name__,
+                    delay,
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, retry_max)
                 continue
@@ -87,5 +103,8 @@ class Command(rqscheduler.Command):
 
     @staticmethod
     def _expected(connection):
-        return {schedules.scheduled_jobs_key(): "zset", keys.schedules_paused_key(): "set",
-                **{OptimaJob.key_for(s.template_id): "hash" for s in schedules.declared_schedules()}}
+        return {
+            schedules.scheduled_jobs_key(): "zset",
+            keys.schedules_paused_key(): "set",
+            **{OptimaJob.key_for(s.template_id): "hash" for s in schedules.declared_schedules()},
+        }

@@ -23,6 +23,7 @@ runs N jobs at once in threads, as ``rqworker --concurrency N``) — built and s
 rq's ``WorkerPool`` is reused for its supervision loop (start, reap, respawn, stop); we override
 where it does not fit, each time saying why below.
 """
+
 import gc
 import logging
 import os
@@ -76,7 +77,9 @@ def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1):
         build = {"worker_class": OptimaWorker}
     worker = run_worker(
         lambda: build_worker(names, grace, outage, backoff, name=name, **build),
-        outage, backoff, **work_kwargs,
+        outage,
+        backoff,
+        **work_kwargs,
     )
     if not (rqcompat.stop_requested(worker) or work_kwargs["burst"]):
         sys.exit(1)  # rq's loop ended on an unexpected exception (logged): the master forks a new member
@@ -88,8 +91,15 @@ class OptimaWorkerPool(WorkerPool):
     def __init__(self, names, *, num_workers, grace, with_scheduler, logging_level, concurrency=1):
         # rq's pool only keeps ``connection`` to rebuild it in its own run_worker, which we do not
         # use: members connect through django-rq's settings, as rqworker does.
-        super().__init__(names, connection=get_connection(), num_workers=num_workers, worker_class=OptimaWorker,
-                         serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
+        super().__init__(
+            names,
+            connection=get_connection(),
+            num_workers=num_workers,
+            worker_class=OptimaWorker,
+            serializer=JSONSerializer,
+            job_class=OptimaJob,
+            queue_class=OptimaQueue,
+        )
         self.names = list(names)
         self.concurrency = concurrency
         self.grace = grace
@@ -104,10 +114,16 @@ class OptimaWorkerPool(WorkerPool):
         # rq's target (rq.worker_pool.run_worker) builds the worker without shutdown_grace, always
         # with the scheduler, and without die_with_parent or the wait for Redis at start.
         return ForkProcess(
-            target=serve_member, name=f"Worker {name} (WorkerPool {self.name})",
-            args=(self.master_pid, name, self.names, self.grace,
-                  {"burst": burst, "with_scheduler": self.with_scheduler, "logging_level": self.logging_level},
-                  self.concurrency),
+            target=serve_member,
+            name=f"Worker {name} (WorkerPool {self.name})",
+            args=(
+                self.master_pid,
+                name,
+                self.names,
+                self.grace,
+                {"burst": burst, "with_scheduler": self.with_scheduler, "logging_level": self.logging_level},
+                self.concurrency,
+            ),
         )
 
     def start_worker(self, count=None, burst=True, _sleep=0, logging_level="INFO"):
@@ -133,9 +149,13 @@ class OptimaWorkerPool(WorkerPool):
         stopped = super().all_workers_have_stopped()
         if not stopped and self.stop_deadline is not None and time.monotonic() >= self.stop_deadline:
             for data in list(self.worker_dict.values()):
-                self.log.error("Member %s (pid %d) still running %g s after the stop signal: killing it; "
-                               "its job takes the abandoned-job path", data.name, data.pid,
-                               self.grace + STOP_MARGIN_SECONDS)
+                self.log.error(
+                    "Member %s (pid %d) still running %g s after the stop signal: killing it; "
+                    "its job takes the abandoned-job path",
+                    data.name,
+                    data.pid,
+                    self.grace + STOP_MARGIN_SECONDS,
+                )
                 self.stop_worker(data, sig=signal.SIGKILL)
                 data.process.join(5)
                 self.killed += 1
@@ -144,8 +164,12 @@ class OptimaWorkerPool(WorkerPool):
 
     def handle_dead_worker(self, worker_data):
         if self.status != self.Status.STOPPED and worker_data.process.exitcode != 0:
-            self.log.warning("Member %s (pid %d) exited with status %s; starting another", worker_data.name,
-                             worker_data.pid, worker_data.process.exitcode)
+            self.log.warning(
+                "Member %s (pid %d) exited with status %s; starting another",
+                worker_data.name,
+                worker_data.pid,
+                worker_data.process.exitcode,
+            )
         super().handle_dead_worker(worker_data)
 
 
@@ -155,37 +179,61 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("args", nargs="*", help="Queues to work on, in priority order (default: all declared).")
-        parser.add_argument("--num-workers", dest="num_workers", type=int, default=1,
-                            help="Number of worker processes (members) to run (default 1).")
         parser.add_argument(
-            "--grace", dest="grace", default=None,
-            help="Seconds a stopping member lets its running job finish before putting it back in its queue "
-                 "(default: OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'], 25). The supervisor's stop "
-                 "timeout must be longer: see docs/operations.md.",
+            "--num-workers",
+            dest="num_workers",
+            type=int,
+            default=1,
+            help="Number of worker processes (members) to run (default 1).",
         )
-        parser.add_argument("--without-scheduler", action="store_true", dest="without_scheduler",
-                            help="Do not run RQ's scheduler in the members (delayed jobs need one somewhere).")
-        parser.add_argument("--burst", action="store_true", dest="burst",
-                            help="Members exit once the queues are empty; the pool exits when they all have.")
+        parser.add_argument(
+            "--grace",
+            dest="grace",
+            default=None,
+            help="Seconds a stopping member lets its running job finish before putting it back in its queue "
+            "(default: OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'], 25). The supervisor's stop "
+            "timeout must be longer: see docs/operations.md.",
+        )
+        parser.add_argument(
+            "--without-scheduler",
+            action="store_true",
+            dest="without_scheduler",
+            help="Do not run RQ's scheduler in the members (delayed jobs need one somewhere).",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            dest="burst",
+            help="Members exit once the queues are empty; the pool exits when they all have.",
+        )
         parser.add_argument("--pid", dest="pid", default=None, help="File to write the master's pid into.")
         parser.add_argument(
-            "--concurrency", dest="concurrency", default=None,
+            "--concurrency",
+            dest="concurrency",
+            default=None,
             help="Jobs each member runs at once, each in a thread (default 1: forking members, one job at a time). "
-                 "N > 1: every member is a fork-free queues.worker.OptimaConcurrentWorker; docs/operations.md.")
+            "N > 1: every member is a fork-free queues.worker.OptimaConcurrentWorker; docs/operations.md.",
+        )
 
     def handle(self, *args, **options):
         if options["num_workers"] < 1:
-            raise CommandError(f"--num-workers must be an integer >= 1, got {options['num_workers']}. "
-                               "Example: --num-workers 4")
+            raise CommandError(
+                f"--num-workers must be an integer >= 1, got {options['num_workers']}. Example: --num-workers 4"
+            )
         concurrency = parse_concurrency(options["concurrency"])
         names, grace, level = start_command(self, args, options)
         if not self._wait_for_redis():
             return  # stopped while waiting
         # (the job modules were imported when Django started: queues.catalog.jobs.autodiscover, shared by members)
         reset_db_connections()  # no database connection may be shared with the members
-        pool = OptimaWorkerPool(names, num_workers=options["num_workers"], grace=grace,
-                                with_scheduler=not options["without_scheduler"], logging_level=level,
-                                concurrency=concurrency)
+        pool = OptimaWorkerPool(
+            names,
+            num_workers=options["num_workers"],
+            grace=grace,
+            with_scheduler=not options["without_scheduler"],
+            logging_level=level,
+            concurrency=concurrency,
+        )
         pool.start(burst=options["burst"], logging_level=level)
         if pool.killed:
             sys.exit(1)
@@ -194,13 +242,16 @@ class Command(BaseCommand):
         """True once Redis answers; False if a stop signal came first. (Members would wait for it
         too, each with its own log lines: the master waits once, before forking any.)"""
         stop = []
-        previous = {sig: signal.signal(sig, lambda signum, frame: stop.append(signum))
-                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {
+            sig: signal.signal(sig, lambda signum, frame: stop.append(signum))
+            for sig in (signal.SIGTERM, signal.SIGINT)
+        }
         connection = get_connection()
         outage = OutageLog(logger, f"rqworker-pool (Redis at {describe()})")
         try:
-            return wait_until_reachable(connection, Backoff(config.options().redis_retry_max), outage,
-                                        should_stop=lambda: bool(stop))
+            return wait_until_reachable(
+                connection, Backoff(config.options().redis_retry_max), outage, should_stop=lambda: bool(stop)
+            )
         finally:
             connection.connection_pool.disconnect()  # no socket shared with the members
             for sig, handler in previous.items():

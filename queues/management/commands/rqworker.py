@@ -21,6 +21,7 @@ template (~30 MiB more per worker process, copied on every fork: ~1 ms per job).
 in the release step runs them all (docs/operations.md#deploying). Before the first fork the worker
 has every job module imported (``queues.catalog.jobs``, at Django start), so its horses do not import one per job.
 """
+
 import logging
 import os
 import sys
@@ -72,25 +73,33 @@ class Command(rqworker.Command):
     def add_arguments(self, parser):
         super().add_arguments(parser)
         parser.add_argument(
-            "--without-scheduler", action="store_true", dest="without_scheduler",
+            "--without-scheduler",
+            action="store_true",
+            dest="without_scheduler",
             help="Do not run RQ's scheduler in this worker (delayed jobs need one somewhere).",
         )
         parser.add_argument(
-            "--no-fork", action="store_true", dest="no_fork",
+            "--no-fork",
+            action="store_true",
+            dest="no_fork",
             help="Run jobs in this process instead of a forked work horse per job (queues.worker."
-                 "OptimaSimpleWorker): faster for trusted I/O-bound jobs; no hard kill at timeout + 60 s or at "
-                 "the end of the grace, and a job that crashes the interpreter ends the worker. docs/operations.md.",
+            "OptimaSimpleWorker): faster for trusted I/O-bound jobs; no hard kill at timeout + 60 s or at "
+            "the end of the grace, and a job that crashes the interpreter ends the worker. docs/operations.md.",
         )
         parser.add_argument(
-            "--concurrency", dest="concurrency", default=None,
+            "--concurrency",
+            dest="concurrency",
+            default=None,
             help="Jobs run at once in this process, each in a thread (default 1: one at a time). N > 1 runs "
-                 f"{CONCURRENT} (fork-free, as --no-fork); docs/operations.md.",
+            f"{CONCURRENT} (fork-free, as --no-fork); docs/operations.md.",
         )
         parser.add_argument(
-            "--grace", dest="grace", default=None,
+            "--grace",
+            dest="grace",
+            default=None,
             help="Seconds a stopping worker lets its running job finish before putting it back in its queue "
-                 "(default: OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'], 25). The supervisor's stop "
-                 "timeout must be longer: see docs/operations.md.",
+            "(default: OPTIMA_QUEUES_OPTIONS['SHUTDOWN_GRACE_SECONDS'], 25). The supervisor's stop "
+            "timeout must be longer: see docs/operations.md.",
         )
 
     def handle(self, *args, **options):
@@ -101,14 +110,22 @@ class Command(rqworker.Command):
         # The job modules were imported when Django started (queues.catalog.jobs.autodiscover, in
         # QueuesConfig.ready), so horses share them instead of each importing its own copy.
         build_kwargs = {
-            "worker_class": chosen, "queue_class": options["queue_class"],
-            "job_class": options["job_class"], "name": options["name"], "worker_ttl": options["worker_ttl"],
+            "worker_class": chosen,
+            "queue_class": options["queue_class"],
+            "job_class": options["job_class"],
+            "name": options["name"],
+            "worker_ttl": options["worker_ttl"],
             **concurrency_kwargs(options),
         }
         worker = run_worker(
-            lambda: build_worker(names, grace, outage, backoff, **build_kwargs), outage, backoff,
-            burst=options["burst"], with_scheduler=not options["without_scheduler"], logging_level=level,
-            max_jobs=options["max_jobs"], max_idle_time=options["max_idle_time"],
+            lambda: build_worker(names, grace, outage, backoff, **build_kwargs),
+            outage,
+            backoff,
+            burst=options["burst"],
+            with_scheduler=not options["without_scheduler"],
+            logging_level=level,
+            max_jobs=options["max_jobs"],
+            max_idle_time=options["max_idle_time"],
         )
         if not (rqcompat.stop_requested(worker) or options["burst"] or options["max_jobs"] or options["max_idle_time"]):
             # rq's loop ends on an unexpected exception (logged above): say so to the supervisor.
@@ -144,8 +161,10 @@ def parse_concurrency(value):
     except ValueError:
         number = 0
     if number < 1:
-        raise CommandError(f"--concurrency must be a whole number of jobs >= 1, got {value!r}. Example: "
-                           "--concurrency 8 (8 jobs at once in one process; 1, the default, runs one at a time).")
+        raise CommandError(
+            f"--concurrency must be a whole number of jobs >= 1, got {value!r}. Example: "
+            "--concurrency 8 (8 jobs at once in one process; 1, the default, runs one at a time)."
+        )
     return number
 
 
@@ -166,13 +185,15 @@ def worker_class(options):
                 f"--concurrency {number} runs {number} jobs at once in threads of one fork-free process "
                 f"({CONCURRENT}); it cannot be combined with --worker-class {chosen!r}, which runs one job at a "
                 f"time. Drop --worker-class (or name a subclass of {CONCURRENT}), or drop --concurrency "
-                "and run more processes (rqworker-pool --num-workers).")
+                "and run more processes (rqworker-pool --num-workers)."
+            )
         return chosen or CONCURRENT
     if not options.get("no_fork"):
         return chosen
     if chosen and chosen != FORK_FREE:
-        raise CommandError(f"--no-fork runs {FORK_FREE}; it cannot be combined with --worker-class {chosen!r}. "
-                           "Drop one of the two.")
+        raise CommandError(
+            f"--no-fork runs {FORK_FREE}; it cannot be combined with --worker-class {chosen!r}. Drop one of the two."
+        )
     return FORK_FREE
 
 

@@ -1,5 +1,6 @@
 """The one Redis client factory (queues/connection/factory.py): every client the app builds has the
 timeouts and retry policy its caller asked for, and never shows its password."""
+
 import socket
 
 import pytest
@@ -35,11 +36,19 @@ def kwargs_of(client):
 
 def test_a_client_has_the_timeouts_and_retry_it_was_given_and_a_repr_without_its_password():
     retry = ReconnectOnce()
-    client = make_client(f"redis://app:{PASSWORD}@127.0.0.1:6379/2", timeout=0.25, connect_timeout=0.75,
-                         health_check_interval=7, retry=retry)
+    client = make_client(
+        f"redis://app:{PASSWORD}@127.0.0.1:6379/2",
+        timeout=0.25,
+        connect_timeout=0.75,
+        health_check_interval=7,
+        retry=retry,
+    )
     kwargs = kwargs_of(client)
     assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"], kwargs["health_check_interval"]) == (
-        0.25, 0.75, 7)
+        0.25,
+        0.75,
+        7,
+    )
     assert kwargs["retry"] is retry
     assert (kwargs["username"], kwargs["password"], kwargs["db"]) == ("app", PASSWORD, 2)
     assert repr(client) == "<_MaskedRedis redis://app:***@127.0.0.1:6379/2>"
@@ -48,7 +57,10 @@ def test_a_client_has_the_timeouts_and_retry_it_was_given_and_a_repr_without_its
 def test_the_connect_timeout_defaults_to_the_round_trip_timeout_and_idle_connections_are_not_pinged():
     kwargs = kwargs_of(make_client("redis://127.0.0.1:6379/0", timeout=0.4))
     assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"], kwargs["health_check_interval"]) == (
-        0.4, 0.4, 0)
+        0.4,
+        0.4,
+        0,
+    )
 
 
 def test_a_client_through_sentinel_gives_the_sentinels_its_timeouts_and_shows_the_master_not_the_password():
@@ -59,7 +71,10 @@ def test_a_client_through_sentinel_gives_the_sentinels_its_timeouts_and_shows_th
     sentinel_kwargs = client.connection_pool.sentinel_manager.sentinels[0].connection_pool.connection_kwargs
     assert (sentinel_kwargs["socket_timeout"], sentinel_kwargs["socket_connect_timeout"]) == (0.3, 0.3)
     assert (kwargs_of(client)["username"], kwargs_of(client)["password"], kwargs_of(client)["db"]) == (
-        "app", PASSWORD, 3)
+        "app",
+        PASSWORD,
+        3,
+    )
 
 
 def test_a_refused_connection_raises_an_error_that_names_the_host_and_not_the_password():
@@ -108,8 +123,12 @@ def test_a_copy_reaches_the_same_server_through_a_pool_of_its_own_with_its_own_t
 
 def test_a_copy_takes_the_retry_and_health_check_it_is_given():
     retry = ReconnectOnce()
-    copy = copy_client(make_client(settings.QUEUES_REDIS_URL, timeout=2.0, health_check_interval=15), timeout=0.5,
-                       retry=retry, health_check_interval=0)
+    copy = copy_client(
+        make_client(settings.QUEUES_REDIS_URL, timeout=2.0, health_check_interval=15),
+        timeout=0.5,
+        retry=retry,
+        health_check_interval=0,
+    )
     assert kwargs_of(copy)["retry"] is retry
     assert kwargs_of(copy)["health_check_interval"] == 0
 
@@ -118,14 +137,18 @@ def test_restrict_bounds_a_client_built_elsewhere_in_place():
     client = redis.Redis.from_url(settings.QUEUES_REDIS_URL, socket_timeout=5, health_check_interval=30)
     retry = ReconnectOnce()
     assert restrict(client, timeout=0.5, retry=retry) is client
-    assert (kwargs_of(client)["socket_timeout"], kwargs_of(client)["socket_connect_timeout"],
-            kwargs_of(client)["health_check_interval"]) == (0.5, 0.5, 0)
+    assert (
+        kwargs_of(client)["socket_timeout"],
+        kwargs_of(client)["socket_connect_timeout"],
+        kwargs_of(client)["health_check_interval"],
+    ) == (0.5, 0.5, 0)
     assert client.get_retry() is retry
     assert client.ping() is True
     client.close()
 
 
 # --- the app's clients, each built by the factory with its own policy ---------------------------
+
 
 def test_every_client_the_app_builds_hides_the_password_of_the_queues_url():
     from queues.connection.clients import get_cache_connection, get_connection, probe_client
@@ -140,10 +163,9 @@ def test_every_client_the_app_builds_hides_the_password_of_the_queues_url():
 
 def test_the_queues_client_has_the_apps_timeouts_and_a_scrape_client_reconnects_once():
     from queues import conf
+    from queues.connection import clients
     from queues.connection.clients import get_connection
     from queues.metrics import store
-
-    from queues.connection import clients
 
     # A fresh client: rq's Worker raises the socket timeout of the connection it is given, in place
     # (Worker._set_connection), and in-process worker tests earlier in the session share this one.
@@ -151,10 +173,16 @@ def test_the_queues_client_has_the_apps_timeouts_and_a_scrape_client_reconnects_
     opts = conf.options()
     kwargs = kwargs_of(get_connection())
     assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"], kwargs["health_check_interval"]) == (
-        opts["SOCKET_TIMEOUT"], opts["SOCKET_CONNECT_TIMEOUT"], opts["HEALTH_CHECK_INTERVAL"])
+        opts["SOCKET_TIMEOUT"],
+        opts["SOCKET_CONNECT_TIMEOUT"],
+        opts["HEALTH_CHECK_INTERVAL"],
+    )
     scrape = kwargs_of(store.scrape_client())
     assert (scrape["socket_timeout"], scrape["socket_connect_timeout"], scrape["health_check_interval"]) == (
-        opts["METRICS_REDIS_TIMEOUT"], opts["METRICS_REDIS_TIMEOUT"], 0)
+        opts["METRICS_REDIS_TIMEOUT"],
+        opts["METRICS_REDIS_TIMEOUT"],
+        0,
+    )
     assert isinstance(scrape["retry"], ReconnectOnce)
 
 

@@ -1,4 +1,5 @@
 """The abandoned-job scan in-process, against the real Redis (queues/worker/abandoned.py)."""
+
 import logging
 
 from rq.job import JobStatus

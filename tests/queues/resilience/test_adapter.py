@@ -1,5 +1,6 @@
 """The worker adapter reads as a map (queues/worker/adapter.py): every method of its classes says
 which process runs it, so nobody has to work out whether an override runs in the horse."""
+
 import ast
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ def test_every_method_of_the_worker_classes_names_the_process_that_runs_it():
             continue
         for method in cls.body:
             if isinstance(method, ast.FunctionDef):
-                signature = lines[method.lineno - 1:method.body[0].lineno - 1]
+                signature = lines[method.lineno - 1 : method.body[0].lineno - 1]
                 if not any(MARKER.search(line) for line in signature):
                     unmarked.append(f"{cls.name}.{method.name} (line {method.lineno})")
     assert unmarked == []
@@ -28,5 +29,7 @@ def test_every_method_of_the_worker_classes_names_the_process_that_runs_it():
 def test_the_three_worker_classes_are_where_settings_name_them():
     import queues.worker
 
-    assert (queues.worker.OptimaWorker, queues.worker.OptimaSimpleWorker) == (adapter.OptimaWorker,
-                                                                              adapter.OptimaSimpleWorker)
+    assert (queues.worker.OptimaWorker, queues.worker.OptimaSimpleWorker) == (
+        adapter.OptimaWorker,
+        adapter.OptimaSimpleWorker,
+    )

@@ -1,5 +1,6 @@
 """Dequeuer against the real Redis, in-process: priority order, paused queues, the intermediate list
 (queues/worker/dequeue.py)."""
+
 from queues.catalog.lookup import get_queue
 from queues.keyspace import keys
 from queues.worker import pause

@@ -1,4 +1,5 @@
 """StopState in-process: the stop request, the grace period and the cold stop (queues/worker/stop.py)."""
+
 from queues.worker.stop import StopState
 
 

@@ -1,5 +1,6 @@
 """The supervision of one work horse, in-process: ``verdict`` for every case, and ``HorseWatch``
 with a real child process (queues/worker/supervision.py)."""
+
 import logging
 import os
 import signal
@@ -18,19 +19,22 @@ KILLED = signal.SIGKILL  # wait status of a process killed by SIGKILL
 
 
 def judge(status, registered=True, wait_status=EXITED_0, interrupted=None, stopped=False):
-    return verdict(status=status, registered=registered, wait_status=wait_status, interrupted=interrupted,
-                   stopped=stopped)
+    return verdict(
+        status=status, registered=registered, wait_status=wait_status, interrupted=interrupted, stopped=stopped
+    )
 
 
 def test_a_job_still_queued_after_its_horse_ended_goes_back_without_using_an_attempt():
-    assert judge(JobStatus.QUEUED, wait_status=KILLED) == Verdict(Action.REQUEUE,
-                                                                  "its work horse ended before starting it")
+    assert judge(JobStatus.QUEUED, wait_status=KILLED) == Verdict(
+        Action.REQUEUE, "its work horse ended before starting it"
+    )
     assert judge(JobStatus.QUEUED, interrupted="grace over") == Verdict(Action.REQUEUE, "grace over")
 
 
 def test_a_job_the_worker_interrupted_goes_back_when_it_was_still_running():
-    assert judge(JobStatus.STARTED, wait_status=KILLED, interrupted="grace over") == Verdict(Action.REQUEUE,
-                                                                                             "grace over")
+    assert judge(JobStatus.STARTED, wait_status=KILLED, interrupted="grace over") == Verdict(
+        Action.REQUEUE, "grace over"
+    )
 
 
 def test_a_job_that_ended_before_the_interruption_is_only_forgotten():
@@ -40,7 +44,8 @@ def test_a_job_that_ended_before_the_interruption_is_only_forgotten():
 
 def test_a_horse_that_could_not_reach_redis_hands_its_job_back():
     assert judge(JobStatus.STARTED, wait_status=EXITED_TEMPFAIL) == Verdict(
-        Action.REQUEUE, "its work horse could not reach Redis to record the outcome")
+        Action.REQUEUE, "its work horse could not reach Redis to record the outcome"
+    )
     assert judge(JobStatus.STARTED, wait_status=EXITED_0) == Verdict(Action.REQUEUE, "its outcome was not recorded")
     assert judge(JobStatus.STARTED, wait_status=None) == Verdict(Action.REQUEUE, "its outcome was not recorded")
 
@@ -71,9 +76,18 @@ def _watch(pid, stop, calls, timeout=0):
         calls.append("kill")
         os.kill(pid, signal.SIGKILL)
 
-    return HorseWatch(pid, stop=stop, kill=kill, beat=lambda: calls.append("beat"), tick=lambda: calls.append("tick"),
-                      beat_interval=0.3, job_timeout=timeout, log=logging.getLogger("test"), worker_name="w",
-                      job_id="j")
+    return HorseWatch(
+        pid,
+        stop=stop,
+        kill=kill,
+        beat=lambda: calls.append("beat"),
+        tick=lambda: calls.append("tick"),
+        beat_interval=0.3,
+        job_timeout=timeout,
+        log=logging.getLogger("test"),
+        worker_name="w",
+        job_id="j",
+    )
 
 
 def test_the_watch_returns_the_exit_of_a_horse_that_finished_and_beats_meanwhile():
