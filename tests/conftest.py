@@ -15,6 +15,50 @@ from tests.session_env import PREFIX, delete_prefix_keys
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The fixtures through which a test reaches the database (pytest-django's, and what builds on them); a test
+# whose fixture closure holds none of them, and that carries no django_db marker, has no database behaviour of
+# its own: Django refuses it the database in this process (pytest-django), and the workers it starts read the
+# database only as every worker start does.
+DATABASE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+        "admin_user",
+        "admin_client",
+        "django_user_model",
+    }
+)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--db-only",
+        action="store_true",
+        help="run only the tests that use the database (a django_db marker or a database fixture): CI's second "
+        "pass, against PostgreSQL, where a test of Redis and workers alone would only run again",
+    )
+
+
+def uses_database(item):
+    return item.get_closest_marker("django_db") is not None or not DATABASE_FIXTURES.isdisjoint(
+        getattr(item, "fixturenames", ())
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--db-only"):
+        return
+    kept, left = [], []
+    for item in items:
+        (kept if uses_database(item) else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def admin_redis():
     """A client with full rights on the session's Redis (not confined to the prefix)."""
@@ -39,6 +83,20 @@ def _clean_prefix(admin_redis):
     delete_prefix_keys(admin_redis)
 
 
+@pytest.fixture
+def private_redis(settings):
+    """A redis-server of this test's own, made the queues' Redis: its counters (commandstats, INFO) are this
+    test's alone, whatever runs beside it (dev.py test runs two test processes on the session's Redis)."""
+    from devtools.redis_server import RedisServer
+
+    server = RedisServer().start()
+    settings.QUEUES_REDIS_URL = server.url
+    yield server
+    if server.process is not None:
+        server.process.send_signal(signal.SIGCONT)  # a test may have stopped it (SIGSTOP)
+    server.stop()
+
+
 def _db_url():
     from django.db import connection
 
@@ -54,8 +112,12 @@ def _db_url():
 
 
 @pytest.fixture
-def subprocess_env(settings):
-    """Environment for a child ``manage.py`` process that shares this test's Redis and database."""
+def subprocess_env(settings, django_db_setup):
+    """Environment for a child ``manage.py`` process that shares this test's Redis and database.
+
+    ``django_db_setup`` first: the test database exists (and ``NAME`` names it) before a child is told to use
+    it, whatever test ran first in this process (under pytest-xdist, a worker's first test may start workers).
+    """
     env = dict(os.environ)
     env["DATABASE_URL"] = _db_url()
     env["PYTHONUNBUFFERED"] = "1"

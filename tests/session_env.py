@@ -1,7 +1,8 @@
 """Test-session environment, set up before Django reads its settings (a ``-p`` plugin).
 
 - REDIS_URL unset: a throwaway redis-server (devtools.redis_server) on a free port, stopped at exit.
-- A unique ``QUEUE_PREFIX`` per run (``test-<hex>``), so runs sharing a Redis never mix.
+- A unique ``QUEUE_PREFIX`` per run (``test-<hex>``), so runs sharing a Redis never mix; under pytest-xdist, one
+  per worker process, so that the workers running side by side never mix either.
 - The suite then talks to Redis as an ACL user allowed only ``~<prefix>:*`` keys and
   ``&<prefix>:*`` channels: any key or channel escaping the prefix fails loudly. The admin URL
   (``OPTIMA_TEST_ADMIN_REDIS_URL``) is kept for what needs more (scans of the whole keyspace,
@@ -18,13 +19,21 @@ _server = None
 
 if not os.environ.get("OPTIMA_ENV"):  # unset means prod (optima_site/settings.py)
     os.environ["OPTIMA_ENV"] = "test"
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under pytest-xdist
 PREFIX = os.environ.get("OPTIMA_TEST_PREFIX") or f"test-{uuid.uuid4().hex[:10]}"
+if XDIST_WORKER and os.environ.get("OPTIMA_TEST_PREFIX"):
+    PREFIX = f"{PREFIX}-{XDIST_WORKER}"
 os.environ["QUEUE_PREFIX"] = PREFIX
 os.environ["RQ_KEY_PREFIX"] = PREFIX
 # The suite's own jobs (tests/jobs/*.py) are declared jobs like a feature app's (queues/catalog/jobs.py).
 os.environ.setdefault("QUEUE_JOB_MODULES", "tests.jobs")
 
-if not os.environ.get("REDIS_URL"):
+# A pytest-xdist worker (dev.py test runs the suite in two) inherits the controller's environment: the
+# controller's Redis (its admin URL), never a server of its own; the prefix and the ACL user below are the
+# worker's own, so that the workers' tests never see each other's keys.
+if XDIST_WORKER and os.environ.get("OPTIMA_TEST_ADMIN_REDIS_URL"):
+    os.environ["REDIS_URL"] = os.environ["OPTIMA_TEST_ADMIN_REDIS_URL"]
+elif not os.environ.get("REDIS_URL"):
     from devtools.redis_server import RedisServer
 
     _server = RedisServer().start()

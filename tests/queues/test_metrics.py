@@ -16,7 +16,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 import queues
-from devtools.redis_server import RedisServer, free_port
+from devtools.redis_server import free_port
 from queues.metrics import collector, store
 from queues.models import DeadLetter
 from queues.worker import pause
@@ -46,17 +46,6 @@ def _fresh_scrapes(settings):
     collector.cache.clear()
     yield
     collector.cache.clear()
-
-
-@pytest.fixture
-def private_redis(settings):
-    """A redis-server of this test's own, made the queues' Redis (commandstats are ours alone)."""
-    server = RedisServer().start()
-    settings.QUEUES_REDIS_URL = server.url
-    yield server
-    if server.process is not None:
-        server.process.send_signal(signal.SIGCONT)
-    server.stop()
 
 
 class CountingConnection(redis.Connection):

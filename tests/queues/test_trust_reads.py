@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from queues.jobs import read as jobread
 from queues.keyspace import keys
+from tests.conftest import PREFIX
 from tests.queues.panel_helpers import good_hash, place
 from tests.queues.test_no_pickle import DEFAULT, operator, panel_urls  # noqa: F401 (fixture)
 
@@ -438,12 +439,12 @@ def test_a_dead_letter_that_kept_only_the_start_of_its_arguments_is_not_rebuilt_
     args, kwargs = mirror.capped_arguments(["x" * (entries_cap() + 10)], {})
     DeadLetter.objects.filter(pk=row.pk).update(args=args, kwargs=kwargs)
     job.delete()
-    before = set(queue_redis.keys("*"))
+    before = set(queue_redis.keys(f"{PREFIX}:*"))
     outcome = operations.retry_dead_letter(row.pk)
     row.refresh_from_db()
     assert (outcome.outcome, row.status) == ("error", "open")
     assert "kept only the start of its arguments" in outcome.detail
-    assert set(queue_redis.keys("*")) == before
+    assert set(queue_redis.keys(f"{PREFIX}:*")) == before
 
 
 def entries_cap():
