@@ -59,6 +59,14 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+def pytest_make_parametrize_id(config, val, argname):
+    """A parameter naming this process's prefix gets an id without it: pytest-xdist's processes have prefixes
+    of their own and must collect the same test ids."""
+    if isinstance(val, str) and PREFIX in val:
+        return val.replace(PREFIX, "<prefix>")
+    return None
+
+
 @pytest.fixture(scope="session")
 def admin_redis():
     """A client with full rights on the session's Redis (not confined to the prefix)."""
