@@ -384,7 +384,7 @@ class JobStatusView(FeatureView):
         who cancels it, for the audit trail."""
         if not owners.can_read_job(request, meta):
             return self.not_found(job_id), None
-        is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
+        is_owner = owners.owns_job(owner, meta)
         if not (is_owner or _may_act_on_queues(request.user)):
             return Response(
                 {"detail": "Only the job's owner, or an operator who may act in the queue panel, can cancel it."},
@@ -594,7 +594,7 @@ class JobListView(FeatureView):
 
 
 def _may_act_on_queues(user):
-    return bool(user is not None and user.is_active and user.is_staff and user.has_perm("queues.act_on_queue_panel"))
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(queues.ACT_ON_QUEUE_PANEL))
 
 
 @csrf_exempt
