@@ -96,12 +96,21 @@ _LAZY = {
     "job_owner": ("queues.jobs.meta", "owner"),
 }
 
+# The public functions that read or write Redis: their callers see ``QueueUnavailable``, never a redis
+# exception (queues/connection/errors.py).
+_TALKS_TO_REDIS = frozenset(
+    {"enqueue", "enqueue_call", "enqueue_many", "fetch_job", "job_state", "cancel", "search_jobs"}
+)
+
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
 
         module, attr = _LAZY[name]
-        value = globals()[name] = getattr(importlib.import_module(module), attr)  # once: later lookups are plain
+        value = getattr(importlib.import_module(module), attr)
+        if name in _TALKS_TO_REDIS:
+            value = importlib.import_module("queues.connection.errors").answers_unavailable(value)
+        globals()[name] = value  # once: later lookups are plain
         return value
     raise AttributeError(f"module 'queues' has no attribute {name!r}")
