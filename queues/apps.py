@@ -14,7 +14,7 @@ import sys
 
 from django.apps import AppConfig
 
-from queues import conf  # a leaf: imports nothing of rq
+from queues import conf, testing  # leaves: they import nothing of rq
 
 
 def arrange_rq_key_prefix():
@@ -25,6 +25,7 @@ def arrange_rq_key_prefix():
         os.environ["RQ_KEY_PREFIX"] = prefix
 
 
+testing.isolate_test_run()  # manage.py test / pytest-django: a prefix of the run's own (queues/testing.py)
 arrange_rq_key_prefix()
 
 
