@@ -75,3 +75,13 @@ def test_outside_inline_the_job_goes_to_redis(queue_redis):
     job = queues.enqueue("default", sample.add, 2, 3)
     assert job.id in queues.get_queue("default", connection=queue_redis).job_ids
     assert inline_result(job) is None
+
+
+def test_a_task_enqueued_inside_inline_runs_at_its_enqueue(redis_down, tmp_path):
+    from tests.jobs import tasks
+
+    log = tmp_path / "ran.txt"
+    with inline():
+        result = tasks.record.enqueue(str(log), "inline")
+    assert log.read_text() == "inline\n"
+    assert result.id
