@@ -35,6 +35,8 @@ import os
 import secrets
 import sys
 import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from django.conf import settings
 
@@ -44,19 +46,19 @@ PREFIX_ENV = "QUEUES_TEST_PREFIX"  # a test run's prefix, for its child processe
 
 
 # -- a test run's own prefix ----------------------------------------------------------------------
-def is_test_run(argv=None, modules=None):
+def is_test_run(argv: Sequence[str] | None = None, modules: Mapping[str, object] | None = None) -> bool:
     """True in ``manage.py test`` / ``django-admin test`` and under pytest-django."""
     argv = sys.argv if argv is None else argv
     modules = sys.modules if modules is None else modules
     return (len(argv) > 1 and argv[1] == "test") or "pytest_django" in modules
 
 
-def names_a_test_run(prefix):
+def names_a_test_run(prefix: str) -> bool:
     """True for a prefix a test run chose (``test`` one of its dash-separated words)."""
     return "test" in prefix.split("-")
 
 
-def isolate_test_run():
+def isolate_test_run() -> str | None:
     """Give this test run a prefix of its own (the module docstring); -> the prefix chosen or inherited,
     or None when the prefix is left as configured."""
     inherited = os.environ.get(PREFIX_ENV)
@@ -73,7 +75,7 @@ def isolate_test_run():
     return chosen
 
 
-def remove_prefix(prefix, owner_pid=None):
+def remove_prefix(prefix: str, owner_pid: int | None = None) -> int:
     """Delete every key under ``prefix:`` in the queue Redis and the cache Redis (at the test run's exit;
     not in a process forked from it). -> keys deleted."""
     if owner_pid is not None and os.getpid() != owner_pid:
@@ -109,7 +111,7 @@ _inline_depth = 0
 
 
 @contextlib.contextmanager
-def inline():
+def inline() -> Iterator[None]:
     """Run every job at its enqueue while inside (a context manager, or a decorator of a test function)."""
     global _inline_depth
     with _inline_lock:
@@ -121,11 +123,11 @@ def inline():
             _inline_depth -= 1
 
 
-def inline_on():
+def inline_on() -> bool:
     return _inline_depth > 0
 
 
-def inline_result(job):
+def inline_result(job: Any) -> Any:
     """The return value of a job run by ``inline()``."""
     return getattr(job, "_result", None)
 

@@ -7,17 +7,22 @@ Inside the app the functions are the plain ones: internal callers keep telling r
 """
 
 import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import redis
 
 from queues.connection.clients import unavailable
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def answers_unavailable(func):
+
+def answers_unavailable(func: Callable[P, R]) -> Callable[P, R]:
     """``func`` with every ``redis.RedisError`` it lets out raised as ``QueueUnavailable``."""
 
     @functools.wraps(func)
-    def guarded(*args, **kwargs):
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except redis.RedisError as exc:

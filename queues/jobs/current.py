@@ -12,9 +12,10 @@ one more meta key (queues/jobs/meta.py) and one more method on it, written the s
 """
 
 from types import MappingProxyType
+from typing import Any
 
 import redis
-from rq.job import get_current_job
+from rq.job import Job, get_current_job
 
 from queues.connection.clients import unavailable
 from queues.jobs import meta as jobmeta
@@ -26,7 +27,7 @@ class RunningJob:
 
     __slots__ = ("_job",)
 
-    def __init__(self, job):
+    def __init__(self, job: Job) -> None:
         self._job = job
 
     @property
@@ -44,7 +45,7 @@ class RunningJob:
         return jobmeta.current_attempt(self._job)
 
     @property
-    def meta(self):
+    def meta(self) -> MappingProxyType[str, Any]:
         """The job's meta, read only (a live view: it shows what ``set_progress`` writes)."""
         return MappingProxyType(self._job.meta if isinstance(self._job.meta, dict) else {})
 
@@ -55,7 +56,7 @@ class RunningJob:
         jobmeta.set_progress(self._job.meta, done, total)
         self._save()
 
-    def _save(self):
+    def _save(self) -> None:
         """Write the job's meta (one HSET of its hash). A job run by ``queues.testing.inline()`` has no hash:
         its meta stays in memory."""
         if getattr(self._job, "_queues_inline", False):
@@ -65,7 +66,7 @@ class RunningJob:
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<RunningJob {self.id} on {self.queue!r}, attempt {self.attempt}>"
 
 

@@ -4,16 +4,17 @@ Nothing is written to Redis. rq's ``Job.perform`` runs it (so ``queues.current_j
 worker) and its exception propagates to the enqueue's caller; the job is marked finished in memory.
 """
 
-from rq.job import JobStatus
+from rq.job import Job, JobStatus
 
 
-def run(job):
+def run(job: Job) -> Job:
     """Run ``job`` (built, never written); -> the job, its return value in ``job._result``."""
-    job._queues_inline = True  # queues.current_job().set_progress keeps meta in memory (queues/jobs/current.py)
+    # queues.current_job().set_progress then keeps the meta in memory (queues/jobs/current.py)
+    job._queues_inline = True  # type: ignore[attr-defined]
     job.perform()
     job._status = JobStatus.FINISHED
     return job
 
 
-def run_all(jobs):
+def run_all(jobs: list[Job]) -> list[Job]:
     return [run(job) for job in jobs]
