@@ -21,7 +21,6 @@ enqueued it, and its status answers that owner and staff with the queue panel's 
 import logging
 import re
 
-import redis
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
@@ -306,7 +305,7 @@ class JobStatusView(FeatureView):
             )
         try:
             payload = self.status_of(request, job_id)
-        except (redis.RedisError, queues.QueueUnavailable) as exc:
+        except queues.QueueUnavailable as exc:
             logger.warning("job status unavailable: %s: %s", type(exc).__name__, exc)
             return Response(
                 {"detail": "The job queue is unavailable right now. Try again in a few seconds."},
@@ -348,7 +347,7 @@ class JobStatusView(FeatureView):
             if refusal is not None:
                 return refusal
             canceled = queues.cancel(job_id, request=request, reason=f"DELETE /jobs/{job_id}/ by {who}")
-        except (redis.RedisError, queues.QueueUnavailable) as exc:
+        except queues.QueueUnavailable as exc:
             logger.warning("job cancel unavailable: %s: %s", type(exc).__name__, exc)
             return Response(
                 {
@@ -384,7 +383,7 @@ class JobStatusView(FeatureView):
         who cancels it, for the audit trail."""
         if not owners.can_read_job(request, meta):
             return self.not_found(job_id), None
-        is_owner = owner is not None and meta.get(owners.OWNER_META_KEY) == owner.key
+        is_owner = owners.owns_job(owner, meta)
         if not (is_owner or _may_act_on_queues(request.user)):
             return Response(
                 {"detail": "Only the job's owner, or an operator who may act in the queue panel, can cancel it."},
@@ -547,7 +546,7 @@ class JobListView(FeatureView):
                 "start": start,
             }.get(field)
             return self.bad_search([{"field": field, "value": shown(value), "messages": [str(exc).strip('"')]}])
-        except (redis.RedisError, queues.QueueUnavailable) as exc:
+        except queues.QueueUnavailable as exc:
             logger.warning("job search unavailable: %s: %s", type(exc).__name__, exc)
             return Response(
                 {"detail": "The job queue is unavailable right now. Try again in a few seconds."},
@@ -594,7 +593,7 @@ class JobListView(FeatureView):
 
 
 def _may_act_on_queues(user):
-    return bool(user is not None and user.is_active and user.is_staff and user.has_perm("queues.act_on_queue_panel"))
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(queues.ACT_ON_QUEUE_PANEL))
 
 
 @csrf_exempt

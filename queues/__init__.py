@@ -14,6 +14,13 @@ each item of ``calls`` a tuple of arguments or a ``Call``);
 ``search_jobs(function=, queue=, state=, text=, owner=, start=0, page_size=25)`` -> ``Found`` (queues/search/find.py:
 live jobs newest first, ``InvalidSearch`` for a bad criterion; ``SEARCH_STATES``, ``SEARCH_MAX_PAGE_SIZE`` and
 ``SEARCH_TEXT_CHARS`` its limits);
+``current_job()`` -> ``RunningJob`` or None (queues/jobs/current.py: inside a running job its ``id``, ``queue``,
+``attempt``, ``meta`` and ``set_progress(done, total)``; None outside a job);
+``owner_meta(owner_key)`` -> the ``meta=`` of an enqueue that records who asked, ``job_owner(meta)`` -> that owner
+or None (queues/jobs/meta.py: the one definition of the key);
+``VIEW_QUEUE_PANEL``, ``ACT_ON_QUEUE_PANEL``: the permission names ``user.has_perm`` takes (queues/permissions.py);
+Redis errors reach callers of these functions as ``QueueUnavailable`` only (never a redis exception);
+``queues.testing``: ``inline()`` and the test run's own prefix (docs/adding-a-feature.md, "Testing");
 ``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
@@ -31,6 +38,7 @@ from queues.exceptions import (
     RetryAfter,
     UnknownQueue,
 )
+from queues.permissions import ACT_ON_QUEUE_PANEL, VIEW_QUEUE_PANEL
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -58,6 +66,12 @@ __all__ = [
     "QueueUnavailable",
     "RetryAfter",
     "UnknownQueue",
+    "current_job",
+    "RunningJob",
+    "owner_meta",
+    "job_owner",
+    "VIEW_QUEUE_PANEL",
+    "ACT_ON_QUEUE_PANEL",
 ]
 
 _LAZY = {
@@ -76,7 +90,17 @@ _LAZY = {
     "SEARCH_MAX_PAGE_SIZE": ("queues.search.find", "MAX_PAGE_SIZE"),
     "SEARCH_TEXT_CHARS": ("queues.search.find", "TEXT_CHARS"),
     "InvalidSearch": ("queues.search.find", "InvalidSearch"),
+    "current_job": ("queues.jobs.current", "current_job"),
+    "RunningJob": ("queues.jobs.current", "RunningJob"),
+    "owner_meta": ("queues.jobs.meta", "for_owner"),
+    "job_owner": ("queues.jobs.meta", "owner"),
 }
+
+# The public functions that read or write Redis: their callers see ``QueueUnavailable``, never a redis
+# exception (queues/connection/errors.py).
+_TALKS_TO_REDIS = frozenset(
+    {"enqueue", "enqueue_call", "enqueue_many", "fetch_job", "job_state", "cancel", "search_jobs"}
+)
 
 
 def __getattr__(name):
@@ -84,6 +108,9 @@ def __getattr__(name):
         import importlib
 
         module, attr = _LAZY[name]
-        value = globals()[name] = getattr(importlib.import_module(module), attr)  # once: later lookups are plain
+        value = getattr(importlib.import_module(module), attr)
+        if name in _TALKS_TO_REDIS:
+            value = importlib.import_module("queues.connection.errors").answers_unavailable(value)
+        globals()[name] = value  # once: later lookups are plain
         return value
     raise AttributeError(f"module 'queues' has no attribute {name!r}")

@@ -6,7 +6,8 @@ while it populates the app registry (settings are loaded by then), before the ap
 ``queues`` (``django_rq`` imports rq): so ``QUEUE_PREFIX`` becomes rq's prefix here, and no project has to
 export anything before its imports. Child processes (work horses, subprocesses) inherit ``os.environ``.
 If rq was imported earlier, it is too late to change its prefix: nothing is written, and check queues.E006
-says how to fix the order when the prefixes differ.
+says how to fix the order when the prefixes differ. A test run (``manage.py test``, pytest-django) first gets
+a prefix of its own here (queues/testing.py, ``isolate_test_run``).
 """
 
 import os
@@ -14,7 +15,7 @@ import sys
 
 from django.apps import AppConfig
 
-from queues import conf  # a leaf: imports nothing of rq
+from queues import conf, testing  # leaves: they import nothing of rq
 
 
 def arrange_rq_key_prefix():
@@ -25,6 +26,7 @@ def arrange_rq_key_prefix():
         os.environ["RQ_KEY_PREFIX"] = prefix
 
 
+testing.isolate_test_run()  # manage.py test / pytest-django: a prefix of the run's own (queues/testing.py)
 arrange_rq_key_prefix()
 
 

@@ -4,8 +4,8 @@ Written with Django's Tasks API (``@task``, docs/tasks.md), the worked example o
 the view enqueues it with ``generate_content.using(...).enqueue(...)``; on the queues' Tasks backend it is a
 job like any other (retry, dead letter, panel, ``GET /jobs/<id>/``), its id the TaskResult's.
 
-Progress goes to the job's meta (``job.meta["progress"] = {"percent", "step", "steps"}``, saved with
-``job.save_meta()``), which ``GET /jobs/<id>/`` shows. The timeout is the enqueue's ``timeout``
+Progress is reported with ``queues.current_job().set_progress(step, STEPS)``, which ``GET /jobs/<id>/``
+and the queue panel show. The timeout is the enqueue's ``timeout``
 (``CONTENT_TIMEOUT``); RQ stops an attempt that exceeds it with an exception raised inside the job,
 which is recorded on the row before the queues take over (retry, then dead letter). The text is
 stored in ``ContentGeneration``, created by the view in the same transaction as the enqueue: the
@@ -16,7 +16,6 @@ import time
 
 from django.utils import timezone
 from django_tasks import task
-from rq import get_current_job
 
 import queues
 
@@ -33,7 +32,7 @@ def generate_content(generation_id, duration):
         generation = ContentGeneration.objects.get(pk=generation_id)
     except ContentGeneration.DoesNotExist:
         raise queues.PermanentError(f"ContentGeneration {generation_id} does not exist (deleted?)") from None
-    job = get_current_job()
+    job = queues.current_job()  # None when the function is called directly (a unit test)
     ContentGeneration.objects.filter(pk=generation_id).update(
         status=Status.RUNNING,
         started_at=timezone.now(),
@@ -50,7 +49,8 @@ def generate_content(generation_id, duration):
                 f"{words[(step - 1) % len(words)].capitalize()} makes product {generation.product_id} "
                 f"stand out (part {step})."
             )
-            _report(job, step)
+            if job is not None:
+                job.set_progress(step, STEPS)
         text = " ".join(sentences)
     except Exception as exc:
         ContentGeneration.objects.filter(pk=generation_id).update(
@@ -61,10 +61,3 @@ def generate_content(generation_id, duration):
         status=Status.DONE, text=text, error="", finished_at=timezone.now()
     )
     return {"generation_id": generation_id, "characters": len(text)}
-
-
-def _report(job, step):
-    if job is None:
-        return
-    job.meta["progress"] = {"percent": round(100 * step / STEPS), "step": step, "steps": STEPS}
-    job.save_meta()

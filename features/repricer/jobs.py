@@ -21,7 +21,6 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
-from rq import get_current_job
 
 import queues
 from features.marketplace.client import MarketplaceClient
@@ -36,7 +35,7 @@ def apply_price(product_id, price, idempotency_key, owner_id=None):
     ``owner_id`` None: a job from before owners (or enqueued outside the API), keyed as it was then.
     """
     price = Decimal(price)
-    job = get_current_job()
+    job = queues.current_job()  # None when the function is called directly
     try:
         change, _created = PriceChange.claim(owner_id, idempotency_key, product_id, price, job.id if job else "")
     except KeyConflict as exc:

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from rest_framework.exceptions import NotFound
 
+import queues
 from features.permissions import dev_mode
 
 from .models import Cabinet, Product
 
-OWNER_META_KEY = "owner"  # job.meta key: the user id, or ANONYMOUS
 ANONYMOUS = "anonymous"
 DEV_ANONYMOUS_USERNAME = "dev-anonymous"
 # Staff holding either may read every job's status (they see every job in the panel anyway).
-JOB_VIEW_PERMS = ("queues.view_queue_panel", "queues.act_on_queue_panel")
+JOB_VIEW_PERMS = (queues.VIEW_QUEUE_PANEL, queues.ACT_ON_QUEUE_PANEL)
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,13 @@ def scoped(owner, key):
 
 
 def job_meta(owner):
-    return {OWNER_META_KEY: owner.key}
+    """The ``meta=`` of an enqueue that records ``owner`` (``queues.job_owner`` reads it back)."""
+    return queues.owner_meta(owner.key)
+
+
+def owns_job(owner, meta):
+    """True when ``owner`` enqueued the job of ``meta`` (a ``JobState``'s)."""
+    return owner is not None and queues.job_owner(meta) == owner.key
 
 
 def can_read_all_jobs(request):
@@ -86,8 +92,7 @@ def can_read_job(request, meta):
     """The job's owner, or active staff with the panel's view (or act) permission."""
     if can_read_all_jobs(request):
         return True
-    owner = owner_of(request)
-    return owner is not None and (meta or {}).get(OWNER_META_KEY) == owner.key
+    return owns_job(owner_of(request), meta)
 
 
 def owned_cabinet(owner, cabinet_id):

@@ -51,12 +51,13 @@ from queues.board import bounded, throttle
 from queues.conf import Problem
 from queues.exceptions import QueueUnavailable
 from queues.logsafe import get_logger
+from queues.permissions import ACT_ON_QUEUE_PANEL, VIEW_QUEUE_PANEL
 
 logger = get_logger("queues.board")
 
 OPEN_ENVS = ("dev", "test")
-VIEW_PERM = "queues.view_queue_panel"
-ACT_PERM = "queues.act_on_queue_panel"
+VIEW_PERM = VIEW_QUEUE_PANEL  # the public names (queues.VIEW_QUEUE_PANEL, ...)
+ACT_PERM = ACT_ON_QUEUE_PANEL
 REALM = "Optima queues"
 MIN_PASSWORD = 16  # characters of QUEUE_BOARD_PASSWORD required in stage/prod (queues.E021)
 

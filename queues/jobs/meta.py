@@ -25,8 +25,8 @@ last_interruption    ``mark_interrupted``           why the latest one happened
 retry_of             admin retry (board)            dead job this one retries
 schedule             periodic run (schedules)       schedule id of a periodic run
 scheduled_for        periodic run (schedules)       ISO time of the tick it runs for
-progress             job code (features)            free-form progress of a running job
-owner                features.api (``enqueue_job``)  who asked, for ``/jobs/<id>/`` (user id or "anonymous")
+progress             ``set_progress`` (job code)    {"percent", "step", "steps"} (``queues.current_job()``)
+owner                ``for_owner`` (features.api)   who asked, for ``/jobs/<id>/`` (user id or "anonymous")
 priority             ``for_enqueue``                ``priority=`` of the enqueue, an int; absent when 0
 task                 queues/tasks/backend.py        a Task's backend alias, priority, run_after (ISO)
 worker_ids           queues/tasks/run.py            a Task's workers, one per counted attempt
@@ -153,6 +153,17 @@ def band_of(priority):
     return HIGH if priority > 0 else LOW
 
 
+def progress(meta):
+    """The progress a running job reported (``set_progress``: ``{"percent", "step", "steps"}``), or None.
+    Jobs of older releases wrote any JSON here: it is returned as it is."""
+    return meta.get(PROGRESS) if isinstance(meta, dict) else None
+
+
+def owner(meta):
+    """Who enqueued the job (``for_owner``): a user id or "anonymous"; None for a job without one."""
+    return meta.get(OWNER) if isinstance(meta, dict) else None
+
+
 def priority(job):
     """The ``priority=`` the job was enqueued with (0 when the meta says nothing usable)."""
     meta = job.meta if isinstance(job.meta, dict) else {}
@@ -189,6 +200,29 @@ def set_due(meta, due):
         meta.pop(DUE_AT, None)
     else:
         meta[DUE_AT] = round(due, 3)
+
+
+def set_progress(meta, done, total):
+    """A running job did ``done`` of ``total`` steps: ``{"percent": 0-100, "step": done, "steps": total}``,
+    the shape the panel draws (templates/queues/_progress.html) and ``job_state`` returns."""
+    for name, value in (("done", done), ("total", total)):
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or value != value
+            or abs(value) == float("inf")
+        ):
+            raise ValueError(f"set_progress({name}=...) must be a finite number, got {value!r}.")
+    if total <= 0 or done < 0:
+        raise ValueError(
+            f"set_progress(done, total) needs 0 <= done and total > 0, got done={done!r}, total={total!r}."
+        )
+    meta[PROGRESS] = {"percent": round(100 * done / total), "step": done, "steps": total}
+
+
+def for_owner(owner_key):
+    """The meta an enqueue passes (``meta=``) to record who asked: ``owner_key`` a user id or "anonymous"."""
+    return {OWNER: owner_key}
 
 
 def for_periodic_run(schedule_id, when):

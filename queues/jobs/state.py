@@ -20,6 +20,7 @@ import redis
 
 from queues.connection.clients import get_connection
 from queues.exceptions import QueueUnavailable
+from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.producer import limits, outbox
 
@@ -108,8 +109,8 @@ def in_outbox(job_id):
     return JobState(
         job_id=entry.job_id,
         state="outbox",
-        queue=meta.get("queue", entry.queue),
-        attempts_allowed=meta.get("attempts_allowed"),
+        queue=meta.get(jobmeta.QUEUE, entry.queue),
+        attempts_allowed=meta.get(jobmeta.ATTEMPTS_ALLOWED),
         meta=meta,
     )
 
@@ -128,20 +129,20 @@ def of_job(job):
     result = error = None
     if state == "finished":
         result = job.return_value()
-    elif state == "failed" or meta.get("last_failed_at"):
+    elif state == "failed" or meta.get(jobmeta.LAST_FAILED_AT):
         # Dead, or a retry waiting for its backoff: the last attempt's error either way.
         latest = job.latest_result()
         error = getattr(latest, "exc_string", None) if latest is not None else None
     return JobState(
         job_id=job.id,
-        queue=meta.get("queue", job.origin),
+        queue=jobmeta.queue_name(job),
         state=state,
-        attempt=_count(meta.get("attempt")),
-        attempts_allowed=_count(meta.get("attempts_allowed")),
-        progress=_finite(meta.get("progress")),
+        attempt=_count(meta.get(jobmeta.ATTEMPT)),
+        attempts_allowed=_count(jobmeta.attempts_allowed(job)),
+        progress=_finite(jobmeta.progress(meta)),
         result=_finite(result),
         error=error,
-        dead_reason=meta.get("dead") or None,
+        dead_reason=meta.get(jobmeta.DEAD) or None,
         held_by=held_by,
         enqueued_at=job.enqueued_at,
         started_at=job.started_at,

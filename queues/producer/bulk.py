@@ -22,12 +22,12 @@ read per key before the write; enqueue such jobs one by one with ``queues.enqueu
 
 from dataclasses import dataclass
 
-from queues import tracing
+from queues import testing, tracing
 from queues.catalog.lookup import get_config
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import signing
-from queues.producer import api
+from queues.producer import api, inline
 from queues.producer.write import declared_queue, write_many
 
 MAX_BATCH = 10_000  # jobs per call: one MULTI holds them all in the client's and the server's memory
@@ -118,6 +118,8 @@ def enqueue_many(
 
 def _place(queue, jobs, when, *, explicit_ids, durable):
     """Write the built, signed ``jobs`` now, or through the outbox."""
+    if testing.inline_on():  # queues.testing.inline(): run now, write nothing
+        return inline.run_all(jobs)
     if durable or api._in_transaction():
         from queues.producer import outbox_many
 

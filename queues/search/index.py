@@ -88,7 +88,7 @@ def add_into(pipe, queue_name, jobs, stamp=None):
         pipe.execute_command("ZADD", queue_key, stamp, job.id)
         pipe.execute_command("ZADD", func_key, stamp, job.id)
         lists[func_key] = (keys.search_functions_key(), job.func_name)
-        owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
+        owner = jobmeta.owner(job.meta)
         if owner is not None:
             owner_key = keys.search_owner_key(owner)
             pipe.execute_command("ZADD", owner_key, stamp, job.id)
@@ -101,7 +101,7 @@ def add_into(pipe, queue_name, jobs, stamp=None):
             func_key = keys.search_func_key(job.func_name)
             written.setdefault(func_key, {})[job.id] = score
             lists[func_key] = (keys.search_functions_key(), job.func_name)
-            owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
+            owner = jobmeta.owner(job.meta)
             if owner is not None:
                 owner_key = keys.search_owner_key(owner)
                 written.setdefault(owner_key, {})[job.id] = score
@@ -133,7 +133,7 @@ def written_keys(queue_name, jobs):
     found = {keys.search_queue_key(queue_name): "zset", keys.search_functions_key(): "zset"}
     for job in jobs:
         found[keys.search_func_key(job.func_name)] = "zset"
-        owner = job.meta.get(jobmeta.OWNER) if isinstance(job.meta, dict) else None
+        owner = jobmeta.owner(job.meta)
         if owner is not None:
             found[keys.search_owner_key(owner)] = "zset"
             found[keys.search_owners_key()] = "zset"

@@ -69,7 +69,7 @@ def task_of(alias, job):
             f"Job {job.id} is not a task of the Tasks backend {alias!r} (it runs {str(func_name)[:200]!r})."
         )
     changes = {}
-    queue = meta.get("queue", job.origin)
+    queue = meta.get(jobmeta.QUEUE, job.origin)
     if queue != declared.queue_name:
         changes["queue_name"] = queue
     priority = marker.get("priority", 0)
@@ -152,7 +152,7 @@ def counted_workers(job, state):
     ids = meta.get(WORKER_IDS)
     if not isinstance(ids, list):
         return []
-    attempt = meta.get("attempt", 1)
+    attempt = meta.get(jobmeta.ATTEMPT, 1)
     attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
     counted = attempt if state in RAN else attempt - 1
     return [str(name) for name in ids[: max(counted, 0)]]

@@ -102,3 +102,51 @@ def test_every_public_name_of_queues_resolves():
 
     for name in queues.__all__:
         assert getattr(queues, name) is not None, name
+
+
+# What a feature reaches through the public API instead (queues.current_job(), QueueUnavailable, ...).
+FORBIDDEN_IN_FEATURES = ("rq", "redis", "django_rq", "rq_scheduler")
+
+
+def _forbidden_imports(path):
+    """(line, module) of every import of ``rq``, ``redis``, ``django_rq`` (or a module inside one) in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            if name.split(".")[0] in FORBIDDEN_IN_FEATURES:
+                yield node.lineno, name
+
+
+def test_features_import_neither_rq_nor_redis_nor_django_rq():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted((ROOT / "features").rglob("*.py"))
+        if "migrations" not in path.parts
+        for line, module in _forbidden_imports(path)
+    ]
+    assert offenders == []
+
+
+def test_the_third_party_check_reports_rq_redis_and_django_rq_at_any_level(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import redis\nfrom rq import get_current_job\n\ndef f():\n    import django_rq.queues\n    import rqlike\n"
+    )
+    assert list(_forbidden_imports(bad)) == [(1, "redis"), (2, "rq"), (5, "django_rq.queues")]
+
+
+@pytest.mark.django_db
+def test_the_permission_names_are_the_codenames_the_app_declares():
+    from django.contrib.auth.models import Permission
+
+    import queues
+
+    declared = {
+        f"queues.{codename}"
+        for codename in Permission.objects.filter(content_type__app_label="queues").values_list("codename", flat=True)
+    }
+    assert {queues.VIEW_QUEUE_PANEL, queues.ACT_ON_QUEUE_PANEL} <= declared
