@@ -7,9 +7,10 @@ tasks), plus the modules named in the setting ``QUEUE_JOB_MODULES`` (environment
 same name, comma-separated). A ``@task`` of Django's Tasks API whose backend is ours
 (``queues.tasks.QueuesBackend``) declares itself here too (``declare_task``): the catalog maps the
 Task, a frozen object, to the function it wraps, stored under the function's own path
-``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis naming anything else — ``os.system``, ``builtins.eval``,
-a feature module's helper — is never imported: the worker dead-letters it (``not_a_job``,
-queues/jobs/gate.py) and ``queues.enqueue`` refuses it (``InvalidJob``).
+``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis
+naming anything else — ``os.system``, ``builtins.eval``, a feature module's helper — is never
+imported: the worker dead-letters it (``not_a_job``, queues/jobs/gate.py) and ``queues.enqueue``
+refuses it (``InvalidJob``).
 
 This module imports nothing but the standard library at import time, so that a job module (and
 bench/jobs.py, which plain RQ imports outside Django) can use the decorator anywhere.
