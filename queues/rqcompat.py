@@ -237,7 +237,7 @@ def release_periodic_lock_flag(scheduler):
 # the last figures"). Its answer for one serializer never changes, so the modules that imported it
 # by name get a memo of it instead; what rq raises for a bad serializer is raised as before.
 RESOLVERS = ("rq.cron", "rq.job", "rq.queue", "rq.registry", "rq.results", "rq.scheduler", "rq.worker.base")
-_resolved = {}
+_resolved: dict[object, object] = {}
 
 
 def resolve_serializer(serializer=None):

@@ -96,7 +96,7 @@ class ActingModelAdmin(ReadOnlyModelAdmin):
     through the bulk actions (``confirm_or_run``). Subclasses say what the confirmation page shows
     (``confirm_template``, ``confirmation``) and run the action (``run``)."""
 
-    confirm_template = None
+    confirm_template: str | None = None
 
     def has_act_permission(self, request):
         return request.user.has_perm(ACT_PERM)

@@ -19,14 +19,16 @@ bench/jobs.py, which plain RQ imports outside Django) can use the decorator anyw
 import importlib
 import inspect
 import logging
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
 
 logger = logging.getLogger("queues")
 
-_declared = {}  # dotted path -> function, as the decorator saw it
-_call_only = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
-_tasks = {}  # dotted path -> the Task (queues/tasks/) first declared for it
-_task_types = set()  # the classes of declared Tasks (``unwrap`` knows them without importing django_tasks)
-_job_modules = None  # tuple of module names once discovered; None before
+_declared: dict[str, Callable[..., Any]] = {}  # dotted path -> function, as the decorator saw it
+_call_only: set[str] = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
+_tasks: dict[str, Any] = {}  # dotted path -> the Task (queues/tasks/) first declared for it
+_task_types: set[type] = set()  # the classes of declared Tasks (``unwrap`` knows them without importing django_tasks)
+_job_modules: tuple[str, ...] | None = None  # tuple of module names once discovered; None before
 MARK = "__optima_job__"
 CALL_ONLY_MARK = "__optima_enqueue_call_only__"
 
@@ -51,7 +53,16 @@ ENQUEUE_OPTIONS = (
 )
 
 
-def job(func=None, *, enqueue_call_only=False):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def job(func: F, *, enqueue_call_only: bool = False) -> F: ...
+@overload
+def job(func: None = None, *, enqueue_call_only: bool = False) -> Callable[[F], F]: ...
+
+
+def job(func: F | None = None, *, enqueue_call_only: bool = False) -> F | Callable[[F], F]:
     """Declare ``func`` a job: ``@queues.job`` (or ``@queues.job()``). Returns ``func`` itself,
     unchanged: it can still be called directly, and by plain RQ.
 
@@ -192,7 +203,8 @@ def in_job_module(path):
     return any(module == name or module.startswith(name + ".") for name in job_modules())
 
 
-_verdicts = {}  # path -> is_declared(path), per enqueue a dict lookup; emptied when a job is declared
+# path -> is_declared(path), per enqueue a dict lookup; emptied when a job is declared
+_verdicts: dict[str, bool] = {}
 
 
 def is_declared(path):

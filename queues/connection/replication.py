@@ -66,7 +66,7 @@ class _OneConnection:
         self._pinned = None
 
 
-_pool_classes = {}
+_pool_classes: dict[type, type] = {}
 
 
 def _single_connection_pool(pool, wait_seconds):

@@ -34,6 +34,7 @@ registries).
 import codecs
 import zlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
@@ -115,8 +116,8 @@ class CorruptJob:
     description = None
     created_at = enqueued_at = started_at = ended_at = None
     args = ()
-    kwargs = {}
-    meta = {}
+    kwargs: ClassVar[dict[str, object]] = {}  # class attributes, not fields (no annotation made them so)
+    meta: ClassVar[dict[str, object]] = {}
 
     @property
     def func_name(self):
