@@ -13,6 +13,8 @@ functions, or overrides a method ``MEMBERS`` lists. ``MEMBERS`` lists every one,
   their installed source), or when this module uses one ``MEMBERS`` does not list.
 """
 
+from typing import Any
+
 import rq
 import rq_scheduler
 from rq.executions import Execution
@@ -176,7 +178,7 @@ def unreadable_meta(job):
     return getattr(job, "_unreadable_meta", None)
 
 
-def cached_result(job):
+def cached_result(job: Job) -> Any:
     return job._result
 
 

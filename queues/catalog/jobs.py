@@ -20,13 +20,16 @@ import importlib
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+if TYPE_CHECKING:
+    from queues.tasks.compat import Task
 
 logger = logging.getLogger("queues")
 
 _declared: dict[str, Callable[..., Any]] = {}  # dotted path -> function, as the decorator saw it
 _call_only: set[str] = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
-_tasks: dict[str, Any] = {}  # dotted path -> the Task (queues/tasks/) first declared for it
+_tasks: dict[str, "Task[Any, Any]"] = {}  # dotted path -> the Task (queues/tasks/) first declared for it
 _task_types: set[type] = set()  # the classes of declared Tasks (``unwrap`` knows them without importing django_tasks)
 _job_modules: tuple[str, ...] | None = None  # tuple of module names once discovered; None before
 MARK = "__optima_job__"
@@ -100,7 +103,7 @@ def job(func: F | None = None, *, enqueue_call_only: bool = False) -> F | Callab
     return func
 
 
-def declare_task(task, runner):
+def declare_task(task: "Task[Any, Any]", runner: Callable[..., Any]) -> str:
     """Declare the Task ``task`` a job: its function's path runs ``runner`` (the function itself, or
     the wrapper that hands it a TaskContext: queues/tasks/run.py). Whether it is a job still depends
     on its module (``is_declared``): a Task outside a job module is refused at enqueue and by the gate,
@@ -120,7 +123,7 @@ def declare_task(task, runner):
     return path
 
 
-def task_of(path):
+def task_of(path: str) -> "Task[Any, Any] | None":
     """The declared Task whose function ``path`` names (in a job module), or None. Imports nothing."""
     return _tasks.get(path) if is_declared(path) and path in _tasks else None
 

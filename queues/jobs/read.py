@@ -142,7 +142,7 @@ class CorruptJob:
         return f"corrupt job {self.id}: {self.why}"
 
 
-def why_id(job_id):
+def why_id(job_id: str) -> str | None:
     """Why rq cannot build a job of ``job_id`` (a str), or None: rq's ``Job`` raises ``ValueError``
     for an id outside ``[A-Za-z0-9_-]`` (``r2.dot.id``, ``../../x``, ``a:b``, a newline)."""
     try:

@@ -66,7 +66,7 @@ def encode(mapping):
     return out
 
 
-def decode(stored):
+def decode(stored: dict[str, Any]) -> dict[str, Any]:
     """The stored hash back as Redis would return it (bytes values), for ``Job.restore``."""
     out = {}
     for key, value in stored.items():
