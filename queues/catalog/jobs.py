@@ -123,7 +123,7 @@ def declare_task(task: "Task[Any, Any]", runner: Callable[..., Any]) -> str:
     return path
 
 
-def task_of(path: str) -> "Task[Any, Any] | None":
+def task_of(path: str | None) -> "Task[Any, Any] | None":
     """The declared Task whose function ``path`` names (in a job module), or None. Imports nothing."""
     return _tasks.get(path) if is_declared(path) and path in _tasks else None
 
