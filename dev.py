@@ -40,8 +40,7 @@ REQS = ROOT / "requirements-dev.txt"
 
 
 def ensure_venv():
-    # dev.py runs on the system python, which may be older than the project's 3.11 (ruff's target): say so.
-    if sys.version_info[:2] < (3, 11):  # noqa: UP036
+    if sys.version_info[:2] < (3, 11):  # noqa: UP036 — dev.py runs under whatever python3 the machine has
         sys.exit(f"Python 3.11+ is required, this is {sys.version.split()[0]}: run it with python3.11.")
     if not PY.exists():
         print(f"* creating {VENV}", flush=True)
@@ -120,8 +119,8 @@ def run(argv):
     if not env.get("REDIS_URL"):
         sys.path.insert(0, str(ROOT))
         code = (
-            f"import sys; sys.path.insert(0, {str(ROOT)!r}); from devtools.redis_server import redis_server_binary; "
-            "print(redis_server_binary())"
+            "import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
+            "print(redis_server_binary())" % str(ROOT)
         )
         binary = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
         port = private_redis_port(env)
