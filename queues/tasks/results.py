@@ -73,7 +73,7 @@ def task_of(alias: str | None, job: "Job") -> Task[Any, Any]:
         raise TaskResultDoesNotExist(
             f"Job {job.id} is not a task of the Tasks backend {alias!r} (it runs {str(func_name)[:200]!r})."
         )
-    changes: dict[str, Any] = {}
+    changes = {}
     queue = meta.get("queue", job.origin)
     if queue != declared.queue_name:
         changes["queue_name"] = queue
