@@ -4,6 +4,7 @@
     python3 dev.py run             # the whole system: web, worker (+RQ scheduler), rq-scheduler, fake marketplace
     python3 dev.py test            # the whole test suite (extra arguments go to pytest)
     python3 dev.py manage rqstats  # a manage.py command against the running `dev.py run` stack
+    python3 dev.py lint            # ruff check, ruff format --check and mypy (pyproject.toml), as .ci/run does
 
 Both create .venv/ in the project root and install requirements-dev.txt into it when missing or
 changed, then migrate (run) or start the suite (test). With REDIS_URL unset, ``run`` starts a
@@ -17,6 +18,10 @@ and, with REDIS_URL unset, the private Redis of ``run`` (127.0.0.1:OPTIMA_REDIS_
 ``manage.py rqstats`` would read the Redis at 6379 (settings' default) and show zeros without a word; so
 ``manage`` refuses when that Redis does not answer, saying to start ``dev.py run`` first. The key prefix is
 settings' QUEUE_PREFIX (``optima`` unless set), the same for both.
+
+``lint`` runs the three checks one after the other (all of them, even after a failure), says which failed and
+exits non-zero if any did. mypy's django plugin imports the settings, so it runs with OPTIMA_ENV=test (unset
+would mean prod, which refuses to start without SECRET_KEY).
 """
 
 import hashlib
@@ -35,7 +40,7 @@ REQS = ROOT / "requirements-dev.txt"
 
 
 def ensure_venv():
-    if sys.version_info[:2] < (3, 11):
+    if sys.version_info[:2] < (3, 11):  # noqa: UP036 — dev.py runs under whatever python3 the machine has
         sys.exit(f"Python 3.11+ is required, this is {sys.version.split()[0]}: run it with python3.11.")
     if not PY.exists():
         print(f"* creating {VENV}", flush=True)
@@ -203,8 +208,33 @@ def test(argv):
     return subprocess.run([str(PY), "-m", "pytest", *argv], cwd=ROOT).returncode
 
 
+LINT_STEPS = (
+    ("ruff check", ["ruff", "check", "."]),
+    ("ruff format --check", ["ruff", "format", "--check", "."]),
+    ("mypy", ["mypy"]),  # its files (queues/) and settings are pyproject.toml's [tool.mypy]
+)
+
+
+def lint(argv):
+    """``python3 dev.py lint``: ruff check, ruff format --check and mypy, in .venv; non-zero when any failed."""
+    if argv:
+        sys.exit(f"Usage: python3 dev.py lint (takes no arguments, got {' '.join(argv)})")
+    env = dict(os.environ)
+    env["OPTIMA_ENV"] = "test"  # mypy's django plugin imports the settings: unset would mean prod (SECRET_KEY)
+    failed = []
+    for name, argv_ in LINT_STEPS:
+        print(f"* {name}", flush=True)
+        if subprocess.run([str(VENV / "bin" / argv_[0]), *argv_[1:]], cwd=ROOT, env=env).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"* lint failed: {', '.join(failed)}", flush=True)
+        return 1
+    print("* lint passed", flush=True)
+    return 0
+
+
 def main():
-    commands = {"run": run, "test": test, "manage": manage_command}
+    commands = {"run": run, "test": test, "manage": manage_command, "lint": lint}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     ensure_venv()

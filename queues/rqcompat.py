@@ -13,6 +13,8 @@ functions, or overrides a method ``MEMBERS`` lists. ``MEMBERS`` lists every one,
   their installed source), or when this module uses one ``MEMBERS`` does not list.
 """
 
+from typing import Any
+
 import rq
 import rq_scheduler
 from rq.executions import Execution
@@ -176,7 +178,7 @@ def unreadable_meta(job):
     return getattr(job, "_unreadable_meta", None)
 
 
-def cached_result(job):
+def cached_result(job: Job) -> Any:
     return job._result
 
 
@@ -237,7 +239,7 @@ def release_periodic_lock_flag(scheduler):
 # the last figures"). Its answer for one serializer never changes, so the modules that imported it
 # by name get a memo of it instead; what rq raises for a bad serializer is raised as before.
 RESOLVERS = ("rq.cron", "rq.job", "rq.queue", "rq.registry", "rq.results", "rq.scheduler", "rq.worker.base")
-_resolved = {}
+_resolved: dict[object, object] = {}
 
 
 def resolve_serializer(serializer=None):

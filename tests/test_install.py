@@ -104,6 +104,7 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {n for n in names if ".dist-info/" not in n} == package_files  # the app whole, and nothing else
     assert any(n.startswith("queues/templates/") for n in names) and "queues/migrations/0001_initial.py" in names
+    assert "queues/py.typed" in names  # PEP 561: type checkers read the package's own hints
     [pip_line] = commands(blocks["pip"])
     assert pip_line == ["pip", "install", wheel.name.split("-")[0].replace("_", "-")]  # the doc's name is the wheel's
 

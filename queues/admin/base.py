@@ -96,25 +96,25 @@ class ActingModelAdmin(ReadOnlyModelAdmin):
     through the bulk actions (``confirm_or_run``). Subclasses say what the confirmation page shows
     (``confirm_template``, ``confirmation``) and run the action (``run``)."""
 
-    confirm_template = None
+    confirm_template: str | None = None
 
     def has_act_permission(self, request):
         return request.user.has_perm(ACT_PERM)
 
     def get_urls(self):
-        info = self.model._meta.app_label, self.model._meta.model_name
+        app_label, model_name = self.model._meta.app_label, self.model._meta.model_name
         return [
             path(
                 "<path:object_id>/retry/",
                 self.admin_site.admin_view(self.single_action_view),
                 {"action": "retry"},
-                name="%s_%s_retry" % info,
+                name=f"{app_label}_{model_name}_retry",
             ),
             path(
                 "<path:object_id>/discard/",
                 self.admin_site.admin_view(self.single_action_view),
                 {"action": "discard"},
-                name="%s_%s_discard" % info,
+                name=f"{app_label}_{model_name}_discard",
             ),
         ] + super().get_urls()
 

@@ -144,9 +144,10 @@ class FailureGroupAdmin(ActingModelAdmin):
             self.message_user(
                 request,
                 ngettext(
-                    "%(n)d dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page.",
-                    "%(n)d dead letters skipped: never verified (unverified or unsigned); retry each on its own from its "
-                    "page.",
+                    "%(n)d dead letter skipped: never verified (unverified or unsigned); retry it on its own from "
+                    "its page.",
+                    "%(n)d dead letters skipped: never verified (unverified or unsigned); retry each on its own from "
+                    "its page.",
                     totals.unverified,
                 )
                 % {"n": totals.unverified},

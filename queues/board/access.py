@@ -77,8 +77,9 @@ class PanelOperator(AnonymousUser):
     """A staff-looking request user without a database row: the basic-auth account, or anyone on an
     open (dev/test) panel. Holds exactly the panel permissions its access grants."""
 
-    is_active = True
-    is_staff = True
+    # AnonymousUser's stubs type these Literal[False]: this one is the exception on purpose.
+    is_active = True  # type: ignore[assignment]
+    is_staff = True  # type: ignore[assignment]
 
     def __init__(self, identity, perms):
         self.identity = identity

@@ -4,6 +4,8 @@ Settings name them as ``queues.registry.OptimaJob`` / ``queues.registry.OptimaQu
 re-exports them for users' settings).
 """
 
+from typing import Any
+
 from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
@@ -28,14 +30,14 @@ class OptimaJob(Job):
     SIGNATURE_FIELD = "signature"
     TRACE_FIELD = "optima_trace"
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         if kwargs.get("serializer") is None:  # Job.fetch()/fetch_many() pass serializer=None explicitly
             kwargs["serializer"] = JSONSerializer
         super().__init__(*args, **kwargs)
         self.signature = ""
         self.trace = ""
 
-    def restore(self, raw_data):
+    def restore(self, raw_data: dict[Any, Any]) -> None:
         super().restore(raw_data)
         value = raw_data.get(b"signature") or raw_data.get("signature") or b""
         self.signature = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)

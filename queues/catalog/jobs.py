@@ -7,9 +7,10 @@ tasks), plus the modules named in the setting ``QUEUE_JOB_MODULES`` (environment
 same name, comma-separated). A ``@task`` of Django's Tasks API whose backend is ours
 (``queues.tasks.QueuesBackend``) declares itself here too (``declare_task``): the catalog maps the
 Task, a frozen object, to the function it wraps, stored under the function's own path
-``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis naming anything else — ``os.system``, ``builtins.eval``,
-a feature module's helper — is never imported: the worker dead-letters it (``not_a_job``,
-queues/jobs/gate.py) and ``queues.enqueue`` refuses it (``InvalidJob``).
+``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis
+naming anything else — ``os.system``, ``builtins.eval``, a feature module's helper — is never
+imported: the worker dead-letters it (``not_a_job``, queues/jobs/gate.py) and ``queues.enqueue``
+refuses it (``InvalidJob``).
 
 This module imports nothing but the standard library at import time, so that a job module (and
 bench/jobs.py, which plain RQ imports outside Django) can use the decorator anywhere.
@@ -18,14 +19,19 @@ bench/jobs.py, which plain RQ imports outside Django) can use the decorator anyw
 import importlib
 import inspect
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+if TYPE_CHECKING:
+    from queues.tasks.compat import Task
 
 logger = logging.getLogger("queues")
 
-_declared = {}  # dotted path -> function, as the decorator saw it
-_call_only = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
-_tasks = {}  # dotted path -> the Task (queues/tasks/) first declared for it
-_task_types = set()  # the classes of declared Tasks (``unwrap`` knows them without importing django_tasks)
-_job_modules = None  # tuple of module names once discovered; None before
+_declared: dict[str, Callable[..., Any]] = {}  # dotted path -> function, as the decorator saw it
+_call_only: set[str] = set()  # dotted paths declared @queues.job(enqueue_call_only=True)
+_tasks: dict[str, "Task[Any, Any]"] = {}  # dotted path -> the Task (queues/tasks/) first declared for it
+_task_types: set[type] = set()  # the classes of declared Tasks (``unwrap`` knows them without importing django_tasks)
+_job_modules: tuple[str, ...] | None = None  # tuple of module names once discovered; None before
 MARK = "__optima_job__"
 CALL_ONLY_MARK = "__optima_enqueue_call_only__"
 
@@ -50,7 +56,16 @@ ENQUEUE_OPTIONS = (
 )
 
 
-def job(func=None, *, enqueue_call_only=False):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def job(func: F, *, enqueue_call_only: bool = False) -> F: ...
+@overload
+def job(func: None = None, *, enqueue_call_only: bool = False) -> Callable[[F], F]: ...
+
+
+def job(func: F | None = None, *, enqueue_call_only: bool = False) -> F | Callable[[F], F]:
     """Declare ``func`` a job: ``@queues.job`` (or ``@queues.job()``). Returns ``func`` itself,
     unchanged: it can still be called directly, and by plain RQ.
 
@@ -88,7 +103,7 @@ def job(func=None, *, enqueue_call_only=False):
     return func
 
 
-def declare_task(task, runner):
+def declare_task(task: "Task[Any, Any]", runner: Callable[..., Any]) -> str:
     """Declare the Task ``task`` a job: its function's path runs ``runner`` (the function itself, or
     the wrapper that hands it a TaskContext: queues/tasks/run.py). Whether it is a job still depends
     on its module (``is_declared``): a Task outside a job module is refused at enqueue and by the gate,
@@ -108,7 +123,7 @@ def declare_task(task, runner):
     return path
 
 
-def task_of(path):
+def task_of(path: str | None) -> "Task[Any, Any] | None":
     """The declared Task whose function ``path`` names (in a job module), or None. Imports nothing."""
     return _tasks.get(path) if is_declared(path) and path in _tasks else None
 
@@ -191,7 +206,8 @@ def in_job_module(path):
     return any(module == name or module.startswith(name + ".") for name in job_modules())
 
 
-_verdicts = {}  # path -> is_declared(path), per enqueue a dict lookup; emptied when a job is declared
+# path -> is_declared(path), per enqueue a dict lookup; emptied when a job is declared
+_verdicts: dict[str, bool] = {}
 
 
 def is_declared(path):

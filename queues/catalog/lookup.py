@@ -10,6 +10,8 @@ Keys: rq 3.0 prefixes all of its own keys with ``RQ_KEY_PREFIX``, which ``QUEUE_
 (see docs/decisions.md). A queue named ``orders-sync`` lives at ``<prefix>:queue:orders-sync``.
 """
 
+from typing import TYPE_CHECKING
+
 import redis
 
 from queues.catalog import queues as declarations
@@ -20,8 +22,11 @@ from queues.connection import (
 )
 from queues.connection.djangorq import rq_queues_setting  # noqa: F401  (public here since django-rq was wired from here)
 
+if TYPE_CHECKING:
+    from rq.job import Job
 
-def get_queue(name, connection=None):
+
+def get_queue(name: str, connection: redis.Redis | None = None) -> OptimaQueue:
     """The RQ queue declared as ``name``: prefixed, JSON, bound to the queues' connection."""
     config = get_config(name)
     if connection is None:
@@ -29,7 +34,7 @@ def get_queue(name, connection=None):
     return OptimaQueue(name, connection=connection, default_timeout=config.options["timeout"])
 
 
-def fetch_job(job_id, connection=None):
+def fetch_job(job_id: str, connection: redis.Redis | None = None) -> "Job | None":
     """The JSON job with this id, whatever its queue, or None when Redis no longer has it.
 
     Raises ``QueueUnavailable`` (masked URL) when Redis cannot be reached.

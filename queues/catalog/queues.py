@@ -152,7 +152,7 @@ def _reset_on_setting_change(*, setting, **kwargs):
         reset()
 
 
-def queue_names():
+def queue_names() -> list[str]:
     return list(declared())
 
 

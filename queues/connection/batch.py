@@ -54,7 +54,7 @@ NOT_IN_A_SCRIPT = {
     "BZPOPMAX",
     "SUBSCRIBE",
 }
-_scripts = {}  # id(connection) -> its Script (its sha computed once)
+_scripts: dict[int, redis.commands.core.Script] = {}  # id(connection) -> its Script (its sha computed once)
 
 
 def _script(connection):

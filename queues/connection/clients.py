@@ -17,6 +17,7 @@ errors and pages show.
 """
 
 import functools
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -26,6 +27,9 @@ from queues import conf
 from queues.connection import failover
 from queues.connection.factory import make_client, mask_url
 from queues.exceptions import QueueUnavailable
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = [
     "cache_url",
@@ -75,14 +79,14 @@ def _cached_client(kind, url, _opts, sentinel=None):
     )
 
 
-def get_connection():
+def get_connection() -> "redis.Redis":
     """The queues' Redis client (lazy: nothing connects until the first command)."""
     return _cached_client(
         "queues", queues_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("queues")
     )
 
 
-def get_cache_connection():
+def get_cache_connection() -> "redis.Redis":
     """The client for cache, rate limiters and other shared traffic: never the queues' pool."""
     return _cached_client(
         "cache", cache_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("cache")

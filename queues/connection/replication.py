@@ -9,10 +9,11 @@ passes, with the number that did.
 ``acknowledged(queue)`` wraps the Redis write of every enqueue (``writing.write_job``). With
 ``QUEUES_REDIS_WAIT_REPLICAS`` = 0 (the default) it yields the queue untouched: no cost at all.
 Above 0 it yields a copy of the queue bound to a client that has exactly one connection (its own
-pool that always hands out that connection; one per thread and source pool, kept), so that the enqueue's commands — plain
-ones, pipelines and WATCH/MULTI transactions alike — all run on the connection that then sends
-``WAIT``. (A single-connection ``redis.Redis`` would not do: its pipelines take another connection
-from the pool.) ``WAIT`` is sent after the transaction, never inside MULTI, where it does not block.
+pool that always hands out that connection; one per thread and source pool, kept), so that the
+enqueue's commands — plain ones, pipelines and WATCH/MULTI transactions alike — all run on the
+connection that then sends ``WAIT``. (A single-connection ``redis.Redis`` would not do: its
+pipelines take another connection from the pool.) ``WAIT`` is sent after the transaction, never
+inside MULTI, where it does not block.
 
 Fewer replicas than asked within the timeout raises ``NotReplicated``, a ``QueueUnavailable``: the
 job *is* written on the master and will run unless a failover comes first, but the caller was
@@ -65,7 +66,7 @@ class _OneConnection:
         self._pinned = None
 
 
-_pool_classes = {}
+_pool_classes: dict[type, type] = {}
 
 
 def _single_connection_pool(pool, wait_seconds):

@@ -49,6 +49,10 @@ run is built from the declared schedule, never from them (``schedules.scheduler_
 """
 
 import datetime as dt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rq.job import Job
 
 QUEUE = "queue"
 ATTEMPTS_ALLOWED = "attempts_allowed"
@@ -97,7 +101,7 @@ def queue_name(job):
     return meta.get(QUEUE) or job.origin
 
 
-def current_attempt(job):
+def current_attempt(job: "Job") -> int:
     """The 1-based attempt the job is on (1 when the meta says nothing usable)."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     return max(1, _int(meta.get(ATTEMPT, 1), 1))

@@ -33,7 +33,9 @@ registries).
 
 import codecs
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
@@ -41,6 +43,9 @@ from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
 from queues import rqcompat
 from queues.jobs.results import ReadJob
 from queues.keyspace import entries, keys
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
@@ -115,8 +120,8 @@ class CorruptJob:
     description = None
     created_at = enqueued_at = started_at = ended_at = None
     args = ()
-    kwargs = {}
-    meta = {}
+    kwargs: ClassVar[dict[str, object]] = {}  # class attributes, not fields (no annotation made them so)
+    meta: ClassVar[dict[str, object]] = {}
 
     @property
     def func_name(self):
@@ -137,7 +142,7 @@ class CorruptJob:
         return f"corrupt job {self.id}: {self.why}"
 
 
-def why_id(job_id):
+def why_id(job_id: str) -> str | None:
     """Why rq cannot build a job of ``job_id`` (a str), or None: rq's ``Job`` raises ``ValueError``
     for an id outside ``[A-Za-z0-9_-]`` (``r2.dot.id``, ``../../x``, ``a:b``, a newline)."""
     try:
@@ -239,7 +244,9 @@ def normal_id(job_id):
     return raw_id(job_id)
 
 
-def fetch_many(job_ids, connection, check_origin=True):
+def fetch_many(
+    job_ids: Iterable[str | bytes], connection: redis.Redis, check_origin: bool = True
+) -> list[ReadJob | CorruptJob | None]:
     """[job, CorruptJob or None per id] in one round trip (ids: str, escaped str, or bytes)."""
     job_ids = [normal_id(j) for j in job_ids]
     if not job_ids:
@@ -251,11 +258,11 @@ def fetch_many(job_ids, connection, check_origin=True):
     return [load(j, r, connection, check_origin) for j, r in zip(job_ids, replies)]
 
 
-def fetch(job_id, connection, check_origin=True):
+def fetch(job_id: str | bytes, connection: redis.Redis, check_origin: bool = True) -> ReadJob | CorruptJob | None:
     return fetch_many([job_id], connection, check_origin)[0]
 
 
-def is_corrupt(job):
+def is_corrupt(job: object) -> "TypeIs[CorruptJob]":
     return isinstance(job, CorruptJob)
 
 

@@ -26,6 +26,7 @@ import base64
 import zlib
 
 import redis
+from rq.job import Job
 from rq.results import Result
 
 from queues.catalog.classes import OptimaJob
@@ -53,7 +54,7 @@ def _bounded(payload):
     return payload
 
 
-def read(job, count=RESULTS_READ):
+def read(job: Job, count: int = RESULTS_READ) -> list[Result]:
     """The job's last ``count`` results, newest first, as rq's ``Result``; entries rq cannot
     restore are left out and reported."""
     key = keys.results_key(job.id)
@@ -65,7 +66,7 @@ def read(job, count=RESULTS_READ):
         entries.report(key, "not a stream (WRONGTYPE): no results shown")
         return []
     results = []
-    for result_id, payload in entries_:
+    for result_id, payload in entries_:  # type: ignore[union-attr]  # typed Optional by redis-py; a list
         result_id = entries.text(result_id)
         try:
             results.append(

@@ -23,8 +23,12 @@ and ``removeOnFail: false``).
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from queues.keyspace import keys
+
+if TYPE_CHECKING:
+    from redis.commands.core import Script
 
 logger = logging.getLogger("queues.retention")  # a documented logger name: kept when the module moved
 
@@ -67,7 +71,7 @@ redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - keep - 1)
 return #ids
 """
 
-_scripts = {}
+_scripts: dict[int, "Script"] = {}  # id(connection) -> its Script
 
 
 def _trim_script(connection):

@@ -12,9 +12,11 @@ A job is in one of three places, and each answers with the same fields (``JobSta
 last failed attempt: a public API shows only its last line (features/redaction.py).
 """
 
+import datetime as dt
 import logging
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 
@@ -23,6 +25,9 @@ from queues.exceptions import QueueUnavailable
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.producer import limits, outbox
+
+if TYPE_CHECKING:
+    from rq.job import Job
 
 logger = logging.getLogger("queues")
 
@@ -34,18 +39,18 @@ class JobState:
     queue: str | None = None
     attempt: int | None = None
     attempts_allowed: int | None = None
-    progress: object = None
-    result: object = None
+    progress: Any = None  # JSON as the job wrote it
+    result: Any = None  # JSON: the job's return value
     error: str | None = None  # the last failed attempt's exception string (raw: may name internals)
     dead_reason: str | None = None
-    held_by: dict | None = None
-    enqueued_at: object = None
-    started_at: object = None
-    ended_at: object = None
-    meta: dict = field(default_factory=dict, compare=False)
+    held_by: dict[str, int | str | None] | None = None
+    enqueued_at: dt.datetime | None = None
+    started_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
     why: str = ""  # a corrupt job: why it cannot be read
 
-    PUBLIC = (
+    PUBLIC: ClassVar[tuple[str, ...]] = (
         "job_id",
         "queue",
         "state",
@@ -61,15 +66,15 @@ class JobState:
         "ended_at",
     )
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         """The public fields, in the order of the API's payload (no ``meta``, no ``why``)."""
         return {name: getattr(self, name) for name in self.PUBLIC}
 
-    def but(self, **changes):
+    def but(self, **changes: Any) -> "JobState":
         return replace(self, **changes)
 
 
-def job_state(job_id, connection=None):
+def job_state(job_id: str, connection: redis.Redis | None = None) -> JobState | None:
     """The state of job ``job_id`` (``JobState``), or None when neither Redis nor the outbox has it.
 
     Raises ``QueueUnavailable`` when Redis cannot be read and the outbox does not have the job (a job
@@ -100,7 +105,7 @@ def job_state(job_id, connection=None):
         return _corrupt(jobread.CorruptJob(job.id, f"{type(exc).__name__} while reading its status"))
 
 
-def in_outbox(job_id):
+def in_outbox(job_id: str) -> JobState | None:
     """The state of a job accepted but still in the outbox, or None when the outbox does not hold it."""
     entry = outbox.waiting(job_id)
     if entry is None:
@@ -115,10 +120,10 @@ def in_outbox(job_id):
     )
 
 
-def of_job(job):
+def of_job(job: "Job") -> JobState:
     """The state of an rq job read from Redis."""
-    state = job.get_status(refresh=False)
-    state = getattr(state, "value", state)
+    status = job.get_status(refresh=False)
+    state: str = getattr(status, "value", status)
     meta = job.meta or {}
     if state == limits.HELD:
         state = "held"  # rq's "rate_limited": waiting outside the queue for a slot of its limit key
@@ -151,12 +156,12 @@ def of_job(job):
     )
 
 
-def _count(value):
+def _count(value: object) -> int | None:
     """A count of the job's meta, or None when what Redis held is no integer (NaN, 1e999, text)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _finite(value):
+def _finite(value: Any) -> Any:
     """``value`` (JSON as Redis held it) with every number that is not finite (NaN, 1e999) as None:
     strict JSON, which the API renders, has no such numbers."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -168,7 +173,7 @@ def _finite(value):
     return value
 
 
-def _corrupt(job):
+def _corrupt(job: jobread.CorruptJob) -> JobState:
     logger.error("job status: job %s cannot be read: %s", job.id, job.why)
     return JobState(job_id=job.id, state="corrupt", error=f"The job cannot be read from Redis: {job.why}.", why=job.why)
 

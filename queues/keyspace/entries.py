@@ -54,7 +54,7 @@ MAX_REPORTED = 1000
 
 logger = logsafe.get_logger("queues.resilience")  # the logger that names bad entries set aside, too
 
-_reported = set()
+_reported: set[tuple[str, str]] = set()
 
 
 def report(key, why, log=logger):

@@ -32,7 +32,7 @@ key                                    what
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
 ``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
 ``<p>:optima:history:10m``             the last 433 ten-minute samples: 72 h (``metrics/history.py``)
-``<p>:optima:replication-probe``       written before a WAIT that confirms an earlier write (``replication.confirm``; 60 s)
+``<p>:optima:replication-probe``       written before a WAIT confirming an earlier write (``replication.confirm``; 60 s)
 ``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.periodic.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
 ``<p>:optima:search:queue:<q>``        job ids of queue ``<q>`` by enqueue time (search index)

@@ -185,7 +185,7 @@ def per_period(samples, now, count, period):
     first, current = starts[0], starts[-1]
     queues = sorted({q for _, counts in samples for q in counts})
     series = {q: {} for q in queues}
-    for (before_t, before), (after_t, after) in zip(samples, samples[1:]):
+    for (_, before), (after_t, after) in zip(samples, samples[1:]):
         minute = math.floor(after_t / period) * period
         if minute < first or minute > current:
             continue

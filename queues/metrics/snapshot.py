@@ -17,10 +17,10 @@ class QueueSample:
     oldest_waiting_seconds: float = 0.0
     workers: int = 0
     durations_ms: list = field(default_factory=list)
-    counters: dict = None  # None: unknown (Redis error) -> counter samples are left out, not zeroed
-    buckets: dict = None  # upper bound (s) -> non-cumulative count
-    waits: dict = None  # the wait histogram: upper bound (s) -> non-cumulative count (None with counters)
-    totals: dict = None  # the total histogram, the same way
+    counters: dict | None = None  # None: unknown (Redis error) -> counter samples are left out, not zeroed
+    buckets: dict | None = None  # upper bound (s) -> non-cumulative count
+    waits: dict | None = None  # the wait histogram: upper bound (s) -> non-cumulative count (None with counters)
+    totals: dict | None = None  # the total histogram, the same way
     dead_letters: int = 0
     held: int = 0  # jobs held back by their limit key (queues/producer/limits.py); not a state of ``jobs``
     outbox: int = 0  # jobs accepted and not yet in Redis (queues/producer/outbox.py); not a state of ``jobs`` either
@@ -34,7 +34,7 @@ class Snapshot:
     queues: dict  # name -> QueueSample
     taken_at: float  # time.time() of the read
     read_seconds: float  # how long the read took
-    redis_memory: redisinfo.Memory = None  # None: unknown (Redis or INFO failed) -> families left out
+    redis_memory: redisinfo.Memory | None = None  # None: unknown (Redis or INFO failed) -> families left out
 
 
 def text(value):

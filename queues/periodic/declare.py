@@ -67,11 +67,7 @@ class Schedule:
             return after + dt.timedelta(seconds=self.interval)
         import crontab
 
-        return (
-            crontab.CronTab(self.cron)
-            .next(now=after, return_datetime=True, default_utc=True)
-            .astimezone(dt.UTC)
-        )
+        return crontab.CronTab(self.cron).next(now=after, return_datetime=True, default_utc=True).astimezone(dt.UTC)
 
 
 def declarations():

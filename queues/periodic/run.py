@@ -89,9 +89,7 @@ class PeriodicScheduler(PrefixedScheduler):
                     self.scheduled_jobs_key,
                 )
                 continue
-            self.enqueue_periodic(
-                schedule, dt.datetime.fromtimestamp(score, dt.UTC), now, paused=schedule.id in paused
-            )
+            self.enqueue_periodic(schedule, dt.datetime.fromtimestamp(score, dt.UTC), now, paused=schedule.id in paused)
         return due
 
     def enqueue_periodic(self, schedule, when, now, paused=False):

@@ -14,6 +14,8 @@ import datetime as dt
 import logging
 import math
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import redis
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
@@ -29,6 +31,9 @@ from queues.jobs import signing
 from queues.keyspace import keys
 from queues.producer import inline, limits
 from queues.producer.write import declared_queue, waiting_unique, write_job
+
+if TYPE_CHECKING:
+    from rq.job import Job
 
 logger = logging.getLogger("queues.enqueueing")  # a documented logger name: kept when the module moved
 
@@ -137,21 +142,21 @@ def _resolve_when(delay, at):
 
 
 def enqueue(
-    name,
-    func,
-    *args,
-    attempts=None,
-    timeout=None,
-    job_id=None,
-    delay=None,
-    at=None,
-    unique=None,
-    durable=False,
-    limit_key=None,
-    limit_concurrency=None,
-    priority=0,
-    **kwargs,
-):
+    name: str,
+    func: Callable[..., Any] | str,
+    *args: Any,
+    attempts: int | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    delay: float | dt.timedelta | None = None,
+    at: dt.datetime | None = None,
+    unique: str | bool | None = None,
+    durable: bool = False,
+    limit_key: str | None = None,
+    limit_concurrency: int | None = None,
+    priority: int = 0,
+    **kwargs: Any,
+) -> "Job":
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
 
     The keyword-only parameters are options, not job arguments (``ENQUEUE_OPTIONS``; docs/api.md).
@@ -189,23 +194,23 @@ def _dotted(func):
 
 
 def enqueue_call(
-    name,
-    func,
-    args=(),
-    kwargs=None,
+    name: str,
+    func: Callable[..., Any] | str,
+    args: tuple[Any, ...] | list[Any] = (),
+    kwargs: dict[str, Any] | None = None,
     *,
-    attempts=None,
-    timeout=None,
-    job_id=None,
-    delay=None,
-    at=None,
-    unique=None,
-    meta=None,
-    durable=False,
-    limit_key=None,
-    limit_concurrency=None,
-    priority=0,
-):
+    attempts: int | None = None,
+    timeout: float | None = None,
+    job_id: str | None = None,
+    delay: float | dt.timedelta | None = None,
+    at: dt.datetime | None = None,
+    unique: str | bool | None = None,
+    meta: dict[str, Any] | None = None,
+    durable: bool = False,
+    limit_key: str | None = None,
+    limit_concurrency: int | None = None,
+    priority: int = 0,
+) -> "Job":
     """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
     return _enqueue(
         name,

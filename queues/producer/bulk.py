@@ -20,7 +20,9 @@ for all), ``priority``, ``meta``. ``unique=`` is refused: whether each key's job
 read per key before the write; enqueue such jobs one by one with ``queues.enqueue(..., unique=)``.
 """
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from queues import testing, tracing
 from queues.catalog.lookup import get_config
@@ -30,6 +32,11 @@ from queues.jobs import signing
 from queues.producer import api, inline
 from queues.producer.write import declared_queue, write_many
 
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from rq.job import Job
+
 MAX_BATCH = 10_000  # jobs per call: one MULTI holds them all in the client's and the server's memory
 
 
@@ -37,28 +44,28 @@ MAX_BATCH = 10_000  # jobs per call: one MULTI holds them all in the client's an
 class Call:
     """One job of ``queues.enqueue_many``: its arguments, and optionally its own job id and meta."""
 
-    args: tuple | list = ()
-    kwargs: dict | None = None
+    args: tuple[Any, ...] | list[Any] = ()
+    kwargs: dict[str, Any] | None = None
     job_id: str | None = None
-    meta: dict | None = None
+    meta: dict[str, Any] | None = None
 
 
 def enqueue_many(
-    name,
-    func,
-    calls,
+    name: str,
+    func: Callable[..., Any] | str,
+    calls: Iterable[tuple[Any, ...] | list[Any] | Call],
     *,
-    attempts=None,
-    timeout=None,
-    delay=None,
-    at=None,
-    durable=False,
-    limit_key=None,
-    limit_concurrency=None,
-    priority=0,
-    meta=None,
-    unique=None,
-):
+    attempts: int | None = None,
+    timeout: float | None = None,
+    delay: "float | dt.timedelta | None" = None,
+    at: "dt.datetime | None" = None,
+    durable: bool = False,
+    limit_key: str | None = None,
+    limit_concurrency: int | None = None,
+    priority: int = 0,
+    meta: dict[str, Any] | None = None,
+    unique: Literal[False] | None = None,
+) -> list["Job"]:
     """Enqueue one job of ``func`` per item of ``calls`` on the declared queue ``name``, in one write;
     returns the rq Jobs in the order of ``calls``. All or nothing: a bad item raises ``InvalidJob``
     (naming its index) and nothing is written; a Redis failure raises ``QueueUnavailable``."""

@@ -12,6 +12,7 @@ a canceled queued job of a limit key then gives its slot to the next held job of
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 
@@ -22,6 +23,10 @@ from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import keys, quarantine
 from queues.producer import limits, outbox
+
+if TYPE_CHECKING:
+    import redis
+    from django.http import HttpRequest
 
 # Atomic against the worker's pop (an LMOVE of the queue's head into its intermediate list,
 # worker/dequeue.py) and the scheduler's move of a due job: the job is canceled only while
@@ -77,11 +82,11 @@ class Canceled:
     detail: str
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.outcome == "canceled"
 
 
-def cancel_job(job_id, connection=None):
+def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled:
     """Cancel a queued, scheduled (delayed, or a retry waiting for its backoff) or held job, atomically
     (``CANCEL_LUA``): it ends ``canceled`` in the canceled registry and never runs. Returns a
     ``Canceled``; never raises but for Redis being unavailable (``redis.RedisError``)."""
@@ -135,7 +140,9 @@ def cancel_job(job_id, connection=None):
     )
 
 
-def cancel(job_id, *, request=None, reason="", connection=None):
+def cancel(
+    job_id: str, *, request: "HttpRequest | None" = None, reason: str = "", connection: "redis.Redis | None" = None
+) -> Canceled:
     """``queues.cancel``: cancel a job that has not started, wherever it is; -> ``Canceled``.
 
     A job still in the outbox (accepted, not yet in Redis) is canceled by deleting its row

@@ -31,10 +31,14 @@ panel, ``optima_queue_held_jobs``).
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from rq.job import JobStatus
 from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text
+
+if TYPE_CHECKING:
+    import redis
 
 HELD = JobStatus.RATE_LIMITED.value  # rq's status of a held job: "rate_limited"
 HOLDS_SLOT = (JobStatus.QUEUED.value, JobStatus.STARTED.value)
@@ -158,7 +162,7 @@ class Hold:
     held: int  # jobs of the key held now
     ahead: int | None  # held jobs of the key before this one; None when this one is not held
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, int | str | None]:
         return {
             "key": self.key,
             "concurrency": self.concurrency,
@@ -168,7 +172,8 @@ class Hold:
         }
 
 
-def hold_of(job, connection=None):
+# ``job``: an rq Job (Any: its limit fields are Optional to mypy until ``is_limited`` says they are set).
+def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
     """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one."""
     if not is_limited(job):
         return None

@@ -31,6 +31,7 @@ import base64
 import logging
 import time
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import F, Min, Q
@@ -38,6 +39,9 @@ from django.utils import timezone
 
 from queues import conf
 from queues.exceptions import InvalidJob, QueueUnavailable
+
+if TYPE_CHECKING:
+    from queues.models import OutboxEntry
 
 logger = logging.getLogger("queues.outbox")  # a documented logger name: kept when the module moved
 
@@ -62,7 +66,7 @@ def encode(mapping):
     return out
 
 
-def decode(stored):
+def decode(stored: dict[str, Any]) -> dict[str, Any]:
     """The stored hash back as Redis would return it (bytes values), for ``Job.restore``."""
     out = {}
     for key, value in stored.items():
@@ -299,7 +303,7 @@ def stats():
     return {queue: (n, oldest) for queue, n, oldest in rows}
 
 
-def waiting(job_id):
+def waiting(job_id: str) -> "OutboxEntry | None":
     """The outbox row of ``job_id`` (this prefix), or None."""
     return _model().objects.using(_using()).filter(prefix=conf.prefix(), job_id=job_id).first()
 
@@ -315,7 +319,7 @@ def cancel(job_id):
     return bool(deleted)
 
 
-def stored_meta(entry):
+def stored_meta(entry: "OutboxEntry") -> dict[str, Any]:
     """The job's meta from an outbox row (the owner, the queue), {} when unreadable."""
     import json
 

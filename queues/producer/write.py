@@ -224,7 +224,7 @@ def _written_keys(queue, job, lock_key):
 # the client lookup) costs more than the rest of the Python side of an enqueue, and nothing in it
 # changes between enqueues. Built again when the declarations were (a new QueueConfig) and after any
 # setting change (override_settings, the test ``settings`` fixture: a new Redis URL or timeouts).
-_queues = {}
+_queues: dict[str, tuple[object, object]] = {}
 
 
 def declared_queue(name, config):

@@ -66,7 +66,7 @@ class Hit:
 
 @dataclass
 class Found:
-    hits: list = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
     start: int = 0  # where this page's scan began in the source
     next_start: int | None = None  # where the next page begins (None: the source is exhausted)
     scanned: int = 0  # candidates read by this search
@@ -77,16 +77,16 @@ class Found:
 
 def search_jobs(
     *,
-    function=None,
-    queue=None,
-    state=None,
-    text=None,
-    owner=None,
-    start=0,
-    page_size=PAGE_SIZE,
-    scan_limit=SCAN_LIMIT,
-    connection=None,
-):
+    function: str | None = None,
+    queue: str | None = None,
+    state: str | None = None,
+    text: str | None = None,
+    owner: str | None = None,
+    start: int = 0,
+    page_size: int = PAGE_SIZE,
+    scan_limit: int = SCAN_LIMIT,
+    connection: redis.Redis | None = None,
+) -> Found:
     """Live jobs matching every criterion given, newest first: a ``Found``.
 
     ``function``: a dotted path (exact); ``queue``: a declared queue; ``state``: one of ``STATES``;

@@ -50,7 +50,7 @@ from queues.keyspace import keys
 MAX_SECONDS = 7 * 24 * 3600  # the index never keeps an entry longer than this
 TRIM_KEYS = 1000  # function and owner keys trimmed per run at most (the most recently used ones)
 REFRESH_SECONDS = 60  # a process refreshes a key's expiry (and the function/owner lists) this often at most
-_refreshed = {}  # key -> time.monotonic() of this process's latest EXPIRE of it
+_refreshed: dict[str, float] = {}  # key -> time.monotonic() of this process's latest EXPIRE of it
 _retention = (None, MAX_SECONDS)  # (declared dict it was computed from, seconds)
 
 

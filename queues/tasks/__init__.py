@@ -12,12 +12,18 @@
 ``import queues.tasks`` imports neither rq nor the framework. docs/tasks.md is the user's guide.
 """
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # loaded on first use (below); type checkers read them here
+    from queues.conf import Problem
+    from queues.tasks.backend import QUEUE_OPTIONS, QueuesBackend, QueuesTask
+
 __all__ = ["QueuesBackend", "QueuesTask", "QUEUE_OPTIONS"]
 
 BACKEND = "queues.tasks.QueuesBackend"
 
 
-def validate():
+def validate() -> list["Problem"]:
     """queues.W082: ``TASKS`` names this backend but ``'django_tasks'`` is not installed, so the framework's
     checks, and with them the backend's own (queues.E080, E081), never run (tasks still enqueue and run).
     Reported by queues/checks.py, which runs whatever is installed."""
@@ -45,7 +51,7 @@ def validate():
     ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in __all__:
         from queues.tasks import backend
 

@@ -19,6 +19,8 @@ Where the framework is silent:
 
 import dataclasses
 import difflib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -26,7 +28,10 @@ from django.core.exceptions import ImproperlyConfigured
 from queues.catalog import jobs as catalog
 from queues.exceptions import InvalidJob, QueuesError, UnknownQueue
 from queues.tasks import compat, results
-from queues.tasks.compat import InvalidTaskError, Task
+from queues.tasks.compat import InvalidTaskError, Task, TaskResult
+
+if TYPE_CHECKING:
+    import datetime as dt
 
 # Options of queues.enqueue_call a Task may carry (QueuesTask.using); the Task's own fields give the
 # queue (queue_name), the priority and the start (run_after -> at).
@@ -39,19 +44,27 @@ class InvalidTask(InvalidJob, InvalidTaskError):
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class QueuesTask(Task):
+class QueuesTask(Task[Any, Any]):
     """The Task ``@task`` builds for a ``QueuesBackend``: declared a job as it is built (the catalog
     decides, at enqueue and in the worker, whether its module is a job module)."""
 
-    queue_options: dict | None = dataclasses.field(default=None, compare=False, repr=False)
+    queue_options: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         Task.__post_init__(self)
         from queues.tasks import run
 
         catalog.declare_task(self, run.runner(self))
 
-    def using(self, *, priority=None, queue_name=None, run_after=None, backend=None, **options):
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: "dt.datetime | None" = None,
+        backend: str | None = None,
+        **options: Any,
+    ) -> "QueuesTask":
         """The framework's ``using``, plus the queues' own options (``QUEUE_OPTIONS``), e.g.
         ``generate.using(timeout=120, limit_key="owner:7", durable=True).enqueue(...)``."""
         task = Task.using(self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend)
@@ -77,13 +90,13 @@ class QueuesBackend(compat.BaseTaskBackend):
     supports_priority = True  # three bands of the queue: > 0, 0, < 0 (queues.enqueue's priority=)
     logs_one_line_per_job = True  # the backport's task_started/task_finished log lines are skipped (tasks/run.py)
 
-    def __init__(self, alias, params):
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.declared_queues = tuple(params["QUEUES"]) if params.get("QUEUES") else None
         self.queues = set()  # the framework's own queue check is ours (validate_task): it names the queues
 
     # -- validation (at decoration, in the framework's Task.__post_init__) -----------------------
-    def validate_task(self, task):
+    def validate_task(self, task: Task[Any, Any]) -> None:
         name = task.queue_name
         allowed = self.declared_queues
         known = _queue_names()
@@ -101,11 +114,12 @@ class QueuesBackend(compat.BaseTaskBackend):
             raise InvalidTaskError(f"run_after={task.run_after!r} is a naive datetime: pass an aware one.")
 
     # -- the producer side --------------------------------------------------------------------------
-    def enqueue(self, task, args, kwargs):
+    # The framework hands a backend only the Tasks its task_class builds: QueuesTask, narrower than the base's Task.
+    def enqueue(self, task: QueuesTask, args: Any, kwargs: Any) -> TaskResult[Any]:  # type: ignore[override]
         from queues.producer.api import enqueue_call
 
         options = dict(task.queue_options) if task.queue_options else {}
-        marker = {"backend": self.alias}
+        marker: dict[str, Any] = {"backend": self.alias}
         if task.priority:
             marker["priority"] = task.priority
             options["priority"] = task.priority
@@ -123,11 +137,11 @@ class QueuesBackend(compat.BaseTaskBackend):
         return result
 
     # -- results ------------------------------------------------------------------------------------
-    def get_result(self, result_id):
+    def get_result(self, result_id: str) -> TaskResult[Any]:
         return results.get(self.alias, result_id)
 
     # -- checks ---------------------------------------------------------------------------------------
-    def check(self, **kwargs):
+    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         setting = f"TASKS[{self.alias!r}]"
         if self.declared_queues is not None:
             known = _queue_names()
@@ -135,7 +149,7 @@ class QueuesBackend(compat.BaseTaskBackend):
             if unknown:
                 yield checks.Error(
                     f"{setting}['QUEUES'] names {', '.join(map(repr, unknown))}, not declared queue(s) "
-                    f"(declared: {', '.join(map(repr, known)) or 'none'}).",
+                    f"(declared: {', '.join(map(repr, known or ())) or 'none'}).",
                     hint="Name declared queues only (an app's queues.py or OPTIMA_QUEUES), or leave QUEUES out: "
                     "every declared queue is then accepted.",
                     id="queues.E080",
@@ -150,7 +164,7 @@ class QueuesBackend(compat.BaseTaskBackend):
             )
 
 
-def _queue_names():
+def _queue_names() -> list[str] | None:
     """The declared queues, or None when the queue configuration is broken (the checks report it)."""
     from queues.catalog.queues import queue_names
 

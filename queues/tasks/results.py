@@ -22,13 +22,18 @@ Task) raises ``TaskResultDoesNotExist``: nothing it names is imported.
 """
 
 import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from django.utils import timezone
 
 from queues.catalog import jobs as catalog
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat
-from queues.tasks.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus
+from queues.tasks.compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
+
+if TYPE_CHECKING:
+    from rq.job import Job
 
 TASK = jobmeta.TASK  # meta key: {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
 WORKER_IDS = jobmeta.WORKER_IDS  # meta key: the worker of each counted attempt (queues/tasks/run.py)
@@ -51,13 +56,13 @@ STATUS = {
 RAN = {"started", "finished", "failed", "stopped"}  # states whose current attempt has counted
 
 
-def aware(when):
+def aware(when: dt.datetime | None) -> dt.datetime | None:
     if when is None:
         return None
     return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when
 
 
-def task_of(alias, job):
+def task_of(alias: str | None, job: "Job") -> Task[Any, Any]:
     """The Task ``job`` (an rq job, read as JSON) runs, rebuilt with its queue and priority; raises
     ``TaskResultDoesNotExist`` for a job that is not a task of backend ``alias``. Imports nothing."""
     meta = job.meta if isinstance(job.meta, dict) else {}
@@ -89,21 +94,21 @@ def task_of(alias, job):
 
 
 def build(
-    alias,
-    task,
-    job_id,
-    status,
+    alias: str,
+    task: Task[Any, Any],
+    job_id: str,
+    status: TaskResultStatus,
     *,
-    args,
-    kwargs,
-    enqueued_at=None,
-    started_at=None,
-    finished_at=None,
-    errors=(),
-    worker_ids=(),
-    return_value=None,
-):
-    result = TaskResult(
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    enqueued_at: dt.datetime | None = None,
+    started_at: dt.datetime | None = None,
+    finished_at: dt.datetime | None = None,
+    errors: Iterable[TaskError] = (),
+    worker_ids: Iterable[str] = (),
+    return_value: Any = None,
+) -> TaskResult[Any]:
+    result: TaskResult[Any] = TaskResult(
         task=task,
         id=job_id,
         status=status,
@@ -122,14 +127,16 @@ def build(
     return result
 
 
-def enqueued(alias, task, job, args, kwargs):
+def enqueued(
+    alias: str, task: Task[Any, Any], job: "Job", args: Sequence[Any], kwargs: dict[str, Any]
+) -> TaskResult[Any]:
     """The result ``enqueue`` returns: READY (``unique`` may give back a job already waiting: READY too)."""
     return build(
         alias, task, job.id, READY, args=args, kwargs=kwargs, enqueued_at=aware(job.enqueued_at) or timezone.now()
     )
 
 
-def exception_path(exc_string):
+def exception_path(exc_string: str | None) -> str:
     """The dotted class of the exception a formatted traceback ends with ("builtins.ValueError");
     ``queues.exceptions.QueuesError`` for a failure that is no traceback (a job refused, a worker lost)."""
     lines = (exc_string or "").splitlines()
@@ -146,7 +153,7 @@ def exception_path(exc_string):
     return "queues.exceptions.QueuesError"
 
 
-def counted_workers(job, state):
+def counted_workers(job: "Job", state: str) -> list[str]:
     """The worker of each counted attempt (see the module docstring)."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     ids = meta.get(WORKER_IDS)
@@ -158,13 +165,14 @@ def counted_workers(job, state):
     return [str(name) for name in ids[: max(counted, 0)]]
 
 
-def of_job(alias, job, state):
+def of_job(alias: str | None, job: "Job", state: str) -> TaskResult[Any]:
     """The TaskResult of ``job`` (read from Redis) whose rq state is ``state``."""
     from queues.jobs import results as jobresults
 
-    task = task_of(alias, job)
+    task = task_of(alias, job)  # raises for a job of no backend (alias None)
     status = STATUS.get(state, READY)
-    errors, return_value = [], None
+    errors: list[TaskError] = []
+    return_value = None
     for entry in reversed(jobresults.read(job)):  # oldest first
         if entry.type in (entry.Type.FAILED, entry.Type.RETRIED) and entry.exc_string:
             errors.append(
@@ -174,7 +182,7 @@ def of_job(alias, job, state):
             return_value = entry.return_value
     ran = state in RAN or bool(errors)
     return build(
-        alias,
+        cast(str, alias),
         task,
         job.id,
         status,
@@ -189,7 +197,7 @@ def of_job(alias, job, state):
     )
 
 
-def get(alias, result_id):
+def get(alias: str, result_id: str) -> TaskResult[Any]:
     """``QueuesBackend.get_result``: the TaskResult of job ``result_id``, from Redis or the outbox."""
     import redis
 

@@ -15,42 +15,48 @@ The receivers are connected when this module is imported: by the first QueuesTas
 importing ``@task``), so a worker that can run a Task always has them.
 """
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
 from queues import rqcompat
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat, results
 from queues.worker import signals as events
 
+if TYPE_CHECKING:
+    from rq.job import Job
 
-def runner(task):
+
+def runner(task: compat.Task[Any, Any]) -> Callable[..., Any]:
     """The callable a job naming ``task``'s function runs."""
     if not task.takes_context:
         return task.func
     func = task.func
 
-    def run_with_context(*args, **kwargs):
+    def run_with_context(*args: Any, **kwargs: Any) -> Any:
         from rq import get_current_job
 
-        job = get_current_job()
+        job = cast("Job", get_current_job())  # this runs inside a worker's job: there is one
         result = getattr(job, "_task_result", None) or running(job)
         return func(compat.TaskContext(task_result=result), *args, **kwargs)
 
     run_with_context.__module__, run_with_context.__qualname__ = func.__module__, func.__qualname__
-    run_with_context.__wrapped__ = func
+    run_with_context.__wrapped__ = func  # type: ignore[attr-defined]  # what functools.wraps would set
     return run_with_context
 
 
-def _backend_of(job):
+def _backend_of(job: "Job") -> str | None:
     meta = job.meta if isinstance(job.meta, dict) else {}
     marker = meta.get(results.TASK)
     return marker.get("backend") if isinstance(marker, dict) else None
 
 
-def running(job):
+def running(job: "Job") -> compat.TaskResult[Any]:
     """The RUNNING TaskResult of the attempt ``job`` is on (in its process; no Redis read)."""
     alias = _backend_of(job)
-    task = results.task_of(alias, job)
+    task = results.task_of(alias, job)  # raises for a job of no backend (alias None)
     return results.build(
-        alias,
+        cast(str, alias),
         task,
         job.id,
         results.RUNNING,
@@ -62,16 +68,16 @@ def running(job):
     )
 
 
-def _sender(job):
+def _sender(job: "Job") -> type[compat.BaseTaskBackend]:
     """The framework's signals' sender: the class of the backend the job's Task was enqueued through (by its
     alias in the job's meta); the base class when that alias is no longer configured."""
     try:
-        return type(compat.task_backends[_backend_of(job)])
+        return type(compat.task_backends[cast(str, _backend_of(job))])  # the callers saw a backend
     except compat.InvalidTaskBackendError:
         return compat.BaseTaskBackend
 
 
-def on_job_started(sender, job, **kwargs):
+def on_job_started(sender: object, job: "Job", **kwargs: Any) -> None:
     if _backend_of(job) is None:
         return
     attempt = jobmeta.current_attempt(job)
@@ -79,13 +85,13 @@ def on_job_started(sender, job, **kwargs):
     ids = list(ids[: attempt - 1]) if isinstance(ids, list) else []
     ids.append(job.worker_name or "")
     job.meta[results.WORKER_IDS] = ids
-    job.save_meta()
+    job.save_meta()  # type: ignore[no-untyped-call]  # rq's save_meta is not annotated
     result = running(job)
-    job._task_result = result
+    job._task_result = result  # type: ignore[attr-defined]  # the attempt's TaskResult, read by run_with_context
     compat.task_started.send(_sender(job), task_result=result)
 
 
-def _finished(job, status, return_value=None):
+def _finished(job: "Job", status: compat.TaskResultStatus, return_value: Any = None) -> compat.TaskResult[Any]:
     result = getattr(job, "_task_result", None) or running(job)
     object.__setattr__(result, "status", status)
     object.__setattr__(result, "finished_at", results.aware(job.ended_at))
@@ -94,7 +100,7 @@ def _finished(job, status, return_value=None):
     return result
 
 
-def on_job_succeeded(sender, job, **kwargs):
+def on_job_succeeded(sender: object, job: "Job", **kwargs: Any) -> None:
     if _backend_of(job) is None:
         return
     value = rqcompat.cached_result(job)
@@ -105,7 +111,7 @@ def on_job_succeeded(sender, job, **kwargs):
     compat.task_finished.send(_sender(job), task_result=_finished(job, results.SUCCESSFUL, value))
 
 
-def on_job_dead(sender, job, reason=None, **kwargs):
+def on_job_dead(sender: object, job: "Job", reason: str | None = None, **kwargs: Any) -> None:
     if _backend_of(job) is None:
         return
     try:
@@ -115,12 +121,12 @@ def on_job_dead(sender, job, reason=None, **kwargs):
     compat.task_finished.send(_sender(job), task_result=result)
 
 
-def quiet_backport_logging():
+def quiet_backport_logging() -> None:
     """Skip the backport's logging receivers for this backend's tasks (see the module docstring)."""
     for signal, receiver in compat.BACKPORT_LOG_RECEIVERS.items():
         signal.disconnect(receiver)
 
-        def logged(sender, task_result, receiver=receiver, **kwargs):
+        def logged(sender: type, task_result: compat.TaskResult[Any], receiver: Any = receiver, **kwargs: Any) -> None:
             if not getattr(sender, "logs_one_line_per_job", False):  # QueuesBackend: its worker logs each job
                 receiver(sender=sender, task_result=task_result, **kwargs)
 

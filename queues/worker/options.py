@@ -58,7 +58,8 @@ def problems(opts=None):
             found.append(
                 conf.Problem(
                     "queues.E060",
-                    f"OPTIMA_QUEUES_OPTIONS[{key!r}] must be {kind} {'>=' if inclusive else '>'} {minimum}, got {value!r}.",
+                    f"OPTIMA_QUEUES_OPTIONS[{key!r}] must be {kind} {'>=' if inclusive else '>'} {minimum}, "
+                    f"got {value!r}.",
                     f"Remove it to use the default ({conf.OPTION_DEFAULTS[key]!r}); docs/settings.md explains it.",
                 )
             )

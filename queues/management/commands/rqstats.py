@@ -2,7 +2,8 @@
 
 django-rq's counts its registries with rq's ``cleanup()``, which loads expired jobs with pickle (its
 registries are built without a serializer) and moves them. This one runs it with the panel's
-read-only names (``queues.board.readonly``, installed by ``queues.board.patches``): the same output, JSON jobs only, no write.
+read-only names (``queues.board.readonly``, installed by ``queues.board.patches``): the same output,
+JSON jobs only, no write.
 """
 
 from django_rq.management.commands import rqstats
