@@ -344,7 +344,7 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
     if fail_fast and _in_transaction():
         # Written at the commit, a Redis failure raising there (the caller's other commit
         # callbacks after it do not run): how the admin's retry of a dead letter marks its row
-        # retried only once the job is in Redis (board/operations.py).
+        # retried only once the job is in Redis (failures/operations.py).
         transaction.on_commit(lambda: write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key))
         return job
     if not fail_fast and (durable or _in_transaction()):
