@@ -203,6 +203,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "optima_site.middleware.DatabaseUnavailableMiddleware",  # templates/503.html
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -218,7 +219,9 @@ ROOT_URLCONF = "optima_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],  # the queues app carries its own templates (queues/templates/)
+        # The site's own (the admin's title and header, the 404, 500 and 503 pages); the queues app carries
+        # its own templates (queues/templates/).
+        "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
