@@ -336,4 +336,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The system's fonts, not Google's (templates/drf_spectacular/redoc.html loads nothing from another host).
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif',
+                "headings": {"fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif'},
+                "code": {"fontFamily": 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace'},
+            }
+        }
+    },
 }

@@ -15,7 +15,10 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Folders at the top of the repository: a path starting with one of them is a path of this checkout.
 TOP = (".ci", "bench", "deploy", "devtools", "docs", "features", "optima_site", "queues", "templates", "tests")
 # queues/'s subpackages: ``worker/intake.py`` in prose means ``queues/worker/intake.py``.
-ROOMS = tuple(p.name for p in (ROOT / "queues").iterdir() if p.is_dir() and not p.name.startswith("__"))
+# (``templates/`` is the site's own, a top-level folder, not ``queues/templates/``.)
+ROOMS = tuple(
+    p.name for p in (ROOT / "queues").iterdir() if p.is_dir() and not p.name.startswith("__") and p.name not in TOP
+)
 
 # A path starts after a space, a bracket or a backtick; not after ``/``, ``.``, ``:`` or a word character
 # (``/admin/queues/`` is a URL, ``features/orders/jobs.py``'s ``jobs.py`` part of a longer path), nor inside
@@ -129,3 +132,12 @@ def test_a_stale_path_is_reported_with_its_doc_and_line(tmp_path):
         ("stale.md", 3, "board/operations.py"),
         ("stale.md", 3, "catalog.py"),
     ]
+
+
+def test_the_api_docs_demo_interval_is_the_codes(settings):
+    from features import conf
+
+    settings.OPTIMA_ENV = "dev"
+    text = (ROOT / "docs" / "api.md").read_text()
+    [said] = re.findall(r"cabinets 1-4 every (\d+) s", text)
+    assert int(said) == conf.sync_interval()
