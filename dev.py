@@ -200,7 +200,7 @@ def run(argv):
             # honcho prints "<process> stopped (rc=-15)" for each: the SIGTERM it sent them, not a failure.
             print(
                 f"* stopped cleanly ({signal.Signals(stopping[0]).name}): every process ended when asked "
-                "(honcho's rc=-15 is the SIGTERM it sent each one; a forced stop would say SIGKILL).",
+                "(honcho's rc=-15 is the SIGTERM it sent each one, not a failure).",
                 flush=True,
             )
         return rc

@@ -8,9 +8,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django_rq.settings import get_queues_map
-from django_rq.views import each_context
 
 from queues.board import bounded
+from queues.board.access import panel_context
 from queues.exceptions import UnknownQueue
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -33,7 +33,7 @@ def search(request):
     connection = bounded.connection()
     functions = _functions(connection)
     context = {
-        **each_context(request),
+        **panel_context(request),
         "title": "Search jobs",
         "criteria": criteria,
         "states": find.STATES,
