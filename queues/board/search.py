@@ -78,12 +78,20 @@ def search(request):
             "start": found.next_start,
         }
         context["next_url"] = "?" + urlencode({k: v for k, v in query.items() if v != ""})
+    # Counts of jobs that exist: an index entry whose job expired is scanned, said apart and dropped.
+    context["live_total"] = found.total - found.gone
     if not found.exact:
         end = found.start + found.scanned
+        matched = len(found.hits)
         context["scan_note"] = (
-            f"Scanned {found.scanned:,} of {found.total:,} {found.source} (newest first, "
-            f"positions {found.start + 1:,}-{end:,})."
+            f"Scanned {found.scanned - found.gone:,} of {found.total - found.gone:,} {found.source} (newest "
+            f"first, positions {found.start + 1:,}-{end:,}): {matched:,} {'matches' if matched == 1 else 'match'}."
         )
+        if found.gone:
+            context["scan_note"] += (
+                f" {found.gone:,} more {'entry' if found.gone == 1 else 'entries'} named a job that had expired "
+                "(dropped from the index)."
+            )
         if found.next_start is not None and len(found.hits) < find.PAGE_SIZE:
             context["scan_note"] += " Refine the search, or load more to scan further."
     return render(request, "queues/search.html", context)
