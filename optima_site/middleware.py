@@ -2,11 +2,14 @@
 
 The queue panel (``queues.board.access.guard``) and the feature API (``features.api``) answer their own 503s;
 this covers the rest of the site (the admin's pages, its sign-in). Django's ``OperationalError`` and
-``InterfaceError`` are what a locked SQLite past its timeout or an unreachable PostgreSQL raise.
+``InterfaceError`` are what a locked SQLite past its timeout or an unreachable PostgreSQL raise. With
+``DEBUG`` on, Django's technical 500 page stays: it shows a developer which error it was (a missing table
+raises ``OperationalError`` too).
 """
 
 import logging
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.template.response import SimpleTemplateResponse
 
@@ -23,7 +26,7 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if not isinstance(exception, (OperationalError, InterfaceError)):
+        if settings.DEBUG or not isinstance(exception, (OperationalError, InterfaceError)):
             return None
         logger.warning(
             "%s %s: database unavailable (%s: %s): 503",

@@ -85,3 +85,11 @@ def test_the_admins_sign_in_page_carries_optimas_header(client):
     body = client.get("/admin/login/").content.decode()
     assert "Optima administration" in body
     assert "Django administration" not in body
+
+
+@pytest.mark.django_db
+def test_with_debug_on_a_database_error_keeps_djangos_technical_page(site, settings):
+    settings.DEBUG = True
+    response = site.get("/test-database-gone/")
+    assert response.status_code == 500
+    assert "database is locked" in response.content.decode()
