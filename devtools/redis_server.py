@@ -104,3 +104,49 @@ class RedisServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def answers(port, host="127.0.0.1"):
+    """True when something accepts a connection on ``host:port`` (a Redis or not)."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def info_server(port, host="127.0.0.1", timeout=2):
+    """``INFO server`` of the Redis on ``host:port`` as a dict (standard library only: dev.py runs before the
+    virtualenv exists). Raises OSError when nothing answers, ValueError when what answers is not a Redis."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(b"INFO server\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        head, _, rest = data.partition(b"\r\n")
+        if not head.startswith(b"$"):
+            raise ValueError(f"not a Redis answer to INFO: {head[:80]!r}")
+        size = int(head[1:])
+        while len(rest) < size:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+    fields = {}
+    for line in rest[:size].decode(errors="replace").splitlines():
+        name, sep, value = line.partition(":")
+        if sep and not line.startswith("#"):
+            fields[name] = value
+    return fields
+
+
+def started_here(port, pid, host="127.0.0.1"):
+    """True when the Redis answering on ``host:port`` is the process ``pid`` (INFO server's process_id): the
+    server a run started, not another checkout's that got the port first."""
+    try:
+        return info_server(port, host)["process_id"] == str(pid)
+    except (OSError, ValueError, KeyError):
+        return False

@@ -203,6 +203,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "optima_site.middleware.DatabaseUnavailableMiddleware",  # templates/503.html
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -218,7 +219,9 @@ ROOT_URLCONF = "optima_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],  # the queues app carries its own templates (queues/templates/)
+        # The site's own (the admin's title and header, the 404, 500 and 503 pages); the queues app carries
+        # its own templates (queues/templates/).
+        "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -333,4 +336,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The system's fonts, not Google's (templates/drf_spectacular/redoc.html loads nothing from another host).
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif',
+                "headings": {"fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif'},
+                "code": {"fontFamily": 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace'},
+            }
+        }
+    },
 }

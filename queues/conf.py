@@ -327,6 +327,6 @@ def app_key(*parts: object) -> str:
 @receiver(setting_changed)
 def _clear_caches(*, setting: str, **kwargs: object) -> None:
     if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
-        # Only this module's cache: declarations.py and connection.py clear their own on the same
-        # signal, so that this module never imports them.
+        # Only this module's cache: catalog/queues.py, connection/clients.py, jobs/signing.py, producer/write.py
+        # and tracing/setup.py clear their own on the same signal, so that this module never imports them.
         options.cache_clear()

@@ -118,6 +118,8 @@ def test_a_signal_to_dev_py_run_alone_stops_every_process_gracefully(sig, tmp_pa
         text = output()
         assert "SIGKILL" not in text, text  # honcho did not have to force anyone
         assert "rq.worker: Worker" in text and "SIGTERM: stopping" in text, text  # the worker's own stop
+        # honcho's "stopped (rc=-15)" lines are followed by dev.py's word that this was a clean stop.
+        assert f"* stopped cleanly ({sig.name}): every process ended when asked" in text, text
     finally:
         for proc in [tree, *started]:
             if alive(proc):
@@ -179,7 +181,68 @@ def test_dev_py_manage_refuses_when_the_dev_stacks_redis_does_not_answer_naming_
     )
     assert result.returncode == 1
     assert f"nothing answers on 127.0.0.1:{port}, the private Redis of `python3 dev.py run`" in result.stderr
-    assert "Start `python3 dev.py run` in another terminal first" in result.stderr
+    assert "Start `python3 dev.py run` in another terminal first, with the same OPTIMA_REDIS_PORT" in result.stderr
+    assert f"(now {port})" in result.stderr
+
+
+def start_redis(port, workdir):
+    from devtools.redis_server import redis_server_binary
+
+    # fmt: off
+    server = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+    )
+    # fmt: on
+    wait_for(lambda: answers_redis(port), timeout=20, message="the redis-server to listen")
+    return server
+
+
+def test_dev_py_run_refuses_a_redis_port_another_checkout_holds_naming_the_port_and_optima_redis_port(tmp_path):
+    import redis
+
+    port = free_port()
+    other = start_redis(port, tmp_path)  # another checkout's `dev.py run` got there first
+    try:
+        result = subprocess.run(
+            [sys.executable, "dev.py", "run"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(
+                OPTIMA_REDIS_PORT=str(port),
+                PORT=str(free_port()),
+                MARKETPLACE_PORT=str(free_port()),
+                DATABASE_URL=f"sqlite:///{tmp_path / 'dev.sqlite3'}",
+            ),
+        )
+        written = redis.Redis(port=port).dbsize()
+    finally:
+        other.terminate()
+        other.wait(10)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"dev.py run: 127.0.0.1:{port} is taken" in result.stderr
+    assert f"Set OPTIMA_REDIS_PORT to a free port, e.g. OPTIMA_REDIS_PORT={port + 1} python3 dev.py run" in (
+        result.stderr
+    )
+    assert written == 0  # nothing of this checkout's in the other one's Redis
+    assert "Optima is starting" not in result.stdout
+
+
+def test_a_run_knows_the_redis_it_started_from_the_one_another_process_started(tmp_path):
+    from devtools.redis_server import started_here
+
+    port = free_port()
+    server = start_redis(port, tmp_path)
+    try:
+        assert started_here(port, server.pid) is True
+        assert started_here(port, server.pid + 1) is False  # the port answers, but it is not ours
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert started_here(port, server.pid) is False  # nothing answers
 
 
 def test_dev_py_manage_runs_manage_py_against_the_dev_stacks_redis_and_prefix(tmp_path):

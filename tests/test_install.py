@@ -47,6 +47,10 @@ def doc_blocks():
         "append settings.py",
         "append urls.py",
         "commands",
+        "commands app",
+        "append settings.py app",
+        "append settings.py static",
+        "commands static",
         "shipping/jobs.py",
         "enqueue",
         "processes",
@@ -132,15 +136,14 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
         return result
 
     run("python", "-m", "django", "startproject", "shop", cwd=tmp_path)  # django-admin startproject shop
-    run("python", "manage.py", "startapp", "shipping")
+    # Only what the doc says, in its order: the settings block, the app the job lives in, the Tasks backend.
     with open(project / "shop" / "settings.py", "a") as settings:
-        settings.write(
-            "\n"
-            + blocks["append settings.py"]
-            + "\n"
-            + blocks["append settings.py tasks"]
-            + '\nINSTALLED_APPS += ["shipping"]\n'
-        )
+        settings.write("\n" + blocks["append settings.py"])
+    run(*the_command(blocks["commands app"], "startapp"))
+    with open(project / "shop" / "settings.py", "a") as settings:
+        settings.write("\n" + blocks["append settings.py app"])
+        settings.write("\n" + blocks["append settings.py tasks"])
+        settings.write("\n" + blocks["append settings.py static"])
     with open(project / "shop" / "urls.py", "a") as urls:
         urls.write("\n" + blocks["append urls.py"])
     (project / "shipping" / "jobs.py").write_text(
@@ -149,6 +152,8 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
 
     assert run("python", "manage.py", "check").stdout == "System check identified no issues (0 silenced).\n"
     run(*the_command(blocks["commands"], "migrate"))
+    run(*the_command(blocks["commands static"], "collectstatic"))
+    assert (project / "staticfiles" / "staticfiles.json").is_file()  # the manifest storage wrote its manifest
     run(
         *the_command(blocks["commands"], "createsuperuser"),
         "--noinput",
@@ -184,6 +189,7 @@ def test_the_install_guide_as_written_runs_jobs_panel_and_metrics_in_a_fresh_pro
     assert report["queues_file"].startswith(str(site) + os.sep)
     assert report["rq_key_prefix"] == os.environ["QUEUE_PREFIX"]
     assert report["good_state"] == "finished", log
+    assert report["gone_state"] == "gone"  # the doc's state lines, for a job no longer in Redis
     assert report["good_result"] == {"order": 42, "carrier": "dhl", "label": "DHL-00000042"}
     assert report["dead_letters"] == [report["bad"]], log
     assert (report["task_status"], report["task_return_value"]) == ("SUCCESSFUL", "order 42 is on its way"), log

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import redis
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import redirect_to_login
 from django.db import InterfaceError, OperationalError
@@ -241,6 +242,25 @@ def _login_url(request):
 def _operator_for(access):
     perms = {VIEW_PERM} | ({ACT_PERM} if access.can_act else set())
     return PanelOperator(access.identity, perms)
+
+
+def panel_context(request):
+    """The admin's context of a panel page (``admin.site.each_context``, which django-rq's ``each_context``
+    returns), in one consistent state for a request no Django user is behind: the open dev/test panel's
+    anonymous visitor, or the basic-auth account (a ``PanelOperator``). The admin would show it a "Log out"
+    button (there is no session to end) and a sidebar saying "You don't have permission to view or edit
+    anything" beside a panel that works; instead its pages show neither: the header names the panel, the
+    identity the audit trail records, and a link to the admin's sign-in."""
+    context = admin.site.each_context(request)
+    operator = getattr(request, "user", None)
+    if isinstance(operator, PanelOperator):
+        context.update(
+            has_permission=False,  # the admin's user tools (welcome, log out, change password)
+            is_nav_sidebar_enabled=False,  # the admin's app list: none of it is this visitor's
+            available_apps=[],
+            panel_operator=operator,
+        )
+    return context
 
 
 def database_unavailable(request, exc):

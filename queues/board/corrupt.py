@@ -14,10 +14,10 @@
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
-from django_rq.views import each_context
 
 from queues import audit
 from queues.board import bounded
+from queues.board.access import panel_context
 from queues.failures.operations import mark_dead_letters
 from queues.jobs import read as jobread
 from queues.models import DeadLetter
@@ -35,7 +35,7 @@ def respond(request, view_name, queue_index, queue_name, job):
         messages.error(request, detail)
         return redirect("django_rq:job_detail", queue_index, job.id)
     context = {
-        **each_context(request),
+        **panel_context(request),
         "job": job,
         "queue_index": queue_index,
         "queue_name": queue_name,

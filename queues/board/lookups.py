@@ -89,8 +89,8 @@ def bad_entry(request, exc, kwargs):
     it says so, lists the keys of the wrong type of the URL's queue, and reports it once, instead of
     the guard's 503 "Redis did not answer"."""
     from django.shortcuts import render
-    from django_rq.views import each_context
 
+    from queues.board.access import panel_context
     from queues.board.readonly import get_queue_by_index
     from queues.board.stats import problems
     from queues.keyspace import entries
@@ -100,5 +100,5 @@ def bad_entry(request, exc, kwargs):
     return render(
         request,
         "queues/bad_entry.html",
-        {**each_context(request), "title": "A Redis entry of the wrong type", "problems": found},
+        {**panel_context(request), "title": "A Redis entry of the wrong type", "problems": found},
     )

@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from django.core.exceptions import ImproperlyConfigured
 
 from queues.board import bounded
+from queues.board.access import panel_context
 from queues.board.readers import JSONWorker
 from queues.board.readonly import (
     REGISTRIES,
@@ -49,6 +50,8 @@ REBIND = {
         "clean_worker_registry": clean_worker_registry,
         "Worker": JSONWorker,
         "get_scheduler_by_index": get_scheduler_by_index,
+        # One consistent header for a visitor no Django user is behind (access.panel_context).
+        "each_context": panel_context,
     },
     "django_rq.utils": {
         **_READ_ONLY_REGISTRIES,
@@ -61,11 +64,15 @@ REBIND = {
         **_FACTORY,
     },
     # stats.statistics takes django-rq's run_maintenance_tasks and never runs maintenance.
-    "django_rq.stats_views": {"get_statistics": statistics},
+    "django_rq.stats_views": {"get_statistics": statistics, "each_context": panel_context},
     # Its collector counts through get_queue (4.2 no longer calls get_statistics there), and lists the
     # workers of the worker class of the settings (rq's reads, which raise for a poison worker set).
     "django_rq.contrib.prometheus": {"get_queue": get_queue, "get_worker_class": lambda: JSONWorker},
-    "django_rq.cron_views": {"get_queue_by_index": get_queue_by_index, "DjangoCronScheduler": ReadOnlyCronScheduler},
+    "django_rq.cron_views": {
+        "get_queue_by_index": get_queue_by_index,
+        "DjangoCronScheduler": ReadOnlyCronScheduler,
+        "each_context": panel_context,
+    },
     # django-rq's client factory, where it is defined and where it was imported: bounded inside a panel request.
     "django_rq.connection_utils": _FACTORY,
     "django_rq.queues": _FACTORY,

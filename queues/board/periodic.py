@@ -20,10 +20,10 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 from django_rq.settings import get_queues_map
-from django_rq.views import each_context
 
 from queues import audit
 from queues.board import bounded
+from queues.board.access import panel_context
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.periodic import schedules
@@ -112,7 +112,7 @@ def _next_run(score, schedule):
 
 def _page(request):
     context = {
-        **each_context(request),
+        **panel_context(request),
         "title": "Periodic jobs",
         "rows": rows(bounded.connection()),
         "can_act": request.queue_access.can_act,

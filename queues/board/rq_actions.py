@@ -34,6 +34,7 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.registry import FailedJobRegistry
 
 from queues import audit
+from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index  # poison-proof ids and counts
 from queues.exceptions import QueueUnavailable
 from queues.failures.operations import mark_dead_letters, requeue
@@ -96,7 +97,7 @@ def confirm(request, queue, queue_index, job_id, action):
         request,
         "queues/confirm_job_action.html",
         {
-            **rq_views.each_context(request),
+            **panel_context(request),
             "queue_index": queue_index,
             "queue": queue,
             "job": job,
@@ -240,7 +241,7 @@ def cancel(request, queue_index, job_id):
             request,
             "django_rq/confirm_action.html",
             {
-                **rq_views.each_context(request),
+                **panel_context(request),
                 "queue_index": queue_index,
                 "action": "cancel",
                 "job_ids": [job_id],

@@ -8,9 +8,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django_rq.settings import get_queues_map
-from django_rq.views import each_context
 
 from queues.board import bounded
+from queues.board.access import panel_context
 from queues.exceptions import UnknownQueue
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -33,7 +33,7 @@ def search(request):
     connection = bounded.connection()
     functions = _functions(connection)
     context = {
-        **each_context(request),
+        **panel_context(request),
         "title": "Search jobs",
         "criteria": criteria,
         "states": find.STATES,
@@ -78,12 +78,20 @@ def search(request):
             "start": found.next_start,
         }
         context["next_url"] = "?" + urlencode({k: v for k, v in query.items() if v != ""})
+    # Counts of jobs that exist: an index entry whose job expired is scanned, said apart and dropped.
+    context["live_total"] = found.total - found.gone
     if not found.exact:
         end = found.start + found.scanned
+        matched = len(found.hits)
         context["scan_note"] = (
-            f"Scanned {found.scanned:,} of {found.total:,} {found.source} (newest first, "
-            f"positions {found.start + 1:,}-{end:,})."
+            f"Scanned {found.scanned - found.gone:,} of {found.total - found.gone:,} {found.source} (newest "
+            f"first, positions {found.start + 1:,}-{end:,}): {matched:,} {'matches' if matched == 1 else 'match'}."
         )
+        if found.gone:
+            context["scan_note"] += (
+                f" {found.gone:,} more {'entry' if found.gone == 1 else 'entries'} named a job that had expired "
+                "(dropped from the index)."
+            )
         if found.next_start is not None and len(found.hits) < find.PAGE_SIZE:
             context["scan_note"] += " Refine the search, or load more to scan further."
     return render(request, "queues/search.html", context)

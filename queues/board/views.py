@@ -14,11 +14,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_rq.settings import get_queues_map
 from django_rq.stats_views import RQCollector
-from django_rq.views import each_context
 
 from queues import audit, conf
 from queues.board import bounded, readers
 from queues.board import history as board_history
+from queues.board.access import panel_context
 from queues.board.stats import scheduler_statistics, statistics
 from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
@@ -47,7 +47,7 @@ def home(request):
         queue["limit_keys"] = in_use.get(queue["name"], [])
         queue["held_jobs"] = sum(use.held for use in queue["limit_keys"])
     context = {
-        **each_context(request),
+        **panel_context(request),
         **stats,
         **scheduler_statistics(),
         "view_metrics": RQCollector is not None,
@@ -88,7 +88,7 @@ def queue_details(request, queue_index):
     ends = queue.get_job_ids(0, 1) + queue.get_job_ids(-1, 1) if queue.count else []
     oldest, newest = (queue.fetch_job(ends[0]), queue.fetch_job(ends[-1])) if ends else (None, None)
     context = {
-        **each_context(request),
+        **panel_context(request),
         "queue": queue,
         "queue_index": queue_index,
         "connection_kwargs": get_displayable_connection_kwargs(queue),
@@ -156,7 +156,7 @@ def find(request):
     from queues.models import DeadLetter
 
     job_id = request.GET.get("job_id", "").strip()
-    context = {**each_context(request), "job_id": job_id, "result": None, "error": "", "title": "Find a job"}
+    context = {**panel_context(request), "job_id": job_id, "result": None, "error": "", "title": "Find a job"}
     if job_id and not JOB_ID_RE.fullmatch(job_id):
         context["error"] = f"{job_id[:80]!r} is not a job id (1-200 characters, no spaces or ':')."
     elif job_id:
@@ -201,7 +201,7 @@ def canceled_jobs(request, queue_index):
     page, page_range, offset = paginate(request, num_jobs)
     job_ids = registry.get_job_ids(offset, offset + DEFAULT_ITEMS_PER_PAGE - 1, desc=True) if num_jobs else []
     context = {
-        **each_context(request),
+        **panel_context(request),
         "queue": queue,
         "queue_index": queue_index,
         "jobs": get_jobs(queue, job_ids),

@@ -7,10 +7,10 @@ tasks), plus the modules named in the setting ``QUEUE_JOB_MODULES`` (environment
 same name, comma-separated). A ``@task`` of Django's Tasks API whose backend is ours
 (``queues.tasks.QueuesBackend``) declares itself here too (``declare_task``): the catalog maps the
 Task, a frozen object, to the function it wraps, stored under the function's own path
-``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis
-naming anything else — ``os.system``, ``builtins.eval``, a feature module's helper — is never
-imported: the worker dead-letters it (``not_a_job``, queues/jobs/gate.py) and ``queues.enqueue``
-refuses it (``InvalidJob``).
+``<module>.<qualname>``, the path a ``@queues.job`` of that function would store. A job in Redis naming
+anything else — ``os.system``, ``builtins.eval``, a feature module's helper — is never imported: the worker
+dead-letters it (``not_a_job``, queues/jobs/gate.py) and ``queues.enqueue`` refuses it (``InvalidJob``, naming
+the module and why it is not a job module: most often an app missing from ``INSTALLED_APPS``).
 
 This module imports nothing but the standard library at import time, so that a job module (and
 bench/jobs.py, which plain RQ imports outside Django) can use the decorator anywhere.
@@ -19,6 +19,7 @@ bench/jobs.py, which plain RQ imports outside Django) can use the decorator anyw
 import importlib
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -244,8 +245,32 @@ def why_not(path):
         )
     return (
         f"{path!r} is not a declared job: decorate a module-level function of an app's jobs.py (or of a "
-        "module named in QUEUE_JOB_MODULES) with @queues.job, e.g. features.orders.jobs.sync_cabinet."
+        f"module named in QUEUE_JOB_MODULES) with @queues.job; {_where(path, module)}"
     )
+
+
+def _where(path, module):
+    """Why ``module`` declares no ``path``: the newcomer's usual slip is an app never added to INSTALLED_APPS."""
+    if not module:
+        return "give the job's dotted path, <module>.<function>."
+    if in_job_module(path):
+        return f"{module!r} is a job module, but it declares no {path.rpartition('.')[2]!r}."
+    app = module.rpartition(".jobs")[0] if module.endswith(".jobs") or ".jobs." in module else ""
+    if app and _installed_app_of(module) is None:
+        return (
+            f"{module!r} was never loaded: no app in INSTALLED_APPS contains it (add {app!r} to INSTALLED_APPS: "
+            "its jobs.py is found at start-up) and QUEUE_JOB_MODULES does not name it."
+        )
+    return f"{module!r} is neither an installed app's jobs module nor named in QUEUE_JOB_MODULES."
+
+
+def _installed_app_of(module):
+    """The installed app containing ``module``, or None. Reads Django's registry only if Django loaded it
+    (always, when a job is enqueued or run); imports nothing: the gate calls this with hostile names."""
+    apps = getattr(sys.modules.get("django.apps"), "apps", None)
+    if apps is None or not apps.ready:
+        return None
+    return apps.get_containing_app_config(module)
 
 
 def validate():

@@ -128,7 +128,7 @@ def _resolve_when(delay, at):
             raise InvalidJob(f"delay must be >= 0 seconds, got {delay!r}.")
         if seconds == 0:
             return None
-        return timezone.now() + dt.timedelta(seconds=seconds)
+        return _earliest(timezone.now() + dt.timedelta(seconds=seconds))
     if at is not None:
         if not isinstance(at, dt.datetime):
             raise InvalidJob(f"at must be a datetime, got {type(at).__name__} {at!r}.")
@@ -137,7 +137,16 @@ def _resolve_when(delay, at):
                 f"at={at!r} is a naive datetime; pass an aware one (e.g. django.utils.timezone.now() + "
                 "timedelta(...)) so the time is not guessed."
             )
-        return at.astimezone(dt.UTC)
+        return _earliest(at.astimezone(dt.UTC))
+
+
+def _earliest(when):
+    """``when`` rounded up to a whole second: the earliest time the job may start, never a moment before.
+    The scheduled registry holds whole seconds (rq's ``ScheduledJobRegistry.schedule`` truncates) and RQ's
+    scheduler moves a job once its second has begun: a job due at 12.3 s scored 12 could start at 12.0."""
+    if when.microsecond:
+        when = when.replace(microsecond=0) + dt.timedelta(seconds=1)
+    return when
     return None
 
 
@@ -351,7 +360,7 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
     if fail_fast and _in_transaction():
         # Written at the commit, a Redis failure raising there (the caller's other commit
         # callbacks after it do not run): how the admin's retry of a dead letter marks its row
-        # retried only once the job is in Redis (board/operations.py).
+        # retried only once the job is in Redis (failures/operations.py).
         transaction.on_commit(lambda: write_job(queue, job, when, explicit_id=explicit_id, lock_key=lock_key))
         return job
     if not fail_fast and (durable or _in_transaction()):

@@ -73,6 +73,7 @@ class Found:
     total: int = 0  # candidates in the source
     exact: bool = True  # no criterion checked on the jobs: every page is complete
     source: str = ""  # what was read, e.g. "queue default (index)", "failed jobs of default"
+    gone: int = 0  # of ``scanned``, entries whose job no longer exists (dropped from an index source)
 
 
 def search_jobs(
@@ -249,6 +250,7 @@ def _run(connection, source, checks, start, page_size, scan_limit):
         if len(found.hits) == page_size:
             break
     found.next_start = position if position < total else None
+    found.gone = len(gone)
     if gone and source.index:
         with connection.pipeline(transaction=False) as pipe:
             for key in source.merged or (source.key,):

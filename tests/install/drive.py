@@ -3,7 +3,8 @@
 Copied next to the new project and run with its settings (``DJANGO_SETTINGS_MODULE=shop.settings``), a
 PYTHONPATH of the installed wheel and the project only. One Django start-up for every step after ``migrate``:
 
-1. runs docs/install.md's enqueue block as written (its ``job`` is the good job), enqueues the failing job, runs
+1. runs docs/install.md's enqueue block as written (its ``job`` is the good job), and its lines after the enqueue
+   for a job that is gone (``gone_state``), enqueues the failing job, runs
    the doc's Tasks API block (its ``result`` is a ``TaskResult``; ``refresh()`` after the worker has run it);
 2. starts the documented worker command (argv: JSON list, ``python`` first) in the project's directory, waits
    for the good job to finish and the failing one to be a dead letter, stops the worker with SIGTERM;
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import django
 
@@ -41,7 +43,14 @@ def main(enqueue_block, worker_argv, worker_log, username, project, enqueue_task
 
     report = {"queues_file": queues.__file__, "rq_key_prefix": rq.defaults.RQ_KEY_PREFIX}
     namespace = {}
-    exec(Path(enqueue_block).read_text(), namespace)  # docs/install.md's block, as written
+    block = Path(enqueue_block).read_text()
+    exec(block, namespace)  # docs/install.md's block, as written
+    # The block's lines after its enqueue, for a job that is gone (its result expired): they must not raise.
+    lines = block.splitlines()
+    after = next(i for i, line in enumerate(lines) if "queues.enqueue(" in line) + 1
+    gone = {"queues": queues, "job": SimpleNamespace(id="install-test-job-that-is-gone")}
+    exec("\n".join(lines[after:]), gone)
+    report["gone_state"] = gone["state"]
     good = namespace["job"].id
     bad = queues.enqueue("shipping", "shipping.jobs.always_fails", 7, attempts=1).id
     report.update(good=good, bad=bad)

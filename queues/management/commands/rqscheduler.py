@@ -17,6 +17,7 @@ from queues import conf, logsafe
 from queues.catalog.lookup import OptimaJob, get_queue, queue_names
 from queues.connection.clients import describe, get_connection
 from queues.keyspace import keys, quarantine
+from queues.logs import console
 from queues.periodic import schedules
 
 logger = logging.getLogger("queues.schedules")
@@ -44,6 +45,8 @@ class Command(rqscheduler.Command):
         # propagates to the root handler of settings.LOGGING, and every line came out twice.
         for name in ("rq_scheduler", "queues.schedules"):
             logging.getLogger(name).setLevel(level)
+        # A project with no LOGGING for them still sees the scheduler's lines (queues/logs/console.py).
+        console.unless_configured(level, ("queues", "rq_scheduler"))
         if options.get("pid"):
             with open(options["pid"], "w") as fp:
                 import os

@@ -39,6 +39,7 @@ from queues.catalog.lookup import get_config, queue_names
 from queues.connection.clients import describe
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.exceptions import UnknownQueue
+from queues.logs import console
 from queues.worker import options as config
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
@@ -141,7 +142,8 @@ def start_command(command, args, options):
     grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
     verbosity = options["verbosity"]
     level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
-    setup_loghandlers(level)
+    setup_loghandlers(level)  # rq's lines on the console unless the project configured rq.worker's
+    console.unless_configured(level)  # and the app's (one line per job outcome), as rq does for its own
     if options.get("pid"):
         with open(os.path.expanduser(options["pid"]), "w") as fp:
             fp.write(str(os.getpid()))
