@@ -49,7 +49,7 @@ run is built from the declared schedule, never from them (``schedules.scheduler_
 """
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rq.job import Job
@@ -95,7 +95,7 @@ def _int(value, default):
 
 
 # -- readers -------------------------------------------------------------------------------
-def queue_name(job):
+def queue_name(job: "Job") -> str:
     """The declared queue name of a job (written at enqueue; rq's origin otherwise)."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     return meta.get(QUEUE) or job.origin
@@ -107,7 +107,7 @@ def current_attempt(job: "Job") -> int:
     return max(1, _int(meta.get(ATTEMPT, 1), 1))
 
 
-def attempts_allowed(job):
+def attempts_allowed(job: "Job") -> int | None:
     """The per-enqueue ``attempts``, or None."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     return meta.get(ATTEMPTS_ALLOWED)
@@ -157,7 +157,7 @@ def band_of(priority):
     return HIGH if priority > 0 else LOW
 
 
-def progress(meta):
+def progress(meta: object) -> Any:
     """The progress a running job reported (``set_progress``: ``{"percent", "step", "steps"}``), or None.
     Jobs of older releases wrote any JSON here: it is returned as it is."""
     return meta.get(PROGRESS) if isinstance(meta, dict) else None
