@@ -5,7 +5,7 @@ import secrets
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "optima_site.settings", "QUEUE_PREFIX": "settings-test"}
 PRINT_SETTINGS = (

@@ -20,9 +20,8 @@ from queues.catalog.lookup import OptimaJob, queue_names
 from queues.failures import deadletter
 from queues.models import DeadLetter, FailureGroup
 from queues.periodic import schedules
-from tests.conftest import wait_for
-from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
-from tests.queues.panel_helpers import dead_job, prod  # noqa: F401 (fixture)
+from tests.support import wait_for
+from tests.support.panel import dead_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.crawl, pytest.mark.django_db(transaction=True)]
 

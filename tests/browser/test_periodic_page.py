@@ -7,8 +7,7 @@ import pytest
 
 from queues.models import AuditEntry
 from queues.periodic import schedules
-from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
-from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
+from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -17,9 +16,7 @@ def test_operator_sees_the_next_run_pauses_and_resumes_a_schedule(
     page, live_server, prod, operator, queue_redis, lifecycle_schedules, shoot
 ):
     schedules.register(queue_redis)
-    next_run = dt.datetime.fromtimestamp(
-        queue_redis.zscore(schedules.scheduled_jobs_key(), "schedule-nightly"), dt.UTC
-    )
+    next_run = dt.datetime.fromtimestamp(queue_redis.zscore(schedules.scheduled_jobs_key(), "schedule-nightly"), dt.UTC)
     log_in(page, live_server)
     page.click("#periodic-link")
     page.wait_for_url(f"{live_server.url}/admin/queues/periodic/")

@@ -20,7 +20,7 @@ import pytest
 
 from features.content.models import ContentGeneration
 from queues.models import OutboxEntry
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

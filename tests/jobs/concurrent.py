@@ -1,4 +1,4 @@
-"""Job functions of the ``rqworker --concurrency`` tests (tests/queues/test_concurrency.py).
+"""Job functions of the ``rqworker --concurrency`` tests (tests/queues/worker/test_concurrency.py).
 
 Each run appends JSON lines to a file the test reads (``{"event": "start", "job": ..., "thread": ...}``).
 Their waits are Python loops of short sleeps: an exception raised into the job's thread (a timeout,

@@ -8,7 +8,7 @@ from queues import PermanentError, RetryAfter
 
 
 class BadInput(Exception):
-    """Declared non_retryable on the tests' ``lifecycle`` queue (tests/lifecycle_settings.py)."""
+    """Declared non_retryable on the tests' ``lifecycle`` queue (tests/support/lifecycle_settings.py)."""
 
 
 @queues.job

@@ -1,4 +1,4 @@
-"""Jobs of the priority-band tests (tests/queues/test_priority.py): each run appends its label to a file."""
+"""Jobs of the priority-band tests (tests/queues/producer/test_priority.py): each run appends its label to a file."""
 
 import time
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Tasks of Django's Tasks API (``@task``) for tests/queues/test_tasks*.py: module-level, in a job module."""
+"""Tasks of Django's Tasks API (``@task``) for tests/queues/tasks/test_tasks*.py: module-level, in a job module."""
 
 import asyncio
 import os
