@@ -33,7 +33,7 @@ def rate_limited(seconds):
 
 @queues.job
 def sleep(seconds):
-    time.sleep(seconds)
+    time.sleep(seconds)  # the job's work: it lasts ``seconds``
     return seconds
 
 

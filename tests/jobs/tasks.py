@@ -23,7 +23,7 @@ def record(path, label):
 
 @task
 async def add_later(a, b):
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # the coroutine's work: it awaits before it returns
     return a + b
 
 

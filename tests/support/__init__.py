@@ -1,7 +1,7 @@
 """Plain helpers of the test suite (no fixtures: those live in the conftest.py files).
 
-``ROOT`` is the repository; ``wait_for`` polls a condition until it holds or fails the test; ``closed_port`` is a
-loopback port nothing listens on."""
+``ROOT`` is the repository; ``wait_for`` polls a condition until it holds or fails the test (``poll``: until it holds
+or the time is up); ``closed_port`` is a loopback port nothing listens on."""
 
 import socket
 import time
@@ -12,19 +12,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
-    """Poll ``predicate`` until truthy; returns its value. Fails the test on timeout."""
+def poll(predicate, timeout=30.0, interval=0.05):
+    """Call ``predicate`` until it returns something truthy or ``timeout`` seconds have passed; its last value.
+    For waits whose timeout is an answer (a redis-server without TLS) or reported by the caller in its own words."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
-        if value:
+        if value or time.monotonic() > deadline:
             return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
+        time.sleep(interval)  # the poll interval of a condition wait: the one sleep of the suite's waits
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
+    """Poll ``predicate`` until truthy; returns its value. Fails the test on timeout."""
+    value = poll(predicate, timeout, interval)
+    if not value:
+        pytest.fail(f"timed out after {timeout}s waiting for {message}")
+    return value
 
 
 def closed_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+

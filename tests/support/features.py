@@ -1,10 +1,8 @@
 """Polling helpers of the end-to-end feature tests (through the status endpoint, as a client would)."""
 
-import time
-
 import pytest
 
-from tests.support import wait_for
+from tests.support import poll, wait_for
 
 FINAL = ("finished", "failed", "canceled", "stopped")
 
@@ -17,18 +15,19 @@ def job_status(api, job_id):
 
 def wait_job(api, job_id, states=FINAL, timeout=60, worker=None):
     """Poll GET /jobs/<id>/ until its state is one of ``states``; returns the last status body."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = job_status(api, job_id)
-        if status["state"] in states:
-            return status
-        if time.monotonic() > deadline:
-            log = worker.output()[-3000:] if worker else "-"
-            pytest.fail(
-                f"timed out after {timeout}s waiting for job {job_id} to reach {states}; "
-                f"last status {status}; worker log:\n{log}"
-            )
-        time.sleep(0.1)
+    seen = {}
+
+    def reached():
+        seen["status"] = job_status(api, job_id)
+        return seen["status"]["state"] in states
+
+    if not poll(reached, timeout, interval=0.1):
+        log = worker.output()[-3000:] if worker else "-"
+        pytest.fail(
+            f"timed out after {timeout}s waiting for job {job_id} to reach {states}; "
+            f"last status {seen['status']}; worker log:\n{log}"
+        )
+    return seen["status"]
 
 
 def dead_letter(job_id, timeout=60):

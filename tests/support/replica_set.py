@@ -8,11 +8,11 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 
 import redis
 
 from devtools.redis_server import free_port, redis_server_binary
+from tests.support import poll
 
 MASTER_NAME = "optima-test"
 
@@ -61,16 +61,15 @@ class Node:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if self.client(timeout=0.5).ping():
-                    return self
-            except redis.RedisError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server {self.name} did not start; see {self.logfile}")
-            time.sleep(0.05)
+        if poll(lambda: self._answers() or self.process.poll() is not None, timeout) and self._answers():
+            return self
+        raise RuntimeError(f"redis-server {self.name} did not start; see {self.logfile}")
+
+    def _answers(self):
+        try:
+            return self.client(timeout=0.5).ping()
+        except redis.RedisError:
+            return False
 
     def client(self, timeout=2.0):
         return redis.Redis(port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout)
@@ -137,33 +136,33 @@ class ReplicaSet:
 
     def wait_replicas_online(self, count, timeout=20, master=None):
         master = master or self.master
-        deadline = time.monotonic() + timeout
-        while True:
-            info = master.client().info("replication")
+        seen = {}
+
+        def in_sync():
+            seen["info"] = info = master.client().info("replication")
             online = [
                 v
                 for k, v in info.items()
                 if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
             ]
-            if len(online) >= count:
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{count} replica(s) not in sync with {master.name} after {timeout}s: {info}")
-            time.sleep(0.05)
+            return len(online) >= count
+
+        if not poll(in_sync, timeout):
+            raise RuntimeError(f"{count} replica(s) not in sync with {master.name} after {timeout}s: {seen['info']}")
 
     def wait_sentinels_agree(self, timeout=20):
         """Every sentinel knows the others and every replica (so a failover can be authorised)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            states = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
-            if all(
+        seen = {}
+
+        def agree():
+            seen["states"] = states = [s.client().sentinel_master(MASTER_NAME) for s in self.sentinels]
+            return all(
                 st["num-other-sentinels"] >= len(self.sentinels) - 1 and st["num-slaves"] >= len(self.replicas)
                 for st in states
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"sentinels did not agree within {timeout}s: {states}")
-            time.sleep(0.1)
+            )
+
+        if not poll(agree, timeout, interval=0.1):
+            raise RuntimeError(f"sentinels did not agree within {timeout}s: {seen['states']}")
 
     def master_port(self):
         """The port the sentinels currently name as master's."""

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 import redis
@@ -17,6 +16,7 @@ import redis
 import queues
 from devtools.redis_server import free_port
 from queues.connection.clients import get_connection
+from tests.support import poll, wait_for
 
 PASSWORD = "tls-s3cret"
 
@@ -109,13 +109,15 @@ def _start(binary, port, cert, key, workdir, *extra):
     client = redis.Redis(
         port=port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert), socket_timeout=0.5, socket_connect_timeout=0.5
     )
-    deadline = time.monotonic() + 10
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def pings():
         try:
-            if client.ping():
-                return proc
+            return client.ping()
         except redis.RedisError:
-            time.sleep(0.05)
+            return False
+
+    if poll(lambda: proc.poll() is not None or pings(), timeout=10) and proc.poll() is None:
+        return proc
     if proc.poll() is None:
         proc.kill()
     proc.wait()
@@ -251,10 +253,11 @@ def tls_sentinel(tls_server):
         start_new_session=True,
     )
     replica_client = redis.Redis(port=replica_port, password=PASSWORD, ssl=True, ssl_ca_certs=str(cert))
-    deadline = time.monotonic() + 20
-    while replica_client.info("replication").get("master_link_status") != "up":
-        assert time.monotonic() < deadline, "the TLS replica did not sync"
-        time.sleep(0.05)
+    wait_for(
+        lambda: replica_client.info("replication").get("master_link_status") == "up",
+        timeout=20,
+        message="the TLS replica to sync",
+    )
     yield sentinel_port, replica_client
     _stop(sentinel)
     _stop(replica)

@@ -251,7 +251,9 @@ def test_stop_from_the_job_page_ends_a_running_job_stopped_not_retried_and_audit
     response = client.post(f"/admin/queues/queues/{DEFAULT}/{job.id}/stop/", follow=True)
     assert [str(m) for m in response.context["messages"]] == [f"You have successfully stopped {job.id}"]
     wait_for(lambda: status_of(queue_redis, job.id) == JobStatus.STOPPED, timeout=60, message="the job to stop")
-    time.sleep(1.5)  # a retry would be scheduled (backoff 1 s) or requeued by now
+    # The worker's outcome line comes after its decision (failures/handler.py: a retry is scheduled, or the job
+    # buried and then logged): once it is written, no retry or requeue can follow.
+    wait_for(lambda: f"job {job.id} canceled" in worker.output(), timeout=60, message="the worker's outcome line")
     assert status_of(queue_redis, job.id) == JobStatus.STOPPED
     assert job.id not in ScheduledJobRegistry("default", connection=queue_redis)
     assert get_queue("default").get_job_ids() == []

@@ -35,7 +35,7 @@ from rq.serializers import JSONSerializer
 from rq.worker import Worker
 
 from tests.jobs.resilience import ends, starts
-from tests.support import ROOT
+from tests.support import ROOT, poll
 from tests.support.processes import WorkerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -126,7 +126,7 @@ def release_env(subprocess_env, releases):
 
 
 class TreeWorkerProcess(WorkerProcess):
-    """``manage.py rqworker`` of a given release's tree (conftest's WorkerProcess runs the working tree)."""
+    """``manage.py rqworker`` of a given release's tree (tests.support.processes' WorkerProcess runs the working tree)."""
 
     def __init__(self, args, env, log_path, cwd):
         self.args = args
@@ -246,14 +246,11 @@ def describe(connection, ids):
 
 
 def wait(predicate, what, *procs, context=lambda: "", timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"timed out after {timeout}s waiting for {what}\n{context()}\n" + "\n".join(tail(p) for p in procs),
-                pytrace=False,
-            )
-        time.sleep(0.1)
+    if not poll(predicate, timeout, interval=0.1):
+        pytest.fail(
+            f"timed out after {timeout}s waiting for {what}\n{context()}\n" + "\n".join(tail(p) for p in procs),
+            pytrace=False,
+        )
 
 
 def contract_meta(job, keys=COMPAT_META):

@@ -37,7 +37,7 @@ def test_idle_worker_and_its_scheduler_carry_on_after_redis_was_refused_for_30_s
     run_a_new_job(client, tmp_path / "before.jsonl")
 
     server.stop()
-    time.sleep(OUTAGE_SECONDS)
+    time.sleep(OUTAGE_SECONDS)  # the outage itself: Redis refused for its whole length
     server.start()
 
     run_a_new_job(client, tmp_path / "after.jsonl")
@@ -61,7 +61,7 @@ def test_job_that_succeeds_while_redis_is_down_for_30_s_is_recorded_once_it_is_b
 
     server.stop()
     wait_for(lambda: ends(log), timeout=60, message="the job to return during the outage")
-    time.sleep(OUTAGE_SECONDS)
+    time.sleep(OUTAGE_SECONDS)  # the outage itself: Redis refused for its whole length
     server.start()
 
     wait_for(lambda: finished(job.id, client), timeout=90, message="the success to be recorded")
@@ -93,7 +93,15 @@ def test_job_that_fails_while_redis_is_down_is_retried_by_its_policy_once_redis_
         timeout=60,
         message="the first run to fail during the outage",
     )
-    time.sleep(10)
+    # Redis stays away until the work horse has tried to record the failure and found Redis gone.
+    wait_for(
+        lambda: any(
+            "Redis is unavailable" in line and f"record the failure of job {job.id}" in line
+            for line in worker.output().splitlines()
+        ),
+        timeout=60,
+        message="the work horse to try to record the failure during the outage",
+    )
     server.start()
 
     wait_for(lambda: finished(job.id, client), timeout=90, message="attempt 2 to succeed")
@@ -118,7 +126,7 @@ def test_rqscheduler_carries_on_after_redis_was_refused_for_30_s(outage_redis, s
     )
 
     server.stop()
-    time.sleep(OUTAGE_SECONDS)
+    time.sleep(OUTAGE_SECONDS)  # the outage itself: Redis refused for its whole length
     server.start()
 
     due = int(time.time())

@@ -2,9 +2,7 @@
 popped is ever lost, for one queue or several (real workers, real signals, the session's Redis)."""
 
 import os
-import random
 import signal
-import time
 
 import pytest
 from rq.job import JobStatus
@@ -141,6 +139,11 @@ def test_job_popped_by_a_worker_that_died_before_starting_it_still_runs(start_wo
     assert queue_redis.llen(queue.intermediate_queue_key) == 0
 
 
+def busy(connection, pid):
+    """The worker of process ``pid`` has a job in hand (rq writes it into the worker's hash)."""
+    return any(w.pid == pid and w.get_current_job_id() for w in Worker.all(connection=connection))
+
+
 def test_no_job_is_lost_when_multi_queue_workers_are_killed_again_and_again(start_worker, queue_redis, tmp_path):
     log = tmp_path / "flood.jsonl"
     total = 60
@@ -149,15 +152,21 @@ def test_no_job_is_lost_when_multi_queue_workers_are_killed_again_and_again(star
         for n in range(total)
     ]
     start_worker("default", "orders-sync")  # keeps going throughout
-    rng = random.Random(7)
-    for _ in range(6):
-        victim = start_worker("orders-sync", "default")
-        time.sleep(rng.uniform(0.5, 2.0))
-        victim.signal(signal.SIGKILL)
-        victim.wait(10)
 
     def all_finished():
         return all(fetch(j.id, queue_redis).get_status() == JobStatus.FINISHED for j in jobs)
+
+    for _ in range(6):
+        victim = start_worker("orders-sync", "default")
+        # Killed in the middle of a job, once its worker hash in Redis names one (or once the flood is over).
+        wait_for(
+            lambda victim=victim: busy(queue_redis, victim.pid) or all_finished(),
+            timeout=60,
+            interval=0.1,
+            message="the victim to take a job",
+        )
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
 
     wait_for(all_finished, timeout=120, interval=0.5, message="every job of the flood to finish")
     assert sorted({r["n"] for r in ends(log)}) == list(range(total))

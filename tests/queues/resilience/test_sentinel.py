@@ -18,7 +18,7 @@ from django.core.cache import cache
 
 import queues
 from queues.periodic.schedules import scheduled_jobs_key
-from tests.support import wait_for
+from tests.support import poll, wait_for
 from tests.support.lifecycle import WORKER_ENV
 from tests.support.replica_set import MASTER_NAME, ReplicaSet
 
@@ -61,22 +61,24 @@ def use_sentinels(settings, rs):
 def enqueue_until_acknowledged(path, i, deadline):
     """Enqueue run ``i``; retried while the queues are unavailable (the failover), as a caller would.
     A retry after NotReplicated may run ``i`` twice: at least once is the contract."""
-    while True:
+
+    def attempt():
         try:
             return queues.enqueue("default", "tests.jobs.sample.touch", str(path), str(i))
         except queues.QueueUnavailable:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            return None
+
+    return poll(attempt, timeout=deadline - time.monotonic() + 1, interval=0.1)
 
 
 def restart_after_promotion(rs, old_master, deadline, promotion):
     """The dead master's machine coming back once a replica has taken over (its port noted in
     ``promotion``)."""
-    while (port := rs.master_port()) == old_master:
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.1)
+    port = poll(lambda: (p := rs.master_port()) != old_master and p, timeout=deadline - time.monotonic(), interval=0.1)
+    if not port:
+        return
     promotion["port"] = port
     rs.master.start()
 

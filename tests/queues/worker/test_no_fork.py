@@ -95,7 +95,15 @@ def test_a_success_while_redis_is_away_is_recorded_once_it_is_back(outage_redis,
     wait_for(lambda: starts(log), timeout=60, message="the job to start")
     server.stop()
     wait_for(lambda: ends(log), timeout=60, message="the job to return during the outage")
-    time.sleep(10)
+    # Redis stays away until the worker has tried to record the success and failed (it retries until Redis is back).
+    wait_for(
+        lambda: any(
+            "Redis is unavailable" in line and f"record the success of job {job.id}" in line
+            for line in worker.output().splitlines()
+        ),
+        timeout=60,
+        message="the worker to try to record the success during the outage",
+    )
     server.start()
     wait_for(lambda: finished(job.id, client), timeout=90, message="the success to be recorded")
     assert fetch(job.id, client).return_value() == "done"

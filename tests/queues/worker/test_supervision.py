@@ -66,7 +66,7 @@ def _child(seconds):
     pid = os.fork()
     if pid == 0:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        time.sleep(seconds)
+        time.sleep(seconds)  # the child's life: a horse that lasts ``seconds``
         os._exit(0)
     return pid
 
