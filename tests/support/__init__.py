@@ -1,9 +1,13 @@
 """Plain helpers of the test suite (no fixtures: those live in the conftest.py files).
 
 ``ROOT`` is the repository; ``wait_for`` polls a condition until it holds or fails the test (``poll``: until it holds
-or the time is up); ``closed_port`` is a loopback port nothing listens on."""
+or the time is up); ``closed_port`` is a loopback port nothing listens on; ``child_json`` runs Python code in a
+fresh interpreter and returns what it printed as JSON, for the test to assert on."""
 
+import json
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,3 +40,10 @@ def closed_port():
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+def child_json(code):
+    """Run ``code`` in a fresh ``python -c`` in the repository; -> the JSON value of its last line of output.
+    The child reports and the test asserts, so a failure shows the values, not an AssertionError in a child."""
+    child = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, f"the child failed (rc {child.returncode}):\n{child.stderr}"
+    return json.loads(child.stdout.strip().splitlines()[-1])
