@@ -210,6 +210,7 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
     session = login.storage_state()
     login.close()
 
+    seen = []  # what went wrong on the page being crawled (cleared for each page)
     for width in WIDTHS:
         for scheme in SCHEMES:
             context = browser.new_context(
@@ -217,7 +218,6 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
             )
             page = context.new_page()
             page.set_default_timeout(15_000)
-            seen = []
             page.on("console", lambda m: m.type == "error" and seen.append(f"console error: {m.text}"))
             page.on("pageerror", lambda e: seen.append(f"JavaScript error: {e}"))
             page.on("requestfailed", lambda r: seen.append(f"request failed: {r.url} ({r.failure})"))

@@ -214,11 +214,11 @@ def _history(kind, entry):
     return plant
 
 
-_history("overflow", lambda mark, at: '{"m": "%s", "t": %r, "q": {"default": [%s, 1]}}' % (mark, at, 10**400))
-_history("nan", lambda mark, at: '{"m": "%s", "t": NaN, "q": {"default": [1, 1]}}' % mark)
-_history("bad_json", lambda mark, at: '{"m": "%s", not json' % mark)
+_history("overflow", lambda mark, at: f'{{"m": "{mark}", "t": {at!r}, "q": {{"default": [{10**400}, 1]}}}}')
+_history("nan", lambda mark, at: f'{{"m": "{mark}", "t": NaN, "q": {{"default": [1, 1]}}}}')
+_history("bad_json", lambda mark, at: f'{{"m": "{mark}", not json')
 _history("non_utf8", lambda mark, at: b'{"m": "' + mark.encode() + b'\xff", "t": 1, "q": {}}')
-_history("large", lambda mark, at: '{"m": "%s", "t": %r, "q": {"default": [1, 1]}, "x": "%s"}' % (mark, at, "h" * BIG))
+_history("large", lambda mark, at: f'{{"m": "{mark}", "t": {at!r}, "q": {{"default": [1, 1]}}, "x": "{"h" * BIG}"}}')
 
 
 @planter("pause set", "wrong_type")

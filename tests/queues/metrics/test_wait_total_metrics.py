@@ -98,7 +98,9 @@ def test_a_real_worker_counts_wait_from_due_and_total_across_retries(client, sta
     worker = start_worker("default", "orders-sync")  # with rq's scheduler: it moves the delayed job and the retry
     for job in (delayed, retried):
         wait_for(
-            lambda: fetch(job.id, queue_redis).get_status() == "finished", timeout=60, message=f"job {job.id} to finish"
+            lambda job=job: fetch(job.id, queue_redis).get_status() == "finished",
+            timeout=60,
+            message=f"job {job.id} to finish",
         )
     found = wait_for(
         lambda: (

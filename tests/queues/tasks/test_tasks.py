@@ -125,7 +125,7 @@ def test_a_permanent_error_dead_letters_the_task_and_it_reads_failed(queue_redis
     assert [e.exception_class_path for e in result.errors] == ["queues.exceptions.PermanentError"]
     assert result.finished_at is not None
     with pytest.raises(ValueError, match="failed"):
-        result.return_value
+        _ = result.return_value  # the property raises
     row = DeadLetter.objects.get(job_id=enqueued.id)
     assert (row.reason, row.func_path) == ("permanent", "tests.jobs.tasks.fail_permanently")
     assert signals_seen()[-1] == {

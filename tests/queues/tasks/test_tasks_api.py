@@ -66,7 +66,7 @@ def test_get_result_of_a_queued_task_is_ready_with_its_arguments():
     assert result.enqueued_at is not None and result.started_at is None and result.finished_at is None
     assert result.task == tasks.add
     with pytest.raises(ValueError, match="not finished"):
-        result.return_value
+        _ = result.return_value  # the property raises
 
 
 def test_task_enqueued_is_sent_with_the_result():
@@ -181,9 +181,9 @@ def test_a_job_planted_with_a_task_marker_but_an_undeclared_function_is_refused(
             "queues.exceptions.PermanentError",
         ),
         (
-            'Traceback (most recent call last):\n  File "a"\nKeyError\n\nThe above exception was the direct cause of the '
-            'following exception:\n\nTraceback (most recent call last):\n  File "b"\nrq.timeouts.JobTimeoutException: '
-            "Task exceeded",
+            'Traceback (most recent call last):\n  File "a"\nKeyError\n\n'
+            "The above exception was the direct cause of the following exception:\n\n"
+            'Traceback (most recent call last):\n  File "b"\nrq.timeouts.JobTimeoutException: Task exceeded',
             "rq.timeouts.JobTimeoutException",
         ),
         ("Refused, not run: job x names ...", "queues.exceptions.QueuesError"),

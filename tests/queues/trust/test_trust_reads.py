@@ -79,7 +79,7 @@ def plant_history(connection):
 
     now = time.time()
     for at, counts in ((now - 170, "[1e999, NaN]"), (now - 110, f"[{10**400}, 1]"), (now - 50, "[3, 1]")):
-        connection.lpush(keys.history_key(), '{"t": %r, "q": {"default": %s}}' % (at, counts))
+        connection.lpush(keys.history_key(), f'{{"t": {at!r}, "q": {{"default": {counts}}}}}')
     connection.lpush(
         keys.history_key(),
         json.dumps({"t": "1e999", "q": {}}),
@@ -368,7 +368,9 @@ def test_a_50_mb_job_costs_kilobytes_in_its_dead_letter_and_its_admin_page(opera
     assert worker.wait(120) == 0, worker.output()
     rows = {
         job_id: wait_for(
-            lambda: DeadLetter.objects.filter(job_id=job_id).first(), timeout=30, message=f"the dead letter of {job_id}"
+            lambda job_id=job_id: DeadLetter.objects.filter(job_id=job_id).first(),
+            timeout=30,
+            message=f"the dead letter of {job_id}",
         )
         for job_id in (signed.id, planted.id)
     }

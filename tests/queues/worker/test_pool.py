@@ -84,7 +84,7 @@ def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, t
 
     for job in jobs:
         wait_for(
-            lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+            lambda job=job: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
             timeout=60,
             message=f"job {job.id} to finish",
         )
