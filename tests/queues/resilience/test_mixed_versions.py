@@ -126,7 +126,7 @@ def release_env(subprocess_env, releases):
 
 
 class TreeWorkerProcess(WorkerProcess):
-    """``manage.py rqworker`` of a given release's tree (tests.support.processes' WorkerProcess runs the working tree)."""
+    """``manage.py rqworker`` of a given release's tree (tests.support.processes.WorkerProcess runs this one)."""
 
     def __init__(self, args, env, log_path, cwd):
         self.args = args
