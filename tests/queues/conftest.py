@@ -40,6 +40,7 @@ def silent_redis():
 
 @pytest.fixture
 def operator(django_user_model, settings):
+    """A client signed in as a superuser, prod rules (the panel's pages answer it, errors as responses)."""
     settings.OPTIMA_ENV = "prod"
     user = django_user_model.objects.create_superuser("root", password="pw-for-tests-1")
     client = Client(raise_request_exception=False)
