@@ -127,7 +127,8 @@ def test_a_second_sigterm_puts_every_running_job_back_at_once(start_worker, queu
     worker = start_worker("default", "--concurrency", "2", "--grace", "600")
     started(log, 2)
     worker.signal(signal.SIGTERM)
-    time.sleep(1.5)  # a repeat within a second is the same stop delivered twice
+    wait_for(lambda: "taking no new job" in worker.output(), message="the first signal to be handled")
+    time.sleep(1.2)  # rq's rule: a repeat within 1 s of the first is the same stop, delivered twice
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0, worker.output()
     assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job in jobs)

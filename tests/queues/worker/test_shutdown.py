@@ -89,7 +89,7 @@ def test_second_stop_signal_stops_the_job_at_once_and_returns_it_to_its_queue(st
 
     worker.signal(signal.SIGTERM)
     wait_for(lambda: "taking no new job" in worker.output(), message="the first signal to be handled")
-    time.sleep(1.2)  # rq ignores a repeat within 1 s (the same stop, delivered twice)
+    time.sleep(1.2)  # rq's rule: a repeat within 1 s of the first is the same stop, delivered twice
     worker.signal(signal.SIGINT)
 
     assert worker.wait(60) == 0, worker.output()
