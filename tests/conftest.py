@@ -1,18 +1,13 @@
 """Shared fixtures: the Redis of the session, clean prefix per test, real worker processes."""
 
 import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import redis
 
-from tests.session_env import PREFIX, delete_prefix_keys
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.session_env import delete_prefix_keys
+from tests.support.lifecycle_settings import LIFECYCLE_QUEUES, LIFECYCLE_SCHEDULES
+from tests.support.processes import WorkerProcess
 
 
 # The fixtures through which a test reaches the database (pytest-django's, and what builds on them); a test
@@ -144,43 +139,6 @@ def subprocess_env(settings, django_db_setup):
     return env
 
 
-class WorkerProcess:
-    """A real ``manage.py rqworker`` child process."""
-
-    def __init__(self, args, env, log_path):
-        self.args = args
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
-        )
-
-    @property
-    def pid(self):
-        return self.process.pid
-
-    def signal(self, sig):
-        self.process.send_signal(sig)
-
-    def wait(self, timeout=30):
-        return self.process.wait(timeout)
-
-    def stop(self, timeout=30):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-        return self.process.returncode
-
-    def output(self):
-        self._log.flush()
-        return Path(self.log_path).read_text(errors="replace")
-
-
 @pytest.fixture
 def start_worker(subprocess_env, tmp_path):
     """``start_worker("default", "--burst", env={...})`` -> WorkerProcess; all stopped at teardown."""
@@ -197,16 +155,56 @@ def start_worker(subprocess_env, tmp_path):
         proc.stop()
 
 
-def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
-    """Poll ``predicate`` until truthy; returns its value. Fails the test on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
+# The lifecycle queue and schedules (tests/support/lifecycle_settings.py), as worker processes started with
+# tests.support.lifecycle.WORKER_ENV see them.
 
 
-__all__ = ["PREFIX", "wait_for"]
+@pytest.fixture
+def lifecycle_queue(settings):
+    """Declare the ``lifecycle`` queue in this process the way worker processes started with
+    WORKER_ENV see it."""
+    settings.OPTIMA_QUEUES = dict(settings.OPTIMA_QUEUES, **LIFECYCLE_QUEUES)
+    return "lifecycle"
+
+
+@pytest.fixture
+def lifecycle_schedules(settings, lifecycle_queue):
+    """The schedules worker/scheduler processes started with WORKER_ENV see, declared in this process."""
+    settings.OPTIMA_SCHEDULES = LIFECYCLE_SCHEDULES
+    return LIFECYCLE_SCHEDULES
+
+
+# The panel's and the dead-letter admin's users (tests/support/panel.py).
+
+
+@pytest.fixture
+def prod(settings):
+    """stage/prod rules (no DEBUG openness), no shared basic-auth account: staff accounts only."""
+    settings.OPTIMA_ENV = "prod"
+    settings.QUEUE_BOARD_USER = ""
+    settings.QUEUE_BOARD_PASSWORD = ""
+    return settings
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """A client signed in as staff who may view dead letters."""
+    from django.test import Client
+
+    from tests.support.panel import make_staff
+
+    client = Client()
+    client.force_login(make_staff(django_user_model, "viewer", "queues.view_deadletter"))
+    return client
+
+
+@pytest.fixture
+def actor(django_user_model):
+    """A client signed in as staff who may view and act on dead letters."""
+    from django.test import Client
+
+    from tests.support.panel import make_staff
+
+    client = Client()
+    client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
+    return client

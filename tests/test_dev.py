@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import wait_for
+from tests.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.install]
 

@@ -5,7 +5,7 @@ import secrets
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "optima_site.settings", "QUEUE_PREFIX": "settings-test"}
 PRINT_SETTINGS = (
@@ -165,15 +165,15 @@ def test_the_queues_app_makes_queue_prefix_rqs_key_prefix_without_any_exported_v
         {"OPTIMA_ENV": "test"},
         "-c",
         (
-            "import os, subprocess, sys; assert 'RQ_KEY_PREFIX' not in os.environ; "
+            "import os, subprocess, sys; exported = 'RQ_KEY_PREFIX' in os.environ; "
             "import django; django.setup(); import rq.defaults; from rq import Queue; "
-            "print(rq.defaults.RQ_KEY_PREFIX, Queue.redis_queue_namespace_prefix, "
+            "print(exported, rq.defaults.RQ_KEY_PREFIX, Queue.redis_queue_namespace_prefix, "
             "subprocess.run([sys.executable, '-c', 'import rq.defaults; print(rq.defaults.RQ_KEY_PREFIX)'], "
             "capture_output=True, text=True).stdout.strip())"
         ),
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["settings-test", "settings-test:queue:", "settings-test"]
+    assert result.stdout.split() == ["False", "settings-test", "settings-test:queue:", "settings-test"]
 
 
 def test_rq_imported_before_django_with_another_prefix_fails_with_e006_naming_the_order():

@@ -31,7 +31,7 @@ What django-rq used, what it did on a GET, and what it is rebound to:
 The dashboard (``views.home``) reads ``stats.statistics()``, which never runs maintenance; django-rq's
 ``metrics`` of the panel gets ``ReadOnlyQueue`` too (``django_rq.contrib.prometheus.get_queue``).
 Registry maintenance is the workers' job (rq's maintenance task), never a page's.
-``tests/queues/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
+``tests/queues/trust/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
 """
 
 import redis

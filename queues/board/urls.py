@@ -6,7 +6,7 @@ templates' links resolve unchanged.
 - ``DJANGO_RQ`` classifies every URL name of django-rq's URLconf: ``READ`` (the view permission)
   or ``ACT`` (the act permission, for the GET too: it is the confirmation page of a change). A
   django-rq URL it does not name is not mounted (404) and logged at start-up: a view that a
-  django-rq upgrade adds is refused until somebody classifies it (``tests/queues/test_panel_deny.py``
+  django-rq upgrade adds is refused until somebody classifies it (``tests/queues/board/test_panel_deny.py``
   fails naming it).
 - Whatever the classification, a request whose method is not GET or HEAD needs the act
   permission (``access.needs_act``, enforced by ``guard`` alone).

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import PASSWORD
+from tests.support.panel import make_staff
+
 # Playwright's sync API runs an event loop in this thread; the ORM calls of the tests are still
 # synchronous and safe here.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -64,3 +67,16 @@ def shoot(tmp_path):
         return folder / f"{name}.png"
 
     return take
+
+
+@pytest.fixture
+def operator(django_user_model):
+    return make_staff(
+        django_user_model,
+        "operator",
+        "queues.act_on_queue_panel",
+        "queues.view_deadletter",
+        "queues.act_on_deadletter",
+        "queues.view_auditentry",
+        password=PASSWORD,
+    )

@@ -7,7 +7,7 @@ from rq.job import JobStatus
 import queues
 from queues.catalog.lookup import OptimaJob
 from queues.models import AuditEntry
-from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
+from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -15,10 +15,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 def test_operator_cancels_a_queued_job_and_its_page_shows_it_canceled(
     page,
     live_server,
-    prod,  # noqa: F811
+    prod,
     operator,
     queue_redis,
-):  # noqa: F811
+):
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     job_page = f"/admin/queues/queues/1/{job.id}/"
     log_in(page, live_server, job_page)

@@ -20,9 +20,8 @@ from queues.catalog.lookup import OptimaJob, queue_names
 from queues.failures import deadletter
 from queues.models import DeadLetter, FailureGroup
 from queues.periodic import schedules
-from tests.conftest import wait_for
-from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
-from tests.queues.panel_helpers import dead_job, prod  # noqa: F401 (fixture)
+from tests.support import wait_for
+from tests.support.panel import dead_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.crawl, pytest.mark.django_db(transaction=True)]
 
@@ -211,6 +210,7 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
     session = login.storage_state()
     login.close()
 
+    seen = []  # what went wrong on the page being crawled (cleared for each page)
     for width in WIDTHS:
         for scheme in SCHEMES:
             context = browser.new_context(
@@ -218,7 +218,6 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
             )
             page = context.new_page()
             page.set_default_timeout(15_000)
-            seen = []
             page.on("console", lambda m: m.type == "error" and seen.append(f"console error: {m.text}"))
             page.on("pageerror", lambda e: seen.append(f"JavaScript error: {e}"))
             page.on("requestfailed", lambda r: seen.append(f"request failed: {r.url} ({r.failure})"))

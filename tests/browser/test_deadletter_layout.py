@@ -6,7 +6,7 @@ import pytest
 
 from queues import conf
 from queues.models import DeadLetter
-from tests.browser.test_panel import PASSWORD, log_in, operator, prod  # noqa: F401 (fixtures)
+from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

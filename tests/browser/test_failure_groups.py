@@ -9,8 +9,8 @@ from rq.registry import FailedJobRegistry
 from queues.catalog.lookup import get_queue
 from queues.failures import deadletter
 from queues.models import AuditEntry, DeadLetter, FailureGroup
-from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
-from tests.queues.panel_helpers import dead_job
+from tests.support.browser import log_in
+from tests.support.panel import dead_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -5,33 +5,11 @@ import pytest
 import queues
 from queues.catalog.lookup import OptimaJob
 from queues.models import DeadLetter
-from tests.conftest import wait_for
-from tests.queues.panel_helpers import BASIC_PASSWORD, BASIC_USER, make_staff, prod  # noqa: F401 (fixtures)
+from tests.support import wait_for
+from tests.support.browser import log_in
+from tests.support.panel import BASIC_PASSWORD, BASIC_USER
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-PASSWORD = "pw-for-browser-1"
-
-
-@pytest.fixture
-def operator(django_user_model):
-    return make_staff(
-        django_user_model,
-        "operator",
-        "queues.act_on_queue_panel",
-        "queues.view_deadletter",
-        "queues.act_on_deadletter",
-        "queues.view_auditentry",
-        password=PASSWORD,
-    )
-
-
-def log_in(page, live_server, next_url="/admin/queues/"):
-    page.goto(f"{live_server.url}/admin/login/?next={next_url}")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}{next_url}")
 
 
 def cell(page, queue, css):

@@ -7,8 +7,7 @@ import pytest
 
 from queues.models import AuditEntry
 from queues.periodic import schedules
-from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
-from tests.queues.lifecycle_helpers import lifecycle_queue, lifecycle_schedules  # noqa: F401 (fixtures)
+from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,8 @@ import queues
 from queues.catalog.lookup import OptimaJob
 from queues.keyspace import keys
 from queues.metrics import history
-from tests.browser.test_panel import log_in, operator, prod  # noqa: F401 (fixtures)
-from tests.conftest import wait_for
+from tests.support import wait_for
+from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

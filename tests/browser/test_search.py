@@ -3,8 +3,7 @@
 import pytest
 
 import queues
-from tests.browser.test_panel import log_in, operator  # noqa: F401 (fixture)
-from tests.queues.panel_helpers import prod  # noqa: F401 (fixture)
+from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -7,7 +7,7 @@ import sys
 import httpx
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 
 class Marketplace:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import queues
-from tests.conftest import ROOT, wait_for
+from tests.support import ROOT, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -24,17 +24,26 @@ def queued_ids(name):
     return queues.get_queue(name).get_job_ids()
 
 
+def accepted_job(response, owner):
+    """The job a 202 names, read back from Redis; its meta names ``owner`` (a user id, or "anonymous" in dev)."""
+    assert response.status_code == 202, response.content
+    body = response.json()
+    job = queues.get_queue(body["queue"]).fetch_job(body["job_id"])
+    assert job is not None, f"job {body['job_id']} is not in Redis"
+    assert job.meta["owner"] == owner  # "owner": the meta key GET /jobs/<id>/ checks (features/sellers/owners.py)
+    return job
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_sync_request_answers_202_with_the_job_id_and_its_status_url(api):
     api.own(cabinets=[12])
     response = api.post("/features/orders/sync/", {"cabinet_id": 12}, format="json")
-    assert response.status_code == 202
+    job = accepted_job(response, owner=api.user.id)
     body = response.json()
     assert body["queue"] == "orders-sync"
     assert body["status_url"] == f"/jobs/{body['job_id']}/"
     assert response["Location"] == body["status_url"]
     assert queued_ids("orders-sync") == [body["job_id"]]
-    job = queues.get_queue("orders-sync").fetch_job(body["job_id"])
     assert job.func_name == "features.orders.jobs.sync_cabinet"
     assert job.args == [12]
 
@@ -103,11 +112,12 @@ def test_anonymous_requests_are_refused_outside_dev_and_allowed_in_dev():
     assert refused.status_code == 401
     assert "Token" in refused.json()["detail"] or "credentials" in refused.json()["detail"]
     assert status.status_code == 401
-    assert allowed.status_code == 202
-    assert queued_ids("orders-sync") == [allowed.json()["job_id"]]
+    job = accepted_job(allowed, owner="anonymous")
+    assert (job.func_name, job.args) == ("features.orders.jobs.sync_cabinet", [1])
+    assert queued_ids("orders-sync") == [job.id]
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the job is written on commit
 def test_a_logged_in_session_is_enough(django_user_model):
     user = django_user_model.objects.create_user("seller", password="pw-123456")
     Cabinet.objects.create(cabinet_id=2, owner=user)
@@ -115,7 +125,9 @@ def test_a_logged_in_session_is_enough(django_user_model):
     client.force_login(user)
     with override_settings(OPTIMA_ENV="prod"):
         response = client.post("/features/orders/sync/", {"cabinet_id": 2}, format="json")
-    assert response.status_code == 202
+    job = accepted_job(response, owner=user.id)
+    assert (job.func_name, job.args) == ("features.orders.jobs.sync_cabinet", [2])
+    assert queued_ids("orders-sync") == [job.id]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -155,6 +167,7 @@ def test_queues_unavailable_a_job_is_accepted_into_the_outbox_and_runs_once_redi
     assert outbox.relay() == (1, 0)
     assert api.get(f"/jobs/{job_id}/").json()["state"] == "queued"
     assert queued_ids("content") == [job_id]
+    assert accepted_job(content, owner=api.user.id).id == job_id  # the relayed job keeps its owner
 
 
 @pytest.mark.django_db(transaction=True)
@@ -187,7 +200,7 @@ def test_an_enqueue_inside_the_requests_transaction_waits_for_its_commit(api):
         response = api.post("/features/content/", {"product_id": 4, "prompt": "blue hat"}, format="json")
         assert response.status_code == 202
         assert queued_ids("content") == []  # not before the commit
-    assert queued_ids("content") == [response.json()["job_id"]]
+    assert queued_ids("content") == [accepted_job(response, owner=api.user.id).id]
     assert ContentGeneration.objects.get().job_id == response.json()["job_id"]
 
 
@@ -208,9 +221,10 @@ def test_a_rolled_back_request_enqueues_nothing(api):
 @pytest.mark.django_db(transaction=True)
 def test_job_status_of_a_waiting_job(api):
     api.own(products=[8])
-    job_id = api.post(
+    response = api.post(
         "/features/repricer/", {"product_id": 8, "price": "19.90", "idempotency_key": "k-8"}, format="json"
-    ).json()["job_id"]
+    )
+    job_id = accepted_job(response, owner=api.user.id).id
     status = api.get(f"/jobs/{job_id}/")
     assert status.status_code == 200
     body = status.json()

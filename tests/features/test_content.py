@@ -4,7 +4,7 @@ import pytest
 from django.test import override_settings
 
 from features.content.models import ContentGeneration
-from tests.features.helpers import dead_letter, job_status, wait_job
+from tests.support.features import dead_letter, job_status, wait_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import pytest
 import queues
 from features.repricer.models import PriceChange, Product
 from queues.keyspace import keys
-from tests.features.helpers import job_status, wait_job
+from tests.support.features import job_status, wait_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

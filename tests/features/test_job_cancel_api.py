@@ -9,7 +9,7 @@ import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from queues.models import AuditEntry
 from queues.worker.dequeue import Dequeuer
-from tests.queues.test_gate import run_burst
+from tests.support.worker import run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

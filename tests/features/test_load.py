@@ -14,13 +14,12 @@ import concurrent.futures
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 from features.content.models import ContentGeneration
 from queues.models import OutboxEntry
-from tests.conftest import ROOT
+from tests.support import ROOT, poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -56,14 +55,15 @@ def gunicorn(subprocess_env, tmp_path):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 60
-    while True:
+
+    def listening():
         try:
             socket.create_connection(("127.0.0.1", port), 0.5).close()
-            break
         except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
-            time.sleep(0.1)
+            return proc.poll() is not None  # stop waiting: it died
+        return True
+
+    assert poll(listening, 60, interval=0.1) and proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
     yield f"http://127.0.0.1:{port}", tmp_path / "gunicorn.log"
     proc.terminate()
     proc.wait(30)

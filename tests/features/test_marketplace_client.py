@@ -15,7 +15,7 @@ from features.marketplace.client import (
     retry_after_seconds,
 )
 from features.marketplace.ratelimit import CabinetRateLimiter, RateLimited, key_prefix
-from tests.conftest import PREFIX
+from tests.session_env import PREFIX
 
 
 def client_for(marketplace, **kwargs):

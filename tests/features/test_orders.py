@@ -3,7 +3,7 @@
 import pytest
 
 from features.orders.models import Order
-from tests.features.helpers import dead_letter, wait_job
+from tests.support.features import dead_letter, wait_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

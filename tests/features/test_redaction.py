@@ -21,8 +21,8 @@ TRACEBACK = """Traceback (most recent call last):
             'MarketplaceRejected: GET <url> answered 404: {"error": "cabinet 24 is not connected"}',
         ),
         (
-            "features.marketplace.client.Throttled: GET https://mp.internal.example/api/v1/cabinets/2/orders answered 429; "
-            "Retry-After '5'",
+            "features.marketplace.client.Throttled: GET https://mp.internal.example/api/v1/cabinets/2/orders "
+            "answered 429; Retry-After '5'",
             "Throttled: GET <url> answered 429; Retry-After '5'",
         ),
         (

@@ -4,7 +4,7 @@ import pytest
 
 import queues
 from features.repricer.models import PriceChange, Product
-from tests.features.helpers import dead_letter, wait_job
+from tests.support.features import dead_letter, wait_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -79,7 +79,7 @@ def main(enqueue_block, worker_argv, worker_log, username, project, enqueue_task
                     and task_state.state == "finished"
                 ):
                     break
-                time.sleep(0.2)
+                time.sleep(0.2)  # the poll interval of a condition wait (a fresh project: no tests.support)
         finally:
             worker.send_signal(signal.SIGTERM)
             try:

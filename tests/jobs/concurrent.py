@@ -1,4 +1,4 @@
-"""Job functions of the ``rqworker --concurrency`` tests (tests/queues/test_concurrency.py).
+"""Job functions of the ``rqworker --concurrency`` tests (tests/queues/worker/test_concurrency.py).
 
 Each run appends JSON lines to a file the test reads (``{"event": "start", "job": ..., "thread": ...}``).
 Their waits are Python loops of short sleeps: an exception raised into the job's thread (a timeout,
@@ -14,6 +14,7 @@ import time
 from rq import get_current_job
 
 import queues
+from tests.jobs import hold_until
 
 
 def _log(path, **record):
@@ -44,11 +45,11 @@ def records(path, event=None):
 def together(path, count, wait_seconds=60):
     """Log a start, then wait until ``count`` runs have started (all of them at once), log an end."""
     _log(path, event="start")
-    deadline = time.monotonic() + wait_seconds
-    while len(records(path, "start")) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(records(path, 'start'))} of {count} jobs started together")
-        time.sleep(0.02)
+    hold_until(
+        lambda: len(records(path, "start")) >= count,
+        wait_seconds,
+        f"fewer than {count} jobs started together",
+    )
     _log(path, event="end")
     return threading.get_ident()
 
@@ -61,7 +62,7 @@ async def together_async(path, count, wait_seconds=60):
     while len(records(path, "start")) < count:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only {len(records(path, 'start'))} of {count} jobs started together")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the poll interval of a condition wait, yielding to the other coroutines
     _log(path, event="end")
     return "async done"
 
@@ -70,11 +71,7 @@ async def together_async(path, count, wait_seconds=60):
 def hold(path, release_path, wait_seconds=120):
     """Log a start, wait until ``release_path`` exists, log an end."""
     _log(path, event="start")
-    deadline = time.monotonic() + wait_seconds
-    while not os.path.exists(release_path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{release_path} never appeared")
-        time.sleep(0.02)
+    hold_until(lambda: os.path.exists(release_path), wait_seconds, f"{release_path} never appeared")
     _log(path, event="end")
     return "released"
 
@@ -105,7 +102,7 @@ def touch_db():
 def pause(path, seconds):
     """Log a start, sleep ``seconds``, log an end."""
     _log(path, event="start")
-    time.sleep(seconds)
+    time.sleep(seconds)  # the job's work: it lasts ``seconds``
     _log(path, event="end")
     return seconds
 
@@ -127,6 +124,6 @@ def database_connections():
 def sleep_in_c(path, seconds):
     """Log a start, then one ``time.sleep`` (a C call: an exception raised into the thread waits for it)."""
     _log(path, event="start")
-    time.sleep(seconds)
+    time.sleep(seconds)  # the job's work: it lasts ``seconds``
     _log(path, event="end")
     return seconds

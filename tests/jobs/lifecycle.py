@@ -8,7 +8,7 @@ from queues import PermanentError, RetryAfter
 
 
 class BadInput(Exception):
-    """Declared non_retryable on the tests' ``lifecycle`` queue (tests/lifecycle_settings.py)."""
+    """Declared non_retryable on the tests' ``lifecycle`` queue (tests/support/lifecycle_settings.py)."""
 
 
 @queues.job
@@ -33,7 +33,7 @@ def rate_limited(seconds):
 
 @queues.job
 def sleep(seconds):
-    time.sleep(seconds)
+    time.sleep(seconds)  # the job's work: it lasts ``seconds``
     return seconds
 
 

@@ -3,6 +3,7 @@
 import os
 
 import queues
+from tests.jobs import hold_until
 
 
 @queues.job
@@ -17,16 +18,11 @@ def fail_until_exists(path):
 def report_progress_and_wait(path, step, of, wait_seconds=120):
     """Puts ``{"step": step, "of": of}`` in its meta, then runs until ``path`` exists: a started job
     with progress for the panel's pages."""
-    import time
 
     from rq import get_current_job
 
     job = get_current_job()
     job.meta["progress"] = {"step": step, "of": of, "note": "<b>not bold</b>"}
     job.save_meta()
-    deadline = time.monotonic() + wait_seconds
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} did not appear within {wait_seconds}s")
-        time.sleep(0.05)
+    hold_until(lambda: os.path.exists(path), wait_seconds, f"{path} did not appear within {wait_seconds}s")
     return "released"

@@ -1,10 +1,10 @@
-"""Jobs of the priority-band tests (tests/queues/test_priority.py): each run appends its label to a file."""
+"""Jobs of the priority-band tests (tests/queues/producer/test_priority.py): each run appends its label to a file."""
 
-import time
 from pathlib import Path
 
 import queues
 from queues import RetryAfter
+from tests.jobs import hold_until
 
 
 @queues.job
@@ -38,7 +38,5 @@ def wait_until_moved(path, label, moved_id, queue_name, wait_max=30.0):
         f.write(label + "\n")
     connection = get_current_job().connection
     key = ScheduledJobRegistry(queue_name, connection=connection).key
-    deadline = time.monotonic() + wait_max
-    while connection.zscore(key, moved_id) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    hold_until(lambda: connection.zscore(key, moved_id) is None, wait_max)
     return label

@@ -11,6 +11,7 @@ import time
 from rq import get_current_job
 
 import queues
+from tests.jobs import hold_until
 
 
 def _log(path, **record):
@@ -50,7 +51,7 @@ def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done
     """Log a start, sleep (longer on the very first run), log an end, return ``value``."""
     first = not starts(path)
     _log(path, event="start")
-    time.sleep(first_run_seconds if first else later_run_seconds)
+    time.sleep(first_run_seconds if first else later_run_seconds)  # the job's work: a run that lasts
     _log(path, event="end")
     return value
 
@@ -59,11 +60,7 @@ def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done
 def wait_for_file_then_return(path, release_path, value="done", wait_seconds=120):
     """Log a start, wait until ``release_path`` exists (the test's go signal), log an end."""
     _log(path, event="start")
-    deadline = time.monotonic() + wait_seconds
-    while not os.path.exists(release_path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{release_path} never appeared")
-        time.sleep(0.05)
+    hold_until(lambda: os.path.exists(release_path), wait_seconds, f"{release_path} never appeared")
     _log(path, event="end")
     return value
 
@@ -72,7 +69,7 @@ def wait_for_file_then_return(path, release_path, value="done", wait_seconds=120
 def quick(path, n):
     """A short job of a flood: logs one start and one end with its number."""
     _log(path, event="start", n=n)
-    time.sleep(0.02)
+    time.sleep(0.02)  # the job's work: short, yet long enough for a kill to land inside it
     _log(path, event="end", n=n)
     return n
 
@@ -83,7 +80,7 @@ def fail_on_first_run(path, first_run_seconds=0.0):
     first = not starts(path)
     _log(path, event="start")
     if first:
-        time.sleep(first_run_seconds)
+        time.sleep(first_run_seconds)  # the job's work before it fails
         _log(path, event="fail")
         raise RuntimeError("first run fails")
     _log(path, event="end")

@@ -18,7 +18,7 @@ def fail(message="boom"):
 
 @queues.job
 def sleep_then_return(seconds, value=None):
-    time.sleep(seconds)
+    time.sleep(seconds)  # the job's work: it lasts ``seconds``
     return value
 
 

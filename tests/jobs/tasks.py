@@ -1,4 +1,4 @@
-"""Tasks of Django's Tasks API (``@task``) for tests/queues/test_tasks*.py: module-level, in a job module."""
+"""Tasks of Django's Tasks API (``@task``) for tests/queues/tasks/test_tasks*.py: module-level, in a job module."""
 
 import asyncio
 import os
@@ -23,7 +23,7 @@ def record(path, label):
 
 @task
 async def add_later(a, b):
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # the coroutine's work: it awaits before it returns
     return a + b
 
 

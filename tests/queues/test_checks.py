@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.checks import Error, run_checks
 from django.test import override_settings
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 
 def queue_errors():

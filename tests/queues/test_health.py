@@ -3,7 +3,7 @@
 import pytest
 from django.test import override_settings
 
-from tests.queues.test_connection import closed_port, silent_redis  # noqa: F401  (fixture)
+from tests.support import closed_port
 
 TOKEN = "probe-token-" + "x" * 32
 AS_PROBE = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
@@ -100,7 +100,7 @@ def test_healthz_is_503_naming_the_queue_redis_when_it_refuses_connections(clien
 
 
 @pytest.mark.django_db
-def test_healthz_is_503_when_the_cache_redis_does_not_answer_at_all(client, silent_redis):  # noqa: F811
+def test_healthz_is_503_when_the_cache_redis_does_not_answer_at_all(client, silent_redis):
     with override_settings(CACHE_REDIS_URL=silent_redis, HEALTHZ_TOKEN=TOKEN):
         response = client.get("/healthz", **AS_PROBE)
     assert response.status_code == 503

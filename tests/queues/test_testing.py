@@ -60,7 +60,7 @@ def _probe_env(base, out):
 
 
 RUNNERS = {
-    "manage.py test": lambda tmp: [sys.executable, "manage.py", "test", "tests.queues.isolation_probe", "-v", "0"],
+    "manage.py test": lambda tmp: [sys.executable, "manage.py", "test", "tests.support.isolation_probe", "-v", "0"],
     "pytest-django": lambda tmp: [
         sys.executable,
         "-m",
@@ -72,7 +72,7 @@ RUNNERS = {
         str(tmp / "pytest.ini"),
         "--rootdir",
         str(tmp),
-        str(ROOT / "tests" / "queues" / "isolation_probe.py"),
+        str(ROOT / "tests" / "support" / "isolation_probe.py"),
     ],
 }
 

@@ -5,7 +5,7 @@ admin's sign-in. A signed-in staff user keeps the admin's own header (queues/boa
 import pytest
 from django.test import Client
 
-from tests.queues.panel_helpers import basic_header, make_staff
+from tests.support.panel import basic_header, make_staff
 
 NO_PERMISSION = "have permission to view or edit anything"
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 import queues
 from queues.keyspace import keys
 from tests.jobs import sample
-from tests.queues.panel_helpers import make_staff
+from tests.support.panel import make_staff
 
 
 @pytest.fixture

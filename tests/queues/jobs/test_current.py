@@ -8,8 +8,8 @@ import queues
 from queues.catalog.classes import OptimaJob
 from tests.conftest import wait_for
 from tests.jobs import current
-from tests.queues.lifecycle_helpers import release_now, wait_scheduled_for_attempt
-from tests.queues.test_gate import run_burst
+from tests.support.lifecycle import release_now, wait_scheduled_for_attempt
+from tests.support.worker import run_burst
 
 
 def finished(connection, job_id):

@@ -6,7 +6,7 @@ import pytest
 import queues
 from tests.jobs import sample
 
-NO_LOGGING = {"DJANGO_SETTINGS_MODULE": "tests.no_logging_settings"}
+NO_LOGGING = {"DJANGO_SETTINGS_MODULE": "tests.support.no_logging_settings"}
 
 
 def lines_with(output, text):

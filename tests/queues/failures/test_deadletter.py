@@ -1,0 +1,200 @@
+"""Dead letters: every path into them with real workers, the mirror's idempotency, reconcile."""
+
+import io
+import math
+
+import pytest
+from django.core.management import call_command
+from rq.registry import FailedJobRegistry
+
+import queues
+from queues.conf import prefix
+from queues.failures import deadletter
+from queues.models import DeadLetter
+from tests.support.lifecycle import (
+    WORKER_ENV,
+    fetch,
+    release_now,
+    scheduled_score,
+    wait_dead,
+    wait_row,
+    wait_scheduled_for_attempt,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def failed_score(connection, name, job_id):
+    return connection.zscore(FailedJobRegistry(name, connection=connection).key, job_id)
+
+
+@pytest.mark.slow
+def test_permanent_error_is_dead_at_once_kept_forever_and_mirrored_with_every_field(start_worker, queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", "cabinet 42 is gone", note="x")
+    worker = start_worker("default")
+    dead = wait_dead(queue_redis, "default", job.id)
+    row = wait_row(job.id)
+
+    assert failed_score(queue_redis, "default", job.id) == math.inf
+    assert queue_redis.ttl(dead.key) == -1
+    assert queue_redis.ttl(f"{prefix()}:results:{job.id}") == -1
+    assert scheduled_score(queue_redis, "default", job.id) is None
+    assert (row.prefix, row.queue, row.job_id) == (prefix(), "default", job.id)
+    assert (row.func_path, row.args, row.kwargs) == (
+        "tests.jobs.lifecycle.fail_permanently",
+        ["cabinet 42 is gone"],
+        {"note": "x"},
+    )
+    assert (row.exc_type, row.exc_message) == ("queues.exceptions.PermanentError", "cabinet 42 is gone")
+    assert "raise PermanentError(message)" in row.traceback
+    assert (row.attempts_made, row.attempts_allowed, row.reason) == (1, 5, "permanent")
+    assert row.enqueued_at == dead.enqueued_at
+    assert row.first_failed_at == row.dead_at
+    assert row.dead_at >= dead.enqueued_at
+    assert row.worker == dead.worker_name and row.worker
+    assert (row.status, row.times_dead) == ("open", 1)
+    assert "Could not mirror" not in worker.output()
+
+
+@pytest.mark.slow
+def test_an_exception_class_the_queue_lists_as_non_retryable_is_dead_at_once(
+    start_worker, queue_redis, lifecycle_queue
+):
+    job = queues.enqueue("lifecycle", "tests.jobs.lifecycle.fail_bad_input")
+    start_worker("lifecycle", env=WORKER_ENV)
+    row = wait_row(job.id)
+    assert (row.exc_type, row.reason, row.attempts_made, row.attempts_allowed) == (
+        "tests.jobs.lifecycle.BadInput",
+        "permanent",
+        1,
+        3,
+    )
+
+
+@pytest.mark.slow
+def test_a_timeout_is_retried_and_on_the_last_attempt_is_dead_with_reason_timeout(start_worker, queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.sleep", 60, attempts=2, timeout=1)
+    start_worker("default", "--without-scheduler")
+    wait_scheduled_for_attempt(queue_redis, "default", job.id, 2)
+    release_now(queue_redis, "default", job.id)
+    dead = wait_dead(queue_redis, "default", job.id)
+    row = wait_row(job.id)
+    assert dead.meta["dead"] == "timeout"
+    assert (row.reason, row.exc_type, row.attempts_made) == ("timeout", "rq.timeouts.JobTimeoutException", 2)
+
+
+@pytest.mark.slow
+def test_exhausted_attempts_dead_letter_with_the_last_error(start_worker, queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail", "still down", attempts=2)
+    start_worker("default", "--without-scheduler")
+    wait_scheduled_for_attempt(queue_redis, "default", job.id, 2)
+    release_now(queue_redis, "default", job.id)
+    row = wait_row(job.id)
+    assert (row.reason, row.exc_type, row.exc_message, row.attempts_made) == (
+        "exhausted",
+        "RuntimeError",
+        "still down",
+        2,
+    )
+    assert row.first_failed_at < row.dead_at
+
+
+def test_bury_dead_letters_a_job_once_however_often_it_and_the_mirror_run(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.quick", 1)
+    job = fetch(job.id, queue_redis)
+    exc = "Traceback (most recent call last):\nrq.exceptions.AbandonedJobError: worker killed"
+    first = deadletter.bury(job, reason="abandoned", exc_string=exc, worker_name="w1")
+    deadletter.bury(fetch(job.id, queue_redis), reason="abandoned", exc_string=exc, worker_name="w1")
+    deadletter.mirror(fetch(job.id, queue_redis))
+    summary = deadletter.reconcile(["default"])
+
+    assert DeadLetter.objects.filter(job_id=job.id).count() == 1
+    row = DeadLetter.objects.get(job_id=job.id)
+    assert row.pk == first.pk
+    assert (row.reason, row.times_dead, row.status, row.worker) == ("abandoned", 1, "open", "w1")
+    assert (row.exc_type, row.exc_message) == ("rq.exceptions.AbandonedJobError", "worker killed")
+    assert failed_score(queue_redis, "default", job.id) == math.inf
+    assert fetch(job.id, queue_redis).get_status() == "failed"
+    assert (summary.mirrored, summary.retried, summary.discarded) == (0, 0, 0)
+
+
+@pytest.mark.slow
+def test_a_dead_job_requeued_from_the_dashboard_gets_its_attempts_again_and_reopens_its_row_when_it_dies(
+    start_worker, queue_redis
+):
+    def burst():
+        assert start_worker("default", "--burst", "--without-scheduler").wait(60) == 0
+
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail", attempts=2)
+    burst()
+    release_now(queue_redis, "default", job.id)
+    burst()
+    assert wait_row(job.id).status == "open"
+
+    FailedJobRegistry("default", connection=queue_redis).requeue(job.id)  # django-rq's "Requeue"
+    summary = deadletter.reconcile(["default"])
+    assert (summary.retried, DeadLetter.objects.get(job_id=job.id).status) == (1, "retried")
+
+    burst()  # a new life: attempt 1 of 2 again, so the failure is retried, not dead
+    again = wait_scheduled_for_attempt(queue_redis, "default", job.id, 2)
+    assert "dead" not in again.meta
+    assert DeadLetter.objects.get(job_id=job.id).status == "retried"
+    release_now(queue_redis, "default", job.id)
+    burst()
+    row = wait_row(job.id, status="open")
+    assert DeadLetter.objects.filter(job_id=job.id).count() == 1
+    assert (row.times_dead, row.attempts_made, row.reason) == (2, 2, "exhausted")
+    assert fetch(job.id, queue_redis).meta["deaths"] == 2
+
+
+@pytest.mark.slow
+def test_a_database_outage_at_death_neither_stops_the_worker_nor_loses_the_dead_letter_mirrored_later(
+    start_worker, queue_redis
+):
+    dead = queues.enqueue("default", "tests.jobs.lifecycle.fail", "while the db is down", attempts=1)
+    after = queues.enqueue("default", "tests.jobs.lifecycle.quick", 7)
+    worker = start_worker("default", "--burst", env={"DATABASE_URL": "sqlite:////nonexistent-dir/db.sqlite3"})
+    assert worker.wait(60) == 0, worker.output()
+    assert "Could not mirror dead job" in worker.output()
+    assert fetch(after.id, queue_redis).get_status() == "finished"
+    assert DeadLetter.objects.filter(job_id=dead.id).count() == 0
+
+    # The next worker's maintenance (at its start, then every 10 minutes) runs the reconcile.
+    assert start_worker("default", "--burst").wait(60) == 0
+    row = wait_row(dead.id)
+    assert (row.exc_type, row.exc_message, row.reason, row.status) == (
+        "RuntimeError",
+        "while the db is down",
+        "exhausted",
+        "open",
+    )
+    assert "RuntimeError: while the db is down" in row.traceback
+
+
+def test_reconcile_marks_the_row_of_a_deleted_job_discarded(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.quick", 1)
+    deadletter.bury(fetch(job.id, queue_redis), reason="abandoned")
+    fetch(job.id, queue_redis).delete()
+    summary = deadletter.reconcile(["default"])
+    assert summary.discarded == 1
+    assert DeadLetter.objects.get(job_id=job.id).status == "discarded"
+
+
+def test_reconcile_mirrors_a_job_failed_by_rqs_own_paths(queue_redis):
+    """E.g. RQ's abandoned-job cleanup: in the failed registry without our meta."""
+    from rq.job_lifecycle import record_job_failure
+
+    job = fetch(queues.enqueue("default", "tests.jobs.lifecycle.quick", 1).id, queue_redis)
+    with queue_redis.pipeline() as pipe:
+        record_job_failure(job, "Moved to FailedJobRegistry, due to AbandonedJobError, at now", pipe)
+        pipe.execute()
+    out = io.StringIO()
+    call_command("queues_reconcile", "default", stdout=out)
+    row = DeadLetter.objects.get(job_id=job.id)
+    assert (
+        out.getvalue().strip() == "Dead letters reconciled: 1 mirrored, 0 marked retried, 0 marked discarded "
+        "(1 queues, 0 errors)"
+    )
+    assert (row.reason, row.times_dead, row.status) == ("abandoned", 1, "open")
+    call_command("queues_reconcile", stdout=io.StringIO())
+    assert DeadLetter.objects.filter(job_id=job.id).count() == 1

@@ -1,0 +1,116 @@
+"""Retention: completed jobs capped per queue with every key of theirs, kept 24 h; dead jobs kept."""
+
+import pytest
+from rq.registry import FinishedJobRegistry
+
+import queues
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.conf import prefix
+from queues.jobs.retention import enforce_completed_max
+from tests.support.lifecycle import WORKER_ENV
+
+
+def job_ids_with_keys(admin_redis):
+    """{kind: set of job ids} of every job-related key under the prefix."""
+    found = {"job": set(), "results": set(), "other": set()}
+    for raw in admin_redis.scan_iter(match=f"{prefix()}:*", count=1000):
+        key = raw.decode()
+        parts = key.split(":")
+        if parts[1] == "job":
+            found["job" if len(parts) == 3 else "other"].add(parts[2])
+        elif parts[1] == "results":
+            found["results"].add(parts[2])
+        elif parts[1] in ("executions", "execution"):
+            found["other"].add(parts[2])
+    return found
+
+
+def enqueue_many(name, count):
+    return [queues.enqueue(name, "tests.jobs.lifecycle.quick", i).id for i in range(count)]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_of_1500_quick_jobs_the_newest_1000_completed_remain_with_no_orphan_keys(
+    start_worker, queue_redis, admin_redis
+):
+    ids = enqueue_many("default", 1500)
+    worker = start_worker("default", "--burst", "--without-scheduler")
+    assert worker.wait(600) == 0, worker.output()[-2000:]
+
+    finished = FinishedJobRegistry("default", connection=queue_redis)
+    kept = set(finished.get_job_ids())
+    keys = job_ids_with_keys(admin_redis)
+    assert len(kept) == 1000
+    assert kept == set(ids[500:])
+    assert keys["job"] == kept
+    assert keys["results"] == kept
+    assert keys["other"] - kept == set()
+    newest = OptimaJob.fetch(ids[-1], connection=queue_redis)
+    assert newest.return_value() == 1499
+    assert 86000 < queue_redis.ttl(newest.key) <= 86400
+    assert 86000 < queue_redis.ttl(f"{prefix()}:results:{newest.id}") <= 86400
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_completed_max_is_overridable_per_queue(start_worker, queue_redis, admin_redis, lifecycle_queue):
+    ids = enqueue_many("lifecycle", 15)
+    worker = start_worker("lifecycle", "--burst", "--without-scheduler", env=WORKER_ENV)
+    assert worker.wait(120) == 0, worker.output()[-2000:]
+    kept = set(FinishedJobRegistry("lifecycle", connection=queue_redis).get_job_ids())
+    assert kept == set(ids[5:])
+    assert job_ids_with_keys(admin_redis)["job"] == kept
+
+
+def test_trimming_removes_only_the_excess_and_is_a_no_op_under_the_cap(queue_redis, admin_redis):
+    queue = get_queue("default")
+    registry = FinishedJobRegistry("default", connection=queue_redis)
+    ids = []
+    for i in range(5):
+        job = queues.enqueue("default", "tests.jobs.lifecycle.quick", i)
+        queue_redis.xadd(f"{prefix()}:results:{job.id}", {"type": "1"})
+        queue_redis.zadd(registry.key, {job.id: 2_000_000_000 + i})
+        ids.append(job.id)
+    assert enforce_completed_max(queue, keep=5) == 0
+    assert enforce_completed_max(queue, keep=2) == 3
+    assert registry.get_job_ids(cleanup=False) == ids[3:]
+    assert job_ids_with_keys(admin_redis)["results"] == set(ids[3:])
+    assert job_ids_with_keys(admin_redis)["job"] == set(ids[3:])
+
+
+def test_jobs_the_cap_removes_leave_the_search_index_with_their_keys(queue_redis, admin_redis):
+    """Retention keeps 1,000 completed jobs a queue; the index (queues/search/) must not keep the rest for
+    24 h: Redis memory would grow with every job (bench/scaling.py's 100,000 jobs: +20 MiB)."""
+    from queues.keyspace import keys
+
+    queue = get_queue("default")
+    registry = FinishedJobRegistry("default", connection=queue_redis)
+    jobs = [
+        queues.enqueue_call("default", "tests.jobs.lifecycle.quick", (i,), meta={"owner": owner})
+        for i, owner in enumerate([7, "anonymous", 7, "anonymous", 7])
+    ]
+    for i, job in enumerate(jobs):
+        queue_redis.zadd(registry.key, {job.id: 2_000_000_000 + i})
+    index = [
+        keys.search_queue_key("default"),
+        keys.search_func_key("tests.jobs.lifecycle.quick"),
+        keys.search_owner_key(7),
+        keys.search_owner_key("anonymous"),
+    ]
+    assert [admin_redis.zcard(key) for key in index] == [5, 5, 3, 2]
+    assert enforce_completed_max(queue, keep=2) == 3
+    kept = {job.id for job in jobs[3:]}
+    members = [{m.decode() for m in admin_redis.zrange(key, 0, -1)} for key in index]
+    assert members == [kept, kept, {jobs[4].id}, {jobs[3].id}]
+    found = queues.search_jobs(function="tests.jobs.lifecycle.quick")
+    assert [hit.job_id for hit in found.hits] == [jobs[4].id, jobs[3].id]
+    assert found.total == 2
+
+
+def test_rq_3_job_delete_removes_the_results_stream_too(queue_redis):
+    """Checked because rq 2.x's job.delete() left ``results:<id>`` behind; 3.0.0 deletes it."""
+    job = queues.enqueue("default", "tests.jobs.lifecycle.quick", 1)
+    queue_redis.xadd(f"{prefix()}:results:{job.id}", {"type": "1"})
+    OptimaJob.fetch(job.id, connection=queue_redis).delete()
+    assert queue_redis.exists(f"{prefix()}:results:{job.id}", job.key) == 0

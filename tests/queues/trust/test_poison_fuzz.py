@@ -1,0 +1,395 @@
+"""The poison harness (issue 19, "What to build" item 2): no Redis entry stops a process or a page.
+
+Every key family of ``queues/keyspace/keys.py`` x every corruption kind (``poison_matrix.PLANTERS``:
+wrong types, bytes that are not UTF-8, ids rq rejects, ``:`` ``/`` and line breaks in ids, numbers
+that overflow or are NaN, payloads that are not base64/zlib/JSON, negative and absurd scores, 5 MB
+values) is planted into one Redis state, with traps (unsigned jobs that would create a file if they
+ran) and one good job queued behind. Then each process runs once, for real: ``queues_relay`` (a row
+of the outbox waits for a queue whose list is of the wrong type), ``queues_reconcile``,
+``rqscheduler --burst`` and a burst ``rqworker`` with RQ's scheduler; then, in this process as a
+superuser, every panel URL (of a queue with bad members and of one with keys of the wrong type),
+every admin page of the app (each changelist and each row's pages), every endpoint of the feature
+API (its POSTs with valid bodies, ``/jobs/<id>/`` GET and DELETE), ``/metrics``, ``/healthz``, and
+the workers' abandoned-job scan once (a burst worker ends before its first).
+
+Asserted: no process exits non-zero, no response is a 5xx or larger than ``PAGE_BUDGET``, no trap
+file exists, no process wrote a line a job id chose, the good job finished, and each planted entry
+is accounted for: an ERROR line (a process's output, or this process's log) names it, its key was
+renamed aside, it is a dead letter, a page shows it corrupt, or (``Planted.allowed``) it did what a
+writer to Redis can still do. A failure names the family and the kind; ``HARNESS_SHOW=1`` (with
+``-s``) prints how each entry was accounted for.
+
+The whole matrix is ``slow`` and ``harness`` (CI's SQLite pass only); ``SAMPLE`` runs in-process,
+with the pages and reconcile only, in the quick subset. Below it, one test per bug the harness found.
+"""
+
+import logging
+import os
+import re
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+import queues
+from queues import conf
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.jobs import read as jobread
+from queues.jobs import signing
+from queues.keyspace import entries, keys
+from queues.models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry
+from queues.producer import outbox
+from tests.jobs import sample
+from tests.support import poison_matrix as matrix
+from tests.support.lifecycle import WORKER_ENV
+from tests.support.pickles import DEFAULT, panel_urls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BAD_INDEX = 0  # queue content (matrix.BAD), whose keys are of the wrong type
+PAGE_BUDGET = 512 * 1024  # bytes a response may have, whatever Redis holds (5 MB values were planted)
+SAMPLE = [
+    ("registry: failed", "rejected_id"),
+    ("history sample", "overflow"),
+    ("results stream", "bad_zlib"),
+    ("unique key", "non_utf8"),
+    ("job hash: data", "missing"),
+]
+PROCESSES = [("queues_relay",), ("queues_reconcile",), ("rqscheduler", "--burst"), ("rqworker", "--burst")]
+
+
+@pytest.fixture
+def owner(django_user_model):
+    from features.sellers.models import Cabinet, Product
+
+    user = django_user_model.objects.create_superuser("root", password="pw-for-tests-1")
+    for cabinet_id in (12, 901, 902, 903, 904, 905):
+        Cabinet.objects.create(cabinet_id=cabinet_id, owner=user)
+    for product_id in (31, 32):
+        Product.objects.create(product_id=product_id, owner=user)
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def ctx(owner, queue_redis, tmp_path, settings, lifecycle_schedules):
+    settings.OPTIMA_ENV = "prod"
+    entries._reported.clear()  # reported once per process: this test must see its own reports
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    return matrix.Context(connection=queue_redis, trap=trap, owner=owner.user.pk)
+
+
+def outbox_row(queue):
+    """A signed job accepted through the outbox and left there for a relay (what ``stage`` writes)."""
+    job = get_queue(queue).create_job("tests.jobs.sample.add", args=[4, 5], meta={"queue": queue})
+    job.signature = signing.sign(job)
+    return OutboxEntry.objects.create(
+        prefix=conf.prefix(), queue=queue, job_id=job.id, job=outbox.encode(job.to_dict()), created_at=timezone.now()
+    )
+
+
+# --- what runs against the poisoned Redis ------------------------------------------------------------
+
+
+def run_processes(start_worker):
+    """Each process once, one after the other; -> {name: (exit code, output)}."""
+    ran = {}
+    for command, *args in PROCESSES:
+        process = start_worker(*args, env=WORKER_ENV, command=command)
+        code = process.wait(120)
+        ran[command] = (code, process.output())
+    return ran
+
+
+def job_urls(job_ids):
+    urls = []
+    for job_id in job_ids:
+        shown = jobread.shown_id(job_id)
+        urls += [
+            reverse("django_rq:job_detail", args=[DEFAULT, shown]),
+            f"{reverse('django_rq:queues_find')}?job_id={shown}",
+            f"/jobs/{shown}/",
+        ]
+    return urls
+
+
+def admin_urls():
+    urls = []
+    for model in (DeadLetter, FailureGroup, AuditEntry, OutboxEntry):
+        name = model._meta.model_name
+        urls.append(reverse(f"admin:queues_{name}_changelist"))
+        for pk in model.objects.values_list("pk", flat=True):
+            urls.append(reverse(f"admin:queues_{name}_change", args=[pk]))
+            if model is DeadLetter:
+                urls += [
+                    reverse("admin:queues_deadletter_retry", args=[pk]),
+                    reverse("admin:queues_deadletter_discard", args=[pk]),
+                ]
+    return urls
+
+
+def open_everything(client, planted, good):
+    """GET every page, POST every feature endpoint, DELETE the jobs; -> {(method, url): response}."""
+    job_ids = [job_id for entry in planted for job_id in entry.job_ids] + [good.id]
+    sample_ids = {
+        "queue_index": DEFAULT,
+        "scheduler_index": DEFAULT,
+        "connection_index": 0,
+        "job_id": good.id,
+        "result_id": "1-0",
+        "key": "rq:worker:none",
+        "scheduler_name": "s1",
+        "cron_job_name": "c1",
+        "token": "t",
+        "name": "default",
+    }
+    urls = panel_urls(sample_ids) + panel_urls(dict(sample_ids, queue_index=BAD_INDEX, scheduler_index=BAD_INDEX))
+    answers = {}
+    for url in dict.fromkeys(urls + job_urls(job_ids) + ["/metrics", "/healthz"]):
+        answers["GET", url] = client.get(url)
+    posts = [("/features/orders/sync/", {"cabinet_id": cabinet}) for cabinet in (12, 901, 902, 903, 904, 905)]
+    posts += [
+        ("/features/repricer/", {"product_id": 31, "price": "19.90", "idempotency_key": "harness-1"}),
+        ("/features/content/", {"product_id": 32, "prompt": "red shoes"}),
+    ]
+    for url, body in posts:
+        answers["POST", f"{url} {body}"] = client.post(url, body, content_type="application/json")
+    outbox_row("default")  # the outbox's own pages need a row
+    for url in admin_urls():
+        answers["GET", url] = client.get(url)
+    delayed = queues.enqueue(matrix.BAD, sample.add, 1, 1, delay=3600)  # its cancel writes the canceled registry
+    for job_id in [*job_ids, delayed.id]:
+        url = f"/jobs/{jobread.shown_id(job_id)}/"
+        answers["DELETE", url] = client.delete(url)
+    return answers
+
+
+def scan_for_abandoned_jobs(connection):
+    """The workers' abandoned-job scan, once, as their liveness thread runs it (a burst worker may end
+    before its first): it reads the intermediate lists and what it noted of them."""
+    from queues.catalog.lookup import queue_names
+    from queues.worker import abandoned
+
+    abandoned.scan_if_due(connection, queue_names(), interval=1, stale_after=60)
+
+
+# --- what is asserted ---------------------------------------------------------------------------------
+
+
+def error_lines(outputs, caplog):
+    lines = [line for _, output in outputs.values() for line in output.splitlines() if "ERROR" in line]
+    return lines + [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def accounted(entry, connection, errors, answers):
+    """How ``entry`` was accounted for: "reported", "set aside", "dead letter", "shown corrupt" or
+    "allowed"; else why not, starting with "not "."""
+    why = entry.required(connection, answers) if entry.required is not None else ""
+    if why:
+        return f"not as required: {why}"
+    if any(mark in line for line in errors for mark in [entry.mark, *entry.marks]):
+        return "reported"
+    if entry.aside and connection.keys(f"{entry.aside}.corrupt-*"):
+        return "set aside"
+    if DeadLetter.objects.filter(job_id__contains=entry.mark).exists():
+        return "dead letter"
+    near = re.compile(f"{entry.mark}.{{0,150}}corrupt|corrupt.{{0,150}}{entry.mark}", re.S)
+    if any(method == "GET" and near.search(r.content.decode(errors="replace")) for (method, _), r in answers.items()):
+        return "shown corrupt"
+    if entry.allowed is not None:
+        why = entry.allowed(connection, answers)
+        return f"not as allowed: {why}" if why else "allowed"
+    return f"not reported, set aside, dead-lettered nor shown corrupt ({', '.join([entry.mark, *entry.marks])})"
+
+
+def check(planted, answers, connection, errors, trap, good, outputs=None):
+    problems = []
+    for command, (code, output) in (outputs or {}).items():
+        if code != 0:
+            problems.append(f"{command} exited {code}:\n{output[-3000:]}")
+    problems += [
+        f"{method} {url} answered {r.status_code}" for (method, url), r in answers.items() if r.status_code >= 500
+    ]
+    problems += [
+        f"{method} {url} is {len(r.content)} bytes"
+        for (method, url), r in answers.items()
+        if len(r.content) > PAGE_BUDGET and url != "/metrics"
+    ]
+    problems += [f"a planted job ran: {path.name}" for path in trap.iterdir()]
+    problems += [
+        f"{command} wrote a line a job id chose: {line[:200]}"
+        for command, (_, output) in (outputs or {}).items()
+        for line in output.splitlines()
+        if line.startswith(matrix.FORGED)
+    ]
+    if good is not None:
+        fetched = OptimaJob.fetch(good.id, connection=connection)
+        if fetched.get_status() != "finished":
+            problems.append(f"the good job queued behind is {fetched.get_status()}")
+    for entry in planted:
+        how = accounted(entry, connection, errors, answers)
+        if os.environ.get("HARNESS_SHOW"):
+            print(f"{entry.mark} {entry.family} x {entry.kind}: {how}")
+        if how.startswith("not "):
+            problems.append(f"{entry.family} x {entry.kind}: {how}")
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.harness
+def test_every_poison_of_every_family_in_one_redis_stops_no_process_page_or_endpoint(ctx, owner, start_worker, caplog):
+    planted = matrix.plant_all(ctx)
+    outbox_row(matrix.BAD)  # relayed onto a queue whose list is of the wrong type
+    good = queues.enqueue(matrix.GOOD, sample.add, 2, 3)
+    with caplog.at_level(logging.INFO):
+        outputs = run_processes(start_worker)
+        answers = open_everything(owner, planted, good)
+        scan_for_abandoned_jobs(ctx.connection)
+    check(planted, answers, ctx.connection, error_lines(outputs, caplog), ctx.trap, good, outputs)
+    assert OutboxEntry.objects.filter(queue=matrix.BAD).count() == 0
+
+
+def test_a_fixed_sample_of_poisons_stops_no_page_endpoint_or_reconcile(ctx, owner, caplog):
+    planted = matrix.plant_all(ctx, SAMPLE)
+    with caplog.at_level(logging.INFO):
+        call_command("queues_reconcile")
+        answers = open_everything(owner, planted, queues.enqueue(matrix.GOOD, sample.add, 2, 3))
+    check(planted, answers, ctx.connection, error_lines({}, caplog), ctx.trap, None)
+
+
+# --- what the harness found: each of these failed before its fix --------------------------------------
+
+
+def test_a_relay_or_an_enqueue_into_keys_of_the_wrong_type_sets_them_aside_and_writes_the_job(queue_redis):
+    queue_redis.hset(keys.queue_key(matrix.BAD), "a hash", "not a list")
+    queue_redis.set(keys.scheduled_key(matrix.GOOD), "a string, not a sorted set")
+    row = outbox_row(matrix.BAD)
+    assert outbox.relay_all() == (1, 0)  # it was (0, 1): "Redis is unavailable (ResponseError)"
+    delayed = queues.enqueue(matrix.GOOD, sample.add, 1, 2, delay=60)
+    assert queue_redis.lrange(keys.queue_key(matrix.BAD), 0, -1) == [row.job_id.encode()]
+    assert queue_redis.zscore(keys.scheduled_key(matrix.GOOD), delayed.id) is not None
+    assert [
+        len(queue_redis.keys(f"{key}.corrupt-*"))
+        for key in (keys.queue_key(matrix.BAD), keys.scheduled_key(matrix.GOOD))
+    ] == [1, 1]
+
+
+def test_periodic_registration_survives_a_member_that_is_not_utf8_and_a_template_rq_cannot_read(
+    queue_redis, lifecycle_schedules, caplog
+):
+    from queues.periodic import plan
+
+    queue_redis.zadd(plan.scheduled_jobs_key(), {b"planted-\xff": 0})
+    queue_redis.hset(keys.job_key("schedule-tick"), mapping={"data": b"\x00", "created_at": "99999-01-01T00:00:00Z"})
+    queue_redis.sadd(keys.schedules_paused_key(), b"\xff\xfe", "nightly")
+    summary = plan.register(queue_redis)
+    assert sorted(summary.added + summary.updated) == ["nightly", "tick"]
+    assert plan.paused_ids(queue_redis) == {"nightly"}
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 2  # the template, the paused member
+
+
+def test_the_scheduled_page_shows_a_job_whose_score_is_no_time(owner, queue_redis):
+    job = queues.enqueue(matrix.GOOD, sample.add, 1, 2, delay=60)
+    queue_redis.zadd(keys.scheduled_key(matrix.GOOD), {job.id: 1e308})
+    page = owner.get(reverse("django_rq:scheduled_jobs", args=[DEFAULT]))
+    assert (page.status_code, job.id in page.content.decode()) == (200, True)
+
+
+def test_job_status_answers_null_for_counts_progress_and_results_that_are_no_numbers(owner, queue_redis):
+    from tests.support.panel import finished_job
+
+    job = queues.enqueue(matrix.GOOD, sample.add, 1, 2)
+    queue_redis.hset(
+        job.key, "meta", '{"queue": "default", "attempt": NaN, "attempts_allowed": 1e999, "progress": {"done": NaN}}'
+    )
+    body = owner.get(f"/jobs/{job.id}/").json()  # JSON has no NaN: this was a 500
+    assert (body["attempt"], body["attempts_allowed"], body["progress"]) == (None, None, {"done": None})
+    done = finished_job(matrix.GOOD, return_value=float("nan"))
+    response = owner.get(f"/jobs/{done.id}/")
+    assert (response.status_code, response.json()["result"]) == (200, None)
+
+
+def test_an_orders_sync_whose_unique_key_is_of_the_wrong_type_is_accepted_and_the_key_reported(
+    owner, queue_redis, caplog
+):
+    key = keys.unique_key("orders-sync", f"owner-{owner.user.pk}.cabinet-12")
+    queue_redis.hset(key, "a hash", "not a job id")
+    response = owner.post("/features/orders/sync/", {"cabinet_id": 12}, content_type="application/json")
+    assert response.status_code == 202  # it was 503, "the queues are unavailable"
+    assert queue_redis.get(key) == response.json()["job_id"].encode()
+    assert [r.levelno for r in caplog.records if key in r.getMessage()] == [logging.ERROR]
+
+
+def test_worker_maintenance_moves_a_worker_set_member_that_is_not_utf8_aside_and_cleans_up(queue_redis, caplog):
+    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
+
+    from queues.worker.adapter import OptimaWorker
+
+    workers_key = WORKERS_BY_QUEUE_KEY % matrix.GOOD
+    queue_redis.sadd(workers_key, b"planted-\xff", keys.worker_key("gone"))
+    worker = OptimaWorker([get_queue(matrix.GOOD, connection=queue_redis)], connection=queue_redis)
+    worker.run_maintenance_tasks()
+    assert [queue_redis.smembers(k) for k in queue_redis.keys(f"{workers_key}.corrupt-*")] == [{b"planted-\xff"}]
+    assert queue_redis.smembers(workers_key) == set()  # rq's clean-up ran: the gone worker left the set
+    assert "maintenance failed" not in caplog.text
+
+
+def test_a_job_id_longer_than_200_characters_is_no_job_id_here(owner, queue_redis):
+    from queues.failures import deadletter
+    from queues.worker.adapter import OptimaWorker
+
+    long_id = "x" * matrix.BIG
+    matrix.job(matrix.Context(queue_redis, None, 0), "short", raw_id=long_id, status="failed")
+    queue_redis.zadd(keys.failed_key(matrix.GOOD), {long_id: "+inf"})
+    queue_redis.rpush(keys.queue_key(matrix.GOOD), long_id)
+    job = jobread.fetch(long_id, queue_redis)
+    assert (jobread.is_corrupt(job), len(job.id) <= entries.ID_CHARS) == (True, True)
+    deadletter.reconcile()
+    assert [(row.reason, len(row.job_id) <= entries.ID_CHARS) for row in DeadLetter.objects.all()] == [
+        ("corrupt", True)
+    ]
+    page = owner.get(reverse("django_rq:failed_jobs", args=[DEFAULT]))
+    assert (page.status_code, len(page.content) < 64 * 1024) == (200, True)  # it was 15 MB
+    worker = OptimaWorker([get_queue(matrix.GOOD, connection=queue_redis)], connection=queue_redis)
+    worker.work(burst=True, with_scheduler=False)
+    assert queue_redis.llen(keys.queue_key(matrix.GOOD)) == DeadLetter.objects.count() - 1 == 0
+
+
+def test_the_abandoned_job_scan_goes_on_past_what_it_cannot_read(queue_redis, caplog):
+    from queues.catalog.lookup import queue_names
+    from queues.worker.abandoned import Scan
+
+    queue_redis.hset(keys.intermediate_seen_key("repricer"), mapping={b"\xff": 1, "job": "not a time"})
+    queue_redis.set(keys.intermediate_seen_key(matrix.GOOD), "a string, not a hash")
+    Scan(queue_redis, queue_names(), stale_after=60).run()  # it raised UnicodeDecodeError
+    assert len(queue_redis.keys(f"{keys.intermediate_seen_key(matrix.GOOD)}.corrupt-*")) == 1
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 3
+
+
+def test_the_workers_page_leaves_out_a_worker_whose_queue_list_is_huge(owner, queue_redis, settings):
+    from tests.support.panel import registered_worker
+
+    settings.QUEUE_BOARD_DEADLINE = 1.5  # production's (the suite's is 10 s): the regression passed this one
+
+    for name in ("planted-1", "planted-2"):
+        queue_redis.hset(registered_worker(queue_redis, name), "queues", ",".join(["default"] * (matrix.BIG // 8)))
+    page = owner.get(reverse("django_rq:workers", args=[DEFAULT]))
+    assert page.status_code == 200  # rq built 650,000 queues for each: the panel's deadline passed (503)
+
+
+def test_cancel_sets_a_canceled_registry_of_the_wrong_type_aside_and_cancels(queue_redis):
+    from rq.registry import CanceledJobRegistry
+
+    from queues.producer.cancel import cancel_job
+
+    job = queues.enqueue(matrix.GOOD, sample.add, 1, 2, delay=3600)
+    canceled = CanceledJobRegistry.key_template.format(matrix.GOOD)
+    queue_redis.set(canceled, "a string, not a sorted set")
+    assert cancel_job(job.id, queue_redis).ok  # it raised WRONGTYPE (the API answered 503)
+    assert queue_redis.zscore(canceled, job.id) is not None
+    assert len(queue_redis.keys(f"{canceled}.corrupt-*")) == 1

@@ -1,0 +1,111 @@
+"""``rqworker --no-fork`` (OptimaSimpleWorker) with real processes, signals and Redis: the same
+guarantees as the forking worker — attempts and dead letters, a re-run after SIGKILL, the SIGTERM
+grace (past it the job goes back to the head of its queue and the process exits), and an outcome
+recorded after a Redis outage."""
+
+import signal
+import time
+
+import pytest
+from rq.job import JobStatus
+
+import queues
+from queues.catalog.lookup import OptimaJob
+from queues.models import DeadLetter
+from tests.jobs.resilience import ends, runs, starts
+from tests.support import wait_for
+from tests.support.outages import finished
+from tests.support.worker import assert_back_at_head_of_queue
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+JOB = "tests.jobs.resilience.logged_sleep"
+
+
+def fetch(job_id, connection):
+    return OptimaJob.fetch(job_id, connection=connection)
+
+
+def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_last_failure(
+    start_worker, queue_redis, tmp_path
+):
+    ok = queues.enqueue("default", "tests.jobs.sample.whoami")
+    dead = queues.enqueue("default", "tests.jobs.sample.fail", "still broken", attempts=2)
+    worker = start_worker("default", "--no-fork")
+    wait_for(
+        lambda: DeadLetter.objects.filter(job_id=dead.id).exists(),
+        timeout=60,
+        message="the job to use its 2 attempts and be dead-lettered",
+    )
+    assert fetch(ok.id, queue_redis).return_value() == worker.pid  # no horse: the worker ran it
+    row = DeadLetter.objects.get(job_id=dead.id)
+    assert (row.reason, row.attempts_made, row.exc_message) == ("exhausted", 2, "still broken")
+    assert worker.stop() == 0, worker.output()
+
+
+def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path):
+    log = tmp_path / "runs.jsonl"
+    job = queues.enqueue("default", JOB, str(log), first_run_seconds=120, attempts=3)
+    victim = start_worker("default", "--no-fork")
+    wait_for(lambda: starts(log), timeout=60, message="the job to start")
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    start_worker("default", "--no-fork")
+    wait_for(lambda: ends(log), timeout=90, message="the job to run again on the other worker")
+    wait_for(
+        lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,
+        timeout=30,
+        message="the re-run to be recorded",
+    )
+    assert [r["attempt"] for r in starts(log)] == [1, 2]  # the killed run used an attempt
+    assert starts(log)[0]["pid"] == victim.pid
+
+
+def test_sigterm_lets_the_running_job_finish_within_the_grace_and_exits_0(start_worker, queue_redis, tmp_path):
+    log = tmp_path / "runs.jsonl"
+    job = queues.enqueue("default", JOB, str(log), first_run_seconds=3)
+    worker = start_worker("default", "--no-fork", "--grace", "20")
+    wait_for(lambda: starts(log), timeout=60, message="the job to start")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(60) == 0, worker.output()
+    assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
+
+
+def test_past_the_grace_the_job_goes_back_to_the_head_of_its_queue_and_the_worker_exits(
+    start_worker, queue_redis, tmp_path
+):
+    log = tmp_path / "runs.jsonl"
+    job = queues.enqueue("default", JOB, str(log), first_run_seconds=120)
+    worker = start_worker("default", "--no-fork", "--grace", "1")
+    wait_for(lambda: starts(log), timeout=60, message="the job to start")
+    started = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(60) == 0, worker.output()
+    assert time.monotonic() - started < 60
+    assert_back_at_head_of_queue(job, queue_redis)
+    assert [r["event"] for r in runs(log)] == ["start"]  # nothing was raised into the job's code
+    assert "the shutdown grace period of 1 s ran out" in worker.output()
+
+
+def test_a_success_while_redis_is_away_is_recorded_once_it_is_back(outage_redis, start_worker, tmp_path):
+    server, client = outage_redis(durable=True)
+    log = tmp_path / "runs.jsonl"
+    worker = start_worker("default", "--no-fork", env={"REDIS_URL": server.url})
+    job = queues.enqueue("default", JOB, str(log), first_run_seconds=3, attempts=1)
+    wait_for(lambda: starts(log), timeout=60, message="the job to start")
+    server.stop()
+    wait_for(lambda: ends(log), timeout=60, message="the job to return during the outage")
+    # Redis stays away until the worker has tried to record the success and failed (it retries until Redis is back).
+    wait_for(
+        lambda: any(
+            "Redis is unavailable" in line and f"record the success of job {job.id}" in line
+            for line in worker.output().splitlines()
+        ),
+        timeout=60,
+        message="the worker to try to record the success during the outage",
+    )
+    server.start()
+    wait_for(lambda: finished(job.id, client), timeout=90, message="the success to be recorded")
+    assert fetch(job.id, client).return_value() == "done"
+    assert DeadLetter.objects.filter(job_id=job.id).count() == 0
+    assert worker.process.poll() is None, worker.output()

@@ -1,0 +1,79 @@
+"""The fork-free worker's Redis round trips per job (queues/worker/fastpath.py), counted, and what its
+one-MULTI success writes: the same as rq's own bookkeeping (status, result, registries, metrics).
+
+Round trips are counted in the real worker process (``devtools.roundtrips.SharedRoundTrips``: every
+send of the process and its threads). A burst worker's start and end cost the same whatever the
+number of jobs, so the cost of a job is the difference between a run of ``MANY`` jobs and one of
+``FEW``, over ``MANY - FEW``.
+"""
+
+import subprocess
+import sys
+
+import pytest
+from rq.executions import ExecutionRegistry
+from rq.job import JobStatus
+from rq.registry import FinishedJobRegistry, StartedJobRegistry
+
+import queues
+from devtools.roundtrips import SharedRoundTrips
+from queues.catalog.lookup import OptimaJob
+from queues.metrics import store
+from tests.support import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+FEW, MANY = 5, 45
+MAX_ROUND_TRIPS_PER_JOB = 6  # issue 21 (rq's SimpleWorker: 12)
+
+COUNTED_WORKER = """
+import runpy, sys
+from devtools.roundtrips import SharedRoundTrips
+SharedRoundTrips(sys.argv[1]).install()
+sys.argv = ["manage.py", "rqworker", "default", "--no-fork", "--burst"]
+runpy.run_path("manage.py", run_name="__main__")
+"""
+
+
+def burst_round_trips(env, path, jobs):
+    """Round trips of a burst fork-free worker that runs ``jobs`` no-op jobs of ``default``."""
+    for _ in range(jobs):
+        queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    run = subprocess.run(
+        [sys.executable, "-c", COUNTED_WORKER, str(path)],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return SharedRoundTrips(path).count()
+
+
+def test_a_fork_free_worker_makes_at_most_six_round_trips_per_job(subprocess_env, tmp_path, queue_redis):
+    few = burst_round_trips(subprocess_env, tmp_path / "few", FEW)
+    many = burst_round_trips(subprocess_env, tmp_path / "many", MANY)
+    per_job = (many - few) / (MANY - FEW)
+    assert per_job <= MAX_ROUND_TRIPS_PER_JOB, f"{per_job:.2f} round trips per job ({few} for {FEW}, {many} for {MANY})"
+    assert queue_redis.llen(queues.get_queue("default").key) == 0
+
+
+def test_a_success_recorded_in_one_multi_reads_as_rq_s_own(subprocess_env, tmp_path, queue_redis):
+    job = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
+    before = queue_redis.hgetall(store.counters_key("default"))
+    burst_round_trips(subprocess_env, tmp_path / "trips", 0)
+    done = OptimaJob.fetch(job.id, connection=queue_redis)
+    assert done.get_status() == JobStatus.FINISHED
+    assert done.return_value() == 5  # rq's Result stream entry
+    assert done.latest_result().type.name == "SUCCESSFUL"
+    assert done.ended_at is not None and done.started_at is not None and done.worker_name
+    assert job.id in FinishedJobRegistry("default", connection=queue_redis)
+    assert 0 < queue_redis.ttl(done.key) <= 24 * 3600
+    assert StartedJobRegistry("default", connection=queue_redis).get_job_ids() == []
+    assert ExecutionRegistry(job.id, connection=queue_redis).get_execution_ids() == []
+    assert queue_redis.llen(queues.get_queue("default").key + ":intermediate") == 0
+    after = queue_redis.hgetall(store.counters_key("default"))
+    processed = store.PROCESSED.encode()
+    assert int(after.get(processed, 0)) - int(before.get(processed, 0)) == 1
+    assert queue_redis.llen(store.durations_key("default")) == 1
