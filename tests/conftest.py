@@ -1,14 +1,14 @@
 """Shared fixtures: the Redis of the session, clean prefix per test, real worker processes."""
 
 import os
+import signal
 
 import pytest
 import redis
 
-from tests.session_env import delete_prefix_keys
+from tests.session_env import PREFIX, delete_prefix_keys
 from tests.support.lifecycle_settings import LIFECYCLE_QUEUES, LIFECYCLE_SCHEDULES
 from tests.support.processes import WorkerProcess
-
 
 # The fixtures through which a test reaches the database (pytest-django's, and what builds on them); a test
 # whose fixture closure holds none of them, and that carries no django_db marker, has no database behaviour of

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 import queues
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 TRY = re.compile(r"<!-- readme: try -->\n```sh\n(?P<code>.*?)```", re.S)
 

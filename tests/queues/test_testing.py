@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings
 
 from queues import testing
-from tests.conftest import ROOT
 from tests.session_env import PREFIX
+from tests.support import ROOT
 
 
 def test_a_prefix_already_chosen_for_tests_is_kept():

@@ -6,8 +6,8 @@ from rq.job import JobStatus
 
 import queues
 from queues.catalog.classes import OptimaJob
-from tests.conftest import wait_for
 from tests.jobs import current
+from tests.support import wait_for
 from tests.support.lifecycle import release_now, wait_scheduled_for_attempt
 from tests.support.worker import run_burst
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 import queues
 from queues.keyspace import keys
-from tests.conftest import wait_for
 from tests.jobs import sample
 from tests.jobs import tasks as sample_tasks
+from tests.support import wait_for
 
 
 def score(connection, job_id, queue="default"):

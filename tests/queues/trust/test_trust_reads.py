@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from queues.jobs import read as jobread
 from queues.keyspace import keys
-from tests.conftest import PREFIX
+from tests.session_env import PREFIX
 from tests.support.panel import good_hash, place
 from tests.support.pickles import DEFAULT, panel_urls
 
