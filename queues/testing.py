@@ -129,7 +129,9 @@ def inline_on() -> bool:
 
 def inline_result(job: Any) -> Any:
     """The return value of a job run by ``inline()``."""
-    return getattr(job, "_result", None)
+    from queues import rqcompat  # imports rq: this module is read before rq may be (isolate_test_run)
+
+    return rqcompat.cached_result(job)
 
 
 __all__ = ["inline", "inline_result", "isolate_test_run", "remove_prefix", "PREFIX_ENV"]

@@ -25,44 +25,44 @@ class RunningJob:
     """The running job: ``id``, ``queue`` (its declared name), ``attempt`` (1-based), ``meta`` (a read-only
     view of its meta), ``set_progress(done, total)``."""
 
-    __slots__ = ("_job",)
+    __slots__ = ("_running",)
 
     def __init__(self, job: Job) -> None:
-        self._job = job
+        self._running = job
 
     @property
     def id(self) -> str:
-        return self._job.id
+        return self._running.id
 
     @property
     def queue(self) -> str:
         """The declared queue the job was enqueued on."""
-        return jobmeta.queue_name(self._job)
+        return jobmeta.queue_name(self._running)
 
     @property
     def attempt(self) -> int:
         """The attempt running now: 1 for the first run, 2 for the first retry, ..."""
-        return jobmeta.current_attempt(self._job)
+        return jobmeta.current_attempt(self._running)
 
     @property
     def meta(self) -> MappingProxyType[str, Any]:
         """The job's meta, read only (a live view: it shows what ``set_progress`` writes)."""
-        return MappingProxyType(self._job.meta if isinstance(self._job.meta, dict) else {})
+        return MappingProxyType(self._running.meta if isinstance(self._running.meta, dict) else {})
 
     def set_progress(self, done: int | float, total: int | float) -> None:
         """Report ``done`` of ``total`` steps (numbers, ``0 <= done``, ``total > 0``): shown by
         ``GET /jobs/<id>/`` (``progress``), ``queues.job_state`` and the queue panel's progress bar.
         ``ValueError`` for numbers outside those bounds; ``QueueUnavailable`` when Redis does not answer."""
-        jobmeta.set_progress(self._job.meta, done, total)
+        jobmeta.set_progress(self._running.meta, done, total)
         self._save()
 
     def _save(self) -> None:
         """Write the job's meta (one HSET of its hash). A job run by ``queues.testing.inline()`` has no hash:
         its meta stays in memory."""
-        if getattr(self._job, "_queues_inline", False):
+        if getattr(self._running, "_queues_inline", False):
             return
         try:
-            self._job.save_meta()
+            self._running.save_meta()
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
 

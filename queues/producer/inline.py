@@ -6,13 +6,15 @@ worker) and its exception propagates to the enqueue's caller; the job is marked 
 
 from rq.job import Job, JobStatus
 
+from queues import rqcompat
+
 
 def run(job: Job) -> Job:
-    """Run ``job`` (built, never written); -> the job, its return value in ``job._result``."""
+    """Run ``job`` (built, never written); -> the job, its return value in rq's cached result."""
     # queues.current_job().set_progress then keeps the meta in memory (queues/jobs/current.py)
     job._queues_inline = True  # type: ignore[attr-defined]
     job.perform()
-    job._status = JobStatus.FINISHED
+    rqcompat.set_status_in_hash(job, JobStatus.FINISHED)  # in memory only: nothing is written
     return job
 
 
