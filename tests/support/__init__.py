@@ -24,7 +24,7 @@ def poll(predicate, timeout=30.0, interval=0.05):
         value = predicate()
         if value or time.monotonic() > deadline:
             return value
-        time.sleep(interval)  # the poll interval of a condition wait: the one sleep of the suite's waits
+        time.sleep(interval)  # the poll interval of a condition wait
 
 
 def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
