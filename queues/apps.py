@@ -39,14 +39,22 @@ class QueuesConfig(AppConfig):
         from queues import checks, metrics, rqcompat  # noqa: F401
         from queues.board import access as board_access
         from queues.catalog import jobs as catalog
+        from queues.events import hooks
+        from queues.events.signals import SignalsHook
+        from queues.logs.hook import LogsHook
+        from queues.metrics.hook import MetricsHook
         from queues.periodic import declare  # noqa: F401
         from queues.tracing import checks as tracing_checks  # noqa: F401
         from queues.tracing import setup as tracing_setup
+        from queues.tracing.hook import TracingHook
         from queues.worker import checks as resilience_checks  # noqa: F401
 
         rqcompat.memoize_serializer_lookup()  # ~0.2 ms of CPU per job on Python 3.11 (rqcompat.py says why)
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
+        # The worker's concerns, called at each point of a job's life (queues/events/hooks.py), in this
+        # order: the job's log line, its metrics, the signals feature code hears, its span.
+        hooks.install(LogsHook(), MetricsHook(), SignalsHook(), TracingHook())
         tracing_setup.from_env()  # OpenTelemetry when OTEL_* or the process's own provider says so (docs/tracing.md)
         board_access.log_startup_problems()  # QUEUE_BOARD_USER/PASSWORD half set: WARN (queues.W020)
         # django-rq is wired in settings (RQ, RQ_QUEUES = queues.connection.RQQueuesSetting()):

@@ -20,12 +20,12 @@ from queues import audit, conf
 from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.board.stats import scheduler_statistics, statistics
+from queues.catalog import pause
 from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.producer import limits
-from queues.worker import pause
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 

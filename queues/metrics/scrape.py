@@ -44,7 +44,7 @@ def read_redis(client, names, samples, now):
     """Round trips 1 and 2 into ``samples``; -> the server's ``redisinfo.Memory``, or None when unknown."""
     from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-    from queues.worker.pause import paused_key
+    from queues.keyspace.keys import paused_key
 
     bounds = store.buckets()
     try:

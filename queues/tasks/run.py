@@ -16,9 +16,9 @@ importing ``@task``), so a worker that can run a Task always has them.
 """
 
 from queues import rqcompat
+from queues.events import signals as events
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat, results
-from queues.worker import signals as events
 
 
 def runner(task):

@@ -47,10 +47,10 @@ from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from queues.connection.outage import REDIS_ERRORS
+from queues.events import hooks
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
 from queues.producer import limits
-from queues.worker import signals as events
 
 logger = logging.getLogger("queues.resilience")
 
@@ -279,14 +279,7 @@ class Scan:
         started = job.started_at
         duration = max(0.0, time.time() - started.timestamp()) if started else 0.0
         retried = retry.schedule_retry(job, queue, reason=retry.ABANDONED)
-        events.send(
-            events.job_failed,
-            queue=jobmeta.queue_name(job),
-            job=job,
-            exc_info=None,
-            duration=duration,
-            will_retry=retried,
-        )
+        hooks.after_failure(job, jobmeta.queue_name(job), None, duration, retried)
         if retried:
             self.counts["retried"] += 1
         else:
