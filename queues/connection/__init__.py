@@ -1,6 +1,7 @@
 """Redis: how every client is built (``factory``), the app's clients (``clients``), django-rq's view of
-them (``djangorq``), Sentinel and failover, replication (WAIT), INFO, what an outage looks like
-(``outage``), and error pages without passwords (``masking``).
+them (``djangorq``), Sentinel (``sentinel``) and failover (``failover``), replication (WAIT:
+``replication``), the server's memory and INFO (``info``), a pipeline run as one Lua call (``batch``),
+what an outage looks like (``outage``), and error pages without passwords (``masking``).
 
 ``queues.connection.RQQueuesSetting`` (``RQ_QUEUES``) and
 ``queues.connection.MaskingExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``) are what

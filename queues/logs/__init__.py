@@ -6,6 +6,7 @@
 - ``quiet``: rq's own per-job lines ("Successfully completed", "Job OK", the traceback of each failed
   attempt) and its periodic registry clean-up lines said again at DEBUG, since ``outcome`` says it once.
 - ``formats``: ``QUEUES_LOG_FORMAT`` (``plain`` or ``json``) and the JSON formatter for log shippers.
+- ``hook``: the worker's hook (``queues/events/hooks.py``) that installs ``quiet`` and writes ``outcome``.
 
 docs/operations.md#logs lists the lines and their levels.
 """

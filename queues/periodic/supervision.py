@@ -43,7 +43,7 @@ from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
-from queues.worker.liveness import die_with_parent
+from queues.worker.kernel import die_with_parent
 
 logger = logging.getLogger("queues.resilience")
 

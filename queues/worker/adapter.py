@@ -51,7 +51,8 @@ from queues.worker.attempt import NotStarted
 from queues.worker.housekeeping import Housekeeping
 from queues.worker.inprocess import InProcessJob
 from queues.worker.intake import Intake
-from queues.worker.liveness import Lifeline, libc
+from queues.worker.kernel import libc
+from queues.worker.liveness import Lifeline
 from queues.worker.options import options
 
 
