@@ -8,6 +8,8 @@ what an outage looks like (``outage``), and error pages without passwords (``mas
 settings name.
 """
 
+import importlib
+
 # Imported on first use (PEP 562), so that importing a sibling module never imports this whole package.
 _EXPORTS = {
     "RQQueuesSetting": "queues.connection.djangorq",
@@ -17,8 +19,6 @@ _EXPORTS = {
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         value = globals()[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

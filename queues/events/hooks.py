@@ -148,7 +148,10 @@ def worker_stop(worker):
 
 
 def pending():
-    return any(call() for call in _points["pending"])
+    for call in _points["pending"]:
+        if call():
+            return True
+    return False
 
 
 def write_into(pipe):

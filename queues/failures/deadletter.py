@@ -31,6 +31,7 @@ dead letter's life is in modules of its own, their names re-exported here:
 
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
+from rq.results import Result
 
 from queues.events import hooks
 from queues.failures.corrupt import CORRUPT, bury_corrupt, decode_raw_hash, encode_raw_hash  # noqa: F401
@@ -69,7 +70,6 @@ def bury(job, *, reason, exc_string="", worker_name=""):
     e.g. a job abandoned by a killed worker with no attempts left. Does not touch the started
     registry or the queue. Calls the hooks' ``after_dead`` (the outcome line, ``job_dead``). Returns
     the DeadLetter row (None if the database could not be written; ``reconcile`` catches up)."""
-    from rq.results import Result
 
     job.get_meta(refresh=True)
     registry = FailedJobRegistry(job.origin, connection=job.connection, job_class=type(job), serializer=job.serializer)

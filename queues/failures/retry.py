@@ -32,6 +32,7 @@ from rq.registry import ScheduledJobRegistry
 from rq.timeouts import JobTimeoutException
 
 from queues import conf, rqcompat
+from queues.catalog.lookup import get_config
 from queues.events import hooks
 from queues.exceptions import PermanentError, RetryAfter, UnknownQueue
 from queues.jobs import meta as jobmeta
@@ -126,7 +127,6 @@ def decide(attempt, policy, exc, rand=random.random):
 
 def policy_for(job):
     """The job's policy: its own ``attempts_allowed`` (set at enqueue), then its queue's options."""
-    from queues.catalog.lookup import get_config
 
     enqueue_opts = {"attempts": jobmeta.attempts_allowed(job)}
     try:

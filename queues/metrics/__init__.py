@@ -54,6 +54,7 @@ _lock = threading.Lock()
 def install():
     """Connect the recorder and register the collector in prometheus_client's REGISTRY (once)."""
     global _installed
+    # At the app's ready, not on import: a process that reads queues.metrics.store registers nothing.
     from prometheus_client import REGISTRY
 
     from queues.metrics import checks, recorder  # noqa: F401  (checks registers the system check)

@@ -23,10 +23,17 @@ Task) raises ``TaskResultDoesNotExist``: nothing it names is imported.
 
 import datetime as dt
 
+import redis
 from django.utils import timezone
 
 from queues.catalog import jobs as catalog
+from queues.catalog.classes import OptimaJob
+from queues.connection.clients import get_connection
+from queues.exceptions import QueueUnavailable
 from queues.jobs import meta as jobmeta
+from queues.jobs import read as jobread
+from queues.jobs import results as jobresults
+from queues.producer import outbox
 from queues.tasks import compat
 from queues.tasks.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
@@ -160,7 +167,6 @@ def counted_workers(job, state):
 
 def of_job(alias, job, state):
     """The TaskResult of ``job`` (read from Redis) whose rq state is ``state``."""
-    from queues.jobs import results as jobresults
 
     task = task_of(alias, job)
     status = STATUS.get(state, READY)
@@ -191,12 +197,6 @@ def of_job(alias, job, state):
 
 def get(alias, result_id):
     """``QueuesBackend.get_result``: the TaskResult of job ``result_id``, from Redis or the outbox."""
-    import redis
-
-    from queues.connection.clients import get_connection
-    from queues.exceptions import QueueUnavailable
-    from queues.jobs import read as jobread
-    from queues.producer import outbox
 
     if not isinstance(result_id, str) or not result_id or jobread.why_id(result_id) is not None:
         raise TaskResultDoesNotExist(f"{str(result_id)[:200]!r} is not a job id.")
@@ -213,8 +213,6 @@ def get(alias, result_id):
             if job is None:
                 raise TaskResultDoesNotExist(f"No job {result_id!r} in Redis or in the outbox.")
         else:
-            from queues.catalog.classes import OptimaJob
-
             staged = OptimaJob(result_id, connection=get_connection())
             staged.restore(outbox.decode(entry.job))
             return build(

@@ -20,7 +20,7 @@ on = False  # True: spans are made (setup.py decides); read as ``tracing.on`` on
 def refresh():
     """Decide again whether to trace, from the environment and the process's tracer provider: for a
     process that sets its own provider after Django started (``docs/tracing.md``)."""
-    from queues.tracing import setup
+    from queues.tracing import setup  # a cycle avoided: setup imports this module (its switch, ``on``)
 
     setup.from_env()
     return on

@@ -12,6 +12,8 @@ concerns through ``queues/events/hooks.py``.
 (``concurrent``, over ``slots`` and ``watchdog``) is what ``rqworker --concurrency N`` runs.
 """
 
+import importlib
+
 # Imported on first use (PEP 562), so that importing a sibling module never imports this whole package.
 _EXPORTS = {
     "OptimaWorker": "queues.worker.adapter",
@@ -22,8 +24,6 @@ _EXPORTS = {
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         value = globals()[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

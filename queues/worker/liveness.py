@@ -19,6 +19,8 @@ import socket
 import threading
 import time
 
+from django.db import connections
+
 from queues.connection.factory import copy_client
 from queues.connection.outage import REDIS_ERRORS, OutageLog
 from queues.keyspace import keys
@@ -69,7 +71,6 @@ class Lifeline(threading.Thread):
             self.scan()
 
     def scan(self):
-        from django.db import connections
 
         try:
             abandoned.scan_if_due(

@@ -63,10 +63,10 @@ EXPECTED_UPWARD = set()
 # Function-level imports (not at a module's top level, outside ``if TYPE_CHECKING:``): the goal is at most
 # 5 per 1,000 lines (rq's worker 0.9, django-rq 4.7), each with its reason on its line or the line above (a
 # cycle avoided, an optional dependency, rq before its key prefix is exported). The ceilings below only
-# come down, to the goal.
+# come down: the count to the goal or below, the silent ones to none.
 FUNCTION_LEVEL_IMPORTS_PER_1000_LINES = 5
-FUNCTION_LEVEL_IMPORTS_CEILING = 230  # today's count
-SILENT_FUNCTION_LEVEL_IMPORTS_CEILING = 214  # of which say no reason
+FUNCTION_LEVEL_IMPORTS_CEILING = 94  # today's count (229 before this issue)
+SILENT_FUNCTION_LEVEL_IMPORTS_CEILING = 60  # of which say no reason yet (214 before)
 
 
 def _module_name(path):
@@ -238,7 +238,8 @@ def test_function_level_imports_are_few_and_each_says_why():
             if not _says_why(source_lines, node.lineno):
                 silent.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert len(silent) <= SILENT_FUNCTION_LEVEL_IMPORTS_CEILING, "a function-level import says why (a comment)"
-    assert count <= max(FUNCTION_LEVEL_IMPORTS_CEILING, lines * FUNCTION_LEVEL_IMPORTS_PER_1000_LINES // 1000)
+    assert count <= FUNCTION_LEVEL_IMPORTS_CEILING, f"{count} in {lines} lines"
+    assert count * 1000 / lines <= FUNCTION_LEVEL_IMPORTS_PER_1000_LINES, f"{count} in {lines} lines"
 
 
 def test_the_names_a_lower_room_keeps_of_a_higher_one_agree_with_it():
