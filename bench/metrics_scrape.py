@@ -147,7 +147,6 @@ def main():
             with override_settings(
                 OPTIMA_QUEUES={name: {} for name in names}, OPTIMA_QUEUES_OPTIONS={"METRICS_CACHE_SECONDS": 0}
             ):
-                registry.install_rq_queues()
                 settings.RQ_QUEUES = {k: v for k, v in settings.RQ_QUEUES.items() if k in names}
                 # django-rq's collector lists workers with the worker class; rq's own reads the same keys.
                 settings.RQ = dict(settings.RQ, WORKER_CLASS="rq.worker.Worker")

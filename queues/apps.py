@@ -36,19 +36,34 @@ class QueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # System checks register on import: queues.E001-E010 (checks), E030-E037 (periodic/declare),
-        # E050-E053 (metrics, via metrics.install), E060/E061 (worker options), W020 (panel), E090 (tracing).
+        # System checks register on import: queues.E001-E010, E021-E026, E028, W027, E040-E043, E059, E070,
+        # W071, W082, E120, W020 (checks, with the validators of conf, connection, board, catalog,
+        # jobs/signing, tasks, logs/formats), E030-E037 (periodic/declare), E050-E055 (metrics, via
+        # metrics.install), E060/E061 (worker options), E090 (tracing); E080/E081 are the Tasks backend's
+        # own check (tasks/backend.py), run by Django's tasks framework.
         from queues import checks, metrics, rqcompat  # noqa: F401
         from queues.board import access as board_access
         from queues.catalog import jobs as catalog
+        from queues.events import hooks
+        from queues.events.signals import SignalsHook
+        from queues.jobs import state
+        from queues.logs.hook import LogsHook
+        from queues.metrics.hook import MetricsHook
         from queues.periodic import declare  # noqa: F401
+        from queues.producer import limits, outbox
         from queues.tracing import checks as tracing_checks  # noqa: F401
         from queues.tracing import setup as tracing_setup
+        from queues.tracing.hook import TracingHook
         from queues.worker import checks as resilience_checks  # noqa: F401
 
         rqcompat.memoize_serializer_lookup()  # ~0.2 ms of CPU per job on Python 3.11 (rqcompat.py says why)
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
+        # The worker's concerns, called at each point of a job's life (queues/events/hooks.py), in this
+        # order: the job's log line, its metrics, the signals feature code hears, its span.
+        hooks.install(LogsHook(), MetricsHook(), SignalsHook(), TracingHook())
+        # A job's state reads the producer's outbox and limit keys; jobs/ imports nothing of producer/.
+        state.install(state.Producer(waiting=outbox.waiting, stored_meta=outbox.stored_meta, hold_of=limits.hold_of))
         tracing_setup.from_env()  # OpenTelemetry when OTEL_* or the process's own provider says so (docs/tracing.md)
         board_access.log_startup_problems()  # QUEUE_BOARD_USER/PASSWORD half set: WARN (queues.W020)
         # django-rq is wired in settings (RQ, RQ_QUEUES = queues.connection.RQQueuesSetting()):

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from queues import conf
 from queues.logsafe import get_logger
+from queues.models import AuditEntry
 
 logger = get_logger("queues.audit")  # a documented logger name: kept when the module moved
 
@@ -42,7 +43,6 @@ def record(request_or_identity, action, queue="", job_ids=(), outcome="ok", deta
     ``request_or_identity``: the HttpRequest of the action (preferred), a user, or an identity
     string for actions without a request. ``outcome``: ``ok``, ``partial`` or ``error``.
     """
-    from queues.models import AuditEntry
 
     identity, user = identity_of(request_or_identity)
     job_ids = [str(j) for j in job_ids]

@@ -8,9 +8,15 @@ Each validator returns ``conf.Problem``s; ``conf.check_messages`` turns them int
 
 from django.core.checks import Tags, register
 
+from queues.board import bounded, throttle
+from queues.board.access import validate_basic_auth, validate_password_length
+from queues.catalog import jobs as catalog
 from queues.catalog import queues as declarations
 from queues.conf import check_messages
 from queues.connection import djangorq, failover
+from queues.connection import info as redisinfo
+from queues.jobs import signing
+from queues.logs import formats
 
 
 @register(Tags.compatibility)
@@ -27,8 +33,6 @@ def check_queue_board_auth(app_configs=None, **kwargs):
     - queues.E022: QUEUE_LOGIN_FAILURES is not a rate; queues.E023: a bad QUEUE_TRUSTED_PROXIES entry;
     - queues.E024: QUEUE_BOARD_REDIS_TIMEOUT / QUEUE_BOARD_DEADLINE not a number of seconds > 0.
     """
-    from queues.board import bounded, throttle
-    from queues.board.access import validate_basic_auth, validate_password_length
 
     return check_messages(validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate())
 
@@ -38,8 +42,6 @@ def check_trust_boundary(app_configs=None, **kwargs):
     """Declared and signed jobs (queues/catalog/jobs.py, queues/jobs/signing.py): queues.E025 (a QUEUE_JOB_MODULES
     module cannot be imported), queues.E026 / W027 (QUEUE_ACCEPT_UNSIGNED_UNTIL not a time / far
     ahead), queues.E028 (a signing key shorter than 32 characters)."""
-    from queues.catalog import jobs as catalog
-    from queues.jobs import signing
 
     return check_messages(catalog.validate() + signing.validate())
 
@@ -57,7 +59,6 @@ def check_redis_eviction(app_configs=None, **kwargs):
     """The queues' Redis must not evict keys (queues/connection/info.py): queues.E070 (an ``allkeys-*``
     maxmemory-policy: waiting jobs can be deleted), queues.W071 (``volatile-*``: keys with a TTL can be).
     Reads ``INFO memory`` with /healthz's short timeout; an unreachable Redis reports nothing here."""
-    from queues.connection import info as redisinfo
 
     return check_messages(redisinfo.validate())
 
@@ -65,6 +66,5 @@ def check_redis_eviction(app_configs=None, **kwargs):
 @register(Tags.compatibility)
 def check_log_format(app_configs=None, **kwargs):
     """queues.E120: QUEUES_LOG_FORMAT is not 'plain' or 'json' (queues/logs/formats.py)."""
-    from queues.logs import formats
 
     return check_messages(formats.validate())

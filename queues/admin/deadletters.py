@@ -14,12 +14,16 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.translation import ngettext
+from django_rq.settings import get_queues_map
 
 from queues import audit, conf
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
 from queues.admin.filters import ExceptionFilter, FingerprintFilter, QueueFilter
+from queues.catalog.lookup import OptimaJob
+from queues.connection.clients import get_connection
 from queues.failures.corrupt import CORRUPT, decode_raw_hash
 from queues.failures.operations import NEVER_VERIFIED
+from queues.jobs.read import preview
 from queues.models import FailureGroup
 
 NOT_VERIFIED = (
@@ -153,7 +157,6 @@ class DeadLetterAdmin(ActingModelAdmin):
     def raw_hash_preview(self, obj):
         """Each field of the corrupt job's hash, bytes that are not UTF-8 shown as ``\\xNN``, long values
         cut (``jobread.preview``): escaped text, never the raw bytes."""
-        from queues.jobs.read import preview
 
         try:
             fields = decode_raw_hash(obj.raw_hash)
@@ -297,10 +300,6 @@ def _pretty_json(value):
 
 def _panel_link(queue, job_id):
     """A link to the job in the panel while Redis still has it."""
-    from django_rq.settings import get_queues_map
-
-    from queues.catalog.lookup import OptimaJob
-    from queues.connection.clients import get_connection
 
     try:
         exists = get_connection().exists(OptimaJob.key_for(job_id))

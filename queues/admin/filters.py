@@ -4,6 +4,7 @@ Each is answered from an index; none counts or scans the table."""
 from django.contrib import admin
 
 from queues import conf
+from queues.catalog.lookup import queue_names
 from queues.models import DeadLetter, FailureGroup
 
 
@@ -14,7 +15,6 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request, model_admin):
-        from queues.catalog.lookup import queue_names
 
         return [(name, name) for name in queue_names()]
 

@@ -10,7 +10,8 @@
   request); with ``access.guard``, a Redis that does not answer gives a 503 page within 3 s.
 - ``readonly``, ``stats``, ``patches``: django-rq's views made JSON-only and read-only; ``patches.REBIND``
   is every name rebound inside django-rq (start-up fails when django-rq lacks one).
-- ``periodic``, ``history``, ``corrupt``: the periodic jobs page, the home page's charts, corrupt jobs' pages.
+- ``periodic``, ``history``, ``corrupt``: the periodic jobs page, the home page's charts, corrupt jobs' pages;
+  ``readers``: the worker sets and hashes and rq-scheduler's set, read without a 500 for what they hold.
 - ``urls``: the URLconf mounted at admin/queues/ (namespace ``django_rq``), denied by default: each
   django-rq URL classified read or act (an unclassified one is not mounted), any POST needs act.
 

@@ -32,9 +32,11 @@ import time
 import redis
 from django.conf import settings
 from django_rq import connection_utils as _rq_connection_utils
+from django_rq.connection_utils import filter_connection_params
 
 from queues import conf
-from queues.connection.clients import mask_url, queues_url
+from queues.conf import Problem
+from queues.connection.clients import get_connection, mask_url, queues_url
 from queues.connection.djangorq import django_rq_config
 from queues.connection.factory import ReconnectOnce, restrict
 
@@ -51,7 +53,6 @@ def setting(name):
 
 def validate():
     """Problems of the panel's Redis settings (E024)."""
-    from queues.conf import Problem
 
     problems = []
     for name in DEFAULTS:
@@ -79,7 +80,6 @@ class _Scope:
         self.clients = {}
 
     def client_for(self, config, factory):
-        from django_rq.connection_utils import filter_connection_params
 
         key = repr(sorted(filter_connection_params(config).items()))
         client = self.clients.get(key)
@@ -143,8 +143,6 @@ def connection():
     else the app's client."""
     scope = _scope.get()
     if scope is None:
-        from queues.connection.clients import get_connection
-
         return get_connection()
     return scope.client_for(django_rq_config(), _ORIGINAL)
 

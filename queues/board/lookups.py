@@ -22,12 +22,19 @@ import functools
 
 import redis
 from django.http import Http404
+from django.shortcuts import render
 from django_rq.settings import get_queues_list
 from rq.exceptions import NoSuchJobError
 from rq.worker import Worker
 
 from queues.board import bounded
+from queues.board.access import panel_context
+from queues.board.corrupt import respond
+from queues.board.readers import JSONWorker
+from queues.board.readonly import get_queue_by_index
+from queues.board.stats import problems
 from queues.jobs import read as jobread
+from queues.keyspace import entries
 
 
 def queue_name_at(index):
@@ -50,7 +57,6 @@ def check_job(job_id):
 def check_worker(key):
     """Http404 unless ``key`` is a worker the panel can read (``readers.JSONWorker``: a hash of the
     wrong type or that rq cannot read is reported and answers 404)."""
-    from queues.board.readers import JSONWorker
 
     prefix = Worker.redis_worker_namespace_prefix
     if not key.startswith(prefix) or JSONWorker.find_by_key(key, bounded.connection()) is None:
@@ -66,8 +72,6 @@ def known(view):
             if name in kwargs:
                 queue_name_at(kwargs[name])
         if "job_id" in kwargs and jobread.is_corrupt(job := check_job(kwargs["job_id"])):
-            from queues.board.corrupt import respond
-
             queue_index = kwargs.get("queue_index", 0)
             return respond(request, view.__name__, queue_index, queue_name_at(queue_index), job)
         if "key" in kwargs:
@@ -88,12 +92,6 @@ def bad_entry(request, exc, kwargs):
     """The page of a view that met a key of the wrong type no reader of ours caught (rq's own reads):
     it says so, lists the keys of the wrong type of the URL's queue, and reports it once, instead of
     the guard's 503 "Redis did not answer"."""
-    from django.shortcuts import render
-
-    from queues.board.access import panel_context
-    from queues.board.readonly import get_queue_by_index
-    from queues.board.stats import problems
-    from queues.keyspace import entries
 
     entries.report(request.path, f"a key this page reads is of the wrong type ({exc})")
     found = problems(get_queue_by_index(kwargs["queue_index"])) if "queue_index" in kwargs else []

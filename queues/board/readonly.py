@@ -37,6 +37,7 @@ Registry maintenance is the workers' job (rq's maintenance task), never a page's
 import redis
 from django_rq.cron import DjangoCronScheduler
 from rq.exceptions import NoSuchJobError
+from rq.executions import Execution
 from rq.registry import (
     CanceledJobRegistry,
     DeferredJobRegistry,
@@ -247,7 +248,6 @@ def get_executions(queue, composite_keys):
     """django-rq's ``get_executions``, with each execution's job read here (JSON, a poison job as a
     ``CorruptJob``): rq's ``Execution.job`` fetches it with rq's default serializer, pickle. An
     execution whose job hash is gone, or that rq cannot read, is left out."""
-    from rq.executions import Execution
 
     executions = []
     for job_id, execution_id in composite_keys:

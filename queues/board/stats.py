@@ -10,6 +10,7 @@ rq expects), shown on the dashboard. Nothing is written.
 """
 
 from django.core.exceptions import ImproperlyConfigured
+from django_rq.queues import get_scheduler
 from django_rq.settings import get_queues_list
 from django_rq.templatetags.django_rq import to_localtime
 from django_rq.utils import get_displayable_connection_kwargs
@@ -101,7 +102,6 @@ def statistics(run_maintenance_tasks=False):
 def scheduler_statistics():
     """django-rq's ``get_scheduler_statistics`` (same keys) through ``readers.read_only_scheduler``:
     rq-scheduler's set of the wrong type counts 0 instead of raising."""
-    from django_rq.queues import get_scheduler
 
     schedulers = {}
     for index, config in enumerate(get_queues_list()):

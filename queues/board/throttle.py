@@ -32,6 +32,8 @@ from limits.strategies import MovingWindowRateLimiter
 
 from queues import conf
 from queues.conf import Problem
+from queues.connection.clients import cache_url, get_cache_connection
+from queues.connection.factory import ReconnectOnce, copy_client
 from queues.logsafe import get_logger
 
 logger = get_logger("queues.throttle")  # a documented logger name: kept when the module moved
@@ -122,15 +124,12 @@ def client_address(request):
 
 @functools.lru_cache(maxsize=4)
 def _storage(_url, _timeout):
-    from queues.connection.clients import get_cache_connection
-    from queues.connection.factory import ReconnectOnce, copy_client
 
     client = copy_client(get_cache_connection(), timeout=_timeout, retry=ReconnectOnce(), health_check_interval=0)
     return RedisStorage("redis://", connection_pool=client.connection_pool, key_prefix=conf.app_key("throttle"))
 
 
 def _limiter():
-    from queues.connection.clients import cache_url
 
     storage = _storage(cache_url(), REDIS_TIMEOUT)
     return MovingWindowRateLimiter(storage)

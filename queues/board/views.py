@@ -12,20 +12,24 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
-from django_rq.settings import get_queues_map
+from django_rq.settings import get_queues_list, get_queues_map
 from django_rq.stats_views import RQCollector
+from django_rq.utils import DEFAULT_ITEMS_PER_PAGE, get_displayable_connection_kwargs, paginate
 
 from queues import audit, conf
 from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.board.access import panel_context
+from queues.board.readers import JSONWorker
+from queues.board.readonly import get_jobs, get_queue_by_index
 from queues.board.stats import scheduler_statistics, statistics
+from queues.catalog import pause
 from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
+from queues.models import DeadLetter
 from queues.producer import limits
-from queues.worker import pause
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 
@@ -78,11 +82,6 @@ def queue_details(request, queue_index):
     """django-rq's ``queue_details`` (same template, plus the canceled count and rq's scheduler PID), reading
     the oldest and newest waiting job through ``queues.jobs.read``: django-rq's decodes their ids as UTF-8
     and fetches them with rq."""
-    from django_rq.settings import get_queues_list
-    from django_rq.utils import get_displayable_connection_kwargs
-
-    from queues.board.readers import JSONWorker
-    from queues.board.readonly import get_queue_by_index
 
     queue = get_queue_by_index(queue_index)
     ends = queue.get_job_ids(0, 1) + queue.get_job_ids(-1, 1) if queue.count else []
@@ -153,7 +152,6 @@ def resume_queue(request, name):
 @never_cache
 def find(request):
     """Find a job by id in every declared queue and registry; one match goes straight to it."""
-    from queues.models import DeadLetter
 
     job_id = request.GET.get("job_id", "").strip()
     context = {**panel_context(request), "job_id": job_id, "result": None, "error": "", "title": "Find a job"}
@@ -191,9 +189,6 @@ def canceled_jobs(request, queue_index):
     """The queue's canceled jobs (rq's ``CanceledJobRegistry``, which django-rq 4.2 has no page for), newest
     first, read as the other lists are: the read-only registry (no cleanup), jobs through ``jobread`` (a
     poison one shown as corrupt, an id whose hash expired left out)."""
-    from django_rq.utils import DEFAULT_ITEMS_PER_PAGE, paginate
-
-    from queues.board.readonly import get_jobs, get_queue_by_index
 
     queue = get_queue_by_index(queue_index)
     registry = queue.canceled_job_registry

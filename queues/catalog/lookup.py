@@ -48,14 +48,6 @@ def fetch_job(job_id: str, connection: redis.Redis | None = None) -> "Job | None
         raise _connection.unavailable(exc) from exc
 
 
-def install_rq_queues():
-    """Kept for old callers (bench/metrics_scrape.py); does nothing any more.
-
-    settings.RQ_QUEUES is now ``queues.connection.RQQueuesSetting()``, derived from the declared
-    queues on every read, and settings.RQ names this app's classes (optima_site/settings.py).
-    """
-
-
 def reset():
     """Forget the merged declarations and the cached Redis clients (both also reset themselves
     when a relevant setting changes)."""

@@ -1,11 +1,14 @@
 """Redis: how every client is built (``factory``), the app's clients (``clients``), django-rq's view of
-them (``djangorq``), Sentinel and failover, replication (WAIT), INFO, what an outage looks like
-(``outage``), and error pages without passwords (``masking``).
+them (``djangorq``), Sentinel (``sentinel``) and failover (``failover``), replication (WAIT:
+``replication``), the server's memory and INFO (``info``), a pipeline run as one Lua call (``batch``),
+what an outage looks like (``outage``), and error pages without passwords (``masking``).
 
 ``queues.connection.RQQueuesSetting`` (``RQ_QUEUES``) and
 ``queues.connection.MaskingExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``) are what
 settings name.
 """
+
+import importlib
 
 # Imported on first use (PEP 562), so that importing a sibling module never imports this whole package.
 _EXPORTS = {
@@ -16,8 +19,6 @@ _EXPORTS = {
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         value = globals()[name] = getattr(importlib.import_module(_EXPORTS[name]), name)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

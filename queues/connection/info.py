@@ -24,6 +24,11 @@ from dataclasses import dataclass
 import redis
 from django.core.exceptions import ImproperlyConfigured
 
+from queues import conf
+from queues.conf import Problem
+from queues.connection.clients import mask_url, probe_client, queues_url
+from queues.connection.factory import make_client
+
 POLICY_IDS = {"allkeys": "queues.E070", "volatile": "queues.W071"}
 
 
@@ -68,7 +73,6 @@ def evicts_any_key(policy):
 def policy_problems(policy, url):
     """The check's problems for the ``maxmemory-policy`` ``policy`` of the queues' Redis at ``url``
     (masked). Pure: ``validate`` reads the policy."""
-    from queues.conf import Problem
 
     fix = (
         "Set maxmemory-policy noeviction on the queues' Redis (redis.conf, CONFIG SET, or the managed "
@@ -102,10 +106,6 @@ def policy_problems(policy, url):
 
 def validate(url=None, timeout=None):
     """queues.E070 / W071 for the queues' Redis; [] when it is fine, unreachable or refuses INFO."""
-    from queues import conf
-    from queues.connection.clients import mask_url, probe_client, queues_url
-    from queues.connection.factory import make_client
-
     timeout = conf.options()["HEALTH_TIMEOUT"] if timeout is None else timeout
     try:
         if url is None:  # the queues' Redis, through the sentinels when there are some

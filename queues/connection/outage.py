@@ -45,10 +45,6 @@ class OutageLog:
         self.episodes = 0  # outages seen so far
         self._last_log = 0.0
 
-    @property
-    def ongoing(self):
-        return self.since is not None
-
     def failed(self, exc, doing=""):
         now = time.monotonic()
         doing = f" while trying to {doing}" if doing else ""

@@ -11,9 +11,9 @@ passes, with the number that did.
 Above 0 it yields a copy of the queue bound to a client that has exactly one connection (its own
 pool that always hands out that connection; one per thread and source pool, kept), so that the
 enqueue's commands — plain ones, pipelines and WATCH/MULTI transactions alike — all run on the
-connection that then sends ``WAIT``. (A single-connection ``redis.Redis`` would not do: its
-pipelines take another connection from the pool.) ``WAIT`` is sent after the transaction, never
-inside MULTI, where it does not block.
+connection that then sends ``WAIT``. (A single-connection ``redis.Redis`` would not do: its pipelines
+take another connection from the pool.) ``WAIT`` is sent after the transaction, never inside MULTI,
+where it does not block.
 
 Fewer replicas than asked within the timeout raises ``NotReplicated``, a ``QueueUnavailable``: the
 job *is* written on the master and will run unless a failover comes first, but the caller was
@@ -34,6 +34,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from queues.connection import failover
 from queues.exceptions import NotReplicated
+from queues.keyspace import keys
 
 _local = threading.local()
 
@@ -138,8 +139,6 @@ def confirm(queue):
     connection, so this connection writes first (a probe key of this app, expiring in a minute),
     then WAITs: a replica that has the probe has everything the master wrote before it, the job
     included. Raises ``NotReplicated``; a no-op when ``REDIS_WAIT_REPLICAS`` is 0."""
-    from queues.keyspace import keys
-
     replicas, timeout_ms = failover.wait_replicas()
     if replicas == 0:
         return

@@ -16,7 +16,9 @@ from django.db import IntegrityError, transaction
 from queues import conf
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, now
+from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
+from queues.models import DeadLetter
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
@@ -50,8 +52,6 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
     its queue's failed registry with no expiry (its hash is left exactly as it was, nothing in it
     decoded), and its row keeps the raw hash (``encode_raw_hash``). Never raises for the database
     (logged; reconcile catches up). Returns the row or None."""
-    from queues.jobs import read as jobread
-    from queues.models import DeadLetter
 
     prefix = conf.prefix()
     # ``job_id`` as pages show it (``jobread.shown_id``, the row's too); Redis holds it raw ("a/b").

@@ -31,15 +31,15 @@ dead letter's life is in modules of its own, their names re-exported here:
 
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
+from rq.results import Result
 
+from queues.events import hooks
 from queues.failures.corrupt import CORRUPT, bury_corrupt, decode_raw_hash, encode_raw_hash  # noqa: F401
 from queues.failures.mirror import carried, carried_of, mirror, now, row_values  # noqa: F401
 from queues.failures.reconcile import ReconcileSummary, reconcile, reconcile_if_due  # noqa: F401
 from queues.failures.retry import exc_summary
 from queues.failures.unverified import UNVERIFIED  # noqa: F401
 from queues.jobs import meta as jobmeta
-from queues.logs import outcome
-from queues.worker import signals as events
 
 
 def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
@@ -68,9 +68,8 @@ def bury(job, *, reason, exc_string="", worker_name=""):
     """Make ``job`` a dead letter: into its FailedJobRegistry (the job's ``failure_ttl``, -1 = no
     expiry) unless already there, then mirrored. For paths outside a worker's failure handling —
     e.g. a job abandoned by a killed worker with no attempts left. Does not touch the started
-    registry or the queue. Sends ``job_dead``. Returns the DeadLetter row (None if the database
-    could not be written; ``reconcile`` catches up)."""
-    from rq.results import Result
+    registry or the queue. Calls the hooks' ``after_dead`` (the outcome line, ``job_dead``). Returns
+    the DeadLetter row (None if the database could not be written; ``reconcile`` catches up)."""
 
     job.get_meta(refresh=True)
     registry = FailedJobRegistry(job.origin, connection=job.connection, job_class=type(job), serializer=job.serializer)
@@ -87,6 +86,5 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
             keep_forever(job, pipeline)
             pipeline.execute()
-        outcome.dead(job, 0.0, reason=reason, exc_string=exc_string)
-        events.send(events.job_dead, queue=jobmeta.queue_name(job), job=job, reason=reason)
+        hooks.after_dead(job, jobmeta.queue_name(job), reason=reason, duration=0.0, exc_string=exc_string)
     return mirror(job, exc_string=exc_string)

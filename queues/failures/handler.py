@@ -24,12 +24,10 @@ import logging
 from rq.results import Result
 
 from queues import rqcompat
+from queues.events import hooks
 from queues.exceptions import RetryAfter
 from queues.failures import deadletter, retry
 from queues.jobs import meta as jobmeta
-from queues.logs import outcome
-from queues.worker import horse
-from queues.worker import signals as events
 
 logger = logging.getLogger("queues.worker")
 
@@ -42,8 +40,9 @@ def duration(job):
 
 
 class FailureHandler:
-    def __init__(self, worker):
+    def __init__(self, worker, record_for):
         self.worker = worker
+        self.record_for = record_for  # the worker's way through an outage (worker/horse.py: record_for)
         self._held = None  # (job id, exc_info) of the latest handle_exception
 
     def remember(self, job, exc_info):
@@ -60,7 +59,7 @@ class FailureHandler:
         worker = self.worker
         if worker.is_horse or worker.runs_jobs_in_process:
             # Record the failure once Redis answers (the retry policy needs it), not half of it now.
-            horse.record_for(worker, worker.connection.ping, f"record the failure of job {job.id}")
+            self.record_for(worker, worker.connection.ping, f"record the failure of job {job.id}")
         exc_info = self.take(job)
         decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id)
         if decision.retry:
@@ -75,7 +74,7 @@ class FailureHandler:
         self.after_burial(job, decision.reason, exc_string, exc_info=exc_info)
 
     def judge(self, job, exc_info, *, stopped):
-        """The Decision for a failed attempt (sends ``job_failed``)."""
+        """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``)."""
         if stopped:
             decision = retry.Decision(False, reason=retry.STOPPED)
         else:
@@ -86,14 +85,7 @@ class FailureHandler:
             decision = retry.decide(
                 jobmeta.current_attempt(job), retry.policy_for(job), exc_info[1] if exc_info else None
             )
-        events.send(
-            events.job_failed,
-            queue=jobmeta.queue_name(job),
-            job=job,
-            exc_info=exc_info,
-            duration=duration(job),
-            will_retry=decision.retry,
-        )
+        hooks.after_failure(job, jobmeta.queue_name(job), exc_info, duration(job), decision.retry)
         return decision
 
     def retry(self, job, queue, delay, exc_info, exc_string, execution):
@@ -125,11 +117,15 @@ class FailureHandler:
             pipeline.execute()
         if not released:  # a job with a limit key gave its slot back in the MULTI above
             rqcompat.release_slot(worker, job)
-        outcome.retried(
-            job, duration(job), attempt=attempt, delay=delay, reason=reason, exc_info=exc_info, exc_string=exc_string
-        )
-        events.send(
-            events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay), attempt=attempt + 1
+        hooks.after_retry(  # the job's outcome line, job_retry_scheduled
+            job,
+            jobmeta.queue_name(job),
+            attempt=attempt,
+            delay=float(delay),
+            reason=reason,
+            duration=duration(job),
+            exc_info=exc_info,
+            exc_string=exc_string,
         )
         return True
 
@@ -147,9 +143,12 @@ class FailureHandler:
             deadletter.keep_forever(job)
         except Exception:  # noqa: BLE001 — rq's -1 score keeps it too; this only makes it read as "never"
             logger.warning("Worker %s: could not pin dead job %s at +inf", self.worker.name, job.id)
-        if reason == retry.STOPPED:
-            outcome.canceled(job, duration(job))
-        else:
-            outcome.dead(job, duration(job), reason=reason, exc_info=exc_info, exc_string=exc_string)
         deadletter.mirror(job, exc_string=exc_string)
-        events.send(events.job_dead, queue=jobmeta.queue_name(job), job=job, reason=reason)
+        hooks.after_dead(  # the job's outcome line (canceled for STOPPED), job_dead
+            job,
+            jobmeta.queue_name(job),
+            reason=reason,
+            duration=duration(job),
+            exc_info=exc_info,
+            exc_string=exc_string,
+        )

@@ -25,6 +25,8 @@ from queues.failures.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprin
 from queues.failures.retry import exc_summary
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries
+from queues.models import DeadLetter, FailureGroup
+from queues.producer import limits
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
@@ -132,7 +134,6 @@ def carried_of(job, meta):
     """What the admin's retry of this job carries over when the job is no longer in Redis (the row
     is then all there is): its owner, its limit key and its priority (its band). JSON text, '' when there is
     nothing."""
-    from queues.producer import limits
 
     carried = {}
     if isinstance(meta.get(jobmeta.OWNER), str) and len(meta[jobmeta.OWNER]) <= CARRIED_CHARS:
@@ -169,7 +170,6 @@ def mirror(job, exc_string=""):
 def upsert(job, values):
     """Write ``values`` (``row_values``) as the job's DeadLetter row and count the deaths it had not
     seen; returns the row. Raises for the database (``mirror`` logs, ``reconcile`` counts an error)."""
-    from queues.models import DeadLetter
 
     prefix = conf.prefix()
     for _ in range(2):
@@ -208,7 +208,6 @@ def count_death(row, deaths):
     death's row is the group's example. In the caller's transaction; the group row is locked
     (select_for_update) so concurrent deaths of one group add up. Raises IntegrityError when a
     concurrent first death created the same group: the caller runs its transaction again."""
-    from queues.models import FailureGroup
 
     group = FailureGroup.objects.select_for_update().filter(prefix=row.prefix, fingerprint=row.fingerprint).first()
     if group is None:

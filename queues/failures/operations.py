@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import redis
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
+from django_rq.utils import requeue_job
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job
 from rq.registry import (
@@ -53,6 +55,9 @@ from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.jobs.gate import NOT_A_JOB, UNSIGNED
 from queues.keyspace import entries, keys
+from queues.models import DeadLetter
+from queues.producer.api import enqueue_fail_fast
+from queues.producer.cancel import cancel_job
 
 NEVER_VERIFIED = frozenset({UNSIGNED, UNVERIFIED})  # reasons of rows whose function and arguments nobody verified
 
@@ -87,7 +92,6 @@ def retry_dead_letter(row_id, *, accept_unverified=False):
     Two operators retrying the same row at once may both write; the second finds the row already
     retried, deletes the job it wrote (when it is a new one) and reports "skipped".
     """
-    from queues.models import DeadLetter
 
     row = DeadLetter.objects.get(pk=row_id)
     if row.reason == CORRUPT:
@@ -140,7 +144,6 @@ def retry_dead_letter(row_id, *, accept_unverified=False):
 def _put_back(row):
     """Write ``row``'s job back to Redis: (the job id that now runs, detail). Raises QueuesError
     (QueueUnavailable with the masked URL when Redis fails), NoSuchJobError, InvalidJobOperation."""
-    from queues.producer.api import enqueue_fail_fast
 
     try:
         queue = get_queue(row.queue)
@@ -182,7 +185,6 @@ def _put_back(row):
 
 def _mark_retried(row_id, new_id):
     """The row -> retried as ``new_id``, unless it already was; returns whether it changed."""
-    from queues.models import DeadLetter
 
     return bool(
         DeadLetter.objects.filter(pk=row_id)
@@ -193,7 +195,6 @@ def _mark_retried(row_id, new_id):
 
 def discard_dead_letter(row_id):
     """Discard the DeadLetter ``row_id``: out of the failed registry, job deleted, row kept."""
-    from queues.models import DeadLetter
 
     with transaction.atomic():
         row = DeadLetter.objects.select_for_update().get(pk=row_id)
@@ -219,7 +220,6 @@ def requeue(queue, job, in_failed):
     (``in_failed``) leaves it first (rq's ``FailedJobRegistry.requeue``: ZREM, then enqueue). django-rq
     maps only the status ``failed`` to that registry: a job stopped from the panel (``stopped``) ran
     again while still listed failed, its dead letter open."""
-    from django_rq.utils import requeue_job
 
     if in_failed:
         requeue_failed(FailedJobRegistry(queue=queue, job_class=type(job)), job)
@@ -267,7 +267,6 @@ def delete_job_hash(job_id, connection=None):
 
 def mark_dead_letters(job_ids, status, retried_as_self=False):
     """Rows of ``job_ids`` still open -> ``status`` (after the panel requeued or deleted the jobs)."""
-    from queues.models import DeadLetter
 
     job_ids = list(job_ids)
     if not job_ids:
@@ -278,8 +277,6 @@ def mark_dead_letters(job_ids, status, retried_as_self=False):
         chunk = job_ids[start : start + 500]
         rows = DeadLetter.objects.filter(prefix=conf.prefix(), job_id__in=chunk, status=DeadLetter.Status.OPEN)
         if retried_as_self:
-            from django.db.models import F
-
             total += rows.update(retried_as=F("job_id"), **updates)
         else:
             total += rows.update(**updates)
@@ -362,8 +359,6 @@ def _retry_of(raw_meta):
 def cancel_retry(row_id):
     """Cancel the job that retrying the DeadLetter ``row_id`` put back, while it still waits
     (``queues.producer.cancel``); the row is then marked ``discarded``. Returns an Outcome."""
-    from queues.models import DeadLetter
-    from queues.producer.cancel import cancel_job
 
     row = DeadLetter.objects.get(pk=row_id)
     if row.status != DeadLetter.Status.RETRIED:

@@ -23,15 +23,19 @@ from dataclasses import dataclass, field
 
 import redis
 from django.db import IntegrityError, transaction
+from rq import Queue
 from rq.job import JobStatus
 
 from queues import conf
+from queues.catalog.lookup import queue_names
+from queues.connection.clients import get_connection
 from queues.failures.corrupt import bury_corrupt
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, latest_exc_string, now, row_values, upsert
 from queues.failures.unverified import UNVERIFIED, unverified_values, verified
 from queues.jobs import read as jobread
 from queues.keyspace import keys
+from queues.models import DeadLetter
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
 
@@ -70,7 +74,6 @@ def reconcile(queue_names=None, connection=None, chunk=500):
     an ERROR naming the key; an open row whose job is corrupt stays open. Last, rows without a
     fingerprint are grouped (``group_ungrouped``: an index range, empty but during a deploy).
     """
-    from queues.connection.clients import get_connection
 
     connection = connection or get_connection()
     names = list(queue_names) if queue_names else known_queue_names(connection)
@@ -114,7 +117,6 @@ class _Reconciler:
 
     def mirror_failed(self, name, ids):
         """Mirror the failed jobs ``ids`` that have no open row: (Counter, the ids whose hash is gone)."""
-        from queues.models import DeadLetter
 
         rows = DeadLetter.objects.filter(prefix=self.prefix, job_id__in=ids)
         seen = dict(rows.values_list("job_id", "times_dead"))
@@ -190,7 +192,6 @@ class _Reconciler:
 
     def open_ids_not_in(self, name, still_failed):
         """Job ids of the queue's open rows whose job is no longer in its failed registry."""
-        from queues.models import DeadLetter
 
         open_rows = DeadLetter.objects.filter(prefix=self.prefix, queue=name, status=DeadLetter.Status.OPEN)
         return [
@@ -202,7 +203,6 @@ class _Reconciler:
     def close_gone(self, ids):
         """Open rows whose job left the failed registry -> ``retried`` (the job waits or runs again)
         or ``discarded`` (it is gone); a corrupt job's row stays open."""
-        from queues.models import DeadLetter
 
         jobs = jobread.fetch_many(ids, self.connection, check_origin=False)
         retried = [
@@ -231,10 +231,6 @@ def _chunks(items, size):
 def known_queue_names(connection):
     """Declared queues, queues rq knows of in Redis, and queues of open rows. A queue name in Redis
     that is not UTF-8 (or a registry set of the wrong type) is skipped with an ERROR."""
-    from rq import Queue
-
-    from queues.catalog.lookup import queue_names
-    from queues.models import DeadLetter
 
     names = set(queue_names())
     try:
@@ -262,7 +258,6 @@ def known_queue_names(connection):
 def group_ungrouped(prefix, chunk):
     """Fingerprint and count the rows written without a fingerprint (the previous release's workers,
     during a deploy); returns how many. One short transaction per row, like ``mirror.upsert``."""
-    from queues.models import DeadLetter
 
     grouped, failed = 0, set()
     while True:
@@ -294,7 +289,6 @@ def group_ungrouped(prefix, chunk):
 def reconcile_if_due(connection=None):
     """Run ``reconcile()`` unless another process did within ``RECONCILE_INTERVAL`` seconds (a Redis
     key with that expiry is the lock). Never raises: called from worker maintenance."""
-    from queues.connection.clients import get_connection
 
     interval = int(conf.options().get("RECONCILE_INTERVAL", 300))
     if interval <= 0:

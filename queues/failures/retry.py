@@ -32,10 +32,11 @@ from rq.registry import ScheduledJobRegistry
 from rq.timeouts import JobTimeoutException
 
 from queues import conf, rqcompat
+from queues.catalog.lookup import get_config
+from queues.events import hooks
 from queues.exceptions import PermanentError, RetryAfter, UnknownQueue
 from queues.jobs import meta as jobmeta
 from queues.producer import limits
-from queues.worker import signals as events
 
 logger = logging.getLogger("queues.retry")  # a documented logger name: kept when the module moved
 
@@ -126,7 +127,6 @@ def decide(attempt, policy, exc, rand=random.random):
 
 def policy_for(job):
     """The job's policy: its own ``attempts_allowed`` (set at enqueue), then its queue's options."""
-    from queues.catalog.lookup import get_config
 
     enqueue_opts = {"attempts": jobmeta.attempts_allowed(job)}
     try:
@@ -173,7 +173,7 @@ def schedule_retry(job, queue, *, delay=None, reason=""):
 
     ``delay`` in seconds (None: the policy's backoff after this attempt). For callers outside the
     worker's failure handling (the abandoned-job path of queues/worker/abandoned.py): it does not touch the
-    started registry, and sends ``job_retry_scheduled``.
+    started registry, and calls the hooks' ``after_retry`` (``job_retry_scheduled``).
     """
     job.get_meta(refresh=True)
     policy = policy_for(job)
@@ -194,9 +194,7 @@ def schedule_retry(job, queue, *, delay=None, reason=""):
         attempt + 1,
         delay,
     )
-    events.send(
-        events.job_retry_scheduled, queue=jobmeta.queue_name(job), job=job, delay=float(delay), attempt=attempt + 1
-    )
+    hooks.after_retry(job, jobmeta.queue_name(job), attempt=attempt, delay=float(delay), reason=reason or "retry")
     return True
 
 

@@ -1,4 +1,5 @@
 """A job in Redis: its signature (``signing``), the worker's gate that refuses what does not
-verify (``gate``), its meta fields (``meta``), reading it back safely (``read``) and how long it is kept
-(``retention``).
+verify (``gate``), its meta fields (``meta``), reading it back safely (``read``), its results stream
+read safely (``results``), what its owner may be told of it wherever it is (``state``:
+``queues.job_state``) and how long it is kept (``retention``).
 """

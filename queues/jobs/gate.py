@@ -22,7 +22,8 @@ reason          the job
 A job whose status is ``canceled`` (``queues.producer.cancel.cancel_job``, or rq's ``Job.cancel``) but
 whose id is still in a queue is not refused but dropped, with an INFO: it never runs.
 
-Everything here is one pure check (``vet``) on an already fetched job, plus the refusal: no round
+Everything here is one pure check (``vet``) on an already fetched job (the refusal itself, a dead
+letter, is ``queues/failures/refused.py``'s): no round
 trip is added for a good job. ``OptimaJob`` refuses undeclared names again at import time, for
 any path that would bypass this one.
 """
@@ -32,16 +33,14 @@ from dataclasses import dataclass
 
 from queues import rqcompat
 from queues.catalog import jobs as catalog
-from queues.failures import deadletter
 from queues.jobs import signing
-from queues.keyspace import keys
 
 logger = logging.getLogger("queues.worker")
 
-CORRUPT = deadletter.CORRUPT
+CORRUPT = "corrupt"  # the dead letter's reason (queues/failures/corrupt.py: CORRUPT)
 NOT_A_JOB = "not_a_job"
 UNSIGNED = "unsigned"
-CANCELED = "canceled"  # not a refusal of the job: it is dropped with an INFO (``refuse``)
+CANCELED = "canceled"  # not a refusal of the job: it is dropped with an INFO (failures/refused.py)
 
 
 @dataclass(frozen=True)
@@ -88,52 +87,3 @@ def vet(job, queue_name):
     if job.get_status(refresh=False) == "canceled":  # its id left in a queue (read with the job: no round trip)
         return Refusal(CANCELED, "was canceled")
     return None
-
-
-def refuse(worker, job, queue, refusal):
-    """Dead-letter a fetched job that must not run, and take it out of the intermediate list."""
-    connection = worker.connection
-    if refusal.reason == CORRUPT:
-        bury_raw(worker, queue, job.id, refusal.why)
-        return
-    if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
-        connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
-        return
-    deadletter.bury(
-        job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}", worker_name=worker.name
-    )
-    connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-    worker.log.error(
-        "Worker %s: job %s of queue %s dead-lettered without running (%s): it %s",
-        worker.name,
-        job.id,
-        queue.name,
-        refusal.reason,
-        refusal.why,
-    )
-
-
-def bury_raw(worker, queue, job_id, why):
-    """A job whose hash cannot be read as a job: dead-lettered as ``corrupt`` with its raw hash kept;
-    a key that is not a hash (or is gone) is only dropped from the queue, with an ERROR naming it."""
-    import redis
-
-    connection = worker.connection
-    key = keys.job_key(job_id)
-    try:
-        fields = connection.hgetall(key)
-    except redis.ResponseError:  # WRONGTYPE: not a hash
-        fields = None
-    if fields:
-        deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name)
-    else:
-        worker.log.error(
-            "Worker %s: dropped job %s of queue %s: its key %s %s",
-            worker.name,
-            job_id,
-            queue.name,
-            key,
-            "is not a hash" if fields is None else "is gone",
-        )
-    connection.lrem(keys.intermediate_key(queue.key), 1, job_id)

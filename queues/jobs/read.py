@@ -39,8 +39,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 import redis
 from rq.job import UNSERIALIZABLE_RETURN_VALUE_PAYLOAD, validate_job_id
+from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
 from queues import rqcompat
+from queues.catalog.lookup import queue_names
 from queues.jobs.results import ReadJob
 from queues.keyspace import entries, keys
 
@@ -193,8 +195,6 @@ def _why_job(job, raw, check_origin):
     if raw.get(b"result") and rqcompat.cached_result(job) == UNSERIALIZABLE_RETURN_VALUE_PAYLOAD:
         return "result is not JSON"
     if check_origin:
-        from queues.catalog.lookup import queue_names
-
         if job.origin not in queue_names():
             return f"its queue {job.origin!r} is not declared"
     return None
@@ -289,7 +289,6 @@ def raw_delete(connection, queue_name, job_id):
 
 def registry_keys(queue_name):
     """The sorted-set registries of ``queue_name`` that hold plain job ids."""
-    from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
     return [
         keys.failed_key(queue_name),

@@ -25,6 +25,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from queues.catalog.lookup import get_config
+from queues.exceptions import UnknownQueue
 from queues.keyspace import keys
 
 if TYPE_CHECKING:
@@ -82,7 +84,6 @@ def _trim_script(connection):
 
 
 def completed_max_of(name):
-    from queues.catalog.lookup import get_config
 
     try:
         return get_config(name).options["completed_max"]
@@ -95,7 +96,6 @@ def completed_max_of(name):
 def enforce_completed_max(queue, job=None, keep=None):
     """Delete the oldest completed jobs of ``queue`` beyond ``completed_max``; returns how many.
     Never raises (called by the worker after a success)."""
-    from queues.exceptions import UnknownQueue
 
     try:
         if keep is None:

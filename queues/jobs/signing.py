@@ -27,10 +27,12 @@ import datetime as dt
 import hashlib
 import hmac
 
+from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from queues import rqcompat
+from queues.conf import Problem
 
 _SALT = b"optima.queues.signing"  # never change it: every signed job in Redis was signed with it (not a module path)
 
@@ -45,8 +47,6 @@ def _derive(secret):
 def keys():
     global _keys
     if _keys is None:
-        from django.conf import settings
-
         primary = getattr(settings, "QUEUE_SIGNING_KEY", "") or settings.SECRET_KEY
         old = getattr(settings, "QUEUE_SIGNING_OLD_KEYS", ()) or ()
         if isinstance(old, str):
@@ -123,8 +123,6 @@ def accept_unsigned_until():
     """The aware datetime of ``QUEUE_ACCEPT_UNSIGNED_UNTIL``, or None (unsigned jobs never run)."""
     global _accept_until
     if _accept_until is _UNSET:
-        from django.conf import settings
-
         _accept_until = parse_until(getattr(settings, "QUEUE_ACCEPT_UNSIGNED_UNTIL", "") or "")
     return _accept_until
 
@@ -153,9 +151,6 @@ def validate(now=None):
     """queues.E026: QUEUE_ACCEPT_UNSIGNED_UNTIL is not an ISO time; queues.W027: it is more than 7
     days ahead (every such day anyone who can write to Redis can run any declared job with any
     arguments); queues.E028: QUEUE_SIGNING_KEY (or an old key) is set but shorter than 32 characters."""
-    from django.conf import settings
-
-    from queues.conf import Problem
 
     problems = []
     raw = getattr(settings, "QUEUE_ACCEPT_UNSIGNED_UNTIL", "") or ""

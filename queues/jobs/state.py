@@ -7,6 +7,10 @@ A job is in one of three places, and each answers with the same fields (``JobSta
   ``held_by``), and the last attempt's error while it is dead or waiting for a retry;
 - Redis, but unreadable (planted, or written by something else): state ``corrupt``, ``why`` says why.
 
+The producer's side of a job's state (its outbox, its limit keys) is installed into this module at the
+app's ready (``install``, queues/apps.py), so that ``jobs/`` does not import ``producer/``: the producer
+writes what ``jobs`` defines, never the other way round.
+
 ``meta`` carries the job's meta (empty for a corrupt job), so that a caller can decide who may see it
 (features/sellers/owners.py) before showing anything. ``error`` is the raw exception string of the
 last failed attempt: a public API shows only its last line (features/redaction.py).
@@ -24,12 +28,32 @@ from queues.connection.clients import get_connection
 from queues.exceptions import QueueUnavailable
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
-from queues.producer import limits, outbox
 
 if TYPE_CHECKING:
     from rq.job import Job
 
 logger = logging.getLogger("queues")
+
+HELD = "rate_limited"  # rq's status of a job held for a slot of its limit key (producer/limits.py: HELD)
+
+
+@dataclass(frozen=True)
+class Producer:
+    """What the state of a job needs from the producer: ``waiting(job_id)`` (its outbox row or None),
+    ``stored_meta(row)`` (that row's meta, a dict), ``hold_of(job)`` (its limit key's ``Hold`` or None)."""
+
+    waiting: object
+    stored_meta: object
+    hold_of: object
+
+
+_producer = None  # installed at the app's ready
+
+
+def install(producer):
+    """Give this module the producer's side (queues/apps.py, at ready)."""
+    global _producer
+    _producer = producer
 
 
 @dataclass(frozen=True)
@@ -107,10 +131,10 @@ def job_state(job_id: str, connection: redis.Redis | None = None) -> JobState | 
 
 def in_outbox(job_id: str) -> JobState | None:
     """The state of a job accepted but still in the outbox, or None when the outbox does not hold it."""
-    entry = outbox.waiting(job_id)
+    entry = _producer.waiting(job_id)
     if entry is None:
         return None
-    meta = outbox.stored_meta(entry)
+    meta = _producer.stored_meta(entry)
     return JobState(
         job_id=entry.job_id,
         state="outbox",
@@ -125,11 +149,11 @@ def of_job(job: "Job") -> JobState:
     status = job.get_status(refresh=False)
     state: str = getattr(status, "value", status)
     meta = job.meta or {}
-    if state == limits.HELD:
+    if state == HELD:
         state = "held"  # rq's "rate_limited": waiting outside the queue for a slot of its limit key
     held_by = None
     if state in ("held", "queued", "started"):
-        hold = limits.hold_of(job)  # None without a limit key
+        hold = _producer.hold_of(job)  # None without a limit key
         held_by = hold.as_dict() if hold is not None else None
     result = error = None
     if state == "finished":
@@ -178,4 +202,4 @@ def _corrupt(job: jobread.CorruptJob) -> JobState:
     return JobState(job_id=job.id, state="corrupt", error=f"The job cannot be read from Redis: {job.why}.", why=job.why)
 
 
-__all__ = ["JobState", "job_state", "in_outbox", "of_job"]
+__all__ = ["JobState", "job_state", "in_outbox", "of_job", "install", "Producer"]

@@ -37,6 +37,7 @@ it once. A leaf module: it imports only ``logsafe`` and, when it reports, the UR
 import zlib
 
 from queues import logsafe
+from queues.connection.masking import mask_urls_in
 
 JOB_BYTES = 256 * 1024
 RESULT_BYTES = 256 * 1024
@@ -61,7 +62,6 @@ def report(key, why, log=logger):
     """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped". URLs in them are
     masked and control characters escaped (a key or a value may hold a line break): by the logger's
     own filter when it has one (``logsafe.get_logger``), else here."""
-    from queues.connection.masking import mask_urls_in
 
     key, why = mask_urls_in(text(key)), mask_urls_in(text(why))
     if not any(isinstance(f, logsafe.EscapeControlCharacters) for f in log.filters):

@@ -20,7 +20,7 @@ key                                    what
 ``<p>:rl:<q>:<key>``                   rq's hash of a limit key's ``concurrency``
 ``<p>:rl:<q>:<key>:allowed``           rq's zset of the jobs holding one of the key's slots (queued, started)
 ``<p>:rl:<q>:<key>:rate_limited``      rq's zset of the key's held jobs, oldest first
-``<p>:optima:paused``                  set of paused queue names (``queues.worker.pause``)
+``<p>:optima:paused``                  set of paused queue names (``queues.catalog.pause``)
 ``<p>:optima:banded:<q>``              "1" for a day after a push to a band of ``<q>``: workers poll it (dequeue.py)
 ``<p>:optima:alive:<worker>``          a worker's liveness key (``worker/liveness.py``)
 ``<p>:optima:lock:abandoned-scan``     one abandoned-job scan at a time
@@ -66,7 +66,7 @@ unique keys                            ``producer.api`` / ``producer.write``
 counters and durations (metrics)       ``metrics.scrape``
 history samples                        ``metrics.history.read``
 search index (``search:*``)            ``search.find`` (a member whose job is gone is dropped)
-the pause set                          ``board.readers.members`` (panel), ``worker.pause``
+the pause set                          ``board.readers.members`` (panel), ``catalog.pause``
 =====================================  ======================================================
 """
 

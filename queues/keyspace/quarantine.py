@@ -31,10 +31,14 @@ import uuid
 from pathlib import Path
 
 import redis
+from rq.group import Group
+from rq.registry import ReadyJobRegistry
 from rq.utils import as_text
+from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from queues import logsafe
 from queues.connection.outage import REDIS_ERRORS
+from queues.keyspace import entries, keys
 
 logger = logsafe.get_logger("queues.resilience")  # the logger dequeue.py and abandoned.py set keys aside with
 
@@ -139,7 +143,6 @@ def settle(connection, expected, exc, *, who, what, log=logger):
 def report(exc, *, who, what, log=logger):
     """One ERROR per distinct failure and process (``entries.report``: masked, escaped), naming where
     in rq's code it was raised: the same bad entry met at every tick is not a new line every tick."""
-    from queues.keyspace import entries
 
     frames = traceback.extract_tb(exc.__traceback__)
     where = f", raised at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
@@ -149,7 +152,6 @@ def report(exc, *, who, what, log=logger):
 # -- what rq's entry points touch: {key: Redis type} -------------------------------------------------
 def registration(worker):
     """rq's ``register_birth`` / ``register_death`` and our re-registration (housekeeping.py)."""
-    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
     expected = {worker.redis_workers_keys: "set", worker.key: "hash"}
     expected.update({WORKERS_BY_QUEUE_KEY % name: "set" for name in worker.queue_names()})
@@ -159,7 +161,6 @@ def registration(worker):
 def flush(worker):
     """A worker's heartbeat pipeline: its hash, and per queue the metrics and the finished registry
     (``worker/housekeeping.py``)."""
-    from queues.keyspace import keys
 
     expected = {worker.key: "hash"}
     for name in worker.queue_names():
@@ -171,7 +172,6 @@ def flush(worker):
 
 def starting(worker, job):
     """The MULTI that records a job as started (``worker/attempt.py``: rq's ``Execution.create``)."""
-    from queues.keyspace import keys
 
     return {
         worker.key: "hash",
@@ -185,7 +185,6 @@ def starting(worker, job):
 def running(worker, job, execution):
     """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's, its execution's and
     the started registry."""
-    from queues.keyspace import keys
 
     return {
         worker.key: "hash",
@@ -198,7 +197,6 @@ def running(worker, job, execution):
 
 def limit(scoped_key):
     """rq's three keys of one limit key (``queues.producer.limits``)."""
-    from queues.keyspace import keys
 
     return {
         keys.limit_config_key(scoped_key): "hash",
@@ -209,7 +207,6 @@ def limit(scoped_key):
 
 def limits_in_use(connection):
     """rq's set of the limit keys in use, and the keys of each member of it that is text."""
-    from queues.keyspace import keys
 
     expected = {keys.limit_keys_key(): "set"}
     if as_text(connection.type(keys.limit_keys_key())) == "set":
@@ -223,18 +220,12 @@ def limits_in_use(connection):
 
 def worker_sets(queues, workers_key):
     """rq's sets of worker keys (all, and per queue of ``queues``) that its maintenance reads as text."""
-    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
     return [workers_key, *(WORKERS_BY_QUEUE_KEY % queue.name for queue in queues)]
 
 
 def maintenance(connection, queues, workers_key):
     """rq's ``clean_registries`` and ``clean_group_registries`` over ``queues`` (rq Queue objects)."""
-    from rq.group import Group
-    from rq.registry import ReadyJobRegistry
-    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
-
-    from queues.keyspace import keys
 
     expected = {workers_key: "set", Group.REDIS_GROUP_KEY: "set"}
     for queue in queues:
@@ -257,7 +248,6 @@ def maintenance(connection, queues, workers_key):
 def scheduler(connection, queue_names, scheduler_key=None):
     """RQ's scheduler moving due jobs of ``queue_names``: their scheduled registries, the hashes of the
     first due jobs, their queues, and the scheduler's own hash."""
-    from queues.keyspace import keys
 
     expected = {} if scheduler_key is None else {scheduler_key: "hash"}
     for name in queue_names:

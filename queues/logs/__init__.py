@@ -8,6 +8,7 @@
 - ``console``: the worker's and scheduler's lines on the console when the project configured no logging for
   them (as rq's worker does for its own); untouched when ``LOGGING`` reaches them.
 - ``formats``: ``QUEUES_LOG_FORMAT`` (``plain`` or ``json``) and the JSON formatter for log shippers.
+- ``hook``: the worker's hook (``queues/events/hooks.py``) that installs ``quiet`` and writes ``outcome``.
 
 docs/operations.md#logs lists the lines and their levels.
 """

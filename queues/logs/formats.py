@@ -15,6 +15,10 @@ import datetime as dt
 import json
 import logging
 
+from django.conf import settings
+
+from queues.conf import Problem
+
 FORMATS = ("plain", "json")
 DEFAULT = "plain"
 
@@ -54,9 +58,6 @@ def chosen(value):
 
 def validate():
     """queues.E120: ``QUEUES_LOG_FORMAT`` is not ``plain`` or ``json``."""
-    from django.conf import settings
-
-    from queues.conf import Problem
 
     value = getattr(settings, "QUEUES_LOG_FORMAT", DEFAULT)
     if value in FORMATS:

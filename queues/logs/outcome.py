@@ -19,6 +19,7 @@ attempt=N duration=0.012s``) and as record attributes (``job_id``, ``queue``, ``
 
 import logging
 
+from queues.jobs import meta as jobmeta
 from queues.logsafe import get_logger
 
 logger = get_logger("queues.jobs")
@@ -29,7 +30,6 @@ SUCCEEDED, RETRIED, DEAD, CANCELED = "succeeded", "retried", "dead", "canceled"
 def fields(job, outcome, duration, attempt=None):
     """The record attributes of an outcome line (read without a Redis call). ``attempt``: the attempt
     the outcome is of, when the meta counts the next one already (a retry)."""
-    from queues.jobs import meta as jobmeta
 
     try:
         func = job.func_name

@@ -36,6 +36,8 @@ optima_redis_evicted_keys_total             counter    (none)            INFO st
 ==========================================  =========  ================  =====================================
 
 Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receivers, worker side),
+``hook`` (the worker's hook: the recorder's tally written with the worker's pipelines), ``checks``
+(queues.E050-E055),
 ``collector`` (the snapshot, its cache and the families above), which reads through ``scrape``
 (Redis, two round trips at most), ``database`` (the dead-letter and outbox counts) and
 ``redis_memory`` (INFO and the ``optima_redis_*`` families) into ``snapshot``'s dataclasses;
@@ -52,6 +54,7 @@ _lock = threading.Lock()
 def install():
     """Connect the recorder and register the collector in prometheus_client's REGISTRY (once)."""
     global _installed
+    # At the app's ready, not on import: a process that reads queues.metrics.store registers nothing.
     from prometheus_client import REGISTRY
 
     from queues.metrics import checks, recorder  # noqa: F401  (checks registers the system check)

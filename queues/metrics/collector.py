@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from queues import conf
+from queues.catalog import lookup as registry
 from queues.metrics import database, redis_memory, scrape, store
 from queues.metrics.snapshot import STATES, QueueSample, Snapshot
 
@@ -20,7 +21,6 @@ logger = logging.getLogger("queues.metrics")
 
 def read_snapshot(names=None, client=None, now=None):
     """One read of every declared queue (or ``names``). Never raises for Redis or the database."""
-    from queues.catalog import lookup as registry
 
     started = time.monotonic()
     names = list(registry.declared()) if names is None else list(names)

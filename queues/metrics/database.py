@@ -4,8 +4,13 @@ each, in a savepoint. The database being down zeroes them and sets every queue's
 
 import logging
 
+from django.db import DatabaseError, transaction
+from django.db.models import Count
+
 from queues import conf
 from queues.metrics.snapshot import describe_error
+from queues.models import DeadLetter
+from queues.producer import outbox
 
 logger = logging.getLogger("queues.metrics")
 
@@ -14,7 +19,6 @@ def _from_database(samples, what, read):
     """``read()``'s grouped query, in a savepoint (called inside a transaction, a failed query must
     not break the caller's). The database being down marks every queue's database error, logs one
     line naming ``what``, and returns None: the values stay zeros."""
-    from django.db import DatabaseError, transaction
 
     try:
         with transaction.atomic():
@@ -28,9 +32,6 @@ def _from_database(samples, what, read):
 
 def read_dead_letters(samples):
     """Open dead letters per queue: one grouped query."""
-    from django.db.models import Count
-
-    from queues.models import DeadLetter
 
     counts = _from_database(
         samples,
@@ -50,7 +51,6 @@ def read_dead_letters(samples):
 
 def read_outbox(samples, now):
     """Outbox rows per queue and the age of the oldest (queues/producer/outbox.py): one grouped query."""
-    from queues.producer import outbox
 
     stats = _from_database(samples, "the outbox", outbox.stats)
     if stats is None:

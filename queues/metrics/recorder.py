@@ -1,37 +1,37 @@
-"""Receivers of queues.worker.signals: count and time jobs in Redis, where every worker and web process
+"""Receivers of queues.events.signals: count and time jobs in Redis, where every worker and web process
 sees the same numbers.
 
 Outside a worker (web, commands, rqscheduler) each event is written at once, in one pipelined
 round trip. Inside a worker the receivers only add to a ``Tally`` of this process, and the worker
 writes it out in the pipeline of its next heartbeat, right after each job (``Tally.flush_into``):
 no round trip of its own, and the increments of several events of a queue are merged into one
-command each. A work horse is a fork, so its tally is handed to its worker through a pipe before
-the horse exits (``ship`` / ``receive``); what a horse killed with SIGKILL counted is lost with it.
+command each. A work horse is a fork, so its tally is handed to its worker through the worker's
+pipe before the horse exits (``hook.py``: ``hand_over`` / ``take_over``); what a horse killed with
+SIGKILL counted is lost with it. The worker imports none of this: ``hook.MetricsHook`` is its side.
 
 The last 50 completed durations are kept by the receiver, not read back from rq's finished
 registry at scrape time: a scrape then costs one LRANGE per queue instead of 50 job hashes, and
 the sample survives ``result_ttl=0`` jobs, which rq does not keep in the finished registry.
 
 A fork-free worker writes the metrics of a success in the very MULTI that records it
-(``queues/worker/fastpath.py``): it counts the success into the tally itself (``count_success``)
-before that MULTI, and sends ``job_succeeded`` afterwards inside ``counted()``, so that the receiver
-does not count it twice.
+(``queues/worker/fastpath.py``): the hook counts the success into the tally (``count_success``, at the
+worker's ``before_success_write``) before that MULTI, and marks it counted for this thread, so that the
+receiver of its ``job_succeeded`` does not count it twice.
 
-A receiver never raises: losing one count is better than failing a job (queues.worker.signals logs
+A receiver never raises: losing one count is better than failing a job (queues.events.signals logs
 anything that escapes anyway).
 """
 
 import datetime
-import json
 import logging
-import os
 import threading
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 
 import redis
 
+from queues.connection.clients import get_connection
+from queues.events import signals as events
 from queues.jobs import meta as jobmeta
 from queues.metrics import store
 
@@ -124,45 +124,13 @@ class Tally:
                 self.pushed[queue] = 0
         return data
 
-    # -- from a work horse to its worker -----------------------------------------------------
-    def ship(self, fd):
-        """In a work horse, before it exits: hand the pending events to the worker (one line)."""
-        if not self.pending():
-            return
-        line = (json.dumps(self.drain(), separators=(",", ":")) + "\n").encode()
-        try:
-            os.write(fd, line)
-        except OSError as exc:
-            logger.warning("could not hand a job's metrics to the worker (%s)", exc)
-
-    def receive(self, fd):
-        """In the worker: merge what its horses shipped (``fd`` is non-blocking)."""
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        for line in b"".join(chunks).splitlines():
-            try:
-                self.merge(json.loads(line))
-            except ValueError:
-                logger.warning("ignored an unreadable metrics record from a work horse")
-
 
 tally = Tally()
 
 
 def _connection(job):
     connection = getattr(job, "connection", None)
-    if connection is not None:
-        return connection
-    from queues.connection.clients import get_connection
-
-    return get_connection()
+    return get_connection() if connection is None else connection
 
 
 def _record(queue, job, fields, duration=None, sample=False):
@@ -178,16 +146,17 @@ def _record(queue, job, fields, duration=None, sample=False):
         logger.warning("could not record an event of queue %r (%s: %s)", queue, type(exc).__name__, exc)
 
 
+_counted = threading.local()  # per thread: the job whose success count_success counted already
+
+
 def _observed(seconds):
     return (store.PROCESSED, store.bucket_field(store.bucket_for(max(0.0, float(seconds or 0.0)), store.buckets())))
 
 
-_counted = threading.local()  # per thread: the success being signalled was counted by count_success
-
-
 def count_success(queue, duration, job=None):
     """Count a success into the tally (for the caller to write, ``Tally.flush_into``) ahead of its
-    ``job_succeeded`` signal, which it then sends inside ``counted()``."""
+    ``job_succeeded`` signal, which the receiver then skips (once, in this thread)."""
+    _counted.job = job
     seconds = max(0.0, float(duration or 0.0))
     tally.add(queue, _observed(seconds), seconds, sample=True)
     _add_total(queue, job)
@@ -235,18 +204,9 @@ def on_job_started(sender=None, *, queue, job=None, **kwargs):
         _record(queue, job, ())
 
 
-@contextmanager
-def counted():
-    """The ``job_succeeded`` signals sent inside are not counted again (``count_success`` did)."""
-    _counted.active = True
-    try:
-        yield
-    finally:
-        _counted.active = False
-
-
 def on_job_succeeded(sender=None, *, queue, job=None, duration=None, **kwargs):
-    if getattr(_counted, "active", False):
+    if job is not None and getattr(_counted, "job", None) is job:
+        _counted.job = None  # counted by count_success, written with the success itself
         return
     _add_total(queue, job)
     _record(queue, job, _observed(duration), duration or 0.0, sample=True)
@@ -267,8 +227,6 @@ def on_job_dead(sender=None, *, queue, job=None, **kwargs):
 
 def connect():
     """Connect the receivers (idempotent: dispatch_uid)."""
-    from queues.worker import signals as events
-
     events.job_started.connect(on_job_started, dispatch_uid="queues.metrics.started")
     events.job_succeeded.connect(on_job_succeeded, dispatch_uid="queues.metrics.succeeded")
     events.job_failed.connect(on_job_failed, dispatch_uid="queues.metrics.failed")

@@ -28,12 +28,17 @@ import logging
 import math
 
 import redis
+from rq.utils import utcparse
+from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from queues.connection import info as redisinfo
+from queues.connection.clients import mask_url, queues_url
 from queues.keyspace import entries
 from queues.keyspace import keys as redis_keys
+from queues.keyspace.keys import paused_key
 from queues.metrics import redis_memory, store
 from queues.metrics.snapshot import QueueSample, describe_error, text
+from queues.producer import limits
 
 logger = logging.getLogger("queues.metrics")
 
@@ -42,9 +47,6 @@ PER_QUEUE_COMMANDS = 15  # commands of round trip 1 per queue (see the module do
 
 def read_redis(client, names, samples, now):
     """Round trips 1 and 2 into ``samples``; -> the server's ``redisinfo.Memory``, or None when unknown."""
-    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
-
-    from queues.worker.pause import paused_key
 
     bounds = store.buckets()
     try:
@@ -144,7 +146,6 @@ _WORKERS, _COUNTERS, _DURATIONS = 8, 9, 10
 def _tolerated(name, row):
     """``row`` with a wrong-typed worker set, counters hash or durations list reported (once) and read
     as empty / unknown instead of failing the whole queue."""
-    from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
     row = list(row)
     for offset, key, instead in (
@@ -203,7 +204,6 @@ def _counters(name, counters, sample, bounds):
 def _held_keys(members, names):
     """{queue: [held-set key, ...]} of the limit keys in use (rq's ``<p>:rl-keys``, whose members are
     ``<queue>:<limit key>``) of the declared ``names``. A failed read is logged: no held counts."""
-    from queues.producer import limits
 
     if isinstance(members, Exception):
         logger.warning("reading the limit keys failed (%s); held jobs are reported as 0", describe_error(members))
@@ -217,7 +217,6 @@ def _held_keys(members, names):
 
 
 def _read_round_two(client, heads, worker_sets, samples, now, held_keys=None):
-    from rq.utils import utcparse
 
     held_keys = held_keys or {}
     unique_workers = sorted({k for keys in worker_sets.values() for k in keys})
@@ -279,7 +278,6 @@ def _queue_failed(name, samples, exc):
 
 
 def _all_failed(names, samples, exc):
-    from queues.connection.clients import mask_url, queues_url
 
     logger.warning(
         "Redis at %s did not answer the scrape (%s); %d queue(s) are reported as zeros",

@@ -17,6 +17,9 @@ import math
 import re
 
 from queues import conf
+from queues.connection import failover
+from queues.connection.clients import queues_url
+from queues.connection.factory import ReconnectOnce, make_client
 from queues.keyspace import keys
 
 DURATION_SAMPLE = 50  # completed jobs the p50/p95 gauges are computed over (the record's number)
@@ -173,8 +176,6 @@ def scrape_client():
     pipeline the benchmark can count. A refused or dropped connection is retried once (a pooled
     connection may be stale after a Redis restart); a timeout never is.
     """
-    from queues.connection import failover
-    from queues.connection.clients import queues_url
 
     timeout = float(conf.options()["METRICS_REDIS_TIMEOUT"])
     return _client(queues_url(), timeout, failover.sentinel_config("queues"))
@@ -182,7 +183,6 @@ def scrape_client():
 
 @functools.lru_cache(maxsize=4)
 def _client(url, timeout, sentinel):
-    from queues.connection.factory import ReconnectOnce, make_client
 
     # With sentinels: the master they name, found again after a failover.
     return make_client(url, sentinel=sentinel, timeout=timeout, retry=ReconnectOnce())

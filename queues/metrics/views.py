@@ -15,12 +15,12 @@ from django.views.decorators.http import require_safe
 from prometheus_client import multiprocess
 from prometheus_client.exposition import choose_encoder
 
+from queues.metrics import collector
+
 
 @require_safe
 def metrics(request):
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ:
-        from queues.metrics import collector
-
         registry = prometheus_client.CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         registry.register(collector.QueueCollector())

@@ -8,8 +8,13 @@ import logging
 from dataclasses import dataclass, field
 
 import redis
+from rq.defaults import RQ_KEY_PREFIX
+from rq.exceptions import NoSuchJobError
+from rq.job import JobStatus
 from rq.utils import as_text
 
+from queues.catalog.lookup import OptimaJob
+from queues.connection.clients import get_connection
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys
 from queues.periodic.declare import TEMPLATE_PREFIX, declared_schedules
@@ -103,18 +108,12 @@ class RegisterSummary:
 
 
 def scheduled_jobs_key():
-    from rq.defaults import RQ_KEY_PREFIX
 
     return f"{RQ_KEY_PREFIX}:scheduler:scheduled_jobs"  # == queues.scheduler.PrefixedScheduler's
 
 
 def register(connection=None, now=None):
     """Make rq-scheduler's set of periodic jobs equal the declared schedules. Idempotent."""
-    from rq.exceptions import NoSuchJobError
-    from rq.job import JobStatus
-
-    from queues.catalog.lookup import OptimaJob
-    from queues.connection.clients import get_connection
 
     connection = connection or get_connection()
     now = now or dt.datetime.now(dt.UTC)

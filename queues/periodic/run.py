@@ -7,11 +7,14 @@ import datetime as dt
 import logging
 
 from queues import rqcompat
+from queues.connection.clients import get_connection
+from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
 from queues.periodic.declare import declared_schedules
 from queues.periodic.plan import ON_TIME_SECONDS, paused_ids, plan_runs
 from queues.periodic.scheduler import PrefixedScheduler
+from queues.producer import api as enqueueing
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
 
@@ -23,9 +26,6 @@ def run_id(template_id, when):
 def run_schedule(schedule, when, connection=None):
     """Enqueue one run of the declared ``schedule`` (a ``Schedule``) due at ``when`` (aware); -> the
     run's Job or None (already enqueued by another scheduler). Raises on Redis errors."""
-    from queues.connection.clients import get_connection
-    from queues.exceptions import InvalidJob
-    from queues.producer import api as enqueueing
 
     job_id = run_id(schedule.template_id, when)
     try:

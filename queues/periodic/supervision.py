@@ -33,6 +33,8 @@ import uuid
 from datetime import datetime
 
 import redis
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
+from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 from rq.scripts import ACQUIRE_OR_REFRESH_LOCK_SCRIPT, acquire_or_refresh_lock
@@ -41,9 +43,10 @@ from rq.utils import as_text, current_timestamp, now, utcformat
 from queues import rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
+from queues.failures.corrupt import bury_corrupt
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
-from queues.worker.liveness import die_with_parent
+from queues.worker.kernel import die_with_parent
 
 logger = logging.getLogger("queues.resilience")
 
@@ -167,9 +170,6 @@ class ResilientRQScheduler(RQScheduler):
     def bury_unreadable(self):
         """The due jobs of this scheduler's queues that rq cannot read, out of their scheduled registry
         (dead letters when there is a hash to keep); -> how many."""
-        from rq.job import Job
-
-        from queues.failures.corrupt import bury_corrupt
 
         buried = 0
         for name in sorted(rqcompat.scheduler_locks(self)):
@@ -251,7 +251,6 @@ class SchedulerKeeper:
     ``ResilientRQScheduler``), stopped with it, and restarted within seconds when a lock is free."""
 
     def __init__(self, worker, *, burst=False, logging_level="INFO", date_format=None, log_format=None):
-        from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 
         self.worker = worker
         self.burst = burst

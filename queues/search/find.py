@@ -36,7 +36,10 @@ import zlib
 from dataclasses import dataclass, field
 
 import redis
+from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
+from queues.catalog.lookup import get_config, queue_names
+from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import QueuesError
 from queues.keyspace import entries, keys
 
@@ -95,8 +98,6 @@ def search_jobs(
     ``start``: the offset in the source (``Found.next_start`` of the page before). Raises
     ``InvalidSearch`` (or ``UnknownQueue``) for a bad criterion, ``QueueUnavailable`` when Redis fails.
     """
-    from queues.catalog.lookup import get_config
-    from queues.connection.clients import get_connection, unavailable
 
     if queue:
         get_config(queue)  # UnknownQueue names the declared ones
@@ -136,8 +137,6 @@ def _source(function, queue, state, owner):
     if function:
         return _Source(f"jobs of {function}", keys.search_func_key(function), index=True, covers=("function",))
     if queue and state and state not in ("stopped", "held"):
-        from rq.registry import CanceledJobRegistry, DeferredJobRegistry
-
         covers = ("queue", "state")
         if state == "queued":
             return _Source(f"queued jobs of {queue}", lists=tuple(keys.band_keys(keys.queue_key(queue))), covers=covers)
@@ -152,7 +151,6 @@ def _source(function, queue, state, owner):
         return _Source(f"{state} jobs of {queue}", key, started=state == "started", covers=covers)
     if queue:
         return _Source(f"jobs of queue {queue}", keys.search_queue_key(queue), index=True, covers=("queue",))
-    from queues.catalog.lookup import queue_names
 
     return _Source("jobs of every queue", merged=tuple(keys.search_queue_key(n) for n in queue_names()), index=True)
 

@@ -123,11 +123,6 @@ def add_into(pipe, queue_name, jobs, stamp=None):
             pipe.expire(list_key, ttl)
 
 
-def forget_refreshes():
-    """Refresh every key's expiry at the next enqueue again (tests, after a flush)."""
-    _refreshed.clear()
-
-
 def written_keys(queue_name, jobs):
     """{key: Redis type} of what ``add_into`` writes (``queues.keyspace.quarantine``)."""
     found = {keys.search_queue_key(queue_name): "zset", keys.search_functions_key(): "zset"}

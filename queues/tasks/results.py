@@ -25,10 +25,17 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+import redis
 from django.utils import timezone
 
 from queues.catalog import jobs as catalog
+from queues.catalog.classes import OptimaJob
+from queues.connection.clients import get_connection
+from queues.exceptions import QueueUnavailable
 from queues.jobs import meta as jobmeta
+from queues.jobs import read as jobread
+from queues.jobs import results as jobresults
+from queues.producer import outbox
 from queues.tasks import compat
 from queues.tasks.compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
@@ -167,7 +174,6 @@ def counted_workers(job: "Job", state: str) -> list[str]:
 
 def of_job(alias: str | None, job: "Job", state: str) -> TaskResult[Any]:
     """The TaskResult of ``job`` (read from Redis) whose rq state is ``state``."""
-    from queues.jobs import results as jobresults
 
     task = task_of(alias, job)  # raises for a job of no backend (alias None)
     status = STATUS.get(state, READY)
@@ -199,12 +205,6 @@ def of_job(alias: str | None, job: "Job", state: str) -> TaskResult[Any]:
 
 def get(alias: str, result_id: str) -> TaskResult[Any]:
     """``QueuesBackend.get_result``: the TaskResult of job ``result_id``, from Redis or the outbox."""
-    import redis
-
-    from queues.connection.clients import get_connection
-    from queues.exceptions import QueueUnavailable
-    from queues.jobs import read as jobread
-    from queues.producer import outbox
 
     if not isinstance(result_id, str) or not result_id or jobread.why_id(result_id) is not None:
         raise TaskResultDoesNotExist(f"{str(result_id)[:200]!r} is not a job id.")
@@ -221,8 +221,6 @@ def get(alias: str, result_id: str) -> TaskResult[Any]:
             if job is None:
                 raise TaskResultDoesNotExist(f"No job {result_id!r} in Redis or in the outbox.")
         else:
-            from queues.catalog.classes import OptimaJob
-
             staged = OptimaJob(result_id, connection=get_connection())
             staged.restore(outbox.decode(entry.job))
             return build(

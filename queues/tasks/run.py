@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from queues import rqcompat
+from queues.events import signals as events
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat, results
-from queues.worker import signals as events
 
 if TYPE_CHECKING:
     from rq.job import Job

@@ -26,6 +26,7 @@ def extract(value):
     """The OpenTelemetry Context of the field's ``value`` (str), or None when there is none."""
     if not value:
         return None
+    # optional dependency: OpenTelemetry, only when tracing is on
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     traceparent, _, tracestate = value.partition(" ")

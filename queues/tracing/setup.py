@@ -22,10 +22,12 @@ import os
 import sys
 import threading
 
+from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 import queues.tracing as switch
+from queues.conf import Problem
 
 logger = logging.getLogger("queues.tracing")
 
@@ -57,7 +59,7 @@ def _own_provider():
     """The process's own tracer provider, or None (nothing imported OpenTelemetry, or no provider set)."""
     if "opentelemetry.trace" not in sys.modules:
         return None
-    from opentelemetry import trace
+    from opentelemetry import trace  # optional dependency: OpenTelemetry, only when tracing is on
 
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
@@ -76,7 +78,7 @@ def from_env():
         if not exporters:
             return _use(None)
         try:
-            from opentelemetry import trace
+            from opentelemetry import trace  # optional dependency: OpenTelemetry, only when tracing is on
         except ImportError:
             logger.warning(
                 "OTEL_* asks for tracing (%s) but OpenTelemetry is not installed: nothing is traced. "
@@ -114,8 +116,10 @@ def tracer():
 
 
 def _build(exporters):
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.resources import Resource  # optional dependency: OpenTelemetry, only when tracing is on
+    from opentelemetry.sdk.trace import TracerProvider  # optional dependency: OpenTelemetry, only when tracing is on
+
+    # optional dependency: OpenTelemetry, only when tracing is on
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     attributes = {}
@@ -139,10 +143,12 @@ def _exporter(name):
                 "endpoint at the collector's HTTP port (4318), or set a provider of your own.",
                 protocol,
             )
+        # optional dependency: OpenTelemetry, only when tracing is on
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()
     if name == "console":
+        # optional dependency: OpenTelemetry, only when tracing is on
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         return ConsoleSpanExporter()
@@ -158,6 +164,7 @@ def _instrument_django():
     if _env("OTEL_PYTHON_DJANGO_INSTRUMENT").lower() == "false":
         return
     try:
+        # optional dependency: OpenTelemetry, only when tracing is on
         from opentelemetry.instrumentation.django import DjangoInstrumentor
     except ImportError:
         return
@@ -182,8 +189,6 @@ def parent_mode():
     """``QUEUE_TRACE_PARENT``: "link" (default) or "child"; a bad value (check queues.E090) reads as "link"."""
     global _parent
     if _parent is None:
-        from django.conf import settings
-
         value = getattr(settings, PARENT_SETTING, "link")
         _parent = value if value in PARENT_MODES else "link"
     return _parent
@@ -198,9 +203,6 @@ def forget_parent_mode(setting=None, **kwargs):
 
 def validate():
     """queues.E090: ``QUEUE_TRACE_PARENT`` is not one of ``PARENT_MODES``."""
-    from django.conf import settings
-
-    from queues.conf import Problem
 
     value = getattr(settings, PARENT_SETTING, "link")
     if value in PARENT_MODES:

@@ -46,11 +46,14 @@ from rq.job import JobStatus
 from rq.utils import as_text, parse_composite_key
 from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
+from queues.catalog.lookup import OptimaQueue
 from queues.connection.outage import REDIS_ERRORS
+from queues.events import hooks
+from queues.failures import deadletter, retry
 from queues.jobs import meta as jobmeta
+from queues.jobs import read as jobread
 from queues.keyspace import keys, quarantine
 from queues.producer import limits
-from queues.worker import signals as events
 
 logger = logging.getLogger("queues.resilience")
 
@@ -186,7 +189,6 @@ class Scan:
     # -- started registry -------------------------------------------------------------------
     def started(self, name):
         """Handle the started entries of ``name`` whose worker is gone; return every job id seen."""
-        from queues.catalog.lookup import OptimaQueue
 
         queue = OptimaQueue(name, connection=self.connection)
         wip_key = keys.started_key(name)
@@ -222,7 +224,6 @@ class Scan:
         return {job_id for job_id, _ in parsed}
 
     def recover_started(self, queue, job_id, execution_id, worker_name):
-        from queues.jobs import read as jobread
 
         wip_key = keys.started_key(queue.name)
         if self.connection.zscore(wip_key, f"{job_id}:{execution_id}") is None:
@@ -257,7 +258,6 @@ class Scan:
     def corrupt(self, queue, job, entry):
         """A started job of a dead worker that cannot be read: dead-lettered as corrupt with its raw hash,
         or, with no hash to keep, only named in the log (its started entry is dropped by the caller)."""
-        from queues.failures import deadletter
 
         keep = job.kind not in ("wrong_type", "no_data")
         self.log.error(
@@ -272,21 +272,13 @@ class Scan:
             deadletter.bury_corrupt(self.connection, job.id, queue.name, dict(job.fields), job.why)
 
     def abandoned(self, job, queue, worker_name):
-        from queues.failures import deadletter, retry
 
         message = abandoned_message(job, worker_name)
         self.log.warning("Job %s (%s): %s", job.id, queue.name, message.split(": ", 1)[1])
         started = job.started_at
         duration = max(0.0, time.time() - started.timestamp()) if started else 0.0
         retried = retry.schedule_retry(job, queue, reason=retry.ABANDONED)
-        events.send(
-            events.job_failed,
-            queue=jobmeta.queue_name(job),
-            job=job,
-            exc_info=None,
-            duration=duration,
-            will_retry=retried,
-        )
+        hooks.after_failure(job, jobmeta.queue_name(job), None, duration, retried)
         if retried:
             self.counts["retried"] += 1
         else:

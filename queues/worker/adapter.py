@@ -18,7 +18,7 @@ retry policy, dead letters                      ``failures/handler.py``: ``Failu
 heartbeat, metrics, retention, relay, upkeep    ``housekeeping.py``: ``Housekeeping``
 liveness, abandoned jobs; RQ's scheduler        ``liveness.py``, ``abandoned.py``; ``periodic/``
 rq's private members                            ``rqcompat.py`` (nothing else touches one)
-an attempt's span (OpenTelemetry)               ``queues/tracing/spans.py``: ``processing``
+metrics, tracing, logs: the job's concerns      ``queues/events/hooks.py`` (installed by apps.py)
 ==============================================  ================================================
 
 Why overrides and not rq's extension points: its exception handlers run only for a job that
@@ -38,12 +38,12 @@ from rq.utils import now
 from rq.worker import BaseWorker
 from rq.worker.base import WorkerStatus
 
-from queues import rqcompat, tracing
+from queues import rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue, queue_names
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
+from queues.events import hooks
 from queues.failures.handler import FailureHandler
 from queues.keyspace import quarantine
-from queues.logs import quiet
 from queues.periodic.supervision import SchedulerKeeper
 from queues.worker import attempt, horse, settle, stop
 from queues.worker.abandoned import LIVENESS_MARK
@@ -51,7 +51,8 @@ from queues.worker.attempt import NotStarted
 from queues.worker.housekeeping import Housekeeping
 from queues.worker.inprocess import InProcessJob
 from queues.worker.intake import Intake
-from queues.worker.liveness import Lifeline, libc
+from queues.worker.kernel import libc
+from queues.worker.liveness import Lifeline
 from queues.worker.options import options
 
 
@@ -67,7 +68,7 @@ class WorkerBehaviour(BaseWorker):
     def __init__(self, *args, shutdown_grace=None, **kwargs):  # worker
         kwargs.update(serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
         kwargs.setdefault("log_job_description", False)  # rq's success line names the id, not the arguments
-        quiet.install()  # rq's per-job lines at DEBUG: the job's one line is queues/logs/outcome.py's
+        hooks.worker_init(self)  # e.g. rq's per-job lines at DEBUG (queues/logs/hook.py)
         super().__init__(*args, **kwargs)
         # No health-check PING: it would be the first command of every horse's fresh connection (one
         # more round trip per job); redis-py's default Retry covers a stale pooled connection anyway.
@@ -76,7 +77,7 @@ class WorkerBehaviour(BaseWorker):
         self.max_connection_wait_time = self.resilience.redis_retry_max
         self.outage = OutageLog(self.log, f"Worker {self.name}")
         self.backoff = Backoff(self.resilience.redis_retry_max)
-        self.failures = FailureHandler(self)
+        self.failures = FailureHandler(self, horse.record_for)
         self.housekeeping = Housekeeping(self)
         self.intake = Intake(self)
         self.lifeline = None
@@ -265,19 +266,15 @@ class WorkerBehaviour(BaseWorker):
         )
 
     def perform_job(self, job, queue, execution):  # horse (a job's thread in the concurrent worker)
-        if not tracing.on:
+        around = hooks.processing(job)  # e.g. the attempt's span (queues/tracing/hook.py); None: nothing
+        if around is None:
             return super().perform_job(job, queue, execution)
-        from queues.tracing import spans
-
-        with spans.processing(job):  # the attempt's CONSUMER span (queues/tracing/)
+        with around:
             return super().perform_job(job, queue, execution)
 
     def handle_exception(self, job, *exc_info):  # horse
         self.failures.remember(job, exc_info)  # rq passes only its text to handle_job_failure
-        if tracing.on:
-            from queues.tracing import spans
-
-            spans.failed(exc_info[0])
+        hooks.after_raise(job, exc_info)
         return super().handle_exception(job, *exc_info)
 
     def handle_job_failure(self, job, queue, started_job_registry=None, exc_string="", execution=None):  # both
@@ -333,11 +330,7 @@ class OptimaWorker(WorkerBehaviour, Worker):
             return super().perform_job(job, queue, execution)
         finally:
             if self.is_horse:
-                self.housekeeping.ship()
-                if tracing.on:  # the horse leaves with os._exit: its spans are exported first
-                    from queues.tracing import setup
-
-                    setup.horse_flush()
+                self.housekeeping.ship()  # the hooks' writes, to the worker; then they see the horse leave
 
     def monitor_work_horse(self, job, queue, execution):  # worker
         settle.watch(self, job, queue, execution)

@@ -6,9 +6,10 @@
   (``NotStarted``): a popped job is never stranded by this worker.
 - In the process that runs the job (``mark_started``): rq's ``prepare_job_execution`` recorded
   through an outage (``horse.record_for``); a dead job an operator requeued starts a new life
-  (its attempts counted from one again); then the ``job_started`` signal.
+  (its attempts counted from one again); then the hooks' ``before_process`` (``job_started``).
 - In the process that ran the job (``mark_succeeded``): rq's ``handle_job_success`` recorded through
-  an outage, never twice (``horse.success_recorder``); then the ``job_succeeded`` signal.
+  an outage, never twice (``horse.success_recorder``); then the hooks' ``after_success`` (the job's
+  outcome line, ``job_succeeded``). The worker imports none of the concerns: ``queues/events/hooks.py``.
 
 A worker that runs its jobs in its own process writes both sides of the start in the one MULTI of
 ``begin``, and a success in one MULTI of its own (``fastpath.py``).
@@ -17,7 +18,6 @@ A failed attempt goes to ``failures/handler.py``.
 """
 
 import datetime as dt
-from contextlib import nullcontext
 
 from rq.executions import Execution
 from rq.job import JobStatus
@@ -27,13 +27,11 @@ from rq.worker.base import WorkerStatus
 from queues import rqcompat
 from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
+from queues.events import hooks
 from queues.failures.handler import duration
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
-from queues.logs import outcome
-from queues.metrics import recorder
 from queues.worker import fastpath, horse
-from queues.worker import signals as events
 from queues.worker.abandoned import give_back
 
 
@@ -104,7 +102,7 @@ def mark_started(worker, job, rq_prepare):
             job.save_meta()
         except Exception:  # noqa: BLE001 — the attempt counter is not worth failing the job for
             worker.log.exception("Could not reset the attempts of requeued dead job %s", job.id)
-    events.send(events.job_started, queue=jobmeta.queue_name(job), job=job)
+    hooks.before_process(job, jobmeta.queue_name(job))
 
 
 def ended_quietly(worker, job):
@@ -121,16 +119,14 @@ def ended_quietly(worker, job):
 
 def mark_succeeded(worker, job, queue, execution, rq_success):
     """In the job's process: ``rq_success()`` (rq's ``handle_job_success``), or ``fastpath.finish``
-    with this success's metrics, recorded through an outage."""
+    with what the hooks counted of this success (``before_success_write``), recorded through an outage."""
     name, seconds = jobmeta.queue_name(job), duration(job)
-    record, counted = rq_success, nullcontext()
+    record, carried = rq_success, False
     if fastpath.eligible(worker, job):
-        recorder.count_success(name, seconds, job)
-        record, counted = (lambda: fastpath.finish(worker, job, queue, execution)), recorder.counted()
+        hooks.before_success_write(job, name, seconds)
+        record, carried = (lambda: fastpath.finish(worker, job, queue, execution)), True
     horse.record_for(worker, horse.success_recorder(record, job), f"record the success of job {job.id}")
-    outcome.succeeded(job, seconds)  # the job's one line (rq's own are DEBUG: queues/logs/quiet.py)
-    with counted:
-        events.send(events.job_succeeded, queue=name, job=job, duration=seconds)
+    hooks.after_success(job, name, seconds, carried)  # the job's one line, job_succeeded
 
 
 def _timestamp(when):

@@ -45,7 +45,7 @@ from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS
 from queues.failures.handler import FailureHandler
 from queues.jobs import meta as jobmeta
-from queues.worker import supervision
+from queues.worker import horse, supervision
 from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
 from queues.worker.attempt import NotStarted
 from queues.worker.settle import STOPPED_BY_USER
@@ -71,8 +71,8 @@ class JobStopped(Exception):
 class PerJobFailures(FailureHandler):
     """The failure handler with the exception of each job held apart (rq's one slot per worker)."""
 
-    def __init__(self, worker):
-        super().__init__(worker)
+    def __init__(self, worker, record_for):
+        super().__init__(worker, record_for)
         self.held = {}
 
     def remember(self, job, exc_info):
@@ -91,7 +91,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         super().__init__(*args, **kwargs)
         self.concurrency = int(concurrency)
         self.threads = JobThreads(self.concurrency, self.run_in_thread, f"Worker {self.name}", log=self.log)
-        self.failures = PerJobFailures(self)
+        self.failures = PerJobFailures(self, horse.record_for)
         self.watchdog = Watchdog(self.wedged, f"Worker {self.name}", margin=self.hard_timeout_margin, log=self.log)
         self.death_penalty_class = self.watchdog.penalty_class
         self.exit_code = 0

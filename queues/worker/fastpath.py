@@ -15,7 +15,7 @@ the start               one Lua call (``attempt.begin`` with ``started_into``): 
 a success               one Lua call (``finish``): status, the job's hash, rq's Result stream entry,
                         the finished registry (scored to the microsecond: no re-score later), the
                         expiries, the execution removed, the worker's counters and state, the
-                        limit key's slot, the metrics (``metrics/recorder.py``)
+                        limit key's slot, the hooks' writes (the metrics)
 both                    the commands a MULTI would hold, run by one EVALSHA (``connection/batch.py``:
                         redis-py packs and parses one command instead of ~40)
 per loop                the suspension check at most once a second; no IDLE write when the worker
@@ -42,8 +42,8 @@ from rq.worker.base import WorkerStatus
 from queues import rqcompat
 from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS
+from queues.events import hooks
 from queues.keyspace import keys
-from queues.metrics.recorder import tally
 from queues.producer import limits
 
 
@@ -68,10 +68,10 @@ def started_into(worker, job, pipe):
 
 
 def finish(worker, job, queue, execution):
-    """Record the success of ``job`` (rq's ``handle_job_success``) in one MULTI, with the metrics the
-    tally holds (the caller counted this success into it: ``recorder.count_success``); then, only
+    """Record the success of ``job`` (rq's ``handle_job_success``) in one MULTI, with the writes the
+    hooks hold (the caller counted this success into them: ``hooks.before_success_write``); then, only
     when the MULTI saw dependents, rq's own move of them. Raises what the pipeline raises; on a lost
-    connection the metrics go back to the tally (the caller retries: ``horse.record_for``)."""
+    connection the hooks take their writes back (the caller retries: ``horse.record_for``)."""
     ttl = job.get_result_ttl(worker.default_result_ttl)
     pending = None
     try:
@@ -98,12 +98,12 @@ def finish(worker, job, queue, execution):
                 limits.release_into(job, pipe)
             dependents_at = len(pipe)
             pipe.scard(job.dependents_key)
-            pending = tally.flush_into(pipe)
+            pending = hooks.write_into(pipe)
             worker.set_state(WorkerStatus.IDLE, pipeline=pipe)
             replies = batch.execute(worker.connection, pipe, want=(dependents_at,))
     except REDIS_ERRORS:
         if pending is not None:
-            tally.merge(pending)
+            hooks.restore(pending)
         raise
     if replies[dependents_at]:
         queue.enqueue_ready_jobs_by_queue(queue.move_dependents_to_ready(job))

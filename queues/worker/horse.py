@@ -18,7 +18,7 @@ import signal
 from rq.job import JobStatus
 
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, retry_while_unavailable
-from queues.worker.liveness import die_with_parent
+from queues.worker.kernel import die_with_parent
 
 EX_TEMPFAIL = getattr(os, "EX_TEMPFAIL", 75)  # the horse could not record its job's outcome
 

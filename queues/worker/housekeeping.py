@@ -3,10 +3,11 @@
 One object, ``Housekeeping``, so that the worker's writes share round trips:
 
 - ``flush``: one pipeline with the worker's heartbeat (at most every ``HEARTBEAT_EVERY`` seconds
-  unless rq asks for one), the metrics the work horses reported (``metrics/recorder.py``: ``tally``;
-  a concurrent worker's running jobs carry them instead, ``metrics_ride_on_jobs``) and the retention
-  re-scores (``jobs/retention.py``: ``Completions``). After a heartbeat that was
-  due: registering again a worker a restarted Redis forgot, and the panel's history sample.
+  unless rq asks for one), the writes the hooks hold (``queues/events/hooks.py``: the metrics, with
+  what the work horses handed over; a concurrent worker's running jobs carry them instead,
+  ``metrics_ride_on_jobs``) and the retention re-scores (``jobs/retention.py``: ``Completions``). After
+  a heartbeat that was due: registering again a worker a restarted Redis forgot, and the hooks'
+  ``heartbeat`` (the panel's history sample).
 - ``after_job``: retention bookkeeping of the job that just ended, then a flush. So per job this
   layer adds no round trip of its own (none at all after a success of the fork-free worker, whose
   MULTI carries its metrics and its precise score: ``fastpath.py``).
@@ -17,10 +18,12 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
   nothing there (Redis away, a database down, a key of the wrong type: ``queues/keyspace/quarantine.py``)
   ever ends the worker.
 
-The horses hand their metrics over through a pipe (``report_pipe`` in the worker, ``ship`` in the
-horse): a horse never writes metrics to Redis itself.
+The horses hand the hooks' writes over through a pipe, one JSON line each (``report_pipe`` in the
+worker, ``ship`` in the horse): a horse never writes metrics to Redis itself.
 """
 
+import json
+import logging
 import os
 import time
 
@@ -29,9 +32,10 @@ from rq import worker_registration
 from rq.utils import now
 
 from queues.connection.outage import REDIS_ERRORS
+from queues.events import hooks
+from queues.failures.deadletter import reconcile_if_due
 from queues.jobs.retention import Completions
 from queues.keyspace import quarantine
-from queues.metrics.recorder import tally
 from queues.producer import outbox
 from queues.search import index as search_index
 from queues.worker import fastpath
@@ -40,17 +44,18 @@ from queues.worker.abandoned import LIVENESS_MARK
 HEARTBEAT_EVERY = 5.0  # seconds between the worker's own heartbeats when nothing else is to write
 REGISTRATION_CHECK_EVERY = 30.0  # seconds between checks that Redis still knows this worker
 
+logger = logging.getLogger("queues.metrics")  # the name its lines had when the metrics owned the pipe
+
 
 class Housekeeping:
     def __init__(self, worker):
         self.worker = worker
         self.completions = Completions()
         self.schedulers = None  # the worker's SchedulerKeeper, once rq starts its scheduler
-        self._reports = None  # (read end, write end) of the pipe the horses report their metrics through
+        self._reports = None  # (read end, write end) of the pipe the horses hand the hooks' writes through
         self._next_beat = 0.0
         self._registered_after = 0  # outage episodes seen at the latest registration check
         self._next_registration_check = 0.0
-        self._history_minute = None
         # True while the pending metrics will be written by a running job's own write: a concurrent
         # worker's threads carry the tally in their success's one call (``fastpath.finish``), so its
         # main thread writes it only with a heartbeat that is due or on going idle, not after every
@@ -58,22 +63,45 @@ class Housekeeping:
         self.metrics_ride_on_jobs = lambda: False
 
     def start(self):
-        tally.deferred = True  # metrics ride on the heartbeat pipeline (metrics/recorder.py)
+        hooks.worker_start(self.worker)  # the metrics ride on the heartbeat pipeline from now on
 
     def stop(self):
         self.flush(idle=True)
-        tally.deferred = False
+        hooks.worker_stop(self.worker)
 
     def report_pipe(self):
-        """Open the pipe the work horses hand their metrics to the worker through (before any fork)."""
+        """Open the pipe the work horses hand the hooks' writes to the worker through (before any fork)."""
         read, write = os.pipe()
         os.set_blocking(read, False)
         self._reports = (read, write)
 
     def ship(self):
-        """In a work horse, after its job: hand the job's metrics to the worker."""
-        if self._reports is not None:
-            tally.ship(self._reports[1])
+        """In a work horse, after its job: hand what the hooks hold to the worker (one line), then tell
+        them the horse leaves."""
+        handed = hooks.hand_over() if self._reports is not None else None
+        if handed:
+            try:
+                os.write(self._reports[1], (json.dumps(handed, separators=(",", ":")) + "\n").encode())
+            except OSError as exc:
+                logger.warning("could not hand a job's metrics to the worker (%s)", exc)
+        hooks.horse_exit()
+
+    def _receive(self):
+        """In the worker: what its horses handed over (the read end is non-blocking)."""
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(self._reports[0], 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        for line in b"".join(chunks).splitlines():
+            try:
+                hooks.take_over(json.loads(line))
+            except ValueError:
+                logger.warning("ignored an unreadable metrics record from a work horse")
 
     def flush(self, timeout=None, idle=False):
         """One pipeline: the heartbeat (when due, or when rq passes a ``timeout``), pending metrics
@@ -81,21 +109,21 @@ class Housekeeping:
         worker = self.worker
         moment = time.monotonic()
         if self._reports is not None:
-            tally.receive(self._reports[0])
+            self._receive()
         due = bool(timeout) or moment >= self._next_beat
-        metrics = tally.pending() and (due or idle or not self.metrics_ride_on_jobs())
+        metrics = hooks.pending() and (due or idle or not self.metrics_ride_on_jobs())
         if due or metrics or self.completions.scores:
             data = None
             try:
                 with worker.connection.pipeline(transaction=False) as pipe:
                     if due:
                         worker.heartbeat(timeout, pipe)
-                    data = tally.flush_into(pipe)
+                    data = hooks.write_into(pipe)
                     self.completions.rescore_into(pipe)
                     pipe.execute()
             except REDIS_ERRORS as exc:
                 if data is not None:
-                    tally.merge(data)
+                    hooks.restore(data)
                 worker.outage.failed(exc, "heartbeat")
                 return
             except redis.ResponseError as exc:  # the other commands of the pipeline were applied: not merged back
@@ -111,7 +139,7 @@ class Housekeeping:
             if due:
                 self._next_beat = moment + HEARTBEAT_EVERY
                 self._check_registration(moment)
-                self._sample_history()
+                hooks.heartbeat(worker.connection)
         self.completions.trim(idle=idle)  # on going idle even with nothing else to write
 
     def after_job(self, job, queue):
@@ -130,8 +158,6 @@ class Housekeeping:
         """rq's maintenance (``rq_maintenance()``: its registries' clean-up), then the dead letters'
         reconcile and the search index's trim (search/index.py); a failure is logged and tried again at the
         next maintenance."""
-        from queues.failures.deadletter import reconcile_if_due
-
         worker = self.worker
         try:
             # rq's clean-up reads keys and set members whatever they hold: a key of another type, or a
@@ -155,17 +181,6 @@ class Housekeeping:
             )
         finally:
             worker.last_cleaned_at = now()
-
-    def _sample_history(self):
-        """The panel's recent history (metrics/history.py): on a due heartbeat, once per wall-clock
-        minute per worker, try to take the minute's sample; a Redis lock lets one worker win. Never
-        per job, and one SET a minute when another worker already sampled."""
-        from queues.metrics import history
-
-        minute = int(time.time() // history.MINUTE)
-        if self._history_minute != minute:
-            self._history_minute = minute
-            history.sample_if_due(self.worker.connection)
 
     def _check_registration(self, moment):
         """After an outage (and every 30 s): a Redis restarted without its data has forgotten this

@@ -18,6 +18,7 @@ from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
+from queues.failures import refused
 from queues.jobs import gate
 from queues.keyspace import keys
 from queues.producer import limits
@@ -112,7 +113,9 @@ class Intake:
         except NoSuchJobError:
             if worker.connection.exists(keys.job_key(job_id)):  # a hash without data
                 return self.refuse(
-                    queue=queue, job_id=job_id, bury=lambda: gate.bury_raw(worker, queue, job_id, "has no data field")
+                    queue=queue,
+                    job_id=job_id,
+                    bury=lambda: refused.bury_raw(worker, queue, job_id, "has no data field"),
                 )
             worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
             worker.log.error(
@@ -127,7 +130,7 @@ class Intake:
             raise
         except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
             why = f"cannot be read ({type(exc).__name__})"
-            return self.refuse(queue=queue, job_id=job_id, bury=lambda: gate.bury_raw(worker, queue, job_id, why))
+            return self.refuse(queue=queue, job_id=job_id, bury=lambda: refused.bury_raw(worker, queue, job_id, why))
         try:
             refusal = gate.vet(job, queue.name)
         except REDIS_ERRORS:
@@ -142,7 +145,7 @@ class Intake:
             )
             refusal = gate.Refusal(gate.CORRUPT, f"could not be vetted ({type(exc).__name__})")
         if refusal is not None:
-            self.refuse(queue=queue, job_id=job.id, bury=lambda: gate.refuse(worker, job, queue, refusal))
+            self.refuse(queue=queue, job_id=job.id, bury=lambda: refused.refuse(worker, job, queue, refusal))
             if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
                 limits.release(job)
             return None

@@ -10,19 +10,16 @@ to have beaten again after an outage — it offers to run the abandoned-job scan
 A thread, not the main loop, because the main loop may be blocked for a long time in places it
 does not control (a job of several minutes, a slow callback), and liveness must not depend on them.
 
-``die_with_parent`` makes a child (the work horse, RQ's scheduler process) get SIGKILL when the worker
-dies, on Linux: a worker killed with SIGKILL must not leave an orphan finishing a job that is being
-retried elsewhere, or a scheduler that keeps its lock.
+The processes that must not outlive their worker die with it: ``kernel.die_with_parent``.
 """
 
-import ctypes
-import ctypes.util
 import logging
 import os
-import signal
 import socket
 import threading
 import time
+
+from django.db import connections
 
 from queues.connection.factory import copy_client
 from queues.connection.outage import REDIS_ERRORS, OutageLog
@@ -30,31 +27,6 @@ from queues.keyspace import keys
 from queues.worker import abandoned
 
 logger = logging.getLogger("queues.resilience")
-
-PR_SET_PDEATHSIG = 1
-
-
-_libc = None
-
-
-def libc():
-    """The C library, loaded once per process tree: a worker loads it before it forks, so its work
-    horses do not (``find_library`` runs ldconfig: ~2 ms per horse otherwise)."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return _libc
-
-
-def die_with_parent(parent_pid):
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux; elsewhere a no-op), and
-    exit now if the parent is already gone."""
-    try:
-        libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 class Lifeline(threading.Thread):
@@ -99,7 +71,6 @@ class Lifeline(threading.Thread):
             self.scan()
 
     def scan(self):
-        from django.db import connections
 
         try:
             abandoned.scan_if_due(

@@ -1,37 +1,5 @@
-"""Per-queue pause: a flag in Redis that workers honour (the jobs stay in the queue).
+"""The old path of the per-queue pause (docs/operator.md): it lives in ``queues/catalog/pause.py``."""
 
-Key: ``<prefix>:optima:paused`` — a Redis set of paused queue names (one key, so workers,
-the panel and /metrics read every queue's state in one command). Workers check it inside their
-pop, atomically (``queues.worker.dequeue``): a job of a queue paused a moment ago is not taken.
-"""
+from queues.catalog.pause import is_paused, pause, paused_names, resume
 
-from rq.utils import as_text
-
-from queues.catalog.lookup import get_config
-from queues.keyspace.keys import paused_key
-
-
-def pause(name, connection=None):
-    get_config(name)
-    _conn(connection).sadd(paused_key(), name)
-
-
-def resume(name, connection=None):
-    get_config(name)
-    _conn(connection).srem(paused_key(), name)
-
-
-def paused_names(connection=None):
-    return {as_text(n) for n in _conn(connection).smembers(paused_key())}
-
-
-def is_paused(name, connection=None):
-    return bool(_conn(connection).sismember(paused_key(), name))
-
-
-def _conn(connection):
-    if connection is not None:
-        return connection
-    from queues.connection.clients import get_connection
-
-    return get_connection()
+__all__ = ["pause", "resume", "paused_names", "is_paused"]

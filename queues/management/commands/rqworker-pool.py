@@ -48,7 +48,7 @@ from queues.management.commands.rqworker import (
 )
 from queues.worker import options as config
 from queues.worker.adapter import OptimaWorker
-from queues.worker.liveness import die_with_parent
+from queues.worker.kernel import die_with_parent
 
 # Seconds the master waits, beyond the grace, for its members to stop before it SIGKILLs them. A
 # member needs a few seconds after the grace (kill the horse, put the job back, unregister); the

@@ -13,7 +13,7 @@ from tests.jobs import sample
 
 @pytest.fixture(autouse=True)
 def _refresh_after_flush():
-    index.forget_refreshes()  # the prefix is flushed between tests: this process's refreshes are stale
+    index._refreshed.clear()  # the prefix is flushed between tests: this process's refreshes are stale
 
 
 def ids(found):

@@ -1,0 +1,56 @@
+"""What the worker does with a popped job its gate refused (``queues/jobs/gate.py``: ``vet``): a dead
+letter (``deadletter.bury``; ``bury_corrupt`` with the raw hash of one that cannot be read as a job), or,
+for a canceled job, only its id dropped. Either way the id leaves the intermediate list."""
+
+import redis
+
+from queues.failures import deadletter
+from queues.jobs.gate import CANCELED, CORRUPT
+from queues.keyspace import keys
+
+
+def refuse(worker, job, queue, refusal):
+    """Dead-letter a fetched job that must not run, and take it out of the intermediate list."""
+    connection = worker.connection
+    if refusal.reason == CORRUPT:
+        bury_raw(worker, queue, job.id, refusal.why)
+        return
+    if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
+        connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
+        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
+        return
+    deadletter.bury(
+        job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}", worker_name=worker.name
+    )
+    connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
+    worker.log.error(
+        "Worker %s: job %s of queue %s dead-lettered without running (%s): it %s",
+        worker.name,
+        job.id,
+        queue.name,
+        refusal.reason,
+        refusal.why,
+    )
+
+
+def bury_raw(worker, queue, job_id, why):
+    """A job whose hash cannot be read as a job: dead-lettered as ``corrupt`` with its raw hash kept;
+    a key that is not a hash (or is gone) is only dropped from the queue, with an ERROR naming it."""
+    connection = worker.connection
+    key = keys.job_key(job_id)
+    try:
+        fields = connection.hgetall(key)
+    except redis.ResponseError:  # WRONGTYPE: not a hash
+        fields = None
+    if fields:
+        deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name)
+    else:
+        worker.log.error(
+            "Worker %s: dropped job %s of queue %s: its key %s %s",
+            worker.name,
+            job_id,
+            queue.name,
+            key,
+            "is not a hash" if fields is None else "is gone",
+        )
+    connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
