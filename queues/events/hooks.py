@@ -40,6 +40,7 @@ A hook must be cheap and must not raise: an error that escapes a job point is lo
 
 import logging
 from contextlib import ExitStack
+from typing import Any
 
 logger = logging.getLogger("queues.events")
 
@@ -109,8 +110,8 @@ class Hook:
 
 POINTS = [name for name, value in vars(Hook).items() if callable(value) and not name.startswith("_")]
 
-_hooks = []
-_points = {point: [] for point in POINTS}  # point -> bound methods of the hooks that override it
+_hooks: list["Hook"] = []
+_points: dict[str, list[Any]] = {point: [] for point in POINTS}  # point -> bound methods of the hooks that override it
 
 
 def install(*hooks):

@@ -19,6 +19,7 @@ last failed attempt: a public API shows only its last line (features/redaction.p
 import datetime as dt
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,15 +43,15 @@ class Producer:
     """What the state of a job needs from the producer: ``waiting(job_id)`` (its outbox row or None),
     ``stored_meta(row)`` (that row's meta, a dict), ``hold_of(job)`` (its limit key's ``Hold`` or None)."""
 
-    waiting: object
-    stored_meta: object
-    hold_of: object
+    waiting: Callable[[str], Any]  # job id -> its outbox entry, or None
+    stored_meta: Callable[[Any], dict[str, Any]]  # an outbox entry -> the meta it will be enqueued with
+    hold_of: Callable[[Any], Any]  # a job -> its limit key's hold, or None
 
 
-_producer = None  # installed at the app's ready
+_producer: Producer = None  # type: ignore[assignment]  # installed at the app's ready, before any read
 
 
-def install(producer):
+def install(producer: Producer) -> None:
     """Give this module the producer's side (queues/apps.py, at ready)."""
     global _producer
     _producer = producer
