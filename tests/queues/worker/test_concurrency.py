@@ -46,7 +46,6 @@ def started(log, count):
 
 
 @pytest.mark.slow
-@pytest.mark.redis_only
 def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER, str(log), 8, attempts=1) for _ in range(8)]
@@ -60,7 +59,6 @@ def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, 
 
 
 @pytest.mark.slow
-@pytest.mark.redis_only
 def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [
@@ -73,7 +71,6 @@ def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue
 
 
 @pytest.mark.slow
-@pytest.mark.redis_only
 def test_sigkill_re_runs_every_job_the_process_held_once_each(start_worker, queue_redis, tmp_path):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
     jobs = [queues.enqueue("default", HOLD, str(log), str(release), attempts=3) for _ in range(4)]
@@ -99,7 +96,6 @@ def assert_back_at_head(job, connection, position=0):
 
 
 @pytest.mark.slow
-@pytest.mark.redis_only
 def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_puts_the_rest_back(
     start_worker, queue_redis, tmp_path
 ):
@@ -120,7 +116,6 @@ def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_pu
 
 
 @pytest.mark.slow
-@pytest.mark.redis_only
 def test_a_second_sigterm_puts_every_running_job_back_at_once(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", HOLD, str(log), str(tmp_path / "never")) for _ in range(2)]
@@ -204,7 +199,6 @@ def most_at_once(runs):
     return most
 
 
-@pytest.mark.redis_only
 def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [
@@ -221,7 +215,6 @@ def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis
 
 
 @pytest.mark.slow
-@pytest.mark.redis_only
 def test_rqworker_pool_with_concurrency_runs_members_times_threads_jobs_at_once(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER, str(log), 8, attempts=1) for _ in range(8)]
