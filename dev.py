@@ -228,11 +228,11 @@ def test(argv):
         )
     if not any(a.startswith("--durations") for a in argv):
         argv = ["--durations=10", *argv]
-    # Three test processes side by side (pytest-xdist): most of the suite waits on worker processes and Redis
-    # (CI's run with two kept 2 cores 35 % busy), so more processes overlap those waits (tests/session_env.py
-    # gives each its own prefix and ACL user). OPTIMA_TEST_PROCESSES=1 (or -n 0, -p no:xdist) runs one.
+    # Two test processes side by side (pytest-xdist): most of the suite waits on worker processes and Redis,
+    # so a second one overlaps those waits (tests/session_env.py gives each its own prefix and ACL user).
+    # OPTIMA_TEST_PROCESSES=1 (or -n 0, -p no:xdist) runs one, as pytest alone does.
     if not any(a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses=")) for a in argv):
-        argv = ["-n", os.environ.get("OPTIMA_TEST_PROCESSES", "3"), *argv]
+        argv = ["-n", os.environ.get("OPTIMA_TEST_PROCESSES", "2"), *argv]
     return subprocess.run([str(PY), "-m", "pytest", *argv], cwd=ROOT).returncode
 
 

@@ -85,7 +85,7 @@ def queue_redis():
 @pytest.fixture(autouse=True)
 def _panel_deadline_for_a_shared_machine(settings):
     """The panel's per-page Redis deadline (``QUEUE_BOARD_DEADLINE``, 1.5 s) is a production bound of Redis work
-    per page; three test processes and their workers on two cores stretch a big page's reads past it, and the
+    per page; two test processes and their workers on two cores stretch a big page's reads past it, and the
     page answers 503 where the test reads its content. Tests of the deadline set it themselves; a hanging Redis
     still fails each round trip after ``QUEUE_BOARD_REDIS_TIMEOUT`` (0.5 s), as in production."""
     settings.QUEUE_BOARD_DEADLINE = 10
@@ -102,7 +102,7 @@ def _clean_prefix(admin_redis):
 @pytest.fixture
 def private_redis(settings):
     """A redis-server of this test's own, made the queues' Redis: its counters (commandstats, INFO) are this
-    test's alone, whatever runs beside it (dev.py test runs three test processes on the session's Redis)."""
+    test's alone, whatever runs beside it (dev.py test runs two test processes on the session's Redis)."""
     from devtools.redis_server import RedisServer
 
     server = RedisServer().start()

@@ -28,7 +28,7 @@ os.environ["RQ_KEY_PREFIX"] = PREFIX
 # The suite's own jobs (tests/jobs/*.py) are declared jobs like a feature app's (queues/catalog/jobs.py).
 os.environ.setdefault("QUEUE_JOB_MODULES", "tests.jobs")
 
-# A pytest-xdist worker (dev.py test runs the suite in three) inherits the controller's environment: the
+# A pytest-xdist worker (dev.py test runs the suite in two) inherits the controller's environment: the
 # controller's Redis (its admin URL), never a server of its own; the prefix and the ACL user below are the
 # worker's own, so that the workers' tests never see each other's keys.
 if XDIST_WORKER and os.environ.get("OPTIMA_TEST_ADMIN_REDIS_URL"):
