@@ -44,10 +44,9 @@ def uses_database(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    # The slow tests first, then those that start worker processes, each file's in its order: under
-    # pytest-xdist the two processes then start on the long ones and the quick ones fill in behind, rather than
-    # one process ending the run on a long tail while the other idles.
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, "start_worker" not in item.fixturenames))
+    # The slow tests first, each file's in its order: under pytest-xdist the two processes then start on the
+    # minute-long ones and the quick ones fill in behind, rather than one process ending the run on a long tail.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if not config.getoption("--db-only"):
         return
     kept, left = [], []
