@@ -140,8 +140,12 @@ def subprocess_env(settings, django_db_setup):
 
 
 @pytest.fixture
-def start_worker(subprocess_env, tmp_path):
-    """``start_worker("default", "--burst", env={...})`` -> WorkerProcess; all stopped at teardown."""
+def start_worker(subprocess_env, tmp_path, transactional_db):
+    """``start_worker("default", "--burst", env={...})`` -> WorkerProcess; all stopped at teardown.
+
+    Transactional: a worker writes dead letters and audit rows into the test database from its own connection,
+    which no test transaction rolls back; the flush after the test removes them (a test of another process
+    found a dead letter of an earlier worker test in its admin list)."""
     started = []
 
     def start(*args, env=None, command="rqworker"):
