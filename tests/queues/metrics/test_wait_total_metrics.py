@@ -120,7 +120,10 @@ def test_a_real_worker_counts_wait_from_due_and_total_across_retries(client, sta
     first, started = done.meta[jobmeta.FIRST_ENQUEUED_AT], _seconds(done.started_at)
     wait = value(found, "optima_queue_job_wait_seconds_sum", queue="orders-sync")
     assert value(found, "optima_queue_job_wait_seconds_count", queue="orders-sync") == 1.0
-    assert wait == pytest.approx(max(0.0, started - jobmeta.ready_since(done)), abs=0.01)
+    # The wait ends when the start is recorded (rq's prepare_job_execution, the job_started signal); rq then
+    # stamps started_at again as it calls the function (Worker.perform_job), a few ms later on a busy box: the
+    # stored started_at bounds the wait from above, never below.
+    assert 0.0 <= (started - jobmeta.ready_since(done)) - wait < 0.5
     assert wait <= started - first - 0.9  # the 2 s delay (scored in whole seconds by rq) is not wait
     total = value(found, "optima_queue_job_total_seconds_sum", queue="orders-sync")
     assert total == pytest.approx(_seconds(done.ended_at) - first, abs=0.01)
