@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
+from rq.job import JOB_ID_PATTERN
 
 from queues import conf, testing, tracing
 from queues.catalog import jobs as catalog
@@ -379,9 +380,27 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
     return job
 
 
+MAX_JOB_ID = 200  # characters of an own job_id
+
+
 def _check_job_id(job_id):
-    if not isinstance(job_id, str) or not job_id or ":" in job_id or len(job_id) > 200:
-        raise InvalidJob(f"job_id must be a non-empty string without ':' (at most 200 chars), got {job_id!r}.")
+    """An own ``job_id``: rq's rule (``rq.job.JOB_ID_PATTERN``: it becomes part of Redis key names),
+    checked here so that the caller gets ``InvalidJob`` naming the value, never rq's bare ValueError."""
+    why = None
+    if not isinstance(job_id, str):
+        why = f"it is {type(job_id).__name__}"
+    elif not job_id:
+        why = "it is empty"
+    elif len(job_id) > MAX_JOB_ID:
+        why = f"it has {len(job_id)} characters"
+    elif not JOB_ID_PATTERN.fullmatch(job_id):
+        bad = next(ch for ch in job_id if not JOB_ID_PATTERN.fullmatch(ch))
+        why = f"{bad!r} is not allowed"
+    if why is not None:
+        raise InvalidJob(
+            f"job_id must be a non-empty string of letters, digits, '_' and '-' (at most {MAX_JOB_ID} characters), "
+            f"got {job_id!r:.120}: {why}. Pass e.g. job_id='order-42', or leave job_id out for a generated one."
+        )
 
 
 def _check_limit(name, config, limit_key, limit_concurrency):

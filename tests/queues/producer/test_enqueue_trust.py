@@ -167,3 +167,20 @@ def test_a_held_job_whose_promotion_meets_a_queue_list_of_the_wrong_type_is_push
     assert queue_redis.zrange(keys.limit_allowed_key(scoped), 0, -1) == [job.id.encode()]
     assert queue_redis.zcard(keys.limit_held_key(scoped)) == 0
     assert len(queue_redis.keys(f"{keys.queue_key(QUEUE)}.corrupt-*")) == 1
+
+
+BAD_IDS = ["x y", "a/b", "..", "a:b", "", "é", "line\nbreak", "tab\there", "x" * 201, 42]
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_a_job_id_rq_would_refuse_is_an_invalid_job_naming_the_item_the_field_the_value_and_the_fix(bad, admin_redis):
+    calls = [(1, 2), queues.Call(args=[3, 4], job_id="fine_id-1"), queues.Call(args=[5, 6], job_id=bad)]
+    with pytest.raises(queues.InvalidJob) as batch:  # it was rq's bare ValueError
+        queues.enqueue_many(QUEUE, "tests.jobs.sample.add", calls)
+    with pytest.raises(queues.InvalidJob) as single:
+        queues.enqueue(QUEUE, "tests.jobs.sample.add", 1, 2, job_id=bad)
+    for message, where in ((str(batch.value), "calls[2]: "), (str(single.value), "")):
+        assert message.startswith(f"{where}job_id must be a non-empty string of letters, digits, '_' and '-'")
+        assert f"got {bad!r}" in message[:400] if len(repr(bad)) < 100 else f"got {repr(bad)[:60]}" in message
+        assert "e.g. job_id='order-42'" in message
+    assert list(admin_redis.scan_iter(match="*:job:*")) == []
