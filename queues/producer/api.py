@@ -221,7 +221,9 @@ def enqueue_call(
     limit_concurrency: int | None = None,
     priority: int = 0,
 ) -> "Job":
-    """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
+    """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved.
+    ``meta`` may not hold a key the app owns (``check_meta_keys``)."""
+    check_meta_keys(meta, "meta")
     return _enqueue(
         name,
         func,
@@ -239,6 +241,51 @@ def enqueue_call(
         limit_concurrency=limit_concurrency,
         priority=priority,
     )
+
+
+def check_meta_keys(meta: object, where: str) -> None:
+    """Refuse a ``meta`` (of the public API: ``enqueue_call``, ``enqueue_many``) that holds a key the
+    app owns (``jobmeta.APP_OWNED``): the app would take the caller's value for its own marker."""
+    owned = sorted(key for key in meta if key in jobmeta.APP_OWNED) if isinstance(meta, dict) else []
+    if owned:
+        key = owned[0]
+        raise InvalidJob(
+            f"{where} has the key {key!r}, which the app owns and writes itself (queues/jobs/meta.py): "
+            "a job carrying it would be taken for what the app marks with it (a Task, a periodic run, "
+            f"a retry, ...). Rename the key (e.g. {'my_' + key!r}); to record who asked, pass "
+            "meta=queues.owner_meta(...)."
+        )
+
+
+# The options of ``enqueue_call`` and their defaults (``enqueue_call_as_app``).
+_CALL_OPTIONS: dict[str, Any] = {
+    "attempts": None,
+    "timeout": None,
+    "job_id": None,
+    "delay": None,
+    "at": None,
+    "unique": None,
+    "meta": None,
+    "durable": False,
+    "limit_key": None,
+    "limit_concurrency": None,
+    "priority": 0,
+}
+
+
+def enqueue_call_as_app(
+    name: str,
+    func: Callable[..., Any] | str,
+    args: tuple[Any, ...] | list[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    **options: Any,
+) -> "Job":
+    """``enqueue_call`` for the app's own callers (periodic runs, the Tasks backend), whose ``meta``
+    carries keys the app owns (``schedule``, ``task``): not part of the public API."""
+    unknown = sorted(set(options) - set(_CALL_OPTIONS))
+    if unknown:
+        raise TypeError(f"enqueue_call_as_app() got unknown options {unknown}")
+    return _enqueue(name, func, args, {} if kwargs is None else kwargs, **{**_CALL_OPTIONS, **options})
 
 
 def enqueue_fail_fast(
