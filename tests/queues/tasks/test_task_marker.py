@@ -1,6 +1,7 @@
 """A ``task`` marker on a job that runs no Task (issue 32, finding 7): refused at enqueue, ignored at run."""
 
 import pytest
+from django_tasks.exceptions import TaskResultDoesNotExist
 
 import queues
 from queues.jobs import meta as jobmeta
@@ -57,3 +58,25 @@ def test_a_plain_job_carrying_a_task_marker_runs_without_an_error_line(queue_red
         assert queues.fetch_job(job.id).get_status() == "finished"
         job = api.enqueue_call_as_app("default", "tests.jobs.sample.add", [2, 3], meta=dict(MARKER))
     assert tasks.add.get_result(task_result.id).return_value == 9  # a real Task still gets its receivers
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [({"a": 1, "b": 2}, {}), ("ab", {}), (7, {}), ([1, 2], ["k", "v"]), ([1, 2], "kv"), (None, {})],
+)
+def test_get_result_of_a_job_whose_stored_args_are_no_list_says_it_is_unreadable_never_the_keys(
+    args, kwargs, queue_redis
+):
+    import json
+    import zlib
+
+    result = tasks.add.enqueue(1, 2)
+    job = queues.fetch_job(result.id)
+    queue_redis.hset(job.key, "data", zlib.compress(json.dumps([job.func_name, None, args, kwargs]).encode()))
+    with pytest.raises(TaskResultDoesNotExist) as caught:  # it was a result whose args were ["a", "b"]
+        tasks.add.get_result(result.id)
+    assert f"Job {result.id} cannot be read as a task (data is not [function, instance, args, kwargs]" in str(
+        caught.value
+    )
+    state = queues.job_state(result.id)
+    assert (state.state, state.why.startswith("data is not [function, instance, args, kwargs]")) == ("corrupt", True)
