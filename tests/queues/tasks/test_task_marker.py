@@ -80,3 +80,23 @@ def test_get_result_of_a_job_whose_stored_args_are_no_list_says_it_is_unreadable
     )
     state = queues.job_state(result.id)
     assert (state.state, state.why.startswith("data is not [function, instance, args, kwargs]")) == ("corrupt", True)
+
+
+@pytest.mark.django_db
+def test_get_result_of_an_outbox_row_whose_stored_args_are_a_mapping_says_it_is_unreadable(queue_redis):
+    import base64
+    import json
+    import zlib
+
+    from django.db import transaction
+
+    from queues.models import OutboxEntry
+
+    with transaction.atomic():  # the row stays: no commit in this test's transaction
+        result = tasks.add.enqueue(1, 2)
+    entry = OutboxEntry.objects.get(job_id=result.id)
+    payload = json.dumps(["tests.jobs.tasks.add", None, {"a": 1, "b": 2}, {}]).encode()
+    entry.job = {**entry.job, "data": {"b64": base64.b64encode(zlib.compress(payload)).decode()}}
+    entry.save()
+    with pytest.raises(TaskResultDoesNotExist, match="its stored args are dict and its kwargs dict"):
+        tasks.add.get_result(result.id)
