@@ -184,3 +184,23 @@ def test_a_job_id_rq_would_refuse_is_an_invalid_job_naming_the_item_the_field_th
         assert f"got {bad!r}" in message[:400] if len(repr(bad)) < 100 else f"got {repr(bad)[:60]}" in message
         assert "e.g. job_id='order-42'" in message
     assert list(admin_redis.scan_iter(match="*:job:*")) == []
+
+
+@pytest.mark.parametrize("family", ["search index: queue set", "rq's set of queues", "band: normal"])
+def test_a_relay_from_the_outbox_into_a_key_of_the_wrong_type_pushes_its_job_once(family, queue_redis):
+    from queues import conf
+    from queues.catalog.lookup import get_queue
+    from queues.jobs import signing
+    from queues.models import OutboxEntry
+    from queues.producer import outbox
+
+    job = get_queue(QUEUE).create_job(FUNC, args=["/nonexistent/never-run"], meta={"queue": QUEUE, "attempt": 1})
+    job.signature = signing.sign(job)
+    OutboxEntry.objects.create(
+        prefix=conf.prefix(), queue=QUEUE, job_id=job.id, job=outbox.encode(job.to_dict()), created_at=timezone.now()
+    )
+    key = FAMILIES[family][0]()
+    plant(queue_redis, key)
+    assert outbox.relay_all() == (1, 0)
+    assert pushes(queue_redis, [job.id]) == {job.id: 1}  # it was 2: the relay's write was sent twice
+    assert (len(queue_redis.keys(f"{key}.corrupt-*")), OutboxEntry.objects.count()) == (1, 0)
