@@ -204,3 +204,18 @@ def test_a_relay_from_the_outbox_into_a_key_of_the_wrong_type_pushes_its_job_onc
     assert outbox.relay_all() == (1, 0)
     assert pushes(queue_redis, [job.id]) == {job.id: 1}  # it was 2: the relay's write was sent twice
     assert (len(queue_redis.keys(f"{key}.corrupt-*")), OutboxEntry.objects.count()) == (1, 0)
+
+
+@pytest.mark.parametrize("planted", ["hash", "list", "not a job id", "a job id rq rejects: a/b"])
+def test_a_unique_key_of_the_wrong_type_or_content_is_replaced_and_its_job_pushed_once(planted, queue_redis):
+    key = keys.unique_key(QUEUE, "u-2")
+    if planted == "hash":
+        queue_redis.hset(key, "planted", "a hash")
+    elif planted == "list":
+        queue_redis.rpush(key, "planted")
+    else:
+        queue_redis.set(key, planted)
+    job = queues.enqueue(QUEUE, FUNC, "/nonexistent/never-run", unique="u-2")
+    again = queues.enqueue(QUEUE, FUNC, "/nonexistent/never-run", unique="u-2")
+    assert (again.id, queue_redis.get(key)) == (job.id, job.id.encode())  # the key repaired: it holds the job
+    assert pushes(queue_redis, [job.id]) == {job.id: 1}
