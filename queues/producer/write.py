@@ -137,16 +137,14 @@ def _write_checked(queue, jobs, when, explicit_ids, expected, *, who):
 
 def _write_sync(queue, job, when, explicit_id, expected):
     """A queue built ``is_async=False`` runs the job in this call: rq's path (its Lua, which takes no
-    pipeline, checks an explicit id), then the search index. rq's writes come before the run: a key of
-    the wrong type among them is set aside and they are sent once more, never the run."""
-
-    def rq_write():
-        if when is None:
-            queue.enqueue_job(job, unique=explicit_id)
-        else:
-            queue.schedule_job(job, when, unique=explicit_id)
-
-    quarantine.retry_once(queue.connection, expected, rq_write, who=f"Enqueue of job {job.id}")
+    pipeline, checks an explicit id), then the search index. Nothing of it is sent twice, since a
+    second send would run the job again: the keys of the wrong type are set aside first (one
+    pipelined TYPE: a queue that runs its jobs in the caller is no production path)."""
+    quarantine.set_aside(queue.connection, expected(), who=f"Enqueue of job {job.id}")
+    if when is None:
+        queue.enqueue_job(job, unique=explicit_id)
+    else:
+        queue.schedule_job(job, when, unique=explicit_id)
     with queue.connection.pipeline() as pipe:  # rq's Lua takes no pipeline: the index on its own
         search_index.add_into(pipe, queue.name, [job])
         _execute_once(queue.connection, pipe, expected, who=f"Enqueue of job {job.id}")

@@ -219,3 +219,22 @@ def test_a_unique_key_of_the_wrong_type_or_content_is_replaced_and_its_job_pushe
     again = queues.enqueue(QUEUE, FUNC, "/nonexistent/never-run", unique="u-2")
     assert (again.id, queue_redis.get(key)) == (job.id, job.id.encode())  # the key repaired: it holds the job
     assert pushes(queue_redis, [job.id]) == {job.id: 1}
+
+
+def test_a_queue_that_runs_its_jobs_in_the_caller_runs_one_once_past_a_key_of_the_wrong_type(queue_redis, tmp_path):
+    from queues.catalog.classes import OptimaQueue
+    from queues.jobs import signing
+    from queues.producer.write import write_job
+
+    queue = OptimaQueue(QUEUE, connection=queue_redis, is_async=False)
+    path = tmp_path / "ran.txt"
+    job = queue.create_job(FUNC, args=[str(path)], meta={"queue": QUEUE, "attempt": 1})
+    job.signature = signing.sign(job)
+    for family in ("rq's set of queues", "search index: queue set"):
+        plant(queue_redis, FAMILIES[family][0]())
+    write_job(queue, job, None)
+    assert path.read_text() == "done\n"  # ran once, in this call
+    assert [
+        len(queue_redis.keys(f"{FAMILIES[f][0]()}.corrupt-*"))
+        for f in ("rq's set of queues", "search index: queue set")
+    ] == [1, 1]
