@@ -82,6 +82,41 @@ DUE_AT = "due_at"
 TEMPLATE_SCHEDULE = "optima_schedule"
 TEMPLATE_DIGEST = "digest"
 
+# The keys the app writes itself, refused in the ``meta=`` of the public enqueue API
+# (``queues.producer.api.check_meta_keys``): a caller's ``task`` would make a plain job look like a
+# Task, its ``attempt`` or ``dead`` would be read as the app's. ``owner`` is the one key a caller
+# sets (``for_owner``). A key added to the table above that only the app writes belongs here too.
+APP_OWNED = frozenset(
+    {
+        QUEUE,
+        ATTEMPTS_ALLOWED,
+        ATTEMPT,
+        FIRST_FAILED_AT,
+        LAST_FAILED_AT,
+        LAST_RETRY_REASON,
+        DEAD,
+        DEAD_AT,
+        DEATHS,
+        ATTEMPTS_MADE,
+        EXC_TYPE,
+        EXC_MESSAGE,
+        DEAD_WORKER,
+        INTERRUPTIONS,
+        LAST_INTERRUPTION,
+        RETRY_OF,
+        SCHEDULE,
+        SCHEDULED_FOR,
+        PROGRESS,
+        PRIORITY,
+        TASK,
+        WORKER_IDS,
+        FIRST_ENQUEUED_AT,
+        DUE_AT,
+        TEMPLATE_SCHEDULE,
+        TEMPLATE_DIGEST,
+    }
+)
+
 
 def _iso(when):
     return when.astimezone(dt.UTC).isoformat()

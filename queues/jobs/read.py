@@ -21,6 +21,8 @@ reconcile, the abandoned-job scan) reads through here instead:
 | a hash over ``entries.JOB_BYTES`` (256 KiB, its  | ``CorruptJob`` "too large" (``kind``           |
 | ``data`` decompressed: never past the cap)        | ``too_large``): its fields cut for the page    |
 | ``data`` that is not a zlib/JSON job payload      | ``CorruptJob`` "data is not a JSON job payload"|
+| ``data`` whose args are no list or kwargs no      | ``CorruptJob`` "data is not [function, ...]"   |
+| object (never reported as the mapping's keys)     |                                                |
 | ``meta`` / ``result`` that is not JSON            | ``CorruptJob`` "meta is not JSON" ...          |
 | an ``origin`` that is not a declared queue        | ``CorruptJob`` (only with ``check_origin``)    |
 | anything else                                     | the job (``results.ReadJob``: an ``OptimaJob`` |
@@ -190,6 +192,12 @@ def _why_job(job, raw, check_origin):
         job.func_name  # noqa: B018 — deserializes ``data``
     except Exception:  # noqa: BLE001 — whatever the payload is, it is not a job
         return "data is not a JSON job payload (zlib/JSON)"
+    if not isinstance(job.args, (list, tuple)) or not isinstance(job.kwargs, dict):
+        # What the worker's gate refuses too (jobs/gate.py): a mapping's keys are no arguments.
+        return (
+            f"data is not [function, instance, args, kwargs]: its args are {type(job.args).__name__}, "
+            f"its kwargs {type(job.kwargs).__name__} (a list and an object when written by queues.enqueue)"
+        )
     if rqcompat.unreadable_meta(job) is not None or not isinstance(job.meta, dict):
         return "meta is not a JSON object"
     if raw.get(b"result") and rqcompat.cached_result(job) == UNSERIALIZABLE_RETURN_VALUE_PAYLOAD:

@@ -29,7 +29,7 @@ def run_schedule(schedule, when, connection=None):
 
     job_id = run_id(schedule.template_id, when)
     try:
-        run = enqueueing.enqueue_call(
+        run = enqueueing.enqueue_call_as_app(
             schedule.queue,
             schedule.func,
             args=list(schedule.args),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
+from rq.job import JOB_ID_PATTERN
 
 from queues import conf, testing, tracing
 from queues.catalog import jobs as catalog
@@ -220,7 +221,9 @@ def enqueue_call(
     limit_concurrency: int | None = None,
     priority: int = 0,
 ) -> "Job":
-    """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved."""
+    """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved.
+    ``meta`` may not hold a key the app owns (``check_meta_keys``)."""
+    check_meta_keys(meta, "meta")
     return _enqueue(
         name,
         func,
@@ -238,6 +241,51 @@ def enqueue_call(
         limit_concurrency=limit_concurrency,
         priority=priority,
     )
+
+
+def check_meta_keys(meta: object, where: str) -> None:
+    """Refuse a ``meta`` (of the public API: ``enqueue_call``, ``enqueue_many``) that holds a key the
+    app owns (``jobmeta.APP_OWNED``): the app would take the caller's value for its own marker."""
+    owned = sorted(key for key in meta if key in jobmeta.APP_OWNED) if isinstance(meta, dict) else []
+    if owned:
+        key = owned[0]
+        raise InvalidJob(
+            f"{where} has the key {key!r}, which the app owns and writes itself (queues/jobs/meta.py): "
+            "a job carrying it would be taken for what the app marks with it (a Task, a periodic run, "
+            f"a retry, ...). Rename the key (e.g. {'my_' + key!r}); to record who asked, pass "
+            "meta=queues.owner_meta(...)."
+        )
+
+
+# The options of ``enqueue_call`` and their defaults (``enqueue_call_as_app``).
+_CALL_OPTIONS: dict[str, Any] = {
+    "attempts": None,
+    "timeout": None,
+    "job_id": None,
+    "delay": None,
+    "at": None,
+    "unique": None,
+    "meta": None,
+    "durable": False,
+    "limit_key": None,
+    "limit_concurrency": None,
+    "priority": 0,
+}
+
+
+def enqueue_call_as_app(
+    name: str,
+    func: Callable[..., Any] | str,
+    args: tuple[Any, ...] | list[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    **options: Any,
+) -> "Job":
+    """``enqueue_call`` for the app's own callers (periodic runs, the Tasks backend), whose ``meta``
+    carries keys the app owns (``schedule``, ``task``): not part of the public API."""
+    unknown = sorted(set(options) - set(_CALL_OPTIONS))
+    if unknown:
+        raise TypeError(f"enqueue_call_as_app() got unknown options {unknown}")
+    return _enqueue(name, func, args, {} if kwargs is None else kwargs, **{**_CALL_OPTIONS, **options})
 
 
 def enqueue_fail_fast(
@@ -379,9 +427,27 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
     return job
 
 
+MAX_JOB_ID = 200  # characters of an own job_id
+
+
 def _check_job_id(job_id):
-    if not isinstance(job_id, str) or not job_id or ":" in job_id or len(job_id) > 200:
-        raise InvalidJob(f"job_id must be a non-empty string without ':' (at most 200 chars), got {job_id!r}.")
+    """An own ``job_id``: rq's rule (``rq.job.JOB_ID_PATTERN``: it becomes part of Redis key names),
+    checked here so that the caller gets ``InvalidJob`` naming the value, never rq's bare ValueError."""
+    why = None
+    if not isinstance(job_id, str):
+        why = f"it is {type(job_id).__name__}"
+    elif not job_id:
+        why = "it is empty"
+    elif len(job_id) > MAX_JOB_ID:
+        why = f"it has {len(job_id)} characters"
+    elif not JOB_ID_PATTERN.fullmatch(job_id):
+        bad = next(ch for ch in job_id if not JOB_ID_PATTERN.fullmatch(ch))
+        why = f"{bad!r} is not allowed"
+    if why is not None:
+        raise InvalidJob(
+            f"job_id must be a non-empty string of letters, digits, '_' and '-' (at most {MAX_JOB_ID} characters), "
+            f"got {job_id!r:.120}: {why}. Pass e.g. job_id='order-42', or leave job_id out for a generated one."
+        )
 
 
 def _check_limit(name, config, limit_key, limit_concurrency):

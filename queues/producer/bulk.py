@@ -93,6 +93,7 @@ def enqueue_many(
         api._check_json(meta, "meta")
         if not isinstance(meta, dict):
             raise InvalidJob(f"meta must be a dict, got {type(meta).__name__} {meta!r}.")
+        api.check_meta_keys(meta, "meta")
     items = _items(calls)
 
     queue = declared_queue(name, config)
@@ -171,6 +172,7 @@ def _items(calls):
                 api._check_json(meta, "meta")
                 if not isinstance(meta, dict):
                     raise InvalidJob(f"meta must be a dict, got {type(meta).__name__} {meta!r:.200}.")
+                api.check_meta_keys(meta, "meta")
             if job_id is not None:
                 api._check_job_id(job_id)
         except InvalidJob as exc:

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rq.job import JobStatus
+from rq.job import Job, JobStatus
 from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text
 
@@ -118,6 +118,25 @@ def requeue_into(queue, job, pipeline):
     free). A retry with no delay does this, so a failing job cannot keep its key's slot for ever."""
     pipeline.zrem(registry(job).allowed_key, job.id)
     enqueue_into(queue, job, pipeline)
+
+
+def put_back_unpushed(connection, allowed_key, held_key):
+    """Give back to the held set ``held_key`` the jobs that sit in the slots ``allowed_key`` while
+    their hash still says held: rq's promotion Lua took them from the held set and stopped before
+    their push (it failed on a key of the wrong type, and a script's writes stay). The Lua marks a
+    job queued in the same step as its push, so such a job was never pushed: put back first in line
+    (score 0), it is promoted by the next run of the Lua. -> the ids put back."""
+    put_back = []
+    for raw in connection.zrange(allowed_key, 0, -1):
+        job_id = as_text(raw)
+        status = connection.hget(f"{Job.redis_job_namespace_prefix}{job_id}", "status")
+        if as_text(status or b"") == HELD:
+            with connection.pipeline() as pipe:
+                pipe.zrem(allowed_key, raw)
+                pipe.zadd(held_key, {raw: 0})
+                pipe.execute()
+            put_back.append(job_id)
+    return put_back
 
 
 def release(job):

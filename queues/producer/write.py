@@ -48,17 +48,22 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     The one place an enqueue reaches Redis (direct enqueues, the outbox's push and relay). With
     ``lock_key`` (``unique=``) the job is written only if the key's job is no longer waiting:
     returns that job's id instead. ``explicit_id``: refuse to overwrite a job of the same id
-    (``InvalidJob``). A Redis failure raises ``QueueUnavailable``.
+    (``InvalidJob``). A Redis failure raises ``QueueUnavailable``. The job is pushed once, whatever
+    key of the write is of the wrong type (``_execute_once``).
     """
+    who = f"Enqueue of job {job.id}"
 
-    def write():
+    def expected():
+        return _written_keys(queue, job, lock_key)
+
+    try:
         with replication.acknowledged(queue) as q:
             if lock_key or limits.is_limited(job):
                 # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
                 # meanwhile — even by this same transaction — is dropped, not written. A job with a
                 # limit key comes this way too (rq refuses unique=True for it, and holds it by the
                 # second: queues/producer/limits.py).
-                duplicate_of = _write_unique(q, job, when, lock_key, explicit_id)
+                duplicate_of = _write_unique(q, job, when, lock_key, explicit_id, expected)
                 if duplicate_of is not None:
                     logger.info(
                         "enqueue(%r, unique key %r): job %s not written, %s is still waiting",
@@ -68,36 +73,15 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
                         duplicate_of,
                     )
                 return duplicate_of
-            if explicit_id or not rqcompat.is_async(q):
-                # An explicit job_id must not silently overwrite a job of the same id: rq's check-and-write
-                # Lua (``unique=True``), which ignores a pipeline. (A queue built is_async=False runs the
-                # job in this call: rq's path too.)
-                if when is None:
-                    q.enqueue_job(job, unique=explicit_id)
-                else:
-                    q.schedule_job(job, when, unique=explicit_id)
-                with q.connection.pipeline() as pipe:  # rq's Lua takes no pipeline: the index on its own
-                    search_index.add_into(pipe, q.name, [job])
-                    pipe.execute()
+            if not rqcompat.is_async(q):
+                _write_sync(q, job, when, explicit_id, expected)
                 return None
             # One round trip, one MULTI (``_batch_into``, the write of ``queues.enqueue_many``). rq's
             # enqueue_job sends the queue set's SADD in a pipeline of its own, then the job (status,
-            # hash, push) in a second one: two round trips, and not one atomic step.
-            with q.connection.pipeline() as pipe:
-                _batch_into(q, [job], when, pipe)
-                pipe.execute()
+            # hash, push) in a second one: two round trips, and not one atomic step. An explicit id
+            # is WATCHed and checked first (``_write_checked``): a job of that id is never overwritten.
+            _write_checked(q, [job], when, explicit_id, expected, who=who)
             return None
-
-    try:
-        # A queue list or registry turned into another type by whoever writes to Redis: renamed aside
-        # and written once more, the job's hash the failed MULTI did write deleted first (it is this job's).
-        return quarantine.retry_once(
-            queue.connection,
-            lambda: _written_keys(queue, job, lock_key),
-            write,
-            who=f"Enqueue of job {job.id}",
-            again=lambda: queue.connection.delete(job.key),
-        )
     except DuplicateJobError:
         raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
     except redis.RedisError as exc:
@@ -110,39 +94,18 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
     One round trip for the batch; with ``explicit_ids`` (a caller's ``job_id``s, or the outbox's
     push) the ids are WATCHed and checked first (two more for the batch): one that exists already
     raises ``InvalidJob`` naming it, and nothing is written. A Redis failure raises ``QueueUnavailable``.
+    Each job is pushed once, whatever key of the write is of the wrong type (``_execute_once``).
     """
 
-    def write():
-        with replication.acknowledged(queue) as q, q.connection.pipeline() as pipe:
-            while True:
-                try:
-                    if explicit_ids:
-                        pipe.watch(*[job.key for job in jobs])
-                        if pipe.exists(*[job.key for job in jobs]):
-                            taken = [job.id for job in jobs if pipe.exists(job.key)]  # rare: one by one
-                            pipe.unwatch()
-                            raise DuplicateJobError(", ".join(taken))
-                    pipe.multi()
-                    _batch_into(q, jobs, when, pipe)
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    continue
-
-    def written():
+    def expected():
         found = {}
         for job in jobs:
             found.update(_written_keys(queue, job, None))
         return found
 
     try:
-        quarantine.retry_once(
-            queue.connection,
-            written,
-            write,
-            who=f"Enqueue of {len(jobs)} jobs",
-            again=lambda: queue.connection.delete(*[job.key for job in jobs]),
-        )
+        with replication.acknowledged(queue) as q:
+            _write_checked(q, jobs, when, explicit_ids, expected, who=f"Enqueue of {len(jobs)} jobs")
     except DuplicateJobError as exc:
         raise InvalidJob(
             f"Jobs with these ids already exist in Redis: {exc}; nothing of the batch was written. "
@@ -150,6 +113,105 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
         ) from None
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
+
+
+def _write_checked(queue, jobs, when, explicit_ids, expected, *, who):
+    """``_batch_into`` in one MULTI; with ``explicit_ids``, the job keys WATCHed and checked first: an
+    id that exists raises ``DuplicateJobError`` naming it (rq's ``unique=True``), nothing written."""
+    with queue.connection.pipeline() as pipe:
+        while True:
+            try:
+                if explicit_ids:
+                    pipe.watch(*[job.key for job in jobs])
+                    if pipe.exists(*[job.key for job in jobs]):
+                        taken = [job.id for job in jobs if pipe.exists(job.key)]  # rare: one by one
+                        pipe.unwatch()
+                        raise DuplicateJobError(", ".join(taken))
+                    pipe.multi()
+                _batch_into(queue, jobs, when, pipe)
+                _execute_once(queue.connection, pipe, expected, who=who)
+                return
+            except redis.WatchError:
+                continue
+
+
+def _write_sync(queue, job, when, explicit_id, expected):
+    """A queue built ``is_async=False`` runs the job in this call: rq's path (its Lua, which takes no
+    pipeline, checks an explicit id), then the search index. Nothing of it is sent twice, since a
+    second send would run the job again: the keys of the wrong type are set aside first (one
+    pipelined TYPE: a queue that runs its jobs in the caller is no production path)."""
+    quarantine.set_aside(queue.connection, expected(), who=f"Enqueue of job {job.id}")
+    if when is None:
+        queue.enqueue_job(job, unique=explicit_id)
+    else:
+        queue.schedule_job(job, when, unique=explicit_id)
+    with queue.connection.pipeline() as pipe:  # rq's Lua takes no pipeline: the index on its own
+        search_index.add_into(pipe, queue.name, [job])
+        _execute_once(queue.connection, pipe, expected, who=f"Enqueue of job {job.id}")
+
+
+# The type each command of an enqueue's MULTI expects of its key (its first argument): a failed one
+# names its key even when the table of ``_written_keys`` does not (a Lua script's keys are in it).
+_COMMAND_TYPES = {
+    "RPUSH": "list",
+    "LPUSH": "list",
+    "ZADD": "zset",
+    "ZREM": "zset",
+    "SADD": "set",
+    "SREM": "set",
+    "HSET": "hash",
+    "HMSET": "hash",
+    "HDEL": "hash",
+}
+
+
+def _execute_once(connection, pipe, expected, *, who):
+    """EXEC the MULTI queued on ``pipe`` so that each of its commands takes effect once.
+
+    A command that meets a key of another type (``SET <key> x`` by whoever writes to Redis) fails
+    alone: Redis runs the transaction's other commands, the job's push among them. So the whole
+    write is never sent again (that pushed the job twice: issue 32, finding 11). The keys of
+    ``expected()`` ({key: type}) and of the failed commands that hold another type are renamed
+    aside (``quarantine.set_aside``, one ERROR each), and the failed commands alone are sent once
+    more, in their order: a push that failed is made then, one that succeeded never again. A limit
+    key's promotion (rq's Lua) that stopped after taking a job from the held set gives that job back
+    first (``limits.put_back_unpushed``). An error that is no wrong type, or a failed command that
+    fails again, raises (a ``RedisError``: the caller's ``QueueUnavailable``), never a WRONGTYPE
+    that a caller's ``retry_once`` would answer with the whole write again."""
+    stack = [(args, dict(options)) for args, options in pipe.command_stack]
+    replies = pipe.execute(raise_on_error=False)
+    failed = [(stack[i], reply) for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+    if not failed:
+        return replies
+    other = [reply for _, reply in failed if not quarantine.is_wrong_type(reply)]
+    if other:
+        raise other[0]
+    wanted = dict(expected())
+    for (args, _options), _reply in failed:
+        kind = _COMMAND_TYPES.get(str(args[0]).upper())
+        if kind is not None:
+            wanted.setdefault(_text(args[1]), kind)
+        elif str(args[0]).upper() == "EVALSHA":
+            for key in args[3 : 3 + int(args[2])]:
+                wanted.setdefault(_text(key), "zset")  # rq's limit Lua: the slots and the held jobs
+    quarantine.set_aside(connection, wanted, who=who)
+    with connection.pipeline() as again:
+        for (args, options), _reply in failed:
+            if str(args[0]).upper() == "EVALSHA":  # rq's limit promotion: KEYS = slots, held jobs
+                limits.put_back_unpushed(connection, _text(args[3]), _text(args[4]))
+            again.execute_command(*args, **options)
+        replies_again = again.execute(raise_on_error=False)
+    still = [reply for reply in replies_again if isinstance(reply, Exception)]
+    if still:
+        raise redis.RedisError(
+            f"{who}: {len(still)} of its writes failed again after the keys of the wrong type were set "
+            f"aside ({still[0]}); the job's push was made once."
+        )
+    return replies
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _batch_into(queue, jobs, when, pipe):
@@ -207,6 +269,7 @@ def _batch_into(queue, jobs, when, pipe):
 def _written_keys(queue, job, lock_key):
     """{key: Redis type} of what ``write_job`` writes (``queues.keyspace.quarantine``)."""
     written = {
+        queue.redis_queues_keys: "set",
         keys.band_key(queue.key, jobmeta.band(job)): "list",
         keys.scheduled_key(queue.name): "zset",
         job.key: "hash",
@@ -279,7 +342,7 @@ def _unique_holder(connection, lock_key):
     return holder, (status or b"").decode("utf-8", "replace") in UNIQUE_WAITING, None
 
 
-def _write_unique(queue, job, when, lock_key, explicit_id):
+def _write_unique(queue, job, when, lock_key, explicit_id, expected):
     """Write ``job`` and point ``lock_key`` at it in one transaction, unless the job the key points
     at is still waiting: then write nothing and return that job's id. ``lock_key`` None (a job with
     a limit key and no ``unique=``): only the ``explicit_id`` check.
@@ -313,7 +376,7 @@ def _write_unique(queue, job, when, lock_key, explicit_id):
                     limits.enqueue_into(queue, job, pipe)
                 else:
                     queue.enqueue_job(job, pipeline=pipe)
-                pipe.execute()
+                _execute_once(queue.connection, pipe, expected, who=f"Enqueue of job {job.id}")
                 if why is not None:
                     logger.error(
                         "unique key %s held %r, %s: treated as no waiting job, replaced by job %s",

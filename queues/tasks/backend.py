@@ -116,9 +116,13 @@ class QueuesBackend(compat.BaseTaskBackend):
     # -- the producer side --------------------------------------------------------------------------
     # The framework hands a backend only the Tasks its task_class builds: QueuesTask, narrower than the base's Task.
     def enqueue(self, task: QueuesTask, args: Any, kwargs: Any) -> TaskResult[Any]:  # type: ignore[override]
-        from queues.producer.api import enqueue_call
+        from queues.producer.api import check_meta_keys, enqueue_call_as_app
 
         options = dict(task.queue_options) if task.queue_options else {}
+        try:
+            check_meta_keys(options.get("meta"), "meta")  # the Task's own: the marker below is the app's
+        except InvalidJob as exc:
+            raise InvalidTask(f"{compat.get_module_path(task.func)}.using(...): {exc}") from exc
         marker: dict[str, Any] = {"backend": self.alias}
         if task.priority:
             marker["priority"] = task.priority
@@ -127,7 +131,7 @@ class QueuesBackend(compat.BaseTaskBackend):
             marker["run_after"] = task.run_after.isoformat()
         options["meta"] = {**(options.get("meta") or {}), results.TASK: marker}
         try:
-            job = enqueue_call(task.queue_name, task.func, args, kwargs, at=task.run_after, **options)
+            job = enqueue_call_as_app(task.queue_name, task.func, args, kwargs, at=task.run_after, **options)
         except InvalidJob as exc:
             raise InvalidTask(str(exc)) from exc
         except UnknownQueue as exc:  # the queue went away since the Task was built (settings changed)

@@ -115,6 +115,12 @@ def build(
     worker_ids: Iterable[str] = (),
     return_value: Any = None,
 ) -> TaskResult[Any]:
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
+        # What was stored, or nothing: never a mapping's keys as the arguments (list() of a dict).
+        raise TaskResultDoesNotExist(
+            f"Job {job_id} cannot be read as a task (its stored args are {type(args).__name__} and its kwargs "
+            f"{type(kwargs).__name__}, not a list and an object)."
+        )
     result: TaskResult[Any] = TaskResult(
         task=task,
         id=job_id,

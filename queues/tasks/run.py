@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from queues import rqcompat
+from queues.catalog import jobs as catalog
 from queues.events import signals as events
 from queues.jobs import meta as jobmeta
 from queues.tasks import compat, results
@@ -46,9 +47,20 @@ def runner(task: compat.Task[Any, Any]) -> Callable[..., Any]:
 
 
 def _backend_of(job: "Job") -> str | None:
+    """The alias of the Tasks backend ``job``'s Task was enqueued through; None for a job that runs no
+    declared Task. A ``task`` marker on a plain job (the public API refuses it in ``meta=`` since issue
+    32; a job of an older release, or one written by hand, may carry it) is ignored: the receivers
+    skip the job, where they raised for it on every run (two ERROR lines)."""
     meta = job.meta if isinstance(job.meta, dict) else {}
     marker = meta.get(results.TASK)
-    return marker.get("backend") if isinstance(marker, dict) else None
+    alias = marker.get("backend") if isinstance(marker, dict) else None
+    if not isinstance(alias, str):
+        return None
+    try:
+        func_name = job.func_name
+    except Exception:  # noqa: BLE001 — a job whose function cannot be read is no Task either
+        return None
+    return alias if catalog.task_of(func_name) is not None else None
 
 
 def running(job: "Job") -> compat.TaskResult[Any]:

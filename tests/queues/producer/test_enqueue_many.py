@@ -76,7 +76,10 @@ def test_a_single_enqueue_is_one_round_trip(round_trips):
         ({"a": 1}, "calls[2] is a dict {'a': 1}: one positional argument, or keyword arguments?"),
         (7, "calls[2] is int 7; each item is a tuple of the job's positional arguments or a queues.Call"),
         (queues.Call(args=[1], kwargs={"b": {1, 2}}), "calls[2]: argument 'b' (keyword) is of type set"),
-        (queues.Call(args=[1, 2], job_id="a:b"), "calls[2]: job_id must be a non-empty string without ':'"),
+        (
+            queues.Call(args=[1, 2], job_id="a:b"),
+            "calls[2]: job_id must be a non-empty string of letters, digits, '_' and '-'",
+        ),
         (queues.Call(args=[1, 2], job_id="twice"), "calls[2] has job_id='twice', as calls[1] has"),
         (queues.Call(args=[1, 2], meta=["x"]), "calls[2]: meta must be a dict, got list"),
     ],

@@ -393,3 +393,48 @@ def test_cancel_sets_a_canceled_registry_of_the_wrong_type_aside_and_cancels(que
     assert cancel_job(job.id, queue_redis).ok  # it raised WRONGTYPE (the API answered 503)
     assert queue_redis.zscore(canceled, job.id) is not None
     assert len(queue_redis.keys(f"{canceled}.corrupt-*")) == 1
+
+
+# --- issue 32: a wrong-typed key of each family the enqueue writes ---
+
+
+def test_a_wrong_typed_key_of_each_family_the_enqueue_writes_leaves_exactly_one_run(
+    queue_redis, start_worker, tmp_path
+):
+    """Every family at once (tests/queues/producer/test_enqueue_trust.py takes them one by one, every
+    enqueue path): a single enqueue and a batch of 20 per family, one burst worker, one run each."""
+    import datetime as dt
+    from pathlib import Path
+
+    from tests.queues.producer.test_enqueue_trust import FAMILIES, FUNC, QUEUE, plant, pushes
+    from tests.support import wait_for
+
+    runs, planted = {}, []
+    pushed_to = (keys.scheduled_key(QUEUE), *keys.band_keys(keys.queue_key(QUEUE)))
+    for family, (key_of, options) in FAMILIES.items():
+        for way in ("single", "batch"):
+            if key_of() in pushed_to and queue_redis.exists(key_of()):  # a planting would drop the jobs pushed
+                queue_redis.rename(key_of(), f"{key_of()}.kept-{len(runs)}")
+            plant(queue_redis, key_of())
+            planted.append(key_of())
+            paths = [str(tmp_path / f"{len(runs) + i}.txt") for i in range(1 if way == "single" else 20)]
+            if way == "single":
+                jobs = [queues.enqueue(QUEUE, FUNC, paths[0], **options)]
+            else:
+                jobs = queues.enqueue_many(QUEUE, FUNC, [(p,) for p in paths], **options)
+            assert set(pushes(queue_redis, [job.id for job in jobs]).values()) == {1}, f"{family}, {way}"
+            runs.update({job.args[0]: f"{family}, {way}" for job in jobs})
+    for key in set(planted):  # the pushed jobs back where the planting found them
+        for kept in queue_redis.keys(f"{key}.kept-*"):
+            if queue_redis.type(kept) == b"list":
+                queue_redis.rpush(key, *queue_redis.lrange(kept, 0, -1))
+            else:
+                queue_redis.zadd(key, dict(queue_redis.zrange(kept, 0, -1, withscores=True)))
+            queue_redis.delete(kept)
+    assert {key: len(queue_redis.keys(f"{key}.corrupt-*")) for key in set(planted)} == dict.fromkeys(set(planted), 2)
+    due = timezone.now() + dt.timedelta(seconds=1.5)  # the delayed ones: the burst worker's scheduler moves them
+    wait_for(lambda: timezone.now() > due, message="the delayed jobs to be due")
+    worker = start_worker(QUEUE, "--burst")
+    assert worker.wait(120) == 0, worker.output()
+    counts = {path: Path(path).read_text().count("\n") if Path(path).exists() else 0 for path in runs}
+    assert sorted(f"{runs[path]}: {n}" for path, n in counts.items() if n != 1) == []
