@@ -105,7 +105,6 @@ def test_the_schema_documents_the_search_parameters(api):
 
 def test_a_job_planted_in_a_user_s_owner_set_is_never_listed_nor_probed_by_q(seller_a, seller_b, admin_redis, caplog):
     """Issue 32, finding 2: ``ZADD ...:search:owner:<id>`` of another's job, and of a staff-only (ownerless) one."""
-    import logging
     import time
 
     import queues
