@@ -193,8 +193,8 @@ def _wrong_type(reply):
 
 
 def _total_and_ids(connection, source, start, count):
-    """(candidates in the source, [(id, key it was read from)] from ``start``, at most ``count``): one or
-    two round trips."""
+    """(candidates in the source, [(id, key it was read from, member as stored)] from ``start``, at most
+    ``count``): one or two round trips. (An id that is not UTF-8 is read as text, removed as stored.)"""
     if source.merged:
         with connection.pipeline(transaction=False) as pipe:
             for key in source.merged:
@@ -212,7 +212,7 @@ def _total_and_ids(connection, source, start, count):
         newest = heapq.merge(*read, key=lambda entry: -entry[1])
         return (
             sum(t for t in totals if isinstance(t, int)),
-            [(_text(member), key) for member, _score, key in itertools.islice(newest, start, start + count)],
+            [(_text(member), key, member) for member, _score, key in itertools.islice(newest, start, start + count)],
         )
     if source.key is not None:
         with connection.pipeline(transaction=False) as pipe:
@@ -224,8 +224,8 @@ def _total_and_ids(connection, source, start, count):
             return 0, []
         if source.started:
             seen = dict.fromkeys(_text(m).rsplit(":", 1)[0] for m in ids)
-            return total, [(job_id, source.key) for job_id in seen]
-        return total, [(_text(m), source.key) for m in ids]
+            return total, [(job_id, source.key, job_id) for job_id in seen]
+        return total, [(_text(m), source.key, m) for m in ids]
     with connection.pipeline(transaction=False) as pipe:
         for key in source.lists:
             pipe.llen(key)
@@ -241,7 +241,7 @@ def _total_and_ids(connection, source, start, count):
             offset = max(0, offset - length)
         for key, reply in zip(wanted, pipe.execute(raise_on_error=False) if wanted else []):
             if not isinstance(reply, Exception):
-                ids.extend((_text(m), key) for m in reply)
+                ids.extend((_text(m), key, m) for m in reply)
     return sum(lengths), ids
 
 
@@ -251,22 +251,22 @@ def _run(connection, source, checks, start, page_size, scan_limit):
     window = page_size if exact else scan_limit
     total, ids = _total_and_ids(connection, source, start, window)
     found = Found(start=start, total=total, exact=exact, source=source.label)
-    gone, misplaced = {}, {}  # index key -> [job id] / [(job id, why)]: dropped from it
+    gone, misplaced = {}, {}  # index key -> [member] / [(member, job id, why)]: dropped from it
     position = start
     for first in range(0, len(ids), CHUNK):
         chunk = ids[first : first + CHUNK]
         with connection.pipeline(transaction=False) as pipe:
-            for job_id, _key in chunk:
+            for job_id, _key, _member in chunk:
                 pipe.hmget(keys.job_key(job_id), FIELDS)
             replies = pipe.execute(raise_on_error=False)
-        for (job_id, key), reply in zip(chunk, replies):
+        for (job_id, key, member), reply in zip(chunk, replies):
             position += 1
             found.scanned += 1
             if isinstance(reply, Exception):
                 hit = Hit(job_id, "", "corrupt", None, "its key is not a hash", None)
                 values, owner, unreadable = None, None, None
             elif reply[0] is None and reply[2] is None:
-                gone.setdefault(key, []).append(job_id)
+                gone.setdefault(key, []).append(member)
                 continue
             else:
                 hit, values, owner, unreadable = _hit(job_id, reply)
@@ -276,7 +276,7 @@ def _run(connection, source, checks, start, page_size, scan_limit):
             if claim and isinstance(reply, Exception):
                 why = "its key is not a hash"  # nothing of it can be checked
             if why is not None:
-                misplaced.setdefault(key, []).append((job_id, why))
+                misplaced.setdefault(key, []).append((member, job_id, why))
                 continue
             if _matches(hit, values, checks):
                 found.hits.append(hit)
@@ -290,8 +290,8 @@ def _run(connection, source, checks, start, page_size, scan_limit):
     if source.index:
         if gone:
             with connection.pipeline(transaction=False) as pipe:
-                for key, job_ids in gone.items():
-                    pipe.zrem(key, *job_ids)
+                for key, members in gone.items():
+                    pipe.zrem(key, *members)
                 removed += sum(r for r in pipe.execute(raise_on_error=False) if isinstance(r, int))
         removed += verify.drop(connection, misplaced)
     # The entries removed sat before ``position``: the next page starts that much earlier, skipping none.

@@ -90,16 +90,16 @@ def belongs(criterion, wanted, queue, function, owner, owner_unreadable=None):
 
 
 def drop(connection, misplaced):
-    """ZREM the ``misplaced`` entries ({index key: [(job id, why)]}) from their sets, one pipeline, and
-    say so: one WARNING per set. Returns the number of entries removed."""
+    """ZREM the ``misplaced`` entries ({index key: [(member as stored, job id, why)]}) from their sets, one
+    pipeline, and say so: one WARNING per set. Returns the number of entries removed."""
     if not misplaced:
         return 0
     with connection.pipeline(transaction=False) as pipe:
         for key, found in misplaced.items():
-            pipe.zrem(key, *[job_id for job_id, _why in found])
+            pipe.zrem(key, *[member for member, _job_id, _why in found])
         replies = pipe.execute(raise_on_error=False)
     for key, found in misplaced.items():
-        named = "; ".join(f"{job_id} ({why})" for job_id, why in found[:SHOWN_IDS])
+        named = "; ".join(f"{job_id} ({why})" for _member, job_id, why in found[:SHOWN_IDS])
         more = f"; and {len(found) - SHOWN_IDS} more" if len(found) > SHOWN_IDS else ""
         logger.warning(
             "search index %s: %d %s not belong there, dropped from it (the job is left alone): %s%s",
