@@ -33,20 +33,17 @@ starts that many entries earlier, so none is skipped. ``start`` is at most ``MAX
 one is refused (``InvalidSearch``), and only a WRONGTYPE reply reports an index key as corrupt.
 """
 
-import heapq
-import itertools
 import json
 import zlib
 from dataclasses import dataclass, field
 
 import redis
-from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
-from queues.catalog.lookup import get_config, queue_names
+from queues.catalog.lookup import get_config
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import QueuesError
 from queues.keyspace import entries, keys
-from queues.search import verify
+from queues.search import sources, verify
 
 STATES = ("queued", "scheduled", "held", "started", "finished", "failed", "deferred", "canceled", "stopped")
 HELD = "rate_limited"  # rq's status of a job its limit key holds back: "held" here, as ``/jobs/<id>/`` says
@@ -120,56 +117,12 @@ def search_jobs(
             raise InvalidSearch(f"{name} must be at most {limit:,}, got {value}.")
     scan_limit = min(scan_limit, MAX_START)  # Redis takes offsets below 2**63: start + window stays far below
     connection = connection or get_connection()
-    source = _source(function, queue, state, owner)
+    source = sources.source_for(function, queue, state, owner)
     checks = _checks(source, function, queue, state, text)
     try:
         return _run(connection, source, checks, start, page_size, scan_limit)
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
-
-
-# --- sources ------------------------------------------------------------------------------------
-@dataclass
-class _Source:
-    label: str
-    key: str | None = None  # a sorted set read newest first
-    merged: tuple = ()  # or several, merged by score
-    lists: tuple = ()  # or lists read in order (a queue's bands)
-    started: bool = False  # members "<job id>:<execution id>" (rq's started registry)
-    index: bool = False  # an index of ours: gone and misplaced jobs are removed from it
-    covers: tuple = ()  # criteria the source itself answers (once each job is checked against it)
-    claims: dict = field(default_factory=dict)  # key read -> (criterion, value) every job in it must have
-
-
-def _source(function, queue, state, owner):
-    if owner is not None:
-        key = keys.search_owner_key(owner)
-        return _Source(f"jobs of owner {owner}", key, index=True, covers=("owner",), claims={key: ("owner", owner)})
-    if function:
-        key = keys.search_func_key(function)
-        claims = {key: ("function", function)}
-        return _Source(f"jobs of {function}", key, index=True, covers=("function",), claims=claims)
-    if queue and state and state not in ("stopped", "held"):
-        covers = ("queue", "state")
-        if state == "queued":
-            bands = tuple(keys.band_keys(keys.queue_key(queue)))
-            claims = dict.fromkeys(bands, ("queue", queue))
-            return _Source(f"queued jobs of {queue}", lists=bands, covers=covers, claims=claims)
-        key = {
-            "scheduled": keys.scheduled_key,
-            "started": keys.started_key,
-            "finished": keys.finished_key,
-            "failed": keys.failed_key,
-            "deferred": DeferredJobRegistry.key_template.format,
-            "canceled": CanceledJobRegistry.key_template.format,
-        }[state](queue)
-        claims = {key: ("queue", queue)}
-        return _Source(f"{state} jobs of {queue}", key, started=state == "started", covers=covers, claims=claims)
-    if queue:
-        key = keys.search_queue_key(queue)
-        return _Source(f"jobs of queue {queue}", key, index=True, covers=("queue",), claims={key: ("queue", queue)})
-    merged = {keys.search_queue_key(n): ("queue", n) for n in queue_names()}
-    return _Source("jobs of every queue", merged=tuple(merged), index=True, claims=merged)
 
 
 def _checks(source, function, queue, state, text):
@@ -183,73 +136,11 @@ def _checks(source, function, queue, state, text):
     return [(name, value) for name, value in wanted.items() if value is not None and name not in source.covers]
 
 
-def _wrong_type(reply):
-    """True for a WRONGTYPE reply; another error (a bug, a refused command) is raised, never read as corruption."""
-    if not isinstance(reply, Exception):
-        return False
-    if isinstance(reply, redis.ResponseError) and str(reply).startswith("WRONGTYPE"):
-        return True
-    raise reply
-
-
-def _total_and_ids(connection, source, start, count):
-    """(candidates in the source, [(id, key it was read from, member as stored)] from ``start``, at most
-    ``count``): one or two round trips. (An id that is not UTF-8 is read as text, removed as stored.)"""
-    if source.merged:
-        with connection.pipeline(transaction=False) as pipe:
-            for key in source.merged:
-                pipe.zcard(key)
-            for key in source.merged:
-                pipe.zrevrange(key, 0, start + count - 1, withscores=True)
-            replies = pipe.execute(raise_on_error=False)
-        totals, lists = replies[: len(source.merged)], replies[len(source.merged) :]
-        read = []
-        for key, total, reply in zip(source.merged, totals, lists):
-            if _wrong_type(total) or _wrong_type(reply):
-                entries.report(key, "is not a sorted set: searched as empty")
-                continue
-            read.append([(member, score, key) for member, score in reply])
-        newest = heapq.merge(*read, key=lambda entry: -entry[1])
-        return (
-            sum(t for t in totals if isinstance(t, int)),
-            [(_text(member), key, member) for member, _score, key in itertools.islice(newest, start, start + count)],
-        )
-    if source.key is not None:
-        with connection.pipeline(transaction=False) as pipe:
-            pipe.zcard(source.key)
-            pipe.zrevrange(source.key, start, start + count - 1)
-            total, ids = pipe.execute(raise_on_error=False)
-        if _wrong_type(total) or _wrong_type(ids):
-            entries.report(source.key, "is not a sorted set: searched as empty")
-            return 0, []
-        if source.started:
-            seen = dict.fromkeys(_text(m).rsplit(":", 1)[0] for m in ids)
-            return total, [(job_id, source.key, job_id) for job_id in seen]
-        return total, [(_text(m), source.key, m) for m in ids]
-    with connection.pipeline(transaction=False) as pipe:
-        for key in source.lists:
-            pipe.llen(key)
-        lengths = [n if isinstance(n, int) else 0 for n in pipe.execute(raise_on_error=False)]
-    ids, offset = [], start
-    with connection.pipeline(transaction=False) as pipe:
-        wanted = []
-        for key, length in zip(source.lists, lengths):
-            if offset < length and len(wanted) < count:
-                take = min(count - len(wanted), length - offset)
-                pipe.lrange(key, offset, offset + take - 1)
-                wanted.append(key)
-            offset = max(0, offset - length)
-        for key, reply in zip(wanted, pipe.execute(raise_on_error=False) if wanted else []):
-            if not isinstance(reply, Exception):
-                ids.extend((_text(m), key, m) for m in reply)
-    return sum(lengths), ids
-
-
 # --- reading and checking the jobs ---------------------------------------------------------------
 def _run(connection, source, checks, start, page_size, scan_limit):
     exact = not checks
     window = page_size if exact else scan_limit
-    total, ids = _total_and_ids(connection, source, start, window)
+    total, ids = sources.total_and_ids(connection, source, start, window)
     found = Found(start=start, total=total, exact=exact, source=source.label)
     gone, misplaced = {}, {}  # index key -> [member] / [(member, job id, why)]: dropped from it
     position = start
