@@ -166,8 +166,9 @@ def _run(connection, source, checks, start, page_size, scan_limit):
             why = verify.belongs(*claim, hit.queue, hit.function, owner, unreadable) if claim else None
             if claim and isinstance(reply, Exception):
                 why = "its key is not a hash"  # nothing of it can be checked
-            if why is not None:
-                misplaced.setdefault(key, []).append((member, job_id, why))
+            if why is not None:  # rq's own lists and registries are the workers': only our index is pruned
+                if source.index:
+                    misplaced.setdefault(key, []).append((member, job_id, why))
                 continue
             if _matches(hit, values, checks):
                 found.hits.append(hit)

@@ -118,3 +118,12 @@ def test_only_a_real_wrong_type_is_reported_as_corruption(admin_redis, caplog, m
         f"bad entry in Redis: {keys.search_owner_key(7)}: is not a sorted set: searched as empty; skipped "
         "(shown as corrupt or left out)"
     ]
+
+
+def test_a_job_of_another_queue_in_a_queue_s_own_list_is_not_listed_there_and_the_list_left_alone(admin_redis):
+    content = queues.enqueue("content", sample.add, 1, 2)
+    default = queues.enqueue("default", sample.add, 3, 4)
+    admin_redis.rpush(keys.queue_key("default"), content.id)  # rq's list: the workers' business, not the search's
+    found = queues.search_jobs(queue="default", state="queued")
+    assert (ids(found), found.misplaced) == ([default.id], 0)
+    assert admin_redis.lrange(keys.queue_key("default"), 0, -1) == [default.id.encode(), content.id.encode()]
