@@ -9,7 +9,7 @@ needed: with the filter alone an exception message or a GET value still shows a 
 
 ``mask_urls_in`` masks the password of every URL inside a text: the authority's, and any query
 parameter whose name, percent-decoded as redis-py decodes it (``?pass%77ord=`` is its ``password``),
-names a secret (``secret_name``: pass, pwd, secret, token, api key...); a URL percent-encoded inside
+names a secret (``secret_name``: pass, pwd, secret, token, key, auth...); a URL percent-encoded inside
 the text (a query value) is decoded to be checked. A single Redis URL is masked by
 ``queues.connection.factory.mask_url``, with the same rule.
 """
@@ -28,7 +28,7 @@ _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)[^\
 # ``?pwd=``, ``?token=``... are masked as well, whoever reads them.
 _QUERY_NAME = re.compile(r"[?&](?P<name>[^\s=&#?]*)=")  # a parameter's head; its value runs to & # or a space
 _VALUE_END = re.compile(r"[\s&#]|$")
-_SECRET_NAME = re.compile(r"pass|pwd|secret|token|api.?key|signature|credential", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"pass|pwd|secret|token|key|auth|signature|credential", re.IGNORECASE)  # Django's, and pwd
 _DECODINGS = 4  # percent-decodings tried on a text: a URL encoded inside a query, itself encoded...
 _MAX_DEPTH = 8  # containers nested deeper than this are not shown at all on an error page
 

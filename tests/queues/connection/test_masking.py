@@ -21,6 +21,8 @@ ENCODED_KEYS = {
     "ssl_p%61ssword": "ssl_password",
     "PASS%57ORD": None,  # redis-py reads keys as given: not its password, masked all the same
     "passwd": None,
+    "api%5Fkey": None,
+    "auth_token": None,
 }
 
 
