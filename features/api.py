@@ -466,7 +466,7 @@ def search_parameters():
         ),
         OpenApiParameter(
             "page",
-            {"type": "integer", "minimum": 1},
+            {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
             description="1-based page (with page_size); the `next` URL continues a scan",
         ),
         OpenApiParameter(
@@ -475,9 +475,33 @@ def search_parameters():
             description="results per page (25)",
         ),
         OpenApiParameter(
-            "start", {"type": "integer", "minimum": 0}, description="where the scan starts in the list (from `next`)"
+            "start",
+            {"type": "integer", "minimum": 0, "maximum": queues.SEARCH_MAX_START},
+            description="where the scan starts in the list (from `next`)",
         ),
     ]
+
+
+MAX_PAGE = queues.SEARCH_MAX_START // queues.SEARCH_MAX_PAGE_SIZE  # (page - 1) * page_size stays within start's
+# (name, default, lowest, highest) of GET /jobs/'s numbers; page_size's highest is search_jobs' own check
+SEARCH_NUMBERS = (("page", 1, 1, MAX_PAGE), ("page_size", 25, 1, None), ("start", None, 0, queues.SEARCH_MAX_START))
+_DIGITS = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def search_number(raw, low, high):
+    """(the integer of ``raw``, None) or (None, why it is refused): below ``low``, above ``high``, or no
+    integer. A number too long for ``int`` (over 4,300 digits) is out of range, not "no integer"."""
+    try:
+        value = int(raw)
+    except ValueError:
+        if _DIGITS.fullmatch(raw) and high is not None:
+            return None, f"must be at most {high:,}"
+        return None, f"must be an integer >= {low}"
+    if value < low:
+        return None, f"must be an integer >= {low}"
+    if high is not None and value > high:
+        return None, f"must be at most {high:,}"
+    return value, None
 
 
 class JobListView(FeatureView):
@@ -509,17 +533,14 @@ class JobListView(FeatureView):
         for name in ("queue", "state"):  # given empty: a client's bug (leave it out for any)
             if params.get(name) == "":
                 errors.append({"field": name, "value": "", "messages": ["must not be empty: leave it out for any"]})
-        for name, default, low in (("page", 1, 1), ("page_size", 25, 1), ("start", None, 0)):
+        for name, default, low, high in SEARCH_NUMBERS:
             raw = params.get(name)
             if raw is None:
                 numbers[name] = default
                 continue
-            try:
-                numbers[name] = int(raw)
-                if numbers[name] < low:
-                    raise ValueError
-            except ValueError:
-                errors.append({"field": name, "value": shown(raw), "messages": [f"must be an integer >= {low}"]})
+            numbers[name], message = search_number(raw, low, high)
+            if message:
+                errors.append({"field": name, "value": shown(raw, 60), "messages": [message]})
         if errors:
             return self.bad_search(errors)
         size = numbers["page_size"]

@@ -274,8 +274,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-# Error pages mask passwords inside URL-valued settings (QUEUES_REDIS_URL, cache LOCATION).
+# Error pages mask passwords inside URL-valued settings (QUEUES_REDIS_URL, cache LOCATION), locals, GET and POST
+# values (the filter), and the exception's message and the request's URL (the reporter).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "queues.connection.MaskingExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "queues.connection.MaskingExceptionReporter"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

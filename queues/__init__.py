@@ -12,8 +12,8 @@ outbox, or unreadable); ``cancel(job_id, request=None, reason="")`` -> ``Cancele
 ``enqueue_many(name, func, calls, **options)`` -> [Job] (queues/producer/bulk.py: many jobs in one write,
 each item of ``calls`` a tuple of arguments or a ``Call``);
 ``search_jobs(function=, queue=, state=, text=, owner=, start=0, page_size=25)`` -> ``Found`` (queues/search/find.py:
-live jobs newest first, ``InvalidSearch`` for a bad criterion; ``SEARCH_STATES``, ``SEARCH_MAX_PAGE_SIZE`` and
-``SEARCH_TEXT_CHARS`` its limits);
+live jobs newest first, ``InvalidSearch`` for a bad criterion; ``SEARCH_STATES``, ``SEARCH_MAX_PAGE_SIZE``,
+``SEARCH_MAX_START`` and ``SEARCH_TEXT_CHARS`` its limits);
 ``current_job()`` -> ``RunningJob`` or None (queues/jobs/current.py: inside a running job its ``id``, ``queue``,
 ``attempt``, ``meta`` and ``set_progress(done, total)``; None outside a job);
 ``owner_meta(owner_key)`` -> the ``meta=`` of an enqueue that records who asked, ``job_owner(meta)`` -> that owner
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # the same names as _LAZY below, for type checkers only
     from queues.producer.bulk import Call, enqueue_many
     from queues.producer.cancel import cancel
     from queues.search.find import MAX_PAGE_SIZE as SEARCH_MAX_PAGE_SIZE
+    from queues.search.find import MAX_START as SEARCH_MAX_START
     from queues.search.find import STATES as SEARCH_STATES
     from queues.search.find import TEXT_CHARS as SEARCH_TEXT_CHARS
     from queues.search.find import InvalidSearch, search_jobs
@@ -71,6 +72,7 @@ __all__ = [
     "search_jobs",
     "SEARCH_STATES",
     "SEARCH_MAX_PAGE_SIZE",
+    "SEARCH_MAX_START",
     "SEARCH_TEXT_CHARS",
     "InvalidSearch",
     "InvalidJob",
@@ -103,6 +105,7 @@ _LAZY = {
     "search_jobs": ("queues.search.find", "search_jobs"),
     "SEARCH_STATES": ("queues.search.find", "STATES"),
     "SEARCH_MAX_PAGE_SIZE": ("queues.search.find", "MAX_PAGE_SIZE"),
+    "SEARCH_MAX_START": ("queues.search.find", "MAX_START"),
     "SEARCH_TEXT_CHARS": ("queues.search.find", "TEXT_CHARS"),
     "InvalidSearch": ("queues.search.find", "InvalidSearch"),
     "current_job": ("queues.jobs.current", "current_job"),

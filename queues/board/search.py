@@ -47,18 +47,11 @@ def search(request):
         "scan_limit": f"{find.SCAN_LIMIT:,}",
     }
     try:
-        start = int(get.get("start", "0") or 0)
+        start = _start(get.get("start", "0") or "0")
         found = find.search_jobs(**{k: v or None for k, v in criteria.items()}, start=start, connection=connection)
-    except ValueError as exc:  # InvalidSearch, or a start that is no number
-        context["error"] = (
-            str(exc)
-            if isinstance(exc, find.InvalidSearch)
-            else f"start must be a whole number, got {get.get('start')[:40]!r}."
-        )
-        return render(request, "queues/search.html", context)
-    except UnknownQueue as exc:
-        context["error"] = str(exc)
-        return render(request, "queues/search.html", context)
+    except (find.InvalidSearch, UnknownQueue) as exc:  # each names the criterion, its value and what it takes
+        context["error"] = str(exc).strip('"')
+        return render(request, "queues/search.html", context, status=400)
     context["found"] = found
     context["hits"] = [
         {
@@ -79,12 +72,13 @@ def search(request):
         }
         context["next_url"] = "?" + urlencode({k: v for k, v in query.items() if v != ""})
     # Counts of jobs that exist: an index entry whose job expired is scanned, said apart and dropped.
-    context["live_total"] = found.total - found.gone
+    context["live_total"] = found.total - found.gone - found.misplaced
     if not found.exact:
+        dropped = found.gone + found.misplaced
         end = found.start + found.scanned
         matched = len(found.hits)
         context["scan_note"] = (
-            f"Scanned {found.scanned - found.gone:,} of {found.total - found.gone:,} {found.source} (newest "
+            f"Scanned {found.scanned - dropped:,} of {found.total - dropped:,} {found.source} (newest "
             f"first, positions {found.start + 1:,}-{end:,}): {matched:,} {'matches' if matched == 1 else 'match'}."
         )
         if found.gone:
@@ -92,9 +86,25 @@ def search(request):
                 f" {found.gone:,} more {'entry' if found.gone == 1 else 'entries'} named a job that had expired "
                 "(dropped from the index)."
             )
+        if found.misplaced:
+            context["scan_note"] += (
+                f" {found.misplaced:,} more {'entry' if found.misplaced == 1 else 'entries'} named a job that does "
+                "not belong to this list (dropped from the index)."
+            )
         if found.next_start is not None and len(found.hits) < find.PAGE_SIZE:
             context["scan_note"] += " Refine the search, or load more to scan further."
     return render(request, "queues/search.html", context)
+
+
+def _start(raw):
+    """The ``start`` parameter as an int; ``InvalidSearch`` naming it, its value and its limit otherwise (a
+    number too long for ``int``, over 4,300 digits, is out of range; ``search_jobs`` checks the rest)."""
+    try:
+        return int(raw)
+    except ValueError:
+        if raw.strip().isdigit():
+            raise find.InvalidSearch(f"start must be at most {find.MAX_START:,}, got {raw[:40]!r}….") from None
+        raise find.InvalidSearch(f"start must be a whole number, got {raw[:40]!r}.") from None
 
 
 def _functions(connection):

@@ -3,9 +3,9 @@ them (``djangorq``), Sentinel (``sentinel``) and failover (``failover``), replic
 ``replication``), the server's memory and INFO (``info``), a pipeline run as one Lua call (``batch``),
 what an outage looks like (``outage``), and error pages without passwords (``masking``).
 
-``queues.connection.RQQueuesSetting`` (``RQ_QUEUES``) and
-``queues.connection.MaskingExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``) are what
-settings name.
+``queues.connection.RQQueuesSetting`` (``RQ_QUEUES``),
+``queues.connection.MaskingExceptionReporterFilter`` (``DEFAULT_EXCEPTION_REPORTER_FILTER``) and
+``queues.connection.MaskingExceptionReporter`` (``DEFAULT_EXCEPTION_REPORTER``) are what settings name.
 """
 
 import importlib
@@ -14,6 +14,7 @@ import importlib
 _EXPORTS = {
     "RQQueuesSetting": "queues.connection.djangorq",
     "MaskingExceptionReporterFilter": "queues.connection.masking",
+    "MaskingExceptionReporter": "queues.connection.masking",
 }
 
 

@@ -23,7 +23,7 @@ else built before it connects. A client built here shows ``mask_url(url)`` in it
 password; redis-py's own errors name the host and port only.
 """
 
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -33,9 +33,9 @@ from queues.connection.sentinel import sentinel_client
 
 
 def mask_url(url):
-    """The URL with every password replaced by ``***``: the authority's and any query parameter named
-    like one (``?password=``, ``?ssl_password=``: redis-py reads both). User names stay: they help
-    debugging."""
+    """The URL with every password replaced by ``***``: the authority's and any query parameter whose
+    name, percent-decoded as redis-py decodes it, names a secret (``?password=``, ``?ssl_password=``,
+    ``?pass%77ord=``, ``?passwd=``: ``masking.secret_name``). User names stay: they help debugging."""
     try:
         parts = urlsplit(url)
         password = parts.password
@@ -52,8 +52,10 @@ def mask_url(url):
 
 
 def _masked_param(param):
+    from queues.connection.masking import secret_name  # the one rule: a name that decodes to a secret's
+
     name, sep, _value = param.partition("=")
-    return f"{name}=***" if sep and "password" in unquote(name).lower() else param
+    return f"{name}=***" if sep and secret_name(name) else param
 
 
 class _MaskedRedis(redis.Redis):

@@ -8,7 +8,9 @@ chooses the formatter of the console handler in ``settings.LOGGING``; another pr
 A JSON line holds ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger``, ``message``,
 ``process``, ``exc_info`` (the traceback, when the record has one) and the record's own scalar
 attributes: the job outcome lines' ``job_id``, ``queue``, ``func``, ``attempt``, ``duration`` and
-``outcome`` (``outcome.py``), Django's ``status_code``... Standard library only.
+``outcome`` (``outcome.py``), Django's ``status_code``... Standard library only. Non-ASCII text is
+written as it is, except the characters a Unicode-aware line splitter breaks at (``LINE_BREAKS``:
+U+2028, U+2029, U+0085...), escaped: a value can never cut a record in two.
 """
 
 import datetime as dt
@@ -24,6 +26,11 @@ DEFAULT = "plain"
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 _SKIPPED = {"control_characters_escaped"}  # logsafe's marker
+# Characters ``json.dumps(ensure_ascii=False)`` writes raw that a Unicode-aware line splitter (Python's
+# ``str.splitlines``, some shippers) breaks a line at: written as ``\uXXXX`` escapes, so one record stays
+# one line. (json escapes the C0 ones, U+000B U+000C U+001C-U+001E, itself: listed for completeness.)
+LINE_BREAKS = "\u2028\u2029\u0085\u000b\u000c\u001c\u001d\u001e"
+_ESCAPE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in LINE_BREAKS})
 
 
 class JsonFormatter(logging.Formatter):
@@ -48,7 +55,7 @@ class JsonFormatter(logging.Formatter):
             entry["exc_info"] = record.exc_text
         if record.stack_info:
             entry["stack_info"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        return json.dumps(entry, ensure_ascii=False, default=str).translate(_ESCAPE_BREAKS)
 
 
 def chosen(value):

@@ -5,4 +5,8 @@
 - ``find.py``: ``search_jobs`` (public as ``queues.search_jobs``), which the panel's Search page and
   ``GET /jobs/`` use: one index (or rq registry) read newest first, filtered client-side within a
   bounded scan that says how far it got.
+- ``sources.py``: which index or rq registry a search reads, and a page of ids from it, each with the
+  key it came from and what that key claims of its jobs;
+- ``verify.py``: each candidate checked against its job's own owner, function and queue before it is
+  shown or its text matched; a planted entry is dropped from the set, with one WARNING per set.
 """

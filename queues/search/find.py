@@ -26,31 +26,34 @@ page deep into an every-queue search reads more than one near its start.)
 at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled.
 
 A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
-(the lazy half of "the index expires with the job": queues/search/index.py).
+(the lazy half of "the index expires with the job": queues/search/index.py). A candidate whose job
+does not match the set it was read from (its own ``meta["owner"]``, function, queue: a planted
+entry) is never shown nor its text matched, and is removed too (``verify.py``); the next page then
+starts that many entries earlier, so none is skipped. ``start`` is at most ``MAX_START``: a larger
+one is refused (``InvalidSearch``), and only a WRONGTYPE reply reports an index key as corrupt.
 """
 
-import heapq
-import itertools
 import json
 import zlib
 from dataclasses import dataclass, field
 
 import redis
-from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
-from queues.catalog.lookup import get_config, queue_names
+from queues.catalog.lookup import get_config
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import QueuesError
 from queues.keyspace import entries, keys
+from queues.search import sources, verify
 
 STATES = ("queued", "scheduled", "held", "started", "finished", "failed", "deferred", "canceled", "stopped")
 HELD = "rate_limited"  # rq's status of a job its limit key holds back: "held" here, as ``/jobs/<id>/`` says
 SCAN_LIMIT = 5000  # candidates one search reads at most (its HMGETs), from ``start``
 CHUNK = 1000  # candidates per pipelined HMGET
 PAGE_SIZE = 25
+MAX_START = 1_000_000_000  # the deepest offset a search starts at (more than any index holds)
 MAX_PAGE_SIZE = 100
 TEXT_CHARS = 200  # longest search text
-FIELDS = ("status", "origin", "data", "description", "enqueued_at", "created_at")
+FIELDS = ("status", "origin", "data", "description", "enqueued_at", "created_at", "meta")
 
 
 class InvalidSearch(QueuesError, ValueError):
@@ -77,6 +80,7 @@ class Found:
     exact: bool = True  # no criterion checked on the jobs: every page is complete
     source: str = ""  # what was read, e.g. "queue default (index)", "failed jobs of default"
     gone: int = 0  # of ``scanned``, entries whose job no longer exists (dropped from an index source)
+    misplaced: int = 0  # of ``scanned``, index entries whose job does not belong there (dropped: verify.py)
 
 
 def search_jobs(
@@ -108,51 +112,17 @@ def search_jobs(
     for name, value in (("start", start), ("page_size", page_size), ("scan_limit", scan_limit)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "start" else 1):
             raise InvalidSearch(f"{name} must be an integer >= {0 if name == 'start' else 1}, got {value!r}.")
-    if page_size > MAX_PAGE_SIZE:
-        raise InvalidSearch(f"page_size must be at most {MAX_PAGE_SIZE}, got {page_size}.")
+    for name, value, limit in (("start", start, MAX_START), ("page_size", page_size, MAX_PAGE_SIZE)):
+        if value > limit:
+            raise InvalidSearch(f"{name} must be at most {limit:,}, got {value}.")
+    scan_limit = min(scan_limit, MAX_START)  # Redis takes offsets below 2**63: start + window stays far below
     connection = connection or get_connection()
-    source = _source(function, queue, state, owner)
+    source = sources.source_for(function, queue, state, owner)
     checks = _checks(source, function, queue, state, text)
     try:
         return _run(connection, source, checks, start, page_size, scan_limit)
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
-
-
-# --- sources ------------------------------------------------------------------------------------
-@dataclass
-class _Source:
-    label: str
-    key: str | None = None  # a sorted set read newest first
-    merged: tuple = ()  # or several, merged by score
-    lists: tuple = ()  # or lists read in order (a queue's bands)
-    started: bool = False  # members "<job id>:<execution id>" (rq's started registry)
-    index: bool = False  # an index of ours: gone jobs are removed from it
-    covers: tuple = ()  # criteria the source itself guarantees
-
-
-def _source(function, queue, state, owner):
-    if owner is not None:
-        return _Source(f"jobs of owner {owner}", keys.search_owner_key(owner), index=True, covers=("owner",))
-    if function:
-        return _Source(f"jobs of {function}", keys.search_func_key(function), index=True, covers=("function",))
-    if queue and state and state not in ("stopped", "held"):
-        covers = ("queue", "state")
-        if state == "queued":
-            return _Source(f"queued jobs of {queue}", lists=tuple(keys.band_keys(keys.queue_key(queue))), covers=covers)
-        key = {
-            "scheduled": keys.scheduled_key,
-            "started": keys.started_key,
-            "finished": keys.finished_key,
-            "failed": keys.failed_key,
-            "deferred": DeferredJobRegistry.key_template.format,
-            "canceled": CanceledJobRegistry.key_template.format,
-        }[state](queue)
-        return _Source(f"{state} jobs of {queue}", key, started=state == "started", covers=covers)
-    if queue:
-        return _Source(f"jobs of queue {queue}", keys.search_queue_key(queue), index=True, covers=("queue",))
-
-    return _Source("jobs of every queue", merged=tuple(keys.search_queue_key(n) for n in queue_names()), index=True)
 
 
 def _checks(source, function, queue, state, text):
@@ -166,111 +136,76 @@ def _checks(source, function, queue, state, text):
     return [(name, value) for name, value in wanted.items() if value is not None and name not in source.covers]
 
 
-def _total_and_ids(connection, source, start, count):
-    """(candidates in the source, the ids from ``start``, at most ``count``): one or two round trips."""
-    if source.merged:
-        with connection.pipeline(transaction=False) as pipe:
-            for key in source.merged:
-                pipe.zcard(key)
-            for key in source.merged:
-                pipe.zrevrange(key, 0, start + count - 1, withscores=True)
-            replies = pipe.execute(raise_on_error=False)
-        totals, lists = replies[: len(source.merged)], replies[len(source.merged) :]
-        for key, reply in zip(source.merged, lists):
-            if isinstance(reply, Exception):
-                entries.report(key, "is not a sorted set: searched as empty")
-        lists = [reply for reply in lists if not isinstance(reply, Exception)]
-        newest = heapq.merge(*lists, key=lambda member: -member[1])
-        return (
-            sum(t for t in totals if isinstance(t, int)),
-            [_text(member) for member, _score in itertools.islice(newest, start, start + count)],
-        )
-    if source.key is not None:
-        with connection.pipeline(transaction=False) as pipe:
-            pipe.zcard(source.key)
-            pipe.zrevrange(source.key, start, start + count - 1)
-            total, ids = pipe.execute(raise_on_error=False)
-        if isinstance(total, Exception) or isinstance(ids, Exception):
-            entries.report(source.key, "is not a sorted set: searched as empty")
-            return 0, []
-        if source.started:
-            seen = dict.fromkeys(_text(m).rsplit(":", 1)[0] for m in ids)
-            return total, list(seen)
-        return total, [_text(m) for m in ids]
-    with connection.pipeline(transaction=False) as pipe:
-        for key in source.lists:
-            pipe.llen(key)
-        lengths = [n if isinstance(n, int) else 0 for n in pipe.execute(raise_on_error=False)]
-    ids, offset = [], start
-    with connection.pipeline(transaction=False) as pipe:
-        wanted = []
-        for key, length in zip(source.lists, lengths):
-            if offset < length and len(wanted) < count:
-                take = min(count - len(wanted), length - offset)
-                pipe.lrange(key, offset, offset + take - 1)
-                wanted.append(take)
-            offset = max(0, offset - length)
-        for reply in pipe.execute(raise_on_error=False) if wanted else []:
-            if not isinstance(reply, Exception):
-                ids.extend(_text(m) for m in reply)
-    return sum(lengths), ids
-
-
 # --- reading and checking the jobs ---------------------------------------------------------------
 def _run(connection, source, checks, start, page_size, scan_limit):
     exact = not checks
     window = page_size if exact else scan_limit
-    total, ids = _total_and_ids(connection, source, start, window)
+    total, ids = sources.total_and_ids(connection, source, start, window)
     found = Found(start=start, total=total, exact=exact, source=source.label)
-    gone = []
+    gone, misplaced = {}, {}  # index key -> [member] / [(member, job id, why)]: dropped from it
     position = start
     for first in range(0, len(ids), CHUNK):
         chunk = ids[first : first + CHUNK]
         with connection.pipeline(transaction=False) as pipe:
-            for job_id in chunk:
+            for job_id, _key, _member in chunk:
                 pipe.hmget(keys.job_key(job_id), FIELDS)
             replies = pipe.execute(raise_on_error=False)
-        for job_id, reply in zip(chunk, replies):
+        for (job_id, key, member), reply in zip(chunk, replies):
             position += 1
             found.scanned += 1
             if isinstance(reply, Exception):
                 hit = Hit(job_id, "", "corrupt", None, "its key is not a hash", None)
-                values = None
+                values, owner, unreadable = None, None, None
             elif reply[0] is None and reply[2] is None:
-                gone.append(job_id)
+                gone.setdefault(key, []).append(member)
                 continue
             else:
-                hit, values = _hit(job_id, reply)
+                hit, values, owner, unreadable = _hit(job_id, reply)
+            # The set read vouches for nothing: the job's own owner, function and queue, before anything else.
+            claim = source.claims.get(key)
+            why = verify.belongs(*claim, hit.queue, hit.function, owner, unreadable) if claim else None
+            if claim and isinstance(reply, Exception):
+                why = "its key is not a hash"  # nothing of it can be checked
+            if why is not None:  # rq's own lists and registries are the workers': only our index is pruned
+                if source.index:
+                    misplaced.setdefault(key, []).append((member, job_id, why))
+                continue
             if _matches(hit, values, checks):
                 found.hits.append(hit)
                 if len(found.hits) == page_size:
                     break
         if len(found.hits) == page_size:
             break
-    found.next_start = position if position < total else None
-    found.gone = len(gone)
-    if gone and source.index:
-        with connection.pipeline(transaction=False) as pipe:
-            for key in source.merged or (source.key,):
-                pipe.zrem(key, *gone)
-            pipe.execute(raise_on_error=False)
+    found.gone = sum(len(v) for v in gone.values())
+    found.misplaced = sum(len(v) for v in misplaced.values())
+    removed = 0
+    if source.index:
+        if gone:
+            with connection.pipeline(transaction=False) as pipe:
+                for key, members in gone.items():
+                    pipe.zrem(key, *members)
+                removed += sum(r for r in pipe.execute(raise_on_error=False) if isinstance(r, int))
+        removed += verify.drop(connection, misplaced)
+    # The entries removed sat before ``position``: the next page starts that much earlier, skipping none.
+    found.next_start = position - removed if position < total else None
     return found
 
 
 def _hit(job_id, reply):
-    status, origin, data, description, enqueued_at, created_at = reply
+    """(Hit, decoded payload or None, owner as text or None, why the job cannot be checked or None)."""
+    status, origin, data, description, enqueued_at, created_at, meta = reply
     decoded = _decode(data)
-    function = decoded[0] if decoded and isinstance(decoded[0], str) else None
+    owner, unreadable = verify.meta_owner(meta)
     state = _text(status or b"") or "?"
     hit = Hit(
         job_id,
         _text(origin or b""),
         "held" if state == HELD else state,
-        function,
+        verify.function_of(decoded, data),
         _text(description or b""),
         _text(enqueued_at or created_at) if (enqueued_at or created_at) else None,
     )
-    return hit, decoded
+    return hit, decoded, owner, unreadable
 
 
 def _decode(data):

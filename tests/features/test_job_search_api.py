@@ -101,3 +101,62 @@ def test_the_schema_documents_the_search_parameters(api):
     schema = api.get("/api/schema/?format=json").json()
     names = {p["name"] for p in schema["paths"]["/jobs/"]["get"]["parameters"]}
     assert {"function", "queue", "state", "q", "page", "page_size", "start"} <= names
+
+
+def test_a_job_planted_in_a_user_s_owner_set_is_never_listed_nor_probed_by_q(seller_a, seller_b, admin_redis, caplog):
+    """Issue 32, finding 2: ``ZADD ...:search:owner:<id>`` of another's job, and of a staff-only (ownerless) one."""
+    import time
+
+    import queues
+    from queues.keyspace import keys
+    from tests.jobs import sample
+
+    mine = sync(seller_a, 5)
+    theirs = sync(seller_b, 6)
+    staff_only = queues.enqueue("default", sample.fail, "staff-secret-argument").id
+    owner_set = keys.search_owner_key(seller_a.user.pk)
+    admin_redis.zadd(owner_set, {theirs: time.time() + 60, staff_only: time.time() + 61})
+    assert listed(seller_a, "?q=(6)")["results"] == []  # seller b's cabinet 6: its text is never read
+    admin_redis.zadd(owner_set, {theirs: time.time() + 60, staff_only: time.time() + 61})
+    assert listed(seller_a, "?q=staff-secret")["results"] == []
+    admin_redis.zadd(owner_set, {theirs: time.time() + 60, staff_only: time.time() + 61})
+    assert [r["job_id"] for r in listed(seller_a)["results"]] == [mine]
+    assert admin_redis.zrange(owner_set, 0, -1) == [mine.encode()]  # dropped from the user's set
+    assert seller_a.get(f"/jobs/{theirs}/").status_code == 404
+    assert [r["job_id"] for r in listed(seller_b)["results"]] == [theirs]
+    dropped = [r for r in caplog.records if r.name == "queues.resilience" and theirs in r.getMessage()]
+    assert len(dropped) == 3 and all(owner_set in r.getMessage() for r in dropped)
+
+
+@pytest.mark.parametrize(
+    "query, field, limit",
+    [
+        ("?page=" + "9" * 30, "page", "10,000,000"),
+        ("?start=" + "9" * 30, "start", "1,000,000,000"),
+        ("?page=10000001", "page", "10,000,000"),
+        ("?start=1000000001", "start", "1,000,000,000"),
+        ("?start=" + "9" * 5000, "start", "1,000,000,000"),  # past int()'s 4,300 digits
+        ("?page=" + "9" * 30 + "&q=x&state=queued", "page", "10,000,000"),
+    ],
+)
+def test_a_number_out_of_range_answers_400_naming_it_its_value_and_the_limit_and_logs_no_error(
+    seller_a, caplog, query, field, limit
+):
+    """Issue 32, finding 4: it answered 200 ``total: 0`` and logged an ERROR that the owner index was corrupt."""
+    import logging
+
+    sync(seller_a, 5)
+    response = seller_a.get(f"/jobs/{query}")
+    assert response.status_code == 400, response.content
+    errors = response.json()["errors"]
+    assert [(e["field"], e["messages"]) for e in errors] == [(field, [f"must be at most {limit}"])]
+    assert errors[0]["value"].startswith("9") or errors[0]["value"].startswith("1")
+    assert f"{field}=" in response.json()["detail"] and limit in response.json()["detail"]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_the_last_page_and_start_allowed_answer_200_with_nothing_more(seller_a):
+    sync(seller_a, 5)
+    for query in ("?page=10000000", "?start=1000000000", "?start=1000000000&q=x"):
+        page = listed(seller_a, query)
+        assert (page["results"], page["next"]) == ([], None)

@@ -24,6 +24,7 @@ USER_PATHS = {
     "queues.sentinel.CacheSentinelPool": "queues.connection.sentinel.CacheSentinelPool",
     "queues.connection.RQQueuesSetting": None,
     "queues.connection.MaskingExceptionReporterFilter": None,
+    "queues.connection.MaskingExceptionReporter": None,
     "queues.logsafe.EscapeControlCharacters": "queues.logsafe.EscapeControlCharacters",
     "queues.health.healthz": "queues.health.healthz",
     "queues.metrics.views.metrics": "queues.metrics.views.metrics",
@@ -51,6 +52,7 @@ def test_the_site_settings_name_only_paths_that_resolve():
     for key, path in settings.RQ.items():
         assert import_string(path).__name__ == path.rsplit(".", 1)[1], key
     assert import_string(settings.DEFAULT_EXCEPTION_REPORTER_FILTER).__name__ == "MaskingExceptionReporterFilter"
+    assert import_string(settings.DEFAULT_EXCEPTION_REPORTER).__name__ == "MaskingExceptionReporter"
 
 
 PUBLIC_QUEUES_MODULES = {"queues"}

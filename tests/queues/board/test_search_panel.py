@@ -55,3 +55,41 @@ def test_an_index_list_of_another_type_still_shows_the_page(searcher, admin_redi
     admin_redis.set(keys.search_queue_key("default"), "planted: a string")
     page = searcher.get(reverse("django_rq:queues_search"))
     assert page.status_code == 200 and 'id="no-results"' in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "start, shown",
+    [
+        ("9" * 30, "start must be at most 1,000,000,000, got " + "9" * 30),
+        ("1000000001", "start must be at most 1,000,000,000, got 1000000001."),
+        ("9" * 5000, "start must be at most 1,000,000,000, got &#x27;" + "9" * 20),  # past int()'s 4,300 digits
+        ("-3", "start must be an integer &gt;= 0, got -3."),
+        ("x", "start must be a whole number, got &#x27;x&#x27;."),
+    ],
+)
+def test_a_start_out_of_range_is_named_with_its_limit_and_logs_no_error(searcher, caplog, start, shown):
+    """Issue 32, finding 4 on the panel: a huge start read as an empty page and an ERROR of a corrupt index."""
+    import logging
+
+    queues.enqueue("default", sample.add, 1, 1)
+    for criteria in ({"start": start}, {"start": start, "q": "x"}, {"start": start, "queue": "default"}):
+        page = searcher.get(reverse("django_rq:queues_search"), criteria)
+        html = page.content.decode()
+        assert page.status_code == 400 and shown in html and 'class="job-link"' not in html
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_planted_in_another_queue_s_index_is_not_listed_there(searcher, admin_redis):
+    """Issue 32, finding 2 on the panel: the queue's set vouches for nothing; the job's own queue decides."""
+    import time
+
+    from queues.keyspace import keys
+
+    content = queues.enqueue("content", sample.fail, "planted-in-default")
+    admin_redis.zadd(keys.search_queue_key("default"), {content.id: time.time() + 60})
+    html = searcher.get(reverse("django_rq:queues_search"), {"queue": "default", "q": "planted"}).content.decode()
+    assert 'class="job-link"' not in html
+    assert "1 more entry named a job that does not belong to this list (dropped from the index)" in html
+    assert admin_redis.zscore(keys.search_queue_key("default"), content.id) is None

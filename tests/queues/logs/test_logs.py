@@ -132,3 +132,34 @@ def test_runserver_request_lines_go_to_the_console_handler_in_its_format():
     assert len(consoles) == 1
     server = [h for h in logging.getLogger("django.server").handlers if type(h) is logging.StreamHandler]
     assert server == consoles  # not Django's own "django.server" handler: one format, plain or JSON, for both
+
+
+LINE_SEPARATORS = ["\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\n", "\r"]
+
+
+@pytest.mark.parametrize("separator", LINE_SEPARATORS, ids=[f"U+{ord(c):04X}" for c in LINE_SEPARATORS])
+def test_a_json_line_holds_no_character_a_unicode_line_splitter_cuts_at(separator):
+    """Issue 32, finding 14: U+2028 and U+0085 in ``func`` were written raw, and ``str.splitlines`` (or a shipper
+    splitting on Unicode line breaks) cut one record in two. Escaped as ``\\uXXXX``, the value reads back whole."""
+    import io
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formats.JsonFormatter())
+    logger = logging.getLogger("tests.json-lines")
+    logger.addHandler(handler)
+    try:
+        func = f"tests.jobs.sample.add{separator}forged"
+        try:
+            raise RuntimeError(f"boom{separator}forged")
+        except RuntimeError:
+            logger.error("job x failed: func=%s", func, exc_info=True, extra={"func": func, "queue": separator})
+    finally:
+        logger.removeHandler(handler)
+    written = stream.getvalue()
+    assert len(written.splitlines()) == 1 and written.endswith("}\n")
+    assert separator not in written[:-1]  # the handler's own line end aside
+    entry = json.loads(written)
+    assert (entry["func"], entry["queue"]) == (func, separator)
+    assert f"boom{separator}forged" in entry["exc_info"] and entry["message"].endswith(func)
+    assert "café ✓" in json.loads(formats.JsonFormatter().format(logging.makeLogRecord({"msg": "café ✓"})))["message"]

@@ -438,3 +438,57 @@ def test_a_wrong_typed_key_of_each_family_the_enqueue_writes_leaves_exactly_one_
     assert worker.wait(120) == 0, worker.output()
     counts = {path: Path(path).read_text().count("\n") if Path(path).exists() else 0 for path in runs}
     assert sorted(f"{runs[path]}: {n}" for path, n in counts.items() if n != 1) == []
+
+
+# --- issue 32: planted search index members ---
+def test_ids_planted_in_owner_function_and_queue_sets_are_shown_to_no_one_and_dropped(
+    owner, queue_redis, django_user_model, caplog
+):
+    """``ZADD`` into ``search:owner:<id>``, ``search:func:<f>`` and ``search:queue:<q>`` of jobs that are not
+    that owner's (another's, an ownerless staff-only one, an owner that is no id), function's or queue's, and
+    of ids that are no job (gone, a key of another type, a meta that is not JSON, bytes that are not UTF-8):
+    no search — the API's list and its ``q=``, the panel's Search — shows one where it was planted, and each
+    leaves the set it was planted in."""
+    import time
+
+    victim, other = (django_user_model.objects.create_user(name, password="pw-for-tests-1") for name in ("v", "o"))
+    client = Client(raise_request_exception=False)
+    client.force_login(victim)
+    mine = queues.enqueue_call(matrix.GOOD, sample.fail, ("victim-own",), meta=queues.owner_meta(victim.pk))
+    others = queues.enqueue_call(matrix.GOOD, sample.fail, ("planted-arg",), meta=queues.owner_meta(other.pk))
+    staff_only = queues.enqueue(matrix.GOOD, sample.fail, "planted-arg")
+    listed_owner = queues.enqueue_call(matrix.GOOD, sample.fail, ("planted-arg",), meta={"owner": [victim.pk]})
+    other_function = queues.enqueue(matrix.GOOD, sample.add, 1, 2)
+    other_queue = queues.enqueue("repricer", sample.fail, "planted-arg")
+    queue_redis.set(keys.job_key("planted-string"), "not a hash")
+    queue_redis.hset(keys.job_key("planted-meta"), mapping={"status": "queued", "origin": matrix.GOOD, "meta": "{"})
+    noise = ["never-existed", "planted-string", "planted-meta", b"\xff\xfe"]
+    planted = {
+        keys.search_owner_key(victim.pk): [others.id, staff_only.id, listed_owner.id, *noise],
+        keys.search_func_key("tests.jobs.sample.fail"): [other_function.id, "never-existed", "planted-string"],
+        keys.search_queue_key(matrix.GOOD): [other_queue.id, "planted-string"],
+    }
+    for key, members in planted.items():
+        queue_redis.zadd(key, {member: time.time() + 60 + i for i, member in enumerate(members)})
+
+    pages = {
+        "api list": client.get("/jobs/"),
+        "api q": client.get("/jobs/?q=planted-arg"),
+        "panel function": owner.get(reverse("django_rq:queues_search"), {"function": "tests.jobs.sample.fail"}),
+        "panel queue": owner.get(reverse("django_rq:queues_search"), {"queue": matrix.GOOD, "q": "planted"}),
+    }
+    assert {name: page.status_code for name, page in pages.items()} == dict.fromkeys(pages, 200)
+    assert [r["job_id"] for r in pages["api list"].json()["results"]] == [mine.id]
+    assert pages["api q"].json()["results"] == []
+    assert other_function.id not in pages["panel function"].content.decode()
+    assert other_queue.id not in pages["panel queue"].content.decode()
+    left = {key: [m for m in members if queue_redis.zscore(key, m) is not None] for key, members in planted.items()}
+    assert left == dict.fromkeys(planted, [])
+    warned = " ".join(r.getMessage() for r in caplog.records if r.name == "queues.resilience")
+    assert [
+        i for i in (others.id, staff_only.id, listed_owner.id, other_function.id, other_queue.id) if i not in warned
+    ] == []
+    # The real entries stay: each job is still found under its own owner, function and queue.
+    assert [h.job_id for h in queues.search_jobs(owner=other.pk).hits] == [others.id]
+    assert other_function.id in [h.job_id for h in queues.search_jobs(function="tests.jobs.sample.add").hits]
+    assert [h.job_id for h in queues.search_jobs(queue="repricer").hits] == [other_queue.id]
