@@ -39,13 +39,15 @@ import time
 import redis
 from rq.utils import as_text
 
+from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
 # intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, then the queue names.
 # -> {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key
-# is not a hash: the caller reads it, and refuses it, as it did before the hash came with the pop)
+# is not a hash: the caller reads it, and refuses it, as it did before the hash came with the pop); the
+# hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off: it vouches for this one pop (gate.replayed)
 # or {0, {paused names}, {names of empty queues marked banded}}.
 POP_LUA = """
 local paused, banded = {}, {}
@@ -59,7 +61,9 @@ for q = 2, #ARGV do
       if id then
         local job = ARGV[1] .. id
         if redis.call('TYPE', job).ok == 'hash' then
-          return {1, KEYS[k + 1], id, redis.call('HGETALL', job)}
+          local data = redis.call('HGETALL', job)
+          redis.call('HDEL', job, '@PUT_BACK@')
+          return {1, KEYS[k + 1], id, data}
         end
         return {1, KEYS[k + 1], id}
       end
@@ -70,7 +74,7 @@ for q = 2, #ARGV do
   end
 end
 return {0, paused, banded}
-"""
+""".replace("@PUT_BACK@", jobmeta.PUT_BACK)
 
 FIRST_POLL_SECONDS = 0.05
 DROPPED = object()  # what a pop returns internally for an entry it dropped (``_checked``)
@@ -159,10 +163,11 @@ class Dequeuer:
         if found is DROPPED:
             return DROPPED
         job_id = found[1]
-        with self.connection.pipeline(transaction=False) as pipe:  # one round trip: the pause, and the job
+        with self.connection.pipeline() as pipe:  # one round trip (a MULTI): the pause, and the job
             pipe.sismember(keys.paused_key(), queue.name)
             pipe.hgetall(keys.job_key(job_id))
-            paused, data = pipe.execute(raise_on_error=False)
+            pipe.hdel(keys.job_key(job_id), jobmeta.PUT_BACK)  # read just above: it vouches for this pop only
+            paused, data, _ = pipe.execute(raise_on_error=False)
         if isinstance(paused, Exception):
             raise paused
         if paused:
