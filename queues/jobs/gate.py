@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from queues import rqcompat
 from queues.catalog import jobs as catalog
+from queues.catalog.queues import queue_names
 from queues.jobs import signing
 
 logger = logging.getLogger("queues.worker")
@@ -104,8 +105,6 @@ def elsewhere(job, queue_name):
     origin = getattr(job, "origin", None)
     if not isinstance(origin, str) or not origin or origin == queue_name:
         return None
-    from queues.catalog.queues import queue_names  # the catalog's settings, read at call time
-
     return origin if origin in queue_names() else None
 
 

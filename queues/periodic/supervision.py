@@ -47,7 +47,6 @@ from queues.failures.corrupt import bury_corrupt
 from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
-from queues.worker.abandoned import live_workers
 from queues.worker.kernel import die_with_parent
 
 logger = logging.getLogger("queues.resilience")
@@ -175,7 +174,7 @@ class ResilientRQScheduler(RQScheduler):
                     else gate.replayed(
                         job,
                         put_back=mark if isinstance(mark, bytes) else None,
-                        is_alive=lambda worker: bool(live_workers(self.connection, [worker])),
+                        is_alive=lambda worker: bool(self.connection.exists(keys.alive_key(worker))),
                     )
                 )
                 if why is None:
