@@ -9,7 +9,8 @@ reason          the job
 ==============  ======================================================================
 ``corrupt``     cannot be read as a JSON job: garbage or missing ``data``, meta or fields
                 that are not JSON / not UTF-8, a wrong-typed key, an ``origin`` that is
-                not the queue it was popped from, a ``signature`` that is not ASCII; or
+                no declared queue (one naming another declared queue is dropped, not
+                refused: ``elsewhere``), a ``signature`` that is not ASCII; or
                 ``vet`` itself raised on it (``Intake.fetch``). Its raw hash is kept,
                 base64-encoded, in the dead letter's ``raw_hash`` (``deadletter.bury_corrupt``).
 ``not_a_job``   names a function, an instance method or a success/failure/stopped
