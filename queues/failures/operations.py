@@ -219,20 +219,26 @@ def discard_dead_letter(row_id):
 
 
 def _lives_elsewhere(row, connection):
-    """Why the job of dead letter ``row`` must outlive its discard, or "": its hash belongs to another queue,
-    or it is live (queued, scheduled, deferred, started) — an id planted in another queue's list was
-    dead-lettered there (issue 32): the discard closes the dead letter only. A hash that cannot be read as a
-    job is deleted as before."""
+    """Why the job of dead letter ``row`` must outlive its discard, or "" (``lives_elsewhere``). A hash
+    that cannot be read as a job is deleted as before."""
     job = jobread.fetch(row.job_id, connection, check_origin=False)
     if job is None or jobread.is_corrupt(job):
         return ""
+    return lives_elsewhere(job, row.queue)
+
+
+def lives_elsewhere(job, queue_name):
+    """Why ``job`` (read, not corrupt), listed failed in ``queue_name``, must outlive a discard or a delete
+    of the failed jobs of that queue, or "": its hash belongs to another queue, or it is live (queued,
+    scheduled, deferred, started) — an id planted in another queue's list was dead-lettered there (issue 32):
+    the discard closes the dead letter, and takes the id off that failed registry, only."""
     origin = job.origin if isinstance(job.origin, str) else ""
     status = job.get_status(refresh=False)
     status = str(getattr(status, "value", status) or "")
-    if origin and origin != row.queue:
+    if origin and origin != queue_name:
         return f"it belongs to queue {origin} (status {status or 'unknown'})"
     if status in ("queued", "scheduled", "deferred", "started"):
-        return f"it is {status} in queue {origin or row.queue}"
+        return f"it is {status} in queue {origin or queue_name}"
     return ""
 
 

@@ -265,3 +265,32 @@ def test_discarding_a_dead_letter_whose_job_is_queued_again_keeps_the_job_and_a_
     row = bury_corrupt(queue_redis, dead.id, "default", queue_redis.hgetall(dead.key), "dead")
     assert "job deleted" in operations.discard_dead_letter(row.pk).detail
     assert not queue_redis.exists(dead.key)
+
+
+@pytest.mark.parametrize("how", ["delete all failed", "bulk delete"])
+def test_the_panels_delete_of_defaults_failed_jobs_keeps_a_job_that_lives_in_repricer(
+    how, settings, queue_redis, tmp_path
+):
+    from django.test import Client
+
+    settings.OPTIMA_ENV = "dev"  # the panel without a login (tests/queues/board)
+    default_index = 1  # django-rq numbers queues by sorted name: content 0, default 1, ...
+    job = queues.enqueue("repricer", sample.touch, str(tmp_path / "r"), delay=dt.timedelta(hours=1))
+    row = bury_corrupt(queue_redis, job.id, "default", queue_redis.hgetall(job.key), "names origin 'repricer'")
+    mine = queues.enqueue("default", sample.touch, str(tmp_path / "d"))
+    queue_redis.lrem(keys.queue_key("default"), 0, mine.id)
+    queue_redis.hset(mine.key, "status", "failed")
+    queue_redis.zadd(keys.failed_key("default"), {mine.id: "+inf"})
+
+    if how == "delete all failed":
+        response = Client().post(f"/admin/queues/queues/{default_index}/failed/clear/")
+    else:
+        response = Client().post(
+            f"/admin/queues/queues/actions/{default_index}/", {"action": "delete", "job_ids": [job.id, mine.id]}
+        )
+    assert response.status_code == 302
+
+    assert queue_redis.exists(job.key) and job.id in ScheduledJobRegistry("repricer", connection=queue_redis)
+    assert job.id not in FailedJobRegistry("default", connection=queue_redis)
+    assert not queue_redis.exists(mine.key)  # default's own failed job is deleted as before
+    assert DeadLetter.objects.get(pk=row.pk).status == DeadLetter.Status.DISCARDED
