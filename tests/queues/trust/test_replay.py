@@ -294,3 +294,25 @@ def test_the_panels_delete_of_defaults_failed_jobs_keeps_a_job_that_lives_in_rep
     assert job.id not in FailedJobRegistry("default", connection=queue_redis)
     assert not queue_redis.exists(mine.key)  # default's own failed job is deleted as before
     assert DeadLetter.objects.get(pk=row.pk).status == DeadLetter.Status.DISCARDED
+
+
+def test_a_finished_jobs_id_added_to_rq_schedulers_set_is_removed_and_never_run(queue_redis, tmp_path, caplog):
+    """rq-scheduler (periodic jobs) runs declared schedules only (``periodic/run.py``): a planted member is
+    removed with an ERROR naming it, nothing of it run."""
+    from queues.periodic.plan import scheduled_jobs_key
+    from queues.periodic.run import PeriodicScheduler
+
+    path = tmp_path / "ran"
+    job = queues.enqueue("default", sample.touch, str(path))
+    queue_redis.lrem(keys.queue_key("default"), 0, job.id)
+    queue_redis.hset(job.key, "status", "finished")
+    queue_redis.zadd(scheduled_jobs_key(), {job.id: 0})
+
+    scheduler = PeriodicScheduler(queue_name="default", connection=queue_redis, interval=5, job_class=OptimaJob)
+    with caplog.at_level(logging.ERROR):
+        scheduler.enqueue_jobs()
+
+    assert queue_redis.zscore(scheduled_jobs_key(), job.id) is None
+    assert all(queue_redis.llen(key) == 0 for key in keys.band_keys(keys.queue_key("default")))
+    assert status(queue_redis, job.id) == "finished"
+    assert len([r for r in caplog.records if job.id in r.getMessage()]) == 1
