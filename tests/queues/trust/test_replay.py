@@ -316,3 +316,44 @@ def test_a_finished_jobs_id_added_to_rq_schedulers_set_is_removed_and_never_run(
     assert all(queue_redis.llen(key) == 0 for key in keys.band_keys(keys.queue_key("default")))
     assert status(queue_redis, job.id) == "finished"
     assert len([r for r in caplog.records if job.id in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_a_copy_of_an_id_popped_and_not_yet_started_is_taken_off_by_the_next_pop(
+    blocking, queue_redis, tmp_path, caplog
+):
+    """Two workers popping two copies of a queued job's id before either starts it: the second copy is taken
+    off in the pop (the id is in the intermediate list already), so one of them runs it."""
+    from queues.catalog.lookup import get_queue
+    from queues.worker.dequeue import Dequeuer
+
+    job = queues.enqueue("default", sample.touch, str(tmp_path / "ran"))
+    queue_key = keys.queue_key("default")
+    default = get_queue("default")
+    first = Dequeuer(queue_redis).pop([default], None)
+    assert tuple(first) == (default, job.id)
+    if blocking:  # the copy pushed during the second worker's BLMOVE
+        import threading
+
+        threading.Timer(0.3, lambda: queue_redis.rpush(queue_key, job.id)).start()
+    else:  # the copies pushed while the first is popped, not started
+        queue_redis.rpush(queue_key, job.id)
+        queue_redis.rpush(high("default"), job.id)
+    with caplog.at_level(logging.WARNING, logger="queues.worker"):
+        again = Dequeuer(queue_redis).pop([default], 1 if blocking else None)
+    assert again is None
+    assert queue_redis.lrange(keys.intermediate_key(queue_key), 0, -1) == [job.id.encode()]  # the first's
+    assert all(queue_redis.llen(key) == 0 for key in keys.band_keys(queue_key))
+    dropped = [r for r in caplog.records if f"Job {job.id} dropped, not run" in r.getMessage()]
+    assert len(dropped) == (1 if blocking else 2) and "pushed twice" in dropped[0].getMessage()
+
+
+@pytest.mark.slow
+def test_a_queued_job_whose_id_is_pushed_twice_more_on_its_high_band_runs_once_on_a_concurrent_worker(
+    start_worker, queue_redis, tmp_path
+):
+    path = tmp_path / "ran"
+    job = queues.enqueue("default", sample.touch, str(path))
+    queue_redis.rpush(high("default"), job.id, job.id)
+    run_until(start_worker, "concurrency-8", queue_redis, tmp_path / "good")
+    assert runs(path) == 1
