@@ -19,7 +19,7 @@ from rq.registry import FailedJobRegistry
 from queues import audit, rqcompat
 from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 from queues.board.rq_actions import audit_outcome
-from queues.failures.operations import mark_dead_letters
+from queues.failures.operations import lives_elsewhere, mark_dead_letters
 from queues.jobs import read as jobread
 from queues.models import DeadLetter
 
@@ -120,7 +120,8 @@ def delete_all_failed(request, queue_index):
     queue = get_queue_by_index(queue_index)
 
     def delete(pipe, job):
-        job.delete(pipeline=pipe, remove_from_queue=False)
+        if not lives_elsewhere(job, queue.name):  # else only off this failed registry (issue 32)
+            job.delete(pipeline=pipe, remove_from_queue=False)
 
     # A job already gone from Redis is as deleted as it gets: its row is discarded too; so is a corrupt one.
     count, _, corrupt = _act_on_all_failed(

@@ -37,7 +37,7 @@ from queues import audit
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index  # poison-proof ids and counts
 from queues.exceptions import QueueUnavailable
-from queues.failures.operations import mark_dead_letters, requeue
+from queues.failures.operations import lives_elsewhere, mark_dead_letters, requeue
 from queues.jobs import read as jobread
 from queues.keyspace import keys
 from queues.models import DeadLetter
@@ -158,6 +158,9 @@ def _act_on_one(queue, action, job_id, in_failed=False):
             raise NoSuchJobError(job_id)
         if jobread.is_corrupt(job):
             return _act_on_corrupt(queue, action, job)
+        if action == "delete" and in_failed and (kept := lives_elsewhere(job, queue.name)):
+            queue.connection.zrem(keys.failed_key(queue.name), job.id)  # issue 32: the job is not this queue's
+            return "ok", f"taken off the failed list; job kept: {kept}"
         if action == "delete":
             with queue.connection.pipeline() as pipe:  # whichever priority band holds it
                 for key in keys.band_keys(queue.key):

@@ -8,7 +8,9 @@ Retry of a dead letter:
     ``func_path``/``args``/``kwargs`` through ``queues.enqueue_call``, with ``meta.retry_of`` set to the
     old id, and link the row to it (``retried_as``).
 Discard: remove the job from the failed registry and delete it from Redis; the row stays, marked
-``discarded`` (it remains searchable and can still be retried from its stored arguments).
+``discarded`` (it remains searchable and can still be retried from its stored arguments). A job whose
+hash belongs to another queue, or that is live (queued, scheduled, deferred, started), is kept: the
+discard then closes the dead letter only (issue 32: an id planted in another queue's list).
 A corrupt dead letter (reason ``corrupt``: its hash could not be read as a job) has nothing to run:
 retry is refused; discard deletes its hash and failed-registry entry like any other. So is the retry
 of a ``not_a_job`` one (its function is no declared job).
@@ -206,13 +208,38 @@ def discard_dead_letter(row_id):
             removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
         except redis.ResponseError:  # the registry key is not a sorted set: nothing of this job in it
             removed = False
-        deleted = delete_job_hash(row.job_id, connection)
+        elsewhere = _lives_elsewhere(row, connection)
+        deleted = False if elsewhere else delete_job_hash(row.job_id, connection)
         detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
-            ", job deleted" if deleted else ", job hash already gone"
+            f", job kept: {elsewhere}" if elsewhere else ", job deleted" if deleted else ", job hash already gone"
         )
         row.status = DeadLetter.Status.DISCARDED
         row.save(update_fields=["status", "updated_at"])
     return Outcome("ok", detail)
+
+
+def _lives_elsewhere(row, connection):
+    """Why the job of dead letter ``row`` must outlive its discard, or "" (``lives_elsewhere``). A hash
+    that cannot be read as a job is deleted as before."""
+    job = jobread.fetch(row.job_id, connection, check_origin=False)
+    if job is None or jobread.is_corrupt(job):
+        return ""
+    return lives_elsewhere(job, row.queue)
+
+
+def lives_elsewhere(job, queue_name):
+    """Why ``job`` (read, not corrupt), listed failed in ``queue_name``, must outlive a discard or a delete
+    of the failed jobs of that queue, or "": its hash belongs to another queue, or it is live (queued,
+    scheduled, deferred, started) — an id planted in another queue's list was dead-lettered there (issue 32):
+    the discard closes the dead letter, and takes the id off that failed registry, only."""
+    origin = job.origin if isinstance(job.origin, str) else ""
+    status = job.get_status(refresh=False)
+    status = str(getattr(status, "value", status) or "")
+    if origin and origin != queue_name:
+        return f"it belongs to queue {origin} (status {status or 'unknown'})"
+    if status in ("queued", "scheduled", "deferred", "started"):
+        return f"it is {status} in queue {origin or queue_name}"
+    return ""
 
 
 def requeue(queue, job, in_failed):
@@ -244,6 +271,7 @@ def requeue_failed(registry, job_or_id):
     rqcompat.clear_exc_info(job)
     queue = OptimaQueue(job.origin, connection=registry.connection)
     with registry.connection.pipeline() as pipeline:
+        pipeline.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_REQUEUE)  # the push says so (gate.replayed)
         rqcompat.enqueue_prepared(queue, job, pipeline)
         pipeline.execute()
     return job

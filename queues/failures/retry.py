@@ -151,6 +151,7 @@ def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     # the wait histogram counts from when the retry is due (rq's enqueued_at is the scheduler's later move)
     jobmeta.set_due(job.meta, failed_at.timestamp() + float(delay) if delay and delay > 0 else None)
     limited = limits.is_limited(job)
+    pipeline.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_RETRY)  # the push says so in the job (gate.replayed)
     if delay and delay > 0:
         job.set_status(JobStatus.SCHEDULED, pipeline=pipeline)
         job.save(pipeline=pipeline)

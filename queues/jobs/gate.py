@@ -9,7 +9,8 @@ reason          the job
 ==============  ======================================================================
 ``corrupt``     cannot be read as a JSON job: garbage or missing ``data``, meta or fields
                 that are not JSON / not UTF-8, a wrong-typed key, an ``origin`` that is
-                not the queue it was popped from, a ``signature`` that is not ASCII; or
+                no declared queue (one naming another declared queue is dropped, not
+                refused: ``elsewhere``), a ``signature`` that is not ASCII; or
                 ``vet`` itself raised on it (``Intake.fetch``). Its raw hash is kept,
                 base64-encoded, in the dead letter's ``raw_hash`` (``deadletter.bury_corrupt``).
 ``not_a_job``   names a function, an instance method or a success/failure/stopped
@@ -22,6 +23,14 @@ reason          the job
 A job whose status is ``canceled`` (``queues.producer.cancel.cancel_job``, or rq's ``Job.cancel``) but
 whose id is still in a queue is not refused but dropped, with an INFO: it never runs.
 
+Replay (issue 32): the signature stops forgery, not an id pushed again. A vetted job whose hash says it
+must not run again (``replayed``: finished, dead or failed, stopped, or started by a worker that is still
+alive) is dropped with one WARNING naming the id and why, never dead-lettered (its hash is the real job's),
+unless its pop carried ``jobs.meta.PUT_BACK``, written by the app's own paths that put a job back. A job
+``queued``, ``scheduled`` or ``deferred``, or ``started`` by a worker that is gone (the abandoned-job scan's
+at-least-once), runs. An entry whose hash belongs to another declared queue (``elsewhere``) is dropped from
+this queue's lists and never buried: the job lives in its own queue.
+
 Everything here is one pure check (``vet``) on an already fetched job (the refusal itself, a dead
 letter, is ``queues/failures/refused.py``'s): no round
 trip is added for a good job. ``OptimaJob`` refuses undeclared names again at import time, for
@@ -33,6 +42,7 @@ from dataclasses import dataclass
 
 from queues import rqcompat
 from queues.catalog import jobs as catalog
+from queues.catalog.queues import queue_names
 from queues.jobs import signing
 
 logger = logging.getLogger("queues.worker")
@@ -41,6 +51,7 @@ CORRUPT = "corrupt"  # the dead letter's reason (queues/failures/corrupt.py: COR
 NOT_A_JOB = "not_a_job"
 UNSIGNED = "unsigned"
 CANCELED = "canceled"  # not a refusal of the job: it is dropped with an INFO (failures/refused.py)
+RUNS = frozenset({"queued", "scheduled", "deferred"})  # statuses a popped job runs in (``replayed``)
 
 
 @dataclass(frozen=True)
@@ -87,3 +98,45 @@ def vet(job, queue_name):
     if job.get_status(refresh=False) == "canceled":  # its id left in a queue (read with the job: no round trip)
         return Refusal(CANCELED, "was canceled")
     return None
+
+
+def elsewhere(job, queue_name):
+    """The declared queue other than ``queue_name`` that ``job``'s hash belongs to (its ``origin``), or None.
+    An origin that is no declared queue is not "elsewhere": such a hash is refused ``corrupt`` (``vet``)."""
+    origin = getattr(job, "origin", None)
+    if not isinstance(origin, str) or not origin or origin == queue_name:
+        return None
+    return origin if origin in queue_names() else None
+
+
+def replayed(job, *, put_back=None, is_alive=lambda name: False):
+    """Why ``job`` (vetted, popped or due) must not run again, or None when it may. ``put_back``: the
+    ``jobs.meta.PUT_BACK`` its pop carried (one of the app's own paths put it back: it runs). ``is_alive(name)``:
+    whether the worker ``name`` is alive (called only for a ``started`` job)."""
+    if put_back:
+        return None
+    status = job.get_status(refresh=False)
+    status = getattr(status, "value", status)
+    if not status or status in RUNS:
+        return None
+    if status == "started":
+        worker = getattr(job, "worker_name", None)
+        if worker and is_alive(worker):
+            return f"was already started by worker {worker}, which is alive"
+        return None  # its worker is gone: at least once, it runs again
+    if status == "finished":
+        return "is finished"
+    if status in ("failed", "stopped"):
+        meta = job.meta if isinstance(job.meta, dict) else {}
+        dead = meta.get("dead")
+        return f"is {status}" + (f" and dead-lettered ({dead})" if isinstance(dead, str) and dead else "")
+    if status == "canceled":
+        return "was canceled"
+    return None
+
+
+def report_dropped(job_id, why):
+    """The one line of a popped or due job dropped without running because of what its hash says
+    (``elsewhere``, ``replayed``): a WARNING naming the id and why. Every such drop is reported here, and
+    only here (a reporter of repeated problems, once a minute with a count, can take it over)."""
+    logger.warning("Job %s dropped, not run: %s", job_id, why)

@@ -325,3 +325,20 @@ def mark_interrupted(meta, why):
     meta[INTERRUPTIONS] = _int(meta.get(INTERRUPTIONS, 0) or 0, 0) + 1
     meta.pop(DUE_AT, None)
     meta[LAST_INTERRUPTION] = why
+
+
+# -- issue 32: put back by one of the app's own paths ------------------------------------------
+# Not a meta key but a field of the job's hash, so that a push can write it atomically (an HSET in the
+# push's MULTI or Lua script, no read-modify-write of ``meta``). Written with the push by: a retry
+# (``failures/retry.queue_retry``), the requeue of a failed job (``failures/operations.requeue_failed``),
+# the abandoned-job scan and every give-back of a popped job (``worker/abandoned``: the stop, a paused
+# queue, the scan of intermediate lists), and — issue 34 — a resumable job's pause. Its value names the
+# path. The pop takes it off the hash in the same script that moves the id (``worker/dequeue.py``): it
+# vouches for one pop. A popped job whose status says it must not run again (finished, dead, stopped,
+# started by a live worker: ``jobs/gate.replayed``) runs only when its pop carried this field.
+PUT_BACK = "optima_put_back"
+PUT_BACK_RETRY = "retry"
+PUT_BACK_REQUEUE = "requeue"
+PUT_BACK_ABANDONED = "abandoned"
+PUT_BACK_GIVE_BACK = "give_back"
+PUT_BACK_PAUSE = "pause"  # a resumable job's pause (issue 34)

@@ -44,6 +44,7 @@ from queues import rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, sleep, wait_until_reachable
 from queues.failures.corrupt import bury_corrupt
+from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
 from queues.worker.kernel import die_with_parent
@@ -137,8 +138,53 @@ class ResilientRQScheduler(RQScheduler):
 
         rq pushes through a plain ``rq.Queue``, whose push ignores the band; the others keep rq's code (a
         job with a limit key has no band: ``queues.enqueue`` refuses both)."""
+        self.drop_replayed_due_jobs()
         self.move_banded_due_jobs()
         return super().enqueue_scheduled_jobs()
+
+    def drop_replayed_due_jobs(self):
+        """Issue 32: rq's move sets every due job ``queued`` and pushes it, so an id added to a scheduled
+        registry would run again whatever its hash says. A due id whose hash belongs to another queue
+        (``gate.elsewhere``) or says the job must not run again (``gate.replayed``: finished, dead, stopped,
+        started by a live worker) leaves the registry with one WARNING, its hash untouched; the rest (and what
+        cannot be read: ``move_due_jobs`` buries it) is left to the move. -> how many dropped."""
+        dropped = 0
+        for name in sorted(rqcompat.scheduler_locks(self)):
+            registry = keys.scheduled_key(name)
+            job_ids = [as_text(i) for i in self.connection.zrangebyscore(registry, 0, time.time(), start=0, num=500)]
+            if not job_ids:
+                continue
+            try:
+                jobs = OptimaJob.fetch_many(job_ids, connection=self.connection)
+            except REDIS_ERRORS:
+                raise
+            except Exception:  # noqa: BLE001 — an unreadable one: rq's move raises on it and it is buried
+                continue
+            with self.connection.pipeline(transaction=False) as pipe:
+                for job_id in job_ids:
+                    pipe.hget(keys.job_key(job_id), jobmeta.PUT_BACK)
+                marks = pipe.execute(raise_on_error=False)
+            for job_id, job, mark in zip(job_ids, jobs, marks):
+                if job is None:
+                    continue
+                home = gate.elsewhere(job, name)
+                why = (
+                    f"due in the scheduled registry of {name} but its hash belongs to queue {home}"
+                    if home is not None
+                    else gate.replayed(
+                        job,
+                        put_back=mark if isinstance(mark, bytes) else None,
+                        is_alive=lambda worker: bool(self.connection.exists(keys.alive_key(worker))),
+                    )
+                )
+                if why is None:
+                    continue
+                if home is None:
+                    why = f"due in the scheduled registry of {name} but {why}"
+                self.connection.zrem(registry, job_id)
+                gate.report_dropped(job_id, why)
+                dropped += 1
+        return dropped
 
     def move_banded_due_jobs(self):
         """The due jobs of a high or low band, each queue's in one MULTI: off the scheduled registry, onto

@@ -64,8 +64,9 @@ LIVENESS_MARK = "optima_liveness"  # field of RQ's worker hash: this worker keep
 # someone else already did (the LREM decides who owns it, so the job is never pushed twice). The band
 # is read from the job's meta here (``priority``, jobs/meta.py), not passed in: some callers hold only
 # the id (the scan of intermediate lists), and a meta that cannot be read (no hash, another type, not
-# JSON) means the normal band, as for any job without a priority. KEYS: intermediate list, normal,
-# high and low bands, job hash.
+# JSON) means the normal band, as for any job without a priority. The push says so in the job: its hash's
+# ``jobs.meta.PUT_BACK`` field (ARGV[2], the path) vouches for its next pop (``jobs.gate.replayed``). KEYS:
+# intermediate list, normal, high and low bands, job hash. ARGV: the id, the path.
 GIVE_BACK_LUA = """
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then
   local target = KEYS[2]
@@ -77,20 +78,24 @@ if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 1 then
       if priority > 0 then target = KEYS[3] elseif priority < 0 then target = KEYS[4] end
     end
   end
+  if redis.call('TYPE', KEYS[5]).ok == 'hash' then
+    redis.call('HSET', KEYS[5], '@PUT_BACK@', ARGV[2])
+  end
   redis.call('LPUSH', target, ARGV[1])
   return 1
 end
 return 0
-"""
+""".replace("@PUT_BACK@", jobmeta.PUT_BACK)
 
 
-def give_back(connection, queue_key, job_id):
-    """Move ``job_id`` from the intermediate list of ``queue_key`` to the head of its band of the queue.
-    True when this call moved it; False when it was not there (already taken back, or started)."""
+def give_back(connection, queue_key, job_id, path=jobmeta.PUT_BACK_GIVE_BACK):
+    """Move ``job_id`` from the intermediate list of ``queue_key`` to the head of its band of the queue,
+    its hash marked put back by ``path`` (``jobs.meta.PUT_BACK``). True when this call moved it; False
+    when it was not there (already taken back, or started)."""
     high, normal, low = keys.band_keys(queue_key)
     return bool(
         connection.eval(
-            GIVE_BACK_LUA, 5, keys.intermediate_key(queue_key), normal, high, low, keys.job_key(job_id), job_id
+            GIVE_BACK_LUA, 5, keys.intermediate_key(queue_key), normal, high, low, keys.job_key(job_id), job_id, path
         )
     )
 
@@ -245,7 +250,10 @@ class Scan:
             # Registered as started, but the work horse never began: not an attempt. Back to its band.
             band_key = keys.band_key(queue.key, jobmeta.band(job))
             if self.connection.lpos(band_key, job.id) is None:
-                self.connection.lpush(band_key, job.id)
+                with self.connection.pipeline() as pipe:  # the push says so in the job (jobs.meta.PUT_BACK)
+                    pipe.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_ABANDONED)
+                    pipe.lpush(band_key, job.id)
+                    pipe.execute()
             self.counts["requeued"] += 1
             self.log.warning(
                 "Job %s of dead worker %s had not started: back at the head of %s",
@@ -311,7 +319,7 @@ class Scan:
             if not self.connection.exists(keys.job_key(job_id)):
                 self.connection.lrem(keys.intermediate_key(queue_key), 1, job_id)
                 self.counts["dropped"] += 1
-            elif give_back(self.connection, queue_key, job_id):
+            elif give_back(self.connection, queue_key, job_id, jobmeta.PUT_BACK_ABANDONED):
                 self.counts["requeued"] += 1
                 self.log.warning(
                     "Job %s was popped from %s by a worker that never started it: back at the head", job_id, name

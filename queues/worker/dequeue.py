@@ -39,14 +39,19 @@ import time
 import redis
 from rq.utils import as_text
 
+from queues.jobs import gate
+from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
 # intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, then the queue names.
 # -> {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key
-# is not a hash: the caller reads it, and refuses it, as it did before the hash came with the pop)
-# or {0, {paused names}, {names of empty queues marked banded}}.
+# is not a hash: the caller reads it, and refuses it, as it did before the hash came with the pop); the
+# hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off: it vouches for this one pop (gate.replayed)
+# or {0, {paused names}, {names of empty queues marked banded}}; or {2, the queue's key, id} when the id
+# was in the intermediate list already (``TWICE_LUA``): popped by another worker and not yet started, this
+# copy (pushed twice) is taken off again.
 POP_LUA = """
 local paused, banded = {}, {}
 for q = 2, #ARGV do
@@ -57,9 +62,15 @@ for q = 2, #ARGV do
     for band = 0, 2 do
       local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
       if id then
+        if #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
+          redis.call('LREM', KEYS[k + 3], -1, id)
+          return {2, KEYS[k + 1], id}
+        end
         local job = ARGV[1] .. id
         if redis.call('TYPE', job).ok == 'hash' then
-          return {1, KEYS[k + 1], id, redis.call('HGETALL', job)}
+          local data = redis.call('HGETALL', job)
+          redis.call('HDEL', job, '@PUT_BACK@')
+          return {1, KEYS[k + 1], id, data}
         end
         return {1, KEYS[k + 1], id}
       end
@@ -70,6 +81,17 @@ for q = 2, #ARGV do
   end
 end
 return {0, paused, banded}
+""".replace("@PUT_BACK@", jobmeta.PUT_BACK)
+
+# The id just moved (BLMOVE) to the tail of the intermediate list KEYS[1] is there twice: another worker
+# popped it and has not started it yet (the start takes it off that list), so this copy of an id pushed
+# twice is taken off again -> 1; else 0. Atomic: of two workers that pop two copies, one runs it.
+TWICE_LUA = """
+if #redis.call('LPOS', KEYS[1], ARGV[1], 'COUNT', 2) > 1 then
+  redis.call('LREM', KEYS[1], -1, ARGV[1])
+  return 1
+end
+return 0
 """
 
 FIRST_POLL_SECONDS = 0.05
@@ -143,6 +165,9 @@ class Dequeuer:
         for queue in queues:
             keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
         reply = self.script(keys=keys_, args=[keys.job_key_prefix(), *(q.name for q in queues)])
+        if reply[0] == 2:
+            queue = next(q for q in queues if q.key == as_text(reply[1]))
+            return self._twice(queue, reply[2])
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
             queue = next(q for q in queues if q.key == as_text(reply[1]))
@@ -159,10 +184,16 @@ class Dequeuer:
         if found is DROPPED:
             return DROPPED
         job_id = found[1]
-        with self.connection.pipeline(transaction=False) as pipe:  # one round trip: the pause, and the job
+        with self.connection.pipeline() as pipe:  # one round trip (a MULTI): a copy, the pause, and the job
+            pipe.eval(TWICE_LUA, 1, keys.intermediate_key(queue.key), job_id)
             pipe.sismember(keys.paused_key(), queue.name)
             pipe.hgetall(keys.job_key(job_id))
-            paused, data = pipe.execute(raise_on_error=False)
+            pipe.hdel(keys.job_key(job_id), jobmeta.PUT_BACK)  # read just above: it vouches for this pop only
+            twice, paused, data, _ = pipe.execute(raise_on_error=False)
+        if isinstance(twice, Exception):
+            raise twice
+        if twice:
+            return self._twice(queue, job_id)
         if isinstance(paused, Exception):
             raise paused
         if paused:
@@ -186,6 +217,15 @@ class Dequeuer:
         shown = raw_id if isinstance(raw_id, bytes) else str(raw_id).encode()
         self.log.error(
             "%s: dropped entry %r of %s: not a job id", self.who, entries.cut_bytes(shown, entries.ID_CHARS), queue.key
+        )
+        return DROPPED
+
+    def _twice(self, queue, raw_id):
+        """DROPPED: a copy of an id another worker popped and has not started yet, taken off (``TWICE_LUA``)."""
+        shown = raw_id.decode(errors="backslashreplace") if isinstance(raw_id, bytes) else str(raw_id)
+        gate.report_dropped(
+            entries.cut(shown, entries.ID_CHARS),
+            f"popped from queue {queue.name} while a worker holds it, popped and not yet started (pushed twice)",
         )
         return DROPPED
 

@@ -9,6 +9,11 @@ job (``catalog/``) and carries a valid signature (``jobs/signing.py``); otherwis
 dead-lettered (``corrupt``, ``not_a_job``, ``unsigned``) or dropped — without anything of it
 imported, and the worker goes on. ``Intake.refuse`` takes one shape whatever the refusal:
 the queue, the job id, and ``bury()``, the refusal itself.
+
+Replay (issue 32, ``gate.replayed``, ``gate.elsewhere``): a popped id whose hash says the job must not run
+again (finished, dead, stopped, started by a live worker) and that no path of the app put back
+(``jobs.meta.PUT_BACK``), or whose hash belongs to another queue, is dropped from the intermediate list with
+one WARNING (``gate.report_dropped``), never dead-lettered: its hash is left as it is.
 """
 
 import time
@@ -20,9 +25,10 @@ from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures import refused
 from queues.jobs import gate
+from queues.jobs import meta as jobmeta
 from queues.keyspace import keys
 from queues.producer import limits
-from queues.worker.abandoned import give_back
+from queues.worker.abandoned import give_back, live_workers
 from queues.worker.dequeue import Dequeuer
 
 SUSPENSION_CHECK_EVERY = 1.0  # seconds between two of rq's checks for ``rq suspend`` (one round trip each)
@@ -131,6 +137,11 @@ class Intake:
         except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
             why = f"cannot be read ({type(exc).__name__})"
             return self.refuse(queue=queue, job_id=job_id, bury=lambda: refused.bury_raw(worker, queue, job_id, why))
+        home = gate.elsewhere(job, queue.name)
+        if home is not None:  # planted in this queue's list: the job lives in its own queue, left as it is
+            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+            gate.report_dropped(job.id, f"popped from queue {queue.name} but its hash belongs to queue {home}")
+            return None
         try:
             refusal = gate.vet(job, queue.name)
         except REDIS_ERRORS:
@@ -148,6 +159,12 @@ class Intake:
             self.refuse(queue=queue, job_id=job.id, bury=lambda: refused.refuse(worker, job, queue, refusal))
             if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
                 limits.release(job)
+            return None
+        put_back = (data or {}).get(jobmeta.PUT_BACK.encode())  # taken off by the pop (dequeue.py)
+        why = gate.replayed(job, put_back=put_back, is_alive=lambda name: bool(live_workers(worker.connection, [name])))
+        if why is not None:  # its id pushed again: the job's hash is the real one's, left as it is
+            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+            gate.report_dropped(job.id, f"popped from queue {queue.name} but {why}")
             return None
         return job
 

@@ -492,3 +492,71 @@ def test_ids_planted_in_owner_function_and_queue_sets_are_shown_to_no_one_and_dr
     assert [h.job_id for h in queues.search_jobs(owner=other.pk).hits] == [others.id]
     assert other_function.id in [h.job_id for h in queues.search_jobs(function="tests.jobs.sample.add").hits]
     assert [h.job_id for h in queues.search_jobs(queue="repricer").hits] == [other_queue.id]
+
+
+# --- issue 32: replay ---
+
+
+@pytest.mark.slow
+def test_replayed_ids_of_finished_dead_canceled_and_running_jobs_run_no_more_and_each_is_accounted_for(
+    queue_redis, start_worker, tmp_path, caplog
+):
+    """Ids of finished, dead, canceled and running jobs pushed to their queue, twice to its ``:high`` band,
+    to another queue's band and into the scheduled registry: RQ's scheduler then a burst worker run; no job
+    runs (again), each planted entry is named by one line (a WARNING ``dropped, not run``; a canceled job's
+    INFO in its queue), nothing is dead-lettered, and a good job behind runs."""
+    from queues.failures.corrupt import CORRUPT
+    from queues.jobs import meta as jobmeta
+    from queues.periodic.supervision import ResilientRQScheduler
+    from queues.producer.cancel import cancel_job
+
+    queue_key = keys.queue_key(matrix.GOOD)
+    jobs = {}
+    for kind in ("finished", "dead", "canceled", "running"):
+        path = tmp_path / kind
+        job = queues.enqueue(matrix.GOOD, sample.touch, str(path))
+        if kind == "canceled":
+            assert cancel_job(job.id, queue_redis).ok  # it leaves its queue
+        queue_redis.lrem(queue_key, 0, job.id)
+        jobs[kind] = (job, path)
+    queue_redis.hset(jobs["finished"][0].key, "status", "finished")
+    dead = jobs["dead"][0]
+    dead.meta.update(dead="exhausted")
+    dead.save_meta()
+    queue_redis.hset(dead.key, "status", "failed")
+    queue_redis.hset(jobs["running"][0].key, mapping={"status": "started", "worker_name": "w-running"})
+    queue_redis.set(keys.alive_key("w-running"), "1", ex=300)
+
+    high = keys.band_key(queue_key, jobmeta.HIGH)
+    other = keys.band_key(keys.queue_key("repricer"), jobmeta.HIGH)
+    for job, _ in jobs.values():
+        queue_redis.rpush(queue_key, job.id)
+        queue_redis.rpush(high, job.id, job.id)
+        queue_redis.rpush(other, job.id)
+        queue_redis.zadd(keys.scheduled_key(matrix.GOOD), {job.id: 0})
+    good = tmp_path / "good"
+    queues.enqueue(matrix.GOOD, sample.touch, str(good))
+
+    scheduler = ResilientRQScheduler([matrix.GOOD], connection=queue_redis)
+    assert scheduler.acquire_locks() == {matrix.GOOD}
+    with caplog.at_level(logging.INFO):
+        scheduler.enqueue_scheduled_jobs()
+    scheduler.release_locks()
+    outputs = []
+    for queue in (matrix.GOOD, "repricer"):
+        process = start_worker(queue, "--burst", env=WORKER_ENV)
+        assert process.wait(120) == 0, process.output()
+        outputs.append(process.output())
+    lines = "\n".join(outputs).splitlines() + [r.getMessage() for r in caplog.records]
+
+    assert good.read_text() == "done\n"
+    for kind, (job, path) in jobs.items():
+        assert not path.exists(), f"the {kind} job ran again"
+        named = [line for line in lines if f"Job {job.id} dropped, not run" in line or f"job {job.id} of" in line]
+        # queue + 2 x :high + repricer's band + the scheduled registry (a canceled job's INFO for its queue's)
+        assert len(named) == 5, (kind, named)
+        assert not DeadLetter.objects.filter(job_id=job.id).exists(), kind
+    assert not DeadLetter.objects.filter(reason=CORRUPT).exists()
+    assert queue_redis.zcard(keys.scheduled_key(matrix.GOOD)) == 0
+    for key in (queue_key, high, other, keys.intermediate_key(queue_key)):
+        assert queue_redis.llen(key) == 0, key
