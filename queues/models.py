@@ -9,6 +9,25 @@
 from django.conf import settings
 from django.db import models
 
+from queues.keyspace import entries
+
+# Said at the end of a dead letter's message when something it held had a NUL character.
+NUL_NOTE = "\n(NUL characters, U+0000, are stored as the text \\x00: the database cannot hold them)"
+
+
+def escape_nul(instance, keep=()):
+    """Every text and JSON field of ``instance`` with its NUL characters stored as ``\\x00``
+    (``entries.without_nul``), but the fields named in ``keep``; -> whether any had one."""
+    changed = False
+    for field in instance._meta.concrete_fields:
+        if field.name in keep or not isinstance(field, models.CharField | models.TextField | models.JSONField):
+            continue
+        value, had = entries.without_nul(getattr(instance, field.attname))
+        if had:
+            setattr(instance, field.attname, value)
+            changed = True
+    return changed
+
 
 class DeadLetter(models.Model):
     class Status(models.TextChoices):
@@ -64,6 +83,14 @@ class DeadLetter(models.Model):
     def __str__(self):
         return f"{self.queue}:{self.job_id} ({self.status})"
 
+    def save(self, *args, **kwargs):
+        # A NUL in an error message or an argument (a marketplace response inside an exception) would
+        # fail PostgreSQL's write (DataError) at every mirror and every reconcile: stored escaped, said so.
+        # The job id is kept as it is: it names the job in Redis (and a NUL one is no id the app writes).
+        if escape_nul(self, keep=("prefix", "job_id")) and not self.exc_message.endswith(NUL_NOTE):
+            self.exc_message += NUL_NOTE
+        super().save(*args, **kwargs)
+
 
 class FailureGroup(models.Model):
     """Dead letters of one fingerprint: the same function failing with the same exception and the
@@ -104,6 +131,10 @@ class FailureGroup(models.Model):
 
         return f"{title(self.exc_type, self.pattern)} — {self.func_path} ({self.count})"
 
+    def save(self, *args, **kwargs):
+        escape_nul(self, keep=("prefix", "fingerprint"))  # its texts come from a dead letter's (see DeadLetter.save)
+        super().save(*args, **kwargs)
+
 
 class AuditEntry(models.Model):
     class Outcome(models.TextChoices):
@@ -131,6 +162,10 @@ class AuditEntry(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.identity} {self.action} {self.queue}"
+
+    def save(self, *args, **kwargs):
+        escape_nul(self)  # a detail may quote a dead letter's message (see DeadLetter.save)
+        super().save(*args, **kwargs)
 
 
 class OutboxEntry(models.Model):

@@ -10,7 +10,7 @@ from rq.registry import FailedJobRegistry
 import queues
 from queues.conf import prefix
 from queues.failures import deadletter
-from queues.models import DeadLetter
+from queues.models import NUL_NOTE, DeadLetter, FailureGroup
 from tests.support.lifecycle import (
     WORKER_ENV,
     fetch,
@@ -198,3 +198,48 @@ def test_reconcile_mirrors_a_job_failed_by_rqs_own_paths(queue_redis):
     assert (row.reason, row.times_dead, row.status) == ("abandoned", 1, "open")
     call_command("queues_reconcile", stdout=io.StringIO())
     assert DeadLetter.objects.filter(job_id=job.id).count() == 1
+
+
+# --- issue 32: a NUL character (13) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["marketplace said: <html>\x00\x00</html>", "\x00", "ends with a NUL\x00"],
+)
+def test_a_nul_in_the_error_or_the_arguments_is_mirrored_escaped_and_says_so(queue_redis, message):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", message, note="a\x00b")
+    exc = f"Traceback (most recent call last):\nqueues.exceptions.PermanentError: {message}"
+    row = deadletter.bury(fetch(job.id, queue_redis), reason="permanent", exc_string=exc)
+
+    assert row is not None
+    row = DeadLetter.objects.get(job_id=job.id)
+    shown = message.replace("\x00", "\\x00")
+    assert row.exc_message == shown + NUL_NOTE
+    assert "\\x00" in row.traceback and "\x00" not in row.traceback
+    assert (row.args, row.kwargs) == ([shown], {"note": "a\\x00b"})
+    assert "\x00" not in row.fingerprint
+    group = FailureGroup.objects.get(fingerprint=row.fingerprint)
+    assert "\x00" not in group.example_message + group.pattern
+
+
+def test_reconcile_mirrors_a_failed_job_with_a_nul_at_every_run_without_an_error(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", "a\x00b")
+    deadletter.bury(fetch(job.id, queue_redis), reason="permanent", exc_string="ValueError: a\x00b")
+    DeadLetter.objects.filter(job_id=job.id).delete()  # as when the mirror failed at the death
+
+    out = io.StringIO()
+    call_command("queues_reconcile", "default", stdout=out)
+    again = deadletter.reconcile(["default"])
+
+    assert "1 mirrored" in out.getvalue() and "0 errors" in out.getvalue()
+    assert (again.mirrored, again.errors) == (0, 0)
+    row = DeadLetter.objects.get(job_id=job.id)
+    assert (row.status, row.args, row.exc_message) == ("open", ["a\\x00b"], "a\\x00b" + NUL_NOTE)
+
+
+def test_a_row_without_a_nul_is_stored_as_it_is(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", "a\\x00b, typed by hand")
+    row = deadletter.bury(fetch(job.id, queue_redis), reason="permanent", exc_string="ValueError: plain")
+    row.refresh_from_db()
+    assert (row.exc_message, row.args) == ("plain", ["a\\x00b, typed by hand"])
