@@ -35,13 +35,15 @@ dead letter that held one says so at the end of its message).
 
 So a 50 MB value costs kilobytes in the database and in a page. Reported entries are remembered
 (at most ``MAX_REPORTED`` per process), so a page that meets the same bad entry at every load logs
-it once. A leaf module: it imports only ``logsafe`` and, when it reports, the URL masking.
+it once; many bad entries of one key are one line a minute with a count (``repeats``). It imports only
+``logsafe``, the URL masking and ``repeats``.
 """
 
 import zlib
 
 from queues import logsafe
 from queues.connection.masking import mask_urls_in
+from queues.keyspace import repeats
 
 JOB_BYTES = 256 * 1024
 RESULT_BYTES = 256 * 1024
@@ -63,9 +65,10 @@ _reported: set[tuple[str, str]] = set()
 
 
 def report(key, why, log=logger):
-    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped". URLs in them are
-    masked and control characters escaped (a key or a value may hold a line break): by the logger's
-    own filter when it has one (``logsafe.get_logger``), else here."""
+    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped", and at most
+    two lines a minute per key however many entries of it are bad (``repeats``: counted in /metrics).
+    URLs in them are masked and control characters escaped (a key or a value may hold a line break):
+    by the logger's own filter when it has one (``logsafe.get_logger``), else here."""
 
     key, why = mask_urls_in(text(key)), mask_urls_in(text(why))
     if not any(isinstance(f, logsafe.EscapeControlCharacters) for f in log.filters):
@@ -74,7 +77,9 @@ def report(key, why, log=logger):
         return
     if len(_reported) < MAX_REPORTED:
         _reported.add((key, why))
-    log.error("bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)", key, why)
+    repeats.report(
+        repeats.BAD_ENTRY, key, "bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)", key, why, log=log
+    )
 
 
 NUL = "\x00"
