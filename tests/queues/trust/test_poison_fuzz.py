@@ -393,3 +393,58 @@ def test_cancel_sets_a_canceled_registry_of_the_wrong_type_aside_and_cancels(que
     assert cancel_job(job.id, queue_redis).ok  # it raised WRONGTYPE (the API answered 503)
     assert queue_redis.zscore(canceled, job.id) is not None
     assert len(queue_redis.keys(f"{canceled}.corrupt-*")) == 1
+
+
+# --- issue 32: floods (the volume case) ---
+from queues.metrics import collector  # noqa: E402 — this section's own import, appended with it
+
+VOLUME = 10_000
+
+
+def plant_volume(connection, kind):
+    """``VOLUME`` bogus ids pushed onto default's high band (one LPUSH per 1,000): "not_a_hash", each id's key a
+    string; "no_hash", the review's 200,000 ids on a band, no key at all."""
+    band = keys.band_key(keys.queue_key("default"), "high")
+    ids = [f"bogus-{kind}-{i}" for i in range(VOLUME)]
+    with connection.pipeline(transaction=False) as pipe:
+        if kind == "not_a_hash":
+            for job_id in ids:
+                pipe.set(keys.job_key(job_id), "not a job")
+        for start in range(0, VOLUME, 1000):
+            pipe.rpush(band, *ids[start : start + 1000])
+        pipe.execute()
+    return band
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "not_a_hash",
+        pytest.param(
+            "no_hash",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="worker/intake.py logs 'its hash is gone' itself: its one line goes through "
+                "queues.keyspace.repeats.report (the floods helper's report names it)",
+            ),
+        ),
+    ],
+)
+def test_ten_thousand_bogus_ids_on_a_band_are_a_few_lines_and_all_counted(kind, queue_redis, start_worker, client):
+    queue_redis.delete(keys.quarantined_key())
+    band = plant_volume(queue_redis, kind)
+    good = queues.enqueue("default", sample.add, 1, 2)
+
+    worker = start_worker("default", "--burst", env=WORKER_ENV)
+    assert worker.wait(300) == 0, worker.output()[-2000:]
+    loud = [line for line in worker.output().splitlines() if "ERROR" in line or "WARNING" in line]
+
+    assert queue_redis.llen(band) == 0
+    assert jobread.fetch(good.id, queue_redis).get_status() == "finished"
+    assert len(loud) <= 4, loud[:10]  # the first drop named, a summary of the 9,999 others; not 10,000 lines
+    assert any(f"bogus-{kind}-0" in line for line in loud)
+    assert int(queue_redis.hget(keys.quarantined_key(), "dropped") or 0) == VOLUME
+    collector.cache.clear()
+    metrics = client.get("/metrics").content.decode()
+    assert f'optima_quarantined_entries_total{{kind="dropped"}} {float(VOLUME)}' in metrics
