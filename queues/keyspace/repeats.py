@@ -70,9 +70,10 @@ class Reporter:
 
     def __init__(self, window=WINDOW_SECONDS, max_keys=MAX_KEYS, clock=time.monotonic):
         self.window, self.max_keys, self.clock = window, max_keys, clock
-        self._reset()
+        self.reset()
 
-    def _reset(self):
+    def reset(self):
+        """Forget every window and every count not yet written (a forked child; the tests)."""
         self._lock = threading.Lock()
         self._windows = {}
         self._unwritten = {}  # kind -> occurrences not yet counted in Redis
@@ -172,4 +173,4 @@ flush_due = reporter.flush_due
 
 atexit.register(reporter.write_counts)  # the last second's counts of a process that ends
 
-os.register_at_fork(after_in_child=reporter._reset)  # a horse forked mid-report starts with a free lock
+os.register_at_fork(after_in_child=reporter.reset)  # a horse forked mid-report starts with a free lock
