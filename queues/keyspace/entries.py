@@ -35,7 +35,7 @@ dead letter that held one says so at the end of its message).
 
 So a 50 MB value costs kilobytes in the database and in a page. Reported entries are remembered
 (at most ``MAX_REPORTED`` per process), so a page that meets the same bad entry at every load logs
-it once; many bad entries of one key are one line a minute with a count (``repeats``). It imports only
+it once; past ``MAX_REPORTED`` distinct ones, a key is one line a minute with a count (``repeats``). It imports only
 ``logsafe``, the URL masking and ``repeats``.
 """
 
@@ -65,8 +65,9 @@ _reported: set[tuple[str, str]] = set()
 
 
 def report(key, why, log=logger):
-    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped", and at most
-    two lines a minute per key however many entries of it are bad (``repeats``: counted in /metrics).
+    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped", for the first
+    ``MAX_REPORTED``; past them, two lines a minute per key at most, with a count (``repeats``). Each is
+    counted in /metrics (``optima_quarantined_entries_total{kind="bad_entry"}``).
     URLs in them are masked and control characters escaped (a key or a value may hold a line break):
     by the logger's own filter when it has one (``logsafe.get_logger``), else here."""
 
@@ -75,11 +76,13 @@ def report(key, why, log=logger):
         key, why = logsafe.escape(key), logsafe.escape(why)  # a plain logger: escaped here, once
     if (key, why) in _reported:
         return
-    if len(_reported) < MAX_REPORTED:
+    message = "bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)"
+    if len(_reported) < MAX_REPORTED:  # each of the first entries named: what an operator looks for
         _reported.add((key, why))
-    repeats.report(
-        repeats.BAD_ENTRY, key, "bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)", key, why, log=log
-    )
+        repeats.count(repeats.BAD_ENTRY)
+        log.error(message, key, why)
+    else:  # past them, a line a minute per key with a count
+        repeats.report(repeats.BAD_ENTRY, key, message, key, why, log=log)
 
 
 NUL = "\x00"

@@ -105,6 +105,13 @@ class Reporter:
             log.log(level, message, *args)
         self.write_counts(connection, due_only=not first)
 
+    def count(self, kind, connection=None):
+        """Count one occurrence of ``kind`` that its caller logs itself (``entries.report``: once per entry)."""
+        kind = kind if kind in KINDS else OTHER
+        with self._lock:
+            self._unwritten[kind] = self._unwritten.get(kind, 0) + 1
+        self.write_counts(connection, due_only=True)
+
     def flush_due(self, connection=None):
         """Sum up the windows that ended (a line each, for those with repeats) and forget them; write
         the counts Redis has not taken yet. -> how many lines were logged."""
@@ -169,6 +176,7 @@ class Reporter:
 
 reporter = Reporter()
 report = reporter.report
+count = reporter.count
 flush_due = reporter.flush_due
 
 atexit.register(reporter.write_counts)  # the last second's counts of a process that ends

@@ -156,7 +156,10 @@ def test_entries_report_and_quarantine_go_through_the_reporter(queue_redis, capl
     queue_redis.delete(keys.quarantined_key())
     reporter = repeats.Reporter(clock=clock)
     monkeypatch.setattr(repeats, "report", reporter.report)
+    monkeypatch.setattr(repeats, "count", reporter.count)
     log = logging.getLogger("tests.repeats")
+    monkeypatch.setattr(entries, "_reported", set())
+    monkeypatch.setattr(entries, "MAX_REPORTED", 3)  # the first three named, each; then a line a minute
     for i in range(300):
         entries.report("p:optima:metrics:default:durations", f"entry {i} is not a duration", log=log)
     key = f"{keys.queue_key('default')}:flood"
@@ -164,5 +167,11 @@ def test_entries_report_and_quarantine_go_through_the_reporter(queue_redis, capl
         queue_redis.sadd(key, b"\xff" + bytes([i]))
     quarantine.set_aside_members(queue_redis, [key], who="test", log=log)
     reporter.write_counts(queue_redis)  # the last second's
-    assert len(lines(caplog)) == 2
+    assert [line.split(":")[-1] for line in lines(caplog)[:4]] == [
+        " entry 0 is not a duration; skipped (shown as corrupt or left out)",
+        " entry 1 is not a duration; skipped (shown as corrupt or left out)",
+        " entry 2 is not a duration; skipped (shown as corrupt or left out)",
+        " entry 3 is not a duration; skipped (shown as corrupt or left out)",
+    ]
+    assert len(lines(caplog)) == 5  # and one of the 50 members set aside
     assert counted(queue_redis) == {"bad_entry": 300, "not_utf8": 50}
