@@ -34,6 +34,9 @@ class DeadLetter(models.Model):
         OPEN = "open", "open"
         RETRIED = "retried", "retried"
         DISCARDED = "discarded", "discarded"
+        # An operator stopped the running job (the panel's Stop, rq's stop-job command): not retried, and
+        # not waiting for an operator either. Still retried as an open row is (failures/mirror.py).
+        STOPPED = "stopped", "stopped by an operator"
 
     prefix = models.CharField(max_length=64)
     queue = models.CharField(max_length=200, db_index=True)
@@ -66,6 +69,15 @@ class DeadLetter(models.Model):
     # What a retry of a job no longer in Redis carries over (``deadletter.carried``): its owner
     # (meta) and its limit key, as JSON; '' when none (and for rows of the previous release).
     carried = models.TextField(blank=True, default="", db_default="")
+    # When reconcile found this open dead letter's job gone from Redis (a flush, a Redis restarted without
+    # persistence, a failover that lost writes): the row is then the only record of it, and stays open until
+    # an operator retries it (re-enqueued from the row) or discards it. Null while its job is in Redis.
+    only_in_database_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when reconcile found its job gone from Redis: held only in the database; "
+        "a retry re-enqueues it from this row",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

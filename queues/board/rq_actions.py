@@ -7,9 +7,11 @@ queue-wide action, holding the first ids and the count), with the outcome. The b
 own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Stop, Enqueue and
 Requeue of one job ask first: their GET is a confirmation page (``confirm``), as Delete's and Cancel's are. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
-one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
-``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.) A job put back
-leaves the failed registry whatever its status (``operations.requeue``): one stopped, then enqueued too.
+one ``discarded``; a job stopped from the panel dies with a row ``stopped`` ("stopped by an operator",
+``failures/mirror.py``), not ``open``, which follows a later requeue or delete the same way. (A requeued
+dead job gets a full set of attempts again: the worker's ``OptimaWorker.prepare_job_execution`` resets
+them when it starts a job marked dead.) A job put back leaves the failed registry whatever its status
+(``operations.requeue``): one stopped, then enqueued too.
 
 The queue-wide actions ("Empty queue", "Delete All" and "Requeue All" failed jobs) are in
 ``queue_actions``.
@@ -25,15 +27,17 @@ import functools
 
 import redis
 from django.contrib import messages
+from django.db.models import F
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_rq import utils as rq_utils
 from django_rq import views as rq_views
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.registry import FailedJobRegistry
 
-from queues import audit
+from queues import audit, conf
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index  # poison-proof ids and counts
 from queues.exceptions import QueueUnavailable
@@ -75,10 +79,14 @@ def _mark_rows_of(action, failed_ids):
     dead-letter rows follow at once (no wait for the reconcile)."""
     if not failed_ids:
         return
+    # A job stopped from the panel has a row ``stopped`` (not ``open``: mirror.opened_as): it follows too.
+    stopped = DeadLetter.objects.filter(prefix=conf.prefix(), job_id__in=failed_ids, status=DeadLetter.Status.STOPPED)
     if action in ("requeue", "enqueue"):
         mark_dead_letters(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
+        stopped.update(status=DeadLetter.Status.RETRIED, retried_as=F("job_id"), updated_at=timezone.now())
     elif action == "delete":
         mark_dead_letters(failed_ids, DeadLetter.Status.DISCARDED)
+        stopped.update(status=DeadLetter.Status.DISCARDED, updated_at=timezone.now())
 
 
 # What the confirmation page (GET) of a one-job action says it does; the POST does it. django-rq's own GET
