@@ -38,7 +38,7 @@ from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, latest_exc_string, now, row_values, upsert
 from queues.failures.unverified import UNVERIFIED, unverified_values, verified
 from queues.jobs import read as jobread
-from queues.keyspace import keys
+from queues.keyspace import keys, repeats
 from queues.models import DeadLetter
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
@@ -116,8 +116,16 @@ class _Reconciler:
             logger.error("reconcile: skipped queue %s: its failed registry %s is not a sorted set (%s)", name, key, exc)
             return None
         ids = [jobread.normal_id(raw) for raw in raw_ids]
-        for raw in (i for i in ids if isinstance(i, bytes)):
-            logger.error("reconcile: skipped entry %s of %s: its job id is not UTF-8", jobread.text(raw), key)
+        for raw in (i for i in ids if isinstance(i, bytes)):  # a line a minute per registry, with a count
+            repeats.report(
+                repeats.BAD_ENTRY,
+                key,
+                "reconcile: skipped entry %s of %s: its job id is not UTF-8",
+                jobread.text(raw),
+                key,
+                log=logger,
+                connection=self.connection,
+            )
         return [i for i in ids if isinstance(i, str)]
 
     def mirror_failed(self, name, ids):
@@ -144,8 +152,16 @@ class _Reconciler:
     def mirror_corrupt(self, name, job):
         """Bury a corrupt failed job: ["mirrored"], ["errors"], or [] when it is skipped."""
         if job.kind in ("wrong_type", "no_data"):
-            logger.error(
-                "reconcile: skipped failed job %s of %s: %s (key %s)", job.id, name, job.why, jobread.job_key(job.id)
+            repeats.report(
+                repeats.BAD_ENTRY,
+                keys.failed_key(name),
+                "reconcile: skipped failed job %s of %s: %s (key %s)",
+                job.id,
+                name,
+                job.why,
+                jobread.job_key(job.id),
+                log=logger,
+                connection=self.connection,
             )
             return []
         row = bury_corrupt(self.connection, job.id, name, dict(job.fields), job.why)
@@ -186,12 +202,16 @@ class _Reconciler:
         except Exception:  # noqa: BLE001
             logger.exception("reconcile: could not mirror unverified job %s", job_id)
             return ["errors"]
-        logger.error(
+        repeats.report(
+            repeats.REFUSED,
+            keys.failed_key(name),
             "reconcile: failed job %s of %s carries no valid signature: dead letter %r (retried only "
             "one at a time, from its page)",
             job_id,
             name,
             UNVERIFIED,
+            log=logger,
+            connection=self.connection,
         )
         return ["mirrored"]
 

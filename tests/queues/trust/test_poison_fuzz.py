@@ -448,3 +448,29 @@ def test_ten_thousand_bogus_ids_on_a_band_are_a_few_lines_and_all_counted(kind, 
     collector.cache.clear()
     metrics = client.get("/metrics").content.decode()
     assert f'optima_quarantined_entries_total{{kind="dropped"}} {float(VOLUME)}' in metrics
+
+
+# --- issue 32: floods (the future history entry) ---
+
+
+@pytest.mark.parametrize("ahead", ["1e300", "a day"])
+def test_a_history_entry_from_the_future_does_not_freeze_the_72_hour_history(queue_redis, start_worker, ahead):
+    import json
+    import time
+
+    from queues.metrics import history
+
+    now = time.time()
+    planted = json.dumps({"t": 1e300 if ahead == "1e300" else now + 86400, "q": {"default": [0, 0]}})
+    queue_redis.lpush(keys.history_coarse_key(), planted)
+    queue_redis.set(keys.history_key(), "a string, not a list")
+
+    worker = start_worker("default", "--burst", env=WORKER_ENV)  # its heartbeat takes the minute's sample
+    assert worker.wait(60) == 0, worker.output()[-2000:]
+
+    minutes, coarse = history.read_both(queue_redis)
+    assert len(minutes) == 1 and now - 5 < minutes[0][0] < time.time() + 5
+    assert [t for t, _ in coarse] == [minutes[0][0]]
+    assert len(queue_redis.keys(f"{keys.history_coarse_key()}.corrupt-*")) == 1
+    assert len(queue_redis.keys(f"{keys.history_key()}.corrupt-*")) == 1
+    assert "could not sample" not in worker.output()
