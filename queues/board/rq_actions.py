@@ -79,14 +79,26 @@ def _mark_rows_of(action, failed_ids):
     dead-letter rows follow at once (no wait for the reconcile)."""
     if not failed_ids:
         return
-    # A job stopped from the panel has a row ``stopped`` (not ``open``: mirror.opened_as): it follows too.
-    stopped = DeadLetter.objects.filter(prefix=conf.prefix(), job_id__in=failed_ids, status=DeadLetter.Status.STOPPED)
     if action in ("requeue", "enqueue"):
-        mark_dead_letters(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
-        stopped.update(status=DeadLetter.Status.RETRIED, retried_as=F("job_id"), updated_at=timezone.now())
+        mark_rows(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
     elif action == "delete":
-        mark_dead_letters(failed_ids, DeadLetter.Status.DISCARDED)
-        stopped.update(status=DeadLetter.Status.DISCARDED, updated_at=timezone.now())
+        mark_rows(failed_ids, DeadLetter.Status.DISCARDED)
+
+
+def mark_rows(job_ids, status, retried_as_self=False):
+    """``operations.mark_dead_letters`` (the open rows of ``job_ids`` -> ``status``), and the rows ``stopped``
+    too: a job stopped from the panel has one (not ``open``: ``mirror.opened_as``), which follows its job."""
+    job_ids = list(job_ids)
+    mark_dead_letters(job_ids, status, retried_as_self=retried_as_self)
+    updates = {
+        "status": status,
+        "updated_at": timezone.now(),
+        **({"retried_as": F("job_id")} if retried_as_self else {}),
+    }
+    for start in range(0, len(job_ids), 500):
+        DeadLetter.objects.filter(
+            prefix=conf.prefix(), job_id__in=job_ids[start : start + 500], status=DeadLetter.Status.STOPPED
+        ).update(**updates)
 
 
 # What the confirmation page (GET) of a one-job action says it does; the POST does it. django-rq's own GET
