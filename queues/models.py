@@ -9,12 +9,34 @@
 from django.conf import settings
 from django.db import models
 
+from queues.keyspace import entries
+
+# Said at the end of a dead letter's message when something it held had a NUL character.
+NUL_NOTE = "\n(NUL characters, U+0000, are stored as the text \\x00: the database cannot hold them)"
+
+
+def escape_nul(instance, keep=()):
+    """Every text and JSON field of ``instance`` with its NUL characters stored as ``\\x00``
+    (``entries.without_nul``), but the fields named in ``keep``; -> whether any had one."""
+    changed = False
+    for field in instance._meta.concrete_fields:
+        if field.name in keep or not isinstance(field, models.CharField | models.TextField | models.JSONField):
+            continue
+        value, had = entries.without_nul(getattr(instance, field.attname))
+        if had:
+            setattr(instance, field.attname, value)
+            changed = True
+    return changed
+
 
 class DeadLetter(models.Model):
     class Status(models.TextChoices):
         OPEN = "open", "open"
         RETRIED = "retried", "retried"
         DISCARDED = "discarded", "discarded"
+        # An operator stopped the running job (the panel's Stop, rq's stop-job command): not retried, and
+        # not waiting for an operator either. Still retried as an open row is (failures/mirror.py).
+        STOPPED = "stopped", "stopped by an operator"
 
     prefix = models.CharField(max_length=64)
     queue = models.CharField(max_length=200, db_index=True)
@@ -47,6 +69,15 @@ class DeadLetter(models.Model):
     # What a retry of a job no longer in Redis carries over (``deadletter.carried``): its owner
     # (meta) and its limit key, as JSON; '' when none (and for rows of the previous release).
     carried = models.TextField(blank=True, default="", db_default="")
+    # When reconcile found this open dead letter's job gone from Redis (a flush, a Redis restarted without
+    # persistence, a failover that lost writes): the row is then the only record of it, and stays open until
+    # an operator retries it (re-enqueued from the row) or discards it. Null while its job is in Redis.
+    only_in_database_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when reconcile found its job gone from Redis: held only in the database; "
+        "a retry re-enqueues it from this row",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -63,6 +94,14 @@ class DeadLetter(models.Model):
 
     def __str__(self):
         return f"{self.queue}:{self.job_id} ({self.status})"
+
+    def save(self, *args, **kwargs):
+        # A NUL in an error message or an argument (a marketplace response inside an exception) would
+        # fail PostgreSQL's write (DataError) at every mirror and every reconcile: stored escaped, said so.
+        # The job id is kept as it is: it names the job in Redis (and a NUL one is no id the app writes).
+        if escape_nul(self, keep=("prefix", "job_id")) and not self.exc_message.endswith(NUL_NOTE):
+            self.exc_message += NUL_NOTE
+        super().save(*args, **kwargs)
 
 
 class FailureGroup(models.Model):
@@ -104,6 +143,10 @@ class FailureGroup(models.Model):
 
         return f"{title(self.exc_type, self.pattern)} — {self.func_path} ({self.count})"
 
+    def save(self, *args, **kwargs):
+        escape_nul(self, keep=("prefix", "fingerprint"))  # its texts come from a dead letter's (see DeadLetter.save)
+        super().save(*args, **kwargs)
+
 
 class AuditEntry(models.Model):
     class Outcome(models.TextChoices):
@@ -131,6 +174,10 @@ class AuditEntry(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.identity} {self.action} {self.queue}"
+
+    def save(self, *args, **kwargs):
+        escape_nul(self)  # a detail may quote a dead letter's message (see DeadLetter.save)
+        super().save(*args, **kwargs)
 
 
 class OutboxEntry(models.Model):

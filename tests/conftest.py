@@ -91,6 +91,15 @@ def _panel_deadline_for_a_shared_machine(settings):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_repeats():
+    """Repeated reports are summed up per process and minute (``queues/keyspace/repeats.py``): each test sees
+    the first report of its own entries logged, whatever an earlier test of this process reported."""
+    from queues.keyspace import repeats
+
+    repeats.reporter.reset()
+
+
+@pytest.fixture(autouse=True)
 def _clean_prefix(admin_redis):
     """Each test starts and ends with no key under the session prefix."""
     delete_prefix_keys(admin_redis)

@@ -48,10 +48,48 @@ class GroupedChangeList(ChangeList):
             row.group = groups.get(row.fingerprint)
 
 
+ONLY_IN_DATABASE = "only in the database"
+
+
+class WhereFilter(admin.SimpleListFilter):
+    """Rows whose job is gone from Redis (``only_in_database_since``, set by reconcile): the row is all that is
+    left; a retry re-enqueues the job from it. Answered from the (prefix, status) index, then the few rows."""
+
+    title = "where"
+    parameter_name = "where"
+
+    def lookups(self, request, model_admin):
+        return [("database", ONLY_IN_DATABASE), ("redis", "in Redis too")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "database":
+            return queryset.filter(only_in_database_since__isnull=False)
+        if self.value() == "redis":
+            return queryset.filter(only_in_database_since__isnull=True)
+        return queryset
+
+
 class DeadLetterAdmin(ActingModelAdmin):
-    list_display = ("job", "queue", "func_path", "exception", "message", "attempts", "dead_at", "status", "times_dead")
+    list_display = (
+        "job",
+        "queue",
+        "func_path",
+        "exception",
+        "message",
+        "attempts",
+        "dead_at",
+        "status_shown",
+        "times_dead",
+    )
     list_display_links = ("job",)
-    list_filter = (QueueFilter, "status", ExceptionFilter, ("dead_at", admin.DateFieldListFilter), FingerprintFilter)
+    list_filter = (
+        QueueFilter,
+        "status",
+        WhereFilter,
+        ExceptionFilter,
+        ("dead_at", admin.DateFieldListFilter),
+        FingerprintFilter,
+    )
     # On PostgreSQL each of these is answered from a trigram index (migration 0003); the exact job id
     # is looked up first, from the (prefix, job_id) index (get_search_results). SQLite: a scan.
     search_fields = ("func_path", "exc_message", "args", "kwargs")
@@ -64,7 +102,21 @@ class DeadLetterAdmin(ActingModelAdmin):
     change_form_template = "admin/queues/deadletter/change_form.html"
     confirm_template = "admin/queues/deadletter/confirm_action.html"
     fieldsets = (
-        (None, {"fields": ("job_id", "queue", "func_path", "status", "times_dead", "retried_as_link", "job_link")}),
+        (
+            None,
+            {
+                "fields": (
+                    "job_id",
+                    "queue",
+                    "func_path",
+                    "status_shown",
+                    "times_dead",
+                    "retried_as_link",
+                    "job_link",
+                    "only_in_database_since",
+                )
+            },
+        ),
         (
             "Failure",
             {"fields": ("exc_type", "exc_message", "group_link", "reason", "attempts", "worker", "traceback_pre")},
@@ -105,6 +157,19 @@ class DeadLetterAdmin(ActingModelAdmin):
             url,
             label,
         )
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, obj):
+        """The status; an open row whose job is gone from Redis says it is held only in the database."""
+        if obj.only_in_database_since is not None and obj.status == obj.Status.OPEN:
+            return format_html(
+                '{}<br><span class="queues-only-in-database" title="{}">{}</span>',
+                obj.get_status_display(),
+                "Its job is gone from Redis (found so by reconcile): this row is all that is left. "
+                "A retry re-enqueues it from the row's function and arguments.",
+                ONLY_IN_DATABASE,
+            )
+        return obj.get_status_display()
 
     @admin.display(description="message")
     def message(self, obj):

@@ -18,8 +18,8 @@ from rq.registry import FailedJobRegistry
 
 from queues import audit, rqcompat
 from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
-from queues.board.rq_actions import audit_outcome
-from queues.failures.operations import lives_elsewhere, mark_dead_letters
+from queues.board.rq_actions import audit_outcome, mark_rows
+from queues.failures.operations import lives_elsewhere
 from queues.jobs import read as jobread
 from queues.models import DeadLetter
 
@@ -129,7 +129,7 @@ def delete_all_failed(request, queue_index):
         queue,
         "delete_all_failed",
         delete,
-        lambda ids, found: mark_dead_letters(ids, DeadLetter.Status.DISCARDED),
+        lambda ids, found: mark_rows(ids, DeadLetter.Status.DISCARDED),
         "deleted",
         delete_corrupt=True,
     )
@@ -162,7 +162,7 @@ def requeue_all_failed(request, queue_index):
         queue,
         "requeue_all",
         requeue,
-        lambda ids, found: mark_dead_letters(found, DeadLetter.Status.RETRIED, retried_as_self=True),
+        lambda ids, found: mark_rows(found, DeadLetter.Status.RETRIED, retried_as_self=True),
         "requeued",
         delete_corrupt=False,
     )

@@ -7,9 +7,11 @@ queue-wide action, holding the first ids and the count), with the outcome. The b
 own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Stop, Enqueue and
 Requeue of one job ask first: their GET is a confirmation page (``confirm``), as Delete's and Cancel's are. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
-one ``discarded``. (A requeued dead job gets a full set of attempts again: the worker's
-``OptimaWorker.prepare_job_execution`` resets them when it starts a job marked dead.) A job put back
-leaves the failed registry whatever its status (``operations.requeue``): one stopped, then enqueued too.
+one ``discarded``; a job stopped from the panel dies with a row ``stopped`` ("stopped by an operator",
+``failures/mirror.py``), not ``open``, which follows a later requeue or delete the same way. (A requeued
+dead job gets a full set of attempts again: the worker's ``OptimaWorker.prepare_job_execution`` resets
+them when it starts a job marked dead.) A job put back leaves the failed registry whatever its status
+(``operations.requeue``): one stopped, then enqueued too.
 
 The queue-wide actions ("Empty queue", "Delete All" and "Requeue All" failed jobs) are in
 ``queue_actions``.
@@ -25,15 +27,17 @@ import functools
 
 import redis
 from django.contrib import messages
+from django.db.models import F
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_rq import utils as rq_utils
 from django_rq import views as rq_views
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.registry import FailedJobRegistry
 
-from queues import audit
+from queues import audit, conf
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index  # poison-proof ids and counts
 from queues.exceptions import QueueUnavailable
@@ -76,9 +80,25 @@ def _mark_rows_of(action, failed_ids):
     if not failed_ids:
         return
     if action in ("requeue", "enqueue"):
-        mark_dead_letters(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
+        mark_rows(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
     elif action == "delete":
-        mark_dead_letters(failed_ids, DeadLetter.Status.DISCARDED)
+        mark_rows(failed_ids, DeadLetter.Status.DISCARDED)
+
+
+def mark_rows(job_ids, status, retried_as_self=False):
+    """``operations.mark_dead_letters`` (the open rows of ``job_ids`` -> ``status``), and the rows ``stopped``
+    too: a job stopped from the panel has one (not ``open``: ``mirror.opened_as``), which follows its job."""
+    job_ids = list(job_ids)
+    mark_dead_letters(job_ids, status, retried_as_self=retried_as_self)
+    updates = {
+        "status": status,
+        "updated_at": timezone.now(),
+        **({"retried_as": F("job_id")} if retried_as_self else {}),
+    }
+    for start in range(0, len(job_ids), 500):
+        DeadLetter.objects.filter(
+            prefix=conf.prefix(), job_id__in=job_ids[start : start + 500], status=DeadLetter.Status.STOPPED
+        ).update(**updates)
 
 
 # What the confirmation page (GET) of a one-job action says it does; the POST does it. django-rq's own GET

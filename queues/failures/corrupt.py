@@ -17,7 +17,7 @@ from queues import conf
 from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, now
 from queues.jobs import read as jobread
-from queues.keyspace import entries, keys
+from queues.keyspace import entries, keys, repeats
 from queues.models import DeadLetter
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
@@ -57,8 +57,16 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
     # ``job_id`` as pages show it (``jobread.shown_id``, the row's too); Redis holds it raw ("a/b").
     raw = jobread.normal_id(job_id)
     connection.zadd(keys.failed_key(queue_name), {raw: "+inf"})
-    logger.error(
-        "Job %s (%s) is dead (corrupt): its hash %s %s", job_id, queue_name, jobread.text(jobread.job_key(raw)), why
+    repeats.report(
+        repeats.CORRUPT,
+        keys.failed_key(queue_name),
+        "Job %s (%s) is dead (corrupt): its hash %s %s",
+        job_id,
+        queue_name,
+        jobread.text(jobread.job_key(raw)),
+        why,
+        log=logger,
+        connection=connection,
     )
     at = now()
     values = {

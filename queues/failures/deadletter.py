@@ -25,7 +25,8 @@ dead letter's life is in modules of its own, their names re-exported here:
   failing the worker. ``reconcile()`` (``manage.py queues_reconcile``, and every worker's maintenance
   at most every ``RECONCILE_INTERVAL`` seconds) brings the table back in line with Redis: failed-registry
   jobs missing from the table are mirrored; open rows whose job left the failed registry some other
-  way are marked ``retried`` (requeued, e.g. from django-rq's dashboard) or ``discarded`` (deleted);
+  way are marked ``retried`` (requeued, e.g. from django-rq's dashboard); those whose job is gone from Redis
+  stay open, marked held only in the database (``only_in_database_since``): only an operator discards;
   rows written without a fingerprint (by the previous release during a deploy) are grouped.
 """
 

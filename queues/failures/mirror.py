@@ -4,7 +4,9 @@
 ``mirror`` upserts the row and never raises (a database outage is logged, ``reconcile`` catches up);
 ``upsert`` is the idempotent write both it and ``reconcile`` use: ``job.meta["deaths"]`` counts the
 job's deaths, the row's ``times_dead`` the deaths it has seen, so the same death mirrored twice updates
-the row in place, and a job that died again after an operator's retry reopens its row.
+the row in place, and a job that died again after an operator's retry reopens its row. A job an operator
+stopped (reason ``stopped``) gets a row ``stopped`` ("stopped by an operator"), not ``open``: it waits for
+nobody, and can still be retried (or requeued or deleted from the panel).
 ``count_death`` adds deaths to the row's failure group in the same transaction.
 
 A row's size is bounded whatever the job held (``queues/keyspace/entries.py`` lists the caps): the traceback
@@ -22,7 +24,7 @@ from django.db import IntegrityError, transaction
 
 from queues import conf
 from queues.failures.fingerprint import MESSAGE_LIMIT, PATTERN_LIMIT, fingerprint, pattern
-from queues.failures.retry import exc_summary
+from queues.failures.retry import STOPPED, exc_summary
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries
 from queues.models import DeadLetter, FailureGroup
@@ -172,21 +174,21 @@ def upsert(job, values):
     seen; returns the row. Raises for the database (``mirror`` logs, ``reconcile`` counts an error)."""
 
     prefix = conf.prefix()
+    status = opened_as(values)
     for _ in range(2):
         try:
             with transaction.atomic():
                 row = DeadLetter.objects.select_for_update().filter(prefix=prefix, job_id=job.id).first()
                 if row is None:
-                    row = DeadLetter.objects.create(
-                        prefix=prefix, job_id=job.id, status=DeadLetter.Status.OPEN, **values
-                    )
+                    row = DeadLetter.objects.create(prefix=prefix, job_id=job.id, status=status, **values)
                     count_death(row, row.times_dead)
                     return row
                 if values["times_dead"] > row.times_dead:
-                    row.status = DeadLetter.Status.OPEN  # died again after an operator's retry
+                    row.status = status  # died again after an operator's retry
                     row.retried_as = ""
                 elif row.status != DeadLetter.Status.OPEN:
                     return row  # this death was already handled by an operator
+                row.only_in_database_since = None  # its job is in Redis: not held only in the database
                 before, grouped_as = row.times_dead, row.fingerprint
                 for key, value in values.items():
                     setattr(row, key, value)
@@ -201,6 +203,12 @@ def upsert(job, values):
         except IntegrityError:
             continue  # a concurrent mirror created the row or the group: do it again over theirs
     raise RuntimeError(f"could not upsert the DeadLetter row of job {job.id}")
+
+
+def opened_as(values):
+    """The status a death's row starts in: ``stopped`` when an operator stopped the running job (the panel's
+    Stop, rq's stop-job command: reason ``stopped``), which then waits for nobody; else ``open``."""
+    return DeadLetter.Status.STOPPED if values.get("reason") == STOPPED else DeadLetter.Status.OPEN
 
 
 def count_death(row, deaths):

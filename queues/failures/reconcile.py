@@ -10,7 +10,11 @@ seconds through ``reconcile_if_due``) then catches up, queue by queue:
    to Redis can plant a failed entry, and a row copied from it as it claims to be would later be
    retried as a new, signed job;
 2. open rows whose job left the failed registry some other way are marked ``retried`` (requeued,
-   e.g. from django-rq's dashboard) or ``discarded`` (deleted);
+   e.g. from django-rq's dashboard); those whose job is gone from Redis stay open, marked as held only in
+   the database (``only_in_database_since``): a Redis that lost its data (a restart without persistence,
+   a flush, a failover that lost writes) must not close dead letters no operator looked at. The row is
+   the durable record: its retry re-enqueues the job from it. Only an operator's discard (audited, in
+   ``operations``) closes a dead letter. A job found again clears the mark;
 3. last, rows written without a fingerprint (the previous release's workers, during a deploy) are
    put in their ``FailureGroup``.
 
@@ -34,7 +38,7 @@ from queues.failures.fingerprint import fingerprint
 from queues.failures.mirror import count_death, latest_exc_string, now, row_values, upsert
 from queues.failures.unverified import UNVERIFIED, unverified_values, verified
 from queues.jobs import read as jobread
-from queues.keyspace import keys
+from queues.keyspace import keys, repeats
 from queues.models import DeadLetter
 
 logger = logging.getLogger("queues.deadletter")  # a documented logger name: kept when the module moved
@@ -53,13 +57,13 @@ class ReconcileSummary:
     queues: list = field(default_factory=list)
     mirrored: int = 0  # failed-registry jobs added to (or reopened in) the table
     retried: int = 0  # open rows whose job was requeued outside the admin
-    discarded: int = 0  # open rows whose job no longer exists
+    held: int = 0  # open rows whose job no longer exists in Redis, newly marked held only in the database
     errors: int = 0
     grouped: int = 0  # rows without a fingerprint (the previous release's) put in their FailureGroup
 
     def __str__(self):
         return (
-            f"{self.mirrored} mirrored, {self.retried} marked retried, {self.discarded} marked discarded"
+            f"{self.mirrored} mirrored, {self.retried} marked retried, {self.held} held only in the database"
             f" ({len(self.queues)} queues, {self.errors} errors)"
         )
 
@@ -84,7 +88,7 @@ def reconcile(queue_names=None, connection=None, chunk=500):
 
 class _Reconciler:
     """The steps of one reconcile over one queue, each returning a Counter whose keys are
-    ReconcileSummary's fields (``mirrored``, ``errors``, ``retried``, ``discarded``)."""
+    ReconcileSummary's fields (``mirrored``, ``errors``, ``retried``, ``held``)."""
 
     def __init__(self, connection, chunk):
         self.connection, self.chunk, self.prefix = connection, chunk, conf.prefix()
@@ -97,7 +101,8 @@ class _Reconciler:
         for ids in _chunks(failed_ids, self.chunk):
             mirrored, missing = self.mirror_failed(name, ids)
             counts += mirrored
-            still_failed -= missing  # entries whose hash is gone: their open rows are discarded below
+            still_failed -= missing  # entries whose hash is gone: their open rows are held below
+            self.found_again(set(ids) - missing)
         for ids in _chunks(self.open_ids_not_in(name, still_failed), self.chunk):
             counts += self.close_gone(ids)
         return counts
@@ -111,8 +116,16 @@ class _Reconciler:
             logger.error("reconcile: skipped queue %s: its failed registry %s is not a sorted set (%s)", name, key, exc)
             return None
         ids = [jobread.normal_id(raw) for raw in raw_ids]
-        for raw in (i for i in ids if isinstance(i, bytes)):
-            logger.error("reconcile: skipped entry %s of %s: its job id is not UTF-8", jobread.text(raw), key)
+        for raw in (i for i in ids if isinstance(i, bytes)):  # a line a minute per registry, with a count
+            repeats.report(
+                repeats.BAD_ENTRY,
+                key,
+                "reconcile: skipped entry %s of %s: its job id is not UTF-8",
+                jobread.text(raw),
+                key,
+                log=logger,
+                connection=self.connection,
+            )
         return [i for i in ids if isinstance(i, str)]
 
     def mirror_failed(self, name, ids):
@@ -139,8 +152,16 @@ class _Reconciler:
     def mirror_corrupt(self, name, job):
         """Bury a corrupt failed job: ["mirrored"], ["errors"], or [] when it is skipped."""
         if job.kind in ("wrong_type", "no_data"):
-            logger.error(
-                "reconcile: skipped failed job %s of %s: %s (key %s)", job.id, name, job.why, jobread.job_key(job.id)
+            repeats.report(
+                repeats.BAD_ENTRY,
+                keys.failed_key(name),
+                "reconcile: skipped failed job %s of %s: %s (key %s)",
+                job.id,
+                name,
+                job.why,
+                jobread.job_key(job.id),
+                log=logger,
+                connection=self.connection,
             )
             return []
         row = bury_corrupt(self.connection, job.id, name, dict(job.fields), job.why)
@@ -181,12 +202,16 @@ class _Reconciler:
         except Exception:  # noqa: BLE001
             logger.exception("reconcile: could not mirror unverified job %s", job_id)
             return ["errors"]
-        logger.error(
+        repeats.report(
+            repeats.REFUSED,
+            keys.failed_key(name),
             "reconcile: failed job %s of %s carries no valid signature: dead letter %r (retried only "
             "one at a time, from its page)",
             job_id,
             name,
             UNVERIFIED,
+            log=logger,
+            connection=self.connection,
         )
         return ["mirrored"]
 
@@ -201,8 +226,9 @@ class _Reconciler:
         ]
 
     def close_gone(self, ids):
-        """Open rows whose job left the failed registry -> ``retried`` (the job waits or runs again)
-        or ``discarded`` (it is gone); a corrupt job's row stays open."""
+        """Open rows whose job left the failed registry -> ``retried`` (the job waits or runs again);
+        those whose job is gone from Redis stay open, marked held only in the database (``held``); the
+        others (a corrupt job, a job in another state) stay open as they are."""
 
         jobs = jobread.fetch_many(ids, self.connection, check_origin=False)
         retried = [
@@ -210,18 +236,26 @@ class _Reconciler:
             for jid, job in zip(ids, jobs)
             if job is not None and not jobread.is_corrupt(job) and job.get_status(refresh=False) in WAITING_OR_RUNNING
         ]
-        corrupt = {jid for jid, job in zip(ids, jobs) if jobread.is_corrupt(job)}
-        discarded = [jid for jid in ids if jid not in set(retried) and jid not in corrupt]
+        gone = [jid for jid, job in zip(ids, jobs) if job is None]
+        self.found_again(set(ids) - set(gone))
         counts = Counter()
-        for status, job_ids, key in (
-            (DeadLetter.Status.RETRIED, retried, "retried"),
-            (DeadLetter.Status.DISCARDED, discarded, "discarded"),
-        ):
-            if job_ids:
-                counts[key] += DeadLetter.objects.filter(
-                    prefix=self.prefix, job_id__in=job_ids, status=DeadLetter.Status.OPEN
-                ).update(status=status, updated_at=now())
+        rows = DeadLetter.objects.filter(prefix=self.prefix, status=DeadLetter.Status.OPEN)
+        if retried:
+            counts["retried"] += rows.filter(job_id__in=retried).update(
+                status=DeadLetter.Status.RETRIED, updated_at=now()
+            )
+        if gone:
+            counts["held"] += rows.filter(job_id__in=gone, only_in_database_since__isnull=True).update(
+                only_in_database_since=now(), updated_at=now()
+            )
         return counts
+
+    def found_again(self, ids):
+        """The rows of ``ids`` (jobs that are in Redis) no longer marked held only in the database."""
+        if ids:
+            DeadLetter.objects.filter(prefix=self.prefix, job_id__in=ids, only_in_database_since__isnull=False).update(
+                only_in_database_since=None, updated_at=now()
+            )
 
 
 def _chunks(items, size):
@@ -306,6 +340,6 @@ def reconcile_if_due(connection=None):
         except Exception:  # noqa: BLE001
             pass
         return None
-    if summary.mirrored or summary.retried or summary.discarded or summary.errors or summary.grouped:
+    if summary.mirrored or summary.retried or summary.held or summary.errors or summary.grouped:
         logger.info("Dead-letter reconcile: %s, %d grouped", summary, summary.grouped)
     return summary

@@ -1,12 +1,15 @@
 """What the worker does with a popped job its gate refused (``queues/jobs/gate.py``: ``vet``): a dead
 letter (``deadletter.bury``; ``bury_corrupt`` with the raw hash of one that cannot be read as a job), or,
-for a canceled job, only its id dropped. Either way the id leaves the intermediate list."""
+for a canceled job, only its id dropped. Either way the id leaves the intermediate list. Each is logged
+through ``keyspace/repeats.py``: a flood of them on one queue is a line a minute with a count."""
+
+import logging
 
 import redis
 
 from queues.failures import deadletter
 from queues.jobs.gate import CANCELED, CORRUPT
-from queues.keyspace import keys
+from queues.keyspace import keys, repeats
 
 
 def refuse(worker, job, queue, refusal):
@@ -17,19 +20,33 @@ def refuse(worker, job, queue, refusal):
         return
     if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
         connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
+        repeats.report(
+            repeats.REFUSED,
+            queue.key,
+            "Worker %s: job %s of queue %s was canceled: dropped, not run",
+            worker.name,
+            job.id,
+            queue.name,
+            log=worker.log,
+            level=logging.INFO,
+            connection=connection,
+        )
         return
     deadletter.bury(
         job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}", worker_name=worker.name
     )
     connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-    worker.log.error(
+    repeats.report(
+        repeats.REFUSED,
+        queue.key,
         "Worker %s: job %s of queue %s dead-lettered without running (%s): it %s",
         worker.name,
         job.id,
         queue.name,
         refusal.reason,
         refusal.why,
+        log=worker.log,
+        connection=connection,
     )
 
 
@@ -45,12 +62,16 @@ def bury_raw(worker, queue, job_id, why):
     if fields:
         deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name)
     else:
-        worker.log.error(
+        repeats.report(
+            repeats.DROPPED,
+            queue.key,
             "Worker %s: dropped job %s of queue %s: its key %s %s",
             worker.name,
             job_id,
             queue.name,
             key,
             "is not a hash" if fields is None else "is gone",
+            log=worker.log,
+            connection=connection,
         )
     connection.lrem(keys.intermediate_key(queue.key), 1, job_id)

@@ -29,15 +29,21 @@ cap                              value       what happens past it
                                              drop it from a queue, the readers show it corrupt and cut
 ===============================  ==========  ==============================================================
 
+A NUL character (U+0000), which PostgreSQL cannot store in text or jsonb, is kept in the database as
+the four characters ``\\x00`` (``without_nul``; ``queues/models.py`` applies it to every row it saves, and a
+dead letter that held one says so at the end of its message).
+
 So a 50 MB value costs kilobytes in the database and in a page. Reported entries are remembered
 (at most ``MAX_REPORTED`` per process), so a page that meets the same bad entry at every load logs
-it once. A leaf module: it imports only ``logsafe`` and, when it reports, the URL masking.
+it once; past ``MAX_REPORTED`` distinct ones, a key is one line a minute with a count (``repeats``). It imports only
+``logsafe``, the URL masking and ``repeats``.
 """
 
 import zlib
 
 from queues import logsafe
 from queues.connection.masking import mask_urls_in
+from queues.keyspace import repeats
 
 JOB_BYTES = 256 * 1024
 RESULT_BYTES = 256 * 1024
@@ -59,18 +65,46 @@ _reported: set[tuple[str, str]] = set()
 
 
 def report(key, why, log=logger):
-    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped". URLs in them are
-    masked and control characters escaped (a key or a value may hold a line break): by the logger's
-    own filter when it has one (``logsafe.get_logger``), else here."""
+    """One ERROR per bad entry (``key``, ``why``) and process: "<key>: <why>; skipped", for the first
+    ``MAX_REPORTED``; past them, two lines a minute per key at most, with a count (``repeats``). Each is
+    counted in /metrics (``optima_quarantined_entries_total{kind="bad_entry"}``).
+    URLs in them are masked and control characters escaped (a key or a value may hold a line break):
+    by the logger's own filter when it has one (``logsafe.get_logger``), else here."""
 
     key, why = mask_urls_in(text(key)), mask_urls_in(text(why))
     if not any(isinstance(f, logsafe.EscapeControlCharacters) for f in log.filters):
         key, why = logsafe.escape(key), logsafe.escape(why)  # a plain logger: escaped here, once
     if (key, why) in _reported:
         return
-    if len(_reported) < MAX_REPORTED:
+    message = "bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)"
+    if len(_reported) < MAX_REPORTED:  # each of the first entries named: what an operator looks for
         _reported.add((key, why))
-    log.error("bad entry in Redis: %s: %s; skipped (shown as corrupt or left out)", key, why)
+        repeats.count(repeats.BAD_ENTRY)
+        log.error(message, key, why)
+    else:  # past them, a line a minute per key with a count
+        repeats.report(repeats.BAD_ENTRY, key, message, key, why, log=log)
+
+
+NUL = "\x00"
+NUL_SHOWN = "\\x00"  # the four characters a NUL (U+0000) is stored as: PostgreSQL's text and jsonb refuse it
+
+
+def without_nul(value):
+    """``value`` with every NUL character (U+0000) of its strings replaced by the text ``\\x00``
+    (``NUL_SHOWN``): in a str, or anywhere in JSON-like lists and dicts (keys too). -> (value, changed).
+    PostgreSQL cannot store a NUL in a text column nor in jsonb (``DataError``), and a marketplace
+    response inside an exception message may hold one."""
+    if isinstance(value, str):
+        return (value.replace(NUL, NUL_SHOWN), True) if NUL in value else (value, False)
+    if isinstance(value, list | tuple):
+        pairs = [without_nul(item) for item in value]
+        return (type(value)(v for v, _ in pairs), True) if any(c for _, c in pairs) else (value, False)
+    if isinstance(value, dict):
+        pairs = [(without_nul(k), without_nul(v)) for k, v in value.items()]
+        if not any(kc or vc for (_, kc), (_, vc) in pairs):
+            return value, False
+        return {k: v for (k, _), (v, _) in pairs}, True
+    return value, False
 
 
 def text(value):

@@ -29,6 +29,7 @@ key                                    what
 ``<p>:optima:metrics:<q>:durations``   the last 50 completed durations, ms, newest first
 ``<p>:optima:unique:<q>:<key>``        the job holding a ``unique=`` key (``queues.producer.api``)
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
+``<p>:optima:quarantined``             entries dropped, set aside or buried corrupt, per kind (``keyspace/repeats``)
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
 ``<p>:optima:lock:history-sample``     one history sample per minute (expires at the next minute)
 ``<p>:optima:history:10m``             the last 433 ten-minute samples: 72 h (``metrics/history.py``)
@@ -216,6 +217,11 @@ def unique_key(queue, key):
 
 def reconcile_key():
     return conf.app_key("reconcile", "last")
+
+
+def quarantined_key():
+    """The hash counting, per kind, the entries dropped, set aside or buried corrupt (``keyspace/repeats.py``)."""
+    return conf.app_key("quarantined")
 
 
 def history_key():

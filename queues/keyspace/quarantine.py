@@ -9,7 +9,8 @@ inside a boundary from here:
 ``retry_once(connection, expected, call, who=...)``
     ``call()``; on a wrong type, every key of ``expected()`` (``{key: type}``, computed only then)
     that holds another type is renamed to ``<key>.corrupt-<unix time>`` (kept for investigation,
-    the same name ``worker/dequeue.py`` gives a queue list) with one ERROR naming it, and ``call()``
+    the same name ``worker/dequeue.py`` gives a queue list) with one ERROR naming it (``repeats``: the
+    same key set aside again and again is one line a minute with a count), and ``call()``
     runs once more. Given ``members=`` (a callable naming sets rq reads as text), a member that is not
     UTF-8 (``UnicodeDecodeError``) is moved to the set ``<key>.corrupt-<unix time>`` the same way.
     Anything else is raised, as before: the caller decides.
@@ -38,7 +39,7 @@ from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from queues import logsafe
 from queues.connection.outage import REDIS_ERRORS
-from queues.keyspace import entries, keys
+from queues.keyspace import entries, keys, repeats
 
 logger = logsafe.get_logger("queues.resilience")  # the logger dequeue.py and abandoned.py set keys aside with
 
@@ -71,8 +72,17 @@ def set_aside(connection, expected, *, who, log=logger):
                 connection.rename(key, aside)
         except redis.ResponseError:  # gone meanwhile ("no such key"): nothing to set aside
             continue
-        log.error(
-            "%s: %s is a %s, not a %s: renamed to %s and left for investigation", who, key, kind, expected[key], aside
+        repeats.report(
+            repeats.WRONG_TYPE,
+            key,
+            "%s: %s is a %s, not a %s: renamed to %s and left for investigation",
+            who,
+            key,
+            kind,
+            expected[key],
+            aside,
+            log=log,
+            connection=connection,
         )
         renamed.append(key)
     return renamed
@@ -93,12 +103,16 @@ def set_aside_members(connection, set_keys, *, who, log=logger):
             except UnicodeDecodeError:
                 aside = f"{key}.corrupt-{int(time.time())}"
                 if connection.smove(key, aside, member):
-                    log.error(
+                    repeats.report(
+                        repeats.NOT_UTF8,
+                        key,
                         "%s: member %r of %s is not UTF-8: moved to %s and left for investigation",
                         who,
                         member[:200],
                         key,
                         aside,
+                        log=log,
+                        connection=connection,
                     )
                     moved.append(member)
     return moved

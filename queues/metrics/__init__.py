@@ -1,7 +1,8 @@
 """Prometheus metrics of the queues, served at ``/metrics`` with django-prometheus' own.
 
 Every family (``optima`` is ``OPTIMA_QUEUES_OPTIONS['METRICS_PREFIX']``); labels are only
-``queue``, ``state``, ``quantile``, ``source`` and the histogram's ``le`` — never a job id. The
+``queue``, ``state``, ``quantile``, ``source``, ``kind`` (the eight of ``keyspace/repeats.KINDS``) and the
+histogram's ``le`` — never a job id. The
 ``optima_redis_*`` families describe the queues' Redis server and have no labels:
 
 ==========================================  =========  ================  =====================================
@@ -33,6 +34,10 @@ optima_queue_scrape_error                   gauge      queue, source     1: sour
 optima_redis_memory_used_bytes              gauge      (none)            INFO memory used_memory
 optima_redis_memory_max_bytes               gauge      (none)            INFO memory maxmemory (0: no limit)
 optima_redis_evicted_keys_total             counter    (none)            INFO stats evicted_keys
+optima_quarantined_entries_total            counter    kind              entries dropped, set aside or buried
+                                                                         corrupt, per kind (HGETALL
+                                                                         <p>:optima:quarantined; kinds:
+                                                                         keyspace/repeats.py KINDS)
 ==========================================  =========  ================  =====================================
 
 Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receivers, worker side),

@@ -27,10 +27,16 @@ def read_snapshot(names=None, client=None, now=None):
     client = client or store.scrape_client()
     now = time.time() if now is None else now
     samples = {name: QueueSample() for name in names}
-    memory = scrape.read_redis(client, names, samples, now)
+    memory, quarantined = scrape.read_redis(client, names, samples, now)
     database.read_dead_letters(samples)
     database.read_outbox(samples, now)
-    return Snapshot(queues=samples, taken_at=now, read_seconds=time.monotonic() - started, redis_memory=memory)
+    return Snapshot(
+        queues=samples,
+        taken_at=now,
+        read_seconds=time.monotonic() - started,
+        redis_memory=memory,
+        quarantined=quarantined,
+    )
 
 
 class _Cache:
@@ -127,6 +133,14 @@ def families(snapshot, prefix):
         "Age of the queue's oldest outbox row (0 when none): high means Redis does not take them or no relay runs.",
         labels=["queue"],
     )
+    quarantined = CounterMetricFamily(
+        f"{prefix}_quarantined_entries",
+        "Entries read from Redis that were dropped, set aside or dead-lettered as corrupt, by kind: counted "
+        "each, logged at most twice a minute per kind and key (queues/keyspace/repeats.py).",
+        labels=["kind"],
+    )
+    for kind, count in (snapshot.quarantined or {}).items():
+        quarantined.add_metric([kind], count)
     for name, s in snapshot.queues.items():
         for state in STATES:
             jobs.add_metric([name, state], s.jobs[state])
@@ -168,6 +182,7 @@ def families(snapshot, prefix):
         *redis_memory.families(snapshot.redis_memory, prefix),
         waits,
         totals,
+        quarantined,
     ]
 
 

@@ -30,6 +30,12 @@ nothing behind. Memory: docs/metrics.md ("History").
 A counter that went down between two samples (a flushed Redis, a deleted hash) counts as 0 for that
 minute, as Prometheus' ``increase()`` would start again from the reset.
 
+What a writer to Redis plants there never stops the sampling: a list of another type is renamed
+``<key>.corrupt-<unix time>`` (``keyspace/quarantine.py``) and the sample taken; a 72-hour head more than a
+minute in the future (``1e300``, now + 1 day), which kept every later sample out for the key's life, is moved
+to such a key; a queue's counters of another type leave that queue out of the sample. Each said once a
+minute at most (``keyspace/repeats.py``).
+
 Costs: sampling is three round trips a minute (the lock, one HMGET per queue and the coarse head
 pipelined, LPUSH + LTRIM + EXPIRE of one or both lists); reading is one round trip (two LRANGE).
 """
@@ -42,7 +48,7 @@ import time
 import redis
 
 from queues.catalog.lookup import queue_names
-from queues.keyspace import entries, keys
+from queues.keyspace import entries, keys, quarantine, repeats
 from queues.metrics import store
 
 logger = logging.getLogger("queues.metrics")
@@ -52,6 +58,7 @@ MINUTE = 60  # seconds
 COARSE = 600  # seconds: the 72-hour history's period
 COARSE_PERIODS = 72 * 3600 // COARSE  # 432 ten-minute differences
 COARSE_SAMPLES = COARSE_PERIODS + 1
+FUTURE_SECONDS = MINUTE  # a 72-hour head further ahead of the sampler's clock is no sample (clock skew is less)
 SAMPLES_TTL = SAMPLES * MINUTE + 2 * MINUTE  # seconds the minute list outlives its last push
 COARSE_TTL = COARSE_SAMPLES * COARSE + 2 * COARSE  # and the 72-hour list
 
@@ -67,7 +74,8 @@ def sample_if_due(connection, at=None):
     try:
         if not connection.set(keys.history_lock_key(), int(at), nx=True, exat=int(next_minute)):
             return False
-        sample(connection, at)
+        # A history list of another type (``SET <p>:optima:history x``) would stop every sample: set aside.
+        quarantine.retry_once(connection, _expected, lambda: sample(connection, at), who="history sample", log=logger)
     except redis.RedisError as exc:
         logger.warning("could not sample the queues' history (%s: %s)", type(exc).__name__, exc)
         return False
@@ -83,10 +91,17 @@ def sample(connection, at):
         pipe.lindex(keys.history_coarse_key(), 0)
         replies = pipe.execute(raise_on_error=False)
     rows, head = replies[:-1], replies[-1]
-    for row in rows:
+    if isinstance(head, Exception):
+        raise head  # the 72-hour list of another type: set aside by the caller (``sample_if_due``)
+    counts = {}
+    for name, row in zip(names, rows):
+        if quarantine.is_wrong_type(row):  # the scrape reports it too; the other queues are still sampled
+            entries.report(store.counters_key(name), "not a hash (WRONGTYPE): left out of the history", log=logger)
+            continue
         if isinstance(row, Exception):
             raise row
-    counts = {name: [_int(processed), _int(failed)] for name, (processed, failed) in zip(names, rows)}
+        counts[name] = [_int(row[0]), _int(row[1])]
+    head = _set_aside_future_head(connection, head, at)
     entry = json.dumps({"t": round(float(at), 3), "q": counts}, separators=(",", ":"))
     with connection.pipeline(transaction=False) as pipe:
         for key, kept, ttl in (
@@ -99,6 +114,35 @@ def sample(connection, at):
             pipe.ltrim(key, 0, kept - 1)
             pipe.expire(key, ttl)
         pipe.execute()
+
+
+def _expected():
+    return {keys.history_key(): "list", keys.history_coarse_key(): "list"}
+
+
+def _set_aside_future_head(connection, head, at):
+    """``head`` (the 72-hour list's head), or None when it was a sample more than ``FUTURE_SECONDS`` ahead of
+    ``at``: then it is moved to ``<key>.corrupt-<unix time>`` with a line naming it (``repeats``). Such a head
+    (``1e300``, now + 1 day) kept every later sample out of the 72-hour list (``_new_window``) for the key's life."""
+    found = None if head is None else _sample(head)
+    if found is None or found[0] <= float(at) + FUTURE_SECONDS:
+        return head
+    key = keys.history_coarse_key()
+    aside = f"{key}.corrupt-{int(time.time())}"
+    connection.lmove(key, aside, "LEFT", "RIGHT")
+    repeats.report(
+        repeats.HISTORY,
+        key,
+        "%s: its head %r is a sample from the future (t=%s, now %s): moved to %s, sampling goes on",
+        key,
+        entries.text(head[:80]),
+        found[0],
+        round(float(at)),
+        aside,
+        log=logger,
+        connection=connection,
+    )
+    return None
 
 
 def _new_window(head, at):

@@ -3,12 +3,14 @@
 In a worker the recorder's receivers only add to the process's ``tally`` (``recorder.py``); this hook
 lets the worker write it in the pipelines it sends anyway (its heartbeat, a fork-free success's one
 call), hand a work horse's tally to its worker, and take the panel's per-minute history sample on a
-due heartbeat (``history.py``: once per wall-clock minute per worker, a Redis lock lets one worker win).
+due heartbeat (``history.py``: once per wall-clock minute per worker, a Redis lock lets one worker win), and
+sum up the repeated reports whose minute ended (``keyspace/repeats.py``).
 """
 
 import time
 
 from queues.events.hooks import Hook
+from queues.keyspace import repeats
 from queues.metrics import history
 from queues.metrics.recorder import count_success, tally
 
@@ -41,6 +43,7 @@ class MetricsHook(Hook):
         tally.merge(data)
 
     def heartbeat(self, connection):
+        repeats.flush_due(connection)  # a flood's count is summed up when its minute ends, not at its next entry
         minute = int(time.time() // history.MINUTE)
         if self._history_minute != minute:
             self._history_minute = minute

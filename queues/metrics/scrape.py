@@ -6,7 +6,8 @@ holds a job, the one that waits behind all others), ZCARD of the started
 (``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
 its last durations; plus one SMEMBERS of the paused set, one of rq's set of limit keys in use
-(``<p>:rl-keys``, queues/producer/limits.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
+(``<p>:rl-keys``, queues/producer/limits.py), one HGETALL of the quarantine counts (``<p>:optima:quarantined``,
+queues/keyspace/repeats.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
 maxmemory, evicted keys: queues/connection/info.py). Round trip 2 (only when a queue has a waiting job or
 a worker, or some limit key is in use): HGET ``enqueued_at`` of each queue's head job, EXISTS of each
 worker key (rq leaves a dead worker in the set until a cleanup) and ZCARD of the held set of each
@@ -33,7 +34,7 @@ from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
 from queues.connection import info as redisinfo
 from queues.connection.clients import mask_url, queues_url
-from queues.keyspace import entries
+from queues.keyspace import entries, repeats
 from queues.keyspace import keys as redis_keys
 from queues.keyspace.keys import paused_key
 from queues.metrics import redis_memory, store
@@ -46,13 +47,15 @@ PER_QUEUE_COMMANDS = 15  # commands of round trip 1 per queue (see the module do
 
 
 def read_redis(client, names, samples, now):
-    """Round trips 1 and 2 into ``samples``; -> the server's ``redisinfo.Memory``, or None when unknown."""
+    """Round trips 1 and 2 into ``samples``; -> (the server's ``redisinfo.Memory``, the quarantine counts
+    {kind: count}), each None when unknown."""
 
     bounds = store.buckets()
     try:
         pipe = client.pipeline(transaction=False)
         pipe.smembers(paused_key())
         pipe.smembers(redis_keys.limit_keys_key())
+        pipe.hgetall(redis_keys.quarantined_key())
         for name in names:
             queue_key = redis_keys.queue_key(name)
             pipe.llen(queue_key)
@@ -76,10 +79,11 @@ def read_redis(client, names, samples, now):
         results = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:
         _all_failed(names, samples, exc)
-        return None
+        return None, None
 
     memory = redis_memory.from_replies(*results[-2:])
-    paused_result, limit_keys_result, results = results[0], results[1], results[2:-2]
+    paused_result, limit_keys_result, quarantined = results[0], results[1], _quarantined(results[2])
+    results = results[3:-2]
     paused = set() if isinstance(paused_result, Exception) else {text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
         logger.warning(
@@ -135,7 +139,34 @@ def read_redis(client, names, samples, now):
     held_keys = {name: keys for name, keys in held_keys.items() if not samples[name].redis_error}
     if heads or worker_sets or held_keys:
         _read_round_two(client, heads, worker_sets, samples, now, held_keys)
-    return memory
+    return memory, quarantined
+
+
+def _quarantined(reply):
+    """The quarantine counts ({kind: count}, ``keyspace/repeats.py``); None when unknown: a failed read or
+    a hash of the wrong type (reported). A kind not in ``repeats.KINDS`` or a value that is no count is
+    left out (reported): the label stays bounded."""
+    key = redis_keys.quarantined_key()
+    if isinstance(reply, Exception):
+        if isinstance(reply, redis.ResponseError) and "WRONGTYPE" in str(reply):
+            entries.report(key, "not a hash (WRONGTYPE): the quarantine counts left out of /metrics", log=logger)
+        else:
+            logger.warning("reading %s failed (%s); the quarantine counts are left out", key, describe_error(reply))
+        return None
+    counts = dict.fromkeys(repeats.KINDS, 0)
+    for field, value in reply.items():
+        kind, value = text(field), text(value)
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            number = -1
+        if kind not in counts or not 0 <= number < 2**63:
+            entries.report(
+                key, f"field {kind[:40]!r} = {value[:40]!r} is no count of a known kind: left out", log=logger
+            )
+            continue
+        counts[kind] = number
+    return counts
 
 
 # Round trip 1's replies a bad entry may spoil without spoiling the queue's other values: the worker

@@ -35,6 +35,7 @@ class Snapshot:
     taken_at: float  # time.time() of the read
     read_seconds: float  # how long the read took
     redis_memory: redisinfo.Memory | None = None  # None: unknown (Redis or INFO failed) -> families left out
+    quarantined: dict | None = None  # kind -> entries dropped, set aside or buried (keyspace/repeats.py); None: unknown
 
 
 def text(value):

@@ -2,8 +2,9 @@
 
 Mirrors failed-registry jobs missing from the table (e.g. the database was down when they died) and
 marks open rows whose job left the failed registry some other way: ``retried`` (requeued, e.g. from
-django-rq's dashboard) or ``discarded`` (deleted). Workers also run it in their maintenance, at most
-every ``OPTIMA_QUEUES_OPTIONS['RECONCILE_INTERVAL']`` seconds. Safe to run at any time, repeatedly.
+django-rq's dashboard), or, when the job is gone from Redis, held only in the database (still open: only an
+operator's discard closes a dead letter; a retry re-enqueues it from the row). Workers also run it in their
+maintenance, at most every ``OPTIMA_QUEUES_OPTIONS['RECONCILE_INTERVAL']`` seconds. Safe to run at any time, repeatedly.
 """
 
 import redis
@@ -16,7 +17,9 @@ from queues.failures.deadletter import reconcile
 
 
 class Command(BaseCommand):
-    help = "Mirror dead jobs missing from the DeadLetter table; mark rows whose job was requeued or deleted."
+    help = (
+        "Mirror dead jobs missing from the DeadLetter table; mark rows whose job was requeued, or is gone from Redis."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("queues", nargs="*", help="declared queue names (default: every queue with jobs)")

@@ -525,3 +525,14 @@ def test_bulk_actions_never_redirect_off_site(client, queue_redis):
         {"action": "delete", "job_ids": [job.id], "next_url": "https://attacker.example/"},
     )
     assert response["Location"] == f"/admin/queues/queues/{DEFAULT}/"
+
+
+# --- issue 32 (8c): a row "stopped by an operator" follows its job like an open one -------------------
+
+
+@pytest.mark.parametrize(("url", "status"), [("failed/clear/", "discarded"), ("requeue-all/", "retried")])
+def test_delete_all_and_requeue_all_move_the_rows_stopped_by_an_operator_too(client, queue_redis, url, status):
+    made = [dead_job("default") for _ in range(3)]
+    DeadLetter.objects.filter(job_id=made[0][0].id).update(status="stopped")
+    assert client.post(f"/admin/queues/queues/{DEFAULT}/{url}").status_code == 302
+    assert sorted(DeadLetter.objects.values_list("status", flat=True)) == [status] * 3

@@ -254,3 +254,59 @@ def test_the_panel_draws_both_resolutions_from_seeded_samples_with_a_legend(sett
     assert 'data-completed="32" data-failed="5"' in str(rows["default"]["svg_72h"])
     assert "<strong>attempts failed</strong>" in html and "Attempts failed (72 h)" in html
     assert ">Dead jobs</th>" in html
+
+
+# --- issue 32: the history cannot be frozen (finding 5) ---------------------------------------------
+
+
+@pytest.mark.parametrize("future", [1e300, 24 * 3600, 3600, 61], ids=["1e300", "a day ahead", "an hour", "61 s"])
+def test_a_72_hour_head_from_the_future_is_set_aside_and_sampling_goes_on(queue_redis, caplog, future):
+    base = T0 - T0 % history.COARSE + history.COARSE
+    t = future if future == 1e300 else base + 1 + future
+    planted = json.dumps({"t": t, "q": {"default": [0, 0]}})
+    queue_redis.lpush(keys.history_coarse_key(), planted)
+    for minute in range(0, 25):
+        counters(queue_redis, "default", 10 * minute, minute)
+        queue_redis.delete(keys.history_lock_key())
+        assert history.sample_if_due(queue_redis, at=base + 60 * minute + 1) is True
+
+    minutes, coarse = history.read_both(queue_redis)
+    assert [t for t, _ in coarse] == [base + 1, base + 601, base + 1201]
+    assert len(minutes) == 25
+    aside = queue_redis.keys(f"{keys.history_coarse_key()}.corrupt-*")
+    assert len(aside) == 1 and queue_redis.lrange(aside[0], 0, -1) == [planted.encode()]
+    assert "is a sample from the future" in caplog.text
+    assert "could not sample" not in caplog.text
+
+
+def test_a_72_hour_head_less_than_a_minute_ahead_is_clock_skew_and_kept(queue_redis):
+    base = T0 - T0 % history.COARSE + history.COARSE
+    history.sample(queue_redis, base + 30)  # another worker's clock, 29 s ahead
+    history.sample(queue_redis, base + 1)
+    _, coarse = history.read_both(queue_redis)
+    assert [t for t, _ in coarse] == [base + 30]
+    assert queue_redis.keys(f"{keys.history_coarse_key()}.corrupt-*") == []
+
+
+@pytest.mark.parametrize("key", [keys.history_key, keys.history_coarse_key], ids=["minute list", "72-hour list"])
+def test_a_history_list_set_to_a_string_is_set_aside_and_sampling_goes_on(queue_redis, caplog, key):
+    base = T0 - T0 % history.COARSE + history.COARSE
+    queue_redis.set(key(), "frozen")
+    counters(queue_redis, "default", 3, 1)
+    assert history.sample_if_due(queue_redis, at=base + 1) is True
+    queue_redis.delete(keys.history_lock_key())
+    assert history.sample_if_due(queue_redis, at=base + 61) is True
+
+    minutes, coarse = history.read_both(queue_redis)
+    assert [t for t, _ in minutes] == [base + 1, base + 61]
+    assert [t for t, _ in coarse] == [base + 1]
+    assert [queue_redis.get(k) for k in queue_redis.keys(f"{key()}.corrupt-*")] == [b"frozen"]
+    assert "could not sample" not in caplog.text  # the WARNING it gave every minute
+
+
+def test_a_queues_counters_of_the_wrong_type_leave_only_that_queue_out_of_the_sample(queue_redis):
+    queue_redis.set(store.counters_key("default"), "nope")
+    counters(queue_redis, "content", 2, 0)
+    assert history.sample_if_due(queue_redis, at=T0 + 1) is True
+    (sample,) = history.read(queue_redis)
+    assert "default" not in sample[1] and sample[1]["content"] == (2, 0)

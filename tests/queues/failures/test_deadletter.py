@@ -10,7 +10,7 @@ from rq.registry import FailedJobRegistry
 import queues
 from queues.conf import prefix
 from queues.failures import deadletter
-from queues.models import DeadLetter
+from queues.models import NUL_NOTE, DeadLetter, FailureGroup
 from tests.support.lifecycle import (
     WORKER_ENV,
     fetch,
@@ -115,7 +115,7 @@ def test_bury_dead_letters_a_job_once_however_often_it_and_the_mirror_run(queue_
     assert (row.exc_type, row.exc_message) == ("rq.exceptions.AbandonedJobError", "worker killed")
     assert failed_score(queue_redis, "default", job.id) == math.inf
     assert fetch(job.id, queue_redis).get_status() == "failed"
-    assert (summary.mirrored, summary.retried, summary.discarded) == (0, 0, 0)
+    assert (summary.mirrored, summary.retried, summary.held) == (0, 0, 0)
 
 
 @pytest.mark.slow
@@ -171,13 +171,14 @@ def test_a_database_outage_at_death_neither_stops_the_worker_nor_loses_the_dead_
     assert "RuntimeError: while the db is down" in row.traceback
 
 
-def test_reconcile_marks_the_row_of_a_deleted_job_discarded(queue_redis):
+def test_reconcile_keeps_the_row_of_a_deleted_job_open_held_only_in_the_database(queue_redis):
     job = queues.enqueue("default", "tests.jobs.lifecycle.quick", 1)
     deadletter.bury(fetch(job.id, queue_redis), reason="abandoned")
     fetch(job.id, queue_redis).delete()
     summary = deadletter.reconcile(["default"])
-    assert summary.discarded == 1
-    assert DeadLetter.objects.get(job_id=job.id).status == "discarded"
+    assert summary.held == 1
+    row = DeadLetter.objects.get(job_id=job.id)
+    assert (row.status, row.only_in_database_since is not None) == ("open", True)
 
 
 def test_reconcile_mirrors_a_job_failed_by_rqs_own_paths(queue_redis):
@@ -192,9 +193,185 @@ def test_reconcile_mirrors_a_job_failed_by_rqs_own_paths(queue_redis):
     call_command("queues_reconcile", "default", stdout=out)
     row = DeadLetter.objects.get(job_id=job.id)
     assert (
-        out.getvalue().strip() == "Dead letters reconciled: 1 mirrored, 0 marked retried, 0 marked discarded "
-        "(1 queues, 0 errors)"
+        out.getvalue().strip() == "Dead letters reconciled: 1 mirrored, 0 marked retried, 0 held only in the "
+        "database (1 queues, 0 errors)"
     )
     assert (row.reason, row.times_dead, row.status) == ("abandoned", 1, "open")
     call_command("queues_reconcile", stdout=io.StringIO())
     assert DeadLetter.objects.filter(job_id=job.id).count() == 1
+
+
+# --- issue 32: a NUL character (13) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["marketplace said: <html>\x00\x00</html>", "\x00", "ends with a NUL\x00"],
+)
+def test_a_nul_in_the_error_or_the_arguments_is_mirrored_escaped_and_says_so(queue_redis, message):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", message, note="a\x00b")
+    exc = f"Traceback (most recent call last):\nqueues.exceptions.PermanentError: {message}"
+    row = deadletter.bury(fetch(job.id, queue_redis), reason="permanent", exc_string=exc)
+
+    assert row is not None
+    row = DeadLetter.objects.get(job_id=job.id)
+    shown = message.replace("\x00", "\\x00")
+    assert row.exc_message == shown + NUL_NOTE
+    assert "\\x00" in row.traceback and "\x00" not in row.traceback
+    assert (row.args, row.kwargs) == ([shown], {"note": "a\\x00b"})
+    assert "\x00" not in row.fingerprint
+    group = FailureGroup.objects.get(fingerprint=row.fingerprint)
+    assert "\x00" not in group.example_message + group.pattern
+
+
+def test_reconcile_mirrors_a_failed_job_with_a_nul_at_every_run_without_an_error(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", "a\x00b")
+    deadletter.bury(fetch(job.id, queue_redis), reason="permanent", exc_string="ValueError: a\x00b")
+    DeadLetter.objects.filter(job_id=job.id).delete()  # as when the mirror failed at the death
+
+    out = io.StringIO()
+    call_command("queues_reconcile", "default", stdout=out)
+    again = deadletter.reconcile(["default"])
+
+    assert "1 mirrored" in out.getvalue() and "0 errors" in out.getvalue()
+    assert (again.mirrored, again.errors) == (0, 0)
+    row = DeadLetter.objects.get(job_id=job.id)
+    assert (row.status, row.args, row.exc_message) == ("open", ["a\\x00b"], "a\\x00b" + NUL_NOTE)
+
+
+def test_a_row_without_a_nul_is_stored_as_it_is(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.lifecycle.fail_permanently", "a\\x00b, typed by hand")
+    row = deadletter.bury(fetch(job.id, queue_redis), reason="permanent", exc_string="ValueError: plain")
+    row.refresh_from_db()
+    assert (row.exc_message, row.args) == ("plain", ["a\\x00b, typed by hand"])
+
+
+# --- issue 32: a Redis that lost its data (9), a job stopped from the panel (8c) ---------------------
+
+
+def dead_rows(connection, n, queue="default"):
+    rows = []
+    for i in range(n):
+        job = queues.enqueue(queue, "tests.jobs.lifecycle.fail_permanently", f"cabinet {i} is gone", note=i)
+        rows.append(deadletter.bury(fetch(job.id, connection), reason="permanent", exc_string="PermanentError: x"))
+    return rows
+
+
+def lose_redis(admin_redis):
+    """What `dev.py run` restarted (a Redis without persistence), a FLUSHALL or a failover that lost writes
+    leaves: nothing under the prefix."""
+    from tests.session_env import delete_prefix_keys
+
+    delete_prefix_keys(admin_redis)
+
+
+def test_a_redis_that_lost_its_data_keeps_every_open_dead_letter_open_held_only_in_the_database(
+    queue_redis, admin_redis
+):
+    rows = dead_rows(queue_redis, 3)
+    retried = dead_rows(queue_redis, 1)[0]
+    DeadLetter.objects.filter(pk=retried.pk).update(status="retried")  # an operator's, before the loss
+    lose_redis(admin_redis)
+
+    first = deadletter.reconcile(["default"])
+    again = deadletter.reconcile(["default"])
+
+    assert (first.held, first.retried, first.errors) == (3, 0, 0)
+    assert (again.held, again.retried) == (0, 0)  # marked once
+    found = {r.pk: (r.status, r.only_in_database_since is not None) for r in DeadLetter.objects.all()}
+    assert found == {**{r.pk: ("open", True) for r in rows}, retried.pk: ("retried", False)}
+    assert "held only in the database" in str(first)
+
+
+def test_a_row_held_only_in_the_database_is_retried_from_the_row(queue_redis, admin_redis):
+    from queues.failures import operations
+
+    (row,) = dead_rows(queue_redis, 1)
+    lose_redis(admin_redis)
+    deadletter.reconcile(["default"])
+
+    outcome = operations.retry_dead_letter(row.pk)
+
+    assert outcome.outcome == "ok", outcome.detail
+    job = fetch(outcome.job_id, queue_redis)
+    assert (job.func_name, job.args, job.kwargs) == (
+        "tests.jobs.lifecycle.fail_permanently",
+        ["cabinet 0 is gone"],
+        {"note": 0},
+    )
+    assert job.id in get_queue_ids(queue_redis)
+    assert DeadLetter.objects.get(pk=row.pk).status == "retried"
+
+
+def get_queue_ids(connection):
+    from queues.catalog.lookup import get_queue
+
+    return get_queue("default").get_job_ids()
+
+
+def test_only_an_operators_discard_closes_a_row_held_only_in_the_database(queue_redis, admin_redis):
+    from queues.failures import operations
+
+    (row,) = dead_rows(queue_redis, 1)
+    lose_redis(admin_redis)
+    for _ in range(3):
+        deadletter.reconcile(["default"])
+    assert DeadLetter.objects.get(pk=row.pk).status == "open"
+    assert operations.discard_dead_letter(row.pk).outcome == "ok"
+    assert DeadLetter.objects.get(pk=row.pk).status == "discarded"
+
+
+def test_a_job_found_in_redis_again_clears_the_mark(queue_redis):
+    (row,) = dead_rows(queue_redis, 1)
+    key, failed = f"{prefix()}:job:{row.job_id}", FailedJobRegistry("default", connection=queue_redis).key
+    queue_redis.rename(key, f"{key}.away")
+    queue_redis.zrem(failed, row.job_id)
+    deadletter.reconcile(["default"])
+    assert DeadLetter.objects.get(pk=row.pk).only_in_database_since is not None
+
+    queue_redis.rename(f"{key}.away", key)  # e.g. a replica that had it is promoted
+    queue_redis.zadd(failed, {row.job_id: "+inf"})
+    deadletter.reconcile(["default"])
+    row.refresh_from_db()
+    assert (row.status, row.only_in_database_since) == ("open", None)
+
+
+def test_the_admin_shows_and_filters_the_rows_held_only_in_the_database(queue_redis, admin_redis, admin_client):
+    held, kept = dead_rows(queue_redis, 2)
+    queue_redis.delete(f"{prefix()}:job:{held.job_id}")
+    queue_redis.zrem(FailedJobRegistry("default", connection=queue_redis).key, held.job_id)
+    deadletter.reconcile(["default"])
+
+    listed = admin_client.get("/admin/queues/deadletter/?where=database").content.decode()
+    assert held.job_id in listed and kept.job_id not in listed
+    assert "only in the database" in listed
+    others = admin_client.get("/admin/queues/deadletter/?where=redis").content.decode()
+    assert kept.job_id in others and held.job_id not in others
+    page = admin_client.get(f"/admin/queues/deadletter/{held.pk}/change/").content.decode()
+    assert "only in the database" in page
+
+
+@pytest.mark.slow
+def test_a_job_stopped_from_the_panel_has_a_dead_letter_stopped_by_an_operator(queue_redis, start_worker, settings):
+    from django.test import Client
+    from rq.job import JobStatus
+
+    from tests.jobs import sample
+    from tests.support import wait_for
+    from tests.support.panel import basic_header
+    from tests.support.pickles import DEFAULT
+
+    settings.OPTIMA_ENV = "prod"
+    settings.QUEUE_BOARD_USER, settings.QUEUE_BOARD_PASSWORD = "ops", "s3cret-board-pass"
+    client = Client(**basic_header())
+    job = queues.enqueue("default", sample.sleep_then_return, 60, attempts=3)
+    start_worker("default")
+    wait_for(lambda: fetch(job.id, queue_redis).get_status(refresh=True) == JobStatus.STARTED, timeout=60)
+
+    assert client.post(f"/admin/queues/queues/{DEFAULT}/{job.id}/stop/").status_code == 302
+    row = wait_row(job.id)
+    assert (row.status, row.get_status_display(), row.reason) == ("stopped", "stopped by an operator", "stopped")
+
+    assert client.post(f"/admin/queues/queues/{DEFAULT}/{job.id}/enqueue/").status_code == 302
+    row.refresh_from_db()
+    assert (row.status, row.retried_as) == ("retried", job.id)

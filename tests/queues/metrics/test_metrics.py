@@ -303,14 +303,14 @@ def test_a_scrape_costs_two_round_trips_whatever_the_number_of_queues(private_re
         calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         calls.pop("info", None)
         # 15 per queue (LLEN and LINDEX of each priority band: high, normal, low) + the paused set + the limit
-        # keys in use, then the head job's enqueued_at per non-empty queue.
+        # keys in use + the quarantine counts, then the head job's enqueued_at per non-empty queue.
         assert calls == {
             "smembers": n + 2,
             "llen": 3 * n,
             "lindex": 3 * n,
             "zcard": 4 * n,
             "zcount": 2 * n,
-            "hgetall": n,
+            "hgetall": n + 1,
             "lrange": n,
             "hget": n,
         }
@@ -561,3 +561,35 @@ def test_the_grafana_dashboard_queries_only_families_we_export():
     }
     assert used and used <= exported, used - exported
     assert len(exprs) >= 8
+
+
+# --- issue 32: the quarantine counter (finding 6) -----------------------------------------------------
+
+
+def test_the_quarantine_counter_shows_every_kind_with_what_the_reporters_counted(client, queue_redis):
+    from queues.keyspace import keys, repeats
+
+    queue_redis.delete(keys.quarantined_key())
+    queue_redis.hset(keys.quarantined_key(), mapping={"dropped": 200_000, "corrupt": 3})
+    found = samples(scrape(client))
+    counts = {kind: value(found, "optima_quarantined_entries_total", kind=kind) for kind in repeats.KINDS}
+    assert counts == dict(dict.fromkeys(repeats.KINDS, 0.0), dropped=200_000.0, corrupt=3.0)
+
+
+def test_a_planted_quarantine_count_is_left_out_and_the_rest_is_served(client, queue_redis, caplog):
+    from queues.keyspace import keys
+
+    queue_redis.delete(keys.quarantined_key())
+    queue_redis.hset(keys.quarantined_key(), mapping={"dropped": "NaN", "job-123": 5, "corrupt": 2})
+    found = samples(scrape(client))
+    assert value(found, "optima_quarantined_entries_total", kind="corrupt") == 2.0
+    assert value(found, "optima_quarantined_entries_total", kind="dropped") == 0.0
+    assert ("optima_quarantined_entries_total", frozenset({("kind", "job-123")})) not in found
+    assert jobs(found, "default") == zeros()
+
+    queue_redis.delete(keys.quarantined_key())
+    queue_redis.set(keys.quarantined_key(), "poison")
+    collector.cache.clear()
+    found = samples(scrape(client))
+    assert not [k for k in found if k[0] == "optima_quarantined_entries_total"]  # unknown, not zero
+    assert jobs(found, "default") == zeros()

@@ -262,13 +262,13 @@ def test_reconcile_mirrors_the_others_and_buries_an_unreadable_hash_as_corrupt(q
     assert summary.errors == 0
 
 
-def test_reconcile_marks_the_open_row_of_a_job_whose_hash_is_gone_discarded(queue_redis):
+def test_reconcile_keeps_the_open_row_of_a_job_whose_hash_is_gone_open_held_only_in_the_database(queue_redis):
     job, row = dead_job("default")
     queue_redis.delete(job.key)
     place(queue_redis, plant(queue_redis, "wrong_type_job", "poison"), "failed")
     deadletter.reconcile()
     row.refresh_from_db()
-    assert row.status == "discarded"
+    assert (row.status, row.only_in_database_since is not None) == ("open", True)  # issue 32: only an operator discards
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -560,3 +560,84 @@ def test_replayed_ids_of_finished_dead_canceled_and_running_jobs_run_no_more_and
     assert queue_redis.zcard(keys.scheduled_key(matrix.GOOD)) == 0
     for key in (queue_key, high, other, keys.intermediate_key(queue_key)):
         assert queue_redis.llen(key) == 0, key
+
+
+# --- issue 32: floods (the volume case) ---
+from queues.metrics import collector  # noqa: E402 — this section's own import, appended with it
+
+VOLUME = 10_000
+
+
+def plant_volume(connection, kind):
+    """``VOLUME`` bogus ids pushed onto default's high band (one LPUSH per 1,000): "not_a_hash", each id's key a
+    string; "no_hash", the review's 200,000 ids on a band, no key at all."""
+    band = keys.band_key(keys.queue_key("default"), "high")
+    ids = [f"bogus-{kind}-{i}" for i in range(VOLUME)]
+    with connection.pipeline(transaction=False) as pipe:
+        if kind == "not_a_hash":
+            for job_id in ids:
+                pipe.set(keys.job_key(job_id), "not a job")
+        for start in range(0, VOLUME, 1000):
+            pipe.rpush(band, *ids[start : start + 1000])
+        pipe.execute()
+    return band
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "not_a_hash",
+        pytest.param(
+            "no_hash",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="worker/intake.py logs 'its hash is gone' itself: its one line goes through "
+                "queues.keyspace.repeats.report (the floods helper's report names it)",
+            ),
+        ),
+    ],
+)
+def test_ten_thousand_bogus_ids_on_a_band_are_a_few_lines_and_all_counted(kind, queue_redis, start_worker, client):
+    queue_redis.delete(keys.quarantined_key())
+    band = plant_volume(queue_redis, kind)
+    good = queues.enqueue("default", sample.add, 1, 2)
+
+    worker = start_worker("default", "--burst", env=WORKER_ENV)
+    assert worker.wait(300) == 0, worker.output()[-2000:]
+    loud = [line for line in worker.output().splitlines() if "ERROR" in line or "WARNING" in line]
+
+    assert queue_redis.llen(band) == 0
+    assert jobread.fetch(good.id, queue_redis).get_status() == "finished"
+    assert len(loud) <= 4, loud[:10]  # the first drop named, a summary of the 9,999 others; not 10,000 lines
+    assert any(f"bogus-{kind}-0" in line for line in loud)
+    assert int(queue_redis.hget(keys.quarantined_key(), "dropped") or 0) == VOLUME
+    collector.cache.clear()
+    metrics = client.get("/metrics").content.decode()
+    assert f'optima_quarantined_entries_total{{kind="dropped"}} {float(VOLUME)}' in metrics
+
+
+# --- issue 32: floods (the future history entry) ---
+
+
+@pytest.mark.parametrize("ahead", ["1e300", "a day"])
+def test_a_history_entry_from_the_future_does_not_freeze_the_72_hour_history(queue_redis, start_worker, ahead):
+    import json
+    import time
+
+    from queues.metrics import history
+
+    now = time.time()
+    planted = json.dumps({"t": 1e300 if ahead == "1e300" else now + 86400, "q": {"default": [0, 0]}})
+    queue_redis.lpush(keys.history_coarse_key(), planted)
+    queue_redis.set(keys.history_key(), "a string, not a list")
+
+    worker = start_worker("default", "--burst", env=WORKER_ENV)  # its heartbeat takes the minute's sample
+    assert worker.wait(60) == 0, worker.output()[-2000:]
+
+    minutes, coarse = history.read_both(queue_redis)
+    assert len(minutes) == 1 and now - 5 < minutes[0][0] < time.time() + 5
+    assert [t for t, _ in coarse] == [minutes[0][0]]
+    assert len(queue_redis.keys(f"{keys.history_coarse_key()}.corrupt-*")) == 1
+    assert len(queue_redis.keys(f"{keys.history_key()}.corrupt-*")) == 1
+    assert "could not sample" not in worker.output()

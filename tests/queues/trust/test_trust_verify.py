@@ -145,8 +145,8 @@ def test_a_forged_dead_price_change_is_an_unverified_dead_letter_that_no_bulk_pa
         "1 dead letters retried in 2 failure groups (1 skipped, 0 failed).",
         "1 dead letter skipped: never verified (unverified or unsigned); retry it on its own from its page.",
     ]
-    call_command("queues_reconcile")  # the row's job left the failed registry: marked discarded, not retried
-    assert DeadLetter.objects.get(pk=row.pk).status == "discarded"
+    call_command("queues_reconcile")  # the row's job left the failed registry: not retried; only an operator discards
+    assert DeadLetter.objects.get(pk=row.pk).status == "open"
     actor.post(LIST, {"action": "retry_selected", "_selected_action": [row.pk], "post": "yes"})
 
     assert [job.id for job in queued_jobs(queue_redis, "repricer")] == [real.id]  # only the real one, in place
@@ -317,11 +317,11 @@ def test_a_job_stopped_then_enqueued_again_from_its_page_leaves_the_failed_list_
     wait_for(lambda: status() == JobStatus.STARTED, timeout=60, message="the job to start")
     board.post(f"/admin/queues/queues/1/{job.id}/stop/")
     wait_for(
-        lambda: DeadLetter.objects.filter(job_id=job.id, reason="stopped", status="open").exists(),
+        lambda: DeadLetter.objects.filter(job_id=job.id, reason="stopped", status="stopped").exists(),
         timeout=60,
         message="the stopped job's dead letter",
     )
-    assert dead_letter_counts() == (1, 1)
+    assert dead_letter_counts() == (1, 0)  # issue 32: "stopped by an operator", waiting for nobody: not open
 
     release.touch()
     page = board.get(f"/admin/queues/queues/1/{job.id}/")
