@@ -22,8 +22,10 @@ in the release step runs them all (docs/operations.md#deploying). Before the fir
 has every job module imported (``queues.catalog.jobs``, at Django start), so its horses do not import one per job.
 """
 
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -137,6 +139,7 @@ def start_command(command, args, options):
     """What ``rqworker`` and ``rqworker-pool`` do first: the configuration checks, the queue names,
     the grace, logging and the pid file. -> (names, grace seconds, log level)."""
     logsafe.install()  # what the worker logs from Redis (job ids, entries, key names) cannot forge a line
+    dump_stacks_on(STACKS_SIGNAL)
     command.check(tags=WORKER_CHECK_TAGS)
     names = declared_names(args)
     grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
@@ -148,6 +151,16 @@ def start_command(command, args, options):
         with open(os.path.expanduser(options["pid"]), "w") as fp:
             fp.write(str(os.getpid()))
     return names, grace, level
+
+
+STACKS_SIGNAL = signal.SIGUSR1  # ``kill -USR1 <pid>``: every thread's stack on stderr (docs/operations.md)
+
+
+def dump_stacks_on(signum):
+    """``kill -USR1 <worker pid>`` writes every thread's Python stack to stderr, and the worker goes
+    on. Done by faulthandler in C, so it answers even when every thread is blocked on a lock (a
+    worker that does not stop): what py-spy would show, without installing it."""
+    faulthandler.register(signum, file=sys.stderr, all_threads=True, chain=False)
 
 
 FORK_FREE = "queues.worker.OptimaSimpleWorker"
