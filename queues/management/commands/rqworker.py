@@ -42,6 +42,7 @@ from queues.connection.clients import describe
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.exceptions import UnknownQueue
 from queues.logs import console
+from queues.worker import kernel
 from queues.worker import options as config
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
@@ -140,6 +141,7 @@ def start_command(command, args, options):
     the grace, logging and the pid file. -> (names, grace seconds, log level)."""
     logsafe.install()  # what the worker logs from Redis (job ids, entries, key names) cannot forge a line
     dump_stacks_on(STACKS_SIGNAL)
+    kernel.fresh_std_streams_after_fork()  # a horse or RQ's scheduler never inherits a stream's lock held
     command.check(tags=WORKER_CHECK_TAGS)
     names = declared_names(args)
     grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
