@@ -357,8 +357,8 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
 
     def request_stop(self, signum, frame):  # worker
         super().request_stop(signum, frame)
-        if self.job_running():
-            self.in_process.arm_grace()
+        if self.job_running():  # its timer thread is started by the lifeline: a signal handler starts no thread
+            stop.errand(self, lambda connection: self.in_process.arm_grace())
 
     def end_running_job(self):  # worker
         self.in_process.end()

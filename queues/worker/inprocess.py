@@ -4,7 +4,8 @@
 
 - ``beat``: from the lifeline thread while the job runs (the main thread, busy with the job,
   cannot): keep the worker's registration alive, as a forking worker's monitoring loop does;
-- ``arm_grace``: on a stop request while the job runs, a timer ends it when the grace runs out;
+- ``arm_grace``: on a stop request while the job runs, a timer ends it when the grace runs out (armed
+  by the lifeline thread, never in the signal handler);
 - ``end``: a cold stop or the grace over: the job goes back to the head of its queue and the
   process exits. Nothing is raised into the job's code: a job cannot be stopped from outside its
   thread safely, so the process ends under it (after the job is safely back).
@@ -25,6 +26,7 @@ class InProcessJob:
         self.worker = worker
         self.current = None  # (job, queue, execution) while a job runs
         self._grace_timer = None
+        self._arming = threading.Lock()
 
     @contextmanager
     def running(self, job, queue, execution):
@@ -41,8 +43,15 @@ class InProcessJob:
             connection.expire(self.worker.key, self.worker.worker_ttl + 60)
 
     def arm_grace(self):
-        if self._grace_timer is not None:
-            return
+        """Start the grace timer once (the lifeline arms it on a stop signal, the main thread when a job
+        starts after one: never a signal handler, which must not start a thread)."""
+        with self._arming:
+            if self._grace_timer is not None:
+                return
+            self._grace_timer = self._timer()
+        self._grace_timer.start()
+
+    def _timer(self):
         worker = self.worker
 
         def grace_over():
@@ -51,9 +60,9 @@ class InProcessJob:
                 worker.log.warning("Worker %s: stopping: %s", worker.name, worker.stop.interrupted)
                 self.end()
 
-        self._grace_timer = threading.Timer(worker.stop.grace, grace_over)
-        self._grace_timer.daemon = True
-        self._grace_timer.start()
+        timer = threading.Timer(worker.stop.grace, grace_over)
+        timer.daemon = True
+        return timer
 
     def end(self):
         running = self.current

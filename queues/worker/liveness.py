@@ -10,11 +10,19 @@ to have beaten again after an outage — it offers to run the abandoned-job scan
 A thread, not the main loop, because the main loop may be blocked for a long time in places it
 does not control (a job of several minutes, a slow callback), and liveness must not depend on them.
 
+It also runs the worker's *errands*: what a signal handler must not do itself (``errand(fn)``,
+``fn(connection)``): log a line, write to Redis. A handler runs in the main thread between two of its
+bytecodes, maybe while that thread holds a lock the handler would need (a log handler's, a stream's, a
+connection's) or waits on a Redis that is away; an errand only goes into a ``SimpleQueue`` (made to be
+fed from a signal handler) and the lifeline wakes at once to run it, in its own thread, on its own
+client (issue 32: a worker that did not stop).
+
 The processes that must not outlive their worker die with it: ``kernel.die_with_parent``.
 """
 
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -40,7 +48,10 @@ class Lifeline(threading.Thread):
         self.log = log
         self.outage = OutageLog(log, f"Worker {worker_name} (liveness)")
         self.value = f"{socket.gethostname()}:{os.getpid()}"
-        self._halt = threading.Event()
+        # A plain flag, not an Event: ``stop`` may run in a signal handler (a cold stop) amid a ``stop`` of
+        # the main thread, and Event.set takes a lock that is not reentrant.
+        self._halted = False
+        self._errands = queue.SimpleQueue()  # callables(connection), fed by signal handlers
         self._healthy_since = None
         self._next_scan = 0.0
         self.scans = 0
@@ -52,8 +63,44 @@ class Lifeline(threading.Thread):
         if self._healthy_since is None:
             self._healthy_since = time.monotonic()
 
+    def errand(self, fn):
+        """Have ``fn(connection)`` run by this thread soon (safe in a signal handler: one ``put``)."""
+        self._errands.put(fn)
+
+    def run_errands(self):
+        """The errands waiting (the lifeline's own loop, or whoever stops it): each once, none raising."""
+        while True:
+            try:
+                fn = self._errands.get_nowait()
+            except queue.Empty:
+                return
+            self._run_errand(fn)
+
+    def _run_errand(self, fn):
+        if fn is None:
+            return  # a wake-up (``stop``)
+        try:
+            fn(self.connection)
+        except REDIS_ERRORS as exc:
+            self.outage.failed(exc, "run an errand of its worker")
+        except Exception:  # noqa: BLE001 — the lifeline must not die
+            self.log.exception("Worker %s: an errand of the lifeline failed", self.worker_name)
+
+    def _wait(self, until):
+        """Until ``until`` (monotonic) or halted, running the errands that come meanwhile; True: halted."""
+        while not self._halted:
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                fn = self._errands.get(timeout=left)
+            except queue.Empty:
+                continue
+            self._run_errand(fn)
+        return True
+
     def run(self):
-        while not self._halt.wait(self.options.liveness_interval):
+        while not self._wait(time.monotonic() + self.options.liveness_interval):
             try:
                 self.beat()
             except REDIS_ERRORS as exc:
@@ -91,9 +138,12 @@ class Lifeline(threading.Thread):
 
     def stop(self, timeout=5.0):
         """Stop beating and withdraw the alive key (a stopped worker is dead at once)."""
-        self._halt.set()
+        self._halted = True
+        self._errands.put(None)  # wakes the thread now
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout)
+        if not self.is_alive():
+            self.run_errands()  # what a signal asked for just before the end: said before the worker exits
         try:
             self.connection.delete(keys.alive_key(self.worker_name))
         except REDIS_ERRORS:

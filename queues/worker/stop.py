@@ -11,16 +11,24 @@ reads) is set through ``queues.rqcompat``.
   over, cold stop); the settlement puts it back to its queue with its attempt not counted.
 
 ``first_signal`` and ``second_signal`` are what the worker's signal handlers do with it.
+
+A handler runs in the main thread between two of its bytecodes: maybe while that thread holds a lock
+(a log handler's, a stream's, a Redis connection's) or waits on a Redis that is away. So the first
+signal only sets flags and sends the RQ scheduler its SIGTERM; its log line and the
+``shutdown_requested_date`` it writes are errands of the worker's lifeline thread
+(``liveness.Lifeline.errand``), and the scheduler is waited for in the teardown, not in the handler (it
+was: up to 12 s with a scheduler that did not answer). A second signal ends things now: it may write
+to Redis (the running job goes back to its queue) and log.
 """
 
+import os
 import signal
 import time
 
-from rq.utils import now
+from rq.utils import now, utcformat
 from rq.worker.base import signal_name
 
 from queues import rqcompat
-from queues.connection.outage import REDIS_ERRORS
 
 
 class StopState:
@@ -82,28 +90,56 @@ class StopState:
 
 def first_signal(worker, signum):
     """First SIGTERM/SIGINT: take no new job; the running one may finish within the grace period.
-    Never raises (rq raises StopRequested when idle, which could strand a popped job); the next
-    signal is ``worker.request_force_stop``."""
+    Never raises (rq raises StopRequested when idle, which could strand a popped job), never blocks:
+    no lock, no log line, no Redis command here (see the module docstring); the next signal is
+    ``worker.request_force_stop``."""
     running = worker.job_running()
     worker.stop.request(running)
-    rqcompat.request_stop(worker, now())
+    when = now()
+    rqcompat.request_stop(worker, when)
     signal.signal(signal.SIGINT, worker.request_force_stop)
     signal.signal(signal.SIGTERM, worker.request_force_stop)
+    name, grace = worker.name, worker.stop.grace
     if running:
-        worker.log.warning(
-            "Worker %s: %s: taking no new job; the running one may finish within %g s, then it goes back "
-            "to its queue (a second signal does that now)",
-            worker.name,
-            signal_name(signum),
-            worker.stop.grace,
-        )
-        try:
-            worker.set_shutdown_requested_date()
-        except REDIS_ERRORS:
-            pass
+
+        def announce(connection):
+            worker.log.warning(
+                "Worker %s: %s: taking no new job; the running one may finish within %g s, then it goes back "
+                "to its queue (a second signal does that now)",
+                name,
+                signal_name(signum),
+                grace,
+            )
+            connection.hset(worker.key, "shutdown_requested_date", utcformat(when))
+
     else:
-        worker.log.warning("Worker %s: %s: stopping", worker.name, signal_name(signum))
-    worker.stop_scheduler()
+
+        def announce(connection):
+            worker.log.warning("Worker %s: %s: stopping", name, signal_name(signum))
+
+    errand(worker, announce)
+    signal_scheduler(worker)
+
+
+def errand(worker, fn):
+    """``fn(connection)`` run by the worker's lifeline thread (at once, in this thread, before it has one)."""
+    lifeline = getattr(worker, "lifeline", None)
+    if lifeline is None:
+        fn(worker.connection)
+    else:
+        lifeline.errand(fn)
+
+
+def signal_scheduler(worker):
+    """SIGTERM to the worker's RQ scheduler process, if it runs one; the teardown waits for it."""
+    keeper = getattr(worker.housekeeping, "schedulers", None)
+    process = rqcompat.scheduler_process(keeper.scheduler) if keeper is not None else None
+    if process is None or not process.pid:
+        return
+    try:
+        os.kill(process.pid, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def second_signal(worker, signum):

@@ -22,8 +22,10 @@ in the release step runs them all (docs/operations.md#deploying). Before the fir
 has every job module imported (``queues.catalog.jobs``, at Django start), so its horses do not import one per job.
 """
 
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -40,6 +42,7 @@ from queues.connection.clients import describe
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.exceptions import UnknownQueue
 from queues.logs import console
+from queues.worker import kernel
 from queues.worker import options as config
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
@@ -137,6 +140,8 @@ def start_command(command, args, options):
     """What ``rqworker`` and ``rqworker-pool`` do first: the configuration checks, the queue names,
     the grace, logging and the pid file. -> (names, grace seconds, log level)."""
     logsafe.install()  # what the worker logs from Redis (job ids, entries, key names) cannot forge a line
+    dump_stacks_on(STACKS_SIGNAL)
+    kernel.fresh_std_streams_after_fork()  # a horse or RQ's scheduler never inherits a stream's lock held
     command.check(tags=WORKER_CHECK_TAGS)
     names = declared_names(args)
     grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
@@ -148,6 +153,16 @@ def start_command(command, args, options):
         with open(os.path.expanduser(options["pid"]), "w") as fp:
             fp.write(str(os.getpid()))
     return names, grace, level
+
+
+STACKS_SIGNAL = signal.SIGUSR1  # ``kill -USR1 <pid>``: every thread's stack on stderr (docs/operations.md)
+
+
+def dump_stacks_on(signum):
+    """``kill -USR1 <worker pid>`` writes every thread's Python stack to stderr, and the worker goes
+    on. Done by faulthandler in C, so it answers even when every thread is blocked on a lock (a
+    worker that does not stop): what py-spy would show, without installing it."""
+    faulthandler.register(signum, file=sys.stderr, all_threads=True, chain=False)
 
 
 FORK_FREE = "queues.worker.OptimaSimpleWorker"
