@@ -28,6 +28,7 @@ have exported the key prefix; type checkers and editors read them from the ``TYP
 below, which never run.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from queues.catalog.jobs import ENQUEUE_OPTIONS, job
@@ -123,8 +124,6 @@ _TALKS_TO_REDIS = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(module), attr)
         if name in _TALKS_TO_REDIS:

@@ -8,6 +8,7 @@ Each validator returns ``conf.Problem``s; ``conf.check_messages`` turns them int
 
 from django.core.checks import Tags, register
 
+from queues import tasks
 from queues.board import bounded, throttle
 from queues.board.access import validate_basic_auth, validate_password_length
 from queues.catalog import jobs as catalog
@@ -49,8 +50,6 @@ def check_trust_boundary(app_configs=None, **kwargs):
 @register(Tags.compatibility)
 def check_tasks_backend(app_configs=None, **kwargs):
     """queues.W082: TASKS names queues.tasks.QueuesBackend without 'django_tasks' installed (queues/tasks/)."""
-    from queues import tasks
-
     return check_messages(tasks.validate())
 
 

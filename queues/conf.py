@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
@@ -91,6 +92,7 @@ class Problem:
 def check_messages(problems: Iterable[Problem]) -> list["CheckMessage"]:
     """A validator's ``problems`` as Django check messages: ``Error`` or ``Warning`` by level, with the
     same id, message and hint. Every system check of this app returns this."""
+    # At call time: settings import this module, and django.core.checks loads the database layer.
     from django.core import checks
 
     return [
@@ -102,8 +104,6 @@ def raise_first_error(problems: Iterable[Problem], *, see_check: bool = True) ->
     """Refuse to go on when ``problems`` hold an error (warnings never stop anything): raise
     ImproperlyConfigured with the first error's message, hint and id — the system check's words.
     ``see_check`` adds "run manage.py check for all", for validators that may find several."""
-    from django.core.exceptions import ImproperlyConfigured
-
     first = next((p for p in problems if p.level == "error"), None)
     if first is not None:
         more = "; run manage.py check for all" if see_check else ""
@@ -277,6 +277,7 @@ def validate() -> list[Problem]:
     """Problems of the settings read here (prefix, rq's key prefix, global job defaults), in a stable
     order. ``queues.catalog.queues.validate()`` adds the queue declarations' problems to these."""
     problems = list(validate_prefix(prefix()))
+    # At call time: settings import this module, and rq fixes its key prefix when first imported (E006).
     import rq.defaults
 
     if not problems and rq.defaults.RQ_KEY_PREFIX != prefix():

@@ -13,10 +13,12 @@ functions, or overrides a method ``MEMBERS`` lists. ``MEMBERS`` lists every one,
   their installed source), or when this module uses one ``MEMBERS`` does not list.
 """
 
+import importlib
 from typing import Any
 
 import rq
 import rq_scheduler
+from rq import serializers
 from rq.executions import Execution
 from rq.job import Job
 from rq.queue import Queue
@@ -248,8 +250,6 @@ def resolve_serializer(serializer=None):
         return _resolved[serializer]
     except (KeyError, TypeError):
         pass
-    from rq import serializers
-
     found = serializers.resolve_serializer(serializer)
     try:
         _resolved[serializer] = found
@@ -260,8 +260,6 @@ def resolve_serializer(serializer=None):
 
 def memoize_serializer_lookup():
     """Point rq's modules at ``resolve_serializer`` above (idempotent; AppConfig.ready)."""
-    import importlib
-
     for name in RESOLVERS:
         module = importlib.import_module(name)
         if getattr(module, "resolve_serializer", None) is not None:

@@ -35,6 +35,7 @@ Registry maintenance is the workers' job (rq's maintenance task), never a page's
 """
 
 import redis
+from django_rq import queues as django_rq_queues
 from django_rq.cron import DjangoCronScheduler
 from rq.exceptions import NoSuchJobError
 from rq.executions import Execution
@@ -208,23 +209,17 @@ class ReadOnlyCronScheduler(DjangoCronScheduler):
 
 
 def get_queue_by_index(index):
-    from django_rq.queues import get_queue_by_index as original
-
-    queue = original(index)
+    queue = django_rq_queues.get_queue_by_index(index)
     return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=rqcompat.is_async(queue))
 
 
 def get_queue(name, *args, **kwargs):
-    from django_rq.queues import get_queue as original
-
-    queue = original(name, *args, **kwargs)
+    queue = django_rq_queues.get_queue(name, *args, **kwargs)
     return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=rqcompat.is_async(queue))
 
 
 def get_scheduler_by_index(index):
-    from django_rq.queues import get_scheduler_by_index as original
-
-    return read_only_scheduler(original(index))
+    return read_only_scheduler(django_rq_queues.get_scheduler_by_index(index))
 
 
 def get_jobs(queue, job_ids, registry=None):

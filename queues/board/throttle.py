@@ -30,7 +30,7 @@ from limits import parse
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from queues import conf
+from queues import audit, conf
 from queues.conf import Problem
 from queues.connection.clients import cache_url, get_cache_connection
 from queues.connection.factory import ReconnectOnce, copy_client
@@ -163,8 +163,6 @@ def retry_after(request):
 
 def record_failure(request, where, username):
     """Count, log and audit one failed sign-in (``where``: "panel basic auth" / "admin login")."""
-    from queues import audit
-
     address = client_address(request)
     item = _item()
     try:

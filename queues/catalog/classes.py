@@ -12,7 +12,9 @@ from rq.serializers import JSONSerializer
 from rq.utils import as_text
 
 from queues import rqcompat
+from queues.catalog import jobs as catalog
 from queues.catalog.queues import get_config
+from queues.exceptions import NotAJob
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys
 
@@ -70,9 +72,6 @@ class OptimaJob(Job):
 
 
 def _declared_or_refuse(name, what, instance=None):
-    from queues.catalog import jobs as catalog
-    from queues.exceptions import NotAJob
-
     if not name:
         return None
     if instance is not None:

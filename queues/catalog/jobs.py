@@ -19,6 +19,7 @@ bench/jobs.py, which plain RQ imports outside Django) can use the decorator anyw
 import importlib
 import inspect
 import logging
+import pkgutil
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -163,6 +164,7 @@ def job_modules():
 
 def configured_modules():
     """The names from the setting ``QUEUE_JOB_MODULES`` (a list, or a comma-separated string)."""
+    # Django at call time: a job module, or bench/jobs.py outside Django, imports this one (docstring).
     from django.conf import settings
 
     value = getattr(settings, "QUEUE_JOB_MODULES", ()) or ()
@@ -176,6 +178,7 @@ def autodiscover():
     An app without a ``jobs`` module is fine; an import error inside one is raised (a worker must
     not start with half of its jobs). Idempotent."""
     global _job_modules
+    # Django at call time: a job module, or bench/jobs.py outside Django, imports this one (docstring).
     from django.apps import apps
     from django.utils.module_loading import module_has_submodule
 
@@ -195,8 +198,6 @@ def autodiscover():
 def _import_submodules(name):
     """A job module that is a package: its submodules are job modules too; import them all now,
     before any job runs (and before a worker forks, so horses share them)."""
-    import pkgutil
-
     module = importlib.import_module(name)
     for info in pkgutil.walk_packages(getattr(module, "__path__", ()) or (), prefix=f"{name}."):
         importlib.import_module(info.name)
@@ -275,7 +276,7 @@ def _installed_app_of(module):
 
 def validate():
     """queues.E025: a module of QUEUE_JOB_MODULES cannot be imported (its jobs would never run)."""
-    from queues.conf import Problem
+    from queues.conf import Problem  # conf imports Django: at call time, as above
 
     problems = []
     for name in configured_modules():

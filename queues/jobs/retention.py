@@ -25,6 +25,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from queues import conf
 from queues.catalog.lookup import get_config
 from queues.exceptions import UnknownQueue
 from queues.keyspace import keys
@@ -88,8 +89,6 @@ def completed_max_of(name):
     try:
         return get_config(name).options["completed_max"]
     except KeyError:
-        from queues import conf
-
         return conf.JOB_DEFAULTS["completed_max"]
 
 

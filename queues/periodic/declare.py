@@ -9,12 +9,16 @@ import json
 import re
 from dataclasses import dataclass, field
 
+import crontab
 from django.conf import settings
 from django.core import checks as django_checks
+from django.utils.module_loading import import_string
 
 from queues import conf
 from queues.catalog import jobs as catalog
 from queues.catalog import queues as queue_declarations  # aliased: declarations() below lists the schedules'
+from queues.exceptions import InvalidJob
+from queues.producer.api import _check_args
 
 TEMPLATE_PREFIX = "schedule-"
 SCHEDULE_ID_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
@@ -65,8 +69,6 @@ class Schedule:
         after = after.astimezone(dt.UTC)
         if self.interval:
             return after + dt.timedelta(seconds=self.interval)
-        import crontab
-
         return crontab.CronTab(self.cron).next(now=after, return_datetime=True, default_utc=True).astimezone(dt.UTC)
 
 
@@ -104,11 +106,6 @@ def declared_schedules():
 
 def validate_schedules(queue_names=None):
     """Problems of the schedule declarations (check ids queues.E030-E037, docs/checks.md)."""
-    from django.utils.module_loading import import_string
-
-    from queues.exceptions import InvalidJob
-    from queues.producer.api import _check_args
-
     if queue_names is None:
         queue_names = queue_declarations.names()
     problems = []
@@ -229,8 +226,6 @@ def _validate_timing(label, entry):
             ]
         return []
     try:
-        import crontab
-
         ok = isinstance(cron, str) and len(cron.split()) == 5 and crontab.CronTab(cron) is not None
     except ValueError:
         ok = False

@@ -7,6 +7,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
+import crontab
 import redis
 from rq.defaults import RQ_KEY_PREFIX
 from rq.exceptions import NoSuchJobError
@@ -39,7 +40,6 @@ def latest_ticks(schedule, first, now, limit):
     if schedule.interval:
         last = int((now - first).total_seconds() // schedule.interval)
         return [first + dt.timedelta(seconds=schedule.interval * k) for k in range(max(0, last - limit + 1), last + 1)]
-    import crontab
 
     cron, ticks, cursor = crontab.CronTab(schedule.cron), [], now + dt.timedelta(seconds=1)
     while len(ticks) < limit:

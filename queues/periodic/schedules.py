@@ -69,6 +69,6 @@ from queues.periodic.plan import (  # noqa: F401
 def scheduler_class():
     """``queues.periodic.run.PeriodicScheduler``, imported when asked for: the panel and the system
     check import this module and need none of the rq-scheduler classes."""
-    from queues.periodic.run import PeriodicScheduler
+    from queues.periodic.run import PeriodicScheduler  # when asked for: see the docstring
 
     return PeriodicScheduler

@@ -226,11 +226,11 @@ def _batch_into(queue, jobs, when, pipe):
     one ZADD). A job with a limit key goes through its limit as
     a single enqueue does (``limits.enqueue_into``, rq's promotion Lua), in the same MULTI.
     """
-    from rq.job import JobStatus
+    from rq.job import JobStatus  # no cycle: these four to the top once issue 32's edits here are merged
     from rq.registry import ScheduledJobRegistry
     from rq.utils import now
 
-    from queues.catalog.classes import mark_banded
+    from queues.catalog.classes import mark_banded  # no cycle: to the top once issue 32's edits here are merged
 
     version = queue.get_redis_server_version()
     pipe.sadd(queue.redis_queues_keys, queue.key)

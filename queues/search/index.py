@@ -58,7 +58,7 @@ def retention_seconds():
     """Seconds an index entry is kept: the longest ``result_ttl``/``failure_ttl`` of the declared
     queues (-1, forever, counts as ``MAX_SECONDS``), at most ``MAX_SECONDS``, at least an hour."""
     global _retention
-    from queues.catalog.queues import declared
+    from queues.catalog.queues import declared  # no cycle: to the top once issue 32's edits here are merged
 
     configs = declared()
     if _retention[0] is not configs:

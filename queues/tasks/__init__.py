@@ -14,8 +14,12 @@
 
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
+from django.conf import settings
+
+from queues.conf import Problem
+
 if TYPE_CHECKING:  # loaded on first use (below); type checkers read them here
-    from queues.conf import Problem
     from queues.tasks.backend import QUEUE_OPTIONS, QueuesBackend, QueuesTask
 
 __all__ = ["QueuesBackend", "QueuesTask", "QUEUE_OPTIONS"]
@@ -23,15 +27,10 @@ __all__ = ["QueuesBackend", "QueuesTask", "QUEUE_OPTIONS"]
 BACKEND = "queues.tasks.QueuesBackend"
 
 
-def validate() -> list["Problem"]:
+def validate() -> list[Problem]:
     """queues.W082: ``TASKS`` names this backend but ``'django_tasks'`` is not installed, so the framework's
     checks, and with them the backend's own (queues.E080, E081), never run (tasks still enqueue and run).
     Reported by queues/checks.py, which runs whatever is installed."""
-    from django.apps import apps
-    from django.conf import settings
-
-    from queues.conf import Problem
-
     tasks = getattr(settings, "TASKS", None)
     ours = (
         [alias for alias, params in tasks.items() if isinstance(params, dict) and params.get("BACKEND") == BACKEND]
@@ -53,7 +52,7 @@ def validate() -> list["Problem"]:
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from queues.tasks import backend
+        from queues.tasks import backend  # on first use: importing queues.tasks loads neither rq nor the framework
 
         return getattr(backend, name)
     raise AttributeError(f"module 'queues.tasks' has no attribute {name!r}")

@@ -26,6 +26,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from queues.catalog import jobs as catalog
+from queues.catalog.queues import queue_names
 from queues.exceptions import InvalidJob, QueuesError, UnknownQueue
 from queues.tasks import compat, results
 from queues.tasks.compat import InvalidTaskError, Task, TaskResult
@@ -52,7 +53,7 @@ class QueuesTask(Task[Any, Any]):
 
     def __post_init__(self) -> None:
         Task.__post_init__(self)
-        from queues.tasks import run
+        from queues.tasks import run  # its import connects the framework's receivers: once a Task is built
 
         catalog.declare_task(self, run.runner(self))
 
@@ -170,8 +171,6 @@ class QueuesBackend(compat.BaseTaskBackend):
 
 def _queue_names() -> list[str] | None:
     """The declared queues, or None when the queue configuration is broken (the checks report it)."""
-    from queues.catalog.queues import queue_names
-
     try:
         return list(queue_names())
     except (QueuesError, ImproperlyConfigured):

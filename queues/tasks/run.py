@@ -18,6 +18,8 @@ importing ``@task``), so a worker that can run a Task always has them.
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from rq import get_current_job
+
 from queues import rqcompat
 from queues.catalog import jobs as catalog
 from queues.events import signals as events
@@ -35,8 +37,6 @@ def runner(task: compat.Task[Any, Any]) -> Callable[..., Any]:
     func = task.func
 
     def run_with_context(*args: Any, **kwargs: Any) -> Any:
-        from rq import get_current_job
-
         job = cast("Job", get_current_job())  # this runs inside a worker's job: there is one
         result = getattr(job, "_task_result", None) or running(job)
         return func(compat.TaskContext(task_result=result), *args, **kwargs)

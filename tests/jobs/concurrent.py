@@ -14,7 +14,7 @@ import time
 from rq import get_current_job
 
 import queues
-from tests.jobs import hold_until
+from tests.jobs import hold_until, work
 
 
 def _log(path, **record):
@@ -102,7 +102,7 @@ def touch_db():
 def pause(path, seconds):
     """Log a start, sleep ``seconds``, log an end."""
     _log(path, event="start")
-    time.sleep(seconds)  # the job's work: it lasts ``seconds``
+    work(seconds)
     _log(path, event="end")
     return seconds
 
@@ -122,8 +122,8 @@ def database_connections():
 
 @queues.job
 def sleep_in_c(path, seconds):
-    """Log a start, then one ``time.sleep`` (a C call: an exception raised into the thread waits for it)."""
+    """Log a start, then ``work``: one ``time.sleep`` (a C call: an exception raised into the thread waits for it)."""
     _log(path, event="start")
-    time.sleep(seconds)  # the job's work: it lasts ``seconds``
+    work(seconds)  # one time.sleep
     _log(path, event="end")
     return seconds

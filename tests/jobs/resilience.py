@@ -11,7 +11,7 @@ import time
 from rq import get_current_job
 
 import queues
-from tests.jobs import hold_until
+from tests.jobs import hold_until, work
 
 
 def _log(path, **record):
@@ -47,11 +47,11 @@ def ends(path):
 
 
 @queues.job
-def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done"):
+def logged_sleep(path, first_run_seconds=0.0, later_run_seconds=0.0, value="done"):  # a job named by dotted path
     """Log a start, sleep (longer on the very first run), log an end, return ``value``."""
     first = not starts(path)
     _log(path, event="start")
-    time.sleep(first_run_seconds if first else later_run_seconds)  # the job's work: a run that lasts
+    work(first_run_seconds if first else later_run_seconds)
     _log(path, event="end")
     return value
 
@@ -69,7 +69,7 @@ def wait_for_file_then_return(path, release_path, value="done", wait_seconds=120
 def quick(path, n):
     """A short job of a flood: logs one start and one end with its number."""
     _log(path, event="start", n=n)
-    time.sleep(0.02)  # the job's work: short, yet long enough for a kill to land inside it
+    work(0.02)  # short, yet long enough for a kill to land inside it
     _log(path, event="end", n=n)
     return n
 
@@ -80,7 +80,7 @@ def fail_on_first_run(path, first_run_seconds=0.0):
     first = not starts(path)
     _log(path, event="start")
     if first:
-        time.sleep(first_run_seconds)  # the job's work before it fails
+        work(first_run_seconds)  # before it fails
         _log(path, event="fail")
         raise RuntimeError("first run fails")
     _log(path, event="end")

@@ -1,9 +1,9 @@
 """Job functions the tests enqueue (module-level, importable by real workers)."""
 
 import os
-import time
 
 import queues
+from tests.jobs import work
 
 
 @queues.job
@@ -18,7 +18,7 @@ def fail(message="boom"):
 
 @queues.job
 def sleep_then_return(seconds, value=None):
-    time.sleep(seconds)  # the job's work: it lasts ``seconds``
+    work(seconds)
     return value
 
 

@@ -7,6 +7,8 @@ resolving to the object it always named. Everything else moved for real.
 
 import ast
 import importlib
+import io
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,52 @@ def test_the_permission_names_are_the_codenames_the_app_declares():
         for codename in Permission.objects.filter(content_type__app_label="queues").values_list("codename", flat=True)
     }
     assert {queues.VIEW_QUEUE_PANEL, queues.ACT_ON_QUEUE_PANEL} <= declared
+
+
+# Issue 31: "a test that proves that nothing happened waits for an event ..., never a bare sleep; at most 10
+# sleeps left in tests/, each with its reason". Job bodies that last call tests.jobs.work, condition waits
+# tests.support.poll, and the waits that are a length of time go through tests/support/clock.py.
+MAX_SLEEPS_IN_TESTS = 10
+SLEEP = "sleep"  # the name of the calls counted (time's, asyncio's, or one imported bare)
+
+
+def _sleep_calls(folder):
+    """``(path:line, text)`` of every call of a function named ``sleep`` in the Python files under ``folder``,
+    and whether a comment stands on its line (its reason)."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        source = path.read_text()
+        commented = {
+            token.start[0]
+            for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type == tokenize.COMMENT
+        }
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if name == SLEEP:
+                    where = f"{path.relative_to(folder.parent)}:{node.lineno}"
+                    found.append((where, lines[node.lineno - 1].strip(), node.lineno in commented))
+    return sorted(found)
+
+
+def test_at_most_ten_sleeps_are_left_in_tests_each_with_its_reason_on_its_line():
+    found = _sleep_calls(ROOT / "tests")
+    assert len(found) <= MAX_SLEEPS_IN_TESTS, "\n".join(f"{where}: {text}" for where, text, _ in found)
+    assert [f"{where}: {text}" for where, text, reason in found if not reason] == []
+
+
+def test_the_sleep_count_finds_every_kind_of_call_and_those_without_a_reason(tmp_path):
+    folder = tmp_path / "tests"
+    (folder / "jobs").mkdir(parents=True)
+    (folder / "jobs" / "a.py").write_text(
+        f"import time\n\ndef {SLEEP}(s):  # a job of that name: no call\n    time.{SLEEP}(s)  # the job's work\n\n\n"
+        f"async def f():\n    await asyncio.{SLEEP}(0.1)\n    x = '{SLEEP}(1)'  # text, not a call\n"
+    )
+    (folder / "b.py").write_text(f"from time import {SLEEP}\n{SLEEP}(2)\nx = 1\n")
+    assert _sleep_calls(folder) == [
+        ("tests/b.py:2", f"{SLEEP}(2)", False),
+        ("tests/jobs/a.py:4", f"time.{SLEEP}(s)  # the job's work", True),
+        ("tests/jobs/a.py:8", f"await asyncio.{SLEEP}(0.1)", False),
+    ]

@@ -243,7 +243,7 @@ def test_the_scan_reports_imports_and_unlisted_overrides_but_not_the_projects_ow
         "from rq import Worker\nfrom rq.utils import _TIMESTAMP_FORMAT\n\n\n"
         "class Mine(Worker):\n"
         "    def _start_scheduler(self):\n        pass\n\n"
-        "    def _set_connection(self, connection):\n        self._sleep(1)\n"
+        "    def _set_connection(self, connection):\n        self._sleep(1)\n"  # scanned text, not a call
     )
     assert "_sleep" in scan.theirs  # rq has one, and so does queues/worker/dequeue.py
     assert scan.findings(source, "example.py") == [

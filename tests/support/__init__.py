@@ -2,7 +2,10 @@
 
 ``ROOT`` is the repository; ``wait_for`` polls a condition until it holds or fails the test (``poll``: until it holds
 or the time is up); ``closed_port`` is a loopback port nothing listens on; ``child_json`` runs Python code in a
-fresh interpreter and returns what it printed as JSON, for the test to assert on."""
+fresh interpreter and returns what it printed as JSON, for the test to assert on.
+
+``poll`` holds the one sleep of the suite's condition waits: the job modules' ``tests.jobs.hold_until`` polls
+with it in worker processes, which is why this module imports pytest only where a test fails."""
 
 import json
 import socket
@@ -10,8 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +32,8 @@ def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
     """Poll ``predicate`` until truthy; returns its value. Fails the test on timeout."""
     value = poll(predicate, timeout, interval)
     if not value:
+        import pytest  # here, not at the top: worker processes import this module (tests.jobs), never pytest
+
         pytest.fail(f"timed out after {timeout}s waiting for {message}")
     return value
 

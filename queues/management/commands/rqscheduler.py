@@ -8,6 +8,7 @@ lock per poll, and a run's job id derives from its tick.
 """
 
 import logging
+import os
 import time
 
 import redis
@@ -19,6 +20,7 @@ from queues.connection.clients import describe, get_connection
 from queues.keyspace import keys, quarantine
 from queues.logs import console
 from queues.periodic import schedules
+from queues.periodic.supervision import run_rq_scheduler
 
 logger = logging.getLogger("queues.schedules")
 
@@ -49,8 +51,6 @@ class Command(rqscheduler.Command):
         console.unless_configured(level, ("queues", "rq_scheduler"))
         if options.get("pid"):
             with open(options["pid"], "w") as fp:
-                import os
-
                 fp.write(str(os.getpid()))
         interval = options["interval"] or conf.options()["SCHEDULER_INTERVAL"]
         name = options["queue"] or ("default" if "default" in queue_names() else queue_names()[0])
@@ -64,12 +64,7 @@ class Command(rqscheduler.Command):
             connection=connection,
             job_class=OptimaJob,
         )
-        try:
-            from queues.periodic.supervision import run_rq_scheduler
-        except ImportError:  # the resilience work not present: rq-scheduler's own loop
-            scheduler.run(burst=options["burst"])
-        else:
-            run_rq_scheduler(scheduler, burst=options["burst"])
+        run_rq_scheduler(scheduler, burst=options["burst"])
 
     def _register(self, connection, retry_max=5.0):
         """Register the schedules, waiting for Redis if it is not there yet. A key of the wrong type

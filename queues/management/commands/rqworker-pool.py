@@ -48,6 +48,7 @@ from queues.management.commands.rqworker import (
 )
 from queues.worker import options as config
 from queues.worker.adapter import OptimaWorker
+from queues.worker.concurrent import OptimaConcurrentWorker
 from queues.worker.kernel import die_with_parent
 
 # Seconds the master waits, beyond the grace, for its members to stop before it SIGKILLs them. A
@@ -70,8 +71,6 @@ def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1):
     outage = OutageLog(logging.getLogger("rq.worker"), f"Pool member {name} (Redis at {describe()})")
     backoff = Backoff(config.options().redis_retry_max)
     if concurrency > 1:
-        from queues.worker.concurrent import OptimaConcurrentWorker
-
         build = {"worker_class": OptimaConcurrentWorker, "concurrency": concurrency}
     else:
         build = {"worker_class": OptimaWorker}

@@ -31,6 +31,7 @@ import time
 
 from django.core.checks import Tags
 from django.core.management.base import CommandError
+from django.utils.module_loading import import_string
 from django_rq.management.commands import rqworker
 from django_rq.utils import reset_db_connections
 from django_rq.workers import get_worker
@@ -44,6 +45,7 @@ from queues.exceptions import UnknownQueue
 from queues.logs import console
 from queues.worker import kernel
 from queues.worker import options as config
+from queues.worker.concurrent import OptimaConcurrentWorker
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
 
@@ -215,10 +217,6 @@ def worker_class(options):
 
 
 def _runs_concurrently(dotted):
-    from django.utils.module_loading import import_string
-
-    from queues.worker.concurrent import OptimaConcurrentWorker
-
     try:
         cls = import_string(dotted) if isinstance(dotted, str) else dotted
     except ImportError as exc:

@@ -12,6 +12,7 @@ import queues
 from queues.catalog.lookup import OptimaJob
 from tests.jobs.resilience import ends, runs, starts
 from tests.support import wait_for
+from tests.support.clock import hold_outage
 from tests.support.outages import OUTAGE_SECONDS, finished
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -37,7 +38,7 @@ def test_idle_worker_and_its_scheduler_carry_on_after_redis_was_refused_for_30_s
     run_a_new_job(client, tmp_path / "before.jsonl")
 
     server.stop()
-    time.sleep(OUTAGE_SECONDS)  # the outage itself: Redis refused for its whole length
+    hold_outage(time.monotonic(), OUTAGE_SECONDS)
     server.start()
 
     run_a_new_job(client, tmp_path / "after.jsonl")
@@ -61,7 +62,7 @@ def test_job_that_succeeds_while_redis_is_down_for_30_s_is_recorded_once_it_is_b
 
     server.stop()
     wait_for(lambda: ends(log), timeout=60, message="the job to return during the outage")
-    time.sleep(OUTAGE_SECONDS)  # the outage itself: Redis refused for its whole length
+    hold_outage(time.monotonic(), OUTAGE_SECONDS)  # 30 s more, after its return
     server.start()
 
     wait_for(lambda: finished(job.id, client), timeout=90, message="the success to be recorded")
@@ -126,7 +127,7 @@ def test_rqscheduler_carries_on_after_redis_was_refused_for_30_s(outage_redis, s
     )
 
     server.stop()
-    time.sleep(OUTAGE_SECONDS)  # the outage itself: Redis refused for its whole length
+    hold_outage(time.monotonic(), OUTAGE_SECONDS)
     server.start()
 
     due = int(time.time())

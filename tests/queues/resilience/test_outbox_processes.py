@@ -14,6 +14,7 @@ import queues
 from queues.models import OutboxEntry
 from queues.producer import outbox
 from tests.support import ROOT, wait_for
+from tests.support.clock import hold_outage
 from tests.support.outages import OUTAGE_SECONDS, DurableRedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -93,11 +94,11 @@ def test_100_enqueues_around_a_30_s_redis_outage_all_run(private_redis, start_wo
     private_redis.process.send_signal(signal.SIGTERM)  # stops, writing its snapshot
     private_redis.process.wait(30)
     stopped = time.monotonic()
-    for i in range(20, 80):
+    for n, i in enumerate(range(20, 80), 1):
         accepted.append(enqueue(i).id)
-        time.sleep((OUTAGE_SECONDS - 5) / 60)  # spread over the outage
+        hold_outage(stopped, n * (OUTAGE_SECONDS - 5) / 60)  # spread over the outage's first 25 s
     assert OutboxEntry.objects.count() >= 60  # while Redis is down they wait in the outbox
-    time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))  # the rest of the outage's length
+    hold_outage(stopped, OUTAGE_SECONDS)
     private_redis.start()
     accepted += [enqueue(i).id for i in range(80, 100)]
 

@@ -6,7 +6,6 @@ keys, database connections, rqworker-pool)."""
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -21,6 +20,7 @@ import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from tests.jobs.concurrent import records
 from tests.support import ROOT, wait_for
+from tests.support.clock import past_rqs_repeat_window
 from tests.support.lifecycle import wait_row, wait_scheduled_for_attempt
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -123,7 +123,7 @@ def test_a_second_sigterm_puts_every_running_job_back_at_once(start_worker, queu
     started(log, 2)
     worker.signal(signal.SIGTERM)
     wait_for(lambda: "taking no new job" in worker.output(), message="the first signal to be handled")
-    time.sleep(1.2)  # rq's rule: a repeat within 1 s of the first is the same stop, delivered twice
+    past_rqs_repeat_window()  # a repeat within 1 s of the first is the same stop, delivered twice
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0, worker.output()
     assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job in jobs)

@@ -4,7 +4,6 @@ job, and exit 0."""
 
 import os
 import signal
-import time
 
 import pytest
 from rq.job import JobStatus
@@ -13,6 +12,7 @@ import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from tests.jobs.resilience import ends, starts
 from tests.support import wait_for
+from tests.support.clock import past_rqs_repeat_window
 from tests.support.worker import assert_back_at_head_of_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -89,7 +89,7 @@ def test_second_stop_signal_stops_the_job_at_once_and_returns_it_to_its_queue(st
 
     worker.signal(signal.SIGTERM)
     wait_for(lambda: "taking no new job" in worker.output(), message="the first signal to be handled")
-    time.sleep(1.2)  # rq's rule: a repeat within 1 s of the first is the same stop, delivered twice
+    past_rqs_repeat_window()  # a repeat within 1 s of the first is the same stop, delivered twice
     worker.signal(signal.SIGINT)
 
     assert worker.wait(60) == 0, worker.output()

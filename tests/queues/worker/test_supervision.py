@@ -11,6 +11,7 @@ from rq.job import JobStatus
 from queues.worker.horse import EX_TEMPFAIL
 from queues.worker.stop import StopState
 from queues.worker.supervision import Action, HorseWatch, Verdict, verdict
+from tests.jobs import work
 
 EXITED_0 = 0
 EXITED_1 = 1 << 8
@@ -66,7 +67,7 @@ def _child(seconds):
     pid = os.fork()
     if pid == 0:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        time.sleep(seconds)  # the child's life: a horse that lasts ``seconds``
+        work(seconds)  # the child's life: a horse that lasts ``seconds``
         os._exit(0)
     return pid
 
