@@ -11,8 +11,11 @@ buffered stream's lock held by another thread at the fork would hang the child a
 
 import ctypes
 import ctypes.util
+import io
+import logging
 import os
 import signal
+import sys
 
 PR_SET_PDEATHSIG = 1
 
@@ -50,10 +53,6 @@ def _fresh_std_streams():
     thread it does not have, and hangs on a futex at its first write (a work horse, RQ's scheduler). The
     inherited objects are kept, untouched, so that nothing flushes them; log handlers that wrote to them
     write to the new ones (logging itself resets its handlers' locks in the child)."""
-    import io
-    import logging
-    import sys
-
     for name in ("stdout", "stderr"):
         old = getattr(sys, name, None)
         if not isinstance(getattr(old, "buffer", None), io.BufferedWriter):

@@ -588,14 +588,7 @@ def plant_volume(connection, kind):
     "kind",
     [
         "not_a_hash",
-        pytest.param(
-            "no_hash",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="worker/intake.py logs 'its hash is gone' itself: its one line goes through "
-                "queues.keyspace.repeats.report (the floods helper's report names it)",
-            ),
-        ),
+        "no_hash",
     ],
 )
 def test_ten_thousand_bogus_ids_on_a_band_are_a_few_lines_and_all_counted(kind, queue_redis, start_worker, client):
