@@ -200,8 +200,8 @@ def discard_dead_letter(row_id):
 
     with transaction.atomic():
         row = DeadLetter.objects.select_for_update().get(pk=row_id)
-        if row.status != DeadLetter.Status.OPEN:
-            return Outcome("skipped", f"status is {row.status}; only open dead letters are discarded")
+        if row.status not in (DeadLetter.Status.OPEN, DeadLetter.Status.STOPPED):  # stopped: by an operator
+            return Outcome("skipped", f"status is {row.status}; only open or stopped dead letters are discarded")
         # No declared queue needed: a queue removed from the settings still has its registry in Redis.
         connection = get_connection()
         try:
