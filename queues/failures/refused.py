@@ -1,9 +1,9 @@
 """What the worker does with a popped job its gate refused (``queues/jobs/gate.py``: ``vet``): a dead
 letter (``deadletter.bury``; ``bury_corrupt`` with the raw hash of one that cannot be read as a job), or,
-for a canceled job, only its id dropped. Either way the id leaves the intermediate list. Each is logged
-through ``keyspace/repeats.py``: a flood of them on one queue is a line a minute with a count."""
+for a canceled job, only its id dropped. Either way the id leaves the intermediate list. A burial is logged
+through ``keyspace/repeats.py`` (a flood of them on one queue is a line a minute with a count); a canceled
+id is named by one INFO per pop, as a replayed id is by one WARNING (``jobs/gate.py``), and counted."""
 
-import logging
 
 import redis
 
@@ -20,17 +20,10 @@ def refuse(worker, job, queue, refusal):
         return
     if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
         connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-        repeats.report(
-            repeats.REFUSED,
-            queue.key,
-            "Worker %s: job %s of queue %s was canceled: dropped, not run",
-            worker.name,
-            job.id,
-            queue.name,
-            log=worker.log,
-            level=logging.INFO,
-            connection=connection,
-        )
+        # One line per pop, as for a replayed id (jobs/gate.py: ``report_dropped``): an operator's cancel is
+        # not a flood, and each id left behind is named; counted in /metrics all the same.
+        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
+        repeats.count(repeats.REFUSED, connection=connection)
         return
     deadletter.bury(
         job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}", worker_name=worker.name
