@@ -4,7 +4,6 @@ for a canceled job, only its id dropped. Either way the id leaves the intermedia
 through ``keyspace/repeats.py`` (a flood of them on one queue is a line a minute with a count); a canceled
 id is named by one INFO per pop, as a replayed id is by one WARNING (``jobs/gate.py``), and counted."""
 
-
 import redis
 
 from queues.failures import deadletter
