@@ -28,6 +28,7 @@ from queues.events import hooks
 from queues.exceptions import RetryAfter
 from queues.failures import deadletter, retry
 from queues.jobs import meta as jobmeta
+from queues.jobs import resume
 
 logger = logging.getLogger("queues.worker")
 
@@ -61,6 +62,9 @@ class FailureHandler:
             # Record the failure once Redis answers (the retry policy needs it), not half of it now.
             self.record_for(worker, worker.connection.ping, f"record the failure of job {job.id}")
         exc_info = self.take(job)
+        if exc_info and resume.is_pause(exc_info[1]):  # issue 34: a long job stopped at its checkpoint
+            self.pause(job, exc_info[1], execution)
+            return
         decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id)
         if decision.retry:
             try:
@@ -72,6 +76,32 @@ class FailureHandler:
         self.before_burial(job, decision.reason, exc_info, exc_string)
         bury()
         self.after_burial(job, decision.reason, exc_string, exc_info=exc_info)
+
+    def pause(self, job, pause, execution):
+        """A long job stopped at a checkpoint (``queues/jobs/resume.py``): not a failure. Paused, it goes
+        back to its queue with its cursor and no attempt spent; canceled, it ends canceled (its limit key's
+        slot given to the next held job)."""
+        worker = self.worker
+
+        def cleanup(pipe):
+            worker.cleanup_execution(job, pipeline=pipe, execution=execution)
+
+        if pause.canceled:
+            self.record_for(
+                worker,
+                lambda: resume.end_canceled(worker.connection, job, cleanup),
+                f"record the cancel of job {job.id}",
+            )
+            rqcompat.release_slot(worker, job)
+            worker.log.warning("Worker %s: job %s stopped at its checkpoint: %s", worker.name, job.id, pause.why)
+            return
+        self.record_for(worker, lambda: resume.put_back(worker.connection, job, pause, cleanup), f"pause job {job.id}")
+        worker.log.info(
+            "Worker %s: job %s paused at its checkpoint (%s); back to its queue, attempt not counted",
+            worker.name,
+            job.id,
+            pause.why,
+        )
 
     def judge(self, job, exc_info, *, stopped):
         """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``)."""
