@@ -85,7 +85,10 @@ class RunningJob:
         elif done is not None:
             raise ValueError(f"checkpoint(cursor, done={done!r}): done needs total=, the number of items in all.")
         jobmeta.set_cursor(meta, value)
-        pause = resume.due(self._running, cancel_requested=self._save(read_cancel=True))
+        canceled = self._save(read_cancel=True)
+        if getattr(self._running, "_queues_inline", False):
+            return  # queues.testing.inline(): the job runs to its end in the caller's thread, never paused
+        pause = resume.due(self._running, cancel_requested=canceled)
         if pause is not None:
             raise pause
 

@@ -72,6 +72,21 @@ def walk(path, total, hold_at=None, release=None, fail_at=None, step_seconds=0.0
     return _walk(path, total, hold_at, release, fail_at, step_seconds)
 
 
+@queues.job
+def checkpoint_badly(kind):
+    """A checkpoint ``queues.current_job()`` refuses: ``kind`` "set" (not JSON), "nan", "big" (past the bound),
+    "done_alone" (``done=`` without ``total=``)."""
+    job = queues.current_job()
+    if kind == "set":
+        job.checkpoint({1, 2})
+    elif kind == "nan":
+        job.checkpoint({"next": float("nan")})
+    elif kind == "big":
+        job.checkpoint("x" * 20_000)
+    elif kind == "done_alone":
+        job.checkpoint({"next": 1}, done=1)
+
+
 @task
 def walk_task(path, total, hold_at=None, release=None):
     """``walk`` as a Django Task (``@task``): the same cursor and checkpoints."""

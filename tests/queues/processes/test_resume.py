@@ -149,3 +149,33 @@ def test_a_sigkilled_long_job_reruns_from_its_last_checkpoint(start_worker, queu
     assert runs(path) == [0, 3]
     assert long.started(path) == [0, 1, 2, 3, 3, 4, 5]  # the item in flight runs again: at least once
     assert long.done(path) == list(range(6))
+
+
+def test_in_a_pool_a_sigtermed_long_job_pauses_and_resumes(start_worker, queue_redis, tmp_path):
+    path, release = tmp_path / "items.jsonl", tmp_path / "release"
+    job = queues.enqueue("default", long.walk, str(path), 6, hold_at=2, release=str(release))
+    pool = start_worker("default", "--num-workers", "1", "--grace", "120", command="rqworker-pool")
+    stop_mid_item(pool, path, 2, release)
+    assert pool.wait(60) == 0, pool.output()[-4000:]
+    paused = fetch(queue_redis, job.id)
+    assert paused.get_status() == JobStatus.QUEUED
+    assert (paused.meta["cursor"], paused.meta["attempt"], paused.meta["interruptions"]) == ({"next": 3}, 1, 1)
+    start_worker("default", "--num-workers", "1", command="rqworker-pool")
+    wait_for(lambda: finished(queue_redis, job.id), timeout=60, message=f"job {job.id} to finish")
+    assert long.done(path) == list(range(6))
+    assert runs(path) == [0, 3]
+
+
+def test_a_task_sigtermed_mid_run_resumes_at_its_cursor(start_worker, queue_redis, tmp_path):
+    path, release = tmp_path / "items.jsonl", tmp_path / "release"
+    result = long.walk_task.enqueue(str(path), 6, hold_at=2, release=str(release))
+    first = start_worker("default", "--grace", "120")
+    stop_mid_item(first, path, 2, release)
+    assert first.wait(60) == 0, first.output()[-4000:]
+    assert fetch(queue_redis, result.id).meta["cursor"] == {"next": 3}
+    start_worker("default", "--no-fork")
+    wait_for(lambda: finished(queue_redis, result.id), timeout=60, message=f"task {result.id} to finish")
+    assert long.walk_task.get_result(result.id).return_value == 6
+    assert long.done(path) == list(range(6))
+    assert runs(path) == [0, 3]
+    assert fetch(queue_redis, result.id).meta["attempt"] == 1
