@@ -142,8 +142,8 @@ def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled
         return Canceled(
             "canceling",
             "started",
-            f"job {job_id} is running: it stops at its next checkpoint and ends canceled (a long job; its items "
-            "done so far stay done)",
+            "asked to stop: it is running and stops at its next checkpoint, then ends canceled (a long job; the "
+            "items it has done stay done)",
         )
     if outcome == "gone":
         return Canceled("gone", "", f"no job {job_id!r} in Redis (deleted or expired meanwhile)")
