@@ -368,6 +368,8 @@ def _enqueue(
         _check_json(meta, "meta")
 
     queue = declared_queue(name, config)
+    if max_run_seconds is None:  # per enqueue, then the queue's option (conf.JOB_DEFAULTS)
+        max_run_seconds = options.get("max_run_seconds")
     job_meta = jobmeta.for_enqueue(
         meta, queue=name, attempts=options["attempts"], priority=priority, max_run_seconds=max_run_seconds
     )

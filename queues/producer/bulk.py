@@ -97,6 +97,8 @@ def enqueue_many(
             raise InvalidJob(f"meta must be a dict, got {type(meta).__name__} {meta!r}.")
         api.check_meta_keys(meta, "meta")
     items = _items(calls)
+    if max_run_seconds is None:  # per enqueue, then the queue's option (conf.JOB_DEFAULTS)
+        max_run_seconds = options.get("max_run_seconds")
 
     queue = declared_queue(name, config)
     jobs = []

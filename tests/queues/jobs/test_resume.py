@@ -71,3 +71,24 @@ def test_max_run_seconds_is_stored_with_the_job_and_is_the_apps_own_meta_key(que
     for key in ("cursor", "max_run_seconds"):
         with pytest.raises(InvalidJob, match=f"has the key '{key}', which the app owns"):
             queues.enqueue_call("default", long.walk, ["/nowhere", 1], meta={key: 1})
+
+
+def test_a_queues_max_run_seconds_is_the_default_that_an_enqueue_overrides(queue_redis, settings):
+    settings.OPTIMA_QUEUES = {**settings.OPTIMA_QUEUES, "default": {"max_run_seconds": 120}}
+    queued = queues.enqueue("default", long.walk, "/nowhere", 1)
+    own = queues.enqueue("default", long.walk, "/nowhere", 1, max_run_seconds=5)
+    [many] = queues.enqueue_many("default", long.walk, [("/nowhere", 1)])
+    meta = {job.id: OptimaJob.fetch(job.id, connection=queue_redis).meta for job in (queued, own, many)}
+    assert [meta[job.id]["max_run_seconds"] for job in (queued, own, many)] == [120, 5, 120]
+
+
+@pytest.mark.parametrize("value", [0, -3, "600", True])
+def test_a_queues_max_run_seconds_that_is_not_a_positive_number_is_a_check_error(value):
+    from queues import conf
+
+    [problem] = conf.validate_job_options("OPTIMA_QUEUES['default']", {"max_run_seconds": value})
+    assert problem.id == "queues.E005"
+    assert f"OPTIMA_QUEUES['default']['max_run_seconds'] must be a number of seconds > 0 or None, got {value!r}." == (
+        problem.msg
+    )
+    assert conf.validate_job_options("OPTIMA_QUEUES['default']", {"max_run_seconds": None}) == []
