@@ -90,6 +90,7 @@ class RunningJob:
             return  # queues.testing.inline(): the job runs to its end in the caller's thread, never paused
         pause = resume.due(self._running, cancel_requested=canceled)
         if pause is not None:
+            self._running._queues_pausing = True  # type: ignore[attr-defined]  # no failure callback for it
             raise pause
 
     def _save(self, read_cancel: bool = False) -> bool:
