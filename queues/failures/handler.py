@@ -21,6 +21,7 @@ object rq hands to ``handle_exception`` (rq passes only its text to ``handle_job
 import datetime as dt
 import logging
 
+from rq.job import JobStatus
 from rq.results import Result
 
 from queues import rqcompat
@@ -87,15 +88,17 @@ class FailureHandler:
             worker.cleanup_execution(job, pipeline=pipe, execution=execution)
 
         if pause.canceled:
-            self.record_for(
-                worker,
-                lambda: resume.end_canceled(worker.connection, job, cleanup),
-                f"record the cancel of job {job.id}",
+            end = resume.idempotent(
+                worker.connection, job, JobStatus.CANCELED, lambda: resume.end_canceled(worker.connection, job, cleanup)
             )
+            self.record_for(worker, end, f"record the cancel of job {job.id}")
             rqcompat.release_slot(worker, job)
             worker.log.warning("Worker %s: job %s stopped at its checkpoint: %s", worker.name, job.id, pause.why)
             return
-        self.record_for(worker, lambda: resume.put_back(worker.connection, job, pause, cleanup), f"pause job {job.id}")
+        back = resume.idempotent(
+            worker.connection, job, JobStatus.QUEUED, lambda: resume.put_back(worker.connection, job, pause, cleanup)
+        )
+        self.record_for(worker, back, f"pause job {job.id}")
         worker.log.info(
             "Worker %s: job %s paused at its checkpoint (%s); back to its queue, attempt not counted",
             worker.name,

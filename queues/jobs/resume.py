@@ -165,6 +165,21 @@ def put_back(connection: Any, job: Any, pause: Pause, cleanup: Callable[[Any], N
         pipe.execute()
 
 
+def idempotent(connection: Any, job: Any, status: JobStatus, write: Callable[[], None]) -> Callable[[], None]:
+    """``write()`` (``put_back`` or ``end_canceled``, which end in ``status``) made safe to retry through an
+    outage (``worker/horse.record_for``): a retry after a MULTI that landed but whose reply was lost finds the
+    job in ``status`` already and writes nothing (a second push would put the job in its queue twice)."""
+    tried = []
+
+    def attempt() -> None:
+        if tried and connection.hget(job.key, "status") == status.value.encode():
+            return
+        tried.append(True)
+        write()
+
+    return attempt
+
+
 def end_canceled(connection: Any, job: Any, cleanup: Callable[[Any], None]) -> None:
     """The ``job`` canceled while it ran, stopped at its checkpoint: its execution ended, status canceled,
     in its queue's canceled registry (as ``queues.cancel`` leaves a job that had not started)."""
@@ -188,4 +203,5 @@ __all__ = [
     "stopping",
     "put_back",
     "end_canceled",
+    "idempotent",
 ]

@@ -92,3 +92,15 @@ def test_a_queues_max_run_seconds_that_is_not_a_positive_number_is_a_check_error
         problem.msg
     )
     assert conf.validate_job_options("OPTIMA_QUEUES['default']", {"max_run_seconds": None}) == []
+
+
+def test_a_pause_retried_through_an_outage_is_written_once_when_the_first_write_landed(queue_redis):
+    job = queues.enqueue("default", long.walk, "/nowhere", 1)
+    queue_redis.hset(job.key, "status", "started")
+    writes = []
+    attempt = resume.idempotent(queue_redis, job, JobStatus.QUEUED, lambda: writes.append("push"))
+    attempt()  # the first try writes (its reply may be lost: record_for tries again)
+    attempt()  # the status is still started: the first write did not land, write again
+    queue_redis.hset(job.key, "status", "queued")  # it landed
+    attempt()
+    assert writes == ["push", "push"]
