@@ -169,7 +169,7 @@ def idempotent(connection: Any, job: Any, status: JobStatus, write: Callable[[],
     """``write()`` (``put_back`` or ``end_canceled``, which end in ``status``) made safe to retry through an
     outage (``worker/horse.record_for``): a retry after a MULTI that landed but whose reply was lost finds the
     job in ``status`` already and writes nothing (a second push would put the job in its queue twice)."""
-    tried = []
+    tried: list[bool] = []
 
     def attempt() -> None:
         if tried and connection.hget(job.key, "status") == status.value.encode():
