@@ -179,3 +179,25 @@ def test_a_task_sigtermed_mid_run_resumes_at_its_cursor(start_worker, queue_redi
     assert long.done(path) == list(range(6))
     assert runs(path) == [0, 3]
     assert fetch(queue_redis, result.id).meta["attempt"] == 1
+
+
+def test_a_concurrent_worker_pauses_each_running_long_job_at_its_own_checkpoint(start_worker, queue_redis, tmp_path):
+    walks = []
+    for n in range(2):
+        path, release = tmp_path / f"items-{n}.jsonl", tmp_path / f"release-{n}"
+        job = queues.enqueue("default", long.walk, str(path), 5, hold_at=1 + n, release=str(release))
+        walks.append((job, path, release))
+    worker = start_worker("default", "--concurrency", "2", "--grace", "120")
+    for n, (_, path, _) in enumerate(walks):
+        wait_for(lambda path=path, n=n: 1 + n in long.started(path), timeout=60, message=f"job {n} mid-run")
+    worker.signal(signal.SIGTERM)
+    wait_for(lambda: STOPPING in worker.output(), timeout=30, message="the worker to hear its SIGTERM")
+    for _, _, release in walks:
+        release.touch()
+    assert worker.wait(60) == 0, worker.output()[-4000:]
+    for n, (job, path, _) in enumerate(walks):
+        paused = fetch(queue_redis, job.id)
+        assert paused.get_status() == JobStatus.QUEUED
+        assert (paused.meta["cursor"], paused.meta["attempt"], paused.meta["interruptions"]) == ({"next": 2 + n}, 1, 1)
+        assert long.done(path) == list(range(2 + n))
+    assert sorted(get_queue("default").get_job_ids()) == sorted(job.id for job, _, _ in walks)
