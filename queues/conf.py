@@ -40,6 +40,9 @@ JOB_DEFAULTS: dict[str, Any] = {
     # jobs sharing a limit_key that may be queued or running at once, when an enqueue gives a
     # limit_key without a limit_concurrency (queues/producer/limits.py); None: such an enqueue must give one
     "limit_concurrency": None,
+    # seconds a run of a long job may go on before it pauses at its next checkpoint (issue 34:
+    # queues/jobs/resume.py); None: no limit. Per enqueue ``max_run_seconds=`` beats it
+    "max_run_seconds": None,
 }
 
 # Infrastructure options (settings.OPTIMA_QUEUES_OPTIONS), with units.
@@ -150,7 +153,7 @@ def validate_job_options(where: str, options: object, *, allow_none: bool = Fals
                 )
             )
             continue
-        if value is None and (allow_none or key in ("backoff_max", "limit_concurrency")):
+        if value is None and (allow_none or key in ("backoff_max", "limit_concurrency", "max_run_seconds")):
             continue
         problems.extend(_validate_job_option(where, key, value))
     return problems
@@ -220,6 +223,17 @@ def _validate_job_option(where: str, key: str, value: Any) -> list[Problem]:
                     f"{label} must be an integer >= 1 or None, got {value!r}.",
                     "It is how many jobs sharing a limit_key may be queued or running at once "
                     "(e.g. 2); None leaves it to each enqueue's limit_concurrency.",
+                )
+            ]
+        return []
+    if key == "max_run_seconds":
+        if not _is_number(value) or not 0 < value < float("inf"):
+            return [
+                Problem(
+                    "queues.E005",
+                    f"{label} must be a number of seconds > 0 or None, got {value!r}.",
+                    "A long job pauses at its first checkpoint past it and resumes (docs/workflows-long-jobs.md); "
+                    "e.g. 600, or None for no limit.",
                 )
             ]
         return []

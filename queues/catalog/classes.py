@@ -64,6 +64,8 @@ class OptimaJob(Job):
 
     @property
     def failure_callback(self):
+        if getattr(self, "_queues_pausing", False):  # a long job's pause at a checkpoint is no failure (issue 34)
+            return None
         return _declared_or_refuse(rqcompat.callback_names(self)[1], "failure callback")
 
     @property

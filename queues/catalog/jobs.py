@@ -55,6 +55,7 @@ ENQUEUE_OPTIONS = (
     "limit_key",
     "limit_concurrency",
     "priority",
+    "max_run_seconds",
 )
 
 

@@ -21,6 +21,7 @@ object rq hands to ``handle_exception`` (rq passes only its text to ``handle_job
 import datetime as dt
 import logging
 
+from rq.job import JobStatus
 from rq.results import Result
 
 from queues import rqcompat
@@ -28,6 +29,7 @@ from queues.events import hooks
 from queues.exceptions import RetryAfter
 from queues.failures import deadletter, retry
 from queues.jobs import meta as jobmeta
+from queues.jobs import resume
 
 logger = logging.getLogger("queues.worker")
 
@@ -61,6 +63,9 @@ class FailureHandler:
             # Record the failure once Redis answers (the retry policy needs it), not half of it now.
             self.record_for(worker, worker.connection.ping, f"record the failure of job {job.id}")
         exc_info = self.take(job)
+        if exc_info and resume.is_pause(exc_info[1]):  # issue 34: a long job stopped at its checkpoint
+            self.pause(job, exc_info[1], execution)
+            return
         decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id)
         if decision.retry:
             try:
@@ -72,6 +77,34 @@ class FailureHandler:
         self.before_burial(job, decision.reason, exc_info, exc_string)
         bury()
         self.after_burial(job, decision.reason, exc_string, exc_info=exc_info)
+
+    def pause(self, job, pause, execution):
+        """A long job stopped at a checkpoint (``queues/jobs/resume.py``): not a failure. Paused, it goes
+        back to its queue with its cursor and no attempt spent; canceled, it ends canceled (its limit key's
+        slot given to the next held job)."""
+        worker = self.worker
+
+        def cleanup(pipe):
+            worker.cleanup_execution(job, pipeline=pipe, execution=execution)
+
+        if pause.canceled:
+            end = resume.idempotent(
+                worker.connection, job, JobStatus.CANCELED, lambda: resume.end_canceled(worker.connection, job, cleanup)
+            )
+            self.record_for(worker, end, f"record the cancel of job {job.id}")
+            rqcompat.release_slot(worker, job)
+            worker.log.warning("Worker %s: job %s stopped at its checkpoint: %s", worker.name, job.id, pause.why)
+            return
+        back = resume.idempotent(
+            worker.connection, job, JobStatus.QUEUED, lambda: resume.put_back(worker.connection, job, pause, cleanup)
+        )
+        self.record_for(worker, back, f"pause job {job.id}")
+        worker.log.info(
+            "Worker %s: job %s paused at its checkpoint (%s); back to its queue, attempt not counted",
+            worker.name,
+            job.id,
+            pause.why,
+        )
 
     def judge(self, job, exc_info, *, stopped):
         """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``)."""

@@ -7,8 +7,10 @@ change. rq keeps the running job in a context variable, set around the job's cal
 work horse, ``--no-fork``, each thread of ``--concurrency``, the pool's processes, a ``@task``, and
 ``queues.testing.inline()``), so ``current_job()`` answers in each, and None anywhere else.
 
-``RunningJob`` writes only through ``_save``: the cursor and ``checkpoint(cursor)`` a later issue adds are
-one more meta key (queues/jobs/meta.py) and one more method on it, written the same way.
+``RunningJob`` writes only through ``_save``. A long job (issue 34) reads ``cursor`` and writes
+``checkpoint(cursor, done=..., total=...)``: one more meta key (``jobs.meta.CURSOR``) written the same way, in
+the same round trip as the read of a cancel request; what a checkpoint may decide (a pause) is
+``queues/jobs/resume.py``'s.
 """
 
 from types import MappingProxyType
@@ -19,11 +21,12 @@ from rq.job import Job, get_current_job
 
 from queues.connection.clients import unavailable
 from queues.jobs import meta as jobmeta
+from queues.jobs import resume
 
 
 class RunningJob:
     """The running job: ``id``, ``queue`` (its declared name), ``attempt`` (1-based), ``meta`` (a read-only
-    view of its meta), ``set_progress(done, total)``."""
+    view of its meta), ``set_progress(done, total)``; for a long job, ``cursor`` and ``checkpoint(cursor)``."""
 
     __slots__ = ("_running",)
 
@@ -56,13 +59,55 @@ class RunningJob:
         jobmeta.set_progress(self._running.meta, done, total)
         self._save()
 
-    def _save(self) -> None:
-        """Write the job's meta (one HSET of its hash). A job run by ``queues.testing.inline()`` has no hash:
-        its meta stays in memory."""
+    @property
+    def cursor(self) -> Any:
+        """The cursor of the job's last ``checkpoint`` (in this run or an earlier one: before a pause, a
+        failure, a lost worker), or None when it never wrote one: start from the beginning."""
+        return jobmeta.cursor(self._running.meta)
+
+    def checkpoint(self, cursor: Any, *, done: int | float | None = None, total: int | float | None = None) -> None:
+        """Store ``cursor`` (a JSON value of at most ``resume.MAX_CURSOR_BYTES`` encoded: the position after
+        the items done, e.g. ``{"page": 401}``) with the job: its next run starts from it (``.cursor``).
+        With ``total`` (and ``done``, default 0), the job's progress is written in the same HSET
+        (``set_progress(done, total)``: the panel's bar, ``job_state``).
+
+        Then, when the job must stop here, raises ``resume.Pause`` (a ``BaseException``: let it pass): its
+        worker is stopping, it ran past its ``max_run_seconds``, or it was canceled. A paused job goes back
+        to its queue, costs no attempt, and runs again from ``cursor``; a canceled one ends canceled.
+
+        ``ValueError`` for a cursor that is not JSON or too large, or a ``done``/``total`` that
+        ``set_progress`` refuses; ``QueueUnavailable`` when Redis does not answer (the cursor is then not
+        stored)."""
+        value = resume.check_cursor(cursor)
+        meta = self._running.meta
+        if total is not None:
+            jobmeta.set_progress(meta, 0 if done is None else done, total)
+        elif done is not None:
+            raise ValueError(f"checkpoint(cursor, done={done!r}): done needs total=, the number of items in all.")
+        jobmeta.set_cursor(meta, value)
+        canceled = self._save(read_cancel=True)
         if getattr(self._running, "_queues_inline", False):
-            return
+            return  # queues.testing.inline(): the job runs to its end in the caller's thread, never paused
+        pause = resume.due(self._running, cancel_requested=canceled)
+        if pause is not None:
+            self._running._queues_pausing = True  # type: ignore[attr-defined]  # no failure callback for it
+            raise pause
+
+    def _save(self, read_cancel: bool = False) -> bool:
+        """Write the job's meta (one HSET of its hash); with ``read_cancel``, in the same round trip, whether
+        ``queues.cancel`` asked it to stop (``resume.CANCEL_REQUESTED``). A job run by
+        ``queues.testing.inline()`` has no hash: its meta stays in memory."""
+        job = self._running
+        if getattr(job, "_queues_inline", False):
+            return False
         try:
-            self._running.save_meta()
+            if not read_cancel:
+                job.save_meta()
+                return False
+            with job.connection.pipeline(transaction=False) as pipe:
+                pipe.hset(job.key, "meta", job.serializer.dumps(job.meta))
+                pipe.hexists(job.key, resume.CANCEL_REQUESTED)
+                return bool(pipe.execute()[1])
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
 

@@ -32,6 +32,8 @@ task                 queues/tasks/backend.py        a Task's backend alias, prio
 worker_ids           queues/tasks/run.py            a Task's workers, one per counted attempt
 first_enqueued_at    ``stamp_enqueued`` (once)      unix seconds of the first enqueue (kept by retries)
 due_at               ``stamp_enqueued``, ``set_due``   unix seconds a delayed job / retry became due
+cursor               ``set_cursor`` (job code)      the last checkpoint of a long job (any JSON; issue 34)
+max_run_seconds      ``for_enqueue``                a long job pauses at a checkpoint past this (issue 34)
 ==================== ============================== =========================================
 
 ``first_enqueued_at`` and ``due_at`` exist for the wait and total histograms (queues/metrics/recorder.py):
@@ -79,6 +81,8 @@ TASK = "task"  # {"backend": alias, "priority": n (when not 0), "run_after": ISO
 WORKER_IDS = "worker_ids"
 FIRST_ENQUEUED_AT = "first_enqueued_at"
 DUE_AT = "due_at"
+CURSOR = "cursor"  # issue 34: ``queues.current_job().checkpoint(cursor)`` (queues/jobs/resume.py)
+MAX_RUN_SECONDS = "max_run_seconds"  # issue 34: the enqueue option, when given
 TEMPLATE_SCHEDULE = "optima_schedule"
 TEMPLATE_DIGEST = "digest"
 
@@ -114,6 +118,8 @@ APP_OWNED = frozenset(
         DUE_AT,
         TEMPLATE_SCHEDULE,
         TEMPLATE_DIGEST,
+        CURSOR,
+        MAX_RUN_SECONDS,
     }
 )
 
@@ -216,7 +222,7 @@ def band(job):
 
 
 # -- writers (they change ``meta`` in place; the caller saves it with its other writes) ------
-def for_enqueue(extra, *, queue, attempts, priority=0):
+def for_enqueue(extra, *, queue, attempts, priority=0, max_run_seconds=None):
     """The meta of a job being enqueued: the caller's ``extra`` plus this project's keys."""
     meta = {QUEUE: queue, ATTEMPTS_ALLOWED: attempts, ATTEMPT: 1}
     meta = {**extra, **meta} if extra else meta
@@ -224,6 +230,8 @@ def for_enqueue(extra, *, queue, attempts, priority=0):
         meta[PRIORITY] = priority
     else:
         meta.pop(PRIORITY, None)  # the band is the ``priority=`` option's, never a caller's meta key
+    if max_run_seconds is not None:
+        meta[MAX_RUN_SECONDS] = max_run_seconds
     return meta
 
 
@@ -257,6 +265,24 @@ def set_progress(meta, done, total):
             f"set_progress(done, total) needs 0 <= done and total > 0, got done={done!r}, total={total!r}."
         )
     meta[PROGRESS] = {"percent": round(100 * done / total), "step": done, "steps": total}
+
+
+def cursor(meta):
+    """The last checkpoint of a long job (``set_cursor``), or None before the first."""
+    return meta.get(CURSOR) if isinstance(meta, dict) else None
+
+
+def set_cursor(meta, value):
+    """A long job's checkpoint: ``value`` (already checked to be JSON: queues/jobs/resume.py)."""
+    meta[CURSOR] = value
+
+
+def max_run_seconds(meta):
+    """The job's ``max_run_seconds`` option (a positive number), or None."""
+    value = meta.get(MAX_RUN_SECONDS) if isinstance(meta, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return None
+    return value
 
 
 def for_owner(owner_key):

@@ -165,6 +165,7 @@ def enqueue(
     limit_key: str | None = None,
     limit_concurrency: int | None = None,
     priority: int = 0,
+    max_run_seconds: float | None = None,
     **kwargs: Any,
 ) -> "Job":
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
@@ -196,6 +197,7 @@ def enqueue(
         limit_key=limit_key,
         limit_concurrency=limit_concurrency,
         priority=priority,
+        max_run_seconds=max_run_seconds,
     )
 
 
@@ -220,6 +222,7 @@ def enqueue_call(
     limit_key: str | None = None,
     limit_concurrency: int | None = None,
     priority: int = 0,
+    max_run_seconds: float | None = None,
 ) -> "Job":
     """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved.
     ``meta`` may not hold a key the app owns (``check_meta_keys``)."""
@@ -240,6 +243,7 @@ def enqueue_call(
         limit_key=limit_key,
         limit_concurrency=limit_concurrency,
         priority=priority,
+        max_run_seconds=max_run_seconds,
     )
 
 
@@ -270,6 +274,7 @@ _CALL_OPTIONS: dict[str, Any] = {
     "limit_key": None,
     "limit_concurrency": None,
     "priority": 0,
+    "max_run_seconds": None,
 }
 
 
@@ -333,6 +338,7 @@ def _enqueue(
     limit_concurrency,
     priority=0,
     fail_fast=False,
+    max_run_seconds=None,
 ):
     config = get_config(name)
     path = func_path(func)
@@ -357,11 +363,16 @@ def _enqueue(
         raise InvalidJob(f"durable must be True or False, got {durable!r}.")
     limit = _check_limit(name, config, limit_key, limit_concurrency)
     _check_priority(priority, limit)
+    check_max_run_seconds(max_run_seconds)
     if meta is not None:
         _check_json(meta, "meta")
 
     queue = declared_queue(name, config)
-    job_meta = jobmeta.for_enqueue(meta, queue=name, attempts=options["attempts"], priority=priority)
+    if max_run_seconds is None:  # per enqueue, then the queue's option (conf.JOB_DEFAULTS)
+        max_run_seconds = options.get("max_run_seconds")
+    job_meta = jobmeta.for_enqueue(
+        meta, queue=name, attempts=options["attempts"], priority=priority, max_run_seconds=max_run_seconds
+    )
     job = queue.create_job(
         path,
         args=list(args),
@@ -494,6 +505,23 @@ def _check_priority(priority, limit):
         raise InvalidJob(
             f"priority={priority!r} with limit_key={limit[0]!r}: a job held by its limit key is pushed to the "
             "normal band when its turn comes, so the two cannot be combined. Drop priority, or limit_key."
+        )
+
+
+def check_max_run_seconds(value):
+    """``max_run_seconds`` (issue 34): None, or a finite number of seconds > 0 after which a long job pauses at
+    its next checkpoint (queues/jobs/resume.py)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value == float("inf"):
+        raise InvalidJob(
+            f"max_run_seconds must be a number of seconds > 0 (a long job pauses at its next checkpoint past it), "
+            f"got {type(value).__name__} {value!r}. Pass e.g. max_run_seconds=600, or leave it out (no limit)."
+        )
+    if value <= 0:
+        raise InvalidJob(
+            f"max_run_seconds must be > 0, got {value!r}: a job paused at every checkpoint would never end. "
+            "Pass e.g. max_run_seconds=600, or leave it out (no limit)."
         )
 
 

@@ -65,6 +65,7 @@ def enqueue_many(
     priority: int = 0,
     meta: dict[str, Any] | None = None,
     unique: Literal[False] | None = None,
+    max_run_seconds: float | None = None,
 ) -> list["Job"]:
     """Enqueue one job of ``func`` per item of ``calls`` on the declared queue ``name``, in one write;
     returns the rq Jobs in the order of ``calls``. All or nothing: a bad item raises ``InvalidJob``
@@ -89,12 +90,15 @@ def enqueue_many(
         raise InvalidJob(f"durable must be True or False, got {durable!r}.")
     limit = api._check_limit(name, config, limit_key, limit_concurrency)
     api._check_priority(priority, limit)
+    api.check_max_run_seconds(max_run_seconds)
     if meta is not None:
         api._check_json(meta, "meta")
         if not isinstance(meta, dict):
             raise InvalidJob(f"meta must be a dict, got {type(meta).__name__} {meta!r}.")
         api.check_meta_keys(meta, "meta")
     items = _items(calls)
+    if max_run_seconds is None:  # per enqueue, then the queue's option (conf.JOB_DEFAULTS)
+        max_run_seconds = options.get("max_run_seconds")
 
     queue = declared_queue(name, config)
     jobs = []
@@ -108,7 +112,9 @@ def enqueue_many(
             result_ttl=options["result_ttl"],
             failure_ttl=options["failure_ttl"],
             job_id=job_id or api._new_job_id(),
-            meta=jobmeta.for_enqueue(extra, queue=name, attempts=options["attempts"], priority=priority),
+            meta=jobmeta.for_enqueue(
+                extra, queue=name, attempts=options["attempts"], priority=priority, max_run_seconds=max_run_seconds
+            ),
         )
         api._apply_limit(job, limit)
         job.signature = signing.sign(job)

@@ -1,4 +1,4 @@
-"""Cancel of a job not yet started (the panel's Cancel, ``DELETE /jobs/<id>/``).
+"""Cancel of a job not yet started (the panel's Cancel, ``DELETE /jobs/<id>/``), or of a running long job.
 
 A queued, scheduled (delayed, or a retry waiting for its backoff) or held job (held back by its
 limit key, queues/producer/limits.py) ends ``canceled`` and never runs. One Lua script decides against the
@@ -8,6 +8,10 @@ still finds in a queue (``gate.vet``). A held job leaves its key's held set in t
 promotion only ever pushes a job whose status is still ``rate_limited``, so the two cannot cross);
 a canceled queued job of a limit key then gives its slot to the next held job of the key.
 (The outbox's rows not yet pushed are the outbox's: queues/producer/outbox.py.)
+
+A running job that wrote a checkpoint (issue 34: a long job, ``queues.current_job().checkpoint``) is asked to
+stop instead: the same script marks its hash (``resume.CANCEL_REQUESTED``), the job reads the mark at its next
+checkpoint, and its worker ends it ``canceled`` (outcome ``canceling``). Any other running job is refused.
 """
 
 import time
@@ -21,6 +25,7 @@ from queues.catalog.lookup import get_queue, queue_names
 from queues.connection.clients import get_connection
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
+from queues.jobs import resume
 from queues.keyspace import keys, quarantine
 from queues.producer import limits, outbox
 
@@ -33,7 +38,9 @@ if TYPE_CHECKING:
 # its id is still in its queue's list, or in the scheduled registry and not yet due; otherwise the
 # worker (or the scheduler) has it and the answer says so. KEYS: job hash, queue list,
 # intermediate list, scheduled registry, canceled registry, and for a job with a limit key its key's
-# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now. A key of another type
+# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now, and the hash field of a cancel
+# request (issue 34: a running long job that wrote a checkpoint, ``meta.cursor``, stops at its next one and ends
+# canceled: ``queues/jobs/resume.py``, ``CANCEL_REQUESTED``). A key of another type
 # than rq's (planted) is named before anything is written: {'wrongtype', key}.
 CANCEL_LUA = """
 local types = {'list', 'list', 'zset', 'zset', 'zset'}
@@ -51,6 +58,13 @@ if status == 'rate_limited' and KEYS[6] then
   redis.call('HSET', KEYS[1], 'status', 'canceled')
   redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
   return {'canceled', 'held'}
+end
+if status == 'started' and ARGV[4] then
+  local ok, meta = pcall(cjson.decode, redis.call('HGET', KEYS[1], 'meta') or '')
+  if ok and type(meta) == 'table' and meta['cursor'] ~= nil then
+    redis.call('HSET', KEYS[1], ARGV[4], ARGV[3])
+    return {'canceling', status}
+  end
 end
 if status ~= 'queued' and status ~= 'scheduled' then return {'refused', status} end
 if redis.call('LPOS', KEYS[3], ARGV[1]) then return {'taken', status} end
@@ -73,7 +87,8 @@ DUE_MARGIN_SECONDS = 2
 
 @dataclass(frozen=True)
 class Canceled:
-    """What ``cancel_job`` did: ``outcome`` is ``canceled``, ``gone`` (no such job), or a refusal:
+    """What ``cancel_job`` did: ``outcome`` is ``canceled``, ``canceling`` (a running long job that wrote a
+    checkpoint: it stops at its next one and ends canceled; ``ok`` too), ``gone`` (no such job), or a refusal:
     ``running`` (a worker has it), ``due`` (a scheduler is moving it), ``ended`` (finished,
     failed, stopped, already canceled, deferred, or corrupt). ``state``: the job's state now."""
 
@@ -83,7 +98,7 @@ class Canceled:
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "canceled"
+        return self.outcome in ("canceled", "canceling")
 
 
 def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled:
@@ -112,17 +127,24 @@ def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled
     limited = limits.is_limited(job)
     if limited:
         script_keys.append(keys.limit_held_key(job.rate_limit_key))
-    reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now])
+    reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now, resume.CANCEL_REQUESTED])
     if jobread.text(reply[0]) == "wrongtype":  # renamed aside (queues.keyspace.quarantine), then once more
         types = dict(zip(script_keys[1:], ("list", "list", "zset", "zset", "zset")))
         quarantine.set_aside(connection, types, who=f"Cancel of job {job.id}")
-        reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now])
+        reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now, resume.CANCEL_REQUESTED])
     outcome, was = (jobread.text(r) for r in reply)
     if outcome == "canceled":
         if limited and was == "queued":
             limits.release(job)  # its slot goes to the next held job of its key
         what = "held back by its limit key" if was == "held" else was
         return Canceled("canceled", "canceled", f"canceled (it was {what}); it will not run")
+    if outcome == "canceling":
+        return Canceled(
+            "canceling",
+            "started",
+            "asked to stop: it is running and stops at its next checkpoint, then ends canceled (a long job; the "
+            "items it has done stay done)",
+        )
     if outcome == "gone":
         return Canceled("gone", "", f"no job {job_id!r} in Redis (deleted or expired meanwhile)")
     if outcome == "taken":

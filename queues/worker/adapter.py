@@ -43,6 +43,7 @@ from queues.catalog.lookup import OptimaJob, OptimaQueue, queue_names
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.events import hooks
 from queues.failures.handler import FailureHandler
+from queues.jobs import resume
 from queues.keyspace import quarantine
 from queues.periodic.supervision import SchedulerKeeper
 from queues.worker import attempt, horse, settle, stop
@@ -120,6 +121,7 @@ class WorkerBehaviour(BaseWorker):
             self.log,
         )
         self.lifeline.beat()  # raises while Redis is away: rqworker retries the start
+        resume.watch_stop(lambda: self.stop.requested)  # a long job pauses at its checkpoint (jobs/resume.py)
         super().bootstrap(*args, **kwargs)
         self.connection.hset(self.key, LIVENESS_MARK, int(self.resilience.liveness_ttl))
         self.lifeline.start()
@@ -274,6 +276,8 @@ class WorkerBehaviour(BaseWorker):
 
     def handle_exception(self, job, *exc_info):  # horse
         self.failures.remember(job, exc_info)  # rq passes only its text to handle_job_failure
+        if resume.is_pause(exc_info[1]):
+            return  # a long job's pause at a checkpoint is no error (failures.handler: FailureHandler.pause)
         hooks.after_raise(job, exc_info)
         return super().handle_exception(job, *exc_info)
 

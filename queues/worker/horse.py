@@ -18,6 +18,7 @@ import signal
 from rq.job import JobStatus
 
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog, retry_while_unavailable
+from queues.jobs import resume
 from queues.worker.kernel import die_with_parent
 
 EX_TEMPFAIL = getattr(os, "EX_TEMPFAIL", 75)  # the horse could not record its job's outcome
@@ -29,7 +30,9 @@ class OutcomeNotRecorded(SystemExit):
 
 def _ignore_signal(signum, frame):
     """SIGTERM in the work horse: the worker decides when the job stops (a handler, not SIG_IGN, so
-    that programs the job starts get the default disposition back)."""
+    that programs the job starts get the default disposition back). A long job pauses at its next
+    checkpoint (``queues/jobs/resume.py``): the stop is noted, nothing else (no lock, no I/O)."""
+    resume.note_stop()
 
 
 def become_horse(worker_pid):

@@ -9,6 +9,9 @@ reads) is set through ``queues.rqcompat``.
 - ``request_cold()``: second signal. The running job goes back to its queue now.
 - ``interrupt(why)`` / ``take_interrupted()``: the worker ended the running job on purpose (grace
   over, cold stop); the settlement puts it back to its queue with its attempt not counted.
+- A long job (issue 34) hears of the stop at its next checkpoint and pauses (``queues/jobs/resume.py``):
+  a worker that runs jobs itself registers ``requested`` there; a forking worker's first signal sends its
+  horse a SIGTERM (``signal_horse``), which the horse notes and otherwise ignores.
 
 ``first_signal`` and ``second_signal`` are what the worker's signal handlers do with it.
 
@@ -119,6 +122,20 @@ def first_signal(worker, signum):
 
     errand(worker, announce)
     signal_scheduler(worker)
+    if running:
+        signal_horse(worker)
+
+
+def signal_horse(worker):
+    """SIGTERM to the worker's work horse, if it has one: the horse ignores it but notes the stop, so a long
+    job pauses at its next checkpoint (``queues/jobs/resume.py``) instead of running out the grace."""
+    pid = 0 if worker.runs_jobs_in_process else rqcompat.horse_pid(worker)
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def errand(worker, fn):

@@ -96,6 +96,7 @@ def stopping_worker(uses, running):
         lifeline=types.SimpleNamespace(errand=errands.append),
         job_running=lambda: running,
         request_force_stop=lambda signum, frame: None,
+        runs_jobs_in_process=True,  # no work horse to tell (a forking worker's: tests/queues/processes/test_resume.py)
     )
     return worker, errands
 
