@@ -41,6 +41,9 @@ key                                    what
 ``<p>:optima:search:owner:<o>``        job ids of owner ``<o>`` (``meta["owner"]``) by enqueue time (search index)
 ``<p>:optima:search:functions``        function -> its latest enqueue time (search index; the panel's choices)
 ``<p>:optima:search:owners``           owner -> its latest enqueue time (search index; the trim walks it)
+``<p>:optima:batch:<id>``              a batch's hash: state, times, callbacks (``queues.workflows``)
+``<p>:optima:batch:<id>:<set>``        its sets of job ids: members, done, dead, adders, canceled
+``<p>:optima:batches``                 batches by ``<callback queue>|<state>``: counts kept by the batch scripts
 =====================================  ======================================================
 
 Whoever can write to this Redis can plant anything under any of these keys. Each family is read
@@ -273,3 +276,14 @@ def search_functions_key():
 def search_owners_key():
     """Search index: owner -> its latest enqueue time (what the housekeeping trim walks)."""
     return conf.app_key("search", "owners")
+
+
+def batch_key(batch_id, part=""):
+    """A batch (``queues.workflows``): its hash, or with ``part`` one of its sets of job ids (``members``,
+    ``done``, ``dead``, ``adders``, ``canceled``). All expire with the jobs' retention after the batch ends."""
+    return conf.app_key("batch", batch_id, part) if part else conf.app_key("batch", batch_id)
+
+
+def batches_key():
+    """Batches by ``<queue of the callback>|<state>`` (a hash of counts, ``queues.workflows.scripts``): /metrics."""
+    return conf.app_key("batches")

@@ -33,6 +33,7 @@ from functools import cached_property
 from django.db import close_old_connections, connections
 from redis import ResponseError
 from rq import SimpleWorker, Worker
+from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 from rq.utils import now
 from rq.worker import BaseWorker
@@ -264,6 +265,12 @@ class WorkerBehaviour(BaseWorker):
         attempt.mark_succeeded(
             self, job, queue, execution, lambda: parent.handle_job_success(job, queue, started_job_registry, execution)
         )
+
+    def cleanup_execution(self, job, pipeline, execution=None):  # both
+        super().cleanup_execution(job, pipeline, execution=execution)
+        if pipeline is not None and job.get_status(refresh=False) == JobStatus.FINISHED:
+            # A success's MULTI (rq's handle_job_success, fastpath.finish): the hooks' writes of it ride on it.
+            hooks.success_into(job, pipeline)
 
     def perform_job(self, job, queue, execution):  # horse (a job's thread in the concurrent worker)
         around = hooks.processing(job)  # e.g. the attempt's span (queues/tracing/hook.py); None: nothing

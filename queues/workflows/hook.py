@@ -1,0 +1,40 @@
+"""How a batch hears of its members: one hook of the worker (``queues/events/hooks.py``), installed at ready.
+
+- ``success_into``: the member's count rides in the MULTI that records its success (``scripts.SUCCESS``
+  queued on the worker's own pipeline: rq's ``handle_job_success`` in a work horse, ``fastpath.finish``
+  in the fork-free and concurrent workers). No round trip is added, and the success and its count are
+  written together or not at all: a worker SIGKILLed before the MULTI leaves a member that runs again
+  and is counted then, once.
+- ``after_dead``: a dead member, after its burial (``scripts.DEAD``, one call). A job in no batch costs
+  one dict lookup at each point.
+"""
+
+import logging
+
+from queues.events.hooks import Hook
+from queues.jobs import meta as jobmeta
+from queues.workflows import scripts
+from queues.workflows.batches import _now_args, set_keys
+
+logger = logging.getLogger("queues.workflows")
+
+
+def batch_of(job) -> str | None:
+    batch_id = job.meta.get(jobmeta.BATCH) if isinstance(job.meta, dict) else None
+    return batch_id if isinstance(batch_id, str) and batch_id else None
+
+
+class BatchesHook(Hook):
+    name = "batches"
+
+    def success_into(self, job, pipe):
+        batch_id = batch_of(job)
+        if batch_id is not None:
+            batch_keys = set_keys(batch_id)
+            pipe.eval(scripts.SUCCESS, len(batch_keys), *batch_keys, job.id, *_now_args())
+
+    def after_dead(self, job, queue, *, reason, duration=0.0, exc_info=None, exc_string=""):
+        batch_id = batch_of(job)
+        if batch_id is not None:
+            batch_keys = set_keys(batch_id)
+            job.connection.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args())
