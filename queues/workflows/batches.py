@@ -31,9 +31,8 @@ from queues import conf, rqcompat
 from queues.catalog.lookup import get_config
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob
-from queues.jobs import current
+from queues.jobs import current, signing
 from queues.jobs import meta as jobmeta
-from queues.jobs import signing
 from queues.keyspace import keys
 from queues.producer import api, joining
 from queues.producer.write import declared_queue

@@ -1,0 +1,70 @@
+"""Batches through real worker processes (issue 34, section 6): each callback exactly once with many members
+finishing at once on two concurrent workers, and a member SIGKILLed after its work, before its success was
+recorded, counted once when it runs again."""
+
+import signal
+from collections import Counter
+
+import pytest
+
+import queues
+from tests.jobs.batches import lines
+from tests.support import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+MEMBER = "tests.jobs.batches.member"
+CALLBACK = "tests.jobs.batches.callback"
+
+
+def states(ids):
+    return [queues.batch_state(batch_id).state for batch_id in ids]
+
+
+def test_each_callback_runs_exactly_once_with_many_members_on_two_concurrent_workers(start_worker, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    batches = []
+    for n in range(10):  # 10 batches of 40 members: many "last member" races between 16 threads
+        with queues.batch(
+            on_success=queues.call("default", CALLBACK, record, "success"),
+            on_complete=queues.call("default", CALLBACK, record, "complete"),
+        ) as b:
+            queues.enqueue_many("default", MEMBER, [(record, f"{n}-{i}") for i in range(30)])
+            for i in range(30, 40):
+                queues.enqueue("default", MEMBER, record, f"{n}-{i}")
+        batches.append(b.id)
+    for _ in range(2):
+        start_worker("default", "--concurrency", "8")
+
+    wait_for(lambda: states(batches) == ["succeeded"] * 10, timeout=120, message="the 10 batches to succeed")
+    wait_for(
+        lambda: len([line for line in lines(record) if not line.startswith("member")]) >= 20,
+        timeout=60,
+        message="the 20 callbacks to run",
+    )
+    fired = Counter(tuple(line.split()[:2]) for line in lines(record) if not line.startswith("member"))
+    assert fired == {(kind, batch_id): 1 for batch_id in batches for kind in ("success", "complete")}
+    assert {tuple(line.split()[2:]) for line in lines(record) if not line.startswith("member")} == {("40", "0")}
+    for batch_id in batches:
+        state = queues.batch_state(batch_id)
+        assert (state.total, state.finished, state.pending, state.dead) == (40, 40, 0, 0)
+
+
+def test_a_member_killed_after_its_work_runs_again_and_counts_once(start_worker, tmp_path):
+    record, work = str(tmp_path / "runs.txt"), str(tmp_path / "work.txt")
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        queues.enqueue("default", "tests.jobs.batches.worked_then_hang", work, 120, attempts=3)
+        queues.enqueue("default", MEMBER, record, 1)
+    victim = start_worker("default", "--no-fork")
+    wait_for(lambda: "worked" in lines(work), timeout=60, message="the member to do its work")
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    assert queues.batch_state(b.id).state == "running"
+    start_worker("default", "--no-fork")
+
+    wait_for(lambda: queues.batch_state(b.id).state == "succeeded", timeout=120, message="the batch to succeed")
+    wait_for(lambda: [x for x in lines(record) if x.startswith("success")], timeout=60, message="on_success to run")
+    assert lines(work) == ["worked", "worked"]  # at least once: the work ran again
+    state = queues.batch_state(b.id)
+    assert (state.total, state.finished) == (2, 2)
+    assert [x for x in lines(record) if x.startswith("success")] == [f"success {b.id} 2 0"]
