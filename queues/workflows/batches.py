@@ -15,6 +15,7 @@ call), so the batch cannot complete while the member that may still add runs; th
 its batch. The counting of members is in ``hook.py``; the Lua in ``scripts.py``.
 """
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -159,7 +160,7 @@ class Batch(Adder):
             "state": "open",
             "created_at": f"{time.time():.6f}",
             "description": self.description,
-            "owner": "" if self.owner is None else str(self.owner),
+            "owner": "" if self.owner is None else json.dumps(self.owner),  # its type kept: a user id is an int
             "ttl": max(int(ttl), 60),
             "label": label,
         }

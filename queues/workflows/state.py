@@ -1,6 +1,7 @@
 """``queues.batch_state(id)``: a batch as its keys say, one round trip."""
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 
 from queues.connection.clients import get_connection
@@ -26,7 +27,7 @@ class BatchState:
     created_at: dt.datetime | None
     finished_at: dt.datetime | None
     description: str = ""
-    owner: str | None = None
+    owner: object = None
     callbacks: dict[str, str] = field(default_factory=dict)
     fired: dict[str, str] = field(default_factory=dict)
 
@@ -59,6 +60,14 @@ def _time(value: object) -> dt.datetime | None:
         return None
 
 
+def _owner(stored: str | None) -> object:
+    """The owner ``queues.batch(meta=queues.owner_meta(key))`` was given (JSON: a user id stays an int)."""
+    try:
+        return json.loads(stored) if stored else None
+    except ValueError:
+        return None
+
+
 def batch_state(batch_id: str) -> BatchState | None:
     """The batch ``batch_id``, or None for an unknown (or expired) id."""
     if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 200:
@@ -84,7 +93,7 @@ def batch_state(batch_id: str) -> BatchState | None:
         created_at=_time(fields.get("created_at")),
         finished_at=_time(fields.get("finished_at")),
         description=fields.get("description", ""),
-        owner=fields.get("owner") or None,
+        owner=_owner(fields.get("owner")),
         callbacks={f"on_{kind}": fields[f"cb_{kind}"] for kind in KINDS if f"cb_{kind}" in fields},
         fired={f"on_{kind}": fields[f"fired_{kind}"] for kind in KINDS if f"fired_{kind}" in fields},
     )
