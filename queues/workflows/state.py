@@ -60,6 +60,13 @@ def _time(value: object) -> dt.datetime | None:
         return None
 
 
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
 def _owner(stored: str | None) -> object:
     """The owner ``queues.batch(meta=queues.owner_meta(key))`` was given (JSON: a user id stays an int)."""
     try:
@@ -81,6 +88,8 @@ def batch_state(batch_id: str) -> BatchState | None:
         return None
     fields = {_text(k): _text(v) for k, v in found.items()}
     state = fields.get("state", "")
+    if "total" in fields:  # succeeded: the counts frozen in the hash, the sets dropped (scripts.py)
+        members, done, dead = (_int(fields.get(name)) for name in ("total", "finished", "dead"))
     counted = done + dead + (canceled if state == "canceled" else 0)
     return BatchState(
         id=batch_id,

@@ -210,3 +210,14 @@ def test_bad_input_is_refused_naming_the_field_and_the_fix(make, message):
 def test_meta_batch_is_refused_in_a_callers_meta():
     with pytest.raises(queues.InvalidJob, match="'batch'"):
         queues.enqueue_call("default", MEMBER, ["p", 1], meta={"batch": "x"})
+
+
+def test_a_succeeded_batch_keeps_only_its_hash_which_expires_with_the_retention(queue_redis, record):
+    with queues.batch(on_success=on("success", record)) as b:
+        queues.enqueue_many("default", MEMBER, [(record, i) for i in range(20)])
+    run_burst(queue_redis)
+    batch_key, *sets, _counts = set_keys(b.id)
+    assert queue_redis.exists(*sets) == 0  # members, done, dead, adders, canceled: dropped at the end
+    assert 0 < queue_redis.ttl(batch_key) <= 24 * 3600  # the default queue's result_ttl
+    state = queues.batch_state(b.id)
+    assert (state.state, state.total, state.finished, state.pending) == ("succeeded", 20, 20, 0)
