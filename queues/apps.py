@@ -58,6 +58,7 @@ class QueuesConfig(AppConfig):
         from queues.workflows.hook import BatchesHook
 
         rqcompat.memoize_serializer_lookup()  # ~0.2 ms of CPU per job on Python 3.11 (rqcompat.py says why)
+        catalog.add_app_module("queues.workflows.steps")  # a chain's own job: its next step (docs/workflows.md)
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
         # The worker's concerns, called at each point of a job's life (queues/events/hooks.py), in this

@@ -35,6 +35,8 @@ point                    when, and where                                       u
 ``success_into``         queue into the MULTI that records a job's success     batches
                          the writes that must land with it, or not at all
                          (every kind of worker: ``worker/adapter.py``)
+``after_discard``        an operator discarded the job's dead letter (any      batches (chains)
+                         process: ``failures/operations.py``)
 =======================  ====================================================  ===================
 
 A hook must be cheap and must not raise: an error that escapes a job point is logged (logger
@@ -113,6 +115,9 @@ class Hook:
     def success_into(self, job, pipe):
         """Queue on ``pipe`` (the MULTI that records ``job``'s success) what must be written with the success
         itself: written in the same transaction, no round trip of its own (a batch member's count)."""
+
+    def after_discard(self, job, queue):
+        """An operator discarded the dead letter of ``job`` (read before its hash was deleted)."""
 
 
 POINTS = [name for name, value in vars(Hook).items() if callable(value) and not name.startswith("_")]
@@ -266,3 +271,7 @@ def success_into(job, pipe):
     raised: the success's MULTI must not be written without them."""
     for call in _points["success_into"]:
         call(job, pipe)
+
+
+def after_discard(job, queue):
+    _each("after_discard", job, queue)

@@ -44,6 +44,7 @@ key                                    what
 ``<p>:optima:batch:<id>``              a batch's hash: state, times, callbacks (``queues.workflows``)
 ``<p>:optima:batch:<id>:<set>``        its sets of job ids: members, done, dead, adders, canceled
 ``<p>:optima:batches``                 batches by ``<callback queue>|<state>``: counts kept by the batch scripts
+``<p>:optima:chain:<id>``              a chain's hash: steps, state, each step's batch and jobs (``queues.workflows``)
 =====================================  ======================================================
 
 Whoever can write to this Redis can plant anything under any of these keys. Each family is read
@@ -287,3 +288,8 @@ def batch_key(batch_id, part=""):
 def batches_key():
     """Batches by ``<queue of the callback>|<state>`` (a hash of counts, ``queues.workflows.scripts``): /metrics."""
     return conf.app_key("batches")
+
+
+def chain_key(chain_id):
+    """A chain (``queues.workflows.chains``): its steps, state and each step's batch and jobs."""
+    return conf.app_key("chain", chain_id)

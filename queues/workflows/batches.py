@@ -140,8 +140,9 @@ class Adder:
 class Batch(Adder):
     """What ``with queues.batch(...) as b`` yields: ``b.id``; ``b.callbacks`` {kind: job id}."""
 
-    def __init__(self, callbacks: dict[str, Step], description: str, owner: Any) -> None:
+    def __init__(self, callbacks: dict[str, Step], description: str, owner: Any, **fields: str) -> None:
         super().__init__(api._new_job_id(), "block")
+        self.fields = fields  # the batch of a chain's step: ``chain``, ``step`` (chains.py)
         self.description = description
         self.owner = owner
         self.steps = callbacks
@@ -163,6 +164,7 @@ class Batch(Adder):
             "owner": "" if self.owner is None else json.dumps(self.owner),  # its type kept: a user id is an int
             "ttl": max(int(ttl), 60),
             "label": label,
+            **self.fields,
         }
         jobs = []
         for kind, step in self.steps.items():

@@ -7,13 +7,15 @@
   and is counted then, once.
 - ``after_dead``: a dead member, after its burial (``scripts.DEAD``, one call). A job in no batch costs
   one dict lookup at each point.
+- ``after_discard``: an operator discarded a dead member: the chain it is a step of is canceled.
 """
 
 import logging
 
 from queues.events.hooks import Hook
 from queues.jobs import meta as jobmeta
-from queues.workflows import scripts
+from queues.keyspace import keys
+from queues.workflows import chains, scripts
 from queues.workflows.batches import _now_args, set_keys
 
 logger = logging.getLogger("queues.workflows")
@@ -38,3 +40,11 @@ class BatchesHook(Hook):
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
             job.connection.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args())
+
+    def after_discard(self, job, queue):
+        """A dead member discarded: its batch stays ``completed_with_dead``; the chain it is a step of stops."""
+        batch_id = batch_of(job)
+        if batch_id is not None:
+            chain_id = job.connection.hget(keys.batch_key(batch_id), "chain")
+            if chain_id:
+                chains.cancel_after_discard(job.connection, chain_id.decode())

@@ -14,8 +14,9 @@ The hash ``<p>:optima:batch:<id>`` holds ``state``, ``created_at``, ``finished_a
 of queues), and per callback kind (``success``, ``complete``, ``death``) ``cb_<kind>`` (the job id),
 ``jk_<kind>`` (its hash), ``qk_<kind>`` (its queue's list) and, once decided, ``fired_<kind>`` (when,
 or ``never``); once succeeded, its counts (``total``, ``finished``, ``dead``: its sets are dropped then).
-A succeeded or canceled batch counts nothing more. Its sets: ``members``, ``done``, ``dead``, ``adders`` (``block`` while the ``with`` block
-is open; a running member's id while it may add members: ``queues.current_batch()``), ``canceled``.
+A succeeded or canceled batch counts nothing more. Its sets: ``members``, ``done``, ``dead``, ``adders``
+(``block`` while the ``with`` block is open; a running member's id while it may add members:
+``queues.current_batch()``), ``canceled``.
 
 The keys of a callback's job and queue are read from the hash, not declared: fine on one Redis and on
 Sentinel, what this project runs (as ``connection/batch.py``).

@@ -33,9 +33,9 @@ def callback(path, kind, batch_id):
 
 @queues.job
 def fail_until(path, flag):
-    """Fails (dead at once with attempts=1) until the file ``flag`` exists."""
+    """Dead at once (PermanentError) until the file ``flag`` exists."""
     if not os.path.exists(flag):
-        raise RuntimeError("not yet")
+        raise queues.PermanentError("not yet")
     note(path, "recovered")
 
 
@@ -60,3 +60,11 @@ def worked_then_hang(path, seconds):
 @queues.job
 def wait_for_file(flag):
     hold_until(lambda: os.path.exists(flag), 60, "the flag never appeared")
+
+
+@queues.job
+def add(path, x, previous=None):
+    """A chain's step: ``x`` plus what the step before returned (a list for a group: its sum)."""
+    before = sum(previous) if isinstance(previous, list) else (previous or 0)
+    note(path, f"add {x} {before}")
+    return before + x
