@@ -157,7 +157,7 @@ class Batch(Adder):
         """The batch's hash, its ``block`` adder and its callbacks' deferred jobs, in one MULTI."""
         label = next((self.steps[kind].queue for kind in ("complete", "success", "death") if kind in self.steps), "")
         ttl = get_config(label).options["result_ttl"] if label else conf.job_defaults()["result_ttl"]
-        fields: dict[str, Any] = {
+        fields: dict[Any, Any] = {  # redis-py types the mapping invariantly
             "state": "open",
             "created_at": f"{time.time():.6f}",
             "description": self.description,
@@ -239,7 +239,7 @@ def current_batch() -> Adder:
     does not complete before the block closes. ``InvalidJob`` outside a job, or in a job of no batch."""
     running = current.current_job()
     batch_id = running.meta.get(jobmeta.BATCH) if running is not None else None
-    if not isinstance(batch_id, str) or not batch_id:
+    if running is None or not isinstance(batch_id, str) or not batch_id:
         where = "outside a running job" if running is None else f"in job {running.id}, which is in no batch"
         raise InvalidJob(
             f"queues.current_batch() was called {where}: it adds to the batch of the running member. Open a "

@@ -30,7 +30,8 @@ def cancel_batch(batch_id: str, request=None, reason: str = "") -> BatchCanceled
     batch_keys = set_keys(batch_id)
     reply = connection.eval(scripts.CANCEL, len(batch_keys), *batch_keys, *_now_args())
     outcome, left = (reply[0].decode(), [r.decode() for r in reply[1:]])
-    canceled, running = [], []
+    canceled: list[str] = []
+    running: list[str] = []
     for job_id in left:
         (canceled if cancel(job_id, connection=connection).ok else running).append(job_id)
     if canceled:

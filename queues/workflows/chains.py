@@ -77,7 +77,7 @@ def chain(
     ``queues.owner_meta(key)``, as for ``queues.batch``. The first step is enqueued now."""
     if not steps:
         raise InvalidJob("queues.chain() needs at least one step: queues.call(...) or queues.group(...).")
-    spec = []
+    spec: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
         if isinstance(step, Step):
             spec.append({"group": False, "calls": [_stored(step)]})
