@@ -68,3 +68,22 @@ def test_a_member_killed_after_its_work_runs_again_and_counts_once(start_worker,
     state = queues.batch_state(b.id)
     assert (state.total, state.finished) == (2, 2)
     assert [x for x in lines(record) if x.startswith("success")] == [f"success {b.id} 2 0"]
+
+
+def test_a_batch_survives_a_redis_restart_mid_batch_and_fires_once(outage_redis, start_worker, tmp_path):
+    server, client = outage_redis(durable=True)  # AOF: what Redis keeps, the batch keeps
+    record, flag = str(tmp_path / "runs.txt"), tmp_path / "flag"
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        queues.enqueue("default", "tests.jobs.batches.wait_for_file", str(flag))
+        queues.enqueue_many("default", MEMBER, [(record, i) for i in range(10)])
+    start_worker("default", "--concurrency", "4", env={"REDIS_URL": server.url})
+    wait_for(lambda: queues.batch_state(b.id).finished == 10, timeout=60, message="the 10 quick members to finish")
+
+    server.stop()
+    server.start()
+    flag.write_text("go")  # the last member finishes once Redis is back
+
+    wait_for(lambda: queues.batch_state(b.id).state == "succeeded", timeout=90, message="the batch to succeed")
+    wait_for(lambda: [x for x in lines(record) if x.startswith("success")], timeout=60, message="on_success to run")
+    assert [x for x in lines(record) if x.startswith("success")] == [f"success {b.id} 11 0"]
+    assert (queues.batch_state(b.id).total, queues.batch_state(b.id).finished) == (11, 11)
