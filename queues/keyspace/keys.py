@@ -44,6 +44,7 @@ key                                    what
 ``<p>:optima:batch:<id>``              a batch's hash: state, times, callbacks (``queues.workflows``)
 ``<p>:optima:batch:<id>:<set>``        its sets of job ids: members, done, dead, adders, canceled
 ``<p>:optima:batches``                 batches by ``<callback queue>|<state>``: counts kept by the batch scripts
+``<p>:optima:batch-workers``           workers that count batch members -> since (older ones are not in it)
 ``<p>:optima:chain:<id>``              a chain's hash: steps, state, each step's batch and jobs (``queues.workflows``)
 =====================================  ======================================================
 
@@ -293,3 +294,14 @@ def batches_key():
 def chain_key(chain_id):
     """A chain (``queues.workflows.chains``): its steps, state and each step's batch and jobs."""
     return conf.app_key("chain", chain_id)
+
+
+def workers_key():
+    """rq's set of the registered workers' keys."""
+    return Worker.redis_workers_keys
+
+
+def batch_workers_key():
+    """The workers that count batch members (``queues.workflows.hook``): worker key -> when it started. A
+    registered worker missing from it runs an older release (``queues.batch()`` warns)."""
+    return conf.app_key("batch-workers")

@@ -16,6 +16,7 @@ its batch. The counting of members is in ``hook.py``; the Lua in ``scripts.py``.
 """
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,8 @@ from queues.keyspace import keys
 from queues.producer import api, joining
 from queues.producer.write import declared_queue
 from queues.workflows import scripts
+
+logger = logging.getLogger("queues.workflows")
 
 KINDS = ("success", "complete", "death")  # on_success, on_complete, on_death
 SETS = ("members", "done", "dead", "adders", "canceled")
@@ -181,9 +184,30 @@ class Batch(Adder):
                 pipe.hset(keys.batch_key(self.id), mapping=fields)
                 pipe.sadd(keys.batch_key(self.id, "adders"), "block")
                 pipe.hincrby(keys.batches_key(), f"{label}|open", 1)
-                pipe.execute()
+                pipe.smembers(keys.workers_key())
+                pipe.hkeys(keys.batch_workers_key())
+                *_, registered, counting = pipe.execute()
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
+        _warn_of_older_workers(set(registered) - set(counting))
+
+
+_warned: set[bytes] = set()
+
+
+def _warn_of_older_workers(older: set[bytes]) -> None:
+    """A registered worker that does not count batch members runs an older release: the batches whose members
+    it runs never complete. One WARNING per such worker and process (docs/workflows.md)."""
+    new = older - _warned
+    if new:
+        _warned.update(new)
+        names = ", ".join(sorted(k.decode("utf-8", "replace").rpartition(":")[2] for k in new))
+        logger.warning(
+            "queues.batch(): worker(s) %s are registered and do not count batch members (an older release, or "
+            "started before this one): a batch whose member they run never completes. Deploy this release to "
+            "every worker (docs/workflows.md, 'A batch needs every worker on this release').",
+            names,
+        )
 
 
 def build(step: Step, extra_kwargs: dict[str, Any]):

@@ -8,9 +8,12 @@
 - ``after_dead``: a dead member, after its burial (``scripts.DEAD``, one call). A job in no batch costs
   one dict lookup at each point.
 - ``after_discard``: an operator discarded a dead member: the chain it is a step of is canceled.
+- ``worker_start`` / ``worker_stop``: the worker is listed in ``<p>:optima:batch-workers`` while it runs, so
+  that ``queues.batch()`` can warn of a registered worker of an older release (it would not count members).
 """
 
 import logging
+import time
 
 from queues.events.hooks import Hook
 from queues.jobs import meta as jobmeta
@@ -28,6 +31,13 @@ def batch_of(job) -> str | None:
 
 class BatchesHook(Hook):
     name = "batches"
+
+    def worker_start(self, worker):
+        """This worker counts batch members: ``queues.batch()`` warns of registered workers that do not."""
+        worker.connection.hset(keys.batch_workers_key(), worker.key, f"{time.time():.0f}")
+
+    def worker_stop(self, worker):
+        worker.connection.hdel(keys.batch_workers_key(), worker.key)
 
     def success_into(self, job, pipe):
         batch_id = batch_of(job)

@@ -221,3 +221,22 @@ def test_a_succeeded_batch_keeps_only_its_hash_which_expires_with_the_retention(
     assert 0 < queue_redis.ttl(batch_key) <= 24 * 3600  # the default queue's result_ttl
     state = queues.batch_state(b.id)
     assert (state.state, state.total, state.finished, state.pending) == ("succeeded", 20, 20, 0)
+
+
+def test_a_registered_worker_that_does_not_count_members_is_warned_of_once(queue_redis, caplog):
+    from queues.keyspace import keys
+
+    older = keys.worker_key("older-release-worker")
+    queue_redis.sadd(keys.workers_key(), older)  # registered by a release without the batches hook
+    queue_redis.hset(keys.batch_workers_key(), keys.worker_key("this-release-worker"), 1)
+    queue_redis.sadd(keys.workers_key(), keys.worker_key("this-release-worker"))
+    try:
+        with caplog.at_level("WARNING", logger="queues.workflows"):
+            for _ in range(2):
+                with queues.batch():
+                    pass
+        warnings = [r.getMessage() for r in caplog.records if r.name == "queues.workflows"]
+        assert len(warnings) == 1 and "older-release-worker" in warnings[0]
+        assert "this-release-worker" not in warnings[0]
+    finally:
+        queue_redis.srem(keys.workers_key(), older, keys.worker_key("this-release-worker"))
