@@ -37,6 +37,8 @@ point                    when, and where                                       u
                          (every kind of worker: ``worker/adapter.py``)
 ``after_discard``        an operator discarded the job's dead letter (any      batches (chains)
                          process: ``failures/operations.py``)
+``after_cancel``         a job that had not started was canceled (any          batches
+                         process: ``producer/cancel.py``)
 =======================  ====================================================  ===================
 
 A hook must be cheap and must not raise: an error that escapes a job point is logged (logger
@@ -118,6 +120,9 @@ class Hook:
 
     def after_discard(self, job, queue):
         """An operator discarded the dead letter of ``job`` (read before its hash was deleted)."""
+
+    def after_cancel(self, job_id, meta):
+        """The job ``job_id`` (its ``meta``, {} when unknown) was canceled before it started: it never runs."""
 
 
 POINTS = [name for name, value in vars(Hook).items() if callable(value) and not name.startswith("_")]
@@ -275,3 +280,7 @@ def success_into(job, pipe):
 
 def after_discard(job, queue):
     _each("after_discard", job, queue)
+
+
+def after_cancel(job_id, meta):
+    _each("after_cancel", job_id, meta)

@@ -7,6 +7,7 @@
   and is counted then, once.
 - ``after_dead``: a dead member, after its burial (``scripts.DEAD``, one call). A job in no batch costs
   one dict lookup at each point.
+- ``after_cancel``: a member canceled on its own (``queues.cancel``) leaves the batch (``scripts.LEAVE``).
 - ``after_discard``: an operator discarded a dead member: the chain it is a step of is canceled.
 - ``worker_start`` / ``worker_stop``: the worker is listed in ``<p>:optima:batch-workers`` while it runs, so
   that ``queues.batch()`` can warn of a registered worker of an older release (it would not count members).
@@ -15,6 +16,7 @@
 import logging
 import time
 
+from queues.connection.clients import get_connection
 from queues.events.hooks import Hook
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys
@@ -50,6 +52,13 @@ class BatchesHook(Hook):
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
             job.connection.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args())
+
+    def after_cancel(self, job_id, meta):
+        """A member canceled on its own: the batch stops waiting for it (``scripts.LEAVE``)."""
+        batch_id = meta.get(jobmeta.BATCH) if isinstance(meta, dict) else None
+        if isinstance(batch_id, str) and batch_id:
+            batch_keys = set_keys(batch_id)
+            get_connection().eval(scripts.LEAVE, len(batch_keys), *batch_keys, job_id, *_now_args())
 
     def after_discard(self, job, queue):
         """A dead member discarded: its batch stays ``completed_with_dead``; the chain it is a step of stops."""

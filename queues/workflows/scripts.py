@@ -158,3 +158,16 @@ if not state or state == 'succeeded' or state == 'canceled' then return 0 end
 return redis.call('SADD', KEYS[2], unpack(ARGV))
 """
 JOIN_CHUNK = 1000
+
+# A member canceled on its own (``queues.cancel``) before it started: it leaves the batch, which no longer
+# waits for it (it is counted in ``canceled``). ARGV: as SUCCESS.
+LEAVE = (
+    COMMON
+    + """
+local state = redis.call('HGET', H, 'state')
+if not state or state == 'succeeded' or state == 'canceled' then return state or '' end
+if redis.call('SREM', M, ARGV[1]) == 0 then return '' end
+redis.call('SADD', C, ARGV[1])
+return settle(ARGV[2], ARGV[3])
+"""
+)

@@ -240,3 +240,16 @@ def test_a_registered_worker_that_does_not_count_members_is_warned_of_once(queue
         assert "this-release-worker" not in warnings[0]
     finally:
         queue_redis.srem(keys.workers_key(), older, keys.worker_key("this-release-worker"))
+
+
+def test_a_member_canceled_on_its_own_leaves_the_batch_which_then_completes(queue_redis, record, transactional_db):
+    with queues.batch(on_success=on("success", record)) as b:
+        queues.enqueue("default", MEMBER, record, 1)
+        later = queues.enqueue("default", MEMBER, record, 2, delay=3600)
+    assert queues.cancel(later.id).ok
+    state = queues.batch_state(b.id)
+    assert (state.total, state.canceled, state.pending) == (1, 1, 1)
+    run_burst(queue_redis)
+    state = queues.batch_state(b.id)
+    assert (state.state, state.finished) == ("succeeded", 1)
+    assert callbacks(record) == [("success", b.id, "1", "0")]
