@@ -129,7 +129,7 @@ ADDER = (
     + """
 local state = redis.call('HGET', H, 'state')
 if not state then return '' end
-if state == 'running' or state == 'open' then redis.call('SADD', A, ARGV[1]) end
+if state ~= 'succeeded' and state ~= 'canceled' then redis.call('SADD', A, ARGV[1]) end
 return state
 """
 )
