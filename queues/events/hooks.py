@@ -39,6 +39,9 @@ point                    when, and where                                       u
                          process: ``failures/operations.py``)
 ``after_cancel``         a job that had not started was canceled (any          batches
                          process: ``producer/cancel.py``)
+``dead_into``            queue into the MULTI that buries a job (rq's          batches
+                         ``handle_job_failure``) the writes that must land
+                         with its death; ``after_dead`` follows as before
 =======================  ====================================================  ===================
 
 A hook must be cheap and must not raise: an error that escapes a job point is logged (logger
@@ -120,6 +123,10 @@ class Hook:
 
     def after_discard(self, job, queue):
         """An operator discarded the dead letter of ``job`` (read before its hash was deleted)."""
+
+    def dead_into(self, job, pipe):
+        """Queue on ``pipe`` (the MULTI that buries ``job``) what must be written with its death (``success_into``'s
+        twin; ``after_dead`` is still called after it, and for the burials made elsewhere)."""
 
     def after_cancel(self, job_id, meta):
         """The job ``job_id`` (its ``meta``, {} when unknown) was canceled before it started: it never runs."""
@@ -284,3 +291,9 @@ def after_discard(job, queue):
 
 def after_cancel(job_id, meta):
     _each("after_cancel", job_id, meta)
+
+
+def dead_into(job, pipe):
+    """Queue the hooks' writes of ``job``'s burial on ``pipe``; an error is raised, as in ``success_into``."""
+    for call in _points["dead_into"]:
+        call(job, pipe)

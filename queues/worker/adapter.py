@@ -268,9 +268,14 @@ class WorkerBehaviour(BaseWorker):
 
     def cleanup_execution(self, job, pipeline, execution=None):  # both
         super().cleanup_execution(job, pipeline, execution=execution)
-        if pipeline is not None and job.get_status(refresh=False) == JobStatus.FINISHED:
+        if pipeline is None:
+            return
+        status = job.get_status(refresh=False)
+        if status == JobStatus.FINISHED:
             # A success's MULTI (rq's handle_job_success, fastpath.finish): the hooks' writes of it ride on it.
             hooks.success_into(job, pipeline)
+        elif status in (JobStatus.FAILED, JobStatus.STOPPED) and isinstance(job.meta, dict) and job.meta.get("dead"):
+            hooks.dead_into(job, pipeline)  # a burial's MULTI (rq's handle_job_failure after failures' decision)
 
     def perform_job(self, job, queue, execution):  # horse (a job's thread in the concurrent worker)
         around = hooks.processing(job)  # e.g. the attempt's span (queues/tracing/hook.py); None: nothing

@@ -5,8 +5,10 @@
   in the fork-free and concurrent workers). No round trip is added, and the success and its count are
   written together or not at all: a worker SIGKILLed before the MULTI leaves a member that runs again
   and is counted then, once.
-- ``after_dead``: a dead member, after its burial (``scripts.DEAD``, one call). A job in no batch costs
-  one dict lookup at each point.
+- ``dead_into``: a dead member's count rides in the MULTI that buries it (a worker's failure handling:
+  rq's ``handle_job_failure``); ``after_dead``, after every burial (also the abandoned-job scan's and the
+  gate's), counts it again where it was not: the DEAD script's SADD makes the second call a no-op. A job in
+  no batch costs one dict lookup at each point.
 - ``after_cancel``: a member canceled on its own (``queues.cancel``) leaves the batch (``scripts.LEAVE``).
 - ``after_discard``: an operator discarded a dead member: the chain it is a step of is canceled.
 - ``worker_start`` / ``worker_stop``: the worker is listed in ``<p>:optima:batch-workers`` while it runs, so
@@ -46,6 +48,12 @@ class BatchesHook(Hook):
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
             pipe.eval(scripts.SUCCESS, len(batch_keys), *batch_keys, job.id, *_now_args())
+
+    def dead_into(self, job, pipe):
+        batch_id = batch_of(job)
+        if batch_id is not None:
+            batch_keys = set_keys(batch_id)
+            pipe.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args())
 
     def after_dead(self, job, queue, *, reason, duration=0.0, exc_info=None, exc_string=""):
         batch_id = batch_of(job)
