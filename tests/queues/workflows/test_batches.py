@@ -87,6 +87,8 @@ def test_options_inside_a_batch_make_members(queue_redis, record, transactional_
         high = queues.enqueue("default", MEMBER, record, 2, priority=5)
         first = queues.enqueue("default", MEMBER, record, 3, unique="u-1")
         again = queues.enqueue("default", MEMBER, record, 4, unique="u-1")  # the waiting one: no new member
+        durable = queues.enqueue("default", MEMBER, record, 7, durable=True)
+        limited = queues.enqueue("default", MEMBER, record, 8, limit_key="seller:1", limit_concurrency=1)
         with transaction.atomic():
             outboxed = queues.enqueue("default", MEMBER, record, 5)
         with transaction.atomic():
@@ -94,9 +96,14 @@ def test_options_inside_a_batch_make_members(queue_redis, record, transactional_
             transaction.set_rollback(True)  # rolled back: no job, no member
     assert again.id == first.id
     members = {m.decode() for m in queue_redis.smembers(set_keys(b.id)[1])}
-    assert members == {delayed.id, high.id, first.id, outboxed.id}
+    assert members == {delayed.id, high.id, first.id, outboxed.id, durable.id, limited.id}
     assert fetch_job(outboxed.id).meta[jobmeta.BATCH] == b.id  # pushed from the outbox at the commit
-    assert queues.batch_state(b.id).total == 4
+    assert fetch_job(durable.id).meta[jobmeta.BATCH] == b.id
+    assert queues.batch_state(b.id).total == 6
+    run_burst(queue_redis)
+    state = queues.batch_state(b.id)
+    assert (state.finished, state.pending) == (5, 1)  # all but the delayed one
+    assert callbacks(record) == []
 
 
 def test_a_block_inside_a_transaction_is_sealed_at_the_commit(queue_redis, record, transactional_db):
