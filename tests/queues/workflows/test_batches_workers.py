@@ -87,3 +87,18 @@ def test_a_batch_survives_a_redis_restart_mid_batch_and_fires_once(outage_redis,
     wait_for(lambda: [x for x in lines(record) if x.startswith("success")], timeout=60, message="on_success to run")
     assert [x for x in lines(record) if x.startswith("success")] == [f"success {b.id} 11 0"]
     assert (queues.batch_state(b.id).total, queues.batch_state(b.id).finished) == (11, 11)
+
+
+def test_a_chain_with_a_group_step_runs_through_a_concurrent_worker(start_worker, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    add = "tests.jobs.batches.add"
+    chain = queues.chain(
+        queues.call("default", add, record, 1),
+        queues.group(*(queues.call("default", add, record, 10 * i) for i in range(1, 6))),
+        queues.call("content", add, record, 1000),
+        pass_result=True,
+    )
+    start_worker("default", "content", "--concurrency", "4")
+    wait_for(lambda: queues.chain_state(chain.id).state == "succeeded", timeout=90, message="the chain to succeed")
+    assert lines(record)[-1] == "add 1000 155"  # the group's five values: 11 + 21 + 31 + 41 + 51
+    assert len(lines(record)) == 7
