@@ -27,8 +27,8 @@ def member(path, i):
 
 @queues.job
 def callback(path, kind, batch_id):
-    state = queues.batch_state(batch_id)
-    note(path, f"{kind} {batch_id} {state.finished} {state.dead}")
+    state = queues.batch_state(batch_id)  # None under queues.testing.inline(): nothing in Redis
+    note(path, f"{kind} {batch_id}" + ("" if state is None else f" {state.finished} {state.dead}"))
 
 
 @queues.job

@@ -260,3 +260,12 @@ def test_a_member_canceled_on_its_own_leaves_the_batch_which_then_completes(queu
     state = queues.batch_state(b.id)
     assert (state.state, state.finished) == ("succeeded", 1)
     assert callbacks(record) == [("success", b.id, "1", "0")]
+
+
+def test_inline_runs_the_members_then_on_success_and_on_complete_and_writes_nothing(record):
+    from queues.testing import inline
+
+    with inline():
+        with queues.batch(on_success=on("success", record), on_complete=on("complete", record)) as b:
+            queues.enqueue("default", "tests.jobs.batches.fan_out", record, 2)
+    assert lines(record) == ["member child-0", "member child-1", "parent", f"success {b.id}", f"complete {b.id}"]
