@@ -24,30 +24,30 @@ def states(ids):
 def test_each_callback_runs_exactly_once_with_many_members_on_two_concurrent_workers(start_worker, tmp_path):
     record = str(tmp_path / "runs.txt")
     batches = []
-    for n in range(10):  # 10 batches of 40 members: many "last member" races between 16 threads
+    for n in range(20):  # the 200 members x 20 runs, side by side: 20 "last member" races, 16 threads
         with queues.batch(
             on_success=queues.call("default", CALLBACK, record, "success"),
             on_complete=queues.call("default", CALLBACK, record, "complete"),
         ) as b:
-            queues.enqueue_many("default", MEMBER, [(record, f"{n}-{i}") for i in range(30)])
-            for i in range(30, 40):
+            queues.enqueue_many("default", MEMBER, [(record, f"{n}-{i}") for i in range(190)])
+            for i in range(190, 200):
                 queues.enqueue("default", MEMBER, record, f"{n}-{i}")
         batches.append(b.id)
     for _ in range(2):
         start_worker("default", "--concurrency", "8")
 
-    wait_for(lambda: states(batches) == ["succeeded"] * 10, timeout=120, message="the 10 batches to succeed")
+    wait_for(lambda: states(batches) == ["succeeded"] * 20, timeout=180, message="the 20 batches to succeed")
     wait_for(
-        lambda: len([line for line in lines(record) if not line.startswith("member")]) >= 20,
+        lambda: len([line for line in lines(record) if not line.startswith("member")]) >= 40,
         timeout=60,
-        message="the 20 callbacks to run",
+        message="the 40 callbacks to run",
     )
     fired = Counter(tuple(line.split()[:2]) for line in lines(record) if not line.startswith("member"))
     assert fired == {(kind, batch_id): 1 for batch_id in batches for kind in ("success", "complete")}
-    assert {tuple(line.split()[2:]) for line in lines(record) if not line.startswith("member")} == {("40", "0")}
+    assert {tuple(line.split()[2:]) for line in lines(record) if not line.startswith("member")} == {("200", "0")}
     for batch_id in batches:
         state = queues.batch_state(batch_id)
-        assert (state.total, state.finished, state.pending, state.dead) == (40, 40, 0, 0)
+        assert (state.total, state.finished, state.pending, state.dead) == (200, 200, 0, 0)
 
 
 def test_a_member_killed_after_its_work_runs_again_and_counts_once(start_worker, tmp_path):
