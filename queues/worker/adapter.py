@@ -19,6 +19,7 @@ heartbeat, metrics, retention, relay, upkeep    ``housekeeping.py``: ``Housekeep
 liveness, abandoned jobs; RQ's scheduler        ``liveness.py``, ``abandoned.py``; ``periodic/``
 rq's private members                            ``rqcompat.py`` (nothing else touches one)
 metrics, tracing, logs: the job's concerns      ``queues/events/hooks.py`` (installed by apps.py)
+writes riding on a success's or burial's MULTI  ``hooks.success_into`` / ``dead_into`` (batches)
 ==============================================  ================================================
 
 Why overrides and not rq's extension points: its exception handlers run only for a job that
