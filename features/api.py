@@ -618,8 +618,66 @@ def _may_act_on_queues(user):
 
 
 @csrf_exempt
+class BatchStatusSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    state = serializers.CharField(help_text="open, running, succeeded, completed_with_dead, canceled")
+    total = serializers.IntegerField(help_text="members")
+    pending = serializers.IntegerField(help_text="members neither finished, dead nor canceled")
+    finished = serializers.IntegerField()
+    dead = serializers.IntegerField()
+    canceled = serializers.IntegerField()
+    created_at = serializers.CharField(allow_null=True, help_text="ISO 8601, UTC")
+    finished_at = serializers.CharField(allow_null=True, help_text="ISO 8601, UTC; null until it ends")
+    description = serializers.CharField()
+    callbacks = serializers.DictField(
+        child=serializers.CharField(), help_text="on_success / on_complete / on_death -> the callback's job id"
+    )
+    fired = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="on_success / on_complete / on_death -> when it was pushed (ISO 8601), or never / canceled",
+    )
+
+
+class BatchStatusView(FeatureView):
+    """``GET /batches/<id>/``: ``queues.batch_state`` to the batch's owner (``queues.batch(meta=
+    queues.owner_meta(...))``) and staff who may read every job; anyone else gets the 404 of no batch."""
+
+    @extend_schema(
+        summary="A batch's state and counts (queues.batch_state)",
+        responses={
+            200: BatchStatusSerializer,
+            401: ERROR_RESPONSES[401],
+            403: ERROR_RESPONSES[403],
+            404: OpenApiResponse(
+                DetailSerializer, description="No such batch of yours (never opened, expired, or another's)."
+            ),
+            503: OpenApiResponse(DetailSerializer, description="The queues are unavailable."),
+        },
+    )
+    def get(self, request, batch_id):
+        missing = Response(
+            {"detail": f"No batch {shown(batch_id, 60)!r} (never opened, or expired)."},
+            status=status.HTTP_404_NOT_FOUND,
+        )
+        if not JOB_ID_RE.fullmatch(batch_id):
+            return missing
+        try:
+            state = queues.batch_state(batch_id)
+        except queues.QueueUnavailable as exc:
+            logger.warning("batch status unavailable: %s: %s", type(exc).__name__, exc)
+            return Response(
+                {"detail": "The job queue is unavailable right now. Try again in a few seconds."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+            )
+        # The jobs' owner rule: another owner's batch answers exactly as one that never existed.
+        if state is None or not owners.can_read_job(request, queues.owner_meta(state.owner)):
+            return missing
+        return Response(BatchStatusSerializer(state.as_dict()).data)
+
+
 def unknown_endpoint(request, rest=""):
-    """Any other path under ``features/`` or ``jobs/``: a JSON 404, not Django's HTML page.
+    """Any other path under ``features/``, ``jobs/`` or ``batches/``: a JSON 404, not Django's HTML page.
 
     Also catches a POST missing its trailing slash, which Django would otherwise answer with a 500
     in DEBUG (APPEND_SLASH cannot redirect a POST) and a redirect that drops the body elsewhere.
@@ -638,6 +696,7 @@ def _resolves(path):
 
 
 __all__ = [
+    "BatchStatusView",
     "EnqueueView",
     "FeatureView",
     "JobListView",

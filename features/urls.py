@@ -5,7 +5,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from features.api import JobListView, JobStatusView, unknown_endpoint
+from features.api import BatchStatusView, JobListView, JobStatusView, unknown_endpoint
 from features.content.views import ContentView
 from features.orders.views import OrdersSyncView
 from features.repricer.views import RepricerView
@@ -18,6 +18,7 @@ urlpatterns = [
     path("features/content/", ContentView.as_view(), name="content"),
     path("jobs/", JobListView.as_view(), name="job-list"),
     path("jobs/<str:job_id>/", JobStatusView.as_view(), name="job-status"),
+    path("batches/<str:batch_id>/", BatchStatusView.as_view(), name="batch-status"),
     # The schema is documentation, with nothing secret in it: public, like the Swagger page it feeds.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The schema rendered for people (Swagger UI, Redoc), its assets served locally (drf-spectacular-sidecar).
@@ -32,5 +33,5 @@ urlpatterns = [
         name="api-redoc",
     ),
     # Last: any other path of the API answers a JSON 404 (docs/api.md: every 4xx is JSON).
-    re_path(r"^(?:features|jobs)(?:/.*)?$", unknown_endpoint),
+    re_path(r"^(?:features|jobs|batches)(?:/.*)?$", unknown_endpoint),
 ]

@@ -21,6 +21,10 @@ or None (queues/jobs/meta.py: the one definition of the key);
 ``VIEW_QUEUE_PANEL``, ``ACT_ON_QUEUE_PANEL``: the permission names ``user.has_perm`` takes (queues/permissions.py);
 Redis errors reach callers of these functions as ``QueueUnavailable`` only (never a redis exception);
 ``queues.testing``: ``inline()`` and the test run's own prefix (docs/adding-a-feature.md, "Testing");
+``batch(on_success=None, on_complete=None, on_death=None, description="", meta=None)`` (a context manager),
+``call(queue, func, *args, **kwargs)`` -> ``Step``, ``current_batch()``, ``batch_state(id)`` -> ``BatchState``
+or None, ``cancel_batch(id, request=None, reason="")``, ``chain(*steps, pass_result=False)`` -> ``Chain``,
+``group(*calls)``, ``chain_state(id)`` -> ``ChainState`` or None (queues/workflows/: docs/workflows.md);
 ``cache_connection()``: the cache Redis (``CACHE_REDIS_URL``) for a feature's own keys, e.g. rate limits.
 
 The functions are imported lazily so that ``import queues`` never imports rq before settings
@@ -56,6 +60,10 @@ if TYPE_CHECKING:  # the same names as _LAZY below, for type checkers only
     from queues.search.find import STATES as SEARCH_STATES
     from queues.search.find import TEXT_CHARS as SEARCH_TEXT_CHARS
     from queues.search.find import InvalidSearch, search_jobs
+    from queues.workflows.batches import Step, batch, call, current_batch
+    from queues.workflows.cancel import cancel_batch
+    from queues.workflows.chains import Chain, ChainState, chain, chain_state, group
+    from queues.workflows.state import BatchState, batch_state
 
 __all__ = [
     "ENQUEUE_OPTIONS",
@@ -90,6 +98,18 @@ __all__ = [
     "job_owner",
     "VIEW_QUEUE_PANEL",
     "ACT_ON_QUEUE_PANEL",
+    "batch",
+    "call",
+    "Step",
+    "current_batch",
+    "batch_state",
+    "BatchState",
+    "cancel_batch",
+    "chain",
+    "group",
+    "chain_state",
+    "Chain",
+    "ChainState",
 ]
 
 _LAZY = {
@@ -113,12 +133,25 @@ _LAZY = {
     "RunningJob": ("queues.jobs.current", "RunningJob"),
     "owner_meta": ("queues.jobs.meta", "for_owner"),
     "job_owner": ("queues.jobs.meta", "owner"),
+    "batch": ("queues.workflows.batches", "batch"),
+    "call": ("queues.workflows.batches", "call"),
+    "Step": ("queues.workflows.batches", "Step"),
+    "current_batch": ("queues.workflows.batches", "current_batch"),
+    "batch_state": ("queues.workflows.state", "batch_state"),
+    "BatchState": ("queues.workflows.state", "BatchState"),
+    "cancel_batch": ("queues.workflows.cancel", "cancel_batch"),
+    "chain": ("queues.workflows.chains", "chain"),
+    "group": ("queues.workflows.chains", "group"),
+    "chain_state": ("queues.workflows.chains", "chain_state"),
+    "Chain": ("queues.workflows.chains", "Chain"),
+    "ChainState": ("queues.workflows.chains", "ChainState"),
 }
 
 # The public functions that read or write Redis: their callers see ``QueueUnavailable``, never a redis
 # exception (queues/connection/errors.py).
 _TALKS_TO_REDIS = frozenset(
     {"enqueue", "enqueue_call", "enqueue_many", "fetch_job", "job_state", "cancel", "search_jobs"}
+    | {"batch_state", "cancel_batch", "chain", "chain_state"}
 )
 
 

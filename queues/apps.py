@@ -55,13 +55,15 @@ class QueuesConfig(AppConfig):
         from queues.tracing import setup as tracing_setup
         from queues.tracing.hook import TracingHook
         from queues.worker import checks as resilience_checks  # noqa: F401
+        from queues.workflows.hook import BatchesHook
 
         rqcompat.memoize_serializer_lookup()  # ~0.2 ms of CPU per job on Python 3.11 (rqcompat.py says why)
+        catalog.add_app_module("queues.workflows.steps")  # a chain's own job: its next step (docs/workflows.md)
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs
         metrics.install()  # /metrics collector + the worker-side recorder (queues/metrics/)
         # The worker's concerns, called at each point of a job's life (queues/events/hooks.py), in this
-        # order: the job's log line, its metrics, the signals feature code hears, its span.
-        hooks.install(LogsHook(), MetricsHook(), SignalsHook(), TracingHook())
+        # order: the job's log line, its metrics, the signals feature code hears, its span, its batch.
+        hooks.install(LogsHook(), MetricsHook(), SignalsHook(), TracingHook(), BatchesHook())
         # A job's state reads the producer's outbox and limit keys; jobs/ imports nothing of producer/.
         state.install(state.Producer(waiting=outbox.waiting, stored_meta=outbox.stored_meta, hold_of=limits.hold_of))
         tracing_setup.from_env()  # OpenTelemetry when OTEL_* or the process's own provider says so (docs/tracing.md)

@@ -188,12 +188,27 @@ def autodiscover():
         if module_has_submodule(app_config.module, "jobs"):
             found.append(f"{app_config.name}.jobs")
     found.extend(name for name in configured_modules() if name not in found)
+    found.extend(name for name in _app_modules if name not in found)
     for name in found:
         importlib.import_module(name)
         _import_submodules(name)
     _job_modules = tuple(found)
     _verdicts.clear()
     return _job_modules
+
+
+_app_modules: list[str] = []  # the app's own job modules, named by its wiring (queues/apps.py)
+
+
+def add_app_module(name):
+    """Make the module ``name`` (a dotted name, imported at the discovery) a job module of the app itself: the
+    jobs the app enqueues on its own account (a chain's next step: queues/workflows/steps.py). Named by the
+    app's wiring, which sits above every room: this module imports nothing of it."""
+    global _job_modules
+    if name not in _app_modules:
+        _app_modules.append(name)
+        _job_modules = None  # discovered again, with it
+        _verdicts.clear()
 
 
 def _import_submodules(name):

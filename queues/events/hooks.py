@@ -32,6 +32,16 @@ point                    when, and where                                       u
 ``take_over``            in the worker: what a horse handed over               metrics
 ``horse_exit``           a work horse is about to ``os._exit``                 tracing
 ``heartbeat``            a due heartbeat was written                           metrics (history)
+``success_into``         queue into the MULTI that records a job's success     batches
+                         the writes that must land with it, or not at all
+                         (every kind of worker: ``worker/adapter.py``)
+``after_discard``        an operator discarded the job's dead letter (any      batches (chains)
+                         process: ``failures/operations.py``)
+``after_cancel``         a job that had not started was canceled (any          batches
+                         process: ``producer/cancel.py``)
+``dead_into``            queue into the MULTI that buries a job (rq's          batches
+                         ``handle_job_failure``) the writes that must land
+                         with its death; ``after_dead`` follows as before
 =======================  ====================================================  ===================
 
 A hook must be cheap and must not raise: an error that escapes a job point is logged (logger
@@ -106,6 +116,20 @@ class Hook:
 
     def after_dead(self, job, queue, *, reason, duration=0.0, exc_info=None, exc_string=""):
         """The job is in the dead letter."""
+
+    def success_into(self, job, pipe):
+        """Queue on ``pipe`` (the MULTI that records ``job``'s success) what must be written with the success
+        itself: written in the same transaction, no round trip of its own (a batch member's count)."""
+
+    def after_discard(self, job, queue):
+        """An operator discarded the dead letter of ``job`` (read before its hash was deleted)."""
+
+    def dead_into(self, job, pipe):
+        """Queue on ``pipe`` (the MULTI that buries ``job``) what must be written with its death (``success_into``'s
+        twin; ``after_dead`` is still called after it, and for the burials made elsewhere)."""
+
+    def after_cancel(self, job_id, meta):
+        """The job ``job_id`` (its ``meta``, {} when unknown) was canceled before it started: it never runs."""
 
 
 POINTS = [name for name, value in vars(Hook).items() if callable(value) and not name.startswith("_")]
@@ -252,3 +276,24 @@ def after_retry(job, queue, *, attempt, delay, reason, duration=None, exc_info=N
 
 def after_dead(job, queue, *, reason, duration=0.0, exc_info=None, exc_string=""):
     _each("after_dead", job, queue, reason=reason, duration=duration, exc_info=exc_info, exc_string=exc_string)
+
+
+def success_into(job, pipe):
+    """Queue the hooks' writes of ``job``'s success on ``pipe``. Unlike a job point, an error here is
+    raised: the success's MULTI must not be written without them."""
+    for call in _points["success_into"]:
+        call(job, pipe)
+
+
+def after_discard(job, queue):
+    _each("after_discard", job, queue)
+
+
+def after_cancel(job_id, meta):
+    _each("after_cancel", job_id, meta)
+
+
+def dead_into(job, pipe):
+    """Queue the hooks' writes of ``job``'s burial on ``pipe``; an error is raised, as in ``success_into``."""
+    for call in _points["dead_into"]:
+        call(job, pipe)

@@ -49,6 +49,7 @@ from rq.registry import (
 from queues import conf, rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue, get_queue, queue_names
 from queues.connection.clients import get_connection, unavailable
+from queues.events import hooks
 from queues.exceptions import InvalidJob, QueuesError
 from queues.failures.corrupt import CORRUPT
 from queues.failures.mirror import args_cut, carried
@@ -208,6 +209,7 @@ def discard_dead_letter(row_id):
             removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
         except redis.ResponseError:  # the registry key is not a sorted set: nothing of this job in it
             removed = False
+        dead = jobread.fetch(row.job_id, connection, check_origin=False)
         elsewhere = _lives_elsewhere(row, connection)
         deleted = False if elsewhere else delete_job_hash(row.job_id, connection)
         detail = ("removed from the failed registry" if removed else "was not in the failed registry") + (
@@ -215,6 +217,8 @@ def discard_dead_letter(row_id):
         )
         row.status = DeadLetter.Status.DISCARDED
         row.save(update_fields=["status", "updated_at"])
+    if dead is not None and not jobread.is_corrupt(dead) and not elsewhere:
+        hooks.after_discard(dead, row.queue)  # e.g. the chain whose step it was is canceled (queues/workflows/)
     return Outcome("ok", detail)
 
 

@@ -368,3 +368,10 @@ PUT_BACK_REQUEUE = "requeue"
 PUT_BACK_ABANDONED = "abandoned"
 PUT_BACK_GIVE_BACK = "give_back"
 PUT_BACK_PAUSE = "pause"  # a resumable job's pause (issue 34)
+
+# The batch a job is a member of (issue 34, ``queues.workflows``): its id, written at the enqueue inside
+# ``queues.batch()`` / ``queues.current_batch()``; a job in no batch has no such key. Not signed: the signed
+# message is the job's ``data`` (function and arguments) and stays byte-identical; a writer to Redis who
+# changes it can only miscount a batch, which they could do by writing the batch's keys (docs/workflows.md).
+BATCH = "batch"
+APP_OWNED = APP_OWNED | {BATCH}  # a caller's ``batch`` would make its job count in a batch

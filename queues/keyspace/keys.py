@@ -41,6 +41,11 @@ key                                    what
 ``<p>:optima:search:owner:<o>``        job ids of owner ``<o>`` (``meta["owner"]``) by enqueue time (search index)
 ``<p>:optima:search:functions``        function -> its latest enqueue time (search index; the panel's choices)
 ``<p>:optima:search:owners``           owner -> its latest enqueue time (search index; the trim walks it)
+``<p>:optima:batch:<id>``              a batch's hash: state, times, callbacks (``queues.workflows``)
+``<p>:optima:batch:<id>:<set>``        its sets of job ids: members, done, dead, adders, canceled
+``<p>:optima:batches``                 batches by ``<callback queue>|<state>``: counts kept by the batch scripts
+``<p>:optima:batch-workers``           workers that count batch members -> since (older ones are not in it)
+``<p>:optima:chain:<id>``              a chain's hash: steps, state, each step's batch and jobs (``queues.workflows``)
 =====================================  ======================================================
 
 Whoever can write to this Redis can plant anything under any of these keys. Each family is read
@@ -273,3 +278,30 @@ def search_functions_key():
 def search_owners_key():
     """Search index: owner -> its latest enqueue time (what the housekeeping trim walks)."""
     return conf.app_key("search", "owners")
+
+
+def batch_key(batch_id, part=""):
+    """A batch (``queues.workflows``): its hash, or with ``part`` one of its sets of job ids (``members``,
+    ``done``, ``dead``, ``adders``, ``canceled``). All expire with the jobs' retention after the batch ends."""
+    return conf.app_key("batch", batch_id, part) if part else conf.app_key("batch", batch_id)
+
+
+def batches_key():
+    """Batches by ``<queue of the callback>|<state>`` (a hash of counts, ``queues.workflows.scripts``): /metrics."""
+    return conf.app_key("batches")
+
+
+def chain_key(chain_id):
+    """A chain (``queues.workflows.chains``): its steps, state and each step's batch and jobs."""
+    return conf.app_key("chain", chain_id)
+
+
+def workers_key():
+    """rq's set of the registered workers' keys."""
+    return Worker.redis_workers_keys
+
+
+def batch_workers_key():
+    """The workers that count batch members (``queues.workflows.hook``): worker key -> when it started. A
+    registered worker missing from it runs an older release (``queues.batch()`` warns)."""
+    return conf.app_key("batch-workers")

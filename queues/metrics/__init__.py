@@ -38,6 +38,10 @@ optima_quarantined_entries_total            counter    kind              entries
                                                                          corrupt, per kind (HGETALL
                                                                          <p>:optima:quarantined; kinds:
                                                                          keyspace/repeats.py KINDS)
+optima_batches                              gauge      queue, state      batches by the queue of their callback
+                                                                         ("(none)") and state (HGETALL
+                                                                         <p>:optima:batches, kept by the batch
+                                                                         scripts: queues/workflows/)
 ==========================================  =========  ================  =====================================
 
 Modules: ``store`` (keys, settings, pure helpers), ``recorder`` (signal receivers, worker side),

@@ -27,7 +27,8 @@ def read_snapshot(names=None, client=None, now=None):
     client = client or store.scrape_client()
     now = time.time() if now is None else now
     samples = {name: QueueSample() for name in names}
-    memory, quarantined = scrape.read_redis(client, names, samples, now)
+    batches: list = []
+    memory, quarantined = scrape.read_redis(client, names, samples, now, batches)
     database.read_dead_letters(samples)
     database.read_outbox(samples, now)
     return Snapshot(
@@ -36,6 +37,7 @@ def read_snapshot(names=None, client=None, now=None):
         read_seconds=time.monotonic() - started,
         redis_memory=memory,
         quarantined=quarantined,
+        batches=batches[0] if batches else None,
     )
 
 
@@ -139,6 +141,14 @@ def families(snapshot, prefix):
         "each, logged at most twice a minute per kind and key (queues/keyspace/repeats.py).",
         labels=["kind"],
     )
+    batches = GaugeMetricFamily(
+        f"{prefix}_batches",
+        "Batches (queues.batch) by the queue of their callback ((none) without one) and state: open and running "
+        "now; succeeded, completed_with_dead and canceled: batches that ended so, kept after their keys expire.",
+        labels=["queue", "state"],
+    )
+    for (queue, state), count in (snapshot.batches or {}).items():
+        batches.add_metric([queue, state], count)
     for kind, count in (snapshot.quarantined or {}).items():
         quarantined.add_metric([kind], count)
     for name, s in snapshot.queues.items():
@@ -183,6 +193,7 @@ def families(snapshot, prefix):
         waits,
         totals,
         quarantined,
+        batches,
     ]
 
 

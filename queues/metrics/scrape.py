@@ -46,9 +46,10 @@ logger = logging.getLogger("queues.metrics")
 PER_QUEUE_COMMANDS = 15  # commands of round trip 1 per queue (see the module docstring)
 
 
-def read_redis(client, names, samples, now):
+def read_redis(client, names, samples, now, batches=None):
     """Round trips 1 and 2 into ``samples``; -> (the server's ``redisinfo.Memory``, the quarantine counts
-    {kind: count}), each None when unknown."""
+    {kind: count}), each None when unknown. ``batches``, a list: set to ``[{(queue, state): count} or None]``."""
+    batches = [] if batches is None else batches
 
     bounds = store.buckets()
     try:
@@ -56,6 +57,7 @@ def read_redis(client, names, samples, now):
         pipe.smembers(paused_key())
         pipe.smembers(redis_keys.limit_keys_key())
         pipe.hgetall(redis_keys.quarantined_key())
+        pipe.hgetall(redis_keys.batches_key())  # batches by the queue of their callback and state (workflows)
         for name in names:
             queue_key = redis_keys.queue_key(name)
             pipe.llen(queue_key)
@@ -83,7 +85,8 @@ def read_redis(client, names, samples, now):
 
     memory = redis_memory.from_replies(*results[-2:])
     paused_result, limit_keys_result, quarantined = results[0], results[1], _quarantined(results[2])
-    results = results[3:-2]
+    batches[:] = [_batches(results[3], names)]
+    results = results[4:-2]
     paused = set() if isinstance(paused_result, Exception) else {text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
         logger.warning(
@@ -140,6 +143,30 @@ def read_redis(client, names, samples, now):
     if heads or worker_sets or held_keys:
         _read_round_two(client, heads, worker_sets, samples, now, held_keys)
     return memory, quarantined
+
+
+BATCH_STATES = ("open", "running", "succeeded", "completed_with_dead", "canceled")  # workflows/state.py STATES
+NO_CALLBACK = "(none)"  # the queue label of a batch without a callback (queue names hold no parentheses)
+
+
+def _batches(reply, names):
+    """{(queue, state): count} of ``<p>:optima:batches`` (``queues.workflows.scripts``), every declared queue and
+    state present; None when unknown. Fields of another queue or state, or values that are no count, are left out:
+    the labels stay bounded."""
+    if isinstance(reply, Exception):
+        logger.warning("reading the batch counts failed (%s); they are left out", describe_error(reply))
+        return None
+    counts = {(queue, state): 0 for queue in [*names, NO_CALLBACK] for state in BATCH_STATES}
+    for field, value in reply.items():
+        queue, _, state = text(field).rpartition("|")
+        key = (queue or NO_CALLBACK, state)
+        try:
+            number = int(text(value))
+        except ValueError:
+            continue
+        if key in counts:
+            counts[key] = max(number, 0)
+    return counts
 
 
 def _quarantined(reply):

@@ -36,6 +36,7 @@ class Snapshot:
     read_seconds: float  # how long the read took
     redis_memory: redisinfo.Memory | None = None  # None: unknown (Redis or INFO failed) -> families left out
     quarantined: dict | None = None  # kind -> entries dropped, set aside or buried (keyspace/repeats.py); None: unknown
+    batches: dict | None = None  # (callback queue, state) -> batches (queues/workflows/); None: unknown
 
 
 def text(value):

@@ -30,7 +30,7 @@ from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import signing
 from queues.keyspace import keys
-from queues.producer import inline, limits
+from queues.producer import inline, joining, limits
 from queues.producer.write import declared_queue, waiting_unique, write_job
 
 if TYPE_CHECKING:
@@ -373,6 +373,9 @@ def _enqueue(
     job_meta = jobmeta.for_enqueue(
         meta, queue=name, attempts=options["attempts"], priority=priority, max_run_seconds=max_run_seconds
     )
+    batch = joining.current()  # inside queues.batch(): the job is a member (queues/producer/joining.py)
+    if batch is not None:
+        job_meta[jobmeta.BATCH] = batch.id
     job = queue.create_job(
         path,
         args=list(args),
@@ -389,7 +392,7 @@ def _enqueue(
         from queues.tracing import spans
 
         with spans.sending(name, [job]):
-            return _place(
+            placed = _place(
                 queue,
                 job,
                 when,
@@ -399,9 +402,20 @@ def _enqueue(
                 fail_fast=fail_fast,
                 durable=durable,
             )
-    return _place(
-        queue, job, when, name=name, unique=unique, explicit_id=job_id is not None, fail_fast=fail_fast, durable=durable
-    )
+    else:
+        placed = _place(
+            queue,
+            job,
+            when,
+            name=name,
+            unique=unique,
+            explicit_id=job_id is not None,
+            fail_fast=fail_fast,
+            durable=durable,
+        )
+    if batch is not None and placed is job and not testing.inline_on():
+        batch.joined([job.id])  # a unique key's waiting job (another one) is not a member
+    return placed
 
 
 def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):

@@ -29,7 +29,7 @@ from queues.catalog.lookup import get_config
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import signing
-from queues.producer import api, inline
+from queues.producer import api, inline, joining, outbox_many
 from queues.producer.write import declared_queue, write_many
 
 if TYPE_CHECKING:
@@ -102,8 +102,11 @@ def enqueue_many(
 
     queue = declared_queue(name, config)
     jobs = []
+    batch = joining.current()  # inside queues.batch(): every job is a member (queues/producer/joining.py)
     for args, kwargs, job_id, own_meta in items:
         extra = {**meta, **own_meta} if meta and own_meta else (own_meta or meta)
+        if batch is not None:
+            extra = {**(extra or {}), jobmeta.BATCH: batch.id}
         job = queue.create_job(
             path,
             args=list(args),
@@ -126,8 +129,12 @@ def enqueue_many(
         from queues.tracing import spans
 
         with spans.sending(name, jobs):
-            return _place(queue, jobs, when, explicit_ids=explicit_ids, durable=durable)
-    return _place(queue, jobs, when, explicit_ids=explicit_ids, durable=durable)
+            placed = _place(queue, jobs, when, explicit_ids=explicit_ids, durable=durable)
+    else:
+        placed = _place(queue, jobs, when, explicit_ids=explicit_ids, durable=durable)
+    if batch is not None and not testing.inline_on():
+        batch.joined([job.id for job in jobs])
+    return placed
 
 
 def _place(queue, jobs, when, *, explicit_ids, durable):
@@ -135,8 +142,6 @@ def _place(queue, jobs, when, *, explicit_ids, durable):
     if testing.inline_on():  # queues.testing.inline(): run now, write nothing
         return inline.run_all(jobs)
     if durable or api._in_transaction():
-        from queues.producer import outbox_many  # no cycle: to the top once issue 32's edits here are merged
-
         outbox_many.stage_many(queue, jobs, when, explicit_ids=explicit_ids)
         return jobs
     write_many(queue, jobs, when, explicit_ids=explicit_ids)

@@ -23,6 +23,7 @@ from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 from queues import audit
 from queues.catalog.lookup import get_queue, queue_names
 from queues.connection.clients import get_connection
+from queues.events import hooks
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.jobs import resume
@@ -179,11 +180,15 @@ def cancel(
         else:
             result = Canceled("busy", "outbox", "not canceled, it is being written to Redis right now")
         queue = entry.queue
+        meta = outbox.stored_meta(entry) if result.ok else {}
     else:
         connection = connection or get_connection()
         job = jobread.fetch(job_id, connection, check_origin=False)
         queue = getattr(job, "origin", "") or ""
         result = cancel_job(job_id, connection=connection)
+        meta = job.meta if result.ok and job is not None and isinstance(getattr(job, "meta", None), dict) else {}
+    if result.ok:
+        hooks.after_cancel(job_id, meta)  # e.g. its batch stops waiting for it (queues/workflows/)
     if request is not None and result.outcome != "gone":
         audit.record(
             request,

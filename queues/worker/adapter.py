@@ -19,6 +19,7 @@ heartbeat, metrics, retention, relay, upkeep    ``housekeeping.py``: ``Housekeep
 liveness, abandoned jobs; RQ's scheduler        ``liveness.py``, ``abandoned.py``; ``periodic/``
 rq's private members                            ``rqcompat.py`` (nothing else touches one)
 metrics, tracing, logs: the job's concerns      ``queues/events/hooks.py`` (installed by apps.py)
+writes riding on a success's or burial's MULTI  ``hooks.success_into`` / ``dead_into`` (batches)
 ==============================================  ================================================
 
 Why overrides and not rq's extension points: its exception handlers run only for a job that
@@ -33,6 +34,7 @@ from functools import cached_property
 from django.db import close_old_connections, connections
 from redis import ResponseError
 from rq import SimpleWorker, Worker
+from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 from rq.utils import now
 from rq.worker import BaseWorker
@@ -266,6 +268,17 @@ class WorkerBehaviour(BaseWorker):
         attempt.mark_succeeded(
             self, job, queue, execution, lambda: parent.handle_job_success(job, queue, started_job_registry, execution)
         )
+
+    def cleanup_execution(self, job, pipeline, execution=None):  # both
+        super().cleanup_execution(job, pipeline, execution=execution)
+        if pipeline is None:
+            return
+        status = job.get_status(refresh=False)
+        if status == JobStatus.FINISHED:
+            # A success's MULTI (rq's handle_job_success, fastpath.finish): the hooks' writes of it ride on it.
+            hooks.success_into(job, pipeline)
+        elif status in (JobStatus.FAILED, JobStatus.STOPPED) and isinstance(job.meta, dict) and job.meta.get("dead"):
+            hooks.dead_into(job, pipeline)  # a burial's MULTI (rq's handle_job_failure after failures' decision)
 
     def perform_job(self, job, queue, execution):  # horse (a job's thread in the concurrent worker)
         around = hooks.processing(job)  # e.g. the attempt's span (queues/tracing/hook.py); None: nothing

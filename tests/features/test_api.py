@@ -251,6 +251,7 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
     assert response.status_code == 200
     schema = response.json()
     assert sorted(schema["paths"]) == [
+        "/batches/{batch_id}/",
         "/features/content/",
         "/features/orders/sync/",
         "/features/repricer/",

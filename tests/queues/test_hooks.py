@@ -13,6 +13,7 @@ from queues.events.signals import SignalsHook
 from queues.logs.hook import LogsHook
 from queues.metrics.hook import MetricsHook
 from queues.tracing.hook import TracingHook
+from queues.workflows.hook import BatchesHook
 
 
 @pytest.fixture
@@ -22,8 +23,8 @@ def installed_again():
     hooks.install(*before)
 
 
-def test_the_app_installs_the_logs_metrics_signals_and_tracing_hooks_in_that_order():
-    assert [type(hook) for hook in hooks.installed()] == [LogsHook, MetricsHook, SignalsHook, TracingHook]
+def test_the_app_installs_the_logs_metrics_signals_tracing_and_batches_hooks_in_that_order():
+    assert [type(hook) for hook in hooks.installed()] == [LogsHook, MetricsHook, SignalsHook, TracingHook, BatchesHook]
 
 
 class Seen(hooks.Hook):

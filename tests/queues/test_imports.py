@@ -35,6 +35,7 @@ LAYERS = [
     ("tracing", "the trace context a job carries: injected by the producer, spans via the hooks"),
     ("producer", "enqueue: writes what jobs defines, through the outbox or straight to Redis"),
     ("failures", "retry, backoff and the dead letter of a failed attempt: called by the worker"),
+    ("workflows", "batches and their callbacks: build jobs with the producer, counted through a hook"),
     ("periodic", "the periodic schedules, their scheduler and RQ's, which a worker keeps alive"),
     ("worker", "runs jobs; tells the concerns what happened through the hooks"),
     ("tasks", "Django's Tasks backend over the producer and the worker's job"),
@@ -56,7 +57,7 @@ LAYERS = [
 LEAF_IMPORTS = {"exceptions", "conf", "logsafe"}
 
 # Called by the worker and the failure handler only through the hooks (queues/events/hooks.py).
-CONCERNS = {"metrics", "tracing", "logs"}
+CONCERNS = {"metrics", "tracing", "logs", "workflows"}
 RUN_JOBS = {"worker", "failures"}
 
 # The arrows that still run back up, each to be removed: this list only shrinks.

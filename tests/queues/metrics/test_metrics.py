@@ -303,14 +303,14 @@ def test_a_scrape_costs_two_round_trips_whatever_the_number_of_queues(private_re
         calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         calls.pop("info", None)
         # 15 per queue (LLEN and LINDEX of each priority band: high, normal, low) + the paused set + the limit
-        # keys in use + the quarantine counts, then the head job's enqueued_at per non-empty queue.
+        # keys in use + the quarantine counts + the batch counts, then the head job's enqueued_at per non-empty queue.
         assert calls == {
             "smembers": n + 2,
             "llen": 3 * n,
             "lindex": 3 * n,
             "zcard": 4 * n,
             "zcount": 2 * n,
-            "hgetall": n + 1,
+            "hgetall": n + 2,
             "lrange": n,
             "hget": n,
         }

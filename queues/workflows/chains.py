@@ -1,0 +1,251 @@
+"""Chains and groups (issue 34, section 2): ``queues.chain(step, step, ...)``, ``queues.group(call, ...)``.
+
+A chain runs each step after the one before it succeeded. Every step is a batch (``batches.py``): a call is
+a batch of one member, a group a batch of its calls (the chord of other systems). The batch's
+``on_success`` is the chain's own job, ``queues.workflows.steps.advance`` (a job module of the app:
+``queues/apps.py``), on the next step's queue: it opens the next step's batch, handing the previous
+step's return value as the keyword ``previous`` when ``pass_result=True`` (a group's: the list of its
+calls' values, in their order). So a chain inherits the batch's guarantees: a step's success is counted
+once and its ``advance`` pushed once; ``advance`` itself runs at least once and moves on once (HSETNX
+``advanced_<i>``).
+
+A dead step stops the chain: its batch is ``completed_with_dead`` and its ``on_success`` waits. The
+steps after it wait on the dead job(s) (``chain_state``). Retried by an operator and succeeded, the
+batch succeeds and the chain goes on; discarded, the chain is canceled (``hook.py``, ``after_discard``).
+
+The hash ``<p>:optima:chain:<id>``: ``spec`` (JSON: the steps, each ``{"group": bool, "calls": [[queue,
+func, args, kwargs], ...]}``), ``pass_result``, ``state`` (``running``, ``succeeded``, ``canceled``),
+``step`` (the index running), ``batch_<i>`` and ``jobs_<i>`` (the step's batch and job ids), ``owner``,
+``description``, times. It expires with the retention of the last step's queue once the chain ended.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from queues import conf
+from queues.catalog.lookup import fetch_job, get_config
+from queues.connection.clients import get_connection
+from queues.exceptions import InvalidJob
+from queues.jobs import meta as jobmeta
+from queues.keyspace import keys
+from queues.producer import api
+from queues.workflows.batches import Batch, Step, call
+
+ADVANCE = "queues.workflows.steps.advance"
+
+
+@dataclass(frozen=True)
+class Group:
+    """``queues.group(call, call, ...)``: a chain's step whose calls run side by side (a batch)."""
+
+    steps: tuple[Step, ...]
+
+
+def group(*calls: Step) -> Group:
+    """A step of ``queues.chain`` made of several ``queues.call``s run side by side; the chain goes on when
+    every one of them succeeded."""
+    if not calls:
+        raise InvalidJob("queues.group() needs at least one queues.call(...).")
+    for i, item in enumerate(calls):
+        if not isinstance(item, Step):
+            raise InvalidJob(
+                f"queues.group() argument {i} must be queues.call(queue, 'dotted.path', ...), got "
+                f"{type(item).__name__} {item!r:.120}."
+            )
+    return Group(tuple(calls))
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What ``queues.chain`` returns: ``id`` (``queues.chain_state(id)``) and ``batch_id``, the first step's batch."""
+
+    id: str
+    batch_id: str
+
+
+def chain(
+    *steps: Step | Group,
+    pass_result: bool = False,
+    description: str = "",
+    meta: dict[str, Any] | None = None,
+) -> Chain:
+    """Run ``steps`` one after the other, each once the one before it succeeded; a step is a
+    ``queues.call(...)`` or a ``queues.group(...)``. ``pass_result=True``: each step after the first gets the
+    previous one's return value as the keyword ``previous`` (a list for a group). ``meta``:
+    ``queues.owner_meta(key)``, as for ``queues.batch``. The first step is enqueued now."""
+    if not steps:
+        raise InvalidJob("queues.chain() needs at least one step: queues.call(...) or queues.group(...).")
+    spec: list[dict[str, Any]] = []
+    for i, step in enumerate(steps):
+        if isinstance(step, Step):
+            spec.append({"group": False, "calls": [_stored(step)]})
+        elif isinstance(step, Group):
+            spec.append({"group": True, "calls": [_stored(s) for s in step.steps]})
+        else:
+            raise InvalidJob(
+                f"queues.chain() step {i} must be queues.call(...) or queues.group(...), got "
+                f"{type(step).__name__} {step!r:.120}."
+            )
+    if pass_result is not True and pass_result is not False:
+        raise InvalidJob(f"pass_result must be True or False, got {pass_result!r}.")
+    if meta is not None and (not isinstance(meta, dict) or set(meta) - {jobmeta.OWNER}):
+        raise InvalidJob(f"meta of a chain may only be queues.owner_meta(owner_key), got {meta!r:.120}.")
+    owner = jobmeta.owner(meta) if meta else None
+    chain_id = api._new_job_id()
+    last_queue = spec[-1]["calls"][0][0]
+    get_connection().hset(
+        keys.chain_key(chain_id),
+        mapping={
+            "spec": json.dumps(spec),
+            "pass_result": "1" if pass_result else "",
+            "state": "running",
+            "created_at": f"{time.time():.6f}",
+            "description": description,
+            "owner": "" if owner is None else json.dumps(owner),
+            "ttl": max(int(get_config(last_queue).options["result_ttl"]), 60),
+        },
+    )
+    return Chain(chain_id, _run_step(chain_id, spec, 0, None, pass_result, owner))
+
+
+def _stored(step: Step) -> list[Any]:
+    return [step.queue, step.func, list(step.args), dict(step.kwargs)]
+
+
+def _run_step(chain_id, spec, index, previous, pass_result, owner):
+    """Open step ``index``'s batch, its ``on_success`` the chain's ``advance``; -> the batch's id."""
+    following = spec[index + 1] if index + 1 < len(spec) else spec[index]
+    advance = call(following["calls"][0][0], ADVANCE, chain_id, index)
+    key = keys.chain_key(chain_id)
+    with Batch(
+        {"success": advance},
+        f"step {index + 1} of {len(spec)} of chain {chain_id}",
+        owner,
+        chain=chain_id,
+        step=str(index),
+    ) as batch:
+        ids = []
+        for queue, func, args, kwargs in spec[index]["calls"]:
+            if pass_result and index > 0:
+                kwargs = {**kwargs, "previous": previous}
+            ids.append(api.enqueue_call(queue, func, args, kwargs).id)
+        # Inside the block: the batch cannot complete (nor ``advance`` read these) before its seal.
+        get_connection().hset(
+            key, mapping={"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)}
+        )
+    return batch.id
+
+
+def advance(chain_id: str, index: int, batch_id: str) -> str:
+    """Step ``index`` succeeded (its batch ``batch_id``): run the next one, or end the chain; once per step.
+    -> what was done: ``next``, ``succeeded``, or why nothing was (``gone``, ``done already``, ``canceled``)."""
+    connection = get_connection()
+    key = keys.chain_key(chain_id)
+    if not connection.exists(key):
+        return "gone"
+    if not connection.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}"):
+        return "done already"  # this step's advance ran already (it runs at least once)
+    fields = {_text(k): _text(v) for k, v in connection.hgetall(key).items()}
+    if fields.get("state") != "running":
+        return fields.get("state") or "gone"
+    spec = json.loads(fields["spec"])
+    if index + 1 >= len(spec):
+        with connection.pipeline() as pipe:
+            pipe.hset(key, mapping={"state": "succeeded", "finished_at": f"{time.time():.6f}"})
+            pipe.expire(key, int(fields.get("ttl") or conf.job_defaults()["result_ttl"]))
+            pipe.execute()
+        return "succeeded"
+    previous = None
+    pass_result = bool(fields.get("pass_result"))
+    if pass_result:
+        results = [_result(job_id) for job_id in json.loads(fields[f"jobs_{index}"])]
+        previous = results if spec[index]["group"] else results[0]
+    _run_step(chain_id, spec, index + 1, previous, pass_result, _owner(fields.get("owner")))
+    return "next"
+
+
+def cancel_after_discard(connection, chain_id: str) -> None:
+    """A dead step's job was discarded: the chain will not go on."""
+    key = keys.chain_key(chain_id)
+    if connection.hget(key, "state") == b"running":
+        with connection.pipeline() as pipe:
+            pipe.hset(key, mapping={"state": "canceled", "finished_at": f"{time.time():.6f}"})
+            pipe.expire(key, int(connection.hget(key, "ttl") or conf.job_defaults()["result_ttl"]))
+            pipe.execute()
+
+
+def _result(job_id):
+    job = fetch_job(job_id)
+    return None if job is None else job.return_value()
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _owner(stored):
+    try:
+        return json.loads(stored) if stored else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class StepState:
+    """One step of a chain: ``state`` (``succeeded``, the state of its batch while it runs, ``waiting``,
+    ``canceled``), its ``batch_id`` and ``job_ids`` once it started, and ``waiting_on``: for a step that
+    waits, the job ids it waits on (the dead ones of a stopped chain)."""
+
+    index: int
+    state: str
+    calls: list[str]
+    batch_id: str | None = None
+    job_ids: list[str] = field(default_factory=list)
+    waiting_on: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChainState:
+    """``queues.chain_state(id)``: ``state`` (``running``, ``stopped``: a step is dead and waits for an
+    operator, ``succeeded``, ``canceled``), ``step`` (the index running or stopped) and ``steps``."""
+
+    id: str
+    state: str
+    step: int
+    steps: list[StepState]
+    description: str = ""
+    owner: object = None
+
+
+def chain_state(chain_id: str) -> ChainState | None:
+    """The chain ``chain_id``, or None for an unknown (or expired) id."""
+    if not isinstance(chain_id, str) or not chain_id or len(chain_id) > 200:
+        return None
+    connection = get_connection()
+    found = connection.hgetall(keys.chain_key(chain_id))
+    if not found:
+        return None
+    fields = {_text(k): _text(v) for k, v in found.items()}
+    spec = json.loads(fields.get("spec") or "[]")
+    current = int(fields.get("step") or 0)
+    state = fields.get("state", "")
+    batch_id = fields.get(f"batch_{current}")
+    batch_state = _text(connection.hget(keys.batch_key(batch_id), "state") or b"") if batch_id else ""
+    dead = sorted(_text(j) for j in connection.smembers(keys.batch_key(batch_id, "dead"))) if batch_id else []
+    if state == "running" and batch_state == "completed_with_dead":
+        state = "stopped"
+    current_jobs = json.loads(fields.get(f"jobs_{current}") or "[]")
+    steps = []
+    for i, step in enumerate(spec):
+        calls = [c[1] for c in step["calls"]]
+        jobs = json.loads(fields.get(f"jobs_{i}") or "[]")
+        if i < current or (i == current and fields.get(f"advanced_{i}")):
+            steps.append(StepState(i, "succeeded", calls, fields.get(f"batch_{i}"), jobs))
+        elif i == current:
+            steps.append(StepState(i, batch_state or "open", calls, batch_id, jobs, dead))
+        else:
+            later = "canceled" if state == "canceled" else "waiting"
+            steps.append(StepState(i, later, calls, waiting_on=[] if later == "canceled" else dead or current_jobs))
+    return ChainState(chain_id, state, current, steps, fields.get("description", ""), _owner(fields.get("owner")))
