@@ -8,6 +8,7 @@ from rest_framework.permissions import AllowAny
 from features.api import BatchStatusView, JobListView, JobStatusView, unknown_endpoint
 from features.content.views import ContentView
 from features.orders.views import OrdersSyncView
+from features.reports.views import ReportView
 from features.repricer.views import RepricerView
 
 app_name = "features"
@@ -16,6 +17,7 @@ urlpatterns = [
     path("features/orders/sync/", OrdersSyncView.as_view(), name="orders-sync"),
     path("features/repricer/", RepricerView.as_view(), name="repricer"),
     path("features/content/", ContentView.as_view(), name="content"),
+    path("features/reports/", ReportView.as_view(), name="reports"),
     path("jobs/", JobListView.as_view(), name="job-list"),
     path("jobs/<str:job_id>/", JobStatusView.as_view(), name="job-status"),
     path("batches/<str:batch_id>/", BatchStatusView.as_view(), name="batch-status"),

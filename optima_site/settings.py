@@ -192,6 +192,7 @@ INSTALLED_APPS = [
     "features.repricer",
     "features.content",
     "features.sellers",
+    "features.reports",
 ]
 
 MIDDLEWARE = [

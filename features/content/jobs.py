@@ -19,7 +19,7 @@ from django_tasks import task
 
 import queues
 
-from .models import ContentGeneration
+from .models import ContentBatch, ContentGeneration
 
 STEPS = 10
 
@@ -61,3 +61,16 @@ def generate_content(generation_id, duration):
         status=Status.DONE, text=text, error="", finished_at=timezone.now()
     )
     return {"generation_id": generation_id, "characters": len(text)}
+
+
+@queues.job
+def record_batch(content_batch_id, batch_id=None):
+    """Job: the ``on_complete`` of a content batch: every generation finished or died; record how many of each
+    (read from ``queues.batch_state``). Idempotent: run twice, it writes the same counts."""
+    state = queues.batch_state(batch_id) if batch_id else None
+    if state is None:
+        raise queues.PermanentError(f"record_batch: batch {batch_id!r} of ContentBatch {content_batch_id} is gone")
+    ContentBatch.objects.filter(pk=content_batch_id).update(
+        succeeded=state.finished, failed=state.dead, completed_at=timezone.now()
+    )
+    return {"content_batch_id": content_batch_id, "succeeded": state.finished, "failed": state.dead}

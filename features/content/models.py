@@ -35,3 +35,22 @@ class ContentGeneration(models.Model):
 
     def __str__(self):
         return f"content for product {self.product_id} ({self.status})"
+
+
+class ContentBatch(models.Model):
+    """Content generated for many products at once: a batch of one ``generate_content`` per product, whose
+    ``on_complete`` (features/content/jobs.py: ``record_batch``) records how many succeeded and how many died."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="content_batches")
+    batch_id = models.CharField(max_length=64, blank=True, db_index=True)
+    products = models.PositiveIntegerField(default=0)
+    succeeded = models.PositiveIntegerField(null=True, blank=True, help_text="empty until the batch completed")
+    failed = models.PositiveIntegerField(null=True, blank=True, help_text="members dead-lettered")
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"content batch {self.batch_id} ({self.products} products)"

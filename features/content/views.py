@@ -1,19 +1,49 @@
 from django.db import transaction
-from rest_framework import serializers
+from django.urls import reverse
+from rest_framework import serializers, status
+from rest_framework.response import Response
 
+import queues
 from features import conf
-from features.api import EnqueueView, StrictCharField, StrictIntegerField, enqueue_schema
+from features.api import (
+    EnqueueView,
+    StrictCharField,
+    StrictIntegerField,
+    enqueue_schema,
+    queue_unavailable,
+    validation_error,
+)
 from features.sellers import owners
 
 from .jobs import generate_content
-from .models import ContentGeneration
+from .models import ContentBatch, ContentGeneration
 
 QUEUE = "content"
 
 
+MAX_BATCH_PRODUCTS = 100
+
+
 class ContentRequest(serializers.Serializer):
-    product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1)
+    product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1, required=False)
+    product_ids = serializers.ListField(
+        child=StrictIntegerField(min_value=1, max_value=2**63 - 1),
+        min_length=1,
+        max_length=MAX_BATCH_PRODUCTS,
+        required=False,
+        help_text=f"instead of product_id: up to {MAX_BATCH_PRODUCTS} products, generated as one batch",
+    )
     prompt = StrictCharField(min_length=1, max_length=4000, trim_whitespace=False)
+
+    def validate(self, attrs):
+        if ("product_id" in attrs) == ("product_ids" in attrs):
+            raise serializers.ValidationError(
+                {"product_id": ["Give either product_id (one product) or product_ids (a batch), not both or neither."]}
+            )
+        ids = attrs.get("product_ids")
+        if ids is not None and len(set(ids)) != len(ids):
+            raise serializers.ValidationError({"product_ids": ["Each product may appear once."]})
+        return attrs
 
 
 class ContentView(EnqueueView):
@@ -21,9 +51,58 @@ class ContentView(EnqueueView):
 
     serializer_class = ContentRequest
 
-    @enqueue_schema(ContentRequest, "Generate a product's content (long job with progress)")
+    @enqueue_schema(
+        ContentRequest,
+        "Generate a product's content (long job with progress), or many products' as a batch (product_ids)",
+    )
     def post(self, request):
-        return super().post(request)
+        data = request.data
+        serializer = self.serializer_class(data=data)
+        if not serializer.is_valid():
+            return validation_error(serializer, data)
+        if "product_ids" not in serializer.validated_data:
+            return super().post(request)
+        try:
+            return self.generate_many(serializer.validated_data)
+        except queues.QueueUnavailable as exc:
+            return queue_unavailable(exc)
+
+    def generate_many(self, data):
+        """One ContentGeneration and one job per product, as a batch whose ``on_complete`` records how many
+        succeeded and failed in a ``ContentBatch`` row; all in one transaction (the jobs through the outbox)."""
+        product_ids = [self.product(p).product_id for p in data["product_ids"]]  # 404 unless all the caller's
+        owner = self.owner
+        with transaction.atomic():
+            record = ContentBatch.objects.create(owner=owner.user, products=len(product_ids))
+            on_complete = queues.call(QUEUE, "features.content.jobs.record_batch", record.pk)
+            jobs = []
+            with queues.batch(on_complete=on_complete, description=f"content for {len(product_ids)} products") as batch:
+                for product_id in product_ids:
+                    generation = ContentGeneration.objects.create(
+                        product_id=product_id, prompt=data["prompt"], owner=owner.user
+                    )
+                    result = self.task(owner).enqueue(generation.pk, conf.get("CONTENT_GENERATION_SECONDS"))
+                    generation.job_id = result.id
+                    generation.save(update_fields=["job_id"])
+                    jobs.append({"product_id": product_id, "job_id": result.id})
+            record.batch_id = batch.id
+            record.save(update_fields=["batch_id"])
+        url = reverse("features:batch-status", args=[batch.id])
+        return Response(
+            {"batch_id": batch.id, "queue": QUEUE, "status_url": url, "jobs": jobs},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )
+
+    @staticmethod
+    def task(owner):
+        """``generate_content`` with the queues' options the Tasks API has no words for (see ``enqueue``)."""
+        return generate_content.using(
+            meta=owners.job_meta(owner),
+            limit_key=f"owner:{owner.key}",
+            durable=True,
+            timeout=conf.get("CONTENT_TIMEOUT"),
+        )
 
     def enqueue(self, data):
         product_id = self.product(data["product_id"]).product_id  # 404 unless the caller's
@@ -38,13 +117,7 @@ class ContentView(EnqueueView):
             # A Task (features/content/jobs.py): the queues' options the Tasks API has no words for go to
             # using(): the owner in the job's meta (GET /jobs/<id>/ shows it to them only), the owner's limit key
             # (the content queue's limit_concurrency), durable (202 even while Redis is down), the timeout.
-            owner = self.owner
-            result = generate_content.using(
-                meta=owners.job_meta(owner),
-                limit_key=f"owner:{owner.key}",
-                durable=True,
-                timeout=conf.get("CONTENT_TIMEOUT"),
-            ).enqueue(generation.pk, conf.get("CONTENT_GENERATION_SECONDS"))
+            result = self.task(self.owner).enqueue(generation.pk, conf.get("CONTENT_GENERATION_SECONDS"))
             generation.job_id = result.id
             generation.save(update_fields=["job_id"])
         return result, QUEUE

@@ -110,8 +110,16 @@ class MarketplaceClient:
     # --- API ------------------------------------------------------------------------------
     def orders(self, cabinet_id, *, page_size=None):
         """Every order of the cabinet, page after page (a list of dicts as the API sends them)."""
+        found = []
+        for orders, _next_page in self.order_pages(cabinet_id, page_size=page_size):
+            found.extend(orders)
+        return found
+
+    def order_pages(self, cabinet_id, *, start_page=1, page_size=None):
+        """The cabinet's orders one page at a time, from ``start_page``: yields ``(orders, next_page)``,
+        ``next_page`` None on the last. A long job checkpoints ``next_page`` after each (features/orders/jobs.py)."""
         page_size = page_size or conf.get("MARKETPLACE_PAGE_SIZE")
-        page, found = 1, []
+        page = start_page
         while page is not None:
             data = self.request(
                 "GET",
@@ -122,9 +130,8 @@ class MarketplaceClient:
             orders = data.get("orders") if isinstance(data, dict) else None
             if not isinstance(orders, list):
                 raise MarketplaceUnavailable(f"GET orders of cabinet {cabinet_id}: answer has no 'orders' list")
-            found.extend(orders)
             page = data.get("next_page")
-        return found
+            yield orders, page
 
     def set_price(self, product_id, price, *, idempotency_key):
         """Set a product's price; the key makes a repeated call a no-op on the marketplace's side."""

@@ -20,7 +20,7 @@ Control API (tests and the demo; never part of a real marketplace)::
          {"status": 404} | {"delay": 2.5} (answer normally after 2.5 s) | {"hang": true} (never answer)
          | {"status": 200} (answer normally). "repeat": true cycles through them forever.
     POST /_control/orders    {"cabinet": 7, "count": 25, "revision": 1}  orders a cabinet has (default 5)
-    GET  /_control/requests  -> [{"method", "path", "status", "at"}] every API request answered, in order
+    GET  /_control/requests  -> [{"method", "path", "query", "status", "at"}] every API request answered, in order
     POST /_control/reset     forget faults, orders, price keys and the request log
 
 ``--demo`` (the run command) scripts a mixed picture: cabinet 1 answers normally, cabinet 2 answers
@@ -89,9 +89,9 @@ class MarketplaceState:
                 return answer
         return None
 
-    def log(self, method, path, status):
+    def log(self, method, path, status, query=""):
         with self.lock:
-            self.requests.append({"method": method, "path": path, "status": status, "at": time.time()})
+            self.requests.append({"method": method, "path": path, "query": query, "status": status, "at": time.time()})
 
     def cabinet_orders(self, cabinet):
         with self.lock:
@@ -161,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body() if method == "POST" else {}
         fault = self.state.next_fault(url.path)
         if fault and fault.get("hang"):
-            self.state.log(method, url.path, None)
+            self.state.log(method, url.path, None, url.query)
             self.state.stopping.wait(HANG_MAX_SECONDS)
             self.close_connection = True
             return
@@ -172,10 +172,10 @@ class Handler(BaseHTTPRequestHandler):
             headers = {}
             if status == 429:
                 headers["Retry-After"] = str(fault.get("retry_after", 1))
-            self.state.log(method, url.path, status)
+            self.state.log(method, url.path, status, url.query)
             return self._send(status, {"error": fault.get("error", f"injected {status}")}, headers)
         status, payload = self._answer(method, url, body)
-        self.state.log(method, url.path, status)
+        self.state.log(method, url.path, status, url.query)
         self._send(status, payload)
 
     def _answer(self, method, url, body):

@@ -1,4 +1,4 @@
-"""The order sync's queue, and its schedules: one periodic sync per seller cabinet.
+"""The order sync's queue, and its schedule: a periodic batch of one sync per seller cabinet.
 
 Cabinets come from ORDERS_SYNC_CABINETS (features/conf.py): 1-4 in dev, so the run command shows
 syncs flowing against the fake marketplace's demo (cabinet 2 answers 429, 3 answers 500, 4's first
@@ -11,13 +11,18 @@ from features import conf
 # sync by its owner, features/api.py); the periodic syncs have no owner and no limit.
 QUEUES = {"orders-sync": {"limit_concurrency": 2}}
 
-SCHEDULES = [
-    {
-        "id": f"orders-sync-cabinet-{cabinet}",
-        "queue": "orders-sync",
-        "func": "features.orders.jobs.sync_cabinet",
-        "args": [cabinet],
-        "interval": conf.sync_interval(),
-    }
-    for cabinet in conf.sync_cabinets()
-]
+# One schedule: each run opens a batch of one sync per cabinet (per seller), whose on_success rebuilds
+# the seller's report (features/orders/jobs.py: sync_cabinets).
+SCHEDULES = (
+    [
+        {
+            "id": "orders-sync-cabinets",
+            "queue": "orders-sync",
+            "func": "features.orders.jobs.sync_cabinets",
+            "args": [conf.sync_cabinets()],
+            "interval": conf.sync_interval(),
+        }
+    ]
+    if conf.sync_cabinets()
+    else []
+)

@@ -50,3 +50,38 @@ def test_a_generation_past_its_timeout_fails_and_says_why(api, start_worker):
     assert generation.attempts == 2
     assert generation.error.startswith("JobTimeoutException: Task exceeded maximum timeout value (1 seconds)")
     assert dead_letter(job_id).reason == "timeout"
+
+
+@override_settings(CONTENT_GENERATION_SECONDS=0.3)
+def test_content_for_many_products_is_a_batch_whose_on_complete_records_how_many_succeeded_and_failed(
+    api, start_worker
+):
+    from features.content.models import ContentBatch
+    from tests.support import wait_for
+
+    api.own(products=[51, 52, 53])
+    response = api.post("/features/content/", {"product_ids": [51, 52, 53], "prompt": "linen"}, format="json")
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert [j["product_id"] for j in body["jobs"]] == [51, 52, 53]
+    ContentGeneration.objects.filter(product_id=52).delete()  # its job then dies: PermanentError, no retry
+    worker = start_worker("content")
+    record = wait_for(
+        lambda: ContentBatch.objects.filter(batch_id=body["batch_id"], completed_at__isnull=False).first(),
+        timeout=60,
+        message=f"the batch's on_complete; worker log:\n{worker.output()[-3000:]}",
+    )
+    assert (record.products, record.succeeded, record.failed) == (3, 2, 1)
+    state = api.get(body["status_url"]).json()
+    assert (state["state"], state["finished"], state["dead"]) == ("completed_with_dead", 2, 1)
+
+
+def test_a_content_request_names_one_product_or_many_never_both(api):
+    api.own(products=[61, 62])
+    both = api.post("/features/content/", {"product_id": 61, "product_ids": [62], "prompt": "x"}, format="json")
+    neither = api.post("/features/content/", {"prompt": "x"}, format="json")
+    twice = api.post("/features/content/", {"product_ids": [61, 61], "prompt": "x"}, format="json")
+    for response in (both, neither, twice):
+        assert response.status_code == 400, response.content
+    assert "product_ids" in twice.content.decode()
+    assert ContentGeneration.objects.count() == 0
