@@ -232,8 +232,8 @@ def _validate_job_option(where: str, key: str, value: Any) -> list[Problem]:
                 Problem(
                     "queues.E005",
                     f"{label} must be a number of seconds > 0 or None, got {value!r}.",
-                    "A long job pauses at its first checkpoint past it and resumes (docs/workflows.md, "Long jobs that resume"); "
-                    "e.g. 600, or None for no limit.",
+                    "A long job pauses at its first checkpoint past it and resumes "
+                    "(docs/workflows.md#long-jobs-that-resume); e.g. 600, or None for no limit.",
                 )
             ]
         return []

@@ -76,7 +76,11 @@ class ContentView(EnqueueView):
             record = ContentBatch.objects.create(owner=owner.user, products=len(product_ids))
             on_complete = queues.call(QUEUE, "features.content.jobs.record_batch", record.pk)
             jobs = []
-            with queues.batch(on_complete=on_complete, description=f"content for {len(product_ids)} products") as batch:
+            with queues.batch(
+                on_complete=on_complete,
+                description=f"content for {len(product_ids)} products",
+                meta=owners.job_meta(owner),
+            ) as batch:
                 for product_id in product_ids:
                     generation = ContentGeneration.objects.create(
                         product_id=product_id, prompt=data["prompt"], owner=owner.user

@@ -56,10 +56,12 @@ def sync_cabinet(cabinet_id):
 
 def open_sync_batch(cabinet_ids, *, owner_id=None, meta=None, **options):
     """A batch of one ``sync_cabinet`` per cabinet, on ``QUEUE``; when ``owner_id`` is given, its
-    ``on_success`` rebuilds that seller's report. -> (batch, jobs)."""
+    ``on_success`` rebuilds that seller's report; ``meta`` (``queues.owner_meta``) owns the batch and its jobs.
+    -> (batch, jobs)."""
     on_success = queues.call(QUEUE, REPORT, owner_id) if owner_id is not None else None
     description = f"orders sync of seller {owner_id}" if owner_id is not None else "orders sync"
-    with queues.batch(on_success=on_success, description=description) as batch:
+    # meta: the owner of the batch (GET /batches/<id>/ answers them) and of its members (GET /jobs/<id>/).
+    with queues.batch(on_success=on_success, description=description, meta=meta) as batch:
         jobs = [queues.enqueue_call(QUEUE, sync_cabinet, [c], meta=meta, **options) for c in cabinet_ids]
     return batch, jobs
 

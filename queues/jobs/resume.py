@@ -4,7 +4,7 @@ A job that walks many items (pages of a marketplace, rows of a file) writes a ch
 ``queues.current_job().checkpoint(cursor)`` stores ``cursor`` (any JSON value, at most
 ``MAX_CURSOR_BYTES`` encoded) in the job's meta (``jobs.meta.CURSOR``), and the next run of the job —
 after a pause, a retry, a SIGKILL and the abandoned-job scan — reads it back as ``.cursor``. The items
-after the last checkpoint run again: at least once per item (docs/workflows.md, "Long jobs that resume").
+after the last checkpoint run again: at least once per item (docs/workflows.md#long-jobs-that-resume).
 
 At a checkpoint, once the cursor is written, ``due`` says whether the job must stop here:
 

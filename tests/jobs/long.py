@@ -3,7 +3,7 @@
 ``walk`` goes over items ``0 .. total - 1`` from its cursor, with one checkpoint per item: the cursor is the
 next item to do, and the progress ``done`` of ``total``. Each item appends a JSON line to ``path`` when it
 starts and when it is done, with the attempt, the pause count (``interruptions``) and the process, so the test
-counts how many times each item ran. The idempotent page loop of docs/workflows.md, "Long jobs that resume", in small.
+counts how many times each item ran. The idempotent page loop of docs/workflows.md#long-jobs-that-resume, in small.
 """
 
 import json
