@@ -617,7 +617,6 @@ def _may_act_on_queues(user):
     return bool(user is not None and user.is_active and user.is_staff and user.has_perm(queues.ACT_ON_QUEUE_PANEL))
 
 
-@csrf_exempt
 class BatchStatusSerializer(serializers.Serializer):
     id = serializers.CharField()
     state = serializers.CharField(help_text="open, running, succeeded, completed_with_dead, canceled")
@@ -676,6 +675,7 @@ class BatchStatusView(FeatureView):
         return Response(BatchStatusSerializer(state.as_dict()).data)
 
 
+@csrf_exempt
 def unknown_endpoint(request, rest=""):
     """Any other path under ``features/``, ``jobs/`` or ``batches/``: a JSON 404, not Django's HTML page.
 

@@ -254,6 +254,7 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
         "/batches/{batch_id}/",
         "/features/content/",
         "/features/orders/sync/",
+        "/features/reports/",
         "/features/repricer/",
         "/jobs/",
         "/jobs/{job_id}/",
