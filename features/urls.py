@@ -6,8 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.permissions import AllowAny
 
 from features.api import BatchStatusView, JobListView, JobStatusView, unknown_endpoint
-from features.content.views import ContentView
-from features.orders.views import OrdersSyncView
+from features.content.views import ContentBatchView, ContentView
+from features.orders.views import OrdersSyncAllView, OrdersSyncView
 from features.reports.views import ReportView
 from features.repricer.views import RepricerView
 
@@ -15,8 +15,10 @@ app_name = "features"
 
 urlpatterns = [
     path("features/orders/sync/", OrdersSyncView.as_view(), name="orders-sync"),
+    path("features/orders/sync-all/", OrdersSyncAllView.as_view(), name="orders-sync-all"),
     path("features/repricer/", RepricerView.as_view(), name="repricer"),
     path("features/content/", ContentView.as_view(), name="content"),
+    path("features/content/batch/", ContentBatchView.as_view(), name="content-batch"),
     path("features/reports/", ReportView.as_view(), name="reports"),
     path("jobs/", JobListView.as_view(), name="job-list"),
     path("jobs/<str:job_id>/", JobStatusView.as_view(), name="job-status"),

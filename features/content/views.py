@@ -1,5 +1,6 @@
 from django.db import transaction
 from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -25,25 +26,43 @@ MAX_BATCH_PRODUCTS = 100
 
 
 class ContentRequest(serializers.Serializer):
-    product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1, required=False)
-    product_ids = serializers.ListField(
+    product_id = StrictIntegerField(min_value=1, max_value=2**63 - 1)
+    prompt = StrictCharField(min_length=1, max_length=4000, trim_whitespace=False)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        "minItems": 1,
+        "maxItems": MAX_BATCH_PRODUCTS,
+        "uniqueItems": True,
+    }
+)
+class DistinctIdsField(serializers.ListField):
+    """A list of distinct ids: its schema says ``uniqueItems`` (the serializer refuses a repeated one)."""
+
+
+class ContentBatchRequest(serializers.Serializer):
+    product_ids = DistinctIdsField(
         child=StrictIntegerField(min_value=1, max_value=2**63 - 1),
         min_length=1,
         max_length=MAX_BATCH_PRODUCTS,
-        required=False,
-        help_text=f"instead of product_id: up to {MAX_BATCH_PRODUCTS} products, generated as one batch",
+        help_text=f"1 to {MAX_BATCH_PRODUCTS} distinct products of the caller's, generated as one batch",
     )
     prompt = StrictCharField(min_length=1, max_length=4000, trim_whitespace=False)
 
-    def validate(self, attrs):
-        if ("product_id" in attrs) == ("product_ids" in attrs):
-            raise serializers.ValidationError(
-                {"product_id": ["Give either product_id (one product) or product_ids (a batch), not both or neither."]}
-            )
-        ids = attrs.get("product_ids")
-        if ids is not None and len(set(ids)) != len(ids):
-            raise serializers.ValidationError({"product_ids": ["Each product may appear once."]})
-        return attrs
+    def validate_product_ids(self, value):
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("Each product may appear once: remove the repeated ids.")
+        return value
+
+
+class BatchAcceptedSerializer(serializers.Serializer):
+    batch_id = serializers.CharField()
+    queue = serializers.CharField()
+    status_url = serializers.CharField(help_text="GET it for the batch's state (queues.batch_state)")
+    jobs = serializers.ListField(child=serializers.DictField(), help_text="[{product_id, job_id}], one per product")
 
 
 class ContentView(EnqueueView):
@@ -51,52 +70,9 @@ class ContentView(EnqueueView):
 
     serializer_class = ContentRequest
 
-    @enqueue_schema(
-        ContentRequest,
-        "Generate a product's content (long job with progress), or many products' as a batch (product_ids)",
-    )
+    @enqueue_schema(ContentRequest, "Generate a product's content (long job with progress)")
     def post(self, request):
-        data = request.data
-        serializer = self.serializer_class(data=data)
-        if not serializer.is_valid():
-            return validation_error(serializer, data)
-        if "product_ids" not in serializer.validated_data:
-            return super().post(request)
-        try:
-            return self.generate_many(serializer.validated_data)
-        except queues.QueueUnavailable as exc:
-            return queue_unavailable(exc)
-
-    def generate_many(self, data):
-        """One ContentGeneration and one job per product, as a batch whose ``on_complete`` records how many
-        succeeded and failed in a ``ContentBatch`` row; all in one transaction (the jobs through the outbox)."""
-        product_ids = [self.product(p).product_id for p in data["product_ids"]]  # 404 unless all the caller's
-        owner = self.owner
-        with transaction.atomic():
-            record = ContentBatch.objects.create(owner=owner.user, products=len(product_ids))
-            on_complete = queues.call(QUEUE, "features.content.jobs.record_batch", record.pk)
-            jobs = []
-            with queues.batch(
-                on_complete=on_complete,
-                description=f"content for {len(product_ids)} products",
-                meta=owners.job_meta(owner),
-            ) as batch:
-                for product_id in product_ids:
-                    generation = ContentGeneration.objects.create(
-                        product_id=product_id, prompt=data["prompt"], owner=owner.user
-                    )
-                    result = self.task(owner).enqueue(generation.pk, conf.get("CONTENT_GENERATION_SECONDS"))
-                    generation.job_id = result.id
-                    generation.save(update_fields=["job_id"])
-                    jobs.append({"product_id": product_id, "job_id": result.id})
-            record.batch_id = batch.id
-            record.save(update_fields=["batch_id"])
-        url = reverse("features:batch-status", args=[batch.id])
-        return Response(
-            {"batch_id": batch.id, "queue": QUEUE, "status_url": url, "jobs": jobs},
-            status=status.HTTP_202_ACCEPTED,
-            headers={"Location": url},
-        )
+        return super().post(request)
 
     @staticmethod
     def task(owner):
@@ -125,3 +101,56 @@ class ContentView(EnqueueView):
             generation.job_id = result.id
             generation.save(update_fields=["job_id"])
         return result, QUEUE
+
+
+class ContentBatchView(EnqueueView):
+    """Content for many of the caller's products at once: a batch whose ``on_complete`` records how many
+    generations succeeded and how many died (``ContentBatch``)."""
+
+    serializer_class = ContentBatchRequest
+
+    @enqueue_schema(
+        ContentBatchRequest,
+        "Generate many products' content as one batch; its on_complete records how many succeeded and failed",
+        {202: OpenApiResponse(BatchAcceptedSerializer, description="The batch, accepted.")},
+    )
+    def post(self, request):
+        data = request.data
+        serializer = self.serializer_class(data=data)
+        if not serializer.is_valid():
+            return validation_error(serializer, data)
+        try:
+            return self.generate_many(serializer.validated_data)
+        except queues.QueueUnavailable as exc:
+            return queue_unavailable(exc)
+
+    def generate_many(self, data):
+        """One ContentGeneration and one job per product, as a batch whose ``on_complete`` records how many
+        succeeded and failed in a ``ContentBatch`` row; all in one transaction (the jobs through the outbox)."""
+        product_ids = [self.product(p).product_id for p in data["product_ids"]]  # 404 unless all the caller's
+        owner = self.owner
+        with transaction.atomic():
+            record = ContentBatch.objects.create(owner=owner.user, products=len(product_ids))
+            on_complete = queues.call(QUEUE, "features.content.jobs.record_batch", record.pk)
+            jobs = []
+            with queues.batch(
+                on_complete=on_complete,
+                description=f"content for {len(product_ids)} products",
+                meta=owners.job_meta(owner),
+            ) as batch:
+                for product_id in product_ids:
+                    generation = ContentGeneration.objects.create(
+                        product_id=product_id, prompt=data["prompt"], owner=owner.user
+                    )
+                    result = ContentView.task(owner).enqueue(generation.pk, conf.get("CONTENT_GENERATION_SECONDS"))
+                    generation.job_id = result.id
+                    generation.save(update_fields=["job_id"])
+                    jobs.append({"product_id": product_id, "job_id": result.id})
+            record.batch_id = batch.id
+            record.save(update_fields=["batch_id"])
+        url = reverse("features:batch-status", args=[batch.id])
+        return Response(
+            {"batch_id": batch.id, "queue": QUEUE, "status_url": url, "jobs": jobs},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )

@@ -24,7 +24,7 @@ class ReportView(FeatureView):
             200: SellerReportSerializer,
             401: ERROR_RESPONSES[401],
             403: ERROR_RESPONSES[403],
-            404: OpenApiResponse(DetailSerializer, description="No report yet: POST /features/orders/sync/ first."),
+            404: OpenApiResponse(DetailSerializer, description="No report yet: POST /features/orders/sync-all/ first."),
         },
     )
     def get(self, request):
@@ -32,6 +32,7 @@ class ReportView(FeatureView):
         report = SellerReport.objects.filter(owner=owner.user).first()
         if report is None:
             raise NotFound(
-                "No report yet: it is built when a sync of all your cabinets succeeds (POST /features/orders/sync/)."
+                "No report yet: it is built when a sync of all your cabinets succeeds "
+                "(POST /features/orders/sync-all/)."
             )
         return Response(SellerReportSerializer(report).data)

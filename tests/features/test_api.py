@@ -253,6 +253,8 @@ def test_the_openapi_schema_documents_every_feature_endpoint():
     assert sorted(schema["paths"]) == [
         "/batches/{batch_id}/",
         "/features/content/",
+        "/features/content/batch/",
+        "/features/orders/sync-all/",
         "/features/orders/sync/",
         "/features/reports/",
         "/features/repricer/",

@@ -60,7 +60,7 @@ def test_content_for_many_products_is_a_batch_whose_on_complete_records_how_many
     from tests.support import wait_for
 
     api.own(products=[51, 52, 53])
-    response = api.post("/features/content/", {"product_ids": [51, 52, 53], "prompt": "linen"}, format="json")
+    response = api.post("/features/content/batch/", {"product_ids": [51, 52, 53], "prompt": "linen"}, format="json")
     assert response.status_code == 202, response.content
     body = response.json()
     assert [j["product_id"] for j in body["jobs"]] == [51, 52, 53]
@@ -76,12 +76,13 @@ def test_content_for_many_products_is_a_batch_whose_on_complete_records_how_many
     assert (state["state"], state["finished"], state["dead"]) == ("completed_with_dead", 2, 1)
 
 
-def test_a_content_request_names_one_product_or_many_never_both(api):
+def test_a_content_batch_refuses_a_repeated_or_missing_product_and_enqueues_nothing(api, make_api):
     api.own(products=[61, 62])
-    both = api.post("/features/content/", {"product_id": 61, "product_ids": [62], "prompt": "x"}, format="json")
-    neither = api.post("/features/content/", {"prompt": "x"}, format="json")
-    twice = api.post("/features/content/", {"product_ids": [61, 61], "prompt": "x"}, format="json")
-    for response in (both, neither, twice):
-        assert response.status_code == 400, response.content
-    assert "product_ids" in twice.content.decode()
+    make_api("seller-b").own(products=[63])
+    twice = api.post("/features/content/batch/", {"product_ids": [61, 61], "prompt": "x"}, format="json")
+    none = api.post("/features/content/batch/", {"product_ids": [], "prompt": "x"}, format="json")
+    anothers = api.post("/features/content/batch/", {"product_ids": [62, 63], "prompt": "x"}, format="json")
+    assert (twice.status_code, none.status_code, anothers.status_code) == (400, 400, 404)
+    assert twice.json()["errors"][0]["field"] == "product_ids"
+    assert "Each product may appear once" in twice.content.decode()
     assert ContentGeneration.objects.count() == 0

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def sync_all(api):
-    response = api.post("/features/orders/sync/", {}, format="json")
+    response = api.post("/features/orders/sync-all/")
     assert response.status_code == 202, response.content
     body = response.json()
     assert response["Location"] == body["status_url"]
@@ -30,7 +30,7 @@ def report_of(api):
 def test_before_any_sync_the_report_is_a_404_that_says_how_to_build_it(api):
     response = api.get("/features/reports/")
     assert response.status_code == 404
-    assert "POST /features/orders/sync/" in response.json()["detail"]
+    assert "POST /features/orders/sync-all/" in response.json()["detail"]
 
 
 @pytest.mark.slow
