@@ -314,6 +314,9 @@ def cancel(request, batch_id):
     if request.method != "POST":
         context = {**panel_context(request), "title": "Are you sure?", "b": found, "batch_url": page}
         return render(request, "queues/confirm_batch_cancel.html", context)
+    if found.state == "canceled":  # cancel_batch answers ``canceled`` (ok) again: no second audit row saying so
+        messages.error(request, f"Batch {batch_id} not canceled: it has already canceled.")
+        return redirect(page)
     result = cancel_batch(batch_id, request=request, reason="from the panel")
     if result.ok:
         messages.success(
