@@ -292,9 +292,7 @@ def batch(request, batch_id):
             for kind, link in zip(found.callbacks, callbacks, strict=True)
         ],
         "which": which,
-        "tabs": [
-            {"state": s, "count": getattr(found, s), "url": "?" + urlencode({"state": s})} for s in MEMBER_STATES
-        ],
+        "tabs": [{"state": s, "count": getattr(found, s), "url": "?" + urlencode({"state": s})} for s in MEMBER_STATES],
         "dropped": dropped,
         "members": job_links(connection, ids),
         "next_url": "?" + urlencode({"state": which, "cursor": next_cursor}) if next_cursor else "",
