@@ -37,11 +37,13 @@ def test_operator_goes_from_the_batches_page_to_a_member_and_cancels_the_batch(
     row.locator("a.batch-link").click()
     page.wait_for_url(f"{live_server.url}/admin/queues/batches/{b.id}/")
     assert page.locator("#batch-counts").inner_text().startswith("2 total: 1 finished, 0 dead, 1 pending")
+    shoot(page, "batch")
     page.locator('#batch-tabs a[data-state="finished"]').click()
     page.wait_for_url(f"{live_server.url}/admin/queues/batches/{b.id}/?state=finished")
     page.locator("a.member-link", has_text=done.id).click()
     page.wait_for_url(f"{live_server.url}/admin/queues/queues/*/{done.id}/")
     assert page.locator("#job-batch-state").inner_text() == "running"
+    shoot(page, "job-batch")
     page.click("#job-batch-link")
     page.wait_for_url(f"{live_server.url}/admin/queues/batches/{b.id}/")
 
