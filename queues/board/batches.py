@@ -276,6 +276,7 @@ def batch(request, batch_id):
         which = "pending"
     raw = request.GET.get("cursor", "0") or "0"
     cursor = int(raw) if raw.isdigit() and len(raw) <= 20 else 0
+    cursor = cursor if cursor < 2**64 else 0  # SSCAN's cursor is an unsigned 64-bit number: start over
     connection = bounded.connection()
     dropped = "total" in fields  # succeeded: the sets are gone, the counts frozen
     ids, next_cursor = ([], 0) if dropped else members(connection, batch_id, which, cursor)

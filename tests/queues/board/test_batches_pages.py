@@ -131,6 +131,9 @@ def test_the_batch_page_lists_members_by_state_each_linking_to_its_job_page(view
     dead_page = viewer.get(url, {"state": "dead"}).content.decode()
     assert dead_page.count('class="member-link"') == 1 and f'href="{job_url(dead.id)}"' in dead_page
     assert viewer.get(url, {"state": "canceled"}).content.decode().count('class="member-link"') == 0
+    for cursor in ("9" * 20, "-1", "x"):  # past SSCAN's 64 bits, or not a cursor: the first page again
+        again = viewer.get(url, {"state": "finished", "cursor": cursor})
+        assert again.status_code == 200 and again.content.decode().count('class="member-link"') == 2
     assert viewer.get(job_url(done[0].id)).status_code == 200  # a member's link opens its page
 
 
