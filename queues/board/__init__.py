@@ -12,6 +12,8 @@
   is every name rebound inside django-rq (start-up fails when django-rq lacks one).
 - ``periodic``, ``history``, ``corrupt``: the periodic jobs page, the home page's charts, corrupt jobs' pages;
   ``readers``: the worker sets and hashes and rq-scheduler's set, read without a 500 for what they hold.
+- ``batches``: the Batches list, a batch's page and its Cancel, and a job's batch and chain on its page
+  (issue 34; the list is ``queues/workflows/index.py``'s sorted set).
 - ``urls``: the URLconf mounted at admin/queues/ (namespace ``django_rq``), denied by default: each
   django-rq URL classified read or act (an unclassified one is not mounted), any POST needs act.
 

@@ -21,7 +21,7 @@ templates' links resolve unchanged.
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
-from queues.board import patches, periodic, queue_actions, rq_actions, search, views
+from queues.board import batches, patches, periodic, queue_actions, rq_actions, search, views
 from queues.board.access import guard
 from queues.board.lookups import known
 from queues.logsafe import get_logger
@@ -75,7 +75,7 @@ SERVED_BY = {
 # django-rq URL name -> the audit action of its view (one job, ``rq_actions.audited``).
 AUDITED = {"delete_job": "delete", "requeue_job": "requeue", "enqueue_job": "enqueue", "stop_job": "stop"}
 # Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
-LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs"}
+LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs", "queues_batch_cancel"}  # a batch: every member
 
 # Ours: (route, view, URL name, the permission it needs).
 OURS = [
@@ -90,6 +90,10 @@ OURS = [
     ("queues/<int:queue_index>/canceled/", views.canceled_jobs, "queues_canceled", READ),
     # Cancel a queued or scheduled job: GET confirms, POST cancels.
     ("queues/<int:queue_index>/<str:job_id>/cancel/", rq_actions.cancel, "queues_cancel", ACT),
+    # Batches (issue 34): the list, a batch's page, its Cancel (GET confirms, POST cancels: audited).
+    ("batches/", batches.batches, "queues_batches", READ),
+    ("batches/<str:batch_id>/", batches.batch, "queues_batch", READ),
+    ("batches/<str:batch_id>/cancel/", batches.cancel, "queues_batch_cancel", ACT),
 ]
 
 
@@ -100,6 +104,8 @@ def served(name, view, needs):
 def _django_rq_view(pattern):
     if pattern.name in SERVED_BY:
         return SERVED_BY[pattern.name]
+    if pattern.name == "job_detail":  # plus the job's batch and chain (``batches.with_workflow``)
+        return batches.with_workflow(pattern.callback)
     if pattern.name in AUDITED:
         return rq_actions.audited(pattern.callback, AUDITED[pattern.name])
     return pattern.callback

@@ -46,6 +46,7 @@ key                                    what
 ``<p>:optima:batches``                 batches by ``<callback queue>|<state>``: counts kept by the batch scripts
 ``<p>:optima:batch-workers``           workers that count batch members -> since (older ones are not in it)
 ``<p>:optima:chain:<id>``              a chain's hash: steps, state, each step's batch and jobs (``queues.workflows``)
+``<p>:optima:batch-index``             batch id -> when it opened: the panel's list (``workflows/index.py``, trimmed)
 =====================================  ======================================================
 
 Whoever can write to this Redis can plant anything under any of these keys. Each family is read
@@ -73,6 +74,7 @@ counters and durations (metrics)       ``metrics.scrape``
 history samples                        ``metrics.history.read``
 search index (``search:*``)            ``search.find`` (a member whose job is gone is dropped)
 the pause set                          ``board.readers.members`` (panel), ``catalog.pause``
+the batch index, batches' hashes/sets ``board.batches`` (panel: a key of the wrong type is left out)
 =====================================  ======================================================
 """
 
@@ -305,3 +307,9 @@ def batch_workers_key():
     """The workers that count batch members (``queues.workflows.hook``): worker key -> when it started. A
     registered worker missing from it runs an older release (``queues.batch()`` warns)."""
     return conf.app_key("batch-workers")
+
+
+def batch_index_key():
+    """The batches the panel lists (``queues.workflows.index``): batch id -> when it opened (unix seconds),
+    written in the MULTI that opens it, trimmed by age and length at each write."""
+    return conf.app_key("batch-index")

@@ -38,7 +38,7 @@ from queues.jobs import meta as jobmeta
 from queues.keyspace import keys
 from queues.producer import api, inline, joining
 from queues.producer.write import declared_queue
-from queues.workflows import scripts
+from queues.workflows import index, scripts
 
 logger = logging.getLogger("queues.workflows")
 
@@ -200,6 +200,7 @@ class Batch(Adder):
                 pipe.hset(keys.batch_key(self.id), mapping=fields)
                 pipe.sadd(keys.batch_key(self.id, "adders"), "block")
                 pipe.hincrby(keys.batches_key(), f"{label}|open", 1)
+                index.add(pipe, self.id, float(fields["created_at"]))  # the panel's list of batches
                 pipe.smembers(keys.workers_key())
                 pipe.hkeys(keys.batch_workers_key())
                 *_, registered, counting = pipe.execute()

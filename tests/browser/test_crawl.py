@@ -165,11 +165,29 @@ def jobs_in_every_state(queue_redis, start_worker, tmp_path):
     return ids
 
 
+def batches_of_every_kind(tmp_path):
+    """A running batch with a long description and callbacks, and a chain; -> (the batch's id, the job id of the
+    chain's first step)."""
+    record = str(tmp_path / "batch-runs.txt")
+    with queues.batch(
+        on_success=queues.call("default", "tests.jobs.batches.callback", record, "success"),
+        on_death=queues.call("default", "tests.jobs.batches.callback", record, "death"),
+        description="sync of every cabinet of seller 7 " + "with a long description " * 8,
+    ) as b:
+        queues.enqueue("default", "tests.jobs.batches.member", record, 1, delay=3600)
+    chain = queues.chain(
+        queues.call("default", "tests.jobs.batches.add", record, 1),
+        queues.call("default", "tests.jobs.batches.add", record, 2),
+    )
+    return b.id, queues.chain_state(chain.id).steps[0].job_ids[0]
+
+
 def test_every_page_fits_loads_without_errors_and_links_answer(
     browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path
 ):
     ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
     schedules.register(queue_redis)
+    batch_id, chain_job = batches_of_every_kind(tmp_path)
     q = index_of("default")
     dead = DeadLetter.objects.get(job_id=ids["failed"])
     group = FailureGroup.objects.get(fingerprint=dead.fingerprint)
@@ -191,6 +209,11 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
         f"{panel}periodic/",
         f"{panel}search/",
         f"{panel}search/?q=sample&queue=default",
+        f"{panel}batches/",
+        f"{panel}batches/{batch_id}/",
+        f"{panel}batches/{batch_id}/?state=finished",
+        f"{panel}batches/{batch_id}/cancel/",
+        f"{panel}queues/{q}/{chain_job}/",  # a chain's step: its batch and the chain's steps
         "/admin/queues/deadletter/",
         f"/admin/queues/deadletter/{dead.pk}/change/",
         "/admin/queues/failuregroup/",

@@ -417,6 +417,7 @@ def _panel_requests():
         "cron_job_name": "c1",
         "token": "t",
         "name": "default",
+        "batch_id": "some-batch",
     }
     # POSTed: the views that only accept POST, and those whose GET page reads nothing from Redis.
     posted = {

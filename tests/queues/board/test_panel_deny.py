@@ -136,6 +136,7 @@ def panel_requests(jobs, failed_result_id, worker_key):
                 "cron_job_name": "c1",
                 "token": "t",
                 "name": "default",
+                "batch_id": "some-batch",
             }
             url = reverse(f"django_rq:{pattern.name}", kwargs={n: sample[n] for n in names})
             requests.append((pattern.name, url, data.get(pattern.name, {})))
