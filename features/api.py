@@ -52,6 +52,16 @@ class JobAcceptedSerializer(serializers.Serializer):
     status_url = serializers.CharField(help_text="GET it for the job's state, progress and result")
 
 
+class BatchAcceptedSerializer(serializers.Serializer):
+    batch_id = serializers.CharField()
+    queue = serializers.CharField()
+    status_url = serializers.CharField(help_text="GET it for the batch's state (queues.batch_state)")
+    jobs = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="one per member: {cabinet_id or product_id, job_id}",
+    )
+
+
 class FieldErrorSerializer(serializers.Serializer):
     field = serializers.CharField()
     value = serializers.JSONField(allow_null=True, help_text="what the request sent (null: missing)")

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 import queues
 from features import conf
 from features.api import (
+    BatchAcceptedSerializer,
     EnqueueView,
     StrictCharField,
     StrictIntegerField,
@@ -56,13 +57,6 @@ class ContentBatchRequest(serializers.Serializer):
         if len(set(value)) != len(value):
             raise serializers.ValidationError("Each product may appear once: remove the repeated ids.")
         return value
-
-
-class BatchAcceptedSerializer(serializers.Serializer):
-    batch_id = serializers.CharField()
-    queue = serializers.CharField()
-    status_url = serializers.CharField(help_text="GET it for the batch's state (queues.batch_state)")
-    jobs = serializers.ListField(child=serializers.DictField(), help_text="[{product_id, job_id}], one per product")
 
 
 class ContentView(EnqueueView):

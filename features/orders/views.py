@@ -6,6 +6,7 @@ from rest_framework.response import Response
 import queues
 from features.api import (
     ERROR_RESPONSES,
+    BatchAcceptedSerializer,
     DetailSerializer,
     EnqueueView,
     StrictIntegerField,
@@ -35,13 +36,6 @@ class OrdersSyncView(EnqueueView):
         cabinet_id = self.cabinet(data["cabinet_id"]).cabinet_id  # 404 unless the caller's
         # unique: while a sync of this cabinet still waits, the same owner asking again gets that job.
         return self.enqueue_job(QUEUE, sync_cabinet, cabinet_id, unique=f"cabinet-{cabinet_id}"), QUEUE
-
-
-class BatchAcceptedSerializer(serializers.Serializer):
-    batch_id = serializers.CharField()
-    queue = serializers.CharField()
-    status_url = serializers.CharField(help_text="GET it for the batch's state (queues.batch_state)")
-    jobs = serializers.ListField(child=serializers.DictField(), help_text="[{cabinet_id, job_id}], one per cabinet")
 
 
 class OrdersSyncAllView(EnqueueView):
