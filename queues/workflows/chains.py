@@ -119,23 +119,34 @@ def _run_step(chain_id, spec, index, previous, pass_result, owner):
     following = spec[index + 1] if index + 1 < len(spec) else spec[index]
     advance = call(following["calls"][0][0], ADVANCE, chain_id, index)
     key = keys.chain_key(chain_id)
+    connection = get_connection()
     with Batch(
         {"success": advance},
         f"step {index + 1} of {len(spec)} of chain {chain_id}",
         owner,
+        step_id(chain_id, index),
         chain=chain_id,
         step=str(index),
     ) as batch:
         ids = []
-        for queue, func, args, kwargs in spec[index]["calls"]:
+        for j, (queue, func, args, kwargs) in enumerate(spec[index]["calls"]):
             if pass_result and index > 0:
                 kwargs = {**kwargs, "previous": previous}
-            ids.append(api.enqueue_call(queue, func, args, kwargs).id)
+            job_id = step_id(chain_id, index, j)
+            if batch.reopened and connection.exists(keys.job_key(job_id)):
+                batch.joined([job_id])  # enqueued by the run of ``advance`` that was killed: not twice
+            else:
+                api.enqueue_call(queue, func, args, kwargs, job_id=job_id)
+            ids.append(job_id)
         # Inside the block: the batch cannot complete (nor ``advance`` read these) before its seal.
-        get_connection().hset(
-            key, mapping={"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)}
-        )
+        connection.hset(key, mapping={"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)})
     return batch.id
+
+
+def step_id(chain_id: str, index: int, call: int | None = None) -> str:
+    """The batch id of step ``index`` of a chain, or with ``call`` the job id of its call: derived, so that a
+    run of ``advance`` killed halfway finds, on its re-run, what it made (and makes only the rest)."""
+    return f"{chain_id}-{index}" if call is None else f"{chain_id}-{index}-{call}"
 
 
 def advance(chain_id: str, index: int, batch_id: str) -> str:
@@ -145,15 +156,16 @@ def advance(chain_id: str, index: int, batch_id: str) -> str:
     key = keys.chain_key(chain_id)
     if not connection.exists(key):
         return "gone"
-    if not connection.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}"):
-        return "done already"  # this step's advance ran already (it runs at least once)
     fields = {_text(k): _text(v) for k, v in connection.hgetall(key).items()}
+    if fields.get(f"advanced_{index}"):
+        return "done already"  # this step's advance ran already (it runs at least once)
     if fields.get("state") != "running":
         return fields.get("state") or "gone"
     spec = json.loads(fields["spec"])
     if index + 1 >= len(spec):
         with connection.pipeline() as pipe:
             pipe.hset(key, mapping={"state": "succeeded", "finished_at": f"{time.time():.6f}"})
+            pipe.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}")
             pipe.expire(key, int(fields.get("ttl") or conf.job_defaults()["result_ttl"]))
             pipe.execute()
         return "succeeded"
@@ -162,7 +174,10 @@ def advance(chain_id: str, index: int, batch_id: str) -> str:
     if pass_result:
         results = [_result(job_id) for job_id in json.loads(fields[f"jobs_{index}"])]
         previous = results if spec[index]["group"] else results[0]
+    # The next step first, then the mark: a worker killed in between leaves the mark unset, and the re-run of this
+    # job (at least once) finds the next step's batch and jobs by their derived ids and makes only what is missing.
     _run_step(chain_id, spec, index + 1, previous, pass_result, _owner(fields.get("owner")))
+    connection.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}")
     return "next"
 
 

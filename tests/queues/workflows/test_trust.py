@@ -1,0 +1,69 @@
+"""The hard guarantees of batches and chains (issue 34): the windows a crash or a dropped job used to leave, each
+closed and shown here with a real Redis, a real SIGKILL where a process must die at one point, and burst workers."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import queues
+from queues.keyspace import keys
+from queues.workflows import chains
+from tests.jobs.batches import lines
+from tests.support import ROOT
+from tests.support.worker import run_burst
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADD = "tests.jobs.batches.add"
+
+
+def killed_at(env, call, after, code):
+    """Run ``code`` in a ``manage.py shell`` child in which the ``after``+1-th call of ``call`` (``module.attribute``)
+    SIGKILLs the child: it dies at that point, as a worker killed there would. -> the child's return code."""
+    module, _, attribute = call.rpartition(".")
+    script = (
+        "import importlib, os, signal\n"
+        f"owner = importlib.import_module({module!r})\n"
+        f"real, calls = owner.{attribute}, []\n"
+        "def dying(*args, **kwargs):\n"
+        "    calls.append(1)\n"
+        f"    if len(calls) > {after}:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(*args, **kwargs)\n"
+        f"owner.{attribute} = dying\n" + code
+    )
+    child = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=120
+    )
+    return child.returncode
+
+
+def test_advance_killed_after_opening_the_next_step_moves_the_chain_on_when_it_runs_again(
+    queue_redis, subprocess_env, tmp_path
+):
+    record = str(tmp_path / "runs.txt")
+    chain = queues.chain(
+        queues.call("content", ADD, record, 1),
+        queues.group(queues.call("default", ADD, record, 10), queues.call("default", ADD, record, 20)),
+        queues.call("default", ADD, record, 100),
+        pass_result=True,
+    )
+    # Step 0 succeeded; its ``advance`` is SIGKILLed halfway through opening step 1: after the first of the
+    # group's two jobs was enqueued, before the second (and before the step was marked advanced).
+    run_burst(queue_redis, "content")  # step 0; its ``advance`` is pushed onto "default" ...
+    advance_id = queues.batch_state(chain.batch_id).callbacks["on_success"]
+    assert queue_redis.lrem(keys.queue_key("default"), 0, advance_id) == 1  # ... where the worker we kill took it
+    code = f"from queues.workflows import chains\nchains.advance({chain.id!r}, 0, {chain.batch_id!r})\n"
+    assert killed_at(subprocess_env, "queues.producer.api.enqueue_call", 1, code) == -signal.SIGKILL
+    state = queues.chain_state(chain.id)
+    assert (state.state, state.step, len(state.steps[1].job_ids)) == ("running", 0, 0)  # stuck, were it not re-run
+
+    assert chains.advance(chain.id, 0, chain.batch_id) == "next"  # the re-run of the killed ``advance``
+    assert chains.advance(chain.id, 0, chain.batch_id) == "done already"
+    for _ in range(4):
+        run_burst(queue_redis)
+    state = queues.chain_state(chain.id)
+    assert (state.state, [s.state for s in state.steps]) == ("succeeded", ["succeeded"] * 3)
+    assert sorted(lines(record)) == ["add 1 0", "add 10 1", "add 100 32", "add 20 1"]  # each call once
