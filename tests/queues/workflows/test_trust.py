@@ -9,14 +9,16 @@ import pytest
 
 import queues
 from queues.keyspace import keys
+from queues.worker.abandoned import Scan
 from queues.workflows import chains
 from tests.jobs.batches import lines
 from tests.support import ROOT
-from tests.support.worker import run_burst
+from tests.support.worker import plant_started, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ADD = "tests.jobs.batches.add"
+CALLBACK = "tests.jobs.batches.callback"
 
 
 def killed_at(env, call, after, code):
@@ -67,3 +69,29 @@ def test_advance_killed_after_opening_the_next_step_moves_the_chain_on_when_it_r
     state = queues.chain_state(chain.id)
     assert (state.state, [s.state for s in state.steps]) == ("succeeded", ["succeeded"] * 3)
     assert sorted(lines(record)) == ["add 1 0", "add 10 1", "add 100 32", "add 20 1"]  # each call once
+
+
+def test_a_member_buried_by_the_abandoned_scan_is_counted_with_its_burial_even_if_the_scan_is_killed_after_it(
+    queue_redis, subprocess_env, tmp_path, settings
+):
+    settings.OPTIMA_QUEUES = {**settings.OPTIMA_QUEUES, "default": {"attempts": 1}}
+    record = str(tmp_path / "runs.txt")
+    with queues.batch(
+        on_complete=queues.call("default", CALLBACK, record, "complete"),
+        on_death=queues.call("default", CALLBACK, record, "death"),
+    ) as b:
+        job = queues.enqueue("default", ADD, record, 1, attempts=1)
+    queue_redis.lrem(keys.queue_key("default"), 0, job.id)
+    plant_started(queue_redis, job)  # its worker was SIGKILLed while running it: no attempt left
+    # The scan that buries it is SIGKILLed just after the burial (before the hooks' ``after_dead``).
+    code = "from queues.connection.clients import get_connection\nfrom queues.worker.abandoned import Scan\n"
+    code += "Scan(get_connection(), ['default'], stale_after=0).run()\n"
+    assert killed_at(subprocess_env, "queues.events.hooks.after_dead", 0, code) == -signal.SIGKILL
+    assert queues.fetch_job(job.id).get_status() == "failed"  # buried
+
+    state = queues.batch_state(b.id)
+    assert (state.state, state.dead, state.pending) == ("completed_with_dead", 1, 0)
+    Scan(queue_redis, ["default"], stale_after=0).run()  # the next scan finds the job buried: it only drops the entry
+    assert (queues.batch_state(b.id).dead, queues.batch_state(b.id).state) == (1, "completed_with_dead")
+    run_burst(queue_redis)
+    assert sorted(lines(record)) == [f"complete {b.id} 0 1", f"death {b.id} 0 1"]  # each once
