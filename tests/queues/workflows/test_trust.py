@@ -12,7 +12,7 @@ from queues.keyspace import keys
 from queues.worker.abandoned import Scan
 from queues.workflows import chains
 from tests.jobs.batches import lines
-from tests.support import ROOT
+from tests.support import ROOT, wait_for
 from tests.support.worker import plant_started, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,3 +95,29 @@ def test_a_member_buried_by_the_abandoned_scan_is_counted_with_its_burial_even_i
     assert (queues.batch_state(b.id).dead, queues.batch_state(b.id).state) == (1, "completed_with_dead")
     run_burst(queue_redis)
     assert sorted(lines(record)) == [f"complete {b.id} 0 1", f"death {b.id} 0 1"]  # each once
+
+
+def test_a_member_with_result_ttl_0_is_counted(queue_redis, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        kept = queues.enqueue("default", ADD, record, 1)
+        forgotten = queues.enqueue("default", ADD, record, 2)
+    queue_redis.hset(forgotten.key, "result_ttl", 0)  # not kept after its success (not a signed field)
+    run_burst(queue_redis)
+    assert queues.fetch_job(forgotten.id) is None and queues.fetch_job(kept.id) is not None  # rq deleted it
+    state = queues.batch_state(b.id)
+    assert (state.state, state.finished, state.pending) == ("succeeded", 2, 0)
+    assert lines(record)[-1] == f"success {b.id} 2 0"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [("--no-fork",), ("--concurrency", "2")], ids=["no-fork", "concurrency"])
+def test_a_member_with_result_ttl_0_is_counted_by_every_kind_of_worker(start_worker, queue_redis, tmp_path, kind):
+    record = str(tmp_path / "runs.txt")
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        forgotten = queues.enqueue("default", ADD, record, 2)
+        queue_redis.hset(forgotten.key, "result_ttl", 0)
+    start_worker("default", *kind)
+    wait_for(lambda: f"success {b.id} 1 0" in lines(record), timeout=60, message="on_success to run")
+    assert queues.fetch_job(forgotten.id) is None
+    assert queues.batch_state(b.id).state == "succeeded"
