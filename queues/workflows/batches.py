@@ -138,7 +138,9 @@ class Adder:
         try:
             with connection.pipeline() as pipe:
                 for start in range(0, len(ids), scripts.JOIN_CHUNK):
-                    pipe.eval(scripts.JOIN, 2, batch_keys[0], batch_keys[1], *ids[start : start + scripts.JOIN_CHUNK])
+                    pipe.eval(
+                        scripts.JOIN, 3, *batch_keys[0:2], batch_keys[5], *ids[start : start + scripts.JOIN_CHUNK]
+                    )
                 pipe.eval(scripts.SEAL, len(batch_keys), *batch_keys, self.token, *_now_args())
                 pipe.execute()
         except redis.RedisError as exc:

@@ -151,23 +151,31 @@ return left
 """
 )
 
-# Members joining, before the SEAL of their adder in the same MULTI (at most ``JOIN_CHUNK`` ids a call).
+# Members joining, before the SEAL of their adder in the same MULTI (at most ``JOIN_CHUNK`` ids a call). KEYS: the
+# hash, ``members``, ``canceled``: a member that left before it joined (canceled, or never written: LEAVE) does not.
 JOIN = """
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state or state == 'succeeded' or state == 'canceled' then return 0 end
-return redis.call('SADD', KEYS[2], unpack(ARGV))
+local added = 0
+for _, id in ipairs(ARGV) do
+  if redis.call('SISMEMBER', KEYS[3], id) == 0 then added = added + redis.call('SADD', KEYS[2], id) end
+end
+return added
 """
 JOIN_CHUNK = 1000
 
-# A member canceled on its own (``queues.cancel``) before it started: it leaves the batch, which no longer
-# waits for it (it is counted in ``canceled``). ARGV: as SUCCESS.
+# A member canceled on its own (``queues.cancel``) before it started, or accepted and never written (the duplicate
+# of a unique key's job still waiting at the commit): it leaves the batch, which no longer waits for it (it is
+# counted in ``canceled``). Before its adder's seal (the commit's order: the push, then the join) it is only noted
+# in ``canceled``, and JOIN leaves it out. ARGV: as SUCCESS.
 LEAVE = (
     COMMON
     + """
 local state = redis.call('HGET', H, 'state')
 if not state or state == 'succeeded' or state == 'canceled' then return state or '' end
-if redis.call('SREM', M, ARGV[1]) == 0 then return '' end
-redis.call('SADD', C, ARGV[1])
+if redis.call('SISMEMBER', D, ARGV[1]) == 1 or redis.call('SISMEMBER', X, ARGV[1]) == 1 then return '' end
+redis.call('SREM', M, ARGV[1])
+if redis.call('SADD', C, ARGV[1]) == 0 then return '' end
 return settle(ARGV[2], ARGV[3])
 """
 )

@@ -6,9 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from django.db import transaction
 
 import queues
 from queues.keyspace import keys
+from queues.models import OutboxEntry
+from queues.producer import outbox
 from queues.worker.abandoned import Scan
 from queues.workflows import chains
 from tests.jobs.batches import lines
@@ -121,3 +124,52 @@ def test_a_member_with_result_ttl_0_is_counted_by_every_kind_of_worker(start_wor
     wait_for(lambda: f"success {b.id} 1 0" in lines(record), timeout=60, message="on_success to run")
     assert queues.fetch_job(forgotten.id) is None
     assert queues.batch_state(b.id).state == "succeeded"
+
+
+def test_a_unique_duplicate_dropped_at_the_commit_leaves_the_batch_which_does_not_wait_for_it(queue_redis, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    with transaction.atomic():
+        # At the commit, before the batch's member is written, another job of its unique key is enqueued first.
+        transaction.on_commit(lambda: queues.enqueue("default", ADD, record, 9, unique="seller-1"))
+        with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+            queues.enqueue("default", ADD, record, 1)
+            dropped = queues.enqueue("default", ADD, record, 2, unique="seller-1")
+    assert queues.fetch_job(dropped.id) is None  # never written: the key's job was waiting
+    state = queues.batch_state(b.id)
+    assert (state.state, state.total, state.pending, state.canceled) == ("running", 1, 1, 1)
+    run_burst(queue_redis)
+    state = queues.batch_state(b.id)
+    assert (state.state, state.total, state.finished) == ("succeeded", 1, 1)
+    assert sorted(lines(record)) == ["add 1 0", "add 9 0", f"success {b.id} 1 0"]
+
+
+def test_a_unique_duplicate_dropped_by_the_outbox_relay_after_the_seal_leaves_the_batch(
+    queue_redis, tmp_path, monkeypatch
+):
+    record = str(tmp_path / "runs.txt")
+    monkeypatch.setattr(outbox, "PUSH_GRACE", 0.0)  # the commit's push checks its claim: a relay took the row
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        queues.enqueue("default", ADD, record, 1)
+        with transaction.atomic():
+            dropped = queues.enqueue("default", ADD, record, 2, unique="seller-1")
+            OutboxEntry.objects.filter(job_id=dropped.id).update(claimed_by="a-relay-that-died")
+    queues.enqueue("default", ADD, record, 9, unique="seller-1")  # the key's job, waiting when the relay pushes
+    assert queues.batch_state(b.id).pending == 2
+    OutboxEntry.objects.filter(job_id=dropped.id).update(claimed_by="", claimed_until=None)
+    assert outbox.relay() == (1, 0)
+    assert queues.fetch_job(dropped.id) is None
+    run_burst(queue_redis)
+    state = queues.batch_state(b.id)
+    assert (state.state, state.total, state.finished) == ("succeeded", 1, 1)
+    assert sorted(lines(record)) == ["add 1 0", "add 9 0", f"success {b.id} 1 0"]
+
+
+def test_a_member_canceled_inside_its_block_before_the_seal_leaves_the_batch(queue_redis, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        queues.enqueue("default", ADD, record, 1)
+        assert queues.cancel(queues.enqueue("default", ADD, record, 2).id).ok  # it had not joined yet
+    run_burst(queue_redis)
+    state = queues.batch_state(b.id)
+    assert (state.state, state.total, state.finished) == ("succeeded", 1, 1)
+    assert sorted(lines(record)) == ["add 1 0", f"success {b.id} 1 0"]
