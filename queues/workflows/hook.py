@@ -33,6 +33,12 @@ def batch_of(job) -> str | None:
     return batch_id if isinstance(batch_id, str) and batch_id else None
 
 
+def _retry_of(job) -> str:
+    """The dead member ``job`` replaces (a dead letter retried as a new job: ``meta.retry_of``), or ''."""
+    old = job.meta.get(jobmeta.RETRY_OF) if isinstance(job.meta, dict) else None
+    return old if isinstance(old, str) else ""
+
+
 class BatchesHook(Hook):
     name = "batches"
 
@@ -47,19 +53,19 @@ class BatchesHook(Hook):
         batch_id = batch_of(job)
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
-            pipe.eval(scripts.SUCCESS, len(batch_keys), *batch_keys, job.id, *_now_args())
+            pipe.eval(scripts.SUCCESS, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job))
 
     def dead_into(self, job, pipe):
         batch_id = batch_of(job)
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
-            pipe.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args())
+            pipe.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job))
 
     def after_dead(self, job, queue, *, reason, duration=0.0, exc_info=None, exc_string=""):
         batch_id = batch_of(job)
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
-            job.connection.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args())
+            job.connection.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job))
 
     def after_cancel(self, job_id, meta):
         """A member canceled on its own: the batch stops waiting for it (``scripts.LEAVE``)."""

@@ -56,6 +56,13 @@ local function never(kind, ttl)
     end
   end
 end
+local function take_over(new, old)
+  -- A dead letter retried as a new job (its old one had left Redis: ``meta.retry_of``) is the member in its place.
+  if not old or old == '' or old == new or redis.call('SISMEMBER', M, old) == 0 then return end
+  redis.call('SREM', M, old)
+  redis.call('SREM', X, old)
+  redis.call('SADD', M, new)
+end
 local function settle(now_iso, now_ts)
   local state = redis.call('HGET', H, 'state')
   if not state or state == 'canceled' or state == 'succeeded' then return state or '' end
@@ -82,12 +89,14 @@ local function settle(now_iso, now_ts)
 end
 """
 
-# A member's success, in the MULTI that records it (``hook.py``). ARGV: job id, now (rq's ISO), now (unix).
+# A member's success, in the MULTI that records it (``hook.py``). ARGV: job id, now (rq's ISO), now (unix), and the
+# id of the dead member it is the retry of when it is a dead letter retried as a new job ('' otherwise).
 SUCCESS = (
     COMMON
     + """
 local state = redis.call('HGET', H, 'state')
 if not state or state == 'succeeded' or state == 'canceled' then return state or '' end
+take_over(ARGV[1], ARGV[4])
 if redis.call('SADD', D, ARGV[1]) == 0 then return '' end
 redis.call('SREM', X, ARGV[1])
 redis.call('SREM', A, ARGV[1])
@@ -101,6 +110,7 @@ DEAD = (
     + """
 local state = redis.call('HGET', H, 'state')
 if not state or state == 'succeeded' or state == 'canceled' then return state or '' end
+take_over(ARGV[1], ARGV[4])
 if redis.call('SISMEMBER', D, ARGV[1]) == 1 then return '' end
 if redis.call('SADD', X, ARGV[1]) == 0 then return '' end
 redis.call('SREM', A, ARGV[1])

@@ -7,10 +7,12 @@ import sys
 
 import pytest
 from django.db import transaction
+from rq.registry import FailedJobRegistry
 
 import queues
+from queues.failures.operations import retry_dead_letter
 from queues.keyspace import keys
-from queues.models import OutboxEntry
+from queues.models import DeadLetter, OutboxEntry
 from queues.producer import outbox
 from queues.worker.abandoned import Scan
 from queues.workflows import chains
@@ -173,3 +175,50 @@ def test_a_member_canceled_inside_its_block_before_the_seal_leaves_the_batch(que
     state = queues.batch_state(b.id)
     assert (state.state, state.total, state.finished) == ("succeeded", 1, 1)
     assert sorted(lines(record)) == ["add 1 0", f"success {b.id} 1 0"]
+
+
+def forget(connection, job_id):
+    """The dead job leaves Redis (its failure_ttl ran out, or someone deleted it): its dead letter is all there is."""
+    connection.zrem(FailedJobRegistry("default", connection=connection).key, job_id)
+    connection.delete(keys.job_key(job_id))
+
+
+def test_a_dead_letter_retried_as_a_new_job_takes_its_place_in_the_batch(queue_redis, tmp_path):
+    record, flag = str(tmp_path / "runs.txt"), tmp_path / "flag"
+    with queues.batch(
+        on_success=queues.call("default", CALLBACK, record, "success"),
+        on_complete=queues.call("default", CALLBACK, record, "complete"),
+    ) as b:
+        queues.enqueue("default", ADD, record, 1)
+        dead = queues.enqueue("default", "tests.jobs.batches.fail_until", record, str(flag))
+    run_burst(queue_redis)
+    assert (queues.batch_state(b.id).state, queues.batch_state(b.id).dead) == ("completed_with_dead", 1)
+    forget(queue_redis, dead.id)
+
+    flag.write_text("ok")
+    outcome = retry_dead_letter(DeadLetter.objects.get(job_id=dead.id).pk)
+    assert outcome.outcome == "ok" and outcome.job_id != dead.id  # a new job
+    run_burst(queue_redis)
+    state = queues.batch_state(b.id)
+    assert (state.state, state.total, state.finished, state.dead) == ("succeeded", 2, 2, 0)
+    assert sorted(line.split()[0] for line in lines(record)) == ["add", "complete", "recovered", "success"]
+
+
+def test_a_chain_stopped_at_a_dead_letter_retried_as_a_new_job_goes_on(queue_redis, tmp_path):
+    record, flag = str(tmp_path / "runs.txt"), tmp_path / "flag"
+    chain = queues.chain(
+        queues.call("default", "tests.jobs.batches.fail_until", record, str(flag)),
+        queues.call("default", ADD, record, 100),
+    )
+    run_burst(queue_redis)
+    state = queues.chain_state(chain.id)
+    assert state.state == "stopped"
+    forget(queue_redis, state.steps[0].job_ids[0])
+
+    flag.write_text("ok")
+    assert retry_dead_letter(DeadLetter.objects.get(job_id=state.steps[0].job_ids[0]).pk).outcome == "ok"
+    for _ in range(3):
+        run_burst(queue_redis)
+    state = queues.chain_state(chain.id)
+    assert (state.state, [s.state for s in state.steps]) == ("succeeded", ["succeeded", "succeeded"])
+    assert lines(record) == ["recovered", "add 100 0"]
