@@ -226,7 +226,7 @@ class Batch(Adder):
             return False
         for kind in self.steps:
             job_id = found.get(f"cb_{kind}".encode())
-            if job_id:
+            if isinstance(job_id, bytes):
                 self.callbacks[kind] = job_id.decode()
         self.reopened = True
         return True
