@@ -14,6 +14,7 @@ from queues.failures.operations import retry_dead_letter
 from queues.keyspace import keys
 from queues.models import DeadLetter, OutboxEntry
 from queues.producer import outbox
+from queues.testing import inline
 from queues.worker.abandoned import Scan
 from queues.workflows import chains
 from tests.jobs.batches import lines
@@ -222,3 +223,16 @@ def test_a_chain_stopped_at_a_dead_letter_retried_as_a_new_job_goes_on(queue_red
     state = queues.chain_state(chain.id)
     assert (state.state, [s.state for s in state.steps]) == ("succeeded", ["succeeded", "succeeded"])
     assert lines(record) == ["recovered", "add 100 0"]
+
+
+def test_under_inline_a_chain_passes_results(queue_redis, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    with inline():
+        chain = queues.chain(
+            queues.call("default", ADD, record, 1),
+            queues.group(queues.call("default", ADD, record, 10), queues.call("default", ADD, record, 20)),
+            queues.call("default", ADD, record, 100),
+            pass_result=True,
+        )
+    assert lines(record) == ["add 1 0", "add 10 1", "add 20 1", "add 100 32"]
+    assert queues.chain_state(chain.id).state == "succeeded"
