@@ -127,6 +127,7 @@ def _run_step(chain_id, spec, index, previous, pass_result, owner):
         step_id(chain_id, index),
         chain=chain_id,
         step=str(index),
+        chain_key=key,  # a batch completed with dead members gives the chain's hash its expiry (scripts.py)
     ) as batch:
         ids, results = [], []
         for j, (queue, func, args, kwargs) in enumerate(spec[index]["calls"]):
@@ -186,6 +187,7 @@ def advance(chain_id: str, index: int, batch_id: str) -> str:
         previous = results if spec[index]["group"] else results[0]
     # The next step first, then the mark: a worker killed in between leaves the mark unset, and the re-run of this
     # job (at least once) finds the next step's batch and jobs by their derived ids and makes only what is missing.
+    connection.persist(key)  # stopped at a dead step, it had the dead letters' retention: it goes on now
     _run_step(chain_id, spec, index + 1, previous, pass_result, _owner(fields.get("owner")))
     connection.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}")
     return "next"

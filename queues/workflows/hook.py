@@ -39,6 +39,12 @@ def _retry_of(job) -> str:
     return old if isinstance(old, str) else ""
 
 
+def _kept(job) -> int:
+    """How long ``job``'s dead letter is kept in Redis (its failure_ttl; -1: no expiry)."""
+    ttl = job.failure_ttl
+    return int(ttl) if isinstance(ttl, int | float) and ttl > 0 else -1
+
+
 class BatchesHook(Hook):
     name = "batches"
 
@@ -59,13 +65,15 @@ class BatchesHook(Hook):
         batch_id = batch_of(job)
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
-            pipe.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job))
+            pipe.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job), _kept(job))
 
     def after_dead(self, job, queue, *, reason, duration=0.0, exc_info=None, exc_string=""):
         batch_id = batch_of(job)
         if batch_id is not None:
             batch_keys = set_keys(batch_id)
-            job.connection.eval(scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job))
+            job.connection.eval(
+                scripts.DEAD, len(batch_keys), *batch_keys, job.id, *_now_args(), _retry_of(job), _kept(job)
+            )
 
     def after_cancel(self, job_id, meta):
         """A member canceled on its own: the batch stops waiting for it (``scripts.LEAVE``)."""

@@ -37,6 +37,7 @@ local function fire(kind, now_iso)
   local jk = redis.call('HGET', H, 'jk_' .. kind)
   if redis.call('EXISTS', jk) == 0 then return end
   local qk = redis.call('HGET', H, 'qk_' .. kind)
+  redis.call('PERSIST', jk)  -- it may have been given the retention of a batch completed with dead members
   redis.call('HSET', jk, 'status', 'queued', 'enqueued_at', now_iso)
   redis.call('SADD', redis.call('HGET', H, 'qs'), qk)
   redis.call('RPUSH', qk, id)
@@ -45,6 +46,20 @@ local function expire_all()
   local ttl = tonumber(redis.call('HGET', H, 'ttl') or '86400')
   for _, key in ipairs({H, M, D, X, A, C}) do redis.call('EXPIRE', key, ttl) end
   return ttl
+end
+local function keep_while_dead()
+  -- Completed with dead members: its keys (and its callbacks' waiting jobs, its chain's hash) are kept as long as
+  -- its dead letters are (the longest failure_ttl of its dead members, from the last death), at least ``ttl``.
+  local keep = tonumber(redis.call('HGET', H, 'dead_ttl') or '-1')
+  if keep < 0 then return end
+  keep = math.max(keep, tonumber(redis.call('HGET', H, 'ttl') or '0'))
+  for _, key in ipairs({H, M, D, X, A, C}) do redis.call('EXPIRE', key, keep) end
+  for _, kind in ipairs({'success', 'complete', 'death'}) do
+    local jk = redis.call('HGET', H, 'jk_' .. kind)
+    if jk and not redis.call('HGET', H, 'fired_' .. kind) then redis.call('EXPIRE', jk, keep) end
+  end
+  local ck = redis.call('HGET', H, 'chain_key')
+  if ck then redis.call('EXPIRE', ck, keep) end
 end
 local function never(kind, ttl)
   local id = redis.call('HGET', H, 'cb_' .. kind)
@@ -78,6 +93,7 @@ local function settle(now_iso, now_ts)
   fire('complete', now_iso)
   if new ~= state then move(state, new) end
   redis.call('HSETNX', H, 'finished_at', now_ts)
+  if new == 'completed_with_dead' then keep_while_dead() end
   if new == 'succeeded' then
     -- Nothing changes a succeeded batch: its counts are frozen in the hash and its sets dropped now, so that
     -- a run of many batches leaves memory flat (bench/batches.py); the hash expires with the retention.
@@ -104,7 +120,8 @@ return settle(ARGV[2], ARGV[3])
 """
 )
 
-# A member dead-lettered (``hook.py``, after its burial). ARGV: as SUCCESS.
+# A member dead-lettered (``hook.py``, with or after its burial). ARGV: as SUCCESS, then the dead letter's retention
+# (the job's failure_ttl in seconds, -1: no expiry), which the batch keeps as ``dead_ttl`` (the longest).
 DEAD = (
     COMMON
     + """
@@ -113,6 +130,12 @@ if not state or state == 'succeeded' or state == 'canceled' then return state or
 take_over(ARGV[1], ARGV[4])
 if redis.call('SISMEMBER', D, ARGV[1]) == 1 then return '' end
 if redis.call('SADD', X, ARGV[1]) == 0 then return '' end
+local retention, kept = tonumber(ARGV[5] or '-1') or -1, redis.call('HGET', H, 'dead_ttl')
+if retention < 0 or kept == '-1' then
+  redis.call('HSET', H, 'dead_ttl', -1)
+elseif not kept or tonumber(kept) < retention then
+  redis.call('HSET', H, 'dead_ttl', retention)
+end
 redis.call('SREM', A, ARGV[1])
 if redis.call('HGET', H, 'state') ~= 'canceled' then fire('death', ARGV[2]) end
 return settle(ARGV[2], ARGV[3])

@@ -236,3 +236,37 @@ def test_under_inline_a_chain_passes_results(queue_redis, tmp_path):
         )
     assert lines(record) == ["add 1 0", "add 10 1", "add 20 1", "add 100 32"]
     assert queues.chain_state(chain.id).state == "succeeded"
+
+
+def test_a_batch_completed_with_dead_and_its_stopped_chain_are_kept_as_long_as_the_dead_letter(
+    queue_redis, tmp_path, settings
+):
+    settings.OPTIMA_QUEUES = {**settings.OPTIMA_QUEUES, "default": {"failure_ttl": 7 * 86400}}
+    record, flag = str(tmp_path / "runs.txt"), tmp_path / "flag"
+    chain = queues.chain(
+        queues.call("default", "tests.jobs.batches.fail_until", record, str(flag)),
+        queues.call("default", ADD, record, 100),
+    )
+    run_burst(queue_redis)
+    assert queues.chain_state(chain.id).state == "stopped"
+    on_success = queues.batch_state(chain.batch_id).callbacks["on_success"]
+    for key in (keys.batch_key(chain.batch_id), keys.batch_key(chain.batch_id, "dead"), keys.chain_key(chain.id)):
+        assert 6 * 86400 < queue_redis.ttl(key) <= 7 * 86400, key  # the dead letter's retention, not forever
+    assert 6 * 86400 < queue_redis.ttl(keys.job_key(on_success)) <= 7 * 86400  # the callback that waits, too
+
+    flag.write_text("ok")  # retried within the retention: the chain goes on, its keys kept until it ends
+    dead_id = queues.chain_state(chain.id).steps[0].job_ids[0]
+    assert retry_dead_letter(DeadLetter.objects.get(job_id=dead_id).pk).outcome == "ok"
+    run_burst(queue_redis)
+    assert 0 < queue_redis.ttl(keys.chain_key(chain.id)) < 6 * 86400  # ended: the result retention
+    state = queues.chain_state(chain.id)
+    assert (state.state, lines(record)) == ("succeeded", ["recovered", "add 100 0"])
+
+
+def test_a_batch_completed_with_dead_whose_dead_letter_is_kept_forever_is_kept_too(queue_redis, tmp_path):
+    record = str(tmp_path / "runs.txt")
+    with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
+        queues.enqueue("default", "tests.jobs.batches.fail_until", record, str(tmp_path / "flag"))
+    run_burst(queue_redis)
+    assert queues.batch_state(b.id).state == "completed_with_dead"
+    assert queue_redis.ttl(keys.batch_key(b.id)) == -1  # failure_ttl -1 (the default): no expiry
