@@ -130,11 +130,13 @@ def _run_step(chain_id, spec, index, previous, pass_result, owner):
         chain_key=key,  # a batch completed with dead members gives the chain's hash its expiry (scripts.py)
     ) as batch:
         ids, results = [], []
+        # Reopened and sealed: the killed run had enqueued every call (a finished one's hash may be gone already).
+        made = batch.reopened and not connection.sismember(keys.batch_key(batch.id, "adders"), "block")
         for j, (queue, func, args, kwargs) in enumerate(spec[index]["calls"]):
             if pass_result and index > 0:
                 kwargs = {**kwargs, "previous": previous}
             job_id = step_id(chain_id, index, j)
-            if batch.reopened and connection.exists(keys.job_key(job_id)):
+            if made or (batch.reopened and connection.exists(keys.job_key(job_id))):
                 batch.joined([job_id])  # enqueued by the run of ``advance`` that was killed: not twice
             else:
                 job = api.enqueue_call(queue, func, args, kwargs, job_id=job_id)

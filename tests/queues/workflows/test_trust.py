@@ -28,9 +28,9 @@ CALLBACK = "tests.jobs.batches.callback"
 
 
 def killed_at(env, call, after, code):
-    """Run ``code`` in a ``manage.py shell`` child in which the ``after``+1-th call of ``call`` (``module.attribute``)
+    """Run ``code`` in a ``manage.py shell`` child in which the ``after``+1-th call of ``call`` (``module:attribute``)
     SIGKILLs the child: it dies at that point, as a worker killed there would. -> the child's return code."""
-    module, _, attribute = call.rpartition(".")
+    module, _, attribute = call.partition(":")
     script = (
         "import importlib, os, signal\n"
         f"owner = importlib.import_module({module!r})\n"
@@ -64,7 +64,7 @@ def test_advance_killed_after_opening_the_next_step_moves_the_chain_on_when_it_r
     advance_id = queues.batch_state(chain.batch_id).callbacks["on_success"]
     assert queue_redis.lrem(keys.queue_key("default"), 0, advance_id) == 1  # ... where the worker we kill took it
     code = f"from queues.workflows import chains\nchains.advance({chain.id!r}, 0, {chain.batch_id!r})\n"
-    assert killed_at(subprocess_env, "queues.producer.api.enqueue_call", 1, code) == -signal.SIGKILL
+    assert killed_at(subprocess_env, "queues.producer.api:enqueue_call", 1, code) == -signal.SIGKILL
     state = queues.chain_state(chain.id)
     assert (state.state, state.step, len(state.steps[1].job_ids)) == ("running", 0, 0)  # stuck, were it not re-run
 
@@ -92,7 +92,7 @@ def test_a_member_buried_by_the_abandoned_scan_is_counted_with_its_burial_even_i
     # The scan that buries it is SIGKILLed just after the burial (before the hooks' ``after_dead``).
     code = "from queues.connection.clients import get_connection\nfrom queues.worker.abandoned import Scan\n"
     code += "Scan(get_connection(), ['default'], stale_after=0).run()\n"
-    assert killed_at(subprocess_env, "queues.events.hooks.after_dead", 0, code) == -signal.SIGKILL
+    assert killed_at(subprocess_env, "queues.events.hooks:after_dead", 0, code) == -signal.SIGKILL
     assert queues.fetch_job(job.id).get_status() == "failed"  # buried
 
     state = queues.batch_state(b.id)
@@ -270,3 +270,27 @@ def test_a_batch_completed_with_dead_whose_dead_letter_is_kept_forever_is_kept_t
     run_burst(queue_redis)
     assert queues.batch_state(b.id).state == "completed_with_dead"
     assert queue_redis.ttl(keys.batch_key(b.id)) == -1  # failure_ttl -1 (the default): no expiry
+
+
+def test_advance_killed_after_the_next_step_was_sealed_and_ran_does_not_run_it_again(
+    queue_redis, subprocess_env, tmp_path
+):
+    record = str(tmp_path / "runs.txt")
+    chain = queues.chain(
+        queues.call("default", ADD, record, 1),
+        queues.call("content", ADD, record, 10),
+        queues.call("default", ADD, record, 100),
+    )
+    run_burst(queue_redis, "default")  # step 0; its ``advance`` is pushed onto "content" (step 1's queue) ...
+    advance_id = queues.batch_state(chain.batch_id).callbacks["on_success"]
+    assert queue_redis.lrem(keys.queue_key("content"), 0, advance_id) == 1  # ... where the worker we kill took it
+    # Killed when marking step 0 advanced: step 1 was made whole.
+    code = f"from queues.workflows import chains\nchains.advance({chain.id!r}, 0, {chain.batch_id!r})\n"
+    assert killed_at(subprocess_env, "redis.client:Redis.hsetnx", 0, code) == -signal.SIGKILL
+    run_burst(queue_redis, "content")  # step 1 runs; its batch succeeds ...
+    queue_redis.delete(keys.job_key(chains.step_id(chain.id, 1, 0)))  # ... and its hash is gone before the re-run
+    assert chains.advance(chain.id, 0, chain.batch_id) == "next"  # the re-run of step 0's ``advance``
+    for _ in range(2):
+        run_burst(queue_redis, "default", "content")
+    assert lines(record) == ["add 1 0", "add 10 0", "add 100 0"]  # step 1 ran once
+    assert queues.chain_state(chain.id).state == "succeeded"
