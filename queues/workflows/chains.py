@@ -6,8 +6,9 @@ a batch of one member, a group a batch of its calls (the chord of other systems)
 ``queues/apps.py``), on the next step's queue: it opens the next step's batch, handing the previous
 step's return value as the keyword ``previous`` when ``pass_result=True`` (a group's: the list of its
 calls' values, in their order). So a chain inherits the batch's guarantees: a step's success is counted
-once and its ``advance`` pushed once; ``advance`` itself runs at least once and moves on once (HSETNX
-``advanced_<i>``).
+once and its ``advance`` pushed once; ``advance`` itself runs at least once and moves on once: the next step's
+batch and jobs have ids derived from the chain's (``step_id``), made before the mark ``advanced_<i>``, so a run
+killed halfway is completed by its re-run, which finds what was made and makes only the rest.
 
 A dead step stops the chain: its batch is ``completed_with_dead`` and its ``on_success`` waits. The
 steps after it wait on the dead job(s) (``chain_state``). Retried by an operator and succeeded, the
@@ -16,7 +17,9 @@ batch succeeds and the chain goes on; discarded, the chain is canceled (``hook.p
 The hash ``<p>:optima:chain:<id>``: ``spec`` (JSON: the steps, each ``{"group": bool, "calls": [[queue,
 func, args, kwargs], ...]}``), ``pass_result``, ``state`` (``running``, ``succeeded``, ``canceled``),
 ``step`` (the index running), ``batch_<i>`` and ``jobs_<i>`` (the step's batch and job ids), ``owner``,
-``description``, times. It expires with the retention of the last step's queue once the chain ended.
+``description``, times; under ``queues.testing.inline()`` with ``pass_result``, ``results_<i>`` (the step's values:
+its jobs are in no hash). It expires with the retention of the last step's queue once the chain ended, and
+with its dead letters' while it is stopped at a dead step (``scripts.py``, ``keep_while_dead``).
 """
 
 import json

@@ -6,10 +6,12 @@
   written together or not at all: a worker SIGKILLed before the MULTI leaves a member that runs again
   and is counted then, once.
 - ``dead_into``: a dead member's count rides in the MULTI that buries it (a worker's failure handling:
-  rq's ``handle_job_failure``); ``after_dead``, after every burial (also the abandoned-job scan's and the
-  gate's), counts it again where it was not: the DEAD script's SADD makes the second call a no-op. A job in
-  no batch costs one dict lookup at each point.
-- ``after_cancel``: a member canceled on its own (``queues.cancel``) leaves the batch (``scripts.LEAVE``).
+  rq's ``handle_job_failure``; the abandoned-job scan's ``deadletter.bury``); ``after_dead``, after every
+  burial (also the gate's), counts it again where it was not: the DEAD script's SADD makes the second call a
+  no-op. A job in no batch costs one dict lookup at each point. Both pass the member's ``retry_of`` (a dead
+  letter retried as a new job takes the dead member's place) and DEAD its dead letter's retention.
+- ``after_cancel``: a member canceled on its own (``queues.cancel``), or never written (a unique key's duplicate
+  at the commit: ``producer/outbox.py``), leaves the batch (``scripts.LEAVE``).
 - ``after_discard``: an operator discarded a dead member: the chain it is a step of is canceled.
 - ``worker_start`` / ``worker_stop``: the worker is listed in ``<p>:optima:batch-workers`` while it runs, so
   that ``queues.batch()`` can warn of a registered worker of an older release (it would not count members).

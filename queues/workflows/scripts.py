@@ -13,7 +13,9 @@ The hash ``<p>:optima:batch:<id>`` holds ``state``, ``created_at``, ``finished_a
 (seconds its keys outlive its end), ``label`` (the queue of its callback, for /metrics), ``qs`` (rq's set
 of queues), and per callback kind (``success``, ``complete``, ``death``) ``cb_<kind>`` (the job id),
 ``jk_<kind>`` (its hash), ``qk_<kind>`` (its queue's list) and, once decided, ``fired_<kind>`` (when,
-or ``never``); once succeeded, its counts (``total``, ``finished``, ``dead``: its sets are dropped then).
+or ``never``); once succeeded, its counts (``total``, ``finished``, ``dead``: its sets are dropped then);
+``dead_ttl`` (the longest retention of its dead members' dead letters, -1: none) and, for a chain's step,
+``chain_key``: a batch completed with dead members expires with its dead letters (``keep_while_dead``).
 A succeeded or canceled batch counts nothing more. Its sets: ``members``, ``done``, ``dead``, ``adders``
 (``block`` while the ``with`` block is open; a running member's id while it may add members:
 ``queues.current_batch()``), ``canceled``.
