@@ -69,7 +69,9 @@ def bury(job, *, reason, exc_string="", worker_name=""):
     """Make ``job`` a dead letter: into its FailedJobRegistry (the job's ``failure_ttl``, -1 = no
     expiry) unless already there, then mirrored. For paths outside a worker's failure handling —
     e.g. a job abandoned by a killed worker with no attempts left. Does not touch the started
-    registry or the queue. Calls the hooks' ``after_dead`` (the outcome line, ``job_dead``). Returns
+    registry or the queue. The hooks' ``dead_into`` rides on the burial's MULTI (a batch member's death is
+    counted with it: a process killed just after the burial loses no count); then the hooks' ``after_dead``
+    (the outcome line, ``job_dead``). Returns
     the DeadLetter row (None if the database could not be written; ``reconcile`` catches up)."""
 
     job.get_meta(refresh=True)
@@ -86,6 +88,7 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             registry.add(job, ttl=ttl, exc_string=exc_string, pipeline=pipeline)
             Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
             keep_forever(job, pipeline)
+            hooks.dead_into(job, pipeline)  # what lands with the death itself: a batch member's count
             pipeline.execute()
         hooks.after_dead(job, jobmeta.queue_name(job), reason=reason, duration=0.0, exc_string=exc_string)
     return mirror(job, exc_string=exc_string)

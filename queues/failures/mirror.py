@@ -134,8 +134,8 @@ def args_cut(row):
 
 def carried_of(job, meta):
     """What the admin's retry of this job carries over when the job is no longer in Redis (the row
-    is then all there is): its owner, its limit key and its priority (its band). JSON text, '' when there is
-    nothing."""
+    is then all there is): its owner, its limit key, its priority (its band) and its batch. JSON text, '' when
+    there is nothing."""
 
     carried = {}
     if isinstance(meta.get(jobmeta.OWNER), str) and len(meta[jobmeta.OWNER]) <= CARRIED_CHARS:
@@ -145,6 +145,8 @@ def carried_of(job, meta):
         carried["limit_concurrency"] = job.rate_limit_concurrency
     if jobmeta.priority(job):
         carried["priority"] = jobmeta.priority(job)
+    if isinstance(meta.get(jobmeta.BATCH), str) and len(meta[jobmeta.BATCH]) <= CARRIED_CHARS:
+        carried["batch"] = meta[jobmeta.BATCH]  # the new job takes its place in the batch (scripts.take_over)
     return json.dumps(carried, sort_keys=True) if carried else ""
 
 

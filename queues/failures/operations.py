@@ -173,6 +173,10 @@ def _put_back(row):
     meta = {jobmeta.RETRY_OF: row.job_id}
     if isinstance(kept.get("owner"), str):
         meta[jobmeta.OWNER] = kept["owner"]
+    if isinstance(kept.get("batch"), str):
+        # Its batch's member in the dead one's place: its success or death is counted as the old one's would
+        # have been (queues/workflows/scripts.py, ``take_over``), and a chain stopped at it goes on.
+        meta[jobmeta.BATCH] = kept["batch"]
     job = enqueue_fail_fast(
         row.queue,
         row.func_path,

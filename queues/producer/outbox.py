@@ -38,6 +38,7 @@ from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from queues import conf
+from queues.events import hooks
 from queues.exceptions import InvalidJob, QueueUnavailable
 
 if TYPE_CHECKING:
@@ -171,11 +172,20 @@ def _push_claimed(pk, queue, job, when, lock_key):
         # was told it was accepted, so say it loudly; the row goes (nothing could ever push it).
         logger.error("outbox: job %s (queue %s) dropped: %s", job.id, queue.name, exc)
         rows.delete()
+        never_written(job)
         return True
     if duplicate_of is not None:
         logger.info("outbox: job %s not written, unique job %s is still waiting", job.id, duplicate_of)
+        never_written(job)
     rows.delete()
     return True
+
+
+def never_written(job):
+    """``job`` was accepted (an enqueue returned it) but is never written: the duplicate of a unique key's job
+    still waiting at the commit, or of an explicit id. It never runs, as a job canceled before it started: the
+    hooks hear of it so (``after_cancel``), e.g. the batch it was to join stops waiting for it."""
+    hooks.after_cancel(job.id, job.meta if isinstance(job.meta, dict) else {})
 
 
 def _write(write_job, queue, job, when, lock_key):

@@ -138,7 +138,9 @@ class Adder:
         try:
             with connection.pipeline() as pipe:
                 for start in range(0, len(ids), scripts.JOIN_CHUNK):
-                    pipe.eval(scripts.JOIN, 2, batch_keys[0], batch_keys[1], *ids[start : start + scripts.JOIN_CHUNK])
+                    pipe.eval(
+                        scripts.JOIN, 3, *batch_keys[0:2], batch_keys[5], *ids[start : start + scripts.JOIN_CHUNK]
+                    )
                 pipe.eval(scripts.SEAL, len(batch_keys), *batch_keys, self.token, *_now_args())
                 pipe.execute()
         except redis.RedisError as exc:
@@ -148,8 +150,11 @@ class Adder:
 class Batch(Adder):
     """What ``with queues.batch(...) as b`` yields: ``b.id``; ``b.callbacks`` {kind: job id}."""
 
-    def __init__(self, callbacks: dict[str, Step], description: str, owner: Any, **fields: str) -> None:
-        super().__init__(api._new_job_id(), "block")
+    def __init__(
+        self, callbacks: dict[str, Step], description: str, owner: Any, batch_id: str | None = None, **fields: str
+    ) -> None:
+        super().__init__(batch_id or api._new_job_id(), "block")
+        self.reopened = False  # a chain step's batch found in Redis (``_open``): its run of ``advance`` ran before
         self.fields = fields  # the batch of a chain's step: ``chain``, ``step`` (chains.py)
         self.description = description
         self.owner = owner
@@ -173,6 +178,8 @@ class Batch(Adder):
     def _open(self) -> None:
         """The batch's hash, its ``block`` adder and its callbacks' deferred jobs, in one MULTI."""
         if testing.inline_on():
+            return
+        if self.fields and self._reopen():
             return
         label = next((self.steps[kind].queue for kind in ("complete", "success", "death") if kind in self.steps), "")
         ttl = get_config(label).options["result_ttl"] if label else conf.job_defaults()["result_ttl"]
@@ -207,6 +214,23 @@ class Batch(Adder):
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
         _warn_of_older_workers(set(registered) - set(counting))
+
+    def _reopen(self) -> bool:
+        """A chain step's batch (its id derived from the chain's: ``chains._run_step``) opened by an earlier run
+        of ``advance`` that was killed before it marked the step advanced: use it as it is (its callbacks' jobs
+        made then), write nothing. -> whether it was found."""
+        try:
+            found = get_connection().hgetall(keys.batch_key(self.id))
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+        if not found:
+            return False
+        for kind in self.steps:
+            job_id = found.get(f"cb_{kind}".encode())
+            if isinstance(job_id, bytes):
+                self.callbacks[kind] = job_id.decode()
+        self.reopened = True
+        return True
 
 
 _warned: set[bytes] = set()

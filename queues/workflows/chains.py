@@ -6,8 +6,9 @@ a batch of one member, a group a batch of its calls (the chord of other systems)
 ``queues/apps.py``), on the next step's queue: it opens the next step's batch, handing the previous
 step's return value as the keyword ``previous`` when ``pass_result=True`` (a group's: the list of its
 calls' values, in their order). So a chain inherits the batch's guarantees: a step's success is counted
-once and its ``advance`` pushed once; ``advance`` itself runs at least once and moves on once (HSETNX
-``advanced_<i>``).
+once and its ``advance`` pushed once; ``advance`` itself runs at least once and moves on once: the next step's
+batch and jobs have ids derived from the chain's (``step_id``), made before the mark ``advanced_<i>``, so a run
+killed halfway is completed by its re-run, which finds what was made and makes only the rest.
 
 A dead step stops the chain: its batch is ``completed_with_dead`` and its ``on_success`` waits. The
 steps after it wait on the dead job(s) (``chain_state``). Retried by an operator and succeeded, the
@@ -16,7 +17,9 @@ batch succeeds and the chain goes on; discarded, the chain is canceled (``hook.p
 The hash ``<p>:optima:chain:<id>``: ``spec`` (JSON: the steps, each ``{"group": bool, "calls": [[queue,
 func, args, kwargs], ...]}``), ``pass_result``, ``state`` (``running``, ``succeeded``, ``canceled``),
 ``step`` (the index running), ``batch_<i>`` and ``jobs_<i>`` (the step's batch and job ids), ``owner``,
-``description``, times. It expires with the retention of the last step's queue once the chain ended.
+``description``, times; under ``queues.testing.inline()`` with ``pass_result``, ``results_<i>`` (the step's values:
+its jobs are in no hash). It expires with the retention of the last step's queue once the chain ended, and
+with its dead letters' while it is stopped at a dead step (``scripts.py``, ``keep_while_dead``).
 """
 
 import json
@@ -24,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from queues import conf
+from queues import conf, rqcompat, testing
 from queues.catalog.lookup import fetch_job, get_config
 from queues.connection.clients import get_connection
 from queues.exceptions import InvalidJob
@@ -119,23 +122,42 @@ def _run_step(chain_id, spec, index, previous, pass_result, owner):
     following = spec[index + 1] if index + 1 < len(spec) else spec[index]
     advance = call(following["calls"][0][0], ADVANCE, chain_id, index)
     key = keys.chain_key(chain_id)
+    connection = get_connection()
     with Batch(
         {"success": advance},
         f"step {index + 1} of {len(spec)} of chain {chain_id}",
         owner,
+        step_id(chain_id, index),
         chain=chain_id,
         step=str(index),
+        chain_key=key,  # a batch completed with dead members gives the chain's hash its expiry (scripts.py)
     ) as batch:
-        ids = []
-        for queue, func, args, kwargs in spec[index]["calls"]:
+        ids, results = [], []
+        # Reopened and sealed: the killed run had enqueued every call (a finished one's hash may be gone already).
+        made = batch.reopened and not connection.sismember(keys.batch_key(batch.id, "adders"), "block")
+        for j, (queue, func, args, kwargs) in enumerate(spec[index]["calls"]):
             if pass_result and index > 0:
                 kwargs = {**kwargs, "previous": previous}
-            ids.append(api.enqueue_call(queue, func, args, kwargs).id)
+            job_id = step_id(chain_id, index, j)
+            if made or (batch.reopened and connection.exists(keys.job_key(job_id))):
+                batch.joined([job_id])  # enqueued by the run of ``advance`` that was killed: not twice
+            else:
+                job = api.enqueue_call(queue, func, args, kwargs, job_id=job_id)
+                if testing.inline_on():  # it ran now, and is in no hash: ``advance`` reads its value from the chain
+                    results.append(rqcompat.cached_result(job))
+            ids.append(job_id)
         # Inside the block: the batch cannot complete (nor ``advance`` read these) before its seal.
-        get_connection().hset(
-            key, mapping={"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)}
-        )
+        mapping = {"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)}
+        if testing.inline_on() and pass_result:
+            mapping[f"results_{index}"] = json.dumps(results)
+        connection.hset(key, mapping=mapping)
     return batch.id
+
+
+def step_id(chain_id: str, index: int, call: int | None = None) -> str:
+    """The batch id of step ``index`` of a chain, or with ``call`` the job id of its call: derived, so that a
+    run of ``advance`` killed halfway finds, on its re-run, what it made (and makes only the rest)."""
+    return f"{chain_id}-{index}" if call is None else f"{chain_id}-{index}-{call}"
 
 
 def advance(chain_id: str, index: int, batch_id: str) -> str:
@@ -145,24 +167,34 @@ def advance(chain_id: str, index: int, batch_id: str) -> str:
     key = keys.chain_key(chain_id)
     if not connection.exists(key):
         return "gone"
-    if not connection.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}"):
-        return "done already"  # this step's advance ran already (it runs at least once)
     fields = {_text(k): _text(v) for k, v in connection.hgetall(key).items()}
+    if fields.get(f"advanced_{index}"):
+        return "done already"  # this step's advance ran already (it runs at least once)
     if fields.get("state") != "running":
         return fields.get("state") or "gone"
     spec = json.loads(fields["spec"])
     if index + 1 >= len(spec):
         with connection.pipeline() as pipe:
             pipe.hset(key, mapping={"state": "succeeded", "finished_at": f"{time.time():.6f}"})
+            pipe.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}")
             pipe.expire(key, int(fields.get("ttl") or conf.job_defaults()["result_ttl"]))
             pipe.execute()
         return "succeeded"
     previous = None
     pass_result = bool(fields.get("pass_result"))
     if pass_result:
-        results = [_result(job_id) for job_id in json.loads(fields[f"jobs_{index}"])]
+        inline_results = fields.get(f"results_{index}")  # the step ran under ``queues.testing.inline()``
+        results = (
+            json.loads(inline_results)
+            if inline_results
+            else [_result(job_id) for job_id in json.loads(fields[f"jobs_{index}"])]
+        )
         previous = results if spec[index]["group"] else results[0]
+    # The next step first, then the mark: a worker killed in between leaves the mark unset, and the re-run of this
+    # job (at least once) finds the next step's batch and jobs by their derived ids and makes only what is missing.
+    connection.persist(key)  # stopped at a dead step, it had the dead letters' retention: it goes on now
     _run_step(chain_id, spec, index + 1, previous, pass_result, _owner(fields.get("owner")))
+    connection.hsetnx(key, f"advanced_{index}", f"{time.time():.6f}")
     return "next"
 
 
