@@ -251,7 +251,7 @@ def _warn_of_older_workers(older: set[bytes]) -> None:
         )
 
 
-def build(step: Step, extra_kwargs: dict[str, Any]):
+def build(step: Step, extra_kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """The signed job of ``step`` (its keyword arguments plus ``extra_kwargs``), not written: ``deferred``,
     in no queue, until a batch's script pushes its id. -> (job, queue)."""
     config = get_config(step.queue)

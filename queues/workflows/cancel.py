@@ -2,6 +2,7 @@
 are canceled (queued, scheduled, in the outbox: ``queues.cancel``), the running ones finish; audited."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from queues import audit
 from queues.connection.clients import get_connection
@@ -25,7 +26,7 @@ class BatchCanceled:
         return self.outcome == "canceled"
 
 
-def cancel_batch(batch_id: str, request=None, reason: str = "") -> BatchCanceled:
+def cancel_batch(batch_id: str, request: Any = None, reason: str = "") -> BatchCanceled:
     connection = get_connection()
     batch_keys = set_keys(batch_id)
     reply = connection.eval(scripts.CANCEL, len(batch_keys), *batch_keys, *_now_args())

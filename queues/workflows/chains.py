@@ -117,7 +117,9 @@ def _stored(step: Step) -> list[Any]:
     return [step.queue, step.func, list(step.args), dict(step.kwargs)]
 
 
-def _run_step(chain_id, spec, index, previous, pass_result, owner):
+def _run_step(
+    chain_id: str, spec: list[dict[str, Any]], index: int, previous: Any, pass_result: bool, owner: Any
+) -> str:
     """Open step ``index``'s batch, its ``on_success`` the chain's ``advance``; -> the batch's id."""
     following = spec[index + 1] if index + 1 < len(spec) else spec[index]
     advance = call(following["calls"][0][0], ADVANCE, chain_id, index)
@@ -147,7 +149,7 @@ def _run_step(chain_id, spec, index, previous, pass_result, owner):
                     results.append(rqcompat.cached_result(job))
             ids.append(job_id)
         # Inside the block: the batch cannot complete (nor ``advance`` read these) before its seal.
-        mapping = {"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)}
+        mapping: dict[Any, Any] = {"step": index, f"batch_{index}": batch.id, f"jobs_{index}": json.dumps(ids)}
         if testing.inline_on() and pass_result:
             mapping[f"results_{index}"] = json.dumps(results)
         connection.hset(key, mapping=mapping)
@@ -198,7 +200,7 @@ def advance(chain_id: str, index: int, batch_id: str) -> str:
     return "next"
 
 
-def cancel_after_discard(connection, chain_id: str) -> None:
+def cancel_after_discard(connection: Any, chain_id: str) -> None:
     """A dead step's job was discarded: the chain will not go on."""
     key = keys.chain_key(chain_id)
     if connection.hget(key, "state") == b"running":
@@ -208,7 +210,7 @@ def cancel_after_discard(connection, chain_id: str) -> None:
             pipe.execute()
 
 
-def _result(job_id):
+def _result(job_id: str) -> Any:
     job = fetch_job(job_id)
     return None if job is None else job.return_value()
 
@@ -217,7 +219,7 @@ def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _owner(stored):
+def _owner(stored: bytes | str | None) -> Any:
     try:
         return json.loads(stored) if stored else None
     except ValueError:
