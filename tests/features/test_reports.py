@@ -5,6 +5,7 @@ marketplace over HTTP, the database."""
 import signal
 
 import pytest
+from django.test import override_settings
 
 from features.orders.models import Order
 from features.reports.models import SellerReport
@@ -97,3 +98,15 @@ def test_a_sync_sigtermed_mid_run_resumes_at_its_page_with_no_attempt_spent(api,
     assert sorted(set(seen)) == list(range(1, 13)), seen
     assert [p for p in set(seen) if seen.count(p) > 1] in ([], [stopped_at]), seen  # at most the page in flight twice
     assert Order.objects.filter(cabinet_id=45).count() == 60
+
+
+@override_settings(OPTIMA_ENV="dev", ORDERS_SYNC_CABINETS=[71, 72])
+def test_in_dev_the_anonymous_owners_sync_all_is_the_periodic_syncs_cabinets_claimed_on_first_use():
+    from rest_framework.test import APIClient
+
+    from features.sellers.models import Cabinet
+
+    body = APIClient().post("/features/orders/sync-all/").json()
+    assert sorted(j["cabinet_id"] for j in body["jobs"]) == [71, 72]
+    assert set(Cabinet.objects.values_list("owner__username", flat=True)) == {"dev-anonymous"}
+    assert APIClient().get(body["status_url"]).json()["total"] == 2  # every anonymous caller is one owner
