@@ -2,12 +2,15 @@
 letter (``deadletter.bury``; ``bury_corrupt`` with the raw hash of one that cannot be read as a job), or,
 for a canceled job, only its id dropped. Either way the id leaves the intermediate list. A burial is logged
 through ``keyspace/repeats.py`` (a flood of them on one queue is a line a minute with a count); a canceled
-id is named by one INFO per pop, as a replayed id is by one WARNING (``jobs/gate.py``), and counted."""
+id is named by one INFO per pop, as a replayed id is by one WARNING (``jobs/gate.py``), up to a flood's worth a
+minute, and counted."""
+
+import logging
 
 import redis
 
 from queues.failures import deadletter
-from queues.jobs.gate import CANCELED, CORRUPT
+from queues.jobs.gate import CANCELED, CORRUPT, DROPPED_NAMED_PER_MINUTE
 from queues.keyspace import keys, repeats
 
 
@@ -19,10 +22,20 @@ def refuse(worker, job, queue, refusal):
         return
     if refusal.reason == CANCELED:  # not a failure: dropped, not dead-lettered
         connection.lrem(keys.intermediate_key(queue.key), 1, job.id)
-        # One line per pop, as for a replayed id (jobs/gate.py: ``report_dropped``): an operator's cancel is
-        # not a flood, and each id left behind is named; counted in /metrics all the same.
-        worker.log.info("Worker %s: job %s of queue %s was canceled: dropped, not run", worker.name, job.id, queue.name)
-        repeats.count(repeats.REFUSED, connection=connection)
+        # Each id left behind is named, as a replayed id is (jobs/gate.py: ``report_dropped``), up to a flood's
+        # worth a minute; counted in /metrics all the same.
+        repeats.report(
+            repeats.REFUSED,
+            queue.key,
+            "Worker %s: job %s of queue %s was canceled: dropped, not run",
+            worker.name,
+            job.id,
+            queue.name,
+            log=worker.log,
+            level=logging.INFO,
+            connection=connection,
+            burst=DROPPED_NAMED_PER_MINUTE,
+        )
         return
     deadletter.bury(
         job, reason=refusal.reason, exc_string=f"Refused, not run: job {job.id} {refusal.why}", worker_name=worker.name

@@ -44,6 +44,7 @@ from queues import rqcompat
 from queues.catalog import jobs as catalog
 from queues.catalog.queues import queue_names
 from queues.jobs import signing
+from queues.keyspace import repeats
 
 logger = logging.getLogger("queues.worker")
 
@@ -135,8 +136,22 @@ def replayed(job, *, put_back=None, is_alive=lambda name: False):
     return None
 
 
+# A drop of a replayed or foreign id is named one by one up to this many a minute per process; past it (a flood
+# of pushed ids), one line a minute sums the rest up (keyspace/repeats.py). All are counted in /metrics.
+DROPPED_NAMED_PER_MINUTE = 100
+
+
 def report_dropped(job_id, why):
     """The one line of a popped or due job dropped without running because of what its hash says
-    (``elsewhere``, ``replayed``): a WARNING naming the id and why. Every such drop is reported here, and
-    only here (a reporter of repeated problems, once a minute with a count, can take it over)."""
-    logger.warning("Job %s dropped, not run: %s", job_id, why)
+    (``elsewhere``, ``replayed``): a WARNING naming the id and why, the first ``DROPPED_NAMED_PER_MINUTE`` of a
+    minute; the rest summed up once a minute (``repeats``, kind ``dropped``). Every such drop is reported here."""
+    repeats.report(
+        repeats.DROPPED,
+        "replayed or foreign job ids",
+        "Job %s dropped, not run: %s",
+        job_id,
+        why,
+        log=logger,
+        level=logging.WARNING,
+        burst=DROPPED_NAMED_PER_MINUTE,
+    )

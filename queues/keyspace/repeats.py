@@ -57,11 +57,12 @@ logger = logging.getLogger("queues.resilience")
 
 
 class _Window:
-    __slots__ = ("level", "log", "started", "repeats", "last")
+    __slots__ = ("level", "log", "started", "logged", "repeats", "last")
 
     def __init__(self, started, level, log):
         self.started, self.level, self.log = started, level, log
-        self.repeats = 0  # occurrences after the first of this window, not logged
+        self.logged = 1  # occurrences of this window logged one by one (the first, then up to ``burst``)
+        self.repeats = 0  # occurrences after those, not logged
         self.last = None  # (message, args) of the latest of them
 
 
@@ -80,9 +81,11 @@ class Reporter:
         self._write_after = 0.0  # no write before (after a failed one)
         self._written_at = -WRITE_EVERY_SECONDS
 
-    def report(self, kind, key, message, *args, log=None, level=logging.ERROR, connection=None):
-        """Count one occurrence of ``kind`` on ``key``; log ``message % args`` at ``level`` when it is the
-        first of its window (after the summary of the window before, if that had repeats)."""
+    def report(self, kind, key, message, *args, log=None, level=logging.ERROR, connection=None, burst=1):
+        """Count one occurrence of ``kind`` on ``key``; log ``message % args`` at ``level`` when it is one of
+        the first ``burst`` of its window (after the summary of the window before, if that had repeats).
+        ``burst`` > 1 where each occurrence names something an operator looks for (a replayed job's id): a
+        few are each named, a flood is still at most ``burst`` lines and a summary a minute."""
         kind = kind if kind in KINDS else OTHER
         log = log or logger
         now = self.clock()
@@ -94,6 +97,9 @@ class Reporter:
             ended = window if window is not None and now - window.started >= self.window else None
             if window is None or ended is not None:
                 self._windows[(kind, key)] = _Window(now, level, log)
+                first = True
+            elif window.logged < burst:
+                window.logged += 1
                 first = True
             else:
                 window.repeats += 1

@@ -175,3 +175,35 @@ def test_entries_report_and_quarantine_go_through_the_reporter(queue_redis, capl
     ]
     assert len(lines(caplog)) == 5  # and one of the 50 members set aside
     assert counted(queue_redis) == {"bad_entry": 300, "not_utf8": 50}
+
+
+def test_a_burst_names_its_first_occurrences_one_by_one_then_sums_up_the_rest(
+    reporter, clock, log, caplog, queue_redis
+):
+    caplog.set_level(logging.INFO)
+    for i in range(250):
+        reporter.report(repeats.DROPPED, "ids", "job %s dropped", i, log=log, level=logging.WARNING, burst=100)
+    assert lines(caplog) == [f"job {i} dropped" for i in range(100)]
+    clock.now += 60.1
+    assert reporter.flush_due() == 1
+    assert lines(caplog)[100].startswith("ids: 150 more like it in the last 60 s (dropped;")
+    assert lines(caplog)[100].endswith("the last: job 249 dropped")
+    assert counted(queue_redis) == {"dropped": 250}
+    reporter.report(repeats.DROPPED, "ids", "job %s dropped", "next", log=log, level=logging.WARNING, burst=100)
+    assert lines(caplog)[-1] == "job next dropped"  # a new window names again
+
+
+def test_a_flood_of_replayed_ids_is_a_bounded_number_of_warnings_each_naming_its_id(caplog, queue_redis):
+    from queues.jobs import gate
+
+    repeats.reporter.reset()
+    caplog.set_level(logging.WARNING, logger="queues.worker")
+    for i in range(5_000):
+        gate.report_dropped(f"id-{i}", "popped from queue default but is finished")
+    named = [r.getMessage() for r in caplog.records if r.name == "queues.worker"]
+    assert len(named) == gate.DROPPED_NAMED_PER_MINUTE
+    assert named[:2] == [
+        "Job id-0 dropped, not run: popped from queue default but is finished",
+        "Job id-1 dropped, not run: popped from queue default but is finished",
+    ]
+    repeats.reporter.reset()
