@@ -84,6 +84,9 @@ class Intake:
             if wait is not None and idle_until is not None:
                 wait = max(1, min(wait, int(idle_until - time.monotonic() + 0.999)))
             try:
+                # rq asks INFO once and caches it: asked here, inside the outage handling and before a pop (it
+                # was asked after the pop, where a failover's refused connection ended the worker).
+                version = worker.get_redis_server_version()
                 found = self.dequeuer.pop(rqcompat.ordered_queues(worker), wait)
                 self._log_paused()
                 if found is None:
@@ -105,7 +108,7 @@ class Intake:
                 give_back(worker.connection, queue.key, job.id)
                 raise StopRequested()
             worker.reorder_queues(reference_queue=queue)
-            job.redis_server_version = worker.get_redis_server_version()
+            job.redis_server_version = version
             worker.log.debug("Worker %s: %s: %s", worker.name, queue.name, job.id)  # its outcome is the INFO line
             return job, queue
 
