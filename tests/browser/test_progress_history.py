@@ -31,8 +31,8 @@ def test_operator_sees_completed_and_failed_per_minute_and_no_cron_box(
         message="the failing job to fail",
     )
     assert all(OptimaJob.fetch(j.id, connection=queue_redis).get_status() == "finished" for j in done)
-    # The worker sampled on its heartbeat (the lock is its, until the next minute)...
-    assert queue_redis.exists(keys.history_lock_key()) == 1
+    # The worker sampled on its heartbeat: a second sample beside the test's own. (Not its minute lock:
+    # that expires at the next minute, which a slow run crosses; it failed CI once that way.)
     assert queue_redis.llen(keys.history_key()) >= 2
     # ...at its first heartbeat, before the jobs ended: the minute's next sample (whichever worker
     # takes it) sees them. Taken here so the test need not wait for the next minute.
