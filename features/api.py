@@ -197,6 +197,17 @@ def accepted(job, queue):
     )
 
 
+def batch_accepted(batch, queue, jobs):
+    """202 ``{"batch_id", "queue", "status_url", "jobs"}`` and a ``Location`` header: a batch opened
+    (``queues.batch``), its state at ``GET /batches/<id>/``; ``jobs`` lists what each member is for."""
+    url = reverse("features:batch-status", args=[batch.id])
+    return Response(
+        {"batch_id": batch.id, "queue": queue, "status_url": url, "jobs": jobs},
+        status=status.HTTP_202_ACCEPTED,
+        headers={"Location": url},
+    )
+
+
 def body_error(detail):
     """400 in the validation shape, for a body that is not a JSON we can read at all."""
     return Response(
@@ -707,6 +718,7 @@ def _resolves(path):
 
 __all__ = [
     "BatchStatusView",
+    "batch_accepted",
     "EnqueueView",
     "FeatureView",
     "JobListView",

@@ -1,8 +1,6 @@
 from django.db import transaction
-from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
-from rest_framework import serializers, status
-from rest_framework.response import Response
+from rest_framework import serializers
 
 import queues
 from features import conf
@@ -11,6 +9,7 @@ from features.api import (
     EnqueueView,
     StrictCharField,
     StrictIntegerField,
+    batch_accepted,
     enqueue_schema,
     queue_unavailable,
     validation_error,
@@ -142,9 +141,4 @@ class ContentBatchView(EnqueueView):
                     jobs.append({"product_id": product_id, "job_id": result.id})
             record.batch_id = batch.id
             record.save(update_fields=["batch_id"])
-        url = reverse("features:batch-status", args=[batch.id])
-        return Response(
-            {"batch_id": batch.id, "queue": QUEUE, "status_url": url, "jobs": jobs},
-            status=status.HTTP_202_ACCEPTED,
-            headers={"Location": url},
-        )
+        return batch_accepted(batch, QUEUE, jobs)

@@ -1,7 +1,5 @@
-from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers, status
-from rest_framework.response import Response
+from rest_framework import serializers
 
 import queues
 from features import conf
@@ -11,6 +9,7 @@ from features.api import (
     DetailSerializer,
     EnqueueView,
     StrictIntegerField,
+    batch_accepted,
     enqueue_schema,
     queue_unavailable,
 )
@@ -67,14 +66,5 @@ class OrdersSyncAllView(EnqueueView):
             batch, jobs = open_sync_batch(cabinets, owner_id=user.pk, meta=owners.job_meta(owner), **options)
         except queues.QueueUnavailable as exc:
             return queue_unavailable(exc)
-        url = reverse("features:batch-status", args=[batch.id])
-        return Response(
-            {
-                "batch_id": batch.id,
-                "queue": QUEUE,
-                "status_url": url,
-                "jobs": [{"cabinet_id": c, "job_id": j.id} for c, j in zip(cabinets, jobs, strict=True)],
-            },
-            status=status.HTTP_202_ACCEPTED,
-            headers={"Location": url},
-        )
+        members = [{"cabinet_id": c, "job_id": j.id} for c, j in zip(cabinets, jobs, strict=True)]
+        return batch_accepted(batch, QUEUE, members)

@@ -10,6 +10,7 @@ signed now). Outside a transaction, without ``durable``, the write is now and a 
 raises ``QueueUnavailable`` (fail fast).
 """
 
+import contextlib
 import datetime as dt
 import logging
 import math
@@ -388,21 +389,7 @@ def _enqueue(
     )
     _apply_limit(job, limit)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
-    if tracing.on:  # the PRODUCER span ``send <queue>``; the job carries its context (queues/tracing/)
-        from queues.tracing import spans
-
-        with spans.sending(name, [job]):
-            placed = _place(
-                queue,
-                job,
-                when,
-                name=name,
-                unique=unique,
-                explicit_id=job_id is not None,
-                fail_fast=fail_fast,
-                durable=durable,
-            )
-    else:
+    with _sending_span(name, job):
         placed = _place(
             queue,
             job,
@@ -416,6 +403,16 @@ def _enqueue(
     if batch is not None and placed is job and not testing.inline_on():
         batch.joined([job.id])  # a unique key's waiting job (another one) is not a member
     return placed
+
+
+def _sending_span(name, job):
+    """The PRODUCER span ``send <queue>`` when tracing is on (the job carries its context: queues/tracing/),
+    else nothing."""
+    if not tracing.on:
+        return contextlib.nullcontext()
+    from queues.tracing import spans
+
+    return spans.sending(name, [job])
 
 
 def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
