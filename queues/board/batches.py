@@ -18,9 +18,7 @@ Reads go through the panel's bounded client; a key of the wrong type is reported
 WRONGTYPE never answers 503). Every text shown (descriptions are user text) is escaped by the templates.
 """
 
-import datetime as dt
 import functools
-import json
 import re
 from urllib.parse import urlencode
 
@@ -39,9 +37,9 @@ from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.workflows import chains
-from queues.workflows.batches import KINDS, SETS
+from queues.workflows.batches import SETS
 from queues.workflows.cancel import cancel_batch
-from queues.workflows.state import STATES, BatchState
+from queues.workflows.state import from_hash
 
 PAGE = 25  # batches a page of the list
 MAX_START = 1_000_000  # the index holds at most index.MAX_ENTRIES
@@ -75,45 +73,11 @@ def _int(value):
         return 0
 
 
-def _time(value):
-    try:
-        return dt.datetime.fromtimestamp(float(value or ""), dt.UTC)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _owner(stored):
-    try:
-        return json.loads(stored) if stored else None
-    except ValueError:
-        return None
-
-
 def _parse(batch_id, found, counts):
     """(``BatchState``, its hash's fields) from the hash and the sizes of its ``SETS``, read as
-    ``queues.batch_state`` reads them (``queues/workflows/state.py``), through the panel's client."""
-    fields = {_text(k): _text(v) for k, v in found.items()}
+    ``queues.batch_state`` reads them, through the panel's client."""
     members, done, dead, _adders, canceled = counts
-    state = fields.get("state", "")
-    if "total" in fields:  # succeeded: the counts frozen in the hash, the sets dropped (scripts.py)
-        members, done, dead = (_int(fields.get(name)) for name in ("total", "finished", "dead"))
-    counted = done + dead + (canceled if state == "canceled" else 0)
-    batch = BatchState(
-        id=batch_id,
-        state=state if state in STATES else "unknown",
-        total=members,
-        pending=max(members - counted, 0),
-        finished=done,
-        dead=dead,
-        canceled=canceled,
-        created_at=_time(fields.get("created_at")),
-        finished_at=_time(fields.get("finished_at")),
-        description=fields.get("description", ""),
-        owner=_owner(fields.get("owner")),
-        callbacks={f"on_{kind}": fields[f"cb_{kind}"] for kind in KINDS if f"cb_{kind}" in fields},
-        fired={f"on_{kind}": fields[f"fired_{kind}"] for kind in KINDS if f"fired_{kind}" in fields},
-    )
-    return batch, fields
+    return from_hash(batch_id, found, (members, done, dead, canceled))
 
 
 def read(connection, batch_ids):

@@ -75,23 +75,19 @@ def _owner(stored: str | None) -> object:
         return None
 
 
-def batch_state(batch_id: str) -> BatchState | None:
-    """The batch ``batch_id``, or None for an unknown (or expired) id."""
-    if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 200:
-        return None
-    with get_connection().pipeline(transaction=False) as pipe:
-        pipe.hgetall(keys.batch_key(batch_id))
-        for part in SETS:
-            pipe.scard(keys.batch_key(batch_id, part))
-        found, members, done, dead, _adders, canceled = pipe.execute()
-    if not found:
-        return None
+def from_hash(
+    batch_id: str, found: dict[bytes, bytes] | dict[str, str], counts: tuple[int, int, int, int]
+) -> tuple[BatchState, dict[str, str]]:
+    """(``BatchState``, the hash's fields as text) from a batch's hash and the sizes of its members, done,
+    dead and canceled sets: how ``batch_state`` and the panel's Batches pages (``queues/board/batches.py``)
+    read one batch."""
     fields = {_text(k): _text(v) for k, v in found.items()}
+    members, done, dead, canceled = counts
     state = fields.get("state", "")
     if "total" in fields:  # succeeded: the counts frozen in the hash, the sets dropped (scripts.py)
         members, done, dead = (_int(fields.get(name)) for name in ("total", "finished", "dead"))
     counted = done + dead + (canceled if state == "canceled" else 0)
-    return BatchState(
+    batch = BatchState(
         id=batch_id,
         state=state if state in STATES else "unknown",
         total=members,
@@ -106,3 +102,18 @@ def batch_state(batch_id: str) -> BatchState | None:
         callbacks={f"on_{kind}": fields[f"cb_{kind}"] for kind in KINDS if f"cb_{kind}" in fields},
         fired={f"on_{kind}": fields[f"fired_{kind}"] for kind in KINDS if f"fired_{kind}" in fields},
     )
+    return batch, fields
+
+
+def batch_state(batch_id: str) -> BatchState | None:
+    """The batch ``batch_id``, or None for an unknown (or expired) id."""
+    if not isinstance(batch_id, str) or not batch_id or len(batch_id) > 200:
+        return None
+    with get_connection().pipeline(transaction=False) as pipe:
+        pipe.hgetall(keys.batch_key(batch_id))
+        for part in SETS:
+            pipe.scard(keys.batch_key(batch_id, part))
+        found, members, done, dead, _adders, canceled = pipe.execute()
+    if not found:
+        return None
+    return from_hash(batch_id, found, (members, done, dead, canceled))[0]
