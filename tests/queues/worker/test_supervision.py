@@ -4,7 +4,6 @@ with a real child process (queues/worker/supervision.py)."""
 import logging
 import os
 import signal
-import time
 
 from rq.job import JobStatus
 
@@ -102,9 +101,8 @@ def test_the_watch_kills_the_horse_when_the_grace_period_of_a_stop_runs_out():
     stop = StopState(0.5)
     stop.request(running=True)
     calls = []
-    started = time.monotonic()
+    # the child would sleep 30 s and exit 0: ended by SIGKILL proves the watch killed it (no timing asserted)
     pid, status, _ = _watch(_child(30), stop, calls).wait(poll=0.1)
     assert calls.count("kill") == 1
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
     assert stop.interrupted == "the shutdown grace period of 0.5 s ran out"
-    assert time.monotonic() - started < 30
