@@ -209,8 +209,12 @@ def test_a_get_of_a_list_writes_nothing(client, queue_redis):
 
 
 def test_the_queue_page_counts_every_state_in_at_most_5_round_trips(client, queue_redis, round_trips):
+    from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
+
     for state in LISTS:
         plant(state, 100)
+    queue_redis.set(RQScheduler.get_locking_key("default"), "worker-7")  # what rq's scheduler writes
+    queue_redis.hset(SCHEDULER_KEY_TEMPLATE % "worker-7", "pid", 4242)
     response = round_trips.get(client, f"{PANEL}/{DEFAULT}/details/")
     html = response.content.decode()
     assert response.status_code == 200
@@ -219,7 +223,7 @@ def test_the_queue_page_counts_every_state_in_at_most_5_round_trips(client, queu
         assert re.search(rf'<a href="{PANEL}/{DEFAULT}/{path}"[^>]*>100</a>', html), state
     assert f'<a href="{PANEL}/{DEFAULT}/canceled/" id="canceled-jobs">100</a>' in html
     assert '<span class="queue-band" data-band="normal">normal 100</span>' in html
-    assert 'id="scheduler-pid">none (no worker' in html
+    assert 'id="scheduler-pid">4242<' in html
     assert 'id="held-jobs"' in html
     assert f'href="{PANEL}/{DEFAULT}/queued-0000/"' in html and f'href="{PANEL}/{DEFAULT}/queued-0099/"' in html
 
