@@ -3,7 +3,8 @@
 Two queue-wide views are replaced rather than wrapped, for the 200,000-job case: django-rq's
 "Delete All" failed jobs loads every job at once with rq's default (pickle) serializer, and its
 "Requeue All" makes three round trips per job. Ours walk the failed registry in chunks of
-``CHUNK`` ids with pipelines, with the JSON job class. Their confirmation pages stay django-rq's.
+``CHUNK`` ids with pipelines, with the JSON job class. Their GET is our confirmation page
+(``queues/confirm_queue_action.html``: one count, one round trip).
 
 A corrupt job never stops them: "Delete All" deletes its keys, "Requeue All" leaves it in the failed
 registry and says how many it skipped (rq_actions' docstring has the rule for every action).
@@ -11,12 +12,13 @@ registry and says how many it skipped (rq_actions' docstring has the rule for ev
 
 import redis
 from django.contrib import messages
-from django.shortcuts import redirect
-from django_rq import views as rq_views
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 
 from queues import audit, rqcompat
+from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index, wrong_type  # poison-proof ids and counts
 from queues.board.rq_actions import audit_outcome, mark_rows
 from queues.failures.operations import lives_elsewhere
@@ -24,12 +26,37 @@ from queues.jobs import read as jobread
 from queues.models import DeadLetter
 
 CHUNK = 500
+CRUMBS = {"empty": "Empty", "requeue": "Requeue All", "delete": "Delete All"}
 
 
+def _confirm(request, queue_index, kind):
+    """The GET of a queue-wide action: "Are you sure?", with the number of jobs it acts on."""
+    queue = get_queue_by_index(queue_index)
+    total = queue.failed_job_registry.get_job_count() if kind != "empty" else None
+    context = {
+        **panel_context(request),
+        "title": "Are you sure?",
+        "queue": queue,
+        "queue_index": queue_index,
+        "kind": kind,
+        "crumb": CRUMBS[kind],
+        "total_jobs": total,
+    }
+    return render(request, "queues/confirm_queue_action.html", context)
+
+
+def _empty(request, queue, queue_index):
+    """rq's ``empty`` of every band (the queue's Lua: each job and its results deleted)."""
+    queue.empty()
+    messages.info(request, f"You have successfully cleared the queue {queue.name}")
+    return redirect("django_rq:jobs", queue_index)
+
+
+@never_cache
 def empty_queue(request, queue_index):
-    """django-rq's "Empty queue", audited with the count and the first ids of what it removes."""
+    """ "Empty queue", audited with the count and the first ids of what it removes."""
     if request.method != "POST":
-        return rq_views.clear_queue(request, queue_index)
+        return _confirm(request, queue_index, "empty")
     queue = get_queue_by_index(queue_index)
     count = queue.count
     first_ids = queue.get_job_ids(0, audit.MAX_JOB_IDS - 1)
@@ -37,7 +64,7 @@ def empty_queue(request, queue_index):
     if kind not in (b"list", b"none"):
         return _empty_wrong_type(request, queue, queue_index, jobread.text(kind))
     try:
-        response = rq_views.clear_queue(request, queue_index)
+        response = _empty(request, queue, queue_index)
     except Exception as exc:
         audit.record(request, "empty", queue.name, first_ids, "error", f"{type(exc).__name__}: {exc}")
         raise
@@ -113,10 +140,11 @@ def _act_on_all_failed(request, queue, action, per_job, mark, verb, delete_corru
     return done, gone, corrupt
 
 
+@never_cache
 def delete_all_failed(request, queue_index):
     """Delete every failed job of a queue, in chunks (replaces django-rq's ``delete_failed_jobs``)."""
     if request.method != "POST":
-        return rq_views.delete_failed_jobs(request, queue_index)
+        return _confirm(request, queue_index, "delete")
     queue = get_queue_by_index(queue_index)
 
     def delete(pipe, job):
@@ -143,10 +171,11 @@ def delete_all_failed(request, queue_index):
     return redirect("django_rq:home")
 
 
+@never_cache
 def requeue_all_failed(request, queue_index):
     """Requeue every failed job of a queue, in chunks (replaces django-rq's ``requeue_all``)."""
     if request.method != "POST":
-        return rq_views.requeue_all(request, queue_index)
+        return _confirm(request, queue_index, "requeue")
     queue = get_queue_by_index(queue_index)
 
     def requeue(pipe, job):

@@ -21,7 +21,7 @@ templates' links resolve unchanged.
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
-from queues.board import batches, patches, periodic, queue_actions, rq_actions, search, views
+from queues.board import batches, lists, patches, periodic, queue_actions, rq_actions, search, views
 from queues.board.access import guard
 from queues.board.lookups import known
 from queues.logsafe import get_logger
@@ -66,11 +66,19 @@ DJANGO_RQ = {
 # django-rq URL name -> our view serving it (same URL arguments).
 SERVED_BY = {
     "home": views.home,
-    "queue_details": views.queue_details,
     "actions": rq_actions.bulk_actions,
     "clear": queue_actions.empty_queue,
     "requeue_all": queue_actions.requeue_all_failed,
     "delete_failed_jobs": queue_actions.delete_all_failed,
+    # lists (issue 33): the queue page, its job lists and the bulk confirmation (queues/board/lists.py).
+    "queue_details": lists.queue_details,
+    "jobs": lists.queued_jobs,
+    "finished_jobs": lists.finished_jobs,
+    "failed_jobs": lists.failed_jobs,
+    "scheduled_jobs": lists.scheduled_jobs,
+    "started_jobs": lists.started_jobs,
+    "deferred_jobs": lists.deferred_jobs,
+    "confirm_action": lists.confirm_bulk,
 }
 # django-rq URL name -> the audit action of its view (one job, ``rq_actions.audited``).
 AUDITED = {"delete_job": "delete", "requeue_job": "requeue", "enqueue_job": "enqueue", "stop_job": "stop"}
@@ -87,7 +95,7 @@ OURS = [
     ("pause/<str:name>/", views.pause_queue, "queues_pause", ACT),
     ("resume/<str:name>/", views.resume_queue, "queues_resume", ACT),
     # rq's canceled jobs of a queue (django-rq has no page for them), beside its finished/failed lists.
-    ("queues/<int:queue_index>/canceled/", views.canceled_jobs, "queues_canceled", READ),
+    ("queues/<int:queue_index>/canceled/", lists.canceled_jobs, "queues_canceled", READ),
     # Cancel a queued or scheduled job: GET confirms, POST cancels.
     ("queues/<int:queue_index>/<str:job_id>/cancel/", rq_actions.cancel, "queues_cancel", ACT),
     # Batches (issue 34): the list, a batch's page, its Cancel (GET confirms, POST cancels: audited).
