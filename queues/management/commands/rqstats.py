@@ -1,12 +1,12 @@
 """``manage.py rqstats``: the queues' counts per state, as django-rq's command printed them (its table, or
-``--json`` / ``--yaml``, ``--interval`` to poll), from the panel's statistics (``queues.board.stats``):
-JSON jobs only, nothing written, two round trips per Redis."""
+``--json``, ``--interval`` to poll; not its ``--yaml``, which needed PyYAML, no dependency of ours), from
+the panel's statistics (``queues.board.stats``): JSON jobs only, nothing written, two round trips per Redis."""
 
 import json
 import time
 
 import click
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from queues.board.stats import statistics
 
@@ -19,24 +19,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("-j", "--json", action="store_true", dest="json", help="Output statistics as JSON")
-        parser.add_argument("-y", "--yaml", action="store_true", dest="yaml", help="Output statistics as YAML")
         parser.add_argument("-i", "--interval", dest="interval", type=float, help="Poll statistics every N seconds")
 
     def handle(self, *args, **options):
         if options.get("json"):
             click.echo(json.dumps(statistics()))
-            return
-        if options.get("yaml"):
-            try:
-                import yaml
-            except ImportError as exc:
-                raise CommandError("PyYAML is not installed.") from exc
-
-            class NoAliases(yaml.SafeDumper):
-                def ignore_aliases(self, data):
-                    return True
-
-            click.echo(yaml.dump(statistics(), Dumper=NoAliases, default_flow_style=False))
             return
         interval = options.get("interval")
         if not interval:

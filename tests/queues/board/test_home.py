@@ -145,5 +145,3 @@ def test_rqstats_prints_the_table_and_the_json_of_the_statistics(
     found = {q["name"]: q for q in json.loads(capsys.readouterr().out)["queues"]}
     assert set(found["default"]) >= DJANGO_RQ_KEYS
     assert (found["default"]["jobs"], found["default"]["failed_jobs"]) == (3, 1)
-    call_command("rqstats", "--yaml")
-    assert "name: default" in capsys.readouterr().out
