@@ -14,6 +14,7 @@ import datetime
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from queues.keyspace import keys
 from queues.metrics import history
 
 BAR = 5  # px per minute
@@ -77,7 +78,22 @@ def charts(connection, now, names):
     """``[{"name", "svg", "completed", "failed", "sampled", "svg_72h", "completed_72h", "failed_72h",
     "sampled_72h"}]`` for each queue of ``names`` (in that order), from one read of the stored samples
     (both lists, one round trip). ``sampled`` is False before two samples exist."""
-    minute_samples, coarse_samples = history.read_both(connection)
+    return charts_of(history.read_both(connection), now, names)
+
+
+def samples(minute_reply, coarse_reply):
+    """``history.read_both``'s answer from the replies of its two LRANGEs, sent in another pipeline (the
+    dashboard's first round trip): an entry that is not a sample is skipped, a key that is not a list reads
+    as no history (both reported)."""
+    return (
+        history._parsed(keys.history_key(), minute_reply),
+        history._parsed(keys.history_coarse_key(), coarse_reply),
+    )
+
+
+def charts_of(both, now, names):
+    """``charts`` from ``(minute samples, ten-minute samples)`` already read."""
+    minute_samples, coarse_samples = both
     series = history.per_minute(minute_samples, now)
     coarse = history.per_ten_minutes(coarse_samples, now)
     rows = []

@@ -27,7 +27,9 @@ import datetime as dt
 import math
 
 import redis
+from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE
 from rq.serializers import JSONSerializer
+from rq.utils import utcparse
 from rq.worker import Worker
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
@@ -42,10 +44,19 @@ def members(connection, key):
     try:
         raw = connection.smembers(key)
     except redis.ResponseError as exc:
-        if "WRONGTYPE" not in str(exc):
-            raise
+        raw = exc
+    return members_of(key, raw)
+
+
+def members_of(key, raw):
+    """``members`` from an SMEMBERS reply (a set, or the error a pipeline returned for it)."""
+    if isinstance(raw, redis.ResponseError):
+        if "WRONGTYPE" not in str(raw):
+            raise raw
         entries.report(key, "not a set (WRONGTYPE): read as empty")
         return []
+    if isinstance(raw, Exception):
+        raise raw
     found = []
     for member in raw:
         try:
@@ -60,40 +71,128 @@ def worker_keys(connection, queue=None):
     return members(connection, WORKERS_BY_QUEUE_KEY % queue.name if queue is not None else Worker.redis_workers_keys)
 
 
+def worker_commands(pipe, worker_key):
+    """Queue the reads of one worker in ``pipe`` (TYPE, HSTRLEN of its queue list, HGETALL, SMEMBERS of
+    its executions): ``worker_reply`` reads their replies. Four commands, no round trip of its own."""
+    pipe.type(worker_key)
+    pipe.hstrlen(worker_key, "queues")
+    pipe.hgetall(worker_key)
+    pipe.smembers(WORKER_EXECUTIONS_KEY_TEMPLATE.format(worker_key[len(Worker.redis_worker_namespace_prefix) :]))
+
+
+WORKER_COMMANDS = 4
+
+
+def worker_reply(worker_key, replies):
+    """``(fields, execution composite keys)`` of a worker from the replies of ``worker_commands``, or
+    ``(None, [])`` for one that is gone (left out, nothing written) or that rq cannot read (reported).
+    ``fields``: rq's worker attributes (name, key, hostname, ip_address, pid, version, python_version,
+    state, last_heartbeat, birth_date, failed/successful_job_count, total_working_time, queue_names)."""
+    kind, queues_length, raw, executions = replies
+    for reply in replies:
+        if isinstance(reply, (redis.ConnectionError, redis.TimeoutError)):
+            raise reply
+    if kind == b"none":
+        return None, []  # gone: rq would SREM it from the set, a page writes nothing
+    if kind != b"hash":
+        entries.report(worker_key, f"a {entries.text(kind)}, not a worker's hash: left out")
+        return None, []
+    if isinstance(queues_length, int) and queues_length > entries.WORKER_QUEUES_BYTES:
+        entries.report(worker_key, f"its queue list is over {entries.WORKER_QUEUES_BYTES} bytes: left out")
+        return None, []
+    try:
+        if isinstance(raw, Exception):
+            raise raw
+        data = {k.decode("utf-8"): v.decode("utf-8") for k, v in raw.items()}
+        fields = {
+            "key": worker_key,
+            "name": worker_key[len(Worker.redis_worker_namespace_prefix) :],
+            "hostname": data.get("hostname") or None,
+            "ip_address": data.get("ip_address") or None,
+            "pid": int(data["pid"]) if data.get("pid") else None,
+            "version": data.get("version") or "",
+            "python_version": data.get("python_version") or "",
+            "state": data.get("state", "?"),
+            "last_heartbeat": utcparse(data["last_heartbeat"]) if data.get("last_heartbeat") else None,
+            "birth_date": utcparse(data["birth"]) if data.get("birth") else None,
+            "failed_job_count": int(data["failed_job_count"]) if data.get("failed_job_count") else 0,
+            "successful_job_count": int(data["successful_job_count"]) if data.get("successful_job_count") else 0,
+            "total_working_time": float(data["total_working_time"]) if data.get("total_working_time") else 0,
+            "queue_names": data["queues"].split(",") if data.get("queues") else [],
+        }
+    except Exception as exc:  # noqa: BLE001 — whatever the hash holds, it is not a worker rq can read
+        entries.report(worker_key, f"not a worker rq can read ({type(exc).__name__}): left out")
+        return None, []
+    if isinstance(executions, redis.ResponseError):
+        entries.report(worker_key, f"its executions cannot be read ({executions})")
+        executions = set()
+    composite = sorted(m.decode("utf-8", "replace") for m in executions or ())
+    return fields, composite
+
+
+def read_workers(connection, worker_keys):
+    """``[(fields, execution composite keys)]`` of ``worker_keys`` (``worker_reply``; unreadable or gone
+    ones left out) in one round trip whatever their number."""
+    checked = []
+    for key in worker_keys:
+        key = entries.text(key)
+        if key.startswith(Worker.redis_worker_namespace_prefix):
+            checked.append(key)
+        else:
+            entries.report(key, "not a worker key: left out")
+    if not checked:
+        return []
+    with connection.pipeline(transaction=False) as pipe:
+        for key in checked:
+            worker_commands(pipe, key)
+        replies = pipe.execute(raise_on_error=False)
+    found = []
+    for i, key in enumerate(checked):
+        fields, executions = worker_reply(key, replies[i * WORKER_COMMANDS : (i + 1) * WORKER_COMMANDS])
+        if fields is not None:
+            found.append((fields, executions))
+    return found
+
+
 class JSONWorker(Worker):
     """rq's Worker as the panel reads it: JSON serializer and jobs whatever the caller passes, its sets
-    and hashes read without raising or writing (the module's table)."""
+    and hashes read without raising or writing (the module's table), pipelined (``read_workers``)."""
 
     @classmethod
     def find_by_key(cls, worker_key, connection, job_class=None, queue_class=None, serializer=None):
-        worker_key = entries.text(worker_key)
-        if not worker_key.startswith(cls.redis_worker_namespace_prefix):
-            entries.report(worker_key, "not a worker key: left out")
-            return None
-        try:
-            kind = connection.type(worker_key)
-            if kind == b"none":
-                return None  # gone: rq would SREM it from the set, a page writes nothing
-            if kind != b"hash":
-                entries.report(worker_key, f"a {entries.text(kind)}, not a worker's hash: left out")
-                return None
-            if connection.hstrlen(worker_key, "queues") > entries.WORKER_QUEUES_BYTES:  # rq builds a queue per name
-                entries.report(worker_key, f"its queue list is over {entries.WORKER_QUEUES_BYTES} bytes: left out")
-                return None
-            return super().find_by_key(
-                worker_key, connection, job_class=OptimaJob, queue_class=OptimaQueue, serializer=JSONSerializer
-            )
-        except (redis.ConnectionError, redis.TimeoutError):
-            raise
-        except Exception as exc:  # noqa: BLE001 — whatever the hash holds, it is not a worker rq can read
-            entries.report(worker_key, f"not a worker rq can read ({type(exc).__name__}): left out")
-            return None
+        found = read_workers(connection, [worker_key])
+        return cls.from_fields(found[0][0], connection) if found else None
+
+    @classmethod
+    def from_fields(cls, fields, connection):
+        """The worker of ``readers.worker_reply``'s fields (no read)."""
+        worker = cls(
+            [],
+            fields["name"],
+            connection=connection,
+            job_class=OptimaJob,
+            queue_class=OptimaQueue,
+            prepare_for_work=False,
+            serializer=JSONSerializer,
+        )
+        for name in ("hostname", "ip_address", "pid", "version", "python_version", "last_heartbeat", "birth_date"):
+            setattr(worker, name, fields[name])
+        for name in ("failed_job_count", "successful_job_count", "total_working_time"):
+            setattr(worker, name, fields[name])
+        worker._state = fields["state"]
+        worker.queues = [
+            OptimaQueue(name, connection=connection, job_class=OptimaJob, serializer=JSONSerializer)
+            for name in fields["queue_names"]
+        ]
+        return worker
 
     @classmethod
     def all(cls, connection=None, job_class=None, queue_class=None, queue=None, serializer=None):
         connection = queue.connection if queue is not None else connection
-        found = (cls.find_by_key(key, connection) for key in worker_keys(connection, queue))
-        return [worker for worker in found if worker is not None]
+        return [
+            cls.from_fields(fields, connection)
+            for fields, _ in read_workers(connection, worker_keys(connection, queue))
+        ]
 
     @classmethod
     def all_keys(cls, connection=None, queue=None):

@@ -21,7 +21,7 @@ templates' links resolve unchanged.
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
-from queues.board import batches, lists, patches, periodic, queue_actions, rq_actions, search, views
+from queues.board import batches, lists, patches, periodic, queue_actions, rq_actions, search, views, workers
 from queues.board.access import guard
 from queues.board.lookups import known
 from queues.logsafe import get_logger
@@ -34,11 +34,11 @@ app_name = "django_rq"
 
 READ, ACT = "read", "act"
 
-# Every URL name of django-rq's URLconf (checked against 4.2.0) -> the permission it needs.
+# Every URL name of django-rq's URLconf (checked against 4.2.0) -> the permission it needs; not its
+# "metrics" (Prometheus text: ours is /metrics) nor rq's cron pages (not run here): they answer 404.
 DJANGO_RQ = {
     "home": READ,
     "home_json": READ,
-    "metrics": READ,
     "jobs": READ,
     "queue_details": READ,
     "finished_jobs": READ,
@@ -51,8 +51,6 @@ DJANGO_RQ = {
     "workers": READ,
     "worker_details": READ,
     "scheduler_jobs": READ,
-    "cron_scheduler_detail": READ,
-    "cron_job_detail": READ,
     "delete_job": ACT,
     "requeue_job": ACT,
     "enqueue_job": ACT,
@@ -65,7 +63,12 @@ DJANGO_RQ = {
 }
 # django-rq URL name -> our view serving it (same URL arguments).
 SERVED_BY = {
+    # Home, workers, rq-scheduler's jobs, stats.json (issue 33, part "home").
     "home": views.home,
+    "home_json": views.home_json,
+    "workers": workers.workers,
+    "worker_details": workers.worker_details,
+    "scheduler_jobs": workers.scheduler_jobs,
     "actions": rq_actions.bulk_actions,
     "clear": queue_actions.empty_queue,
     "requeue_all": queue_actions.requeue_all_failed,

@@ -1,5 +1,5 @@
-"""The panel's own pages: the home page (django-rq's queue table plus pause/resume and job search),
-pause and resume, "find a job by id" and the canceled jobs of a queue. Everything else is django-rq's
+"""The panel's own pages: the home page (the queue table plus pause/resume and job search) and its
+``stats.json``, pause and resume, "find a job by id" and the canceled jobs of a queue. Everything else is django-rq's
 (see ``urls.py``, which puts every view, these too, behind ``access.guard``)."""
 
 import re
@@ -8,12 +8,12 @@ import time
 import redis
 from django.contrib import messages
 from django.db import DatabaseError
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_rq.settings import get_queues_list, get_queues_map
-from django_rq.stats_views import RQCollector
 from django_rq.utils import DEFAULT_ITEMS_PER_PAGE, get_displayable_connection_kwargs, paginate
 
 from queues import audit, conf
@@ -22,12 +22,13 @@ from queues.board import history as board_history
 from queues.board.access import panel_context
 from queues.board.readers import JSONWorker
 from queues.board.readonly import get_jobs, get_queue_by_index
-from queues.board.stats import scheduler_statistics, statistics
+from queues.board.stats import collect, statistics
 from queues.catalog import pause
 from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
+from queues.metrics import history as metrics_history
 from queues.models import DeadLetter
 from queues.producer import limits
 
@@ -36,33 +37,49 @@ JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
 
 @never_cache
 def home(request):
-    """The panel's dashboard (queues/board.html): django-rq's statistics and counts per state (its
-    ``get_statistics`` keys, read by ``stats``), pause state, held jobs, job search and the recent
-    history; no "Cron Schedulers" box (rq's cron, which we do not run)."""
+    """The panel's dashboard (queues/board.html): the counts per state of every queue (``stats``: django-rq's
+    ``get_statistics`` keys), pause state, held jobs, job search, rq-scheduler's jobs and the recent history;
+    no "Cron Schedulers" box (rq's cron, which we do not run). At most 4 round trips whatever the number of
+    queues: the counts with the paused set and the history samples, the head jobs, the limit keys (two)."""
     # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
-    stats = statistics()
-    paused = set(readers.members(bounded.connection(), keys.paused_key()))
+    stats, schedulers, extra = collect(
+        {
+            "paused": lambda pipe: pipe.smembers(keys.paused_key()),
+            "history": lambda pipe: pipe.lrange(keys.history_key(), 0, metrics_history.SAMPLES - 1),
+            "history_72h": lambda pipe: pipe.lrange(keys.history_coarse_key(), 0, metrics_history.COARSE_SAMPLES - 1),
+        }
+    )
+    paused = set(readers.members_of(keys.paused_key(), extra["paused"]))
+    names = [q["name"] for q in stats["queues"]]
     # Jobs held back by their limit key (queues/producer/limits.py): outside the queue list, so not in
     # django-rq's counts; per queue, and its busiest keys.
-    in_use = _keys_in_use(bounded.connection(), [q["name"] for q in stats["queues"]])
+    in_use = _keys_in_use(bounded.connection(), names)
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
         queue["limit_keys"] = in_use.get(queue["name"], [])
         queue["held_jobs"] = sum(use.held for use in queue["limit_keys"])
+    samples = board_history.samples(extra["history"], extra["history_72h"])
     context = {
         **panel_context(request),
         **stats,
-        **scheduler_statistics(),
-        "view_metrics": RQCollector is not None,
+        **schedulers,
         # Not rq's cron schedulers: this project runs rq-scheduler, so django-rq's box is left out.
-        # Completed/failed per minute, from the workers' once-a-minute samples (one LRANGE, no write).
-        "history": board_history.charts(bounded.connection(), time.time(), [q["name"] for q in stats["queues"]]),
+        # Completed/failed per minute, from the workers' once-a-minute samples (read with the counts, no write).
+        "history": board_history.charts_of(samples, time.time(), names),
         "can_act": request.queue_access.can_act,
         "access": request.queue_access,
         "prefix": conf.prefix(),
     }
     return render(request, "queues/board.html", context)
+
+
+@never_cache
+def home_json(request, token=None):
+    """django-rq's ``stats.json`` (same shape: ``{"queues": [...]}`` of ``get_statistics``' keys, plus
+    ``canceled_jobs`` and ``problems``), behind the panel's access like every page: a token in the URL
+    (django-rq's ``stats.json/<token>``) is no way around it."""
+    return JsonResponse(statistics())
 
 
 def _keys_in_use(connection, names):

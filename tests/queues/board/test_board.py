@@ -333,9 +333,6 @@ WORKER_PREFIX = Worker.redis_worker_namespace_prefix
         "/admin/queues/workers/99/",
         f"/admin/queues/workers/99/{WORKER_PREFIX}w1/",
         "/admin/queues/schedulers/99/",
-        "/admin/queues/cron-schedulers/99/s1/",
-        "/admin/queues/cron-schedulers/0/no-such-scheduler/",
-        "/admin/queues/cron-schedulers/0/no-such-scheduler/jobs/x/",
     ],
 )
 def test_an_unknown_queue_or_scheduler_index_answers_404(client, queue_redis, path):

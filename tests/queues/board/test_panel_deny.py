@@ -36,8 +36,15 @@ CHANGING_METHODS = ("post", "put", "patch", "delete", "options")
 # --- every django-rq URL is classified; the classification is what is mounted ------------------
 
 
+# Left out of the panel on purpose (issue 33): django-rq's Prometheus page (ours is /metrics) and rq's cron
+# pages (this project runs rq-scheduler): not mounted, they answer the admin's 404.
+REMOVED = {"metrics", "cron_scheduler_detail", "cron_job_detail"}
+
+
 def test_every_url_of_django_rqs_urlconf_is_classified_read_or_act():
-    unclassified = sorted({f"{p.name} (/{p.pattern})" for p in rq_urls.urlpatterns if p.name not in DJANGO_RQ})
+    unclassified = sorted(
+        {f"{p.name} (/{p.pattern})" for p in rq_urls.urlpatterns if p.name not in DJANGO_RQ and p.name not in REMOVED}
+    )
     assert unclassified == [], (
         f"django-rq {version('django-rq')} serves URLs that queues/board/urls.py DJANGO_RQ does not classify "
         f"(they answer 404 until it does: READ for a page that only reads, ACT for anything else): {unclassified}"
@@ -67,7 +74,7 @@ def test_a_url_django_rq_adds_later_is_not_mounted_and_is_logged(monkeypatch, ca
         mounted = board_urls.django_rq_patterns()
     assert "purge_queue" not in {p.name for p in mounted}
     assert {p.name for p in mounted} == set(DJANGO_RQ)
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if not any(f"'{name}'" in r.getMessage() for name in REMOVED)] == [
         "django-rq serves /purge/<int:queue_index>/ (URL name 'purge_queue'), which queues/board/urls.py "
         "does not classify as read or act: not mounted, it answers 404"
     ]

@@ -1,0 +1,147 @@
+"""The panel's home page, its stats.json and ``manage.py rqstats`` (queues/board/stats.py, views.home): counts
+per state of every queue in a few round trips, django-rq 4.2's JSON shape, poison shown not raised; django-rq's
+metrics and rq's cron pages are gone from the panel."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+import queues
+from queues.catalog.lookup import get_queue
+from queues.keyspace import keys
+from queues.worker import pause
+from tests.support.panel import dead_job, make_staff, registered_worker
+from tests.support.roundtrips import round_trips_fixture  # noqa: F401 (the fixture "round_trips")
+
+pytestmark = pytest.mark.django_db
+
+DEFAULT = 1  # django-rq numbers queues by sorted name: content 0, default 1, orders-sync 2, repricer 3.
+# django-rq 4.2's get_statistics keys of a queue (stats.json, rqstats --json): scrapers read these.
+DJANGO_RQ_KEYS = {
+    "name",
+    "jobs",
+    "oldest_job_timestamp",
+    "index",
+    "connection_kwargs",
+    "scheduler_pid",
+    "workers",
+    "finished_jobs",
+    "started_jobs",
+    "deferred_jobs",
+    "failed_jobs",
+    "scheduled_jobs",
+}
+
+
+@pytest.fixture
+def client(settings):
+    settings.OPTIMA_ENV = "dev"
+    return Client()
+
+
+def dumps(connection, settings):
+    """Every key of the prefix and its value, but the count of reported entries (``entries.report``'s own)."""
+    found = connection.scan_iter(match=f"{settings.QUEUE_PREFIX}*")
+    return {k: connection.dump(k) for k in found if not k.endswith(b":quarantined")}
+
+
+def enqueue_many(django_capture_on_commit_callbacks, name, count):
+    with django_capture_on_commit_callbacks(execute=True):
+        return [queues.enqueue(name, "tests.jobs.sample.add", i, 1) for i in range(count)]
+
+
+def test_home_counts_every_state_of_every_queue_in_at_most_5_round_trips(
+    client, queue_redis, round_trips, django_capture_on_commit_callbacks
+):
+    enqueue_many(django_capture_on_commit_callbacks, "default", 100)
+    for _ in range(3):
+        dead_job("default")
+    dead_job("orders-sync")
+    registered_worker(queue_redis, "w1", "default")
+    pause.pause("content")
+    response = round_trips.get(client, "/admin/queues/")
+    assert response.status_code == 200
+    assert round_trips.count <= 5, round_trips.sent
+    rows = {q["name"]: q for q in response.context["queues"]}
+    assert (rows["default"]["jobs"], rows["default"]["failed_jobs"], rows["default"]["workers"]) == (100, 3, 1)
+    assert rows["default"]["oldest_job_timestamp"] not in ("-", "corrupt")
+    assert rows["orders-sync"]["failed_jobs"] == 1
+    assert (rows["content"]["paused"], rows["default"]["paused"]) == (True, False)
+    html = response.content.decode()
+    assert 'href="/admin/queues/queues/1/failed/">3</a>' in html
+    assert 'href="/admin/queues/workers/1/">1</a>' in html
+    assert 'href="/admin/queues/stats.json/"' in html
+    assert "View Metrics" not in html and "Cron Schedulers" not in html
+    assert 'value="Resume content"' in html
+
+
+def test_home_of_empty_queues_shows_dashes_and_the_scheduler_box(client, queue_redis):
+    response = client.get("/admin/queues/")
+    rows = {q["name"]: q for q in response.context["queues"]}
+    assert rows["default"]["oldest_job_timestamp"] == "-"
+    assert rows["default"]["jobs"] == 0
+    ((where, scheduler),) = response.context["schedulers"].items()
+    assert scheduler == {"count": 0, "index": 0}
+    assert f'href="/admin/queues/schedulers/0/">{where}</a>' in response.content.decode()
+
+
+def test_stats_json_has_django_rqs_shape_and_the_homes_counts(client, queue_redis, django_capture_on_commit_callbacks):
+    enqueue_many(django_capture_on_commit_callbacks, "default", 2)
+    dead_job("default")
+    for path in ("/admin/queues/stats.json", "/admin/queues/stats.json/sometoken/"):
+        response = client.get(path)
+        assert response.status_code == 200
+        found = {q["name"]: q for q in response.json()["queues"]}
+        assert sorted(found) == ["content", "default", "orders-sync", "repricer"]
+        for queue in found.values():
+            assert set(queue) == DJANGO_RQ_KEYS | {"canceled_jobs", "problems"}
+        default = found["default"]
+        assert (default["jobs"], default["failed_jobs"], default["index"]) == (2, 1, DEFAULT)
+        assert default["connection_kwargs"]["db"] == queue_redis.connection_pool.connection_kwargs["db"]
+        assert "password" not in default["connection_kwargs"]
+
+
+def test_a_poison_head_job_and_a_key_of_the_wrong_type_are_shown_not_raised(client, queue_redis, settings):
+    queue = get_queue("default")
+    queue_redis.rpush(queue.key, "planted")
+    queue_redis.hset(keys.job_key("planted"), "no-data", "x")
+    queue_redis.set(queue.failed_job_registry.key, "a string, not a zset")
+    before = dumps(queue_redis, settings)
+    response = client.get("/admin/queues/")
+    assert response.status_code == 200
+    default = {q["name"]: q for q in response.context["queues"]}["default"]
+    assert (default["oldest_job_timestamp"], default["jobs"], default["failed_jobs"]) == ("corrupt", 1, 0)
+    assert default["problems"] == [f"{queue.failed_job_registry.key} is a string, not a zset"]
+    assert "queue-corrupt" in response.content.decode()
+    assert client.get("/admin/queues/stats.json").json()["queues"][DEFAULT]["failed_jobs"] == 0
+    assert dumps(queue_redis, settings) == before
+
+
+def test_django_rqs_metrics_and_rqs_cron_pages_are_gone_from_the_panel(prod, django_user_model):
+    staff = Client()
+    staff.force_login(make_staff(django_user_model, "ops", "queues.view_queue_panel"))
+    assert staff.get("/admin/queues/").status_code == 200
+    for path in (
+        "/admin/queues/metrics/",
+        "/admin/queues/metrics",
+        "/admin/queues/cron-schedulers/0/s1/",
+        "/admin/queues/cron-schedulers/0/s1/jobs/c1/",
+    ):
+        assert staff.get(path).status_code == 404, path
+
+
+def test_rqstats_prints_the_table_and_the_json_of_the_statistics(
+    queue_redis, capsys, django_capture_on_commit_callbacks
+):
+    enqueue_many(django_capture_on_commit_callbacks, "default", 3)
+    dead_job("default")
+    call_command("rqstats")
+    table = capsys.readouterr().out
+    assert "| Name           |    Queued |    Active |  Deferred |  Finished |    Failed |   Workers |" in table
+    assert "| default        |         3 |         0 |         0 |         0 |         1 |         0 |" in table
+    call_command("rqstats", "--json")
+    found = {q["name"]: q for q in json.loads(capsys.readouterr().out)["queues"]}
+    assert set(found["default"]) >= DJANGO_RQ_KEYS
+    assert (found["default"]["jobs"], found["default"]["failed_jobs"]) == (3, 1)
