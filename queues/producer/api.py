@@ -410,7 +410,7 @@ def _sending_span(name, job):
     else nothing."""
     if not tracing.on:
         return contextlib.nullcontext()
-    from queues.tracing import spans
+    from queues.tracing import spans  # imports OpenTelemetry: only when tracing is on
 
     return spans.sending(name, [job])
 
