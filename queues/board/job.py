@@ -36,7 +36,7 @@ from rq.job import Job
 from rq.rate_limit import RateLimitRegistry
 from rq.results import Result
 
-from queues.board import batches
+from queues.board import batches, bounded
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index, wrong_type
 from queues.jobs import meta as jobmeta
@@ -209,7 +209,8 @@ def workflow(connection, job):
 @never_cache
 def job_detail(request, queue_index, job_id):
     queue = get_queue_by_index(queue_index)
-    found = read_page(queue.connection, job_id)
+    connection = bounded.connection()  # the request's bounded client (short timeouts, a deadline)
+    found = read_page(connection, job_id)
     job = found["job"]
     if job is None or jobread.is_corrupt(job):  # gone (or made corrupt) since ``lookups.known`` read it
         raise Http404(f"No job {job_id!r} in Redis (deleted, expired, or never there).")
@@ -235,7 +236,7 @@ def job_detail(request, queue_index, job_id):
         "dependents": found["dependents"],
         "more_dependencies": found["more_dependencies"],
         "more_dependents": found["more_dependents"],
-        "wf": workflow(queue.connection, job),
+        "wf": workflow(connection, job),
         "can_act": request.queue_access.can_act,
         "can_cancel": status in ("queued", "scheduled") or (hold is not None and hold.ahead is not None),
         "can_stop": status == "started",
@@ -251,7 +252,7 @@ def result_detail(request, queue_index, job_id, result_id):
     results stream still holds it; 404 otherwise."""
     key = keys.results_key(jobread.normal_id(job_id))
     try:
-        found = bool(get_queue_by_index(queue_index).connection.xrange(key, result_id, result_id, count=1))
+        found = bool(bounded.connection().xrange(key, result_id, result_id, count=1))
     except redis.ResponseError as exc:  # not a stream id, or a key of the wrong type
         found = "WRONGTYPE" in str(exc) and wrong_type(key, exc, False)
     if not found:
