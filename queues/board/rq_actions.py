@@ -105,8 +105,8 @@ DONE = {"delete": "deleted", "stop": "stopped", "enqueue": "enqueued", "requeue"
 
 
 def send_stop(queue, job):
-    """rq's stop-job command to the worker running ``job`` (rq's ``send_stop_job_command``, without its second
-    read of the job, with rq's default serializer): (True, "stop sent"), or (False, why) when none runs it."""
+    """rq's stop-job command to the worker running ``job`` (rq's ``send_stop_job_command`` without its own read of
+    the job, which unpickles nothing but reads it again): (True, "stop sent"), or (False, why) when none runs it."""
     worker_name = None if job is None or jobread.is_corrupt(job) else job.worker_name
     if not worker_name:
         return False, "the job is not running"
