@@ -11,14 +11,13 @@
   member lists then. An unknown or malformed id: 404.
 - ``cancel`` (``admin/queues/batches/<id>/cancel/``, the act permission): GET confirms, POST runs
   ``queues.cancel_batch(id, request=request)``, which audits.
-- ``with_workflow``: wraps django-rq's job page; ``request.queue_workflow`` then holds the job's batch and,
-  for a chain's step, the chain's state (templates/queues/_job_workflow.html).
+- ``job_workflow``: a job's batch and, for a chain's step, the chain's state, for the job page
+  (queues/board/job.py; templates/queues/_job_workflow.html).
 
 Reads go through the panel's bounded client; a key of the wrong type is reported once and left out (a
 WRONGTYPE never answers 503). Every text shown (descriptions are user text) is escaped by the templates.
 """
 
-import functools
 import re
 from urllib.parse import urlencode
 
@@ -326,14 +325,3 @@ def job_workflow(connection, job_id):
                 for step in chain.steps
             ]
     return shown
-
-
-def with_workflow(view):
-    """django-rq's job page, with ``request.queue_workflow`` (``job_workflow``) for its template."""
-
-    @functools.wraps(view)
-    def wrapper(request, queue_index, job_id, *args, **kwargs):
-        request.queue_workflow = job_workflow(bounded.connection(), job_id)
-        return view(request, queue_index, job_id, *args, **kwargs)
-
-    return wrapper

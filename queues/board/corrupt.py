@@ -22,7 +22,7 @@ from queues.failures.operations import mark_dead_letters
 from queues.jobs import read as jobread
 from queues.models import DeadLetter
 
-REFUSED = {"requeue_job_view": "requeued", "enqueue_job": "enqueued", "stop_job": "stopped"}
+REFUSED = {"requeue_job": "requeued", "enqueue_job": "enqueued", "stop_job": "stopped"}  # rq_actions' views
 
 
 @never_cache

@@ -1,11 +1,11 @@
-"""django-rq's own actions, audited.
+"""The panel's actions on jobs, audited: one job from its page, and the bulk actions of the lists.
 
-Each changing view of django-rq (delete, requeue, enqueue, stop, empty) is wrapped: it needs the
-act permission (``urls.py``), and a POST to it writes one audit row per job acted on (one row for a
-queue-wide action, holding the first ids and the count), with the outcome. The bulk actions
-(delete / requeue / stop / cancel of selected jobs) are ours (``bulk_actions``): job by job, each with its
-own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Stop, Enqueue and
-Requeue of one job ask first: their GET is a confirmation page (``confirm``), as Delete's and Cancel's are. Dead
+One job (``delete_job``, ``requeue_job``, ``enqueue_job``, ``stop_job``, at django-rq's URLs and names): its
+GET is a confirmation page (``confirm``: ``queues/confirm_job_action.html``), its POST acts (the act
+permission: ``urls.py``) and writes one audit row with the outcome: "ok", or "error" with why (Requeue of a job
+that is not in the failed registry, Enqueue of a queued one, Stop of a job no worker runs). The bulk actions
+(delete / requeue / stop / cancel of selected jobs) are ``bulk_actions``: job by job, each with its
+own outcome, so ``[a, missing, b]`` deletes a and b and reports the missing one. Dead
 letters follow the jobs: a failed job requeued from the panel marks its row ``retried``, a deleted
 one ``discarded``; a job stopped from the panel dies with a row ``stopped`` ("stopped by an operator",
 ``failures/mirror.py``), not ``open``, which follows a later requeue or delete the same way. (A requeued
@@ -20,20 +20,21 @@ Corrupt jobs (``jobread``: not UTF-8, no ``data``, garbage, a key of the wrong t
 queue) never stop an action: a delete deletes their keys (DEL of the hash and of the list/registry
 entry: the operator wants them gone), a requeue refuses them one by one and reports them
 ("Requeued 2 jobs." plus "1 of 3 jobs not requeued: <id>: corrupt ..."); "Requeue All" leaves them
-in the failed registry and says how many it skipped.
+in the failed registry and says how many it skipped. A corrupt job's own page and its one-job actions are
+``corrupt.respond``'s (``lookups.known``, by the view's name).
 """
-
-import functools
 
 import redis
 from django.contrib import messages
 from django.db.models import F
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django_rq import utils as rq_utils
-from django_rq import views as rq_views
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
+from rq.command import send_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.registry import FailedJobRegistry
 
@@ -60,18 +61,8 @@ def _failed_ids(queue, job_ids):
 
 
 def audit_outcome(response):
-    """The audit outcome of a django-rq view's response."""
+    """The audit outcome of a view's response (``queue_actions``)."""
     return "ok" if response.status_code < 400 else "error"
-
-
-def _enqueue_failed(request, queue, queue_index, job_id, view):
-    """ "Enqueue" from the page of a job in the failed registry (one stopped from the panel)."""
-    job = jobread.fetch(job_id, queue.connection)
-    if job is None or jobread.is_corrupt(job):
-        return view(request, queue_index, job_id)  # django-rq's own answer
-    requeue(queue, job, in_failed=True)
-    messages.info(request, f"You have successfully enqueued {job.id}")
-    return redirect("django_rq:job_detail", queue_index, job_id)
 
 
 def _mark_rows_of(action, failed_ids):
@@ -101,18 +92,57 @@ def mark_rows(job_ids, status, retried_as_self=False):
         ).update(**updates)
 
 
-# What the confirmation page (GET) of a one-job action says it does; the POST does it. django-rq's own GET
-# of these answers 405 (stop) or its "delete" page (enqueue, requeue); delete keeps django-rq's page.
+# --- one job, from its page: GET asks, POST acts ------------------------------------------------
+
+# What the confirmation page (GET) of a one-job action says it does; the POST does it.
 CONFIRMED = {
+    "delete": "Its hash and results are deleted and its id taken off its queue and registries: this cannot be undone.",
     "stop": "The worker running it kills its work horse: the job ends stopped, and is not retried.",
     "enqueue": "The job goes back to the tail of its queue and runs again with its arguments.",
     "requeue": "The failed job goes back to the tail of its queue with a full set of attempts.",
 }
+DONE = {"delete": "deleted", "stop": "stopped", "enqueue": "enqueued", "requeue": "requeued"}
 
 
-def confirm(request, queue, queue_index, job_id, action):
+def send_stop(queue, job):
+    """rq's stop-job command to the worker running ``job`` (rq's ``send_stop_job_command`` without its own read of
+    the job, which unpickles nothing but reads it again): (True, "stop sent"), or (False, why) when none runs it."""
+    worker_name = None if job is None or jobread.is_corrupt(job) else job.worker_name
+    if not worker_name:
+        return False, "the job is not running"
+    send_command(queue.connection, worker_name, "stop-job", job_id=job.id)
+    return True, "stop sent"
+
+
+def _delete(queue, job, in_failed):
+    with queue.connection.pipeline() as pipe:  # whichever priority band holds it
+        for key in keys.band_keys(queue.key):
+            pipe.lrem(key, 0, job.id)
+        pipe.execute()
+    job.delete()
+    return True, "deleted"
+
+
+def _requeue(queue, job, in_failed):
+    if not in_failed:
+        return False, f"it is not in the failed jobs of {queue.name} (it is {panel_state(job)})"
+    requeue(queue, job, in_failed=True)
+    return True, "requeued"
+
+
+def _enqueue(queue, job, in_failed):
+    status = job.get_status(refresh=False)
+    if not in_failed and str(getattr(status, "value", status)) == "queued":
+        return False, "it is queued already"
+    requeue(queue, job, in_failed)  # one in the failed registry (stopped from the panel) leaves it
+    return True, "enqueued"
+
+
+ACT = {"delete": _delete, "requeue": _requeue, "enqueue": _enqueue, "stop": lambda queue, job, _: send_stop(queue, job)}
+
+
+def confirm(request, queue, queue_index, job, action):
     """The page asking to confirm ``action`` on one job; its form posts to the same URL."""
-    job = jobread.fetch(job_id, queue.connection)
     return render(
         request,
         "queues/confirm_job_action.html",
@@ -129,33 +159,56 @@ def confirm(request, queue, queue_index, job_id, action):
     )
 
 
-def audited(view, action):
-    """Wrap one django-rq view that acts on one job (``job_id`` in the URL): a GET of the ``CONFIRMED``
-    ones asks first (``confirm``), a POST acts and is audited."""
+def one_job(request, queue_index, job_id, action):
+    """GET: the confirmation page. POST: ``action`` on the job, audited with its outcome, its dead-letter row
+    following it (``_mark_rows_of``); then the job's page (the queue's jobs after a delete) with a message."""
+    queue = get_queue_by_index(queue_index)
+    job = jobread.fetch(job_id, queue.connection)
+    if job is None or jobread.is_corrupt(job):  # gone (or made corrupt) since ``lookups.known`` read it
+        raise Http404(f"No job {job_id!r} in Redis (deleted, expired, or never there).")
+    if request.method != "POST":
+        return confirm(request, queue, queue_index, job, action)
+    failed = _failed_ids(queue, [job_id])
+    try:
+        ok, detail = ACT[action](queue, job, bool(failed))
+    except Exception as exc:
+        audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
+        raise
+    if ok:
+        _mark_rows_of(action, failed)
+    audit.record(request, action, queue.name, [job_id], "ok" if ok else "error", f"from the panel: {detail}")
+    if not ok:
+        messages.error(request, f"Job {job.id} not {DONE[action]}: {detail}.")
+        return redirect("django_rq:job_detail", queue_index, job_id)
+    messages.info(request, f"You have successfully {DONE[action]} {job.id}")
+    if action == "delete":
+        return redirect("django_rq:jobs", queue_index)
+    return redirect("django_rq:job_detail", queue_index, job_id)
 
-    @functools.wraps(view)
-    def wrapper(request, queue_index, job_id, *args, **kwargs):
-        if request.method != "POST":
-            if action in CONFIRMED:
-                return confirm(request, get_queue_by_index(queue_index), queue_index, job_id, action)
-            return view(request, queue_index, job_id, *args, **kwargs)
-        queue = get_queue_by_index(queue_index)
-        failed = _failed_ids(queue, [job_id])
-        try:
-            if action == "enqueue" and failed:  # django-rq's would leave it in the failed registry
-                response = _enqueue_failed(request, queue, queue_index, job_id, view)
-            else:
-                response = view(request, queue_index, job_id, *args, **kwargs)
-        except Exception as exc:
-            audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
-            raise
-        outcome = audit_outcome(response)
-        if outcome == "ok":
-            _mark_rows_of(action, failed)
-        audit.record(request, action, queue.name, [job_id], outcome, "from the panel")
-        return response
 
-    return wrapper
+# Each its own function: ``lookups.known`` hands a corrupt job's URL to ``corrupt.respond`` by the view's name.
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
+def delete_job(request, queue_index, job_id):
+    return one_job(request, queue_index, job_id, "delete")
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
+def requeue_job(request, queue_index, job_id):
+    return one_job(request, queue_index, job_id, "requeue")
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
+def enqueue_job(request, queue_index, job_id):
+    return one_job(request, queue_index, job_id, "enqueue")
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD", "POST"])
+def stop_job(request, queue_index, job_id):
+    return one_job(request, queue_index, job_id, "stop")
 
 
 # --- bulk actions: each job on its own ---------------------------------------------------------
@@ -168,8 +221,11 @@ def _act_on_one(queue, action, job_id, in_failed=False):
     a missing job, an invalid operation or a Redis error is this job's own outcome, and the others go on."""
     try:
         if action == "stop":
-            stopped, _ = rq_utils.stop_jobs(queue, [job_id])
-            return ("ok", "stop sent") if stopped else ("error", "not stopped: the job is not running")
+            try:
+                stopped, detail = send_stop(queue, jobread.fetch(job_id, queue.connection))
+            except Exception:  # noqa: BLE001 — as django-rq's stop_jobs: any failure is "not stopped"
+                stopped, detail = False, "the job is not running"
+            return ("ok", detail) if stopped else ("error", f"not stopped: {detail}")
         if action == "cancel":
             canceled = cancel_job(job_id, queue.connection)
             return ("ok" if canceled.ok else "error"), canceled.detail
@@ -212,7 +268,7 @@ def bulk_actions(request, queue_index):
     action = request.POST.get("action", "") if request.method == "POST" else ""
     job_ids = list(dict.fromkeys(request.POST.getlist("job_ids"))) if action in BULK_VERBS else []
     if not job_ids:
-        return rq_views.actions(request, queue_index)  # nothing to do: django-rq only redirects
+        return redirect(_safe_next_url(request, queue_index))  # nothing to do: back (as django-rq did)
     queue = get_queue_by_index(queue_index)
     # Redis failing here: nothing done yet, the panel answers 503 (access.guard). Later, per job.
     failed = set(_failed_ids(queue, job_ids))

@@ -11,8 +11,8 @@ templates' links resolve unchanged.
 - Whatever the classification, a request whose method is not GET or HEAD needs the act
   permission (``access.needs_act``, enforced by ``guard`` alone).
 - Some django-rq views are served by ours (``SERVED_BY``: the dashboard, the queue page, the
-  chunked queue-wide actions, the per-job bulk actions); the single-job ones are audited
-  (``AUDITED``; see ``rq_actions``).
+  chunked queue-wide actions, the per-job bulk actions, the job page and the single-job actions, audited:
+  see ``rq_actions``).
 - Every view checks its URL's ids first (``lookups.known``: 404, never 500) and runs with the
   panel's bounded Redis clients; django-rq's views read JSON only and write nothing on a GET
   (``patches.install()``, here: it fails at start-up when django-rq lacks a name it rebinds).
@@ -21,7 +21,7 @@ templates' links resolve unchanged.
 from django.urls import URLPattern, path
 from django_rq import urls as rq_urls
 
-from queues.board import batches, lists, patches, periodic, queue_actions, rq_actions, search, views, workers
+from queues.board import batches, job, lists, patches, periodic, queue_actions, rq_actions, search, views, workers
 from queues.board.access import guard
 from queues.board.lookups import known
 from queues.logsafe import get_logger
@@ -82,9 +82,14 @@ SERVED_BY = {
     "started_jobs": lists.started_jobs,
     "deferred_jobs": lists.deferred_jobs,
     "confirm_action": lists.confirm_bulk,
+    # Helper "job" (issue 33): the job page, its attempts, and the one-job actions (GET asks, POST acts, audited).
+    "job_detail": job.job_detail,
+    "result_detail": job.result_detail,
+    "delete_job": rq_actions.delete_job,
+    "requeue_job": rq_actions.requeue_job,
+    "enqueue_job": rq_actions.enqueue_job,
+    "stop_job": rq_actions.stop_job,
 }
-# django-rq URL name -> the audit action of its view (one job, ``rq_actions.audited``).
-AUDITED = {"delete_job": "delete", "requeue_job": "requeue", "enqueue_job": "enqueue", "stop_job": "stop"}
 # Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
 LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs", "queues_batch_cancel"}  # a batch: every member
 
@@ -115,10 +120,6 @@ def served(name, view, needs):
 def _django_rq_view(pattern):
     if pattern.name in SERVED_BY:
         return SERVED_BY[pattern.name]
-    if pattern.name == "job_detail":  # plus the job's batch and chain (``batches.with_workflow``)
-        return batches.with_workflow(pattern.callback)
-    if pattern.name in AUDITED:
-        return rq_actions.audited(pattern.callback, AUDITED[pattern.name])
     return pattern.callback
 
 

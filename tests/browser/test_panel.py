@@ -53,8 +53,10 @@ def test_operator_opens_a_failed_jobs_payload(page, live_server, prod, operator,
     assert "tests.jobs.sample.fail" in body
     assert "payload-for-the-browser" in body
     shoot(page, "failed-job")
-    page.get_by_role("link", name="View →").first.click()
-    assert "RuntimeError: payload-for-the-browser" in page.locator("#content").inner_text()
+    attempt = page.locator("#job-attempts .job-attempt").first  # the result's page is its row here
+    attempt.locator("a").first.click()
+    page.wait_for_url("**/#result-*")
+    assert "RuntimeError: payload-for-the-browser" in attempt.inner_text()
 
 
 def test_operator_finds_a_job_by_id(page, live_server, prod, operator, queue_redis, shoot):

@@ -120,9 +120,11 @@ def test_failed_job_page_shows_its_payload_and_traceback(client, queue_redis):
     assert "tests.jobs.sample.add" in html
     assert ">40<" in html
     result = job.latest_result()
-    assert f"/results/{result.id}/" in html
-    result_html = client.get(f"/admin/queues/queues/{DEFAULT}/{job.id}/results/{result.id}/").content.decode()
-    assert "RuntimeError: payload-visible" in result_html
+    # The result's page is the attempt's row on the job page (its URL redirects to the row's anchor).
+    row = html[html.index(f'<tr id="result-{result.id}"') :]
+    assert "RuntimeError: payload-visible" in row[: row.index("</tr>")]
+    response = client.get(f"/admin/queues/queues/{DEFAULT}/{job.id}/results/{result.id}/")
+    assert response["Location"] == f"/admin/queues/queues/{DEFAULT}/{job.id}/#result-{result.id}"
 
 
 def test_failed_list_pages_through_a_large_registry_100_at_a_time(client, queue_redis):
