@@ -1,21 +1,16 @@
 """The panel's Redis: short timeouts, no retry of a timeout, and a deadline per request.
 
-Why: django-rq builds a fresh client from ``settings.RQ_QUEUES`` for every queue it touches, with
-redis-py's default retry policy (a timeout is retried 10 times). Against a Redis that accepts TCP
-and never answers, a panel page took ~26 s and then answered 500.
+Why: a client with redis-py's default retry policy (a timeout is retried 10 times) against a Redis that
+accepts TCP and never answers made a panel page take ~26 s and then answer 500.
 
-How it is wired (the least invasive way that reaches every client django-rq makes):
+How it is wired:
 
-- ``patches.install()`` (called by ``urls.py``) replaces django-rq's connection factory
-  ``get_redis_connection`` in the modules that use it by ``get_redis_connection`` here, which hands
-  out the *request's bounded client* inside a panel request and calls django-rq's own factory,
-  untouched, everywhere else (management commands, workers, other code).
 - ``guard`` (``access.py``) runs every panel view inside ``request_scope()``: one client per
   Redis config for the whole request (``QUEUE_BOARD_REDIS_TIMEOUT`` per connect / round trip, a
   dropped connection retried once, a timeout never, no health-check PING), and a deadline
   ``QUEUE_BOARD_DEADLINE`` seconds away: once it has passed, no further command is sent
-  (``DeadlineRetry`` raises ``DeadlineExceeded``, a ``redis.TimeoutError``). Our own views ask
-  ``connection()`` for the same client.
+  (``DeadlineRetry`` raises ``DeadlineExceeded``, a ``redis.TimeoutError``). The pages ask
+  ``connection()`` for that client (``readonly.get_queue_by_index`` too).
 - ``guard`` turns any ``redis.RedisError`` into the 503 page naming the masked Redis URL.
 
 Worst case of one page: the deadline plus one command in flight (a new connection's connect,
@@ -151,16 +146,6 @@ def masked_url():
     return mask_url(queues_url())
 
 
-# --- django-rq's connection factory -----------------------------------------------------------
-
-# django-rq's own factory, taken before ``patches.install`` rebinds it (patches imports this module first).
+# django-rq's factory builds a client from the connection config of ``settings.RQ_QUEUES`` (django_rq_config): the
+# panel's client is built the same way, with the scope's timeouts and retry policy (``_Scope.client_for``).
 _ORIGINAL = _rq_connection_utils.get_redis_connection
-
-
-def get_redis_connection(config, use_strict_redis=False):
-    """django-rq's ``get_redis_connection``: bounded inside a panel request, untouched elsewhere.
-    ``patches.REBIND`` puts it in django-rq's modules."""
-    scope = _scope.get()
-    if scope is None:
-        return _ORIGINAL(config, use_strict_redis)
-    return scope.client_for(config, lambda c: _ORIGINAL(c, use_strict_redis))

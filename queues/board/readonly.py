@@ -1,44 +1,23 @@
-"""django-rq's panel views made JSON-only and read-only, without copying them.
+"""The panel's read-only queue and registries: what every page reads Redis's lists and registries through.
 
-Why patched rather than replaced: django-rq's views are ~700 lines of pages and templates we want
-unchanged (STYLE: use the library that already does the job). What made them unsafe is a handful
-of names they import, so ``patches.install()`` (called by ``urls.py`` and ``manage.py rqstats``) rebinds
-those names *in django-rq's modules only* (the table ``patches.REBIND``); rq itself, the workers and
-the schedulers are untouched.
+rq's own, used as they are, would write or unpickle on a page: a registry built without a serializer counts
+with ``cleanup()``, which fetches expired jobs with **pickle** and moves them to failed (and, in rq 3.0,
+promotes rate-limited jobs); ``queue.fetch_job`` LREMs an id whose hash is gone; a key of the wrong type or
+an id that is not UTF-8 raises. Here:
 
-What django-rq used, what it did on a GET, and what it is rebound to:
+- ``REGISTRIES``: rq's registries reading JSON jobs (``OptimaJob``), a ``cleanup()`` that does nothing, a key
+  of the wrong type read as empty (``wrong_type``: reported once), ids shown escaped (``jobread.shown_id``),
+  a score that is no time shown without one;
+- ``ReadOnlyQueue``: those registries, ``fetch_job`` that never removes an id, the priority bands' counts in
+  one pipeline, rq's scheduler PID read without raising;
+- ``get_queue_by_index``: the declared queue at a panel URL's index, on the panel's bounded client.
 
-- ``StartedJobRegistry(...)`` and the other registries, built without a serializer: ``len()`` runs
-  ``cleanup()``, which fetches expired jobs with **pickle** and moves them to failed (and, in rq 3.0,
-  promotes rate-limited jobs) -> ``_read_only(cls)``: JSON, ``OptimaJob``, a ``cleanup()`` that does nothing.
-- ``get_queue_by_index`` / ``get_queue``: ``queue.fetch_job`` LREMs an id whose hash is gone ->
-  ``ReadOnlyQueue`` (the registries above, no removal).
-- ``get_jobs``: removes from the registry ids whose hash is gone -> ``get_jobs`` that skips them.
-- ``get_executions``: its ``Execution.job`` fetches the job with pickle -> each job read as JSON here.
-- ``Job.fetch`` and every job list: raise on a poison job (not UTF-8, no ``data``, garbage, a key of
-  the wrong type) -> read through ``jobread``: a ``CorruptJob`` shown as "corrupt: <why>"; a list or
-  registry key of the wrong type reads as empty (reported once: ``entries.report``), an id that is not
-  UTF-8 or that rq rejects is shown escaped (``jobread.shown_id``).
-- ``get_statistics``: stops at a poison head job or a key of the wrong type -> ``stats.statistics``.
-- ``clean_worker_registry`` / ``clean_registries``: SREM / registry maintenance -> nothing.
-- ``Worker`` (and ``get_worker_class`` of django-rq's ``metrics``): ``find_by_key`` builds a pickle worker
-  whose current job is fetched with pickle, SREMs a gone worker, and a worker set or hash of the wrong
-  type raises -> ``readers.JSONWorker``.
-- ``DjangoCronScheduler.all(cleanup=True)``: ZREMs stale cron schedulers -> ``ReadOnlyCronScheduler``.
-- ``get_scheduler_by_index``: rq-scheduler's ``get_jobs`` cancels ids whose hash is gone, and raises
-  for its sorted set of the wrong type or a poison job -> ``readers.read_only_scheduler``.
-
-The dashboard (``views.home``) reads ``stats.statistics()``, which never runs maintenance; django-rq's
-``metrics`` of the panel gets ``ReadOnlyQueue`` too (``django_rq.contrib.prometheus.get_queue``).
 Registry maintenance is the workers' job (rq's maintenance task), never a page's.
 ``tests/queues/trust/test_no_pickle.py`` plants pickles everywhere and walks every panel URL.
 """
 
 import redis
-from django_rq import queues as django_rq_queues
-from django_rq.cron import DjangoCronScheduler
-from rq.exceptions import NoSuchJobError
-from rq.executions import Execution
+from django_rq.settings import get_queues_list
 from rq.registry import (
     CanceledJobRegistry,
     DeferredJobRegistry,
@@ -49,8 +28,7 @@ from rq.registry import (
 )
 from rq.serializers import JSONSerializer
 
-from queues import rqcompat
-from queues.board.readers import JSONWorker, read_only_scheduler  # noqa: F401 (JSONWorker: rebound by patches)
+from queues.board import bounded
 from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.jobs import read as jobread
 from queues.keyspace import entries
@@ -202,65 +180,8 @@ class ReadOnlyQueue(OptimaQueue):
     canceled_job_registry = property(lambda self: self._registry("CanceledJobRegistry"))
 
 
-class ReadOnlyCronScheduler(DjangoCronScheduler):
-    @classmethod
-    def all(cls, connection, cleanup=True):
-        return super().all(connection, cleanup=False)
-
-
 def get_queue_by_index(index):
-    queue = django_rq_queues.get_queue_by_index(index)
-    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=rqcompat.is_async(queue))
-
-
-def get_queue(name, *args, **kwargs):
-    queue = django_rq_queues.get_queue(name, *args, **kwargs)
-    return ReadOnlyQueue(queue.name, connection=queue.connection, is_async=rqcompat.is_async(queue))
-
-
-def get_scheduler_by_index(index):
-    return read_only_scheduler(django_rq_queues.get_scheduler_by_index(index))
-
-
-def get_jobs(queue, job_ids, registry=None):
-    """django-rq's ``get_jobs`` without removing the ids whose hash is gone; a poison job comes back as
-    a ``CorruptJob`` (shown "corrupt: <why>")."""
-    return [job for job in jobread.fetch_many(job_ids, queue.connection) if job is not None]
-
-
-class PanelJob(OptimaJob):
-    """django-rq's views' ``Job``: ``fetch`` gives a ``CorruptJob`` for a poison job, never raises for it."""
-
-    @classmethod
-    def fetch(cls, id, connection=None, serializer=None):
-        job = jobread.fetch(id, connection)
-        if job is None:
-            raise NoSuchJobError(f"No such job: {jobread.text(id)}")
-        return job
-
-
-def get_executions(queue, composite_keys):
-    """django-rq's ``get_executions``, with each execution's job read here (JSON, a poison job as a
-    ``CorruptJob``): rq's ``Execution.job`` fetches it with rq's default serializer, pickle. An
-    execution whose job hash is gone, or that rq cannot read, is left out."""
-
-    executions = []
-    for job_id, execution_id in composite_keys:
-        try:
-            execution = Execution.fetch(id=execution_id, job_id=job_id, connection=queue.connection)
-        except (ValueError, KeyError, OverflowError, OSError, UnicodeDecodeError, redis.ResponseError):
-            continue  # rq cannot read it (a field missing, not a number, a date out of range): not listed
-        job = jobread.fetch(job_id, queue.connection)
-        if job is None:
-            continue
-        rqcompat.set_execution_job(execution, job)
-        executions.append(execution)
-    return executions
-
-
-def clean_worker_registry(queue):
-    """A page leaves dead worker keys to the workers' maintenance."""
-
-
-def clean_registries(queue, exception_handlers=None):
-    """A page leaves registry maintenance to the workers (get_statistics(run_maintenance_tasks=True))."""
+    """The declared queue at ``index`` (the panel's URLs number queues as django-rq does: ``RQ_QUEUES``' order),
+    read-only, on the panel's client (``bounded.connection``: the request's bounded one inside a page)."""
+    name = get_queues_list()[int(index)]["name"]
+    return ReadOnlyQueue(name, connection=bounded.connection())

@@ -309,22 +309,22 @@ def _safe_next_url(request, queue_index):
 
 
 def cancel(request, queue_index, job_id):
-    """Cancel one queued or scheduled job (``queues.producer.cancel.cancel_job``) from its page. GET: django-rq's
-    confirmation page, whose form posts to the bulk actions (one job, audited there); POST: cancel,
-    audit, and back to the job's page with the outcome."""
+    """Cancel one queued or scheduled job (``queues.producer.cancel.cancel_job``) from its page. GET: the bulk
+    actions' confirmation page (queues/confirm_bulk.html), whose form posts to the bulk actions (one job,
+    audited there); POST: cancel, audit, and back to the job's page with the outcome."""
     queue = get_queue_by_index(queue_index)
     job_page = reverse("django_rq:job_detail", args=[queue_index, job_id])
     if request.method != "POST":
         job = jobread.fetch(job_id, queue.connection)
         return render(
             request,
-            "django_rq/confirm_action.html",
+            "queues/confirm_bulk.html",
             {
                 **panel_context(request),
                 "queue_index": queue_index,
                 "action": "cancel",
                 "job_ids": [job_id],
-                "jobs": [job],
+                "rows": [{"id": job_id, "job": job}],
                 "queue": queue,
                 "next_url": job_page,
             },

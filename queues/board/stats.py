@@ -269,10 +269,9 @@ def collect(extra=None):
     return {"queues": [read.result for read in reads]}, {"schedulers": schedulers}, extra_replies
 
 
-def statistics(run_maintenance_tasks=False):
-    """django-rq's ``get_statistics`` (same keys, plus ``canceled_jobs`` and ``problems``); never runs
-    maintenance (``run_maintenance_tasks``: django-rq's argument, for ``patches``' rebinding). Two round
-    trips per Redis."""
+def statistics():
+    """The keys of django-rq's ``get_statistics`` (what ``stats.json`` answered), plus ``canceled_jobs`` and
+    ``problems``; never runs maintenance. Two round trips per Redis."""
     return collect()[0]
 
 

@@ -1,147 +1,89 @@
-"""The panel's URLs: django-rq's URLconf and ours, denied by default, every view behind ``access.guard``.
+"""The panel's URLs, every page ours, denied by default, every view behind ``access.guard``.
 
-Mounted at ``admin/queues/`` (optima_site/urls.py) under django-rq's own namespace, so its
-templates' links resolve unchanged.
+Mounted at ``admin/queues/`` (optima_site/urls.py). Namespace ``django_rq`` and the routes and URL names of
+django-rq 4.2's pages: projects reverse these names (``{% url 'django_rq:home' %}``) and operators have
+bookmarked these paths, and both keep working although no view or template of django-rq is served any more
+(docs/decisions.md, "The panel is ours").
 
-- ``DJANGO_RQ`` classifies every URL name of django-rq's URLconf: ``READ`` (the view permission)
-  or ``ACT`` (the act permission, for the GET too: it is the confirmation page of a change). A
-  django-rq URL it does not name is not mounted (404) and logged at start-up: a view that a
-  django-rq upgrade adds is refused until somebody classifies it (``tests/queues/board/test_panel_deny.py``
-  fails naming it).
-- Whatever the classification, a request whose method is not GET or HEAD needs the act
-  permission (``access.needs_act``, enforced by ``guard`` alone).
-- Some django-rq views are served by ours (``SERVED_BY``: the dashboard, the queue page, the
-  chunked queue-wide actions, the per-job bulk actions, the job page and the single-job actions, audited:
-  see ``rq_actions``).
-- Every view checks its URL's ids first (``lookups.known``: 404, never 500) and runs with the
-  panel's bounded Redis clients; django-rq's views read JSON only and write nothing on a GET
-  (``patches.install()``, here: it fails at start-up when django-rq lacks a name it rebinds).
+- ``PAGES`` is the whole URLconf: each route, its view, its name and what it needs, ``READ`` (the view
+  permission) or ``ACT`` (the act permission, for the GET too: it is the confirmation page of a change).
+  Nothing else is mounted; a path not in it answers 404.
+- Whatever the classification, a request whose method is not GET or HEAD needs the act permission
+  (``access.needs_act``, enforced by ``guard`` alone).
+- Every view checks its URL's ids first (``lookups.known``: 404, never 500) and runs with the panel's bounded
+  Redis clients (``bounded``); a GET writes nothing and unpickles nothing (``tests/queues/trust/test_no_pickle.py``).
+- Gone from django-rq's URLconf: ``metrics`` (Prometheus text: ours is /metrics), rq's cron pages (this project
+  runs rq-scheduler) and ``stats.json``'s API token (the JSON is behind the panel's access, as the pages are).
 """
 
-from django.urls import URLPattern, path
-from django_rq import urls as rq_urls
+from django.urls import path, re_path
 
-from queues.board import batches, job, lists, patches, periodic, queue_actions, rq_actions, search, views, workers
+from queues.board import batches, job, lists, periodic, queue_actions, rq_actions, search, views, workers
 from queues.board.access import guard
 from queues.board.lookups import known
-from queues.logsafe import get_logger
-
-patches.install()
-
-logger = get_logger("queues.board")
 
 app_name = "django_rq"
 
 READ, ACT = "read", "act"
 
-# Every URL name of django-rq's URLconf (checked against 4.2.0) -> the permission it needs; not its
-# "metrics" (Prometheus text: ours is /metrics) nor rq's cron pages (not run here): they answer 404.
-DJANGO_RQ = {
-    "home": READ,
-    "home_json": READ,
-    "jobs": READ,
-    "queue_details": READ,
-    "finished_jobs": READ,
-    "failed_jobs": READ,
-    "scheduled_jobs": READ,
-    "started_jobs": READ,
-    "deferred_jobs": READ,
-    "job_detail": READ,
-    "result_detail": READ,
-    "workers": READ,
-    "worker_details": READ,
-    "scheduler_jobs": READ,
-    "delete_job": ACT,
-    "requeue_job": ACT,
-    "enqueue_job": ACT,
-    "stop_job": ACT,
-    "confirm_action": ACT,
-    "actions": ACT,
-    "clear": ACT,
-    "requeue_all": ACT,
-    "delete_failed_jobs": ACT,
-}
-# django-rq URL name -> our view serving it (same URL arguments).
-SERVED_BY = {
-    # Home, workers, rq-scheduler's jobs, stats.json (issue 33, part "home").
-    "home": views.home,
-    "home_json": views.home_json,
-    "workers": workers.workers,
-    "worker_details": workers.worker_details,
-    "scheduler_jobs": workers.scheduler_jobs,
-    "actions": rq_actions.bulk_actions,
-    "clear": queue_actions.empty_queue,
-    "requeue_all": queue_actions.requeue_all_failed,
-    "delete_failed_jobs": queue_actions.delete_all_failed,
-    # lists (issue 33): the queue page, its job lists and the bulk confirmation (queues/board/lists.py).
-    "queue_details": lists.queue_details,
-    "jobs": lists.queued_jobs,
-    "finished_jobs": lists.finished_jobs,
-    "failed_jobs": lists.failed_jobs,
-    "scheduled_jobs": lists.scheduled_jobs,
-    "started_jobs": lists.started_jobs,
-    "deferred_jobs": lists.deferred_jobs,
-    "confirm_action": lists.confirm_bulk,
-    # Helper "job" (issue 33): the job page, its attempts, and the one-job actions (GET asks, POST acts, audited).
-    "job_detail": job.job_detail,
-    "result_detail": job.result_detail,
-    "delete_job": rq_actions.delete_job,
-    "requeue_job": rq_actions.requeue_job,
-    "enqueue_job": rq_actions.enqueue_job,
-    "stop_job": rq_actions.stop_job,
-}
-# Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
-LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs", "queues_batch_cancel"}  # a batch: every member
+Q = "queues/<int:queue_index>/"
+JOB = Q + "<str:job_id>/"
 
-# Ours: (route, view, URL name, the permission it needs).
-OURS = [
+# (route, view, URL name, the permission it needs); a route starting with ^ is a regular expression.
+PAGES = [
+    # The home page: queues and their counts by state, workers, pause, history (views.home); as JSON.
+    ("", views.home, "home", READ),
+    (r"^stats\.json/?$", views.home_json, "home_json", READ),
+    (r"^stats\.json/(?P<token>\w+)?/?$", views.home_json, "home_json", READ),  # django-rq's token form, same access
+    # A queue, and its jobs by state (lists.py).
+    (Q + "details/", lists.queue_details, "queue_details", READ),
+    (Q, lists.queued_jobs, "jobs", READ),
+    (Q + "started/", lists.started_jobs, "started_jobs", READ),
+    (Q + "deferred/", lists.deferred_jobs, "deferred_jobs", READ),
+    (Q + "scheduled/", lists.scheduled_jobs, "scheduled_jobs", READ),
+    (Q + "finished/", lists.finished_jobs, "finished_jobs", READ),
+    (Q + "failed/", lists.failed_jobs, "failed_jobs", READ),
+    (Q + "canceled/", lists.canceled_jobs, "queues_canceled", READ),
+    # Queue-wide actions (queue_actions.py) and the bulk actions on selected jobs (lists.confirm_bulk asks,
+    # rq_actions.bulk_actions acts, job by job, audited).
+    (Q + "empty/", queue_actions.empty_queue, "clear", ACT),
+    (Q + "requeue-all/", queue_actions.requeue_all_failed, "requeue_all", ACT),
+    (Q + "failed/clear/", queue_actions.delete_all_failed, "delete_failed_jobs", ACT),
+    ("queues/confirm-action/<int:queue_index>/", lists.confirm_bulk, "confirm_action", ACT),
+    ("queues/actions/<int:queue_index>/", rq_actions.bulk_actions, "actions", ACT),
+    # A job (job.py): its page, an attempt's result (a redirect to its row), and its actions: GET asks, POST acts.
+    (JOB, job.job_detail, "job_detail", READ),
+    (JOB + "results/<str:result_id>/", job.result_detail, "result_detail", READ),
+    (JOB + "delete/", rq_actions.delete_job, "delete_job", ACT),
+    (JOB + "requeue/", rq_actions.requeue_job, "requeue_job", ACT),
+    (JOB + "enqueue/", rq_actions.enqueue_job, "enqueue_job", ACT),
+    (JOB + "stop/", rq_actions.stop_job, "stop_job", ACT),
+    (JOB + "cancel/", rq_actions.cancel, "queues_cancel", ACT),
+    # Workers, and rq-scheduler's scheduled jobs (workers.py).
+    ("workers/<int:queue_index>/", workers.workers, "workers", READ),
+    ("workers/<int:queue_index>/<str:key>/", workers.worker_details, "worker_details", READ),
+    ("schedulers/<int:scheduler_index>/", workers.scheduler_jobs, "scheduler_jobs", READ),
+    # Find a job by id; live jobs by function, queue and state, or a text in their id or arguments (search/).
     ("find/", views.find, "queues_find", READ),
-    # Live jobs by function, queue and state, or a text in their id or arguments (queues/search/).
     ("search/", search.search, "queues_search", READ),
     # Periodic jobs: GET the page; POST pauses or resumes one schedule (a POST: act, by the guard).
     ("periodic/", periodic.periodic, "queues_periodic", READ),
     ("pause/<str:name>/", views.pause_queue, "queues_pause", ACT),
     ("resume/<str:name>/", views.resume_queue, "queues_resume", ACT),
-    # rq's canceled jobs of a queue (django-rq has no page for them), beside its finished/failed lists.
-    ("queues/<int:queue_index>/canceled/", lists.canceled_jobs, "queues_canceled", READ),
-    # Cancel a queued or scheduled job: GET confirms, POST cancels.
-    ("queues/<int:queue_index>/<str:job_id>/cancel/", rq_actions.cancel, "queues_cancel", ACT),
     # Batches (issue 34): the list, a batch's page, its Cancel (GET confirms, POST cancels: audited).
     ("batches/", batches.batches, "queues_batches", READ),
     ("batches/<str:batch_id>/", batches.batch, "queues_batch", READ),
     ("batches/<str:batch_id>/cancel/", batches.cancel, "queues_batch_cancel", ACT),
 ]
+# Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
+LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs", "queues_batch_cancel"}  # a batch: every member
 
 
 def served(name, view, needs):
     return guard(known(view), act=needs == ACT, long_running=name in LONG_RUNNING)
 
 
-def _django_rq_view(pattern):
-    if pattern.name in SERVED_BY:
-        return SERVED_BY[pattern.name]
-    return pattern.callback
-
-
-def django_rq_patterns():
-    """django-rq's patterns, classified ones only; the API ones (stats.json, metrics) included: they
-    are behind the same access as the pages, no bypass by token."""
-    mounted = []
-    for pattern in [*rq_urls.get_api_urlpatterns(), *rq_urls.get_admin_urlpatterns()]:
-        if pattern.name not in DJANGO_RQ:
-            logger.warning(
-                "django-rq serves /%s (URL name %r), which queues/board/urls.py does not classify "
-                "as read or act: not mounted, it answers 404",
-                pattern.pattern,
-                pattern.name,
-            )
-            continue
-        view = served(pattern.name, _django_rq_view(pattern), DJANGO_RQ[pattern.name])
-        mounted.append(URLPattern(pattern.pattern, view, pattern.default_args, pattern.name))
-    return mounted
-
-
 urlpatterns = [
-    *[path(route, served(name, view, needs), name=name) for route, view, name, needs in OURS],
-    *django_rq_patterns(),
+    (re_path if route.startswith("^") else path)(route, served(name, view, needs), name=name)
+    for route, view, name, needs in PAGES
 ]

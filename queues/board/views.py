@@ -1,6 +1,6 @@
-"""The panel's own pages: the home page (the queue table plus pause/resume and job search) and its
-``stats.json``, pause and resume, "find a job by id" and the canceled jobs of a queue. Everything else is django-rq's
-(see ``urls.py``, which puts every view, these too, behind ``access.guard``)."""
+"""The panel's home page (the queue table plus pause/resume, job search and the history) and its
+``stats.json``, pause and resume, and "find a job by id". The other pages are in ``lists``, ``job``, ``workers``,
+``periodic``, ``search`` and ``batches`` (``urls.py`` puts every view behind ``access.guard``)."""
 
 import re
 import time
@@ -13,15 +13,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
-from django_rq.settings import get_queues_list, get_queues_map
-from django_rq.utils import DEFAULT_ITEMS_PER_PAGE, get_displayable_connection_kwargs, paginate
+from django_rq.settings import get_queues_map
 
 from queues import audit, conf
 from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.board.access import panel_context
-from queues.board.readers import JSONWorker
-from queues.board.readonly import get_jobs, get_queue_by_index
 from queues.board.stats import collect, statistics
 from queues.catalog import pause
 from queues.exceptions import UnknownQueue
@@ -92,38 +89,6 @@ def _keys_in_use(connection, names):
             raise
         entries.report(keys.limit_keys_key(), f"cannot be read ({type(exc).__name__}): no held jobs shown")
         return {}
-
-
-@never_cache
-def queue_details(request, queue_index):
-    """django-rq's ``queue_details`` (same template, plus the canceled count and rq's scheduler PID), reading
-    the oldest and newest waiting job through ``queues.jobs.read``: django-rq's decodes their ids as UTF-8
-    and fetches them with rq."""
-
-    queue = get_queue_by_index(queue_index)
-    ends = queue.get_job_ids(0, 1) + queue.get_job_ids(-1, 1) if queue.count else []
-    oldest, newest = (queue.fetch_job(ends[0]), queue.fetch_job(ends[-1])) if ends else (None, None)
-    context = {
-        **panel_context(request),
-        "queue": queue,
-        "queue_index": queue_index,
-        "connection_kwargs": get_displayable_connection_kwargs(queue),
-        "queue_config": get_queues_list()[queue_index]["connection_config"],
-        "num_jobs": queue.count,
-        "num_workers": JSONWorker.count(queue=queue),
-        "num_started": len(queue.started_job_registry),
-        "num_finished": len(queue.finished_job_registry),
-        "num_failed": len(queue.failed_job_registry),
-        "num_deferred": len(queue.deferred_job_registry),
-        "num_scheduled": len(queue.scheduled_job_registry),
-        "num_canceled": len(queue.canceled_job_registry),
-        # rq's scheduler (a worker's child) holding this queue's lock; django-rq's get_scheduler_pid answers
-        # False (no cell) whenever rq-scheduler is installed, which runs only the periodic jobs here.
-        "scheduler_pid": queue.scheduler_pid,
-        "oldest_queued_job": oldest,
-        "newest_queued_job": newest,
-    }
-    return render(request, "django_rq/queue_detail.html", context)
 
 
 def _toggle(request, name, action):
@@ -199,29 +164,3 @@ def find(request):
         if result.get("url") and request.GET.get("go") == "1":
             return redirect(result["url"])
     return render(request, "queues/find.html", context)
-
-
-@never_cache
-def canceled_jobs(request, queue_index):
-    """The queue's canceled jobs (rq's ``CanceledJobRegistry``, which django-rq 4.2 has no page for), newest
-    first, read as the other lists are: the read-only registry (no cleanup), jobs through ``jobread`` (a
-    poison one shown as corrupt, an id whose hash expired left out)."""
-
-    queue = get_queue_by_index(queue_index)
-    registry = queue.canceled_job_registry
-    num_jobs = len(registry)
-    page, page_range, offset = paginate(request, num_jobs)
-    job_ids = registry.get_job_ids(offset, offset + DEFAULT_ITEMS_PER_PAGE - 1, desc=True) if num_jobs else []
-    context = {
-        **panel_context(request),
-        "queue": queue,
-        "queue_index": queue_index,
-        "jobs": get_jobs(queue, job_ids),
-        "num_jobs": num_jobs,
-        "page": page,
-        "page_range": page_range,
-        "job_status": "Canceled",
-        "title": f"Canceled jobs in {queue.name}",
-        "can_act": request.queue_access.can_act,
-    }
-    return render(request, "queues/canceled_jobs.html", context)

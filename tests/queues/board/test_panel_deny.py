@@ -1,30 +1,23 @@
-"""The queue panel denies by default.
+"""The queue panel denies by default, and serves only its own pages.
 
-- Every URL of django-rq's URLconf is classified read or act (``queues/board/urls.py``); one that is
-  not is not mounted (404), and the first test here fails naming it.
+- One table (``queues/board/urls.py`` ``PAGES``) is the URLconf: every page read or act, every view ours;
+  the paths django-rq 4.2 served (operators' bookmarks) open our page of the same URL name.
 - Any method but GET/HEAD needs the act permission, on every panel URL: the crawl POSTs (and PUTs,
   PATCHes, DELETEs, OPTIONs) to every one of them as a staff user who may only view, with jobs in
   several states in Redis: 403 each, and no key under the prefix changed.
-- A name the panel rebinds inside django-rq that the installed django-rq lacks stops the start-up,
-  naming the module, the name and the version; none is skipped.
 """
 
 import hashlib
-from importlib.metadata import version
+from pathlib import Path
 
-import django_rq.utils
-import django_rq.views
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
-from django.urls import Resolver404, URLResolver, path, reverse
-from django.urls.resolvers import RegexPattern
-from django_rq import urls as rq_urls
+from django.urls import Resolver404, resolve, reverse
 
+import queues
 from queues import conf
-from queues.board import patches, readonly
 from queues.board import urls as board_urls
-from queues.board.urls import ACT, DJANGO_RQ, OURS, READ
+from queues.board.urls import ACT, PAGES, READ
 from tests.support.panel import dead_job, finished_job, make_staff, registered_worker
 
 pytestmark = pytest.mark.django_db
@@ -33,75 +26,75 @@ DEFAULT = 1  # django-rq numbers queues by sorted name: content 0, default 1, or
 CHANGING_METHODS = ("post", "put", "patch", "delete", "options")
 
 
-# --- every django-rq URL is classified; the classification is what is mounted ------------------
-
-
-# Left out of the panel on purpose (issue 33): django-rq's Prometheus page (ours is /metrics) and rq's cron
-# pages (this project runs rq-scheduler): not mounted, they answer the admin's 404.
-REMOVED = {"metrics", "cron_scheduler_detail", "cron_job_detail"}
-
-
-def test_every_url_of_django_rqs_urlconf_is_classified_read_or_act():
-    unclassified = sorted(
-        {f"{p.name} (/{p.pattern})" for p in rq_urls.urlpatterns if p.name not in DJANGO_RQ and p.name not in REMOVED}
-    )
-    assert unclassified == [], (
-        f"django-rq {version('django-rq')} serves URLs that queues/board/urls.py DJANGO_RQ does not classify "
-        f"(they answer 404 until it does: READ for a page that only reads, ACT for anything else): {unclassified}"
-    )
-
-
-def test_the_table_classifies_only_urls_django_rq_has():
-    assert sorted(set(DJANGO_RQ) - {p.name for p in rq_urls.urlpatterns}) == []
-    assert set(DJANGO_RQ.values()) == {READ, ACT}
+# --- one table is the URLconf; every view is ours; django-rq 4.2's bookmarks still open a page --------------
 
 
 def test_every_mounted_view_is_guarded_as_its_classification_says():
-    needs = {**DJANGO_RQ, **{name: needs for _, _, name, needs in OURS}}
+    needs = {name: needs for _, _, name, needs in PAGES}
     mounted = {p.name: p.callback.queue_guard["act"] for p in board_urls.urlpatterns}
     assert mounted == {name: n == ACT for name, n in needs.items()}
+    assert set(needs.values()) == {READ, ACT}
 
 
-def test_a_url_django_rq_adds_later_is_not_mounted_and_is_logged(monkeypatch, caplog):
-    original = rq_urls.get_admin_urlpatterns
-
-    def upgraded(*args, **kwargs):
-        purge = path("purge/<int:queue_index>/", lambda request, queue_index: None, name="purge_queue")
-        return [*original(*args, **kwargs), purge]
-
-    monkeypatch.setattr(rq_urls, "get_admin_urlpatterns", upgraded)
-    with caplog.at_level("WARNING", logger="queues.board"):
-        mounted = board_urls.django_rq_patterns()
-    assert "purge_queue" not in {p.name for p in mounted}
-    assert {p.name for p in mounted} == set(DJANGO_RQ)
-    assert [r.getMessage() for r in caplog.records if not any(f"'{name}'" in r.getMessage() for name in REMOVED)] == [
-        "django-rq serves /purge/<int:queue_index>/ (URL name 'purge_queue'), which queues/board/urls.py "
-        "does not classify as read or act: not mounted, it answers 404"
-    ]
-    with pytest.raises(Resolver404):
-        URLResolver(RegexPattern(r"^"), mounted).resolve("purge/1/")
+def _unwrapped(view):
+    while hasattr(view, "__wrapped__"):
+        view = view.__wrapped__
+    return view
 
 
-# --- rebinding names inside django-rq: all present, or no start ---------------------------------
-
-
-def test_every_name_the_panel_rebinds_exists_in_the_installed_django_rq():
-    assert patches.missing() == []
-
-
-def test_rebinding_a_name_django_rq_no_longer_has_refuses_to_start_naming_it():
-    table = {"django_rq.views": {"get_jobs": object()}, "django_rq.utils": {"get_statistics_v9": object()}}
-    with pytest.raises(ImproperlyConfigured) as raised:
-        patches.install(table)
-    assert str(raised.value) == (
-        f"The queue panel rebinds names inside django-rq's modules, and django-rq {version('django-rq')} has no "
-        "django_rq.utils.get_statistics_v9. Its views would run unpatched (pickle, writes on a GET), so the panel "
-        "refuses to start. Install the django-rq version of requirements.txt, or adapt "
-        "queues/board/patches.py (REBIND) to this version."
+def test_no_view_or_template_of_django_rq_is_served():
+    foreign = sorted(
+        f"{p.name}: {_unwrapped(p.callback).__module__}"
+        for p in board_urls.urlpatterns
+        if not _unwrapped(p.callback).__module__.startswith("queues.board.")
     )
-    # Refused before anything was rebound.
-    assert django_rq.views.get_jobs is readonly.get_jobs
-    assert not hasattr(django_rq.utils, "get_statistics_v9")
+    assert foreign == []
+    assert not (Path(queues.__file__).parent / "templates" / "django_rq").exists()
+
+
+# The paths of django-rq 4.2.0's pages (django_rq/urls.py), as operators bookmarked them: each opens our page of
+# the same URL name. Gone on purpose (docs/operator.md): "metrics" (ours is /metrics) and rq's cron pages.
+DJANGO_RQ_4_2 = {
+    "": "home",
+    "stats.json": "home_json",
+    "stats.json/": "home_json",
+    "stats.json/sometoken/": "home_json",
+    "queues/1/": "jobs",
+    "queues/1/details/": "queue_details",
+    "queues/1/finished/": "finished_jobs",
+    "queues/1/failed/": "failed_jobs",
+    "queues/1/failed/clear/": "delete_failed_jobs",
+    "queues/1/scheduled/": "scheduled_jobs",
+    "queues/1/started/": "started_jobs",
+    "queues/1/deferred/": "deferred_jobs",
+    "queues/1/empty/": "clear",
+    "queues/1/requeue-all/": "requeue_all",
+    "queues/1/some-job/": "job_detail",
+    "queues/1/some-job/results/1-0/": "result_detail",
+    "queues/1/some-job/delete/": "delete_job",
+    "queues/1/some-job/requeue/": "requeue_job",
+    "queues/1/some-job/enqueue/": "enqueue_job",
+    "queues/1/some-job/stop/": "stop_job",
+    "queues/confirm-action/1/": "confirm_action",
+    "queues/actions/1/": "actions",
+    "workers/1/": "workers",
+    "workers/1/rq:worker:w1/": "worker_details",
+    "schedulers/1/": "scheduler_jobs",
+}
+
+
+@pytest.mark.parametrize("route", sorted(DJANGO_RQ_4_2))
+def test_a_bookmarked_django_rq_path_opens_our_page_of_the_same_name(route):
+    match = resolve(f"/admin/queues/{route}")
+    assert (match.namespace, match.url_name) == ("django_rq", DJANGO_RQ_4_2[route])
+    assert _unwrapped(match.func).__module__.startswith("queues.board.")
+
+
+@pytest.mark.parametrize("route", ["metrics/", "cron-schedulers/0/s1/", "cron-schedulers/0/s1/jobs/c1/"])
+def test_django_rqs_metrics_and_cron_pages_are_not_mounted(route):
+    with pytest.raises(Resolver404):
+        resolve(f"/admin/queues/{route}", urlconf=board_urls)  # the panel's own URLconf: nothing under it
+    assert not any(p.name in {"metrics", "cron_scheduler_detail", "cron_job_detail"} for p in board_urls.urlpatterns)
 
 
 # --- the crawl: every panel URL, every changing method, as a viewer -----------------------------
