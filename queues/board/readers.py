@@ -33,6 +33,7 @@ from rq.utils import utcparse
 from rq.worker import Worker
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
+from queues import rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.jobs import read as jobread
 from queues.keyspace import entries
@@ -179,7 +180,7 @@ class JSONWorker(Worker):
             setattr(worker, name, fields[name])
         for name in ("failed_job_count", "successful_job_count", "total_working_time"):
             setattr(worker, name, fields[name])
-        worker._state = fields["state"]
+        rqcompat.remember_state(worker, fields["state"])  # the state its hash holds (rq reads it as _state)
         worker.queues = [
             OptimaQueue(name, connection=connection, job_class=OptimaJob, serializer=JSONSerializer)
             for name in fields["queue_names"]
