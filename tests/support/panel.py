@@ -156,3 +156,10 @@ def good_hash(connection, job_id=None, origin="default"):
     raw = connection.hgetall(job.key)
     connection.delete(job.key)
     return raw
+
+
+def prefix_dump(connection, prefix):
+    """Every key under ``prefix`` and its DUMP, but the count of reported entries (``entries.report``'s own):
+    equal before and after a page proves the page wrote nothing."""
+    found = connection.scan_iter(match=f"{prefix}*")
+    return {k: connection.dump(k) for k in found if not k.endswith(b":quarantined")}

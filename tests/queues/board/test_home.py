@@ -12,8 +12,7 @@ import queues
 from queues.catalog.lookup import get_queue
 from queues.keyspace import keys
 from queues.worker import pause
-from tests.support.panel import dead_job, make_staff, registered_worker
-from tests.support.roundtrips import round_trips_fixture  # noqa: F401 (the fixture "round_trips")
+from tests.support.panel import dead_job, make_staff, prefix_dump, registered_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -35,16 +34,8 @@ DJANGO_RQ_KEYS = {
 }
 
 
-@pytest.fixture
-def client(settings):
-    settings.OPTIMA_ENV = "dev"
-    return Client()
-
-
 def dumps(connection, settings):
-    """Every key of the prefix and its value, but the count of reported entries (``entries.report``'s own)."""
-    found = connection.scan_iter(match=f"{settings.QUEUE_PREFIX}*")
-    return {k: connection.dump(k) for k in found if not k.endswith(b":quarantined")}
+    return prefix_dump(connection, settings.QUEUE_PREFIX)
 
 
 def enqueue_many(django_capture_on_commit_callbacks, name, count):

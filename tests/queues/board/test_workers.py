@@ -4,7 +4,6 @@ pipelined round trips whatever their number, a worker or entry rq cannot read le
 import datetime as dt
 
 import pytest
-from django.test import Client
 from rq.executions import WORKER_EXECUTIONS_KEY_TEMPLATE, Execution
 from rq.worker import Worker
 
@@ -12,24 +11,15 @@ import queues
 from queues.catalog.lookup import get_queue
 from queues.periodic.plan import scheduled_jobs_key
 from queues.periodic.scheduler import PrefixedScheduler
-from tests.support.panel import registered_worker
-from tests.support.roundtrips import round_trips_fixture  # noqa: F401 (the fixture "round_trips")
+from tests.support.panel import prefix_dump, registered_worker
 
 pytestmark = pytest.mark.django_db
 
 DEFAULT = 1  # django-rq numbers queues by sorted name: content 0, default 1, orders-sync 2, repricer 3.
 
 
-@pytest.fixture
-def client(settings):
-    settings.OPTIMA_ENV = "dev"
-    return Client()
-
-
 def dumps(connection, settings):
-    """Every key of the prefix and its value, but the count of reported entries (``entries.report``'s own)."""
-    found = connection.scan_iter(match=f"{settings.QUEUE_PREFIX}*")
-    return {k: connection.dump(k) for k in found if not k.endswith(b":quarantined")}
+    return prefix_dump(connection, settings.QUEUE_PREFIX)
 
 
 def test_the_workers_page_lists_20_workers_in_at_most_5_round_trips(client, queue_redis, round_trips):
