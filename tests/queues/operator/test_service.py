@@ -152,3 +152,12 @@ def test_a_selection_of_an_unknown_state_names_the_field_the_value_and_the_state
         "state='dead' is not a state the jobs of a queue can be selected in: use one of queued, started, "
         "deferred, scheduled, finished, failed, canceled (the tab the selection was made on)."
     )
+
+
+def test_the_queue_wide_actions_are_checked_by_the_same_rule(django_user_model):
+    viewer = make_staff(django_user_model, "viewer", "queues.view_queue_panel")
+    assert actions.check("ops", "empty") == "empty cannot be undone: it is done only once confirmed"
+    assert actions.check("ops", "requeue_all") == ""
+    assert actions.check(posted(viewer), "delete_all_failed", confirmed=True) == (
+        "viewer may not delete all failed: it needs the permission queues.act_on_queue_panel"
+    )
