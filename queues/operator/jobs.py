@@ -127,11 +127,11 @@ def run(action, queue, job_id, in_failed=False):
             if in_failed and (kept := lives_elsewhere(job, name)):
                 queue.connection.zrem(keys.failed_key(name), job.id)  # issue 32: the job is not this queue's
                 return done(job_id, f"taken off the failed list; job kept: {kept}", queue=name)
-            with queue.connection.pipeline() as pipe:  # whichever priority band holds it
+            with queue.connection.pipeline() as pipe:  # one round trip: off whichever band holds it, and gone
                 for key in keys.band_keys(queue.key):
                     pipe.lrem(key, 0, job.id)
+                job.delete(pipeline=pipe, remove_from_queue=False)
                 pipe.execute()
-            job.delete()
             return done(job_id, "deleted", queue=name)
         if action == "requeue" and not in_failed:
             state = panel_state(job)
