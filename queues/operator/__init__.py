@@ -9,4 +9,5 @@
 - ``deadletters.py``: retry, discard and cancel-the-retry of one dead letter (over
   ``queues.failures.operations``).
 - ``others.py``: pause and resume of a queue, cancel of a batch.
+- ``results.py``: the answers (``Result`` per object: done / refused / changed meanwhile; ``Outcome`` for all).
 """
