@@ -355,7 +355,8 @@ class JobStatusView(FeatureView):
         },
     )
     def delete(self, request, job_id):
-        """Cancel the caller's job (``queues.cancel``), audited with its owner. Who may read a job but
+        """Cancel the caller's job (``queues.perform(request, "cancel", ...)``: the operator service every door
+        uses), audited with its owner. Who may read a job but
         not cancel it (staff without the panel's act permission) gets 403."""
         if not JOB_ID_RE.fullmatch(job_id):
             return self.get(request, job_id)
@@ -367,20 +368,25 @@ class JobStatusView(FeatureView):
             refusal, who = self.cancel_refusal(request, job_id, owner, state.meta)
             if refusal is not None:
                 return refusal
-            canceled = queues.cancel(job_id, request=request, reason=f"DELETE /jobs/{job_id}/ by {who}")
+            # The operator service: the same permission rule, audit row and answers as the panel's and the
+            # admin's cancel. A DELETE says what it does: it is its own confirmation.
+            canceled = queues.perform(
+                request,
+                "cancel",
+                [job_id],
+                confirmed=True,
+                owner=who.startswith("its owner"),
+                reason=f"DELETE /jobs/{job_id}/ by {who}",
+            ).first()
         except queues.QueueUnavailable as exc:
-            logger.warning("job cancel unavailable: %s: %s", type(exc).__name__, exc)
-            return Response(
-                {
-                    "detail": "The job queue is unavailable right now, so nothing was canceled. "
-                    "Try again in a few seconds."
-                },
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
-            )
-        if canceled.outcome == "gone":
+            return self.cancel_unavailable(exc)
+        if canceled.data.get("unavailable"):
+            return self.cancel_unavailable(canceled.detail)
+        if canceled.kind == "refused":
+            return Response({"detail": f"Not canceled: {canceled.detail}."}, status=status.HTTP_403_FORBIDDEN)
+        if canceled.state == "gone":
             return self.not_found(job_id)
-        if canceled.outcome == "busy":  # in the outbox, being written to Redis right now
+        if canceled.state == "outbox":  # in the outbox, being written to Redis right now
             return Response(
                 {
                     "detail": "Not canceled: the job is being written to the queue right now; try again in "
@@ -397,6 +403,15 @@ class JobStatusView(FeatureView):
         if state.state == "outbox":  # its row is gone: it never reached Redis
             return Response(JobStatusSerializer(public_state(state.but(state="canceled"))).data)
         return self.get(request, job_id)
+
+    @staticmethod
+    def cancel_unavailable(exc):
+        logger.warning("job cancel unavailable: %s", exc)
+        return Response(
+            {"detail": "The job queue is unavailable right now, so nothing was canceled. Try again in a few seconds."},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER)},
+        )
 
     def cancel_refusal(self, request, job_id, owner, meta):
         """(refusal, who) for a job of ``meta``, in Redis or in the outbox: the 404 (another's job

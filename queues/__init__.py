@@ -18,6 +18,9 @@ live jobs newest first, ``InvalidSearch`` for a bad criterion; ``SEARCH_STATES``
 ``attempt``, ``meta`` and ``set_progress(done, total)``; None outside a job);
 ``owner_meta(owner_key)`` -> the ``meta=`` of an enqueue that records who asked, ``job_owner(meta)`` -> that owner
 or None (queues/jobs/meta.py: the one definition of the key);
+``perform(actor, action, targets, confirmed=False, owner=False, reason="")`` -> ``Outcome`` (queues/operator/:
+every operator action — cancel, requeue, delete, retry, ... — with its permission check, confirmation rule and
+audit row; each target's ``Result`` is done, refused or changed meanwhile);
 ``VIEW_QUEUE_PANEL``, ``ACT_ON_QUEUE_PANEL``: the permission names ``user.has_perm`` takes (queues/permissions.py);
 Redis errors reach callers of these functions as ``QueueUnavailable`` only (never a redis exception);
 ``queues.testing``: ``inline()`` and the test run's own prefix (docs/adding-a-feature.md, "Testing");
@@ -52,6 +55,7 @@ if TYPE_CHECKING:  # the same names as _LAZY below, for type checkers only
     from queues.catalog.lookup import fetch_job, get_queue, queue_names
     from queues.connection.clients import get_cache_connection as cache_connection
     from queues.jobs.state import job_state
+    from queues.operator.actions import perform
     from queues.producer.api import enqueue, enqueue_call
     from queues.producer.bulk import Call, enqueue_many
     from queues.producer.cancel import cancel
@@ -77,6 +81,7 @@ __all__ = [
     "queue_names",
     "job_state",
     "cancel",
+    "perform",
     "cache_connection",
     "search_jobs",
     "SEARCH_STATES",
@@ -122,6 +127,7 @@ _LAZY = {
     "queue_names": ("queues.catalog.lookup", "queue_names"),
     "job_state": ("queues.jobs.state", "job_state"),
     "cancel": ("queues.producer.cancel", "cancel"),
+    "perform": ("queues.operator.actions", "perform"),
     "cache_connection": ("queues.connection.clients", "get_cache_connection"),
     "search_jobs": ("queues.search.find", "search_jobs"),
     "SEARCH_STATES": ("queues.search.find", "STATES"),
@@ -150,7 +156,7 @@ _LAZY = {
 # The public functions that read or write Redis: their callers see ``QueueUnavailable``, never a redis
 # exception (queues/connection/errors.py).
 _TALKS_TO_REDIS = frozenset(
-    {"enqueue", "enqueue_call", "enqueue_many", "fetch_job", "job_state", "cancel", "search_jobs"}
+    {"enqueue", "enqueue_call", "enqueue_many", "fetch_job", "job_state", "cancel", "search_jobs", "perform"}
     | {"batch_state", "cancel_batch", "chain", "chain_state"}
 )
 

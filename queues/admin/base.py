@@ -2,8 +2,9 @@
 
 ``ActingModelAdmin`` offers retry and discard of one object from its page (``<id>/retry/``,
 ``<id>/discard/``) and of a selection through the admin's actions, always after a confirmation
-page. Every action ends in ``each_outcome``: the one place where an action names its operation
-(``OPERATIONS``, from ``queues.failures.operations``) and runs it on dead letters one at a time.
+page. Every action ends in the operator service (``queues.operator``: the same permission check, audit row and
+answers as the panel's and the API's): ``each_outcome`` names the service's action of each admin action
+(``OPERATIONS``) and runs it on dead letters one at a time.
 """
 
 from dataclasses import dataclass, field
@@ -14,12 +15,12 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from queues.failures.operations import Outcome, cancel_retry, discard_dead_letter, retry_dead_letter
+from queues.operator import actions as operator
 
 ACT_PERM = "queues.act_on_deadletter"
 CONFIRM_SAMPLE = 100  # objects listed on a confirmation page; the count covers the rest
 
-OPERATIONS = {"retry": retry_dead_letter, "discard": discard_dead_letter, "cancel": cancel_retry}
+OPERATIONS = {"retry": "retry", "discard": "discard", "cancel": "cancel_retry"}  # admin action -> service action
 DONE = {"retry": "retried", "discard": "discarded", "cancel": "canceled (their retry)"}
 EXPLAIN = {
     "retry": "A job still in its queue's failed registry is requeued as it is (same id, attempts counted "
@@ -32,18 +33,17 @@ EXPLAIN = {
 }
 
 
-def each_outcome(action, rows, **options):
-    """``action``'s operation on each dead letter of ``rows`` (a ``values_list("pk", "queue",
-    "job_id")``), one at a time, with ``options`` (``accept_unverified``: the one-row retry only):
-    yields (queue, job_id, Outcome, raised). One row that raises must not stop the rest: its
-    exception becomes an "error" Outcome naming it, ``raised`` True."""
-    operation = OPERATIONS[action]
-    for pk, queue, job_id in rows.iterator(chunk_size=500):
-        try:
-            result, raised = operation(pk, **options), False
-        except Exception as exc:  # audited as an error by the caller
-            result, raised = Outcome("error", f"{type(exc).__name__}: {exc}"), True
-        yield queue, job_id, result, raised
+def each_outcome(request, action, rows, *, audit=True, **options):
+    """``action`` through the operator service on each dead letter of ``rows`` (a ``values_list("pk", "queue",
+    "job_id")``), one at a time, confirmed (the admin's confirmation page was answered), with ``options``
+    (``accept_unverified``: the one-row retry only): yields (queue, job_id, Result, raised). The service writes
+    one audit row per dead letter (unless ``audit`` is False: a failure group writes one for its rows). One
+    row that raises does not stop the rest: it is its own "refused" answer, ``raised`` True."""
+    name = OPERATIONS[action]
+    audit_as = None if audit else (lambda outcome: None)
+    for target in rows.iterator(chunk_size=500):
+        result = operator.one(request, name, target, confirmed=True, audit_as=audit_as, **options)
+        yield target[1], target[2], result, bool(result.data.get("raised"))
 
 
 @dataclass

@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from django.utils.translation import ngettext
 from django_rq.settings import get_queues_map
 
-from queues import audit, conf
+from queues import conf
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
 from queues.admin.filters import ExceptionFilter, FingerprintFilter, QueueFilter
 from queues.catalog.lookup import OptimaJob
@@ -290,15 +290,12 @@ class DeadLetterAdmin(ActingModelAdmin):
         return {}
 
     def run(self, request, queryset, action, **options):
-        """One audit row per dead letter (naming the job that now runs when it is a new one), then
-        the counts and the distinct reasons of the errors as messages."""
+        """Each dead letter through the operator service (one audit row each, naming the job that now runs when
+        it is a new one), then the counts and the distinct reasons of the errors as messages."""
         tally = Tally()
         rows = queryset.values_list("pk", "queue", "job_id")
-        for queue, job_id, result, raised in each_outcome(action, rows, **options):
+        for _queue, _job_id, result, raised in each_outcome(request, action, rows, **options):
             tally.add(result, reason=not raised)  # an exception is told by the audit trail only
-            ids = [job_id] if not result.job_id or result.job_id == job_id else [job_id, result.job_id]
-            outcome = "ok" if result.outcome == "ok" else "error" if result.outcome == "error" else "partial"
-            audit.record(request, action, queue, ids, outcome, result.detail)
         self._report(request, action, tally)
         return tally
 

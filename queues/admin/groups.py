@@ -1,6 +1,7 @@
 """The failure-group admin: one group per fingerprint (docs/operator.md "Failure groups"), read
 only; from a group, its rows (the dead-letter list filtered by ``?fingerprint=``), and retry or
-discard of its open rows, each through the dead letter's own operation, one audit row per group."""
+discard of its open rows, each through the operator service's dead-letter action (its permission, confirmation
+and answers), one audit row per group."""
 
 from django.contrib import admin, messages
 from django.urls import reverse
@@ -124,7 +125,8 @@ class FailureGroupAdmin(ActingModelAdmin):
         totals, n = Tally(), 0
         for group in queryset.iterator(chunk_size=100):
             tally, job_ids = Tally(), []
-            for _, job_id, result, _ in each_outcome(action, open_rows(group).values_list("pk", "queue", "job_id")):
+            rows = open_rows(group).values_list("pk", "queue", "job_id")
+            for _, job_id, result, _ in each_outcome(request, action, rows, audit=False):
                 tally.add(result)
                 job_ids.append(job_id)
             _audit_group(request, action, group, tally, job_ids)

@@ -10,7 +10,7 @@
   of 100,000 members costs one page). A succeeded batch's sets are dropped (its counts are frozen): no
   member lists then. An unknown or malformed id: 404.
 - ``cancel`` (``admin/queues/batches/<id>/cancel/``, the act permission): GET confirms, POST runs
-  ``queues.cancel_batch(id, request=request)``, which audits.
+  the operator service's ``cancel_batch`` (``queues.operator``), which audits.
 - ``job_workflow``: a job's batch and, for a chain's step, the chain's state, for the job page
   (queues/board/job.py; templates/queues/_job_workflow.html).
 
@@ -35,9 +35,9 @@ from queues.board.access import panel_context
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
+from queues.operator import actions as operator
 from queues.workflows import chains
 from queues.workflows.batches import SETS
-from queues.workflows.cancel import cancel_batch
 from queues.workflows.state import from_hash
 
 PAGE = 25  # batches a page of the list
@@ -269,8 +269,8 @@ def batch(request, batch_id):
 @never_cache
 @require_http_methods(["GET", "HEAD", "POST"])
 def cancel(request, batch_id):
-    """GET: the confirmation page; POST: ``queues.cancel_batch(id, request=request)`` (audited), then back to
-    the batch's page with its outcome."""
+    """GET: the confirmation page; POST: the operator service's ``cancel_batch`` (audited), then back to the
+    batch's page with its outcome."""
     found, _fields = _known(batch_id)
     page = reverse("django_rq:queues_batch", args=[batch_id])
     if request.method != "POST":
@@ -279,15 +279,16 @@ def cancel(request, batch_id):
     if found.state == "canceled":  # cancel_batch answers ``canceled`` (ok) again: no second audit row saying so
         messages.error(request, f"Batch {batch_id} not canceled: it has already canceled.")
         return redirect(page)
-    result = cancel_batch(batch_id, request=request, reason="from the panel")
+    result = operator.one(request, "cancel_batch", batch_id, confirmed=True, reason="from the panel")
+    canceled, running = result.data.get("canceled", []), result.data.get("running", [])
     if result.ok:
         messages.success(
             request,
-            f"Batch {batch_id} canceled: {len(result.canceled)} waiting member(s) canceled, "
-            f"{len(result.running)} running left to finish; no callback fires.",
+            f"Batch {batch_id} canceled: {len(canceled)} waiting member(s) canceled, "
+            f"{len(running)} running left to finish; no callback fires.",
         )
     else:
-        messages.error(request, f"Batch {batch_id} not canceled: it has already {result.outcome}.")
+        messages.error(request, f"Batch {batch_id} not canceled: it has already {result.state}.")
     return redirect(page)
 
 

@@ -6,6 +6,9 @@ Two queue-wide views are replaced rather than wrapped, for the 200,000-job case:
 ``CHUNK`` ids with pipelines, with the JSON job class. Their GET is our confirmation page
 (``queues/confirm_queue_action.html``: one count, one round trip).
 
+Their permission and confirmation are the operator service's (``queues.operator.actions.check``, the
+``QUEUE_WIDE`` entries of its table): the same rule as every other action, checked before anything is read.
+
 A corrupt job never stops them: "Delete All" deletes its keys, "Requeue All" leaves it in the failed
 registry and says how many it skipped (rq_actions' docstring has the rule for every action).
 """
@@ -24,6 +27,7 @@ from queues.board.rq_actions import audit_outcome, mark_rows
 from queues.failures.operations import lives_elsewhere
 from queues.jobs import read as jobread
 from queues.models import DeadLetter
+from queues.operator import actions as operator
 
 CHUNK = 500
 CRUMBS = {"empty": "Empty", "requeue": "Requeue All", "delete": "Delete All"}
@@ -45,6 +49,13 @@ def _confirm(request, queue_index, kind):
     return render(request, "queues/confirm_queue_action.html", context)
 
 
+def _refused(request, name):
+    """403 when the operator service refuses ``name`` to this request (the guard has already checked the act
+    permission: this holds the rule in one place), else None."""
+    why = operator.check(request, name, confirmed=True)
+    return render(request, "queues/denied.html", {"reason": "act", "why": why}, status=403) if why else None
+
+
 def _empty(request, queue, queue_index):
     """rq's ``empty`` of every band (the queue's Lua: each job and its results deleted)."""
     queue.empty()
@@ -57,6 +68,8 @@ def empty_queue(request, queue_index):
     """ "Empty queue", audited with the count and the first ids of what it removes."""
     if request.method != "POST":
         return _confirm(request, queue_index, "empty")
+    if refusal := _refused(request, "empty"):
+        return refusal
     queue = get_queue_by_index(queue_index)
     count = queue.count
     first_ids = queue.get_job_ids(0, audit.MAX_JOB_IDS - 1)
@@ -145,6 +158,8 @@ def delete_all_failed(request, queue_index):
     """Delete every failed job of a queue, in chunks (replaces django-rq's ``delete_failed_jobs``)."""
     if request.method != "POST":
         return _confirm(request, queue_index, "delete")
+    if refusal := _refused(request, "delete_all_failed"):
+        return refusal
     queue = get_queue_by_index(queue_index)
 
     def delete(pipe, job):
@@ -176,6 +191,8 @@ def requeue_all_failed(request, queue_index):
     """Requeue every failed job of a queue, in chunks (replaces django-rq's ``requeue_all``)."""
     if request.method != "POST":
         return _confirm(request, queue_index, "requeue")
+    if refusal := _refused(request, "requeue_all"):
+        return refusal
     queue = get_queue_by_index(queue_index)
 
     def requeue(pipe, job):

@@ -1,4 +1,7 @@
-"""The panel's actions on jobs, audited: one job from its page, and the bulk actions of the lists.
+"""The panel's door to the operator service (``queues.operator``): one job from its page, the bulk actions
+of the lists (by selection, or every job of a queue in one state: ``select_across``), the cancel of a job.
+What each action does, who may, the audit row and the answer are the service's; here: the confirmation
+pages (GET), the service's call (POST), and its answer in the panel's words.
 
 One job (``delete_job``, ``requeue_job``, ``enqueue_job``, ``stop_job``, at django-rq's URLs and names): its
 GET is a confirmation page (``confirm``: ``queues/confirm_job_action.html``), its POST acts (the act
@@ -24,72 +27,30 @@ in the failed registry and says how many it skipped. A corrupt job's own page an
 ``corrupt.respond``'s (``lookups.known``, by the view's name).
 """
 
-import redis
 from django.contrib import messages
-from django.db.models import F
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
-from rq.command import send_command
-from rq.exceptions import InvalidJobOperation, NoSuchJobError
-from rq.registry import FailedJobRegistry
 
-from queues import audit, conf
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index  # poison-proof ids and counts
 from queues.exceptions import QueueUnavailable
-from queues.failures.operations import lives_elsewhere, mark_dead_letters, requeue
 from queues.jobs import read as jobread
-from queues.keyspace import keys
-from queues.models import DeadLetter
-from queues.producer.cancel import cancel_job
+from queues.operator import actions as operator
+from queues.operator import jobs as operator_jobs
 from queues.templatetags.queues_panel import panel_state
 
-
-def _failed_ids(queue, job_ids):
-    """The subset of ``job_ids`` in the queue's failed registry, in order."""
-    registry = FailedJobRegistry(queue.name, queue.connection)
-    with queue.connection.pipeline(transaction=False) as pipe:
-        for job_id in job_ids:
-            pipe.zscore(registry.key, jobread.normal_id(job_id))
-        scores = pipe.execute(raise_on_error=False)  # a registry key of the wrong type: in none
-    return [j for j, s in zip(job_ids, scores) if s is not None and not isinstance(s, Exception)]
+# Kept for queue_actions (and older imports): the dead-letter rows follow their jobs (``operator.jobs``).
+mark_rows = operator_jobs.mark_rows
+send_stop = operator_jobs.send_stop
 
 
 def audit_outcome(response):
     """The audit outcome of a view's response (``queue_actions``)."""
     return "ok" if response.status_code < 400 else "error"
-
-
-def _mark_rows_of(action, failed_ids):
-    """After a successful requeue/enqueue/delete of jobs that were in the failed registry, their
-    dead-letter rows follow at once (no wait for the reconcile)."""
-    if not failed_ids:
-        return
-    if action in ("requeue", "enqueue"):
-        mark_rows(failed_ids, DeadLetter.Status.RETRIED, retried_as_self=True)
-    elif action == "delete":
-        mark_rows(failed_ids, DeadLetter.Status.DISCARDED)
-
-
-def mark_rows(job_ids, status, retried_as_self=False):
-    """``operations.mark_dead_letters`` (the open rows of ``job_ids`` -> ``status``), and the rows ``stopped``
-    too: a job stopped from the panel has one (not ``open``: ``mirror.opened_as``), which follows its job."""
-    job_ids = list(job_ids)
-    mark_dead_letters(job_ids, status, retried_as_self=retried_as_self)
-    updates = {
-        "status": status,
-        "updated_at": timezone.now(),
-        **({"retried_as": F("job_id")} if retried_as_self else {}),
-    }
-    for start in range(0, len(job_ids), 500):
-        DeadLetter.objects.filter(
-            prefix=conf.prefix(), job_id__in=job_ids[start : start + 500], status=DeadLetter.Status.STOPPED
-        ).update(**updates)
 
 
 # --- one job, from its page: GET asks, POST acts ------------------------------------------------
@@ -102,43 +63,6 @@ CONFIRMED = {
     "requeue": "The failed job goes back to the tail of its queue with a full set of attempts.",
 }
 DONE = {"delete": "deleted", "stop": "stopped", "enqueue": "enqueued", "requeue": "requeued"}
-
-
-def send_stop(queue, job):
-    """rq's stop-job command to the worker running ``job`` (rq's ``send_stop_job_command`` without its own read of
-    the job, which unpickles nothing but reads it again): (True, "stop sent"), or (False, why) when none runs it."""
-    worker_name = None if job is None or jobread.is_corrupt(job) else job.worker_name
-    if not worker_name:
-        return False, "the job is not running"
-    send_command(queue.connection, worker_name, "stop-job", job_id=job.id)
-    return True, "stop sent"
-
-
-def _delete(queue, job, in_failed):
-    with queue.connection.pipeline() as pipe:  # whichever priority band holds it
-        for key in keys.band_keys(queue.key):
-            pipe.lrem(key, 0, job.id)
-        pipe.execute()
-    job.delete()
-    return True, "deleted"
-
-
-def _requeue(queue, job, in_failed):
-    if not in_failed:
-        return False, f"it is not in the failed jobs of {queue.name} (it is {panel_state(job)})"
-    requeue(queue, job, in_failed=True)
-    return True, "requeued"
-
-
-def _enqueue(queue, job, in_failed):
-    status = job.get_status(refresh=False)
-    if not in_failed and str(getattr(status, "value", status)) == "queued":
-        return False, "it is queued already"
-    requeue(queue, job, in_failed)  # one in the failed registry (stopped from the panel) leaves it
-    return True, "enqueued"
-
-
-ACT = {"delete": _delete, "requeue": _requeue, "enqueue": _enqueue, "stop": lambda queue, job, _: send_stop(queue, job)}
 
 
 def confirm(request, queue, queue_index, job, action):
@@ -160,30 +84,29 @@ def confirm(request, queue, queue_index, job, action):
 
 
 def one_job(request, queue_index, job_id, action):
-    """GET: the confirmation page. POST: ``action`` on the job, audited with its outcome, its dead-letter row
-    following it (``_mark_rows_of``); then the job's page (the queue's jobs after a delete) with a message."""
+    """GET: the confirmation page. POST: ``action`` on the job through the service (audited, its dead-letter row
+    following it); then the job's page (the queue's jobs after a delete) with a message."""
     queue = get_queue_by_index(queue_index)
     job = jobread.fetch(job_id, queue.connection)
     if job is None or jobread.is_corrupt(job):  # gone (or made corrupt) since ``lookups.known`` read it
         raise Http404(f"No job {job_id!r} in Redis (deleted, expired, or never there).")
     if request.method != "POST":
         return confirm(request, queue, queue_index, job, action)
-    failed = _failed_ids(queue, [job_id])
-    try:
-        ok, detail = ACT[action](queue, job, bool(failed))
-    except Exception as exc:
-        audit.record(request, action, queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
-        raise
-    if ok:
-        _mark_rows_of(action, failed)
-    audit.record(request, action, queue.name, [job_id], "ok" if ok else "error", f"from the panel: {detail}")
-    if not ok:
-        messages.error(request, f"Job {job.id} not {DONE[action]}: {detail}.")
+    result = operator.one(request, action, job_id, confirmed=True, queue=queue, reason="from the panel")
+    if result.data.get("unavailable"):
+        raise _unavailable(result)
+    if not result.ok:
+        messages.error(request, f"Job {job.id} not {DONE[action]}: {result.detail}.")
         return redirect("django_rq:job_detail", queue_index, job_id)
     messages.info(request, f"You have successfully {DONE[action]} {job.id}")
     if action == "delete":
         return redirect("django_rq:jobs", queue_index)
     return redirect("django_rq:job_detail", queue_index, job_id)
+
+
+def _unavailable(result):
+    """The Redis error of a one-job action (audited by the service) as the guard's 503."""
+    return QueueUnavailable(result.detail)
 
 
 # Each its own function: ``lookups.known`` hands a corrupt job's URL to ``corrupt.respond`` by the view's name.
@@ -216,86 +139,77 @@ def stop_job(request, queue_index, job_id):
 BULK_VERBS = {"delete": "deleted", "requeue": "requeued", "stop": "stopped", "cancel": "canceled"}
 
 
-def _act_on_one(queue, action, job_id, in_failed=False):
-    """Apply ``action`` to one job (``in_failed``: listed failed); returns (outcome, detail). Never raises:
-    a missing job, an invalid operation or a Redis error is this job's own outcome, and the others go on."""
-    try:
-        if action == "stop":
-            try:
-                stopped, detail = send_stop(queue, jobread.fetch(job_id, queue.connection))
-            except Exception:  # noqa: BLE001 — as django-rq's stop_jobs: any failure is "not stopped"
-                stopped, detail = False, "the job is not running"
-            return ("ok", detail) if stopped else ("error", f"not stopped: {detail}")
-        if action == "cancel":
-            canceled = cancel_job(job_id, queue.connection)
-            return ("ok" if canceled.ok else "error"), canceled.detail
-        job = jobread.fetch(job_id, queue.connection)
-        if job is None:
-            raise NoSuchJobError(job_id)
-        if jobread.is_corrupt(job):
-            return _act_on_corrupt(queue, action, job)
-        if action == "delete" and in_failed and (kept := lives_elsewhere(job, queue.name)):
-            queue.connection.zrem(keys.failed_key(queue.name), job.id)  # issue 32: the job is not this queue's
-            return "ok", f"taken off the failed list; job kept: {kept}"
-        if action == "delete":
-            with queue.connection.pipeline() as pipe:  # whichever priority band holds it
-                for key in keys.band_keys(queue.key):
-                    pipe.lrem(key, 0, job.id)
-                pipe.execute()
-            job.delete()
-            return "ok", "deleted"
-        requeue(queue, job, in_failed)
-        return "ok", "requeued"
-    except NoSuchJobError:
-        return "error", f"no job {job_id!r} in Redis (deleted or expired)"
-    except (InvalidJobOperation, redis.RedisError, QueueUnavailable) as exc:
-        return "error", f"{type(exc).__name__}: {exc}"
-
-
-def _act_on_corrupt(queue, action, job):
-    if action == "delete":
-        jobread.raw_delete(queue.connection, queue.name, job.raw_id)
-        return "ok", f"deleted (corrupt: {job.why})"
-    return "error", f"corrupt, not requeued ({job.why}): delete it, or inspect it on its page"
-
-
 def bulk_actions(request, queue_index):
-    """django-rq's ``actions`` view (delete / requeue / stop of the selected jobs), job by job.
+    """django-rq's ``actions`` view (delete / requeue / stop / cancel of the selected jobs), job by job through
+    the service: each job's own answer reported and audited (one row per job), a missing or failing one never
+    stopping the others, never a 500.
 
-    Each job's own outcome is reported, audited (one row per job) and, for the jobs that were in
-    the failed registry and succeeded, mirrored to their dead-letter rows; a missing job or a
-    failing one never stops the others, and the answer is never a 500."""
+    With ``select_across=1`` and ``state=<queued|started|deferred|scheduled|finished|failed|canceled>`` (and
+    an optional ``func=<text>``, part of the function path), the selection is every job of the queue in that
+    state, walked in chunks of 500 ids with pipelines (``operator.jobs.select``), and one audit row per chunk
+    names its ids and counts."""
     action = request.POST.get("action", "") if request.method == "POST" else ""
+    if action in BULK_VERBS and request.POST.get("select_across") == "1":
+        return _select_across(request, queue_index, action)
     job_ids = list(dict.fromkeys(request.POST.getlist("job_ids"))) if action in BULK_VERBS else []
     if not job_ids:
         return redirect(_safe_next_url(request, queue_index))  # nothing to do: back (as django-rq did)
     queue = get_queue_by_index(queue_index)
-    # Redis failing here: nothing done yet, the panel answers 503 (access.guard). Later, per job.
-    failed = set(_failed_ids(queue, job_ids))
-    results = [(job_id, *_act_on_one(queue, action, job_id, job_id in failed)) for job_id in job_ids]
-    done = [job_id for job_id, outcome, _ in results if outcome == "ok"]
-    _mark_rows_of(action, [job_id for job_id in done if job_id in failed])
-    for job_id, outcome, detail in results:
-        audit.record(
-            request, action, queue.name, [job_id], outcome, f"bulk {action} of {len(job_ids)} from the panel: {detail}"
-        )
-    _report(request, action, results)
+    # Redis failing before anything is done: the panel answers 503 (access.guard). Later, per job.
+    outcome = operator.perform(
+        request, action, job_ids, confirmed=True, queue=queue, reason=f"bulk {action} of {len(job_ids)} from the panel"
+    )
+    _report(request, action, outcome.results, len(job_ids))
     return redirect(_safe_next_url(request, queue_index))
 
 
-def _report(request, action, results):
-    done = sum(1 for _, outcome, _ in results if outcome == "ok")
+def _select_across(request, queue_index, action):
+    """Every job of the queue in ``state`` (matching ``func``), chunk by chunk through the service."""
+    state, func = request.POST.get("state", ""), request.POST.get("func", "")
+    try:
+        operator_jobs.check_selection(state, func)
+    except operator_jobs.InvalidSelection as exc:
+        messages.error(request, f"Nothing {BULK_VERBS[action]}: {exc}")
+        return redirect(_safe_next_url(request, queue_index))
+    queue = get_queue_by_index(queue_index)
+    chunks = operator_jobs.select(queue, state, func)
+    total = sum(len(chunk) for chunk in chunks)
+    where = f"state={state}" + (f", func containing {func!r}" if func else "")
+    results = []
+    for chunk in chunks:
+
+        def one_row(outcome, chunk=chunk):
+            detail = f"bulk {action} of all {total} jobs in {where} from the panel: {operator.counted(outcome)}"
+            not_done = [f"{r.target}: {r}" for r in outcome.not_done[:10]]
+            if not_done:
+                detail += "; " + "; ".join(not_done)
+            kinds = {r.audit_outcome for r in outcome.results}
+            return queue.name, chunk, kinds.pop() if len(kinds) == 1 else "partial", detail
+
+        results += operator.perform(request, action, chunk, confirmed=True, queue=queue, audit_as=one_row).results
+    if not results:
+        messages.info(request, f"No job of {queue.name} in {where}: nothing {BULK_VERBS[action]}.")
+    _report(request, action, results, total)
+    return redirect(_safe_next_url(request, queue_index))
+
+
+def _report(request, action, results, total):
+    done = sum(1 for r in results if r.ok)
     if done:
         messages.info(request, f"{BULK_VERBS[action].capitalize()} {done} job{'s' if done != 1 else ''}.")
-    not_done = [(job_id, detail) for job_id, outcome, detail in results if outcome != "ok"]
+    not_done = [r for r in results if not r.ok]
     if not_done:
-        listed = "; ".join(f"{job_id}: {detail}" for job_id, detail in not_done[:10])
+        listed = "; ".join(f"{r.target}: {_said(action, r)}" for r in not_done[:10])
         more = f" (and {len(not_done) - 10} more)" if len(not_done) > 10 else ""
         messages.error(
             request,
-            f"{len(not_done)} of {len(results)} job{'s' if len(results) != 1 else ''} "
-            f"not {BULK_VERBS[action]}: {listed}{more}.",
+            f"{len(not_done)} of {total} job{'s' if total != 1 else ''} not {BULK_VERBS[action]}: {listed}{more}.",
         )
+
+
+def _said(action, result):
+    """A bulk stop that found no running job says "not stopped: ..." (as django-rq's ``stop_jobs``)."""
+    return f"not stopped: {result.detail}" if action == "stop" and result.kind == "changed" else result.detail
 
 
 def _safe_next_url(request, queue_index):
@@ -309,9 +223,9 @@ def _safe_next_url(request, queue_index):
 
 
 def cancel(request, queue_index, job_id):
-    """Cancel one queued or scheduled job (``queues.producer.cancel.cancel_job``) from its page. GET: the bulk
-    actions' confirmation page (queues/confirm_bulk.html), whose form posts to the bulk actions (one job,
-    audited there); POST: cancel, audit, and back to the job's page with the outcome."""
+    """Cancel one queued or scheduled job from its page, through the service. GET: the bulk actions'
+    confirmation page (queues/confirm_bulk.html), whose form posts to the bulk actions (one job, audited
+    there); POST: cancel, audit, and back to the job's page with the answer."""
     queue = get_queue_by_index(queue_index)
     job_page = reverse("django_rq:job_detail", args=[queue_index, job_id])
     if request.method != "POST":
@@ -329,21 +243,11 @@ def cancel(request, queue_index, job_id):
                 "next_url": job_page,
             },
         )
-    try:
-        canceled = cancel_job(job_id, queue.connection)
-    except Exception as exc:
-        audit.record(request, "cancel", queue.name, [job_id], "error", f"{type(exc).__name__}: {exc}")
-        raise
-    audit.record(
-        request,
-        "cancel",
-        queue.name,
-        [job_id],
-        "ok" if canceled.ok else "error",
-        f"from the panel's job page: {canceled.detail}",
-    )
-    if canceled.ok:
-        messages.info(request, f"Job {job_id} {canceled.detail}.")
+    result = operator.one(request, "cancel", job_id, confirmed=True, queue=queue, reason="from the panel's job page")
+    if result.data.get("unavailable"):
+        raise _unavailable(result)
+    if result.ok:
+        messages.info(request, f"Job {job_id} {result.detail}.")
     else:
-        messages.error(request, f"Job {job_id} not canceled: {canceled.detail}.")
+        messages.error(request, f"Job {job_id} not canceled: {result.detail}.")
     return redirect(job_page)

@@ -7,7 +7,6 @@ import time
 
 import redis
 from django.contrib import messages
-from django.db import DatabaseError
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -15,18 +14,17 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_rq.settings import get_queues_map
 
-from queues import audit, conf
+from queues import conf
 from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.board.access import panel_context
 from queues.board.stats import collect, statistics
-from queues.catalog import pause
-from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.metrics import history as metrics_history
 from queues.models import DeadLetter
+from queues.operator import actions as operator
 from queues.producer import limits
 
 JOB_ID_RE = re.compile(r"[^\s:]{1,200}")
@@ -92,31 +90,22 @@ def _keys_in_use(connection, names):
 
 
 def _toggle(request, name, action):
-    connection = bounded.connection()
-    change, undo = (pause.pause, pause.resume) if action == "pause" else (pause.resume, pause.pause)
-    try:
-        was_paused = pause.is_paused(name, connection=connection)
-        change(name, connection=connection)  # an unknown queue raises UnknownQueue before it changes anything
-    except UnknownQueue as exc:
-        audit.record(request, action, name, outcome="error", detail=str(exc))
-        messages.error(request, str(exc))
+    """Pause or resume through the operator service (audited; put back as it was when its row cannot be
+    written, then the guard answers 503)."""
+    result = operator.one(request, action, name, confirmed=True, queue=_Bounded())
+    if not result.ok:
+        messages.error(request, result.detail)
         return redirect("django_rq:home")
-    try:
-        audit.record(
-            request,
-            action,
-            name,
-            detail=f"queue {name} {action}d: workers "
-            + ("leave its jobs alone" if action == "pause" else "take its jobs again"),
-        )
-    except DatabaseError:
-        # No change without its audit row: a database that stays locked puts the queue back as it was
-        # (then the guard answers 503).
-        if was_paused != pause.is_paused(name, connection=connection):
-            undo(name, connection=connection)
-        raise
     messages.success(request, f"Queue {name} {'paused' if action == 'pause' else 'resumed'}.")
     return redirect("django_rq:home")
+
+
+class _Bounded:
+    """The panel's bounded Redis client, for the service's pause and resume."""
+
+    @property
+    def connection(self):
+        return bounded.connection()
 
 
 @never_cache

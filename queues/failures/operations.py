@@ -24,7 +24,8 @@ do. Accepted, such a row is retried as a new signed job from what the operator s
 
 Cancelling a job that has not started: ``queues/producer/cancel.py`` (the panel and ``DELETE /jobs/<id>/``).
 
-Callers (the admin actions, the panel) write one audit row per object with the outcome returned.
+Their one caller is the operator service (``queues/operator/deadletters.py``), which every door (the admin's
+actions, the panel, the API) goes through: it checks the permission and writes one audit row per object.
 """
 
 import functools

@@ -42,6 +42,7 @@ LAYERS = [
     ("metrics", "reads everything, imported by nothing but the app's wiring"),
     ("health", "the health endpoint"),
     ("templatetags", "the panel's template filters, over the producer's limits"),
+    ("operator", "every operator action, whichever door (panel, admin, API): permission, confirmation, audit"),
     ("board", "the panel: reads and acts on everything below"),
     ("admin", "the admin pages over the models and failures"),
     ("checks", "the system checks, over every room they check"),
