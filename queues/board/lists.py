@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import redis
 from django.contrib import messages
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -38,8 +40,11 @@ from queues.board.readonly import REGISTRIES, get_queue_by_index, wrong_type
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.producer import limits
+from queues.search import verify
+from queues.templatetags.queues_lists import callable_of, list_state
 
 BANDS = ("high", "normal", "low")
+SCAN_LIMIT = 2000  # jobs of a state a ?func= filter reads (their function), first in the list's order
 MAX_SELECTED = paging.PER_PAGE_CHOICES[-1]  # jobs one confirmation page reads (a whole page of the list)
 
 
@@ -276,16 +281,24 @@ class Row:
     scheduled_at: object = None
 
 
-def _page_ids(queue, state, counts, page, newest):
-    """[(raw id, score or None, execution id or None)] of the page, one round trip."""
+def _page_ids(queue, state, counts, offset, length, newest):
+    """[(raw id, score or None, execution id or None)] of ``length`` entries from ``offset``, one round trip.
+    The queued list reads in pop order (``newest``: from its other end, the last band's tail first)."""
     connection = queue.connection
+    if length <= 0:
+        return []
     if state.registry is None:
-        slices = _band_slices(counts["bands"], page.offset, page.per_page)
+        total = sum(counts["bands"])
+        if newest:  # the same window counted from the tail, read in pop order, then turned round
+            end = max(0, total - offset)
+            offset, length = max(0, end - length), min(length, end)
+        slices = _band_slices(counts["bands"], offset, length)
         bands = queue.band_keys
         replies = _pipelined(connection, [(bands[i], "lrange", (start, end), []) for i, start, end in slices])
-        return [(member, None, None) for reply in replies for member in reply]
+        found = [(member, None, None) for reply in replies for member in reply]
+        return found[::-1] if newest else found
     key = _registry_key(queue, state)
-    [members] = _pipelined(connection, [(key, "zrange", (page.offset, page.end, newest, True), [])])
+    [members] = _pipelined(connection, [(key, "zrange", (offset, offset + length - 1, newest, True), [])])
     found = []
     for member, score in members:
         if state.key == "started":  # "<job id>:<execution id>"
@@ -294,6 +307,43 @@ def _page_ids(queue, state, counts, page, newest):
         else:
             found.append((member, score, None))
     return found
+
+
+def _functions(connection, entries_read):
+    """The function path of each entry's job (None: gone or unreadable), from the opening of its ``data``: one
+    round trip (an HMGET per job; nothing unpickled, ``verify.function_of`` inflates 2 KiB at most)."""
+    calls = [(jobread.job_key(jobread.normal_id(raw)), "hget", ("data",), None) for raw, _, _ in entries_read]
+    return [
+        None if isinstance(data, Exception) else verify.function_of(None, data)
+        for data in _raw_pipeline(connection, calls)
+    ]
+
+
+@dataclass
+class Listed:
+    """The entries of a list a page shows, and how many match its filter."""
+
+    page: paging.Page
+    entries: list
+    matching: int  # jobs of the state matching the filter (all of them without one)
+    exact: bool  # False: a filter read only the first ``SCAN_LIMIT`` of the state's jobs
+    scanned: int
+
+
+def _listed(request, queue, spec, counts, query):
+    """The page's entries: without a filter one read of its ids (one round trip); with ``?func=`` the first
+    ``SCAN_LIMIT`` ids of the list in its order, their functions, then the page of the matching ones (two)."""
+    total, newest = counts[spec.key], query.order == "newest"
+    if not query.func:
+        page = paging.page_of(request, total)
+        found = _page_ids(queue, spec, counts, page.offset, page.per_page, newest) if total else []
+        return Listed(page, found, total, True, 0)
+    candidates = _page_ids(queue, spec, counts, 0, min(total, SCAN_LIMIT), newest)
+    functions = _functions(queue.connection, candidates) if candidates else []
+    matching = [entry for entry, function in zip(candidates, functions) if query.matches(function)]
+    page = paging.page_of(request, len(matching))
+    shown = matching[page.offset : page.offset + page.per_page]
+    return Listed(page, shown, len(matching), total <= SCAN_LIMIT, len(candidates))
 
 
 def _rows(queue, state, page_ids):
@@ -329,21 +379,54 @@ def _rows(queue, state, page_ids):
 
 
 def _page_url(request, **changes):
+    """This list's URL with ``changes`` to its query (its filter and order kept; never the JSON form)."""
     query = request.GET.copy()
+    query.pop("format", None)
     for name, value in changes.items():
-        query[name] = value
+        if value is None:
+            query.pop(name, None)
+        else:
+            query[name] = value
     return f"?{query.urlencode()}"
+
+
+def _wants_json(request):
+    return request.GET.get("format") == "json"
+
+
+def _bad_filter(request, queue, queue_index, spec, counts, error):
+    """The list answered with what was wrong with its filter (400): the field, the value, the fix."""
+    if _wants_json(request):
+        return JsonResponse({"error": str(error), "field": error.field, "value": error.value}, status=400)
+    context = {
+        **panel_context(request),
+        "title": f"{spec.label} jobs in {queue.name}",
+        "queue": queue,
+        "queue_index": queue_index,
+        "state": spec,
+        "tabs": _tabs(queue_index, counts, spec.key),
+        "filter_error": str(error),
+        "func": request.GET.get("func", "")[: paging.FUNC_CHARS],
+        "order": request.GET.get("order") if request.GET.get("order") in paging.ORDERS else "",
+        "clear_url": _page_url(request, func=None, order=None, page=None),
+    }
+    return render(request, "queues/jobs.html", context, status=400)
 
 
 @never_cache
 def job_list(request, queue_index, state):
-    """The jobs of a queue in one state (``STATES``): three round trips."""
+    """The jobs of a queue in one state (``STATES``): three round trips, four with ``?func=``. With
+    ``?format=json`` the same page as JSON (``_as_json``: what ``live.js`` swaps in)."""
     queue = get_queue_by_index(queue_index)
     spec = BY_KEY[state]
     counts = _counts(queue, _pipelined(queue.connection, _count_calls(queue)))  # 1
-    page = paging.page_of(request, counts[state])
-    newest = request.GET.get("order") != "oldest"
-    rows = _rows(queue, spec, _page_ids(queue, spec, counts, page, newest)) if counts[state] else []  # 2, 3
+    try:
+        query = paging.query_of(request, default_order="newest" if spec.registry else "oldest")
+    except paging.BadFilter as error:
+        return _bad_filter(request, queue, queue_index, spec, counts, error)
+    listed = _listed(request, queue, spec, counts, query)  # 2 (and 3 with a filter)
+    rows = _rows(queue, spec, listed.entries) if listed.entries else []  # 3 (4)
+    page = listed.page
     can_act = request.queue_access.can_act
     context = {
         **panel_context(request),
@@ -355,17 +438,70 @@ def job_list(request, queue_index, state):
         "bands": list(zip(BANDS, counts["bands"])) if spec.registry is None else [],
         "columns": [(name, COLUMN_LABELS[name]) for name in spec.columns],
         "rows": rows,
-        "num_jobs": counts[state],
+        "num_jobs": listed.matching,
+        "total_jobs": counts[state],
+        "exact": listed.exact,
+        "scanned": listed.scanned,
+        "func": query.func,
         "page": page,
         "page_links": [(p, _page_url(request, page=p) if p else "") for p in page.links],
         "per_page_links": [(n, _page_url(request, per_page=n, page=1)) for n in paging.PER_PAGE_CHOICES],
-        "sortable": spec.registry is not None,
-        "order": "newest" if newest else "oldest",
-        "order_links": [(o, _page_url(request, order=o, page=1)) for o in ("newest", "oldest")],
+        "order": query.order,
+        "order_links": [(o, _page_url(request, order=o, page=1)) for o in paging.ORDERS],
+        "clear_url": _page_url(request, func=None, page=None),
+        "json_url": _page_url(request, format="json"),
         "can_act": can_act,
         "actions": spec.actions if can_act else (),
     }
+    if _wants_json(request):
+        return _as_json(request, context, counts)
     return render(request, "queues/jobs.html", context)
+
+
+def _iso(value):
+    return value.isoformat() if value else None
+
+
+def _row_json(row):
+    job = row.job
+    return {
+        "id": jobread.text(job.id),
+        "state": list_state(job),
+        "function": callable_of(job),
+        "corrupt": jobread.is_corrupt(job),
+        "created_at": _iso(job.created_at),
+        "enqueued_at": _iso(job.enqueued_at),
+        "ended_at": _iso(job.ended_at),
+        "scheduled_at": _iso(row.scheduled_at),
+        "execution": row.execution.id if row.execution is not None else None,
+    }
+
+
+def _as_json(request, context, counts):
+    """The page as JSON: its counts, its rows, and the parts of the page ``live.js`` replaces, rendered by
+    the page's own templates (``data-live`` regions), so the script draws nothing itself."""
+    page = context["page"]
+    parts = {
+        name: render_to_string(f"queues/_jobs_{name}.html", context, request=request)
+        for name in ("rows", "pager", "tabs", "across")
+    }
+    return JsonResponse(
+        {
+            "queue": context["queue"].name,
+            "state": context["state"].key,
+            "order": context["order"],
+            "func": context["func"],
+            "counts": {state.key: counts[state.key] for state in STATES},
+            "bands": dict(zip(BANDS, counts["bands"])),
+            "num_jobs": context["num_jobs"],
+            "exact": context["exact"],
+            "page": page.number,
+            "num_pages": page.num_pages,
+            "per_page": page.per_page,
+            "rows": [_row_json(row) for row in context["rows"]],
+            "html": parts,
+        }
+    )
 
 
 def _list_view(state):
@@ -386,16 +522,23 @@ scheduled_jobs = _list_view("scheduled")
 canceled_jobs = _list_view("canceled")
 
 
+def _back(request, queue_index):
+    referer = request.META.get("HTTP_REFERER", "")
+    safe = url_has_allowed_host_and_scheme(referer, {request.get_host()}, require_https=request.is_secure())
+    return referer if referer and safe else reverse("django_rq:jobs", args=[queue_index])
+
+
 @never_cache
 def confirm_bulk(request, queue_index):
     """The confirmation of a list's bulk action (the list POSTs ``action`` and ``_selected_action``): the
     selected jobs (one round trip), a button POSTing them to ``django_rq:actions``. Without an action or a
-    job: back to the list."""
+    job: back to the list. With ``select_across=1``: every job of ``state`` (matching ``func``), counted
+    (``_confirm_across``)."""
     queue = get_queue_by_index(queue_index)
-    referer = request.META.get("HTTP_REFERER", "")
-    safe = url_has_allowed_host_and_scheme(referer, {request.get_host()}, require_https=request.is_secure())
-    next_url = referer if referer and safe else reverse("django_rq:jobs", args=[queue_index])
+    next_url = _back(request, queue_index)
     action = request.POST.get("action", "") if request.method == "POST" else ""
+    if action and request.POST.get("select_across") == "1":
+        return _confirm_across(request, queue, queue_index, action, next_url)
     job_ids = list(dict.fromkeys(request.POST.getlist("_selected_action")))
     if not action or not job_ids:
         return redirect(next_url)
@@ -411,6 +554,46 @@ def confirm_bulk(request, queue_index):
         "action": action,
         "rows": [{"id": i, "job": job} for i, job in zip(job_ids, jobs)],
         "job_ids": [i for i, job in zip(job_ids, jobs) if job is not None],
+        "next_url": next_url,
+    }
+    return render(request, "queues/confirm_bulk.html", context)
+
+
+def _confirm_across(request, queue, queue_index, action, next_url):
+    """All N jobs in <state> (whose function contains ``func``): the count as the list states it (one
+    round trip, three with a filter), and a form POSTing ``select_across=1``, ``state``, ``func`` and the
+    action to ``django_rq:actions``, which walks the state itself. A state, action or filter it cannot use:
+    back to the list, with a message naming it."""
+    state = request.POST.get("state", "")
+    spec = BY_KEY.get(state)
+    if spec is None:
+        messages.error(request, f"state={state!r} cannot be used: one of {', '.join(BY_KEY)}.")
+        return redirect(next_url)
+    if action not in spec.actions:
+        messages.error(
+            request, f"action={action!r} cannot be used on {spec.label.lower()} jobs: one of {', '.join(spec.actions)}."
+        )
+        return redirect(next_url)
+    try:
+        func = paging.func_filter(request.POST.get("func"))
+    except paging.BadFilter as error:
+        messages.error(request, str(error))
+        return redirect(next_url)
+    counts = _counts(queue, _pipelined(queue.connection, _count_calls(queue)))  # 1
+    count, exact = counts[state], True
+    if func:
+        candidates = _page_ids(queue, spec, counts, 0, min(count, SCAN_LIMIT), True)  # 2
+        functions = _functions(queue.connection, candidates) if candidates else []  # 3
+        count = sum(1 for function in functions if paging.Query("newest", func).matches(function))
+        exact = counts[state] <= SCAN_LIMIT
+    context = {
+        **panel_context(request),
+        "title": "Are you sure?",
+        "queue": queue,
+        "queue_index": queue_index,
+        "action": action,
+        "across": {"state": spec, "func": func, "count": count, "exact": exact, "total": counts[state]},
+        "scan_limit": SCAN_LIMIT,
         "next_url": next_url,
     }
     return render(request, "queues/confirm_bulk.html", context)
