@@ -5,10 +5,15 @@
   and the scheduler's PID (one pipeline), the jobs held by a limit key (``limits.keys_in_use``: two).
 - ``job_list`` (``queues/jobs.html``), one view for every state (``STATES``): the tabs with their counts and
   the page's ids (two pipelines), the page's jobs (and, for the started list, rq's executions) in one more.
-  Sorted sets read newest first unless ``?order=oldest``; ``paging`` gives the slice (``?page=``,
-  ``?per_page=``).
+  Sorted sets read newest first unless ``?order=oldest``, the queued list next-to-run first unless
+  ``?order=newest``; ``paging`` gives the slice (``?page=``, ``?per_page=``) and checks the order and the
+  filter. ``?func=`` (text in the function's path) reads the first ``SCAN_LIMIT`` ids of the list and their
+  functions (one round trip more: Redis cannot read a job's compressed ``data``), then pages the matching
+  ones. ``?format=json``: the same page as JSON, with its ``data-live`` regions rendered by the page's
+  partials (``queues/_jobs_*.html``) for ``live.js`` (``live.py``). A filter it cannot use: 400, saying why.
 - ``confirm_bulk`` (``queues/confirm_bulk.html``): the confirmation of a bulk action of a list, posting to
-  ``django_rq:actions`` (``rq_actions.bulk_actions``).
+  ``django_rq:actions`` (``rq_actions.bulk_actions``) the selected ids, or, for "Select all N jobs in
+  <state>", ``select_across=1`` with the state and the filter (the action walks the state itself).
 
 Every read is bounded (a page of at most ``paging.PER_PAGE_CHOICES[-1]`` jobs, each hash capped by
 ``jobread``), nothing is unpickled (``jobread``: JSON only, a poison job shown "corrupt: <why>"), nothing is

@@ -302,9 +302,16 @@ def test_a_list_page_carries_its_json_url_and_the_live_toggle(client, queue_redi
     assert 'id="live-toggle"' in html and 'data-refresh-seconds="5"' in html
     assert 'data-live-url="?func=add&amp;format=json"' in html
     assert "queues/live.js" in html and 'data-live="rows"' in html
+    # The home and queue pages poll themselves (live.js cuts the same regions from the page).
+    home = client.get("/admin/queues/").content.decode()
+    assert 'data-live-url="/admin/queues/"' in home
+    assert 'data-live="queue-states"' in home and 'data-live="per-state"' in home
+    details = client.get(f"{PANEL}/{DEFAULT}/details/").content.decode()
+    assert f'data-live-url="{PANEL}/{DEFAULT}/details/"' in details and 'data-live="counts"' in details
     settings.QUEUE_BOARD_REFRESH_SECONDS = 0  # off: no toggle, nothing polls
-    html = client.get(f"{PANEL}/{DEFAULT}/failed/").content.decode()
-    assert 'id="live-toggle"' not in html and "data-live-url" not in html
+    for path in (f"{PANEL}/{DEFAULT}/failed/", "/admin/queues/", f"{PANEL}/{DEFAULT}/details/"):
+        html = client.get(path).content.decode()
+        assert 'id="live-toggle"' not in html and "data-live-url" not in html, path
 
 
 def test_the_function_filter_lists_only_the_matching_jobs_and_is_kept_across_pages(client, queue_redis, round_trips):
