@@ -26,7 +26,9 @@ def open_list(page, live_server, path=QUEUED):
     page.clock.install()
     asked = []
     page.on("request", lambda request: asked.append(request.url) if "format=json" in request.url else None)
-    log_in(page, live_server, next_url=path)
+    log_in(page, live_server, next_url=QUEUED)
+    if path != QUEUED:
+        page.goto(f"{live_server.url}{path}")
     expect(page.locator("#live-toggle")).to_have_text("Live: on")
     return asked
 
@@ -111,23 +113,33 @@ def test_selection_survives_a_refresh_and_select_all_across_pages_reaches_the_co
 ):
     for i in range(30):
         queues.enqueue("default", "tests.jobs.sample.add", i, i)
-    open_list(page, live_server, f"{QUEUED}?per_page=25")
-    first = page.locator("#result_list tbody input.action-select").first
-    first.check()
+    open_list(page, live_server, f"{QUEUED}?per_page=25&order=newest")  # a new job comes in on top
+    rows = page.locator("#result_list tbody input.action-select")
+    chosen = rows.first.get_attribute("value")
+    rows.first.check()
     expect(page.locator("#action-counter")).to_have_text("1 of 25 selected")
-    queues.enqueue("default", "tests.jobs.sample.add", 99, 99)
+    newcomer = queues.enqueue("default", "tests.jobs.sample.add", 99, 99)
     page.clock.run_for(STEP)
     expect(tab(page, "queued")).to_have_text("31")
-    expect(page.locator("#result_list tbody input.action-select").first).to_be_checked()  # kept by value
+    expect(rows.first).to_have_value(newcomer.id)
+    expect(rows.first).not_to_be_checked()
+    expect(page.locator(f'input.action-select[value="{chosen}"]')).to_be_checked()  # kept, by value
+    expect(page.locator("#action-counter")).to_have_text("1 of 25 selected")
     expect(page.locator("#select-across")).to_be_hidden()
     page.check("#action-toggle")
     expect(page.locator("#select-across")).to_have_text("Select all 31 jobs in queued")
     page.click("#select-across")
     expect(page.locator("#select-across-clear")).to_contain_text("All 31 jobs in queued selected.")
+    newest = queues.enqueue("default", "tests.jobs.sample.add", 100, 100)  # "all of them" stands, recounted
+    page.clock.run_for(STEP)
+    expect(rows.first).to_have_value(newest.id)
+    expect(page.locator("#select-across-clear")).to_contain_text("All 32 jobs in queued selected.")
+    expect(rows.first).to_be_checked()
+    assert page.locator("#select-across-input").input_value() == "1"
     page.select_option("select[name=action]", "delete")
     page.click("button[name=index]")
     page.wait_for_url("**/confirm-action/1/")
-    expect(page.locator("#confirm-across")).to_contain_text("Delete all 31 jobs in queued")
+    expect(page.locator("#confirm-across")).to_contain_text("Delete all 32 jobs in queued")
     assert page.locator("#confirm-form input[name=select_across]").input_value() == "1"
     assert page.locator("#confirm-form input[name=state]").input_value() == "queued"
 

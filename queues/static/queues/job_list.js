@@ -9,7 +9,7 @@
  *   in <state>" appears (#select-across); clicking it sets select_across=1, which the confirmation page
  *   (lists.confirm_bulk) reads with the form's state and func; "Clear selection" undoes it.
  * live.js fires "queues:live" on the document after it has swapped the rows: the counter and the question
- * are drawn again then (the checked boxes are live.js's to keep).
+ * are drawn again then (the checked boxes are live.js's to keep; with "all N jobs" chosen, every row).
  */
 "use strict";
 (function () {
@@ -81,7 +81,14 @@
             }
             draw();
         });
-        document.addEventListener("queues:live", draw);
+        document.addEventListener("queues:live", function () {
+            // "All N jobs in <state>" stands for the state, not for the rows it was chosen on: rows that
+            // arrived since are part of it.
+            if (across() && across().value === "1") {
+                boxes().forEach(function (box) { box.checked = true; });
+            }
+            draw();
+        });
         window.addEventListener("pageshow", draw);
         draw();
     });
