@@ -9,7 +9,7 @@ Each validator returns ``conf.Problem``s; ``conf.check_messages`` turns them int
 from django.core.checks import Tags, register
 
 from queues import tasks
-from queues.board import bounded, throttle
+from queues.board import bounded, live, throttle
 from queues.board.access import validate_basic_auth, validate_password_length
 from queues.catalog import jobs as catalog
 from queues.catalog import queues as declarations
@@ -32,10 +32,13 @@ def check_queue_board_auth(app_configs=None, **kwargs):
     - queues.W020: only one of QUEUE_BOARD_USER / QUEUE_BOARD_PASSWORD is set;
     - queues.E021: QUEUE_BOARD_PASSWORD shorter than 16 characters in stage/prod;
     - queues.E022: QUEUE_LOGIN_FAILURES is not a rate; queues.E023: a bad QUEUE_TRUSTED_PROXIES entry;
-    - queues.E024: QUEUE_BOARD_REDIS_TIMEOUT / QUEUE_BOARD_DEADLINE not a number of seconds > 0.
+    - queues.E024: QUEUE_BOARD_REDIS_TIMEOUT / QUEUE_BOARD_DEADLINE not a number of seconds > 0;
+    - queues.E029: QUEUE_BOARD_REFRESH_SECONDS not a whole number of seconds from 0 to 3600 (board/live.py).
     """
 
-    return check_messages(validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate())
+    return check_messages(
+        validate_basic_auth() + validate_password_length() + throttle.validate() + bounded.validate() + live.validate()
+    )
 
 
 @register(Tags.security)

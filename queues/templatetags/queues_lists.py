@@ -1,4 +1,4 @@
-"""Filters of the queue page and the job lists (``queues/board/lists.py``), none of which reads Redis.
+"""Filters of the queue page and the job lists (``queues/board/lists/``), none of which reads Redis.
 
 - ``{{ when|when }}``: a time in the configured time zone, UTC in its tooltip (as django-rq's lists showed
   times); "—" when none.

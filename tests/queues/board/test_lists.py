@@ -3,6 +3,7 @@ names as django-rq's, the same data, and at most 5 Redis round trips per page wh
 failed list asked every job its status: ~110 for 100 jobs). Django test client, real Redis."""
 
 import re
+from html import unescape
 
 import pytest
 import redis.connection
@@ -86,7 +87,7 @@ def round_trips(monkeypatch):
     return Counter
 
 
-def plant(state, count, queue_name="default", start=0):
+def plant(state, count, queue_name="default", start=0, func=FUNC):
     """``count`` jobs of ``queue_name`` in ``state``, as a worker or the producer leaves them; the first one
     is the oldest (scores and list order). Returns their ids, oldest first."""
     queue = get_queue(queue_name)
@@ -95,7 +96,7 @@ def plant(state, count, queue_name="default", start=0):
     now = timezone.now().timestamp()
     with connection.pipeline() as pipe:
         for n in range(count):
-            job = queue.create_job(FUNC, args=[n, 1], meta={"queue": queue_name}, job_id=f"{state}-{start + n:04d}")
+            job = queue.create_job(func, args=[n, 1], meta={"queue": queue_name}, job_id=f"{state}-{start + n:04d}")
             job.origin = queue_name
             job._status = LISTS[state][1]
             if state in ("finished", "failed"):
@@ -268,3 +269,175 @@ def test_empty_queue_empties_every_band(client, queue_redis):
     response = client.post(f"{PANEL}/{DEFAULT}/empty/")
     assert response.status_code == 302 and response["Location"] == f"{PANEL}/{DEFAULT}/"
     assert get_queue("default").count == 0
+
+
+# --- live lists: the JSON view, filters, order, select across (issue 33, helper "live") ----------------------
+
+
+@pytest.mark.parametrize("state", list(LISTS))
+def test_the_json_of_every_list_answers_the_pages_rows_and_counts_in_at_most_5_round_trips(
+    client, queue_redis, round_trips, state
+):
+    ids = plant(state, 120)
+    plant("failed", 2, start=500)
+    response = round_trips.get(client, f"{PANEL}/{DEFAULT}/{LISTS[state][0]}?format=json&per_page=25")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert round_trips.sent <= 5, f"{state}: {round_trips.sent} round trips"
+    data = response.json()
+    expected = 122 if state == "failed" else 120
+    assert data["state"] == state and data["num_jobs"] == expected and data["per_page"] == 25
+    assert data["counts"]["failed"] == (122 if state == "failed" else 2)
+    assert data["counts"][state] == expected
+    if state != "failed":
+        assert len(data["rows"]) == 25 and {row["id"] for row in data["rows"]} <= set(ids)
+        assert {row["function"] for row in data["rows"]} == {FUNC}
+    # The regions live.js swaps, drawn by the page's own partials: the rows, the pages, the tab counts.
+    assert data["html"]["rows"].count('name="_selected_action"') == 25
+    assert f'<span class="queue-tab-count">{data["counts"][state]}</span>' in data["html"]["tabs"]
+    assert "format=json" not in data["html"]["pager"] and "page=2" in data["html"]["pager"]
+
+
+def test_a_list_page_carries_its_json_url_and_the_live_toggle(client, queue_redis, settings):
+    plant("failed", 3)
+    html = client.get(f"{PANEL}/{DEFAULT}/failed/?func=add").content.decode()
+    assert 'id="live-toggle"' in html and 'data-refresh-seconds="5"' in html
+    assert 'data-live-url="?func=add&amp;format=json"' in html
+    assert "queues/live.js" in html and 'data-live="rows"' in html
+    # The home and queue pages poll themselves (live.js cuts the same regions from the page).
+    home = client.get("/admin/queues/").content.decode()
+    assert 'data-live-url="/admin/queues/"' in home
+    assert 'data-live="queue-states"' in home and 'data-live="per-state"' in home
+    details = client.get(f"{PANEL}/{DEFAULT}/details/").content.decode()
+    assert f'data-live-url="{PANEL}/{DEFAULT}/details/"' in details and 'data-live="counts"' in details
+    settings.QUEUE_BOARD_REFRESH_SECONDS = 0  # off: no toggle, nothing polls
+    for path in (f"{PANEL}/{DEFAULT}/failed/", "/admin/queues/", f"{PANEL}/{DEFAULT}/details/"):
+        html = client.get(path).content.decode()
+        assert 'id="live-toggle"' not in html and "data-live-url" not in html, path
+
+
+def test_the_function_filter_lists_only_the_matching_jobs_and_is_kept_across_pages(client, queue_redis, round_trips):
+    adds = plant("failed", 30)
+    fails = plant("failed", 5, start=100, func="tests.jobs.sample.fail")
+    response = round_trips.get(client, f"{PANEL}/{DEFAULT}/failed/?func=Sample.ADD&per_page=25")
+    html = response.content.decode()
+    assert round_trips.sent <= 5, round_trips.sent
+    assert listed(html) == list(reversed(adds))[:25]  # newest first, case-insensitive
+    assert "30 jobs whose function contains “Sample.ADD”" in html
+    assert 'href="?func=Sample.ADD&amp;per_page=25&amp;page=2"' in html
+    assert 'value="Sample.ADD"' in html  # the filter box shows it
+    second = client.get(f"{PANEL}/{DEFAULT}/failed/?func=Sample.ADD&per_page=25&page=2").content.decode()
+    assert listed(second) == list(reversed(adds))[25:]
+    oldest = client.get(f"{PANEL}/{DEFAULT}/failed/?func=fail&order=oldest").content.decode()
+    assert listed(oldest) == fails
+    data = client.get(f"{PANEL}/{DEFAULT}/failed/?func=fail&format=json").json()
+    assert [row["id"] for row in data["rows"]] == list(reversed(fails))
+    assert (data["func"], data["num_jobs"], data["counts"]["failed"]) == ("fail", 5, 35)
+    none = client.get(f"{PANEL}/{DEFAULT}/failed/?func=nosuchjob").content.decode()
+    assert listed(none) == [] and "No failed jobs whose function contains “nosuchjob”." in none
+
+
+def test_the_queued_list_reads_newest_first_on_request(client, queue_redis):
+    normal = plant("queued", 3)
+    queue = get_queue("default")
+    high = plant("queued", 2, start=100)
+    for job_id in high:
+        queue_redis.lrem(queue.key, 0, job_id)
+        queue_redis.rpush(keys.band_keys(queue.key)[0], job_id)
+    assert listed(client.get(f"{PANEL}/{DEFAULT}/?order=newest").content.decode()) == list(reversed(high + normal))
+    page2 = client.get(f"{PANEL}/{DEFAULT}/?order=newest&per_page=25").content.decode()
+    assert listed(page2) == list(reversed(high + normal))
+    many = plant("queued", 40, start=200)
+    second = client.get(f"{PANEL}/{DEFAULT}/?order=newest&per_page=25&page=2").content.decode()
+    assert listed(second) == list(reversed(high + normal + many))[25:]
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "words"),
+    [
+        ("func=orders%20sync!", "func", "part of a function's dotted path"),
+        ("order=sideways", "order", "use order=newest or order=oldest"),
+        ("func=" + "a" * 201, "func", "at most 200 characters"),
+    ],
+)
+def test_a_filter_that_cannot_be_used_is_answered_with_the_field_the_value_and_the_fix(
+    client, queue_redis, query, field, words
+):
+    plant("failed", 2)
+    response = client.get(f"{PANEL}/{DEFAULT}/failed/?{query}")
+    html = response.content.decode()
+    assert response.status_code == 400
+    error = unescape(re.search(r'<p class="errornote" id="filter-error" role="alert">([^<]*)</p>', html).group(1))
+    assert error.startswith(f"{field}=") and "cannot be used" in error and words in error
+    assert listed(html) == []  # no list under a filter that was not applied
+    assert 'id="list-filter-clear"' in html
+    data = client.get(f"{PANEL}/{DEFAULT}/failed/?{query}&format=json")
+    assert data.status_code == 400 and data.json()["field"] == field and words in data.json()["error"]
+
+
+def test_select_across_is_offered_only_when_the_list_holds_more_than_the_page(client, queue_redis):
+    plant("failed", 30)
+    html = client.get(f"{PANEL}/{DEFAULT}/failed/?per_page=25").content.decode()
+    assert '<a href="#" id="select-across" role="button">Select all 30 jobs in failed</a>' in html
+    assert '<input type="hidden" name="select_across" value="0" id="select-across-input">' in html
+    assert '<input type="hidden" name="state" value="failed">' in html
+    filtered = client.get(f"{PANEL}/{DEFAULT}/failed/?per_page=25&func=add").content.decode()
+    assert "Select all 30 jobs in failed whose function contains “add”" in filtered
+    assert '<input type="hidden" name="func" value="add">' in filtered
+    whole = client.get(f"{PANEL}/{DEFAULT}/failed/").content.decode()  # 30 of 100 per page: nothing across
+    assert 'id="select-across"' not in whole
+
+
+def test_the_confirmation_of_select_across_states_the_count_and_posts_the_state_and_filter(client, queue_redis):
+    plant("failed", 30)
+    plant("failed", 4, start=100, func="tests.jobs.sample.fail")
+    response = client.post(
+        f"{PANEL}/confirm-action/{DEFAULT}/",
+        {"action": "requeue", "select_across": "1", "state": "failed", "func": "sample.fail", "_selected_action": []},
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Are you sure you want to <b>Requeue</b> all 4 jobs in failed whose function contains “sample.fail”" in html
+    assert f'<form action="{PANEL}/actions/{DEFAULT}/" method="post" id="confirm-form">' in html
+    for name, value in (("select_across", "1"), ("state", "failed"), ("func", "sample.fail"), ("action", "requeue")):
+        assert f'<input type="hidden" name="{name}" value="{value}">' in html, name
+    assert 'name="job_ids"' not in html
+    assert 'value="Requeue all 4 jobs in failed"' in html
+    unfiltered = client.post(
+        f"{PANEL}/confirm-action/{DEFAULT}/", {"action": "delete", "select_across": "1", "state": "failed"}
+    ).content.decode()
+    assert "all 34 jobs in failed from" in unfiltered and '<input type="hidden" name="func" value="">' in unfiltered
+    # Nothing done yet (ZCARD: rq's get_job_ids() would first clean up entries whose score is past).
+    assert queue_redis.zcard(FailedJobRegistry(queue=get_queue("default")).key) == 34
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"state": "sideways", "action": "delete"}, "state='sideways' cannot be used"),
+        ({"state": "queued", "action": "requeue"}, "action='requeue' cannot be used on queued jobs"),
+        ({"state": "failed", "action": "delete", "func": "a b"}, "func='a b' cannot be used"),
+    ],
+)
+def test_a_select_across_it_cannot_use_goes_back_to_the_list_saying_why(client, queue_redis, fields, words):
+    response = client.post(f"{PANEL}/confirm-action/{DEFAULT}/", {"select_across": "1", **fields})
+    assert response.status_code == 302 and response["Location"] == f"{PANEL}/{DEFAULT}/"
+    page = unescape(client.get(response["Location"]).content.decode())
+    assert words.capitalize() in page  # the admin's message list capitalises it
+
+
+def test_the_refresh_setting_is_checked(settings):
+    from django.core.checks import Error, run_checks
+
+    for good in (0, 5, 3600):
+        settings.QUEUE_BOARD_REFRESH_SECONDS = good
+        assert [m for m in run_checks() if m.id == "queues.E029"] == []
+    settings.QUEUE_BOARD_REFRESH_SECONDS = "5"
+    assert [m for m in run_checks() if m.id == "queues.E029"] == [
+        Error(
+            "QUEUE_BOARD_REFRESH_SECONDS must be a whole number of seconds from 0 to 3600, got '5'.",
+            hint="Remove it for the default (5: the panel's lists refresh every 5 s), set e.g. 10, "
+            "or 0 to turn the refresh off (docs/settings.md).",
+            id="queues.E029",
+        )
+    ]
