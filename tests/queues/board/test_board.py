@@ -132,7 +132,7 @@ def test_failed_list_pages_through_a_large_registry_100_at_a_time(client, queue_
         dead_job("default", row=False)
     response = client.get(f"/admin/queues/queues/{DEFAULT}/failed/", {"page": 3})
     assert response.context["num_jobs"] == 250
-    assert len(response.context["rows"]) == 50  # our list (queues/board/lists.py): rows of jobs, a paging.Page
+    assert len(response.context["rows"]) == 50  # our list (queues/board/lists/): rows of jobs, a paging.Page
     assert response.context["page"].number == 3
 
 

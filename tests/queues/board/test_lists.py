@@ -1,4 +1,4 @@
-"""Issue 33, "lists": the queue page and its job lists are ours (queues/board/lists.py): the same URLs and
+"""Issue 33, "lists": the queue page and its job lists are ours (queues/board/lists/): the same URLs and
 names as django-rq's, the same data, and at most 5 Redis round trips per page whatever its size (django-rq's
 failed list asked every job its status: ~110 for 100 jobs). Django test client, real Redis."""
 
