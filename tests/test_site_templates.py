@@ -40,7 +40,7 @@ def test_an_unknown_address_answers_the_sites_404_page(site):
     body = response.content.decode()
     assert "Page not found" in body
     assert "<code>/no/such/page/</code>" in body
-    assert "Optima administration" in body
+    assert "Optima queues" in body
 
 
 @pytest.mark.django_db
@@ -49,7 +49,7 @@ def test_a_view_that_raises_answers_the_sites_500_page(site):
     assert response.status_code == 500
     body = response.content.decode()
     assert "Server error" in body
-    assert "Optima administration" in body
+    assert "Optima queues" in body
     assert "ZeroDivisionError" not in body and "a bug in a view" not in body
 
 
@@ -61,7 +61,7 @@ def test_a_database_that_does_not_answer_gives_the_sites_503_page(site):
     body = response.content.decode()
     assert "Service unavailable" in body
     assert "database did not answer" in body
-    assert "Optima administration" in body
+    assert "Optima queues" in body
     assert "database is locked" not in body
 
 
@@ -75,15 +75,15 @@ def test_the_admin_carries_optimas_title_and_header(admin_client):
     response = admin_client.get("/admin/")
     assert response.status_code == 200
     body = response.content.decode()
-    assert '<div id="site-name"><a href="/admin/">Optima administration</a></div>' in body
-    assert "<title>Site administration | Optima</title>" in body
+    assert '<div id="site-name"><a href="/admin/">Optima queues</a></div>' in body
+    assert "<title>Site administration | Optima queues</title>" in body
     assert "Django administration" not in body
 
 
 @pytest.mark.django_db
 def test_the_admins_sign_in_page_carries_optimas_header(client):
     body = client.get("/admin/login/").content.decode()
-    assert "Optima administration" in body
+    assert "Optima queues" in body
     assert "Django administration" not in body
 
 
