@@ -10,7 +10,7 @@ admin's navigation sidebar open (as an operator browses) and, at 1,280 px in bot
 accessibility violation found by axe-core (tests/support/axe.py), named by rule and node. Every same-origin link of
 every page answers 200, checked once per run with the logged-in session.
 
-The pages of docs/operator.md's screenshots (``SHOTS``) are shot at 1,280 px, light, as the crawl passes them:
+Some of docs/operator.md's screenshots (``the_pages``) are shot at 1,280 px, light, as the crawl passes them:
 into docs/img/ with OPTIMA_SCREENSHOTS=1 (``python3 dev.py screenshots``), else into the test's tmp directory.
 """
 
@@ -198,7 +198,8 @@ def batches_of_every_kind(tmp_path):
 
 def the_pages(ids, batch_id, chain_job, queue_redis):
     """Every page of the panel and of the queues admin, with jobs in every state; -> [(url, screenshot name or
-    "")] (the names docs/operator.md shows)."""
+    "")]: the images of docs/operator.md no flow test shoots (tests/browser/test_panel.py and
+    test_batches_pages.py shoot the home, a failed job, the dead letters, the audit trail and the batches)."""
     q = index_of("default")
     dead = DeadLetter.objects.get(job_id=ids["failed"])
     group = FailureGroup.objects.get(fingerprint=dead.fingerprint)
@@ -208,7 +209,7 @@ def the_pages(ids, batch_id, chain_job, queue_redis):
     panel = "/admin/queues/"
     job = f"{panel}queues/{q}/"
     return [
-        (panel, "panel-home"),
+        (panel, ""),
         (f"{panel}queues/{q}/", "queue-page"),
         (f"{panel}queues/{q}/details/", ""),
         *[(f"{panel}queues/{q}/{tab}/", "") for tab in ("finished", "failed", "scheduled", "started", "deferred")],
@@ -216,7 +217,7 @@ def the_pages(ids, batch_id, chain_job, queue_redis):
         (f"{panel}workers/{q}/", "workers"),
         (f"{panel}workers/{q}/{worker}/", ""),
         (f"{panel}schedulers/{q}/", ""),
-        *[(f"{job}{job_id}/", "failed-job" if state == "failed" else "") for state, job_id in ids.items()],
+        *[(f"{job}{job_id}/", "" if state == "failed" else "") for state, job_id in ids.items()],
         (f"{job}{ids['failed']}/delete/", ""),  # an action's confirmation
         (f"{job}{ids['failed']}/requeue/", ""),
         (f"{job}{ids['started']}/stop/", ""),
@@ -228,16 +229,16 @@ def the_pages(ids, batch_id, chain_job, queue_redis):
         (f"{panel}periodic/", "periodic-jobs"),  # dev.py run's own schedules (features/orders) and the tests'
         (f"{panel}search/", ""),
         (f"{panel}search/?q=sample&queue=default", "panel-search"),
-        (f"{panel}batches/", "batches"),
-        (f"{panel}batches/{batch_id}/", "batch"),
+        (f"{panel}batches/", ""),
+        (f"{panel}batches/{batch_id}/", ""),
         (f"{panel}batches/{batch_id}/?state=finished", ""),
         (f"{panel}batches/{batch_id}/cancel/", ""),
-        (f"{job}{chain_job}/", "job-batch"),  # a chain's step: its batch and the chain's steps
-        ("/admin/queues/deadletter/", "deadletter-list"),
-        (f"/admin/queues/deadletter/{dead.pk}/change/", "deadletter-detail"),
+        (f"{job}{chain_job}/", ""),  # a chain's step: its batch and the chain's steps
+        ("/admin/queues/deadletter/", ""),
+        (f"/admin/queues/deadletter/{dead.pk}/change/", ""),
         ("/admin/queues/failuregroup/", ""),
         (f"/admin/queues/failuregroup/{group.pk}/change/", ""),
-        ("/admin/queues/auditentry/", "audit-trail"),
+        ("/admin/queues/auditentry/", ""),
         ("/admin/queues/outboxentry/", ""),
     ]
 
