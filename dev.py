@@ -5,6 +5,7 @@
     python3 dev.py test            # the whole test suite (extra arguments go to pytest)
     python3 dev.py manage rqstats  # a manage.py command against the running `dev.py run` stack
     python3 dev.py lint            # ruff check, ruff format --check and mypy (pyproject.toml), as .ci/run does
+    python3 dev.py screenshots     # docs/img/*.png from the live pages (devtools/screenshots.py; browser tests)
 
 Both create .venv/ in the project root and install requirements-dev.txt into it when missing or
 changed, then migrate (run) or start the suite (test). With REDIS_URL unset, ``run`` starts a
@@ -265,8 +266,13 @@ def lint(argv):
     return 0
 
 
+def screenshots(argv):
+    """``python3 dev.py screenshots``: docs/operator.md's images shot from the live pages (devtools/screenshots.py)."""
+    return subprocess.run([str(PY), str(ROOT / "devtools" / "screenshots.py"), *argv], cwd=ROOT).returncode
+
+
 def main():
-    commands = {"run": run, "test": test, "manage": manage_command, "lint": lint}
+    commands = {"run": run, "test": test, "manage": manage_command, "lint": lint, "screenshots": screenshots}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     ensure_venv()

@@ -1,7 +1,8 @@
-"""Response times of the queue panel and the dead-letter admin with 200,000 failed jobs / rows.
+"""Response times of the queue panel and the dead-letter admin with 200,000 failed jobs / rows and 100,000
+live jobs.
 
-    .venv/bin/python bench/panel_200k.py                 # 200,000 jobs and rows, 5 timed runs a page
-    .venv/bin/python bench/panel_200k.py --size 50000 --repeat 3
+    .venv/bin/python bench/panel_200k.py                 # 200,000 dead + 100,000 live jobs, 5 timed runs a page
+    .venv/bin/python bench/panel_200k.py --size 50000 --live 25000 --repeat 3
     BENCH_POSTGRES=postgres://postgres@127.0.0.1:5432 .venv/bin/python bench/panel_200k.py
 
 Starts a private redis-server and a throwaway SQLite file (or, with BENCH_POSTGRES, a throwaway
@@ -9,10 +10,15 @@ database ``bench_panel_<hex>`` on that server, dropped at the end), under a pref
 queue ``default``'s failed registry with ``--size`` dead jobs (job hashes and registry entries written
 in pipelines of 5,000) and the DeadLetter table with as many rows (bulk_create; with fingerprints and
 their FailureGroups, 30 groups: 3 exception classes x 10 message shapes, as the mirror would leave
-them), then requests each page in-process through Django's test client as a superuser — full request:
+them), and ``--live`` live jobs (half of ``--size`` unless told) in default's queue (40 %), scheduled (20 %),
+started (10 %) and finished (30 %) registries, each in the search index as an enqueue writes it; then requests
+each page in-process through Django's test client as a superuser — full request:
 middleware, access check, Redis, database, template rendering — once to warm up and
 ``--repeat`` times measured. Prints median and worst wall time per page (milliseconds) and the
-number of SQL queries and Redis round trips of one request. Cleans up after itself.
+number of SQL queries and Redis round trips of one request, and whether the page keeps the panel's budget
+(``BUDGET_MS`` of server time, median, and ``BUDGET_TRIPS`` round trips). The time is the server's (the
+request runs in this process: no network, no browser). There is no plain-RQ panel to compare with (django-rq's
+pages are gone since issue 33): the times are absolute. Cleans up after itself.
 """
 
 import argparse
@@ -28,9 +34,39 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from devtools.redis_server import RedisServer  # noqa: E402
-from devtools.roundtrips import RoundTrips  # noqa: E402
 
 PIPE = 5000
+BUDGET_MS = 100  # the panel's pages: median server time (issue 33)
+BUDGET_TRIPS = 5  # and Redis round trips of one request
+LIVE_SHARES = (("queued", 0.4), ("scheduled", 0.2), ("started", 0.1), ("finished", 0.3))
+
+
+HANDSHAKE = {b"HELLO", b"AUTH", b"CLIENT", b"SELECT"}  # what redis-py sends on connecting, once per connection
+
+
+class RoundTrips:
+    """Redis round trips of this process (one per command, one per pipeline: as devtools/roundtrips.py), without
+    a new connection's handshake (the panel's bounded client connects once per request, whatever the page:
+    counted apart in ``connects``), as tests/queues/board/test_job_page.py counts them."""
+
+    count = connects = 0
+
+    @classmethod
+    def install(cls):
+        import redis.connection
+
+        original = redis.connection.AbstractConnection.send_packed_command
+
+        def counted(conn, command, check_health=True):
+            first = command if isinstance(command, bytes) else b"".join(command[:2])
+            name = first.split(b"\r\n")[2].upper() if first.startswith(b"*") else b""
+            if name in HANDSHAKE:
+                cls.connects += 1
+            else:
+                cls.count += 1
+            return original(conn, command, check_health)
+
+        redis.connection.AbstractConnection.send_packed_command = counted
 
 
 def configure(redis_url):
@@ -102,6 +138,53 @@ def fill_redis(size):
             pipe.zadd(registry_key, {job_id: "+inf" for job_id in chunk})
             pipe.execute()
     return ids
+
+
+def fill_live(size):
+    """``size`` live jobs of default, as rq leaves them (hash + the queue's list or a registry's ZADD), by
+    ``LIVE_SHARES``, each signed and in the search index (``search.index.add_into``, as an enqueue writes it);
+    -> {state: [ids]}."""
+    from types import SimpleNamespace
+
+    from rq.registry import FinishedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
+
+    from queues.catalog.lookup import get_queue
+    from queues.jobs import signing
+    from queues.search import index
+
+    queue = get_queue("default")
+    now = time.time()
+    where = {
+        "queued": None,
+        "scheduled": (ScheduledJobRegistry(queue=queue).key, now + 3600),
+        "started": (StartedJobRegistry(queue=queue).key, now + 3600),
+        "finished": (FinishedJobRegistry(queue=queue).key, now + 86400),
+    }
+    made = {}
+    for state, share in LIVE_SHARES:
+        template = queue.create_job("tests.jobs.sample.add", args=[3, 4], meta={"queue": "default"})
+        template.origin = "default"
+        template._status = state
+        mapping = template.to_dict()
+        ids = made[state] = [uuid.uuid4().hex for _ in range(int(size * share))]
+        for start in range(0, len(ids), PIPE):
+            chunk = ids[start : start + PIPE]
+            with queue.connection.pipeline(transaction=False) as pipe:
+                for job_id in chunk:
+                    template.id = job_id
+                    mapping[template.SIGNATURE_FIELD] = signing.sign(template)
+                    pipe.hset(f"{template.redis_job_namespace_prefix}{job_id}", mapping=mapping)
+                if where[state] is None:
+                    pipe.rpush(queue.key, *chunk)
+                else:
+                    key, score = where[state]
+                    members = chunk if state != "started" else [f"{j}:{uuid.uuid4().hex[:8]}" for j in chunk]
+                    pipe.zadd(key, {member: score for member in members})
+                index.add_into(
+                    pipe, "default", [SimpleNamespace(id=j, func_name=template.func_name, meta={}) for j in chunk]
+                )
+                pipe.execute()
+    return made
 
 
 def fill_db(ids, prefix):
@@ -195,6 +278,7 @@ def measure(client, url, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=200_000)
+    parser.add_argument("--live", type=int, default=None, help="live jobs (default: half of --size)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--sql", action="store_true", help="also print each page's slowest SQL query")
     args = parser.parse_args()
@@ -216,9 +300,13 @@ def main():
         t1 = time.perf_counter()
         fill_db(ids, prefix)
         t2 = time.perf_counter()
+        live_size = args.size // 2 if args.live is None else args.live
+        live = fill_live(live_size)
+        t3 = time.perf_counter()
         print(
             f"filled: {args.size} failed jobs in Redis in {t1 - t0:.1f} s, {args.size} DeadLetter rows in "
-            f"{t2 - t1:.1f} s ({os.environ['DATABASE_URL'].split(':')[0]})"
+            f"{t2 - t1:.1f} s ({os.environ['DATABASE_URL'].split(':')[0]}), {live_size} live jobs "
+            f"({', '.join(f'{len(v)} {k}' for k, v in live.items())}) in {t3 - t2:.1f} s"
         )
 
         user = get_user_model().objects.create_superuser("bench", password="bench-pass-1")
@@ -232,6 +320,36 @@ def main():
 
         group = FailureGroup.objects.order_by("-count").first()  # the biggest: ~6,700 of the rows
         group_page = min(10, max(1, group.count // 100))
+        q = "/admin/queues/queues/1/"
+        last = "?page=1000000"  # the last page (paging.page_of clamps the number)
+        panel = [
+            ("panel: home", "/admin/queues/"),
+            ("panel: queue page (queued, page 1)", q),
+            ("panel: queued, last page", q + last),
+            *[
+                (f"panel: {tab}, {which}", f"{q}{tab}/{'' if which == 'page 1' else last}")
+                for tab in ("started", "scheduled", "finished", "failed", "deferred", "canceled")
+                for which in ("page 1", "last page")
+            ],
+            ("panel: a queued job", f"{q}{live['queued'][len(live['queued']) // 2]}/"),
+            ("panel: a failed job", f"{q}{middle}/"),
+            ("panel: workers", "/admin/queues/workers/1/"),
+            ("panel: search, the form", "/admin/queues/search/"),
+            ("panel: search, a queue's jobs", "/admin/queues/search/?queue=default"),
+            ("panel: search, a text in no job", "/admin/queues/search/?q=zebra&queue=default"),
+            ("panel: batches", "/admin/queues/batches/"),
+            ("panel: find a job by id", f"/admin/queues/find/?job_id={middle}"),
+        ]
+        print(f"\n{'panel page':42} {'median ms':>10} {'worst ms':>9} {'SQL':>4} {'Redis RT':>8} {'KiB':>6}  budget")
+        over = []
+        for label, url in panel:
+            median, worst, sql, trips, size = measure(client, url, args.repeat)
+            within = median <= BUDGET_MS and trips <= BUDGET_TRIPS
+            if not within:
+                over.append(label)
+            verdict = "ok" if within else f"OVER ({BUDGET_MS} ms, {BUDGET_TRIPS} RT)"
+            print(f"{label:42} {median:10.0f} {worst:9.0f} {sql:4d} {trips:8d} {size / 1024:6.0f}  {verdict}")
+        print(f"panel pages over budget: {len(over)}{': ' + ', '.join(over) if over else ''}")
         pages = [
             ("panel: queue list (home)", "/admin/queues/"),
             ("panel: queue detail", "/admin/queues/queues/1/details/"),

@@ -146,6 +146,11 @@ def job_links(connection, job_ids):
         for job_id in job_ids:
             pipe.hmget(jobread.job_key(job_id), "origin", "status")
         replies = pipe.execute(raise_on_error=False)
+    return _links(job_ids, replies)
+
+
+def _links(job_ids, replies):
+    """``job_links`` of ``job_ids`` from the replies of their ``HMGET origin status``."""
     index = get_queues_map()
     links = []
     for job_id, reply in zip(job_ids, replies, strict=True):
@@ -295,9 +300,14 @@ def cancel(request, batch_id):
 # --- the job page ---------------------------------------------------------------------------------------
 
 
-def job_workflow(connection, job_id):
-    """The batch and chain of ``job_id`` for its page, or None when its meta names no batch."""
-    job = jobread.fetch(job_id, connection)
+def job_workflow(connection, job):
+    """The batch and chain of ``job`` (the job the page read, or its id) for its page, or None when its meta names
+    no batch. At most 3 round trips on ``connection`` (the panel's bounded client), whatever the chain holds: the
+    batch (hash and set sizes); the chain's hash; its current step's batch state and dead set with the status and
+    queue of every step's jobs (``MEMBERS_PAGE`` a step) in one pipeline. (One more, and 1 before them when given
+    an id, only for a dead job of the current step that is not among its jobs.)"""
+    if isinstance(job, str | bytes):
+        job = jobread.fetch(job, connection)
     if job is None or jobread.is_corrupt(job):
         return None
     batch_id = (job.meta or {}).get(jobmeta.BATCH)
@@ -312,17 +322,51 @@ def job_workflow(connection, job_id):
     chain_id = fields.get("chain", "")
     if chain_id:
         shown["chain_id"] = chain_id
-        chain = chains.chain_state(chain_id)
+        chain = _chain(connection, chain_id)
         if chain is not None:
+            chain, links = chain
             shown["chain"] = chain
             shown["steps"] = [
                 {
                     "step": step,
                     "number": step.index + 1,
                     "batch_url": reverse("django_rq:queues_batch", args=[step.batch_id]) if step.batch_id else "",
-                    "jobs": job_links(connection, step.job_ids[:MEMBERS_PAGE]),
-                    "waiting_on": job_links(connection, step.waiting_on[:MEMBERS_PAGE]),
+                    "jobs": [links[j] for j in step.job_ids[:MEMBERS_PAGE]],
+                    "waiting_on": [links[j] for j in step.waiting_on[:MEMBERS_PAGE]],
                 }
                 for step in chain.steps
             ]
     return shown
+
+
+def _chain(connection, chain_id):
+    """(``ChainState``, {job id: link} of every job its steps show) of ``chain_id`` as ``queues.chain_state``
+    reads it, in 2 round trips on the panel's client (3 when a dead job is not among its step's jobs); None
+    for an unknown (expired) chain or a hash of the wrong type."""
+    key = keys.chain_key(chain_id)
+    try:
+        found = connection.hgetall(key)
+    except redis.ResponseError as exc:
+        return _wrong_type(exc, key, None)
+    if not found:
+        return None
+    fields = chains.chain_fields(found)
+    batch_id = chains.current_batch(fields)
+    shown = list(dict.fromkeys(j for ids in chains.step_jobs(fields) for j in ids[:MEMBERS_PAGE]))
+    with connection.pipeline(transaction=False) as pipe:
+        if batch_id:
+            pipe.hget(keys.batch_key(batch_id), "state")
+            pipe.smembers(keys.batch_key(batch_id, "dead"))
+        for job_id in shown:
+            pipe.hmget(jobread.job_key(job_id), "origin", "status")
+        replies = pipe.execute(raise_on_error=False)
+    batch_state, dead = "", []
+    if batch_id:
+        state, members, *replies = replies
+        batch_state = _text(_wrong_type(state, keys.batch_key(batch_id), b"") or b"")
+        dead = [_text(j) for j in _wrong_type(members, keys.batch_key(batch_id, "dead"), set())]
+    chain = chains.chain_from_fields(chain_id, fields, batch_state, dead)
+    links = dict(zip(shown, _links(shown, replies), strict=True))
+    missing = [j for step in chain.steps for j in step.waiting_on[:MEMBERS_PAGE] if j not in links]
+    links.update(zip(missing, job_links(connection, missing), strict=True))
+    return chain, links

@@ -14,7 +14,7 @@ Redis round trips of one page, whatever the job holds (``tests/queues/board/test
 | ``lookups.known`` | the job exists (404 otherwise; a corrupt one is ``corrupt.respond``'s page) |
 | 1 | its hash, its results stream (``XREVRANGE``, at most ``RESULTS_SHOWN``), its dependents and dependencies sets |
 | 2 (only if it has a limit key, a dependency or a dependent) | the key's slots and rank, the linked jobs' hashes |
-| ``batches.job_workflow`` (only for a batch's member) | the batch (2), and a chain's steps for a chain's step |
+| ``batches.job_workflow`` (a batch's member) | the batch (1); a chain's step: the chain (1), its steps' jobs (1) |
 
 Nothing here writes, and nothing is unpickled (``jobread``: JSON only). A results stream, a dependents or
 dependencies set of the wrong type reads as empty (reported once: ``entries.report``); a result entry rq
@@ -203,7 +203,7 @@ def workflow(connection, job):
     """The job's batch and chain (``batches.job_workflow``), read only when its meta names a batch."""
     if not (job.meta or {}).get(jobmeta.BATCH):
         return None
-    return batches.job_workflow(connection, job.id)
+    return batches.job_workflow(connection, job)
 
 
 @never_cache

@@ -254,20 +254,52 @@ class ChainState:
 
 
 def chain_state(chain_id: str) -> ChainState | None:
-    """The chain ``chain_id``, or None for an unknown (or expired) id."""
+    """The chain ``chain_id``, or None for an unknown (or expired) id: two round trips (its hash, then its
+    current step's batch state and dead set in one pipeline)."""
     if not isinstance(chain_id, str) or not chain_id or len(chain_id) > 200:
         return None
     connection = get_connection()
     found = connection.hgetall(keys.chain_key(chain_id))
     if not found:
         return None
-    fields = {_text(k): _text(v) for k, v in found.items()}
+    fields = chain_fields(found)
+    batch_id = current_batch(fields)
+    batch_state, dead = "", []
+    if batch_id:
+        with connection.pipeline(transaction=False) as pipe:
+            pipe.hget(keys.batch_key(batch_id), "state")
+            pipe.smembers(keys.batch_key(batch_id, "dead"))
+            state_, dead_ = pipe.execute()
+        batch_state, dead = _text(state_ or b""), [_text(j) for j in dead_]
+    return chain_from_fields(chain_id, fields, batch_state, dead)
+
+
+def chain_fields(found: dict[Any, Any]) -> dict[str, str]:
+    """A chain hash's fields as text (``HGETALL``'s reply)."""
+    return {_text(k): _text(v) for k, v in found.items()}
+
+
+def current_batch(fields: dict[str, str]) -> str | None:
+    """The batch id of the step the chain runs (or stopped at), None before it opened one."""
+    return fields.get(f"batch_{int(fields.get('step') or 0)}") or None
+
+
+def step_jobs(fields: dict[str, str]) -> list[list[str]]:
+    """The job ids of each step that started (``jobs_<i>``), in the order of the steps, as the hash holds
+    them: what a reader wants to look up before it builds the ``ChainState`` (the panel, in one pipeline)."""
+    spec = json.loads(fields.get("spec") or "[]")
+    return [json.loads(fields.get(f"jobs_{i}") or "[]") for i in range(len(spec))]
+
+
+def chain_from_fields(chain_id: str, fields: dict[str, str], batch_state: str, dead: list[str]) -> ChainState:
+    """The ``ChainState`` of the hash's ``fields``, with its current step's batch ``state`` field and the ids in
+    its ``dead`` set (empty without a batch): the pure half of ``chain_state``, so that a reader holding its own
+    client (the panel's bounded one) reads the same keys in its own round trips."""
     spec = json.loads(fields.get("spec") or "[]")
     current = int(fields.get("step") or 0)
     state = fields.get("state", "")
     batch_id = fields.get(f"batch_{current}")
-    batch_state = _text(connection.hget(keys.batch_key(batch_id), "state") or b"") if batch_id else ""
-    dead = sorted(_text(j) for j in connection.smembers(keys.batch_key(batch_id, "dead"))) if batch_id else []
+    dead = sorted(dead) if batch_id else []
     if state == "running" and batch_state == "completed_with_dead":
         state = "stopped"
     current_jobs = json.loads(fields.get(f"jobs_{current}") or "[]")

@@ -5,23 +5,31 @@ Every problem is collected before the test fails, one line each: "<page>, <width
 On each page: no console error or uncaught exception, no request failing (nor any subresource answering
 >= 400), nothing wider than the window, no table wider than its container unless it scrolls inside its
 own box (``overflow-x: auto``) with its first column kept (``position: sticky; left: 0``), and text that
-can be read against its background. Every same-origin link of every page answers 200, checked once per
-run with the logged-in session.
+can be read against its background, no word broken in the middle by a line break (tests/support/words.py), the
+admin's navigation sidebar open (as an operator browses) and, at 1,280 px in both schemes, no serious or critical
+accessibility violation found by axe-core (tests/support/axe.py), named by rule and node. Every same-origin link of
+every page answers 200, checked once per run with the logged-in session.
+
+Some of docs/operator.md's screenshots (``the_pages``) are shot at 1,280 px, light, as the crawl passes them:
+into docs/img/ with OPTIMA_SCREENSHOTS=1 (``python3 dev.py screenshots``), else into the test's tmp directory.
 """
 
 import datetime as dt
 from urllib.parse import urldefrag, urlsplit
 
 import pytest
+from rq.worker import Worker
 
 import queues
 from queues import audit
-from queues.catalog.lookup import OptimaJob, queue_names
+from queues.catalog.lookup import OptimaJob, get_queue, queue_names
 from queues.failures import deadletter
 from queues.models import DeadLetter, FailureGroup
 from queues.periodic import schedules
 from tests.support import wait_for
+from tests.support.axe import serious_violations
 from tests.support.panel import dead_job
+from tests.support.words import BROKEN_WORDS_JS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.crawl, pytest.mark.django_db(transaction=True)]
 
@@ -99,6 +107,12 @@ LAYOUT_JS = r"""
   return problems;
 }
 """
+
+# The admin's navigation sidebar open, as Django's nav_sidebar.js reads it (the page's own state, first visit).
+SIDEBAR_OPEN_JS = "localStorage.setItem('django.admin.navSidebarIsOpen', 'true')"
+SIDEBAR_JS = """() => { const bar = document.getElementById("nav-sidebar");
+  return !bar ? "none" : (getComputedStyle(bar).display !== "none" && bar.offsetWidth > 0 ? "open" : "closed"); }"""
+BROKEN_SHOWN = 5  # broken words named per page
 
 LINKS_JS = """() => [...document.querySelectorAll("a[href]")]
   .filter((a) => !a.getAttribute("href").startsWith("#") && !a.getAttribute("href").startsWith("javascript:"))
@@ -182,45 +196,61 @@ def batches_of_every_kind(tmp_path):
     return b.id, queues.chain_state(chain.id).steps[0].job_ids[0]
 
 
+def the_pages(ids, batch_id, chain_job, queue_redis):
+    """Every page of the panel and of the queues admin, with jobs in every state; -> [(url, screenshot name or
+    "")]: the images of docs/operator.md no flow test shoots (tests/browser/test_panel.py and
+    test_batches_pages.py shoot the home, a failed job, the dead letters, the audit trail and the batches)."""
+    q = index_of("default")
+    dead = DeadLetter.objects.get(job_id=ids["failed"])
+    group = FailureGroup.objects.get(fingerprint=dead.fingerprint)
+    workers = Worker.all(queue=get_queue("default"))
+    assert len(workers) == 1, f"{len(workers)} workers registered on the queue default, not 1"
+    worker = workers[0].key
+    panel = "/admin/queues/"
+    job = f"{panel}queues/{q}/"
+    return [
+        (panel, ""),
+        (f"{panel}queues/{q}/", "queue-page"),
+        (f"{panel}queues/{q}/details/", ""),
+        *[(f"{panel}queues/{q}/{tab}/", "") for tab in ("finished", "failed", "scheduled", "started", "deferred")],
+        (f"{panel}queues/{q}/canceled/", ""),
+        (f"{panel}workers/{q}/", "workers"),
+        (f"{panel}workers/{q}/{worker}/", ""),
+        (f"{panel}schedulers/{q}/", ""),
+        *[(f"{job}{job_id}/", "" if state == "failed" else "") for state, job_id in ids.items()],
+        (f"{job}{ids['failed']}/delete/", ""),  # an action's confirmation
+        (f"{job}{ids['failed']}/requeue/", ""),
+        (f"{job}{ids['started']}/stop/", ""),
+        (f"{job}{ids['queued']}/cancel/", ""),
+        (f"{panel}queues/{q}/empty/", ""),
+        (f"{panel}queues/{q}/requeue-all/", ""),
+        (f"{panel}find/?job_id={ids['held']}", ""),
+        (f"{panel}find/?job_id=no-such-job", ""),
+        (f"{panel}periodic/", "periodic-jobs"),  # dev.py run's own schedules (features/orders) and the tests'
+        (f"{panel}search/", ""),
+        (f"{panel}search/?q=sample&queue=default", "panel-search"),
+        (f"{panel}batches/", ""),
+        (f"{panel}batches/{batch_id}/", ""),
+        (f"{panel}batches/{batch_id}/?state=finished", ""),
+        (f"{panel}batches/{batch_id}/cancel/", ""),
+        (f"{job}{chain_job}/", ""),  # a chain's step: its batch and the chain's steps
+        ("/admin/queues/deadletter/", ""),
+        (f"/admin/queues/deadletter/{dead.pk}/change/", ""),
+        ("/admin/queues/failuregroup/", ""),
+        (f"/admin/queues/failuregroup/{group.pk}/change/", ""),
+        ("/admin/queues/auditentry/", ""),
+        ("/admin/queues/outboxentry/", ""),
+    ]
+
+
 def test_every_page_fits_loads_without_errors_and_links_answer(
-    browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path
+    browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path, shoot
 ):
     ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
     schedules.register(queue_redis)
     batch_id, chain_job = batches_of_every_kind(tmp_path)
-    q = index_of("default")
-    dead = DeadLetter.objects.get(job_id=ids["failed"])
-    group = FailureGroup.objects.get(fingerprint=dead.fingerprint)
     panel = "/admin/queues/"
-    pages = [
-        panel,
-        f"{panel}queues/{q}/",
-        f"{panel}queues/{q}/details/",
-        f"{panel}queues/{q}/finished/",
-        f"{panel}queues/{q}/failed/",
-        f"{panel}queues/{q}/scheduled/",
-        f"{panel}queues/{q}/started/",
-        f"{panel}queues/{q}/deferred/",
-        f"{panel}queues/{q}/canceled/",
-        f"{panel}workers/{q}/",
-        f"{panel}schedulers/{q}/",
-        *[f"{panel}queues/{q}/{job_id}/" for job_id in ids.values()],
-        f"{panel}find/?job_id={ids['held']}",
-        f"{panel}periodic/",
-        f"{panel}search/",
-        f"{panel}search/?q=sample&queue=default",
-        f"{panel}batches/",
-        f"{panel}batches/{batch_id}/",
-        f"{panel}batches/{batch_id}/?state=finished",
-        f"{panel}batches/{batch_id}/cancel/",
-        f"{panel}queues/{q}/{chain_job}/",  # a chain's step: its batch and the chain's steps
-        "/admin/queues/deadletter/",
-        f"/admin/queues/deadletter/{dead.pk}/change/",
-        "/admin/queues/failuregroup/",
-        f"/admin/queues/failuregroup/{group.pk}/change/",
-        "/admin/queues/auditentry/",
-        "/admin/queues/outboxentry/",
-    ]
+    pages = the_pages(ids, batch_id, chain_job, queue_redis)
     problems, links = [], {}
 
     login = browser.new_context()
@@ -239,13 +269,20 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
             context = browser.new_context(
                 viewport={"width": width, "height": 900}, color_scheme=scheme, storage_state=session
             )
+            context.add_init_script(SIDEBAR_OPEN_JS)
             page = context.new_page()
             page.set_default_timeout(15_000)
             page.on("console", lambda m: m.type == "error" and seen.append(f"console error: {m.text}"))
             page.on("pageerror", lambda e: seen.append(f"JavaScript error: {e}"))
             page.on("requestfailed", lambda r: seen.append(f"request failed: {r.url} ({r.failure})"))
-            page.on("response", lambda r: r.status >= 400 and seen.append(f"{r.url} answered {r.status}"))
-            for url in pages:
+            page.on(
+                "response",
+                lambda r: (
+                    r.status >= 400
+                    and seen.append(f"{r.url} answered {r.status} (from {r.request.header_value('referer')})")
+                ),
+            )
+            for url, shot in pages:
                 seen.clear()
                 response = page.goto(f"{live_server.url}{url}")
                 page.wait_for_load_state("load")
@@ -254,6 +291,13 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
                 # jQuery rethrows an error of a ready handler from a timer: let the page's timers run first.
                 page.evaluate("() => new Promise((done) => setTimeout(done, 20))")
                 seen.extend(page.evaluate(LAYOUT_JS))
+                seen.extend(page.evaluate(BROKEN_WORDS_JS, BROKEN_SHOWN))
+                if page.evaluate(SIDEBAR_JS) == "closed":
+                    seen.append("the admin's navigation sidebar is closed")
+                if width == WIDTHS[0]:
+                    seen.extend(serious_violations(page))
+                if shot and width == WIDTHS[0] and scheme == SCHEMES[0]:
+                    shoot(page, shot)
                 if width == WIDTHS[0] and scheme == SCHEMES[0]:
                     text = page.inner_text("body")
                     seen.extend(

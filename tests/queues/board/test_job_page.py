@@ -238,3 +238,20 @@ def test_the_job_page_costs_at_most_5_round_trips_whatever_the_job_holds(client,
     before = sends.count
     assert sends.get(client, url(job.id, f"results/{job.latest_result().id}/")).status_code == 302
     assert sends.count - before <= 5
+
+
+def test_a_chain_steps_job_page_costs_at_most_5_round_trips_whatever_the_chain_holds(client, monkeypatch, tmp_path):
+    record = str(tmp_path / "chain-runs.txt")
+    first = queues.group(*[queues.call("default", "tests.jobs.batches.add", record, n) for n in range(12)])
+    later = [queues.call("default", "tests.jobs.batches.add", record, n) for n in range(8)]
+    chain = queues.chain(first, *later, description="a chain of nine steps")
+    step = queues.chain_state(chain.id).steps[0]
+    assert len(step.job_ids) == 12
+    sends = Sends(monkeypatch)
+    response = sends.get(client, url(step.job_ids[0]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.count("<tr data-step=") == 9 and 'id="job-chain-state">running<' in html
+    waiting = re.findall(r'class="chain-step-waiting">(.*?)</td>', html, re.S)
+    assert len(waiting) == 9 and all(w.count("(queued)") == 12 for w in waiting[1:]), waiting
+    assert sends.count <= 5, f"the chain step's job page sent {sends.count} round trips to Redis"
