@@ -22,6 +22,9 @@ SEPARATORS = "-:._/?&=@,"
 _AFTER = re.compile("([" + re.escape(SEPARATORS) + "]+)")
 _TAG = re.compile(r"(<[^>]*>|&[#\w]+;)")
 TOKEN = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{16,})(?![0-9A-Za-z])")
+# A run without spaces shorter than this fits any column whole ("1/1" attempts, "12:30", "a.b"): no break in it.
+MIN_BREAKABLE = 8
+_WORD = re.compile(rf"\S{{{MIN_BREAKABLE},}}")
 
 
 @register.filter(is_safe=True)
@@ -41,4 +44,5 @@ def wrap_html(value):
 
 
 def _text(text):
-    return TOKEN.sub(r'<span class="rq-token">\1</span>', _AFTER.sub(r"\1<wbr>", text))
+    broken = _WORD.sub(lambda word: _AFTER.sub(r"\1<wbr>", word.group(0)), text)
+    return TOKEN.sub(r'<span class="rq-token">\1</span>', broken)
