@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 register = template.Library()
 
 SEPARATORS = "-:._/?&=@,"
-_AFTER = re.compile("([" + re.escape(SEPARATORS) + "]+)")
+_AFTER = re.compile("([" + re.escape(SEPARATORS) + "]+)(?=\\S)")  # not at a word's end ("content, default")
 _TAG = re.compile(r"(<[^>]*>|&[#\w]+;)")
 TOKEN = re.compile(r"(?<![0-9A-Za-z])([0-9a-fA-F]{16,})(?![0-9A-Za-z])")
 # A run without spaces shorter than this fits any column whole ("1/1" attempts, "12:30", "a.b"): no break in it.

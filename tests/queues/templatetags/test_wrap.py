@@ -19,6 +19,11 @@ def test_a_short_value_is_left_whole():
     assert wrap_id("a.b tests.jobs.add") == "a.b tests.<wbr>jobs.<wbr>add"  # each run without spaces by itself
 
 
+def test_no_break_after_a_separator_that_ends_a_word():
+    assert wrap_id("content, default") == "content, default"  # the space breaks there already
+    assert wrap_id("orders.sync.") == "orders.<wbr>sync."
+
+
 def test_a_random_hex_token_may_break_anywhere_a_word_may_not():
     shown = wrap_id("test-5ea118e409:worker:023b7da6575f4d4499830f9e6e70a7b7")
     assert shown == (
