@@ -65,7 +65,8 @@ def test_a_process_killed_right_after_its_commit_loses_no_job(private_redis, sub
     worker = start_worker("default", env={"REDIS_URL": private_redis.url})
     wait_for(lambda: lines(ran), timeout=60, message="the relayed job to run")
     wait_for(lambda: not OutboxEntry.objects.exists(), timeout=30, message="the row to be deleted")
-    assert queues.fetch_job(job_id).get_status() == "finished"
+    # The job wrote its line before the worker records its success: wait for that, do not race it (failed CI).
+    wait_for(lambda: queues.fetch_job(job_id).get_status() == "finished", timeout=30, message="the job to finish")
     # Nothing is left for a relay to write again: the relay's own function, run here, finds no row ...
     assert outbox.relay_all() == (0, 0)
     # ... and the worker went on past its relays (one runs before each pop when due): a later job ran, once.
