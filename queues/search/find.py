@@ -1,7 +1,7 @@
 """``search_jobs``: live jobs by function, owner, queue, state and text, newest first, a page at a time.
 
 One source is read, the most selective the search allows, then the other criteria are checked on
-the jobs themselves (one pipelined HMGET per ``CHUNK`` candidates):
+the jobs themselves (the whole scan's HMGETs in one pipeline):
 
 =================================  =====================================================  ===========
 criteria given                     source (newest first)                                  order
@@ -18,12 +18,19 @@ With nothing left to check on the jobs (e.g. only a queue, or only a function) a
 its own ids: exact, whatever the source's size. Otherwise (a ``text``, or a second criterion) the
 search scans at most ``scan_limit`` candidates (``SCAN_LIMIT``) from ``start`` and says how far it
 got (``Found.scanned`` of ``Found.total``; ``next_start`` continues the scan): a search never reads
-100,000 jobs in one request. (Merged, each queue's set is read up to ``start`` plus the window: a
-page deep into an every-queue search reads more than one near its start.)
+100,000 jobs in one request. A search costs at most 4 round trips: the source's size and ids (two
+for a queue's queued jobs, its lists' lengths then their ids, else one), the scan's hashes (one
+pipeline), and the index entries it drops (one pipeline, only when there are some). (Merged, each
+queue's set is read up to ``start`` plus the window: a page deep into an every-queue search reads
+more than one near its start.)
 
 ``text`` matches, case-insensitively, the job id, its description, or its arguments: the job's
 ``data`` is zlib-compressed JSON (rq's JSONSerializer, the only one this project uses), inflated
-at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled.
+at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled. The text is
+first looked for in the inflated JSON itself (``_may_hold``): a job whose raw text cannot hold it is
+not parsed, and one that may is parsed and matched as before: the same results for any payload as
+rq's JSONSerializer writes it. A job is parsed only for what needs it (a text its raw JSON may hold,
+a function to check, a hit to show).
 
 A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
 (the lazy half of "the index expires with the job": queues/search/index.py). A candidate whose job
@@ -49,7 +56,6 @@ from queues.search import sources, verify
 STATES = ("queued", "scheduled", "held", "started", "finished", "failed", "deferred", "canceled", "stopped")
 HELD = "rate_limited"  # rq's status of a job its limit key holds back: "held" here, as ``/jobs/<id>/`` says
 SCAN_LIMIT = 5000  # candidates one search reads at most (its HMGETs), from ``start``
-CHUNK = 1000  # candidates per pipelined HMGET
 PAGE_SIZE = 25
 MAX_START = 1_000_000_000  # the deepest offset a search starts at (more than any index holds)
 MAX_PAGE_SIZE = 100
