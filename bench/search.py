@@ -146,6 +146,10 @@ def main():
                 lambda: queues.search_jobs(queue="default", state="failed"),
             ),
             (f"panel /admin/queues/search/?q={rare}", lambda: client.get(f"/admin/queues/search/?q={rare}")),
+            (
+                f"panel /admin/queues/search/?q={old}: a scan of 2,000, no match",
+                lambda: client.get(f"/admin/queues/search/?q={old}"),
+            ),
             ("panel /admin/queues/search/?queue=default", lambda: client.get("/admin/queues/search/?queue=default")),
             (f"API GET /jobs/?q={old} (staff)", lambda: api.get(f"/jobs/?q={old}")),
         ]
