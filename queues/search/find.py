@@ -29,8 +29,8 @@ more than one near its start.)
 at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled. The text is
 first looked for in the inflated JSON itself (``_may_hold``): a job whose raw text cannot hold it is
 not parsed, and one that may is parsed and matched as before: the same results for any payload as
-rq's JSONSerializer writes it. A job is parsed only for what needs it (a text its raw JSON may hold,
-a function to check, a hit to show).
+rq's JSONSerializer writes it. A job is parsed only for what needs it (a text its raw JSON may hold);
+its function is read from the opening of its JSON.
 
 A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
 (the lazy half of "the index expires with the job": queues/search/index.py). A candidate whose job
@@ -223,6 +223,10 @@ class _Job:
         return self._decoded
 
     def function(self):
+        if self._decoded is _UNREAD and self.inflated() is not None:  # its opening says it: not parsed
+            function = verify.function_at(self.inflated()[:2048])
+            if function is not None:
+                return function
         return verify.function_of(self.decoded(), self.data)
 
     def matches(self, checks):

@@ -59,6 +59,13 @@ def function_of(decoded, data):
         opening, _whole = entries.inflate(data, 2048)
     except Exception:  # noqa: BLE001 — zlib.error, or not bytes: no function to read
         return None
+    return function_at(opening)
+
+
+def function_at(opening):
+    """The function path rq's ``data`` opens with (``["<function>", ...``), read from the inflated bytes
+    ``opening`` without parsing the rest; None when it does not open so. Wherever it finds one, it is
+    ``function_of``'s answer too (the payload's first item, however the rest parses)."""
     match = _FUNC.match(opening)
     if match is None:
         return None

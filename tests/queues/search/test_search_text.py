@@ -3,12 +3,13 @@ cannot hold the text is skipped unparsed, and the results are exactly those of m
 arguments — whatever the escapes (rq writes non-ASCII as ``\\uXXXX``), quotes, backslashes and case."""
 
 import json
+import zlib
 
 import pytest
 
 import queues
 from queues.keyspace import entries, keys
-from queues.search import find
+from queues.search import find, verify
 from tests.jobs import sample
 
 ARGUMENTS = [
@@ -100,3 +101,25 @@ def test_a_job_s_raw_text_is_not_parsed_when_it_cannot_match(jobs, monkeypatch):
     assert parsed == []
     assert [h.job_id for h in queues.search_jobs(text="naïve").hits] == [jobs[4].id]
     assert len(parsed) == 1  # the one job whose raw text may hold it (then parsed once: matched, then shown)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'["tests.jobs.sample.fail", null, ["x"], {}]',
+        b'  \n["tests.jobs.sample.fail", null, [], {}]',
+        b'\xef\xbb\xbf["tests.jobs.sample.fail", null, [], {}]',  # a BOM: json reads it, the opening does not
+        b'["a\\"quoted\\u00e9name", null, [], {}]',
+        b'["\\x-not-an-escape", null, [], {}]',
+        b'["tests.jobs.sample.fail", null, [], {}, "a fifth item"]',
+        b'["tests.jobs.sample.fail", null, [oops], {}]',
+        b"[7, null, [], {}]",
+        b'{"not": "a list"}',
+        b'["' + b"n" * 3000 + b'", null, [], {}]',
+        b'["tab\tin the name", null, [], {}]',
+    ],
+)
+def test_a_function_read_from_the_opening_is_the_one_the_parsed_payload_gives(payload):
+    data = zlib.compress(payload)
+    job = find._Job("job", (b"queued", b"default", data, b"", None, None, None))
+    assert job.function() == verify.function_of(find._parse(find._inflate(data)), data)
