@@ -142,6 +142,10 @@ def main():
             (f"search_jobs(text={rare!r})", lambda: queues.search_jobs(text=rare)),
             (f"search_jobs(text={old!r}): a full scan of 5,000, no match", lambda: queues.search_jobs(text=old)),
             (
+                f"search_jobs(function=sample.fail, text={old!r}): a scan of 5,000, no match",
+                lambda: queues.search_jobs(function="tests.jobs.sample.fail", text=old),
+            ),
+            (
                 "search_jobs(queue=default, state=failed): 0 of them",
                 lambda: queues.search_jobs(queue="default", state="failed"),
             ),
