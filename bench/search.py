@@ -142,10 +142,18 @@ def main():
             (f"search_jobs(text={rare!r})", lambda: queues.search_jobs(text=rare)),
             (f"search_jobs(text={old!r}): a full scan of 5,000, no match", lambda: queues.search_jobs(text=old)),
             (
+                f"search_jobs(function=sample.fail, text={old!r}): a scan of 5,000, no match",
+                lambda: queues.search_jobs(function="tests.jobs.sample.fail", text=old),
+            ),
+            (
                 "search_jobs(queue=default, state=failed): 0 of them",
                 lambda: queues.search_jobs(queue="default", state="failed"),
             ),
             (f"panel /admin/queues/search/?q={rare}", lambda: client.get(f"/admin/queues/search/?q={rare}")),
+            (
+                f"panel /admin/queues/search/?q={old}: a scan of 2,000, no match",
+                lambda: client.get(f"/admin/queues/search/?q={old}"),
+            ),
             ("panel /admin/queues/search/?queue=default", lambda: client.get("/admin/queues/search/?queue=default")),
             (f"API GET /jobs/?q={old} (staff)", lambda: api.get(f"/jobs/?q={old}")),
         ]

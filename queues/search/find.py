@@ -1,7 +1,7 @@
 """``search_jobs``: live jobs by function, owner, queue, state and text, newest first, a page at a time.
 
 One source is read, the most selective the search allows, then the other criteria are checked on
-the jobs themselves (one pipelined HMGET per ``CHUNK`` candidates):
+the jobs themselves (the whole scan's HMGETs in one pipeline):
 
 =================================  =====================================================  ===========
 criteria given                     source (newest first)                                  order
@@ -18,12 +18,19 @@ With nothing left to check on the jobs (e.g. only a queue, or only a function) a
 its own ids: exact, whatever the source's size. Otherwise (a ``text``, or a second criterion) the
 search scans at most ``scan_limit`` candidates (``SCAN_LIMIT``) from ``start`` and says how far it
 got (``Found.scanned`` of ``Found.total``; ``next_start`` continues the scan): a search never reads
-100,000 jobs in one request. (Merged, each queue's set is read up to ``start`` plus the window: a
-page deep into an every-queue search reads more than one near its start.)
+100,000 jobs in one request. A search costs at most 4 round trips: the source's size and ids (two
+for a queue's queued jobs, its lists' lengths then their ids, else one), the scan's hashes (one
+pipeline), and the index entries it drops (one pipeline, only when there are some). (Merged, each
+queue's set is read up to ``start`` plus the window: a page deep into an every-queue search reads
+more than one near its start.)
 
 ``text`` matches, case-insensitively, the job id, its description, or its arguments: the job's
 ``data`` is zlib-compressed JSON (rq's JSONSerializer, the only one this project uses), inflated
-at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled.
+at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled. The text is
+first looked for in the inflated JSON itself (``_may_hold``): a job whose raw text cannot hold it is
+not parsed, and one that may is parsed and matched as before: the same results for any payload as
+rq's JSONSerializer writes it. A job is parsed only for what needs it (a text its raw JSON may hold);
+its function is read from the opening of its JSON.
 
 A candidate whose job hash is gone (expired, deleted) is removed from the index it was read from
 (the lazy half of "the index expires with the job": queues/search/index.py). A candidate whose job
@@ -34,6 +41,7 @@ one is refused (``InvalidSearch``), and only a WRONGTYPE reply reports an index 
 """
 
 import json
+import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -48,7 +56,6 @@ from queues.search import sources, verify
 STATES = ("queued", "scheduled", "held", "started", "finished", "failed", "deferred", "canceled", "stopped")
 HELD = "rate_limited"  # rq's status of a job its limit key holds back: "held" here, as ``/jobs/<id>/`` says
 SCAN_LIMIT = 5000  # candidates one search reads at most (its HMGETs), from ``start``
-CHUNK = 1000  # candidates per pipelined HMGET
 PAGE_SIZE = 25
 MAX_START = 1_000_000_000  # the deepest offset a search starts at (more than any index holds)
 MAX_PAGE_SIZE = 100
@@ -144,79 +151,125 @@ def _run(connection, source, checks, start, page_size, scan_limit):
     found = Found(start=start, total=total, exact=exact, source=source.label)
     gone, misplaced = {}, {}  # index key -> [member] / [(member, job id, why)]: dropped from it
     position = start
-    for first in range(0, len(ids), CHUNK):
-        chunk = ids[first : first + CHUNK]
-        with connection.pipeline(transaction=False) as pipe:
-            for job_id, _key, _member in chunk:
-                pipe.hmget(keys.job_key(job_id), FIELDS)
-            replies = pipe.execute(raise_on_error=False)
-        for (job_id, key, member), reply in zip(chunk, replies):
-            position += 1
-            found.scanned += 1
-            if isinstance(reply, Exception):
-                hit = Hit(job_id, "", "corrupt", None, "its key is not a hash", None)
-                values, owner, unreadable = None, None, None
-            elif reply[0] is None and reply[2] is None:
-                gone.setdefault(key, []).append(member)
-                continue
-            else:
-                hit, values, owner, unreadable = _hit(job_id, reply)
-            # The set read vouches for nothing: the job's own owner, function and queue, before anything else.
-            claim = source.claims.get(key)
-            why = verify.belongs(*claim, hit.queue, hit.function, owner, unreadable) if claim else None
-            if claim and isinstance(reply, Exception):
-                why = "its key is not a hash"  # nothing of it can be checked
-            if why is not None:  # rq's own lists and registries are the workers': only our index is pruned
-                if source.index:
-                    misplaced.setdefault(key, []).append((member, job_id, why))
-                continue
-            if _matches(hit, values, checks):
+    with connection.pipeline(transaction=False) as pipe:  # the whole scan's hashes: one round trip
+        for job_id, _key, _member in ids:
+            pipe.hmget(keys.job_key(job_id), FIELDS)
+        replies = pipe.execute(raise_on_error=False) if ids else []
+    for (job_id, key, member), reply in zip(ids, replies):
+        position += 1
+        found.scanned += 1
+        if isinstance(reply, Exception):
+            job = None
+        elif reply[0] is None and reply[2] is None:
+            gone.setdefault(key, []).append(member)
+            continue
+        else:
+            job = _Job(job_id, reply)
+        # The set read vouches for nothing: the job's own owner, function and queue, before anything else.
+        claim = source.claims.get(key)
+        if claim is None:
+            why = None
+        elif job is None:
+            why = "its key is not a hash"  # nothing of it can be checked
+        else:
+            why = verify.belongs(*claim, **job.claimed(claim[0]))
+        if why is not None:  # rq's own lists and registries are the workers': only our index is pruned
+            if source.index:
+                misplaced.setdefault(key, []).append((member, job_id, why))
+            continue
+        if job is None:
+            hit = Hit(job_id, "", "corrupt", None, "its key is not a hash", None)
+            if _matches(hit, None, checks):
                 found.hits.append(hit)
-                if len(found.hits) == page_size:
-                    break
+        elif job.matches(checks):
+            found.hits.append(job.hit())
         if len(found.hits) == page_size:
             break
     found.gone = sum(len(v) for v in gone.values())
     found.misplaced = sum(len(v) for v in misplaced.values())
-    removed = 0
-    if source.index:
-        if gone:
-            with connection.pipeline(transaction=False) as pipe:
-                for key, members in gone.items():
-                    pipe.zrem(key, *members)
-                removed += sum(r for r in pipe.execute(raise_on_error=False) if isinstance(r, int))
-        removed += verify.drop(connection, misplaced)
+    removed = verify.drop(connection, misplaced, gone) if source.index else 0
     # The entries removed sat before ``position``: the next page starts that much earlier, skipping none.
     found.next_start = position - removed if position < total else None
     return found
 
 
-def _hit(job_id, reply):
-    """(Hit, decoded payload or None, owner as text or None, why the job cannot be checked or None)."""
-    status, origin, data, description, enqueued_at, created_at, meta = reply
-    decoded = _decode(data)
-    owner, unreadable = verify.meta_owner(meta)
-    state = _text(status or b"") or "?"
-    hit = Hit(
-        job_id,
-        _text(origin or b""),
-        "held" if state == HELD else state,
-        verify.function_of(decoded, data),
-        _text(description or b""),
-        _text(enqueued_at or created_at) if (enqueued_at or created_at) else None,
-    )
-    return hit, decoded, owner, unreadable
+class _Job:
+    """One candidate's hash (the ``FIELDS`` of an HMGET), read only as far as a check needs: its payload is
+    inflated and parsed once, and only for a criterion on its function or arguments, or when it is shown."""
+
+    def __init__(self, job_id, reply):
+        self.job_id = job_id
+        self.status, self.origin, self.data, self.description, self.enqueued_at, self.created_at, self.meta = reply
+        self.queue = _text(self.origin or b"")
+        state = _text(self.status or b"") or "?"
+        self.state = "held" if state == HELD else state
+        self._inflated = self._decoded = _UNREAD
+
+    def claimed(self, criterion):
+        """What ``verify.belongs`` compares for ``criterion``: only that is read."""
+        owner, unreadable = verify.meta_owner(self.meta) if criterion == "owner" else (None, None)
+        function = self.function() if criterion == "function" else None
+        return {"queue": self.queue, "function": function, "owner": owner, "owner_unreadable": unreadable}
+
+    def inflated(self):
+        """rq's ``data`` inflated (bytes), or None when it is empty, not zlib, or larger than ``JOB_BYTES``."""
+        if self._inflated is _UNREAD:
+            self._inflated = _inflate(self.data)
+        return self._inflated
+
+    def decoded(self):
+        if self._decoded is _UNREAD:
+            self._decoded = _parse(self.inflated())
+        return self._decoded
+
+    def function(self):
+        if self._decoded is _UNREAD and self.inflated() is not None:  # its opening says it: not parsed
+            function = verify.function_at(self.inflated()[:2048])
+            if function is not None:
+                return function
+        return verify.function_of(self.decoded(), self.data)
+
+    def matches(self, checks):
+        for name, wanted in checks:
+            if name == "function" and self.function() != wanted:
+                return False
+            if name == "queue" and self.queue != wanted:
+                return False
+            if name == "state" and self.state != wanted:
+                return False
+            if name == "text" and not self.has_text(wanted):
+                return False
+        return True
+
+    def has_text(self, wanted):
+        if wanted in self.job_id.casefold() or wanted in _text(self.description or b"").casefold():
+            return True
+        if not _may_hold(self.inflated(), wanted):  # its raw JSON cannot hold it: not parsed
+            return False
+        return _in_arguments(self.decoded(), wanted)
+
+    def hit(self):
+        when = self.enqueued_at or self.created_at
+        description = _text(self.description or b"")
+        return Hit(self.job_id, self.queue, self.state, self.function(), description, _text(when) if when else None)
 
 
-def _decode(data):
-    """(func_name, instance, args, kwargs) from rq's ``data`` (zlib, JSON), or None: never unpickled."""
+_UNREAD = object()
+
+
+def _inflate(data):
     if not data:
         return None
     try:
         inflated, whole = entries.inflate(data, entries.JOB_BYTES)
     except zlib.error:
         return None
-    if not whole:
+    return inflated if whole else None
+
+
+def _parse(inflated):
+    """(func_name, instance, args, kwargs) from rq's inflated ``data`` (JSON), or None: never unpickled."""
+    if inflated is None:
         return None
     try:
         payload = json.loads(inflated)
@@ -225,6 +278,48 @@ def _decode(data):
     if not isinstance(payload, list) or len(payload) != 4:
         return None
     return payload
+
+
+def _may_hold(inflated, wanted):
+    """False only when the arguments of the payload ``inflated`` cannot contain ``wanted`` (casefolded) as
+    ``_in_arguments`` looks for it, read from the raw JSON without parsing it; True when they may (or when
+    the raw text cannot tell).
+
+    rq's JSONSerializer writes ``json.dumps([function, instance, args, kwargs])``: ASCII, with every
+    non-ASCII character as a ``\\uXXXX`` escape. ``_in_arguments`` looks in ``json.dumps([args, kwargs],
+    ensure_ascii=False)``: the same text from ``args`` on, non-ASCII characters written as they are, and
+    opening with ``[`` where the raw text has ``, ``. So the raw text, its escapes of non-ASCII characters
+    read back (``_unescape``) and casefolded, holds every text the arguments hold, but for one that opens with
+    that ``[`` (those are parsed). A payload that is not UTF-8, or holds a NUL byte (UTF-16 or -32, which
+    ``json.loads`` also reads), is parsed too."""
+    if inflated is None:
+        return False  # nothing to parse: no arguments (as ``_decode`` gives None)
+    if wanted.startswith("[") or b"\x00" in inflated:
+        return True
+    try:
+        raw = inflated.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    if "\\u" in raw:
+        raw = _ESCAPE.sub(_unescape, raw)
+    return wanted in raw.casefold()
+
+
+# A backslash and what it escapes: a pair of surrogates (one astral character), another \uXXXX, or one character.
+_ESCAPE = re.compile(r"\\(u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)", re.DOTALL)
+
+
+def _unescape(match):
+    """A ``\\uXXXX`` escape of a non-ASCII character (or a surrogate pair) as that character, as
+    ``json.dumps(ensure_ascii=False)`` writes it; any other escape (``\\"``, ``\\n``, ``\\u001f``) kept."""
+    escaped = match.group(1)
+    if escaped[0] not in "uU" or len(escaped) == 1:
+        return match.group(0)
+    if len(escaped) == 11:  # a surrogate pair
+        high, low = int(escaped[1:5], 16), int(escaped[7:11], 16)
+        return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+    code = int(escaped[1:5], 16)
+    return chr(code) if code >= 0x7F else match.group(0)
 
 
 def _matches(hit, decoded, checks):
@@ -243,6 +338,10 @@ def _matches(hit, decoded, checks):
 def _has_text(hit, decoded, wanted):
     if wanted in hit.job_id.casefold() or wanted in hit.description.casefold():
         return True
+    return _in_arguments(decoded, wanted)
+
+
+def _in_arguments(decoded, wanted):
     if decoded is None:
         return False
     arguments = json.dumps([decoded[2], decoded[3]], ensure_ascii=False, default=str)

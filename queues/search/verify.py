@@ -59,6 +59,13 @@ def function_of(decoded, data):
         opening, _whole = entries.inflate(data, 2048)
     except Exception:  # noqa: BLE001 — zlib.error, or not bytes: no function to read
         return None
+    return function_at(opening)
+
+
+def function_at(opening):
+    """The function path rq's ``data`` opens with (``["<function>", ...``), read from the inflated bytes
+    ``opening`` without parsing the rest; None when it does not open so. Wherever it finds one, it is
+    ``function_of``'s answer too (the payload's first item, however the rest parses)."""
     match = _FUNC.match(opening)
     if match is None:
         return None
@@ -89,12 +96,15 @@ def belongs(criterion, wanted, queue, function, owner, owner_unreadable=None):
     return None
 
 
-def drop(connection, misplaced):
-    """ZREM the ``misplaced`` entries ({index key: [(member as stored, job id, why)]}) from their sets, one
-    pipeline, and say so: one WARNING per set. Returns the number of entries removed."""
-    if not misplaced:
+def drop(connection, misplaced, gone=None):
+    """ZREM the ``misplaced`` entries ({index key: [(member as stored, job id, why)]}) from their sets, and
+    say so: one WARNING per set; and the ``gone`` ones ({index key: [member as stored]}: their job expired),
+    quietly. One pipeline for both. Returns the number of entries removed."""
+    if not misplaced and not gone:
         return 0
     with connection.pipeline(transaction=False) as pipe:
+        for key, members in (gone or {}).items():
+            pipe.zrem(key, *members)
         for key, found in misplaced.items():
             pipe.zrem(key, *[member for member, _job_id, _why in found])
         replies = pipe.execute(raise_on_error=False)
