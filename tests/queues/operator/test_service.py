@@ -39,8 +39,11 @@ def test_the_table_says_what_each_action_acts_on_and_which_cannot_be_undone():
         "pause": "queue",
         "resume": "queue",
         "cancel_batch": "batch",
+        "empty": "queue",
+        "delete_all_failed": "queue",
+        "requeue_all": "queue",
     }
-    final = {name for name, a in {**actions.ACTIONS, **actions.QUEUE_WIDE}.items() if a.final}
+    final = {name for name, a in actions.ACTIONS.items() if a.final}
     assert final == {
         "delete",
         "stop",
