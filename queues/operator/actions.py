@@ -178,7 +178,11 @@ def _run(action, targets, queue, options):
     if action.acts_on == "job":
         if action.name == "cancel" and queue is None:
             return [jobs.run(action.name, _NoQueue(), t) for t in targets]
-        failed = set(jobs.failed_ids(queue, targets)) if action.name in ("delete", "requeue", "enqueue") else set()
+        if action.name in ("delete", "requeue"):  # a chunk of ids in a few round trips
+            results, failed = jobs.run_many(action.name, queue, targets)
+            jobs.mark_rows_of(action.name, [r.target for r in results if r.ok and r.target in failed])
+            return results
+        failed = set(jobs.failed_ids(queue, targets)) if action.name == "enqueue" else set()
         results = [jobs.run(action.name, queue, t, t in failed) for t in targets]
         jobs.mark_rows_of(action.name, [r.target for r in results if r.ok and r.target in failed])
         return results
