@@ -85,3 +85,38 @@ def test_a_chunk_requeue_marks_the_dead_letters_retried_and_leaves_a_corrupt_job
     assert outcome.results[1].detail.startswith("corrupt, not requeued")
     assert sorted(get_queue("default").get_job_ids()) == sorted([made[0][0].id, made[2][0].id])
     assert list(DeadLetter.objects.order_by("id").values_list("status", flat=True)) == ["retried", "open", "retried"]
+
+
+# --- the confirmation's count of a function filter --------------------------------------------------
+
+CONFIRM = f"/admin/queues/queues/confirm-action/{DEFAULT}/"
+TOUCH = "tests.jobs.sample.touch"
+
+
+def _oldest_touch_jobs(count):
+    """``count`` failed jobs of ``sample.touch`` read last (newest first: their ids sort before any uuid, the
+    registry's scores being equal), after 2,150 of ``sample.add``."""
+    failed(2150)
+    for n in range(count):
+        dead_job("default", TOUCH, ("/tmp/x",), row=False, job_id=f"0000-touch-{n:04d}")
+
+
+def test_a_filtered_select_across_counts_exactly_beyond_the_first_2000_jobs(client, queue_redis):
+    _oldest_touch_jobs(150)
+    data = {"action": "delete", "select_across": "1", "state": "failed", "func": "sample.touch"}
+    html = client.post(CONFIRM, data).content.decode()
+    assert "all 150 jobs in failed whose function contains “sample.touch”" in html
+    assert 'id="confirm-across-partial"' not in html
+
+
+def test_a_filtered_select_across_past_the_count_limit_says_its_count_is_a_lower_bound(
+    client, queue_redis, monkeypatch
+):
+    from queues.board.lists import confirm
+
+    monkeypatch.setattr(confirm, "COUNT_LIMIT", 2000)
+    _oldest_touch_jobs(150)
+    data = {"action": "delete", "select_across": "1", "state": "failed", "func": "sample.touch"}
+    html = client.post(CONFIRM, data).content.decode()
+    assert "all 0 jobs in failed whose function contains “sample.touch”" in html
+    assert "Counted among the first 2000 of the 2300 failed jobs: every matching job is acted on" in html
