@@ -20,22 +20,22 @@ The panel (queues/board/), the Django admin (queues/admin/) and the JSON API (``
   (pause, resume) and the error raised.
 - **the answer** (``Outcome``): per target, ``done`` / ``refused: <why>`` / ``changed meanwhile: <state>``.
 
-| action       | acts on      | permission                      | final | audit row          |
-|--------------|--------------|---------------------------------|-------|--------------------|
-| delete       | job          | queues.act_on_queue_panel       | yes   | delete             |
-| requeue      | job          | queues.act_on_queue_panel       | no    | requeue            |
-| enqueue      | job          | queues.act_on_queue_panel       | no    | enqueue            |
-| stop         | job          | queues.act_on_queue_panel       | yes   | stop               |
-| cancel       | job          | queues.act_on_queue_panel       | yes   | cancel             |
-| retry        | dead letter  | queues.act_on_deadletter        | no    | retry              |
-| discard      | dead letter  | queues.act_on_deadletter        | yes   | discard            |
-| cancel_retry | dead letter  | queues.act_on_deadletter        | yes   | cancel             |
-| pause        | queue        | queues.act_on_queue_panel       | no    | pause              |
-| resume       | queue        | queues.act_on_queue_panel       | no    | resume             |
-| cancel_batch | batch        | queues.act_on_queue_panel       | yes   | cancel_batch       |
-| empty        | queue        | queues.act_on_queue_panel       | yes   | empty              |
-| delete_all_failed | queue   | queues.act_on_queue_panel       | yes   | delete_all_failed  |
-| requeue_all  | queue        | queues.act_on_queue_panel       | no    | requeue_all        |
+| action            | acts on     | permission                | final | audit row         |
+|-------------------|-------------|---------------------------|-------|-------------------|
+| delete            | job         | queues.act_on_queue_panel | yes   | delete            |
+| requeue           | job         | queues.act_on_queue_panel | no    | requeue           |
+| enqueue           | job         | queues.act_on_queue_panel | no    | enqueue           |
+| stop              | job         | queues.act_on_queue_panel | yes   | stop              |
+| cancel            | job         | queues.act_on_queue_panel | yes   | cancel            |
+| retry             | dead letter | queues.act_on_deadletter  | no    | retry             |
+| discard           | dead letter | queues.act_on_deadletter  | yes   | discard           |
+| cancel_retry      | dead letter | queues.act_on_deadletter  | yes   | cancel            |
+| pause             | queue       | queues.act_on_queue_panel | no    | pause             |
+| resume            | queue       | queues.act_on_queue_panel | no    | resume            |
+| cancel_batch      | batch       | queues.act_on_queue_panel | yes   | cancel_batch      |
+| empty             | queue       | queues.act_on_queue_panel | yes   | empty             |
+| delete_all_failed | queue       | queues.act_on_queue_panel | yes   | delete_all_failed |
+| requeue_all       | queue       | queues.act_on_queue_panel | no    | requeue_all       |
 
 The queue-wide actions (``QUEUE_WIDE``: "Empty" a queue, "Delete All" and "Requeue All" of its failed jobs,
 ``queues_wide.py``) take queue names: one Lua call or a walk of 200,000 failed ids in chunks, one audit row
