@@ -16,8 +16,8 @@ dead job gets a full set of attempts again: the worker's ``OptimaWorker.prepare_
 them when it starts a job marked dead.) A job put back leaves the failed registry whatever its status
 (``operations.requeue``): one stopped, then enqueued too.
 
-The queue-wide actions ("Empty queue", "Delete All" and "Requeue All" failed jobs) are in
-``queue_actions``.
+The queue-wide actions ("Empty queue", "Delete All" and "Requeue All" failed jobs) are the service's
+too; their panel doors are ``queue_actions``.
 
 Corrupt jobs (``jobread``: not UTF-8, no ``data``, garbage, a key of the wrong type, an undeclared
 queue) never stop an action: a delete deletes their keys (DEL of the hash and of the list/registry
@@ -42,16 +42,6 @@ from queues.jobs import read as jobread
 from queues.operator import actions as operator
 from queues.operator import jobs as operator_jobs
 from queues.templatetags.queues_panel import panel_state
-
-# Kept for queue_actions (and older imports): the dead-letter rows follow their jobs (``operator.jobs``).
-mark_rows = operator_jobs.mark_rows
-send_stop = operator_jobs.send_stop
-
-
-def audit_outcome(response):
-    """The audit outcome of a view's response (``queue_actions``)."""
-    return "ok" if response.status_code < 400 else "error"
-
 
 # --- one job, from its page: GET asks, POST acts ------------------------------------------------
 
@@ -146,8 +136,9 @@ def bulk_actions(request, queue_index):
 
     With ``select_across=1`` and ``state=<queued|started|deferred|scheduled|finished|failed|canceled>`` (and
     an optional ``func=<text>``, part of the function path), the selection is every job of the queue in that
-    state, walked in chunks of 500 ids with pipelines (``operator.jobs.select``), and one audit row per chunk
-    names its ids and counts."""
+    state, walked in chunks of 500 ids with pipelines (``operator.jobs.select``), each chunk deleted or
+    requeued in a few round trips (``operator.jobs.run_many``), and one audit row per chunk names its ids and
+    counts."""
     action = request.POST.get("action", "") if request.method == "POST" else ""
     if action in BULK_VERBS and request.POST.get("select_across") == "1":
         return _select_across(request, queue_index, action)

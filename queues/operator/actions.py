@@ -20,23 +20,31 @@ The panel (queues/board/), the Django admin (queues/admin/) and the JSON API (``
   (pause, resume) and the error raised.
 - **the answer** (``Outcome``): per target, ``done`` / ``refused: <why>`` / ``changed meanwhile: <state>``.
 
-| action       | acts on      | permission                      | final | audit row          |
-|--------------|--------------|---------------------------------|-------|--------------------|
-| delete       | job          | queues.act_on_queue_panel       | yes   | delete             |
-| requeue      | job          | queues.act_on_queue_panel       | no    | requeue            |
-| enqueue      | job          | queues.act_on_queue_panel       | no    | enqueue            |
-| stop         | job          | queues.act_on_queue_panel       | yes   | stop               |
-| cancel       | job          | queues.act_on_queue_panel       | yes   | cancel             |
-| retry        | dead letter  | queues.act_on_deadletter        | no    | retry              |
-| discard      | dead letter  | queues.act_on_deadletter        | yes   | discard            |
-| cancel_retry | dead letter  | queues.act_on_deadletter        | yes   | cancel             |
-| pause        | queue        | queues.act_on_queue_panel       | no    | pause              |
-| resume       | queue        | queues.act_on_queue_panel       | no    | resume             |
-| cancel_batch | batch        | queues.act_on_queue_panel       | yes   | cancel_batch       |
+| action            | acts on     | permission                | final | audit row         |
+|-------------------|-------------|---------------------------|-------|-------------------|
+| delete            | job         | queues.act_on_queue_panel | yes   | delete            |
+| requeue           | job         | queues.act_on_queue_panel | no    | requeue           |
+| enqueue           | job         | queues.act_on_queue_panel | no    | enqueue           |
+| stop              | job         | queues.act_on_queue_panel | yes   | stop              |
+| cancel            | job         | queues.act_on_queue_panel | yes   | cancel            |
+| retry             | dead letter | queues.act_on_deadletter  | no    | retry             |
+| discard           | dead letter | queues.act_on_deadletter  | yes   | discard           |
+| cancel_retry      | dead letter | queues.act_on_deadletter  | yes   | cancel            |
+| pause             | queue       | queues.act_on_queue_panel | no    | pause             |
+| resume            | queue       | queues.act_on_queue_panel | no    | resume            |
+| cancel_batch      | batch       | queues.act_on_queue_panel | yes   | cancel_batch      |
+| empty             | queue       | queues.act_on_queue_panel | yes   | empty             |
+| delete_all_failed | queue       | queues.act_on_queue_panel | yes   | delete_all_failed |
+| requeue_all       | queue       | queues.act_on_queue_panel | no    | requeue_all       |
 
-The queue-wide actions of the panel ("Empty", "Delete All" and "Requeue All" failed: one Lua call or a walk
-of 200,000 ids, one row for the lot) ask ``check`` for the same permission and confirmation
-(``QUEUE_WIDE``) and write their own row: ``queues/board/queue_actions.py``.
+The queue-wide actions (``QUEUE_WIDE``: "Empty" a queue, "Delete All" and "Requeue All" of its failed jobs,
+``queues_wide.py``) take queue names: one Lua call or a walk of 200,000 failed ids in chunks, one audit row
+per queue for the lot (its first ids, its counts), the same from the panel's buttons as from
+``queues.perform(actor, "empty", ["default"], confirmed=True)``.
+
+Jobs named by id (``delete``, ``requeue``) are read and acted on a chunk at a time (``jobs.run_many``): the
+panel's "select all N across pages" costs a few round trips per chunk of ids, not per job, and a job that
+changed between the read and the write is done again on its own, answered "changed meanwhile" if it must.
 """
 
 from collections.abc import Callable, Iterable
@@ -46,7 +54,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from queues import audit
-from queues.operator import deadletters, jobs, others
+from queues.operator import deadletters, jobs, others, queues_wide
 from queues.operator.results import Outcome, Result, refused
 from queues.permissions import ACT_ON_QUEUE_PANEL
 
@@ -78,15 +86,13 @@ ACTIONS = {
         Action("pause", "queue", ACT_ON_QUEUE_PANEL, False, "pause", "paused"),
         Action("resume", "queue", ACT_ON_QUEUE_PANEL, False, "resume", "resumed"),
         Action("cancel_batch", "batch", ACT_ON_QUEUE_PANEL, True, "cancel_batch", "canceled"),
+        Action("empty", "queue", ACT_ON_QUEUE_PANEL, True, "empty", "emptied"),
+        Action("delete_all_failed", "queue", ACT_ON_QUEUE_PANEL, True, "delete_all_failed", "deleted"),
+        Action("requeue_all", "queue", ACT_ON_QUEUE_PANEL, False, "requeue_all", "requeued"),
     )
 }
-
-# Done by their own view (queue_actions.py), checked here: (permission, final, audit row).
-QUEUE_WIDE = {
-    "empty": Action("empty", "queue", ACT_ON_QUEUE_PANEL, True, "empty", "emptied"),
-    "delete_all_failed": Action("delete_all_failed", "queue", ACT_ON_QUEUE_PANEL, True, "delete_all_failed", "deleted"),
-    "requeue_all": Action("requeue_all", "queue", ACT_ON_QUEUE_PANEL, False, "requeue_all", "requeued"),
-}
+QUEUE_WIDE = {name: ACTIONS[name] for name in ("empty", "delete_all_failed", "requeue_all")}  # queues_wide.py
+TOGGLES = ("pause", "resume")  # others.py
 
 
 class UnknownAction(ValueError):
@@ -94,9 +100,9 @@ class UnknownAction(ValueError):
 
 
 def action_named(name: str) -> Action:
-    found = ACTIONS.get(name) or QUEUE_WIDE.get(name)
+    found = ACTIONS.get(name)
     if found is None:
-        known = ", ".join(sorted({*ACTIONS, *QUEUE_WIDE}))
+        known = ", ".join(sorted(ACTIONS))
         raise UnknownAction(f"action={name!r} is no operator action: use one of {known}.")
     return found
 
@@ -172,12 +178,18 @@ def _run(action, targets, queue, options):
     if action.acts_on == "job":
         if action.name == "cancel" and queue is None:
             return [jobs.run(action.name, _NoQueue(), t) for t in targets]
-        failed = set(jobs.failed_ids(queue, targets)) if action.name in ("delete", "requeue", "enqueue") else set()
+        if action.name in ("delete", "requeue"):  # a chunk of ids in a few round trips
+            results, failed = jobs.run_many(action.name, queue, targets)
+            jobs.mark_rows_of(action.name, [r.target for r in results if r.ok and r.target in failed])
+            return results
+        failed = set(jobs.failed_ids(queue, targets)) if action.name == "enqueue" else set()
         results = [jobs.run(action.name, queue, t, t in failed) for t in targets]
         jobs.mark_rows_of(action.name, [r.target for r in results if r.ok and r.target in failed])
         return results
     if action.acts_on == "dead letter":
         return [deadletters.run(action.name, t, **options) for t in targets]
+    if action.acts_on == "queue" and action.name not in TOGGLES:
+        return [queues_wide.run(action.name, t, queue) for t in targets]
     if action.acts_on == "queue":
         return [others.toggle(action.name, t, getattr(queue, "connection", None)) for t in targets]
     return [others.cancel_one_batch(t) for t in targets]

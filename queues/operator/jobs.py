@@ -19,14 +19,18 @@ from rq.registry import (
     DeferredJobRegistry,
     FailedJobRegistry,
     FinishedJobRegistry,
+    ReadyJobRegistry,
     ScheduledJobRegistry,
     StartedJobRegistry,
 )
+from rq.results import Result
 
-from queues import conf
+from queues import conf, rqcompat
+from queues.catalog.lookup import OptimaQueue
 from queues.connection.clients import get_connection
 from queues.exceptions import QueueUnavailable
 from queues.failures.operations import lives_elsewhere, mark_dead_letters, requeue
+from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import keys
 from queues.models import DeadLetter
@@ -146,6 +150,101 @@ def run(action, queue, job_id, in_failed=False):
         return changed(job_id, "requeued", f"{type(exc).__name__}: {exc}", queue=name)
     except (redis.RedisError, QueueUnavailable) as exc:  # the door may answer 503 (``data["unavailable"]``)
         return refused(job_id, f"{type(exc).__name__}: {exc}", queue=name, data={"unavailable": True})
+
+
+# --- many jobs at once: a chunk read in one round trip, acted on in one ---------------------------------
+
+
+def run_many(action, queue, job_ids):
+    """``action`` ("delete" or "requeue") on ``job_ids`` of ``queue``, ``CHUNK`` ids at a time -> (one Result
+    per id, in order; the ids that were in the failed registry, whose dead-letter rows follow them).
+
+    Each chunk costs four round trips whatever its size: WATCH of its jobs' hashes, their failed scores,
+    their hashes, and one MULTI/EXEC with every write. Per job, the answer is ``run``'s: a job gone is
+    "changed meanwhile: gone", a requeue of one no longer failed "changed meanwhile: <state>". A job that
+    changes between the read and the write touches its hash, so the EXEC is refused (nothing written) and
+    that chunk is done job by job (``run``), each re-read and answered on its own. Jobs the chunk does not
+    handle (corrupt, running, rate-limited, in a group: rq's own delete reads more first) go through ``run``
+    too."""
+    results, failed = {}, set()
+    for start in range(0, len(job_ids), CHUNK):
+        chunk = list(dict.fromkeys(job_ids[start : start + CHUNK]))
+        try:
+            chunk_results, chunk_failed = _run_chunk(action, queue, chunk)
+        except (redis.RedisError, QueueUnavailable) as exc:
+            if not results:  # before anything was done: the door answers for all (the panel's 503)
+                raise
+            why = f"{type(exc).__name__}: {exc}"  # after: each job of the chunk says so
+            chunk_results = {j: refused(j, why, queue=queue.name, data={"unavailable": True}) for j in chunk}
+            chunk_failed = set()
+        results.update(chunk_results)
+        failed |= chunk_failed
+    return [results[j] for j in job_ids], failed
+
+
+def _run_chunk(action, queue, chunk):
+    name = queue.name
+    answers, slow, in_failed = {}, [], set()
+    try:
+        with queue.connection.pipeline() as pipe:
+            pipe.watch(*(jobread.job_key(jobread.normal_id(j)) for j in chunk))
+            in_failed = set(failed_ids(queue, chunk))
+            read = jobread.fetch_many(chunk, queue.connection)
+            pipe.multi()
+            for job_id, job in zip(chunk, read):
+                if job is None:
+                    answers[job_id] = changed(
+                        job_id, "gone", f"no job {job_id!r} in Redis (deleted or expired)", queue=name
+                    )
+                elif not _chunked(action, job):
+                    slow.append(job_id)
+                elif action == "requeue" and job_id not in in_failed:
+                    state = panel_state(job)
+                    why = f"it is not in the failed jobs of {name} (it is {state})"
+                    answers[job_id] = changed(job_id, state, why, queue=name)
+                else:
+                    answers[job_id] = _write(action, queue, pipe, job_id, job, job_id in in_failed)
+            if any(r.ok for r in answers.values()):
+                pipe.execute()
+    except redis.WatchError:  # a job changed since it was read: nothing written, each on its own
+        answers, slow = {}, chunk
+    if slow:
+        slow_failed = set(failed_ids(queue, slow))
+        in_failed = (in_failed - set(slow)) | slow_failed
+        answers.update((j, run(action, queue, j, j in slow_failed)) for j in slow)
+    return answers, {j for j in in_failed if answers[j].ok}
+
+
+def _chunked(action, job):
+    """Whether the chunk's pipeline does ``action`` to ``job`` itself (else ``run`` does, one job)."""
+    if jobread.is_corrupt(job) or job.has_rate_limit:
+        return False
+    return action == "requeue" or (job.get_status(refresh=False) != "started" and not job.group_id)
+
+
+def _write(action, queue, pipe, job_id, job, in_failed):
+    """Queue on ``pipe`` (MULTI) what ``run`` does to ``job``, without its reads: they were the chunk's."""
+    name = queue.name
+    if action == "requeue":  # operations.requeue_failed, its ZREM inside the transaction
+        pipe.zrem(keys.failed_key(name), job.id)
+        job.started_at = job.ended_at = None
+        rqcompat.clear_exc_info(job)
+        if jobmeta.band(job) != jobmeta.NORMAL:
+            pipe.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_REQUEUE)
+        rqcompat.enqueue_prepared(OptimaQueue(job.origin, connection=queue.connection), job, pipe)
+        return done(job_id, "requeued", queue=name)
+    if in_failed and (kept := lives_elsewhere(job, name)):
+        pipe.zrem(keys.failed_key(name), job.id)  # issue 32: the job is not this queue's
+        return done(job_id, f"taken off the failed list; job kept: {kept}", queue=name)
+    # rq's ``Job.delete`` (remove_from_queue=False) without its reads of the status and the executions: off
+    # every band and every registry of its queue, its hash, dependency sets, results and executions gone.
+    for key in keys.band_keys(queue.key):
+        pipe.lrem(key, 0, job.id)
+    for registry in (*REGISTRIES.values(), ReadyJobRegistry):
+        if registry is not None and registry is not StartedJobRegistry:
+            pipe.zrem(registry(job.origin, queue.connection).key, job.id)
+    pipe.delete(job.key, job.dependents_key, job.dependencies_key, Result.get_key(job.id), job.execution_registry.key)
+    return done(job_id, "deleted", queue=name)
 
 
 def _cancel(job_id, queue=None):

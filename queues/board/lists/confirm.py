@@ -23,6 +23,10 @@ from queues.board.lists.reads import (
 from queues.board.readonly import get_queue_by_index
 from queues.jobs import read as jobread
 
+# A function filter's count on the confirmation page is exact up to this many jobs in the state (read
+# ``SCAN_LIMIT`` at a time: ten round trips at most); past it, a lower bound the page says is one.
+COUNT_LIMIT = 5 * SCAN_LIMIT
+
 
 def _back(request, queue_index):
     referer = request.META.get("HTTP_REFERER", "")
@@ -63,8 +67,9 @@ def confirm_bulk(request, queue_index):
 
 def _confirm_across(request, queue, queue_index, action, next_url):
     """All N jobs in <state> (whose function contains ``func``): the count as the list states it (one
-    round trip, three with a filter), and a form POSTing ``select_across=1``, ``state``, ``func`` and the
-    action to ``django_rq:actions``, which walks the state itself. A state, action or filter it cannot use:
+    round trip; with a filter, exact up to ``COUNT_LIMIT`` jobs in the state: ``_count_matching``), and a
+    form POSTing ``select_across=1``, ``state``, ``func`` and the action to ``django_rq:actions``, which walks
+    the state itself. A state, action or filter it cannot use:
     back to the list, with a message naming it."""
     state = request.POST.get("state", "")
     spec = BY_KEY.get(state)
@@ -84,10 +89,7 @@ def _confirm_across(request, queue, queue_index, action, next_url):
     counts = counts_from(queue, pipelined(queue.connection, count_calls(queue)))  # 1
     count, exact = counts[state], True
     if func:
-        candidates = window_ids(queue, spec, counts, 0, min(count, SCAN_LIMIT), True)  # 2
-        functions = functions_of(queue.connection, candidates) if candidates else []  # 3
-        count = sum(1 for function in functions if paging.Query("newest", func).matches(function))
-        exact = counts[state] <= SCAN_LIMIT
+        count, exact = _count_matching(queue, spec, counts, func)
     context = {
         **panel_context(request),
         "title": "Are you sure?",
@@ -95,7 +97,23 @@ def _confirm_across(request, queue, queue_index, action, next_url):
         "queue_index": queue_index,
         "action": action,
         "across": {"state": spec, "func": func, "count": count, "exact": exact, "total": counts[state]},
-        "scan_limit": SCAN_LIMIT,
+        "scan_limit": COUNT_LIMIT,
         "next_url": next_url,
     }
     return render(request, "queues/confirm_bulk.html", context)
+
+
+def _count_matching(queue, spec, counts, func):
+    """How many jobs of ``spec``'s state have a function path containing ``func`` -> (count, exact): read
+    ``SCAN_LIMIT`` at a time (two round trips each: the ids, then their functions), newest first, up to
+    ``COUNT_LIMIT`` jobs. Exact when the state holds no more than that; else a lower bound, which the page
+    says (the action itself walks every job of the state, however many: ``operator.jobs.select``)."""
+    total = counts[spec.key]
+    query = paging.Query("newest", func)
+    count = 0
+    for offset in range(0, min(total, COUNT_LIMIT), SCAN_LIMIT):
+        candidates = window_ids(queue, spec, counts, offset, min(SCAN_LIMIT, COUNT_LIMIT - offset), True)
+        if not candidates:
+            break
+        count += sum(1 for function in functions_of(queue.connection, candidates) if query.matches(function))
+    return count, total <= COUNT_LIMIT

@@ -137,9 +137,9 @@ def test_failed_list_pages_through_a_large_registry_100_at_a_time(client, queue_
 
 
 def test_delete_all_failed_walks_the_registry_in_chunks_and_discards_the_rows(client, queue_redis, monkeypatch):
-    from queues.board import queue_actions
+    from queues.operator import queues_wide
 
-    monkeypatch.setattr(queue_actions, "CHUNK", 7)
+    monkeypatch.setattr(queues_wide, "CHUNK", 7)
     made = [dead_job("default") for _ in range(20)]
     response = client.post(f"/admin/queues/queues/{DEFAULT}/failed/clear/")
     assert response.status_code == 302
@@ -149,9 +149,9 @@ def test_delete_all_failed_walks_the_registry_in_chunks_and_discards_the_rows(cl
 
 
 def test_requeue_all_failed_puts_every_job_back_and_marks_rows_retried(client, queue_redis, monkeypatch):
-    from queues.board import queue_actions
+    from queues.operator import queues_wide
 
-    monkeypatch.setattr(queue_actions, "CHUNK", 7)
+    monkeypatch.setattr(queues_wide, "CHUNK", 7)
     made = [dead_job("default") for _ in range(20)]
     response = client.post(f"/admin/queues/queues/{DEFAULT}/requeue-all/")
     assert response.status_code == 302

@@ -10,6 +10,7 @@ from rq.registry import FailedJobRegistry
 
 import queues
 from queues.catalog.lookup import get_queue
+from queues.jobs import read as jobread
 from queues.models import AuditEntry, DeadLetter
 from queues.operator import actions
 from queues.worker.dequeue import Dequeuer
@@ -184,3 +185,81 @@ def test_select_across_of_an_unknown_state_does_nothing_and_names_the_value(lead
     assert said(response)[0].startswith("Nothing deleted: state='dead' is not a state the jobs of a queue")
     assert job.id in FailedJobRegistry("default", connection=queue_redis)
     assert rows() == []
+
+
+# --- the queue-wide actions: the panel's buttons and ``queues.perform`` -------------------------------
+
+
+def test_empty_through_the_panel_and_through_perform_writes_the_same_row(lead, queue_redis, django_user_model):
+    first = [queues.enqueue("default", JOB, i, 1).id for i in range(2)]
+    assert lead.post(f"/admin/queues/queues/{DEFAULT}/empty/").status_code == 302
+    second = [queues.enqueue("default", JOB, i, 1).id for i in range(3)]
+    code_lead = make_staff(django_user_model, "code-lead", *LEAD_PERMS)
+    outcome = queues.perform(code_lead, "empty", ["default"], confirmed=True)
+    assert [(r.target, str(r), r.detail) for r in outcome.results] == [("default", "done", "emptied 3 waiting jobs")]
+    assert get_queue("default").get_job_ids() == []
+    assert queue_redis.exists(*(jobread.job_key(i) for i in first + second)) == 0
+    assert [(a, q, sorted(ids), o, d) for a, q, ids, o, d in rows()] == [
+        ("empty", "default", sorted(first), "ok", "emptied 2 waiting jobs"),
+        ("empty", "default", sorted(second), "ok", "emptied 3 waiting jobs"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "url", "status", "left"),
+    [("delete_all_failed", "failed/clear/", "discarded", []), ("requeue_all", "requeue-all/", "retried", None)],
+)
+def test_delete_all_and_requeue_all_through_the_panel_and_perform_write_one_row_each(
+    lead, queue_redis, name, url, status, left
+):
+    panel = sorted(dead_job("default")[0].id for _ in range(3))
+    assert lead.post(f"/admin/queues/queues/{DEFAULT}/{url}").status_code == 302
+    code = sorted(dead_job("default")[0].id for _ in range(2))
+    outcome = queues.perform("ops", name, ["default"], confirmed=True)
+    verb = "deleted" if name == "delete_all_failed" else "requeued"
+    assert [(r.target, str(r), r.detail) for r in outcome.results] == [("default", "done", f"{verb} 2 failed jobs")]
+    assert FailedJobRegistry("default", connection=queue_redis).get_job_ids() == []
+    expected = sorted(panel + code) if left is None else left
+    assert sorted(get_queue("default").get_job_ids()) == expected
+    assert set(DeadLetter.objects.values_list("status", flat=True)) == {status}
+    assert [(a, q, sorted(ids), o, d) for a, q, ids, o, d in rows()] == [
+        (name, "default", panel, "ok", f"{verb} 3 failed jobs"),
+        (name, "default", code, "ok", f"{verb} 2 failed jobs"),
+    ]
+
+
+def test_the_queue_wide_actions_refuse_a_viewer_at_every_door_and_an_unconfirmed_final_one(
+    viewer, queue_redis, django_user_model
+):
+    job, row = dead_job("default")
+    queued = queues.enqueue("default", JOB, 1, 2)
+    for url in ("empty/", "failed/clear/", "requeue-all/"):
+        assert viewer.post(f"/admin/queues/queues/{DEFAULT}/{url}").status_code == 403
+    code_viewer = make_staff(django_user_model, "code-viewer", *VIEWER_PERMS)
+    why = "code-viewer may not {}: it needs the permission queues.act_on_queue_panel"
+    for name in ("empty", "delete_all_failed", "requeue_all"):
+        outcome = queues.perform(code_viewer, name, ["default"], confirmed=True)
+        assert [(str(r), r.detail) for r in outcome.results] == [
+            (f"refused: {why.format(name.replace('_', ' '))}", why.format(name.replace("_", " ")))
+        ]
+    for name in ("empty", "delete_all_failed"):  # final: done only once confirmed, whoever asks
+        assert queues.perform("ops", name, ["default"]).first().detail == (
+            f"{name.replace('_', ' ')} cannot be undone: it is done only once confirmed"
+        )
+    assert job.id in FailedJobRegistry("default", connection=queue_redis)
+    assert get_queue("default").get_job_ids() == [queued.id]
+    assert DeadLetter.objects.get().status == "open"
+    assert [(a, o) for a, _, _, o, _ in rows()] == [
+        ("empty", "error"),
+        ("delete_all_failed", "error"),
+        ("requeue_all", "error"),
+        ("empty", "error"),
+        ("delete_all_failed", "error"),
+    ]
+
+
+def test_a_queue_wide_action_on_an_unknown_queue_is_refused_naming_the_declared_ones(queue_redis):
+    result = queues.perform("ops", "empty", ["nope"], confirmed=True).first()
+    assert (result.kind, result.detail.startswith("Unknown queue 'nope'. Declared queues: ")) == ("refused", True)
+    assert "'default'" in result.detail
+    assert rows()[0][:4] == ("empty", "nope", [], "error")

@@ -39,8 +39,11 @@ def test_the_table_says_what_each_action_acts_on_and_which_cannot_be_undone():
         "pause": "queue",
         "resume": "queue",
         "cancel_batch": "batch",
+        "empty": "queue",
+        "delete_all_failed": "queue",
+        "requeue_all": "queue",
     }
-    final = {name for name, a in {**actions.ACTIONS, **actions.QUEUE_WIDE}.items() if a.final}
+    final = {name for name, a in actions.ACTIONS.items() if a.final}
     assert final == {
         "delete",
         "stop",
@@ -161,3 +164,11 @@ def test_the_queue_wide_actions_are_checked_by_the_same_rule(django_user_model):
     assert actions.check(posted(viewer), "delete_all_failed", confirmed=True) == (
         "viewer may not delete all failed: it needs the permission queues.act_on_queue_panel"
     )
+
+
+def test_the_docstring_table_lists_every_action_as_the_table_of_actions_defines_it():
+    lines = [line for line in actions.__doc__.splitlines() if line.startswith("| ") and "acts on" not in line]
+    table = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines)}
+    assert table == {
+        name: [a.acts_on, a.permission, "yes" if a.final else "no", a.audit] for name, a in actions.ACTIONS.items()
+    }
