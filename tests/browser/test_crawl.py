@@ -6,12 +6,16 @@ On each page: no console error or uncaught exception, no request failing (nor an
 >= 400), nothing wider than the window, no table wider than its container unless it scrolls inside its
 own box (``overflow-x: auto``) with its first column kept (``position: sticky; left: 0``), and text that
 can be read against its background, no word broken in the middle by a line break (tests/support/words.py), the
-admin's navigation sidebar open (as an operator browses) and, at 1,280 px in both schemes, no serious or critical
-accessibility violation found by axe-core (tests/support/axe.py), named by rule and node. Every same-origin link of
-every page answers 200, checked once per run with the logged-in session.
+admin's navigation sidebar open (as an operator browses) and, at every width in both schemes, no serious or
+critical accessibility violation found by axe-core (tests/support/axe.py), named by rule and node.
 
-Some of docs/operator.md's screenshots (``the_pages``) are shot at 1,280 px, light, as the crawl passes them:
-into docs/img/ with OPTIMA_SCREENSHOTS=1 (``python3 dev.py screenshots``), else into the test's tmp directory.
+Each width and scheme is its own test (``test_every_page[1280-light]``, ``[1280-dark]``, ... ``[1920-dark]``), each
+seeding its own jobs and rows (function-scoped, as every django_db(transaction=True) test must be): xdist spreads
+the six over its workers. What runs once is shared out, so no one test carries it all: 1,280 px light reads the
+pages' words (``WRONG_WORDS``) and shoots some of docs/operator.md's screenshots (``the_pages``: into docs/img/
+with OPTIMA_SCREENSHOTS=1, ``python3 dev.py screenshots``, which runs that test alone; else into the test's tmp
+directory); 1,920 px dark checks that every same-origin link of every page answers 200 with the logged-in session.
+One runs alone with ``pytest "tests/browser/test_crawl.py::test_every_page[1400-dark]"``.
 """
 
 import datetime as dt
@@ -262,9 +266,10 @@ def test_every_page(
     browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path, shoot, width, scheme
 ):
     """Every page at one width in one scheme (test_every_page[1280-light], ...): each its own test, with its own
-    data, so xdist spreads the six over its workers. The first (1,280 px, light) also reads the pages' words,
-    shoots docs/operator.md's images and checks every same-origin link."""
+    data, so xdist spreads the six over its workers. The first (1,280 px, light) also reads the pages' words and
+    shoots docs/operator.md's images; the last (1,920 px, dark) checks every same-origin link."""
     first = (width, scheme) == (WIDTHS[0], SCHEMES[0])
+    last = (width, scheme) == (WIDTHS[-1], SCHEMES[-1])
     ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
     schedules.register(queue_redis)
     batch_id, chain_job = batches_of_every_kind(tmp_path)
@@ -309,6 +314,7 @@ def test_every_page(
                 for word, right in WRONG_WORDS.items()
                 if word in text
             )
+        if last:
             for href in page.evaluate(LINKS_JS):
                 href = urldefrag(href).url
                 if urlsplit(href).netloc == urlsplit(live_server.url).netloc and "logout" not in href:
