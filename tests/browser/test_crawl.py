@@ -6,12 +6,16 @@ On each page: no console error or uncaught exception, no request failing (nor an
 >= 400), nothing wider than the window, no table wider than its container unless it scrolls inside its
 own box (``overflow-x: auto``) with its first column kept (``position: sticky; left: 0``), and text that
 can be read against its background, no word broken in the middle by a line break (tests/support/words.py), the
-admin's navigation sidebar open (as an operator browses) and, at 1,280 px in both schemes, no serious or critical
-accessibility violation found by axe-core (tests/support/axe.py), named by rule and node. Every same-origin link of
-every page answers 200, checked once per run with the logged-in session.
+admin's navigation sidebar open (as an operator browses) and, at every width in both schemes, no serious or
+critical accessibility violation found by axe-core (tests/support/axe.py), named by rule and node.
 
-Some of docs/operator.md's screenshots (``the_pages``) are shot at 1,280 px, light, as the crawl passes them:
-into docs/img/ with OPTIMA_SCREENSHOTS=1 (``python3 dev.py screenshots``), else into the test's tmp directory.
+Each width and scheme is its own test (``test_every_page[1280-light]``, ``[1280-dark]``, ... ``[1920-dark]``), each
+seeding its own jobs and rows (function-scoped, as every django_db(transaction=True) test must be): xdist spreads
+the six over its workers. What runs once is shared out, so no one test carries it all: 1,280 px light reads the
+pages' words (``WRONG_WORDS``) and shoots some of docs/operator.md's screenshots (``the_pages``: into docs/img/
+with OPTIMA_SCREENSHOTS=1, ``python3 dev.py screenshots``, which runs that test alone; else into the test's tmp
+directory); 1,920 px dark checks that every same-origin link of every page answers 200 with the logged-in session.
+One runs alone with ``pytest "tests/browser/test_crawl.py::test_every_page[1400-dark]"``.
 """
 
 import datetime as dt
@@ -243,16 +247,8 @@ def the_pages(ids, batch_id, chain_job, queue_redis):
     ]
 
 
-def test_every_page_fits_loads_without_errors_and_links_answer(
-    browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path, shoot
-):
-    ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
-    schedules.register(queue_redis)
-    batch_id, chain_job = batches_of_every_kind(tmp_path)
-    panel = "/admin/queues/"
-    pages = the_pages(ids, batch_id, chain_job, queue_redis)
-    problems, links = [], {}
-
+def log_in(browser, live_server, panel):
+    """The crawler's session (cookies), logged in through the admin's login form."""
     login = browser.new_context()
     page = login.new_page()
     page.goto(f"{live_server.url}/admin/login/?next={panel}")
@@ -262,56 +258,69 @@ def test_every_page_fits_loads_without_errors_and_links_answer(
     page.wait_for_url(f"{live_server.url}{panel}")
     session = login.storage_state()
     login.close()
+    return session
+
+
+@pytest.mark.parametrize(("width", "scheme"), [(width, scheme) for width in WIDTHS for scheme in SCHEMES])
+def test_every_page(
+    browser, live_server, prod, crawler, queue_redis, start_worker, lifecycle_schedules, tmp_path, shoot, width, scheme
+):
+    """Every page at one width in one scheme (test_every_page[1280-light], ...): each its own test, with its own
+    data, so xdist spreads the six over its workers. The first (1,280 px, light) also reads the pages' words and
+    shoots docs/operator.md's images; the last (1,920 px, dark) checks every same-origin link."""
+    first = (width, scheme) == (WIDTHS[0], SCHEMES[0])
+    last = (width, scheme) == (WIDTHS[-1], SCHEMES[-1])
+    ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
+    schedules.register(queue_redis)
+    batch_id, chain_job = batches_of_every_kind(tmp_path)
+    panel = "/admin/queues/"
+    pages = the_pages(ids, batch_id, chain_job, queue_redis)
+    problems, links = [], {}
+    session = log_in(browser, live_server, panel)
 
     seen = []  # what went wrong on the page being crawled (cleared for each page)
-    for width in WIDTHS:
-        for scheme in SCHEMES:
-            context = browser.new_context(
-                viewport={"width": width, "height": 900}, color_scheme=scheme, storage_state=session
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme, storage_state=session)
+    context.add_init_script(SIDEBAR_OPEN_JS)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.on("console", lambda m: m.type == "error" and seen.append(f"console error: {m.text}"))
+    page.on("pageerror", lambda e: seen.append(f"JavaScript error: {e}"))
+    page.on("requestfailed", lambda r: seen.append(f"request failed: {r.url} ({r.failure})"))
+    page.on(
+        "response",
+        lambda r: (
+            r.status >= 400 and seen.append(f"{r.url} answered {r.status} (from {r.request.header_value('referer')})")
+        ),
+    )
+    for url, shot in pages:
+        seen.clear()
+        response = page.goto(f"{live_server.url}{url}")
+        page.wait_for_load_state("load")
+        if response is None or response.status != 200:
+            seen.append(f"answered {response and response.status}, not 200")
+        # jQuery rethrows an error of a ready handler from a timer: let the page's timers run first.
+        page.evaluate("() => new Promise((done) => setTimeout(done, 20))")
+        seen.extend(page.evaluate(LAYOUT_JS))
+        seen.extend(page.evaluate(BROKEN_WORDS_JS, BROKEN_SHOWN))
+        if page.evaluate(SIDEBAR_JS) == "closed":
+            seen.append("the admin's navigation sidebar is closed")
+        seen.extend(serious_violations(page))
+        if first:
+            if shot:
+                shoot(page, shot)
+            text = page.inner_text("body")
+            seen.extend(
+                f"says {word!r} where the API and docs say {right!r}"
+                for word, right in WRONG_WORDS.items()
+                if word in text
             )
-            context.add_init_script(SIDEBAR_OPEN_JS)
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            page.on("console", lambda m: m.type == "error" and seen.append(f"console error: {m.text}"))
-            page.on("pageerror", lambda e: seen.append(f"JavaScript error: {e}"))
-            page.on("requestfailed", lambda r: seen.append(f"request failed: {r.url} ({r.failure})"))
-            page.on(
-                "response",
-                lambda r: (
-                    r.status >= 400
-                    and seen.append(f"{r.url} answered {r.status} (from {r.request.header_value('referer')})")
-                ),
-            )
-            for url, shot in pages:
-                seen.clear()
-                response = page.goto(f"{live_server.url}{url}")
-                page.wait_for_load_state("load")
-                if response is None or response.status != 200:
-                    seen.append(f"answered {response and response.status}, not 200")
-                # jQuery rethrows an error of a ready handler from a timer: let the page's timers run first.
-                page.evaluate("() => new Promise((done) => setTimeout(done, 20))")
-                seen.extend(page.evaluate(LAYOUT_JS))
-                seen.extend(page.evaluate(BROKEN_WORDS_JS, BROKEN_SHOWN))
-                if page.evaluate(SIDEBAR_JS) == "closed":
-                    seen.append("the admin's navigation sidebar is closed")
-                if width == WIDTHS[0]:
-                    seen.extend(serious_violations(page))
-                if shot and width == WIDTHS[0] and scheme == SCHEMES[0]:
-                    shoot(page, shot)
-                if width == WIDTHS[0] and scheme == SCHEMES[0]:
-                    text = page.inner_text("body")
-                    seen.extend(
-                        f"says {word!r} where the API and docs say {right!r}"
-                        for word, right in WRONG_WORDS.items()
-                        if word in text
-                    )
-                problems.extend(f"{url}, {width}, {scheme}: {problem}" for problem in dict.fromkeys(seen))
-                if width == WIDTHS[0] and scheme == SCHEMES[0]:
-                    for href in page.evaluate(LINKS_JS):
-                        href = urldefrag(href).url
-                        if urlsplit(href).netloc == urlsplit(live_server.url).netloc and "logout" not in href:
-                            links.setdefault(href, url)
-            context.close()
+        if last:
+            for href in page.evaluate(LINKS_JS):
+                href = urldefrag(href).url
+                if urlsplit(href).netloc == urlsplit(live_server.url).netloc and "logout" not in href:
+                    links.setdefault(href, url)
+        problems.extend(f"{url}, {width}, {scheme}: {problem}" for problem in dict.fromkeys(seen))
+    context.close()
 
     checker = browser.new_context(storage_state=session)
     for href, found_on in links.items():
