@@ -16,6 +16,12 @@ The life of a job that fails (docs/lifecycle.md tells it with the Redis keys):
 ``RetryAfter`` uses up an attempt: a server that answers 429 forever still ends in the dead letter
 instead of keeping a job alive for ever.
 
+A job may carry its own backoff: a Task of Django's Tasks API with a ``BACKOFF`` (queues/tasks/retries.py,
+which installs the reader here with ``install_job_backoff``, so that this module imports nothing of the
+Tasks framework). After the attempts, ``PermanentError`` and ``RetryAfter``, it decides instead of
+``backoff_delay``: seconds (retry then) or None (dead, ``exhausted``); when it raises, the error is logged
+and ``backoff_delay`` applies. A worker lost mid-job (no exception object) uses the queue's backoff.
+
 The policy functions are pure (no Redis, no settings): ``resolve_policy``, ``backoff_delay`` and
 ``decide``. ``queue_retry`` writes one retry into a pipeline; ``schedule_retry`` is the whole retry
 for paths outside the worker (an abandoned job); the worker's side is ``queues/failures/handler.py``.
@@ -24,7 +30,8 @@ for paths outside the worker (an abandoned job); the worker's side is ``queues/f
 import datetime as dt
 import logging
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from django.utils.module_loading import import_string
 from rq.job import JobStatus
@@ -57,6 +64,8 @@ class RetryPolicy:
     backoff_max: float | None = None  # seconds; cap of the exponential delay (None: no cap)
     jitter: float = 0.0  # fraction 0..1 of the delay added at random
     non_retryable: tuple = ()  # dotted paths (or classes) of exceptions that dead-letter at once
+    # the job's own backoff, when it carries one (a Task's BACKOFF): exception -> seconds, or None for no retry
+    own_backoff: Callable[[BaseException], float | None] | None = field(default=None, compare=False)
 
 
 def resolve_policy(enqueue_opts=None, queue_opts=None, global_opts=None):
@@ -115,14 +124,31 @@ class Decision:
 
 def decide(attempt, policy, exc, rand=random.random):
     """What to do after attempt ``attempt`` failed with ``exc`` (None: no exception object, e.g. a
-    killed work horse). Pure."""
+    killed work horse). Pure, but for the policy's ``own_backoff`` (the job's own, called only here)."""
     if exc is not None and is_non_retryable(exc, policy):
         return Decision(False, reason=PERMANENT)
     if attempt >= policy.attempts:
         return Decision(False, reason=TIMEOUT if isinstance(exc, JobTimeoutException) else EXHAUSTED)
     if isinstance(exc, RetryAfter):
         return Decision(True, delay=exc.seconds)
+    if policy.own_backoff is not None and exc is not None:
+        try:
+            delay = policy.own_backoff(exc)
+        except Exception:  # noqa: BLE001 — the app's code: its failure must not lose the job
+            logger.exception("The job's own backoff failed after attempt %d; the queue's backoff applies", attempt)
+        else:
+            return Decision(False, reason=EXHAUSTED) if delay is None else Decision(True, delay=delay)
     return Decision(True, delay=backoff_delay(attempt, policy, rand))
+
+
+_job_backoff = None  # job -> its own backoff or None (install_job_backoff)
+
+
+def install_job_backoff(reader):
+    """Let ``policy_for`` ask ``reader(job)`` for a job's own backoff (queues/tasks/retries.py installs
+    the Tasks backend's when a Task is first built): a callable ``exception -> seconds or None``, or None."""
+    global _job_backoff
+    _job_backoff = reader
 
 
 def policy_for(job):
@@ -133,7 +159,9 @@ def policy_for(job):
         queue_opts = get_config(jobmeta.queue_name(job)).options
     except UnknownQueue:
         queue_opts = {}
-    return resolve_policy(enqueue_opts, queue_opts, conf.JOB_DEFAULTS)
+    policy = resolve_policy(enqueue_opts, queue_opts, conf.JOB_DEFAULTS)
+    own = _job_backoff(job) if _job_backoff is not None else None
+    return policy if own is None else replace(policy, own_backoff=own)
 
 
 def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
@@ -222,6 +250,7 @@ __all__ = [
     "resolve_policy",
     "backoff_delay",
     "decide",
+    "install_job_backoff",
     "queue_retry",
     "schedule_retry",
     "exc_summary",

@@ -13,13 +13,17 @@ Where the framework is silent:
 - The Tasks API has no words for a job id, ``unique``, ``limit_key``, ``durable``, ``attempts``, ``timeout``
   or extra meta: ``QueuesTask.using(**options)`` takes them (``QUEUE_OPTIONS``), so a feature needs no
   second API; a Task of another backend has no such option.
+- Retries in the shape proposed for Django (django/new-features#142): ``OPTIONS`` ``MAX_ATTEMPTS`` and
+  ``BACKOFF``, ``using(max_attempts=..., backoff=...)`` per Task (``max_attempts`` is the queues' ``attempts``
+  by its Tasks name); queues/tasks/retries.py validates them, seals the backoff's path into the job, and
+  hands it to the worker's retry decision.
 - Only Tasks built by this backend (``task_class``) declare themselves jobs: a Task of another backend is
   never written to the queues, so a job naming it in Redis was not written by us and is refused.
 """
 
 import dataclasses
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.core import checks
@@ -28,7 +32,7 @@ from django.core.exceptions import ImproperlyConfigured
 from queues.catalog import jobs as catalog
 from queues.catalog.queues import queue_names
 from queues.exceptions import InvalidJob, QueuesError, UnknownQueue
-from queues.tasks import compat, results
+from queues.tasks import compat, results, retries
 from queues.tasks.compat import InvalidTaskError, Task, TaskResult
 
 if TYPE_CHECKING:
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 # Options of queues.enqueue_call a Task may carry (QueuesTask.using); the Task's own fields give the
 # queue (queue_name), the priority and the start (run_after -> at).
 QUEUE_OPTIONS = ("attempts", "timeout", "job_id", "unique", "durable", "limit_key", "limit_concurrency", "meta")
-OPTIONS = ()  # keys of TASKS[alias]["OPTIONS"] this backend reads: none yet (queues.E081 names any other)
+OPTIONS = (retries.MAX_ATTEMPTS, retries.BACKOFF)  # keys of TASKS[alias]["OPTIONS"] read (queues.E081: any other)
 
 
 class InvalidTask(InvalidJob, InvalidTaskError):
@@ -50,6 +54,12 @@ class QueuesTask(Task[Any, Any]):
     decides, at enqueue and in the worker, whether its module is a job module)."""
 
     queue_options: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+    backoff: str | None = dataclasses.field(default=None, compare=False)  # dotted path (using(backoff=...))
+
+    @property
+    def max_attempts(self) -> int | None:
+        """Runs in all set by ``using(max_attempts=...)`` (or ``attempts=``); None: the backend's, then the queue's."""
+        return (self.queue_options or {}).get("attempts")
 
     def __post_init__(self) -> None:
         Task.__post_init__(self)
@@ -64,11 +74,15 @@ class QueuesTask(Task[Any, Any]):
         queue_name: str | None = None,
         run_after: "dt.datetime | None" = None,
         backend: str | None = None,
+        max_attempts: int | None = None,
+        backoff: "Callable[[BaseException, TaskResult[Any]], float | None] | str | None" = None,
         **options: Any,
     ) -> "QueuesTask":
-        """The framework's ``using``, plus the queues' own options (``QUEUE_OPTIONS``), e.g.
+        """The framework's ``using``, plus retries (``max_attempts``, ``backoff``: a callable or its dotted path;
+        queues/tasks/retries.py) and the queues' own options (``QUEUE_OPTIONS``), e.g.
         ``generate.using(timeout=120, limit_key="owner:7", durable=True).enqueue(...)``."""
         task = Task.using(self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend)
+        task = self._with_retries(task, max_attempts, backoff, options.get("attempts"))
         if not options:
             return task
         unknown = [name for name in options if name not in QUEUE_OPTIONS]
@@ -80,7 +94,29 @@ class QueuesTask(Task[Any, Any]):
                 f"{self.module_path}.using(): unknown option {name!r}.{hint} The queues' options "
                 f"a Task takes are {', '.join(QUEUE_OPTIONS)}."
             )
-        return dataclasses.replace(task, queue_options={**(self.queue_options or {}), **options})
+        return dataclasses.replace(task, queue_options={**(task.queue_options or {}), **options})
+
+    def _with_retries(self, task: "QueuesTask", max_attempts: Any, backoff: Any, attempts: Any) -> "QueuesTask":
+        """``task`` with ``using()``'s retries; ``InvalidTask`` naming the argument, its value and the fix."""
+        changes: dict[str, Any] = {}
+        where = f"{self.module_path}.using"
+        try:
+            if max_attempts is not None:
+                problem = retries.attempts_problem(max_attempts, f"{where}(max_attempts=...)")
+                if problem is not None:
+                    raise problem
+                if attempts is not None and attempts != max_attempts:
+                    raise retries.BadOption(
+                        f"{where}(): max_attempts={max_attempts!r} and attempts={attempts!r} disagree.",
+                        "They are one option (max_attempts is its Tasks API name): pass one.",
+                        "queues.E083",
+                    )
+                changes["queue_options"] = {**(task.queue_options or {}), "attempts": max_attempts}
+            if backoff is not None:
+                changes["backoff"] = retries.backoff_path(backoff, f"{where}(backoff=...)", callable_ok=True)
+        except retries.BadOption as exc:
+            raise InvalidTask(f"{exc} {exc.hint}") from None
+        return dataclasses.replace(task, **changes) if changes else task
 
 
 class QueuesBackend(compat.BaseTaskBackend):
@@ -95,6 +131,7 @@ class QueuesBackend(compat.BaseTaskBackend):
         super().__init__(alias, params)
         self.declared_queues = tuple(params["QUEUES"]) if params.get("QUEUES") else None
         self.queues = set()  # the framework's own queue check is ours (validate_task): it names the queues
+        self._checked: dict[str, Any] = {}  # OPTIONS validated at the first enqueue (_setting)
 
     # -- validation (at decoration, in the framework's Task.__post_init__) -----------------------
     def validate_task(self, task: Task[Any, Any]) -> None:
@@ -125,6 +162,13 @@ class QueuesBackend(compat.BaseTaskBackend):
         except InvalidJob as exc:
             raise InvalidTask(f"{compat.get_module_path(task.func)}.using(...): {exc}") from exc
         marker: dict[str, Any] = {"backend": self.alias}
+        settings = self.options if isinstance(self.options, dict) else {}  # not a dict: queues.E081
+        if options.get("attempts") is None and settings.get(retries.MAX_ATTEMPTS) is not None:
+            options["attempts"] = self._setting(retries.MAX_ATTEMPTS)
+        backoff = task.backoff or (self._setting(retries.BACKOFF) if settings.get(retries.BACKOFF) else None)
+        if backoff:
+            marker[retries.BACKOFF_KEY] = backoff
+            marker[retries.SEAL_KEY] = retries.seal(backoff)
         if task.priority:
             marker["priority"] = task.priority
             options["priority"] = task.priority
@@ -140,6 +184,23 @@ class QueuesBackend(compat.BaseTaskBackend):
         result = results.enqueued(self.alias, task, job, args, kwargs)
         compat.task_enqueued.send(type(self), task_result=result)
         return result
+
+    def _setting(self, key: str) -> Any:
+        """``OPTIONS[key]`` validated (the checks' own validators), once per backend; ``InvalidTask`` when bad."""
+        if key not in self._checked:
+            where = f"TASKS[{self.alias!r}]['OPTIONS'][{key!r}]"
+            value = self.options[key]
+            try:
+                if key == retries.BACKOFF:
+                    value = retries.backoff_path(value, where, callable_ok=False)
+                else:
+                    problem = retries.attempts_problem(value, where)
+                    if problem is not None:
+                        raise problem
+            except retries.BadOption as exc:
+                raise InvalidTask(f"{exc} {exc.hint}") from None
+            self._checked[key] = value
+        return self._checked[key]
 
     # -- results ------------------------------------------------------------------------------------
     def get_result(self, result_id: str) -> TaskResult[Any]:
@@ -159,14 +220,37 @@ class QueuesBackend(compat.BaseTaskBackend):
                     "every declared queue is then accepted.",
                     id="queues.E080",
                 )
-        extra = [key for key in self.options if key not in OPTIONS]
-        if extra:
+        if not isinstance(self.options, dict):
             yield checks.Error(
-                f"{setting}['OPTIONS'] has {', '.join(map(repr, extra))}, which the queues' backend does not read.",
-                hint="Leave OPTIONS out: a queue's attempts, timeout and backoff are the queue's own "
-                "options (OPTIMA_QUEUES or an app's queues.py).",
+                f"{setting}['OPTIONS'] must be a dict, got {self.options!r}.",
+                hint=f"Give a dict of {', '.join(OPTIONS)}, or leave OPTIONS out.",
                 id="queues.E081",
             )
+            return
+        extra = [key for key in self.options if key not in OPTIONS]
+        if extra:
+            close = difflib.get_close_matches(str(extra[0]), OPTIONS, n=1)
+            yield checks.Error(
+                f"{setting}['OPTIONS'] has {', '.join(map(repr, extra))}, which the queues' backend does not read.",
+                hint=(f"Did you mean {close[0]!r}? " if close else "")
+                + f"OPTIONS takes {', '.join(OPTIONS)} (docs/tasks.md); a queue's timeout and its own attempts "
+                "and backoff are the queue's options (OPTIMA_QUEUES or an app's queues.py).",
+                id="queues.E081",
+            )
+        for key in OPTIONS:
+            if key not in self.options:
+                continue
+            where = f"{setting}['OPTIONS'][{key!r}]"
+            if key == retries.MAX_ATTEMPTS:
+                problem = retries.attempts_problem(self.options[key], where)
+            else:
+                try:
+                    retries.backoff_path(self.options[key], where, callable_ok=False)
+                    problem = None
+                except retries.BadOption as exc:
+                    problem = exc
+            if problem is not None:
+                yield checks.Error(str(problem), hint=problem.hint, id=problem.id)
 
 
 def _queue_names() -> list[str] | None:

@@ -9,9 +9,10 @@ finished                                           ``SUCCESSFUL``  ``return_valu
 failed (dead letter), stopped, canceled            ``FAILED``
 =================================================  ==============  =======================================
 
-``errors``: one ``TaskError`` per failed attempt, oldest first, from the job's results stream (rq keeps
-the last 10; the queues store each failed attempt's traceback there: ``RETRIED`` for one that is retried,
-``FAILED`` for the last); the exception's class path is read from its traceback. ``worker_ids``: one name
+``errors``: one ``TaskError`` per failed attempt of the job's current life (an operator's requeue of a dead
+job starts a new one), oldest first, from the job's results stream (rq keeps the last 10; the queues store
+each failed attempt's traceback there: ``RETRIED`` for one that is retried, ``FAILED`` for the last); the
+exception's class path is read from its traceback. ``worker_ids``: one name
 per counted attempt, kept in ``meta["worker_ids"]`` by the worker (queues/tasks/run.py); an attempt that
 went back to its queue without counting (worker stopped, Redis away) is left out, so the framework's
 ``attempts`` (``len(worker_ids)``) is the queues' attempt count. ``started_at`` and ``last_attempted_at``
@@ -21,6 +22,7 @@ A job that is not a task of this backend (no ``meta["task"]`` naming it, or a fu
 Task) raises ``TaskResultDoesNotExist``: nothing it names is imported.
 """
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -41,8 +43,11 @@ from queues.tasks.compat import Task, TaskError, TaskResult, TaskResultDoesNotEx
 
 if TYPE_CHECKING:
     from rq.job import Job
+    from rq.results import Result
 
-TASK = jobmeta.TASK  # meta key: {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given)}
+# meta key: {"backend": alias, "priority": n (when not 0), "run_after": ISO (when given), "backoff": dotted path
+# and "backoff_mac": its seal (when the Task has a BACKOFF: queues/tasks/retries.py)}
+TASK = jobmeta.TASK
 WORKER_IDS = jobmeta.WORKER_IDS  # meta key: the worker of each counted attempt (queues/tasks/run.py)
 
 READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
@@ -92,12 +97,24 @@ def task_of(alias: str | None, job: "Job") -> Task[Any, Any]:
             changes["run_after"] = dt.datetime.fromisoformat(marker["run_after"])
         except (TypeError, ValueError):
             pass
-    if not changes:
-        return declared
-    try:
-        return declared.using(**changes)
-    except compat.InvalidTaskError:  # the queue is gone from the settings since: the declared Task
-        return declared
+    task = declared
+    if changes:
+        try:
+            task = declared.using(**changes)
+        except compat.InvalidTaskError:  # the queue is gone from the settings since: the declared Task
+            pass
+    return _with_retries(task, meta.get(jobmeta.ATTEMPTS_ALLOWED), marker.get("backoff"))
+
+
+def _with_retries(task: Task[Any, Any], attempts: Any, backoff: Any) -> Task[Any, Any]:
+    """``task`` with the max attempts and backoff path its job carries (a QueuesTask's fields; nothing imported)."""
+    fields = getattr(task, "__dataclass_fields__", {})
+    changes: dict[str, Any] = {}
+    if isinstance(attempts, int) and not isinstance(attempts, bool) and "queue_options" in fields:
+        changes["queue_options"] = {**(getattr(task, "queue_options", None) or {}), "attempts": attempts}
+    if isinstance(backoff, str) and "backoff" in fields:
+        changes["backoff"] = backoff
+    return dataclasses.replace(task, **changes) if changes else task
 
 
 def build(
@@ -178,20 +195,40 @@ def counted_workers(job: "Job", state: str) -> list[str]:
     return [str(name) for name in ids[: max(counted, 0)]]
 
 
+def failures_counted(job: "Job", state: str) -> int:
+    """The failed attempts of the job's current life: every attempt before the current one, and the current
+    one too once the job is dead (an operator's requeue starts a new life at attempt 1)."""
+    meta = job.meta if isinstance(job.meta, dict) else {}
+    attempt = meta.get(jobmeta.ATTEMPT, 1)
+    attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
+    return max(attempt if state in ("failed", "stopped") else attempt - 1, 0)
+
+
+def errors_of(job: "Job", state: str, entries: "list[Result] | None" = None) -> list[TaskError]:
+    """One ``TaskError`` per failed attempt of the job's current life, oldest first, from its results stream
+    (the last 10 entries: rq trims it; ``entries``, newest first, when the caller read them), the exception's
+    class path read from each traceback."""
+    wanted = failures_counted(job, state)
+    if not wanted:
+        return []
+    failures = [
+        entry.exc_string
+        for entry in (jobresults.read(job) if entries is None else entries)  # newest first
+        if entry.type in (entry.Type.FAILED, entry.Type.RETRIED) and entry.exc_string
+    ][:wanted]
+    return [TaskError(exception_class_path=exception_path(text), traceback=text) for text in reversed(failures)]
+
+
 def of_job(alias: str | None, job: "Job", state: str) -> TaskResult[Any]:
     """The TaskResult of ``job`` (read from Redis) whose rq state is ``state``."""
 
     task = task_of(alias, job)  # raises for a job of no backend (alias None)
     status = STATUS.get(state, READY)
-    errors: list[TaskError] = []
+    entries = jobresults.read(job)  # newest first
+    errors = errors_of(job, state, entries)
     return_value = None
-    for entry in reversed(jobresults.read(job)):  # oldest first
-        if entry.type in (entry.Type.FAILED, entry.Type.RETRIED) and entry.exc_string:
-            errors.append(
-                compat.TaskError(exception_class_path=exception_path(entry.exc_string), traceback=entry.exc_string)
-            )
-        elif entry.type == entry.Type.SUCCESSFUL:
-            return_value = entry.return_value
+    if status == SUCCESSFUL:
+        return_value = next((entry.return_value for entry in entries if entry.type == entry.Type.SUCCESSFUL), None)
     ran = state in RAN or bool(errors)
     return build(
         cast(str, alias),
