@@ -66,6 +66,7 @@ STATUS = {
     "canceled": FAILED,
 }
 RAN = {"started", "finished", "failed", "stopped"}  # states whose current attempt has counted
+DEAD = {"failed", "stopped"}  # states whose current attempt failed: a dead letter
 
 
 def aware(when: dt.datetime | None) -> dt.datetime | None:
@@ -189,19 +190,25 @@ def counted_workers(job: "Job", state: str) -> list[str]:
     ids = meta.get(WORKER_IDS)
     if not isinstance(ids, list):
         return []
-    attempt = meta.get(jobmeta.ATTEMPT, 1)
-    attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
+    attempt = attempt_due(meta, state)
     counted = attempt if state in RAN else attempt - 1
     return [str(name) for name in ids[: max(counted, 0)]]
+
+
+def attempt_due(meta: dict[str, Any], state: str) -> int:
+    """The job's current attempt (1-based): 1 for a dead job an operator requeued, whose new life the worker
+    starts as it pops it (``jobmeta.new_life``): until then its meta still reads dead, at its last attempt."""
+    if meta.get(jobmeta.DEAD) and state not in DEAD:
+        return 1
+    attempt = meta.get(jobmeta.ATTEMPT, 1)
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
 
 
 def failures_counted(job: "Job", state: str) -> int:
     """The failed attempts of the job's current life: every attempt before the current one, and the current
     one too once the job is dead (an operator's requeue starts a new life at attempt 1)."""
-    meta = job.meta if isinstance(job.meta, dict) else {}
-    attempt = meta.get(jobmeta.ATTEMPT, 1)
-    attempt = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
-    return max(attempt if state in ("failed", "stopped") else attempt - 1, 0)
+    attempt = attempt_due(job.meta if isinstance(job.meta, dict) else {}, state)
+    return max(attempt if state in DEAD else attempt - 1, 0)
 
 
 def errors_of(job: "Job", state: str, entries: "list[Result] | None" = None) -> list[TaskError]:
