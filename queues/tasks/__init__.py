@@ -5,6 +5,8 @@
 - ``backend``: ``QueuesBackend`` (validate, enqueue, get_result, check) and ``QueuesTask``, the Task
   class it builds, which declares itself a job (queues/catalog/jobs.py) and takes queue options;
 - ``results``: a job in Redis or in the outbox -> ``TaskResult`` (status mapping, errors, worker ids);
+- ``retries``: ``MAX_ATTEMPTS`` / ``BACKOFF`` (OPTIONS and ``using()``): validated, the backoff's path sealed
+  into the job, and the worker's retry decision (queues/failures/retry.py) asking it;
 - ``run``: in the worker, what runs a Task (its ``TaskContext``) and the framework's signals
   ``task_started`` / ``task_finished``, sent from the worker's own signals (queues/worker/signals.py).
 
