@@ -50,6 +50,10 @@ class BadOption(ValueError):
         self.hint, self.id = hint, id
 
 
+class BackoffFailed(Exception):
+    """A Task's backoff that raised, named with its job and path (its own exception is the cause)."""
+
+
 def attempts_problem(value: Any, where: str) -> BadOption | None:
     """None for an int >= 1, else what is wrong (queues.E083)."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
@@ -173,7 +177,10 @@ def job_backoff(job: "Job") -> Callable[[BaseException], float | None] | None:
     def delay(exc: BaseException) -> float | None:
         if not is_sealed(path, mac):
             raise ValueError(f"job {job.id}: its backoff {path[:200]!r} is not sealed by this app: never imported")
-        seconds = import_string(path)(exc, failed_result(job, exc))
+        try:
+            seconds = import_string(path)(exc, failed_result(job, exc))
+        except Exception as error:  # noqa: BLE001 — the app's code: named, then retry.decide logs and falls back
+            raise BackoffFailed(f"job {job.id}: backoff {path} raised {type(error).__name__}: {error}") from error
         if seconds is None:
             return None
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):

@@ -6,6 +6,7 @@ A backoff runs in the worker's process (a work horse forked from the test's): ``
 import json
 
 SEEN = ""  # set by the test before its worker forks
+BROKEN = "tests.queues.tasks.backoffs.broken"
 
 
 def recorded(exception, task_result):

@@ -3,6 +3,7 @@
 (a burst OptimaWorker in this process, forking its work horses); their checks and the errors of ``using()``."""
 
 import json
+import logging
 
 import pytest
 from django.core.checks import run_checks
@@ -117,17 +118,25 @@ def test_a_backoff_that_answers_none_dead_letters_the_task_and_using_beats_the_o
     assert (second_life.status, second_life.attempts, len(second_life.errors)) == (TaskResultStatus.FAILED, 3, 3)
 
 
-def test_a_backoff_path_planted_in_redis_is_never_imported_and_the_queues_backoff_applies(queue_redis, settings):
+def test_a_backoff_path_planted_in_redis_is_never_imported_and_a_failing_backoff_is_logged(
+    queue_redis, settings, caplog
+):
     settings.TASKS = backend_options(BACKOFF="tests.queues.tasks.backoffs.at_once")
     enqueued = tasks.attempt_number.enqueue(fail_until=3)
     job = fetch(enqueued.id, queue_redis)
     sealed = retry.policy_for(job)
-    assert sealed.own_backoff is not None
-    job.meta["task"]["backoff"] = "os.system"  # written to Redis by someone else: the seal is of another path
-    planted = retry.policy_for(job)
-    decision = retry.decide(1, planted, ValueError("boom"), rand=lambda: 0.0)
-    assert decision == retry.Decision(True, delay=1.0)  # the queue's backoff: "os.system" was never called
     assert retry.decide(1, sealed, ValueError("boom")) == retry.Decision(True, delay=0.0)  # at_once's answer
+    caplog.set_level(logging.ERROR, logger="queues.retry")
+    job.meta["task"]["backoff"] = "os.system"  # written to Redis by someone else: the seal is of another path
+    planted = retry.decide(1, retry.policy_for(job), ValueError("boom"), rand=lambda: 0.0)
+    assert planted == retry.Decision(True, delay=1.0)  # the queue's backoff: "os.system" was never called
+    job.meta["task"].update(backoff="tests.queues.tasks.backoffs.broken", backoff_mac=retries.seal(backoffs.BROKEN))
+    broken = retry.decide(1, retry.policy_for(job), ValueError("boom"), rand=lambda: 0.0)
+    assert broken == retry.Decision(True, delay=1.0)
+    assert [str(r.exc_info[1]) for r in caplog.records if r.name == "queues.retry"] == [
+        f"job {enqueued.id}: its backoff 'os.system' is not sealed by this app: never imported",
+        f"job {enqueued.id}: backoff {backoffs.BROKEN} raised RuntimeError: this backoff is broken",
+    ]
     job.meta["task"].pop("backoff")
     assert retry.policy_for(job).own_backoff is None
 
