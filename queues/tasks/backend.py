@@ -189,17 +189,10 @@ class QueuesBackend(compat.BaseTaskBackend):
         """``OPTIONS[key]`` validated (the checks' own validators), once per backend; ``InvalidTask`` when bad."""
         if key not in self._checked:
             where = f"TASKS[{self.alias!r}]['OPTIONS'][{key!r}]"
-            value = self.options[key]
             try:
-                if key == retries.BACKOFF:
-                    value = retries.backoff_path(value, where, callable_ok=False)
-                else:
-                    problem = retries.attempts_problem(value, where)
-                    if problem is not None:
-                        raise problem
+                self._checked[key] = retries.read_option(key, self.options[key], where)
             except retries.BadOption as exc:
                 raise InvalidTask(f"{exc} {exc.hint}") from None
-            self._checked[key] = value
         return self._checked[key]
 
     # -- results ------------------------------------------------------------------------------------
@@ -240,17 +233,10 @@ class QueuesBackend(compat.BaseTaskBackend):
         for key in OPTIONS:
             if key not in self.options:
                 continue
-            where = f"{setting}['OPTIONS'][{key!r}]"
-            if key == retries.MAX_ATTEMPTS:
-                problem = retries.attempts_problem(self.options[key], where)
-            else:
-                try:
-                    retries.backoff_path(self.options[key], where, callable_ok=False)
-                    problem = None
-                except retries.BadOption as exc:
-                    problem = exc
-            if problem is not None:
-                yield checks.Error(str(problem), hint=problem.hint, id=problem.id)
+            try:
+                retries.read_option(key, self.options[key], f"{setting}['OPTIONS'][{key!r}]")
+            except retries.BadOption as exc:
+                yield checks.Error(str(exc), hint=exc.hint, id=exc.id)
 
 
 def _queue_names() -> list[str] | None:

@@ -130,6 +130,17 @@ def _keys() -> tuple[bytes, ...]:
     return keys
 
 
+def read_option(key: str, value: Any, where: str) -> Any:
+    """``TASKS[alias]["OPTIONS"][key]`` as the backend uses it (``BACKOFF``: its dotted path); raises
+    ``BadOption``. The backend's check and its first enqueue both call it."""
+    if key == BACKOFF:
+        return backoff_path(value, where, callable_ok=False)
+    problem = attempts_problem(value, where)
+    if problem is not None:
+        raise problem
+    return value
+
+
 def seal(path: str) -> str:
     """The HMAC that vouches for a backoff path the app itself wrote into a job (see the module docstring)."""
     return hmac.new(_keys()[0], _SEAL_PREFIX + path.encode(), hashlib.sha256).hexdigest()

@@ -175,6 +175,9 @@ def test_checks_and_using_name_a_bad_max_attempts_or_backoff_and_the_fix():
         with override_settings(TASKS=backend_options(**options)):
             found = [(m.id, m.msg) for m in run_checks() if m.id.startswith("queues.E08")]
             assert found == [(check_id, message)]
+    with override_settings(TASKS=backend_options(MAX_ATTEMPTS=0)):  # the first enqueue refuses it too
+        with pytest.raises(InvalidTaskError, match=r"^TASKS\['default'\]\['OPTIONS'\]\['MAX_ATTEMPTS'\] must be"):
+            tasks.add.enqueue(1, 2)
     with override_settings(TASKS=backend_options(MAX_ATTEMPT=3)):
         [e081] = [m for m in run_checks() if m.id == "queues.E081"]
         assert e081.hint.startswith("Did you mean 'MAX_ATTEMPTS'? OPTIONS takes MAX_ATTEMPTS, BACKOFF")
