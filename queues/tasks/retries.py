@@ -4,8 +4,8 @@
   a callable ``(exception, task_result) -> seconds or None``), and per Task ``QueuesTask.using(max_attempts=...,
   backoff=...)`` (``backoff``: the callable or its dotted path). Precedence: ``using()``, then the backend's
   OPTIONS, then the queue's own ``attempts`` and ``backoff`` (an app's queues.py or ``OPTIMA_QUEUES``), then the
-  global defaults. The same validators (``attempts_problem``, ``backoff_path``) serve the system checks
-  (queues.E083-E086) and ``using()``, so the messages match.
+  global defaults. The same validators (``attempts_problem``, ``backoff_path``; ``read_option`` for OPTIONS)
+  serve the system checks (queues.E083-E086), the first enqueue and ``using()``, so the messages match.
 - What a job carries: the attempts as any ``attempts=`` (``meta["attempts_allowed"]``), and the backoff's dotted
   path in its task marker, ``meta["task"]["backoff"]``, never a pickled callable. The meta is not covered by
   the job's signature (queues/jobs/signing.py), and the worker imports only what the app declared: so the path
