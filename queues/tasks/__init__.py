@@ -31,7 +31,7 @@ BACKEND = "queues.tasks.QueuesBackend"
 
 def validate() -> list[Problem]:
     """queues.W082: ``TASKS`` names this backend but ``'django_tasks'`` is not installed, so the framework's
-    checks, and with them the backend's own (queues.E080, E081), never run (tasks still enqueue and run).
+    checks, and with them the backend's own (queues.E080, E081, E083-E086), never run (tasks still enqueue and run).
     Reported by queues/checks.py, which runs whatever is installed."""
     tasks = getattr(settings, "TASKS", None)
     ours = (
@@ -45,7 +45,7 @@ def validate() -> list[Problem]:
         Problem(
             "queues.W082",
             f"TASKS[{ours[0]!r}] uses {BACKEND} but 'django_tasks' is not in INSTALLED_APPS: "
-            "the Tasks backend's checks (queues.E080, queues.E081) never run.",
+            "the Tasks backend's checks (queues.E080, E081, E083-E086) never run.",
             "Add 'django_tasks' to INSTALLED_APPS (tasks enqueue and run without it; its checks need it).",
             level="warning",
         )

@@ -267,7 +267,7 @@ def test_a_queues_backend_without_django_tasks_installed_is_warned_about_its_che
     [warning] = [m for m in run_checks() if m.id == "queues.W082"]
     assert warning.msg == (
         "TASKS['default'] uses queues.tasks.QueuesBackend but 'django_tasks' is not in "
-        "INSTALLED_APPS: the Tasks backend's checks (queues.E080, queues.E081) never run."
+        "INSTALLED_APPS: the Tasks backend's checks (queues.E080, E081, E083-E086) never run."
     )
     assert "Add 'django_tasks' to INSTALLED_APPS" in warning.hint
 
