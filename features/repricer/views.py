@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status
@@ -9,6 +10,10 @@ from .jobs import apply_price
 from .models import KeyConflict, PriceChange
 
 QUEUE = "repricer"
+# A product's price edits within this many seconds of each other are one marketplace call, with the last price
+# (debounce, issue 35); a stream of edits still pushes at least every DEBOUNCE_MAX_SECONDS.
+DEBOUNCE_SECONDS = 10
+DEBOUNCE_MAX_SECONDS = 60
 
 
 class RepriceRequest(serializers.Serializer):
@@ -33,7 +38,8 @@ class IdempotencyKeyConflict(APIException):
 
 
 class RepricerView(EnqueueView):
-    """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key."""
+    """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key; a product's edits
+    within ``REPRICER_DEBOUNCE_SECONDS`` are one job (the last price), the same job id answered to each."""
 
     serializer_class = RepriceRequest
 
@@ -70,7 +76,12 @@ class RepricerView(EnqueueView):
                 key,
                 owner_id,
                 attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
-                unique=f"price-{key}",  # the same owner's key asked again while waiting returns the same job
+                # One push per product and window, with the last edit's price: every edit of the window is
+                # answered with the same job id. Written at once (not the outbox): the answer is Redis' state.
+                debounce_key=f"price-{owner_id}-{product_id}",
+                debounce_seconds=getattr(settings, "REPRICER_DEBOUNCE_SECONDS", DEBOUNCE_SECONDS),
+                debounce_max_seconds=getattr(settings, "REPRICER_DEBOUNCE_MAX_SECONDS", DEBOUNCE_MAX_SECONDS),
+                durable=False,
             )
             if created:
                 change.job_id = job.id
