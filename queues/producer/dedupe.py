@@ -64,7 +64,13 @@ else
       local first = tonumber(redis.call('HGET', KEYS[1], 'first')) or now
       if max_seconds > 0 and first + max_seconds < due then due = first + max_seconds end
       due = math.ceil(due)
-      redis.call('HSET', job_prefix .. pending, 'data', data, 'signature', signature, 'description', description)
+      local job_key = job_prefix .. pending
+      local meta = redis.call('HGET', job_key, 'meta')
+      if meta then  -- its due time for the wait histograms (queues/jobs/meta.py DUE_AT; JSON, the key is the app's)
+        meta = string.gsub(meta, '"due_at": [%d%.e%+%-]+', '"due_at": ' .. string.format('%d', due), 1)
+        redis.call('HSET', job_key, 'meta', meta)
+      end
+      redis.call('HSET', job_key, 'data', data, 'signature', signature, 'description', description)
       redis.call('ZADD', scheduled, 'XX', due, pending)
       redis.call('EXPIRE', KEYS[1], ttl)
       return {1, pending, due}

@@ -38,6 +38,7 @@ def test_a_debounced_enqueue_replaces_the_pending_jobs_arguments_and_moves_its_s
     assert third.args == [3]
     assert stored.description == "tests.jobs.lifecycle.quick(3)"
     assert signing.verify(stored) is True  # re-signed for the pending job's id
+    assert stored.meta["due_at"] == scheduled(queue_redis)[first.id]  # the wait histograms' start moved too
     assert stored.signature == third.signature
     key = keys.dedupe_key("orders-sync", "debounce", "product-7")
     assert key.startswith(f"{conf.prefix()}:optima:debounce:")
