@@ -1,19 +1,15 @@
-from django.conf import settings
 from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 
+from features import conf
 from features.api import EnqueueView, MoneyField, StrictIntegerField, StrictRegexField, enqueue_schema
 
 from .jobs import apply_price
 from .models import KeyConflict, PriceChange
 
 QUEUE = "repricer"
-# A product's price edits within this many seconds of each other are one marketplace call, with the last price
-# (debounce, issue 35); a stream of edits still pushes at least every DEBOUNCE_MAX_SECONDS.
-DEBOUNCE_SECONDS = 10
-DEBOUNCE_MAX_SECONDS = 60
 
 
 class RepriceRequest(serializers.Serializer):
@@ -79,8 +75,10 @@ class RepricerView(EnqueueView):
                 # One push per product and window, with the last edit's price: every edit of the window is
                 # answered with the same job id. Written at once (not the outbox): the answer is Redis' state.
                 debounce_key=f"price-{owner_id}-{product_id}",
-                debounce_seconds=getattr(settings, "REPRICER_DEBOUNCE_SECONDS", DEBOUNCE_SECONDS),
-                debounce_max_seconds=getattr(settings, "REPRICER_DEBOUNCE_MAX_SECONDS", DEBOUNCE_MAX_SECONDS),
+                debounce_seconds=conf.get("REPRICER_DEBOUNCE_SECONDS"),
+                debounce_max_seconds=max(
+                    conf.get("REPRICER_DEBOUNCE_MAX_SECONDS"), conf.get("REPRICER_DEBOUNCE_SECONDS")
+                ),
                 durable=False,
             )
             if created:
