@@ -40,6 +40,7 @@ from queues.exceptions import InvalidJob
 from queues.jobs import signing
 from queues.keyspace import keys
 from queues.producer import limits
+from queues.producer.write import _batch_into  # the job's write, queued on a pipeline the script replays
 
 MARGIN_SECONDS = 1.0  # a pending job due sooner than this is left to the scheduler (its move rewrites the hash)
 KEY_TTL_EXTRA = 3600  # seconds a debounce key outlives its window's latest possible start
@@ -214,8 +215,6 @@ def place(queue, job, when, plan):
     replaced the pending job since this one last saw it). -> ``job`` itself when it opened a window, else a
     Job for the id that will run (the pending one), holding what it will run with (a debounce) or ``job``'s
     arguments with the id of the job that runs (a throttle: what runs is that job's own)."""
-    from queues.producer.write import _batch_into  # no cycle at import time: write imports this module's peers
-
     connection = queue.connection
     cache_key = (queue.name, plan.key)
     with connection.pipeline() as recorder:  # never executed: its commands are replayed by the script
