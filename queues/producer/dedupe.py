@@ -20,7 +20,8 @@ opens a window (queues/connection/batch.py encodes commands the same way), so a 
 single call. In the steady state (one process editing) an enqueue with a key costs one round trip, as a
 plain one does (bench/debounce.py).
 
-A pending job is replaced only while it is due more than ``MARGIN_SECONDS`` ahead (Redis' clock): rq's
+A job that ran and waits in the scheduled registry for a retry is no pending job: the next enqueue opens a
+window. A pending job is replaced only while it is due more than ``MARGIN_SECONDS`` ahead (Redis' clock): rq's
 scheduler reads a due job's hash and writes it back whole when it moves it, so a swap in that moment would
 be lost. An enqueue in the last second of a window opens the next window instead: the pending job runs
 with what it had, the new one runs S seconds later with the new arguments.
@@ -38,9 +39,9 @@ import redis
 from queues.connection.clients import unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import signing
-from queues.keyspace import keys
+from queues.keyspace import keys, quarantine
 from queues.producer import limits
-from queues.producer.write import _batch_into  # the job's write, queued on a pipeline the script replays
+from queues.producer.write import _batch_into, _written_keys  # the job's write, replayed by the script
 
 MARGIN_SECONDS = 1.0  # a pending job due sooner than this is left to the scheduler (its move rewrites the hash)
 KEY_TTL_EXTRA = 3600  # seconds a debounce key outlives its window's latest possible start
@@ -59,7 +60,8 @@ if mode == 'throttle' then
 else
   if pending then
     local score = redis.call('ZSCORE', scheduled, pending)
-    if score and tonumber(score) > now + margin then
+    -- started_at: the job ran and waits for a retry (rq writes it at each start): not the window's to replace
+    if score and tonumber(score) > now + margin and redis.call('HEXISTS', job_prefix .. pending, 'started_at') == 0 then
       if pending ~= guess then return {0, pending} end
       local due = now + seconds
       local first = tonumber(redis.call('HGET', KEYS[1], 'first')) or now
@@ -247,7 +249,18 @@ def place(queue, job, when, plan):
                 MARGIN_SECONDS,
                 *replay,
             ]
-            reply = _script(connection)(keys=[dedupe_key], args=argv)
+            # A key of another type (planted by whoever writes to Redis) is set aside and the call made once
+            # more: every write of the script is idempotent, so what it applied before the error is no harm.
+            reply = quarantine.retry_once(
+                connection,
+                lambda guess=guess: {
+                    dedupe_key: "hash",
+                    **({_text(keys.job_key(guess)): "hash"} if guess else {}),
+                    **_written_keys(queue, job, None),
+                },
+                lambda argv=argv: _script(connection)(keys=[dedupe_key], args=argv),
+                who=f"Enqueue of job {job.id}",
+            )
             outcome, holder = int(reply[0]), _text(reply[1])
             if outcome == 0:  # another pending job than the one signed for: sign for it, try again
                 guess = holder

@@ -84,6 +84,26 @@ def test_inside_a_transaction_the_debounced_job_is_written_at_once(queue_redis, 
         assert list(scheduled(queue_redis)) == [first.id] == [second.id]
 
 
+def test_a_job_that_ran_and_waits_for_its_retry_is_not_replaced(queue_redis):
+    first = queues.enqueue("orders-sync", QUICK, 1, debounce_key="retrying", debounce_seconds=30)
+    queue_redis.hset(keys.job_key(first.id), "started_at", "2026-12-06T00:00:00.000000Z")  # its attempt 1 ran
+    second = queues.enqueue("orders-sync", QUICK, 2, debounce_key="retrying", debounce_seconds=30)
+    assert second.id != first.id
+    assert queues.fetch_job(first.id).args == [1]  # the retry runs what failed
+    assert sorted(scheduled(queue_redis)) == sorted([first.id, second.id])
+
+
+def test_a_planted_key_of_another_type_is_set_aside_and_the_enqueue_goes_through(queue_redis):
+    key = keys.dedupe_key("orders-sync", "debounce", "planted")
+    queue_redis.set(key, "not a hash")
+    first = queues.enqueue("orders-sync", QUICK, 1, debounce_key="planted", debounce_seconds=30)
+    second = queues.enqueue("orders-sync", QUICK, 2, debounce_key="planted", debounce_seconds=30)
+    assert second.id == first.id
+    assert list(scheduled(queue_redis)) == [first.id]
+    assert queue_redis.type(key) == b"hash"
+    assert queues.fetch_job(first.id).args == [2]
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
