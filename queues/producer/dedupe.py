@@ -81,6 +81,7 @@ else
   end
 end
 local i, n = 13, #ARGV
+if n < i then return {3, ''} end  -- sent without the new job's write (a replacement was expected): ask for it
 while i <= n do
   local argc = tonumber(ARGV[i])
   redis.call(unpack(ARGV, i + 1, i + argc))
@@ -219,18 +220,13 @@ def place(queue, job, when, plan):
     arguments with the id of the job that runs (a throttle: what runs is that job's own)."""
     connection = queue.connection
     cache_key = (queue.name, plan.key)
-    with connection.pipeline() as recorder:  # never executed: its commands are replayed by the script
-        _batch_into(queue, [job], when, recorder)
-        commands = [args for args, _options in recorder.command_stack]
-        recorder.reset()
-    replay = []
-    for args in commands:
-        replay.append(len(args))
-        replay.extend(args)
     dedupe_key = keys.dedupe_key(queue.name, plan.mode, plan.key)
     ttl = math.ceil((plan.max_seconds or plan.seconds) + KEY_TTL_EXTRA)
     data, description = job.data, job.description
     guess = _last_pending.get(cache_key, "") if plan.mode == "debounce" else ""
+    # Expecting to replace the pending job this process saw last, the call goes without the new job's write
+    # (the script asks for it, outcome 3, when the window has closed meanwhile).
+    replay = [] if guess else _replay(queue, job, when)
     try:
         for _ in range(MAX_TRIES):
             signature = _signature_for(job, guess) if guess else ""
@@ -265,6 +261,9 @@ def place(queue, job, when, plan):
             if outcome == 0:  # another pending job than the one signed for: sign for it, try again
                 guess = holder
                 continue
+            if outcome == 3:  # no job to replace after all: open the window with the new job's write
+                replay = _replay(queue, job, when)
+                continue
             _remember(cache_key, holder if plan.mode == "debounce" else None)
             if outcome == 2:
                 return job
@@ -277,6 +276,20 @@ def place(queue, job, when, plan):
         f"{plan.mode}_key={plan.key!r}: the pending job was replaced by other enqueues {MAX_TRIES} times in a "
         "row while this one tried to; retry the enqueue."
     )
+
+
+def _replay(queue, job, when):
+    """The commands of ``job``'s write (``write._batch_into``: hash, schedule, search index), encoded for the
+    script as queues/connection/batch.py encodes them (each command's argument count, then its arguments)."""
+    with queue.connection.pipeline() as recorder:  # never executed: its commands are replayed by the script
+        _batch_into(queue, [job], when, recorder)
+        commands = [args for args, _options in recorder.command_stack]
+        recorder.reset()
+    replay = []
+    for args in commands:
+        replay.append(len(args))
+        replay.extend(args)
+    return replay
 
 
 def _signature_for(job, job_id):
