@@ -205,3 +205,12 @@ def test_a_job_that_started_closes_its_window_and_one_pending_job_holds_the_late
     )
     assert done.return_value() == 0.2  # ran once, with the last arguments
     assert queues.fetch_job(running.id).return_value() == 6
+
+
+def test_under_inline_a_debounced_enqueue_runs_at_once(queue_redis):
+    from queues.testing import inline, inline_result
+
+    with inline():
+        job = queues.enqueue("orders-sync", QUICK, 5, debounce_key="inline", debounce_seconds=30)
+    assert inline_result(job) == 5
+    assert queue_redis.keys(f"{conf.prefix()}:*") == []  # nothing written
