@@ -40,7 +40,9 @@ import math
 from dataclasses import dataclass
 
 import redis
+from rq.job import JobStatus
 
+from queues import rqcompat
 from queues.connection.clients import unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import signing
@@ -273,8 +275,8 @@ def place(queue, job, when, plan):
             if outcome == 2:
                 return job
             if plan.mode == "throttle":  # the job that runs is another one, with its own arguments
-                return queue.fetch_job(holder) or _answer(job, holder, None)
-            return _answer(job, holder, signature)
+                return queue.fetch_job(holder) or _answer(job, holder, None, queue.name)
+            return _answer(job, holder, signature, queue.name)
     except redis.RedisError as exc:
         raise unavailable(exc) from exc
     raise InvalidJob(
@@ -302,11 +304,13 @@ def _signature_for(job, job_id):
     return signing._sign_bytes(signing._message(job_id, job.data, signing.callbacks_of(job)))
 
 
-def _answer(job, holder, signature):
+def _answer(job, holder, signature, origin):
     """``job`` (built, never written) renamed to the pending ``holder``: its id, and for a debounce the
     signature the pending job now carries, so the caller holds the job that will run."""
     answer = copy.copy(job)  # another object: the caller tells a new job from a pending one by identity
     answer.id = holder
+    answer.origin = origin
+    rqcompat.set_status_in_hash(answer, JobStatus.SCHEDULED)  # what the pending job is (``get_status``)
     if signature:
         answer.signature = signature
     return answer

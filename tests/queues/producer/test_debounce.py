@@ -36,6 +36,7 @@ def test_a_debounced_enqueue_replaces_the_pending_jobs_arguments_and_moves_its_s
     stored = queues.fetch_job(first.id)
     assert stored.args == [3]
     assert third.args == [3]
+    assert third.get_status(refresh=False) == "scheduled"
     assert stored.description == "tests.jobs.lifecycle.quick(3)"
     assert signing.verify(stored) is True  # re-signed for the pending job's id
     assert stored.meta["due_at"] == scheduled(queue_redis)[first.id]  # the wait histograms' start moved too
