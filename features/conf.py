@@ -22,6 +22,8 @@ DEFAULTS = {
     "CONTENT_TIMEOUT": 120,  # seconds one content generation attempt may run
     "ORDERS_SYNC_CABINETS": None,  # cabinets synced periodically; None: 1,2,3,4 in dev, none elsewhere
     "ORDERS_SYNC_INTERVAL": None,  # seconds between two syncs of a cabinet; None: 60 in dev, 300 elsewhere
+    "REPRICER_DEBOUNCE_SECONDS": 10.0,  # seconds: a product's price edits closer than this are one push
+    "REPRICER_DEBOUNCE_MAX_SECONDS": 60.0,  # seconds: a stream of edits still pushes at least this often
 }
 
 _TYPES = {k: type(v) for k, v in DEFAULTS.items() if v is not None}

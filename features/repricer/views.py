@@ -3,6 +3,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 
+from features import conf
 from features.api import EnqueueView, MoneyField, StrictIntegerField, StrictRegexField, enqueue_schema
 
 from .jobs import apply_price
@@ -33,7 +34,8 @@ class IdempotencyKeyConflict(APIException):
 
 
 class RepricerView(EnqueueView):
-    """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key."""
+    """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key; a product's edits
+    within ``REPRICER_DEBOUNCE_SECONDS`` are one job (the last price), the same job id answered to each."""
 
     serializer_class = RepriceRequest
 
@@ -70,7 +72,14 @@ class RepricerView(EnqueueView):
                 key,
                 owner_id,
                 attempts=1,  # a price applied twice is harmful: no automatic retry (the ADR's own example)
-                unique=f"price-{key}",  # the same owner's key asked again while waiting returns the same job
+                # One push per product and window, with the last edit's price: every edit of the window is
+                # answered with the same job id. Written at once (not the outbox): the answer is Redis' state.
+                debounce_key=f"price-{owner_id}-{product_id}",
+                debounce_seconds=conf.get("REPRICER_DEBOUNCE_SECONDS"),
+                debounce_max_seconds=max(
+                    conf.get("REPRICER_DEBOUNCE_MAX_SECONDS"), conf.get("REPRICER_DEBOUNCE_SECONDS")
+                ),
+                durable=False,
             )
             if created:
                 change.job_id = job.id

@@ -56,6 +56,11 @@ ENQUEUE_OPTIONS = (
     "limit_concurrency",
     "priority",
     "max_run_seconds",
+    "debounce_key",
+    "debounce_seconds",
+    "debounce_max_seconds",
+    "throttle_key",
+    "throttle_seconds",
 )
 
 

@@ -28,6 +28,9 @@ key                                    what
 ``<p>:optima:metrics:<q>``             counters, histogram buckets, duration sum (``queues.metrics``)
 ``<p>:optima:metrics:<q>:durations``   the last 50 completed durations, ms, newest first
 ``<p>:optima:unique:<q>:<key>``        the job holding a ``unique=`` key (``queues.producer.api``)
+``<p>:optima:debounce:<q>:<key>``      hash: the pending job of a ``debounce_key`` and its window's start
+                                       (``queues.producer.dedupe``; expires an hour after its latest start)
+``<p>:optima:throttle:<q>:<key>``      hash: the job of a ``throttle_key``'s window (expires with the window)
 ``<p>:optima:reconcile:last``          when workers last reconciled the dead letters
 ``<p>:optima:quarantined``             entries dropped, set aside or buried corrupt, per kind (``keyspace/repeats``)
 ``<p>:optima:history``                 the last 61 once-a-minute samples of the counters (``metrics/history.py``)
@@ -70,6 +73,7 @@ rq-scheduler's set, schedule templates ``board.readers.read_only_scheduler``, ``
 and last runs, the schedules' pause
 limit keys (``rl-keys``, ``rl:*``)     ``producer.limits``, ``metrics.scrape``
 unique keys                            ``producer.api`` / ``producer.write``
+debounce and throttle keys             ``producer.dedupe`` (its Lua reads them)
 counters and durations (metrics)       ``metrics.scrape``
 history samples                        ``metrics.history.read``
 search index (``search:*``)            ``search.find`` (a member whose job is gone is dropped)
@@ -220,6 +224,11 @@ def durations_key(queue):
 
 def unique_key(queue, key):
     return conf.app_key("unique", queue, key)
+
+
+def dedupe_key(queue, mode, key):
+    """The key of a ``debounce_key`` (``mode`` "debounce") or ``throttle_key`` ("throttle") of ``queue``."""
+    return conf.app_key(mode, queue, key)
 
 
 def reconcile_key():

@@ -31,7 +31,7 @@ from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import signing
 from queues.keyspace import keys
-from queues.producer import inline, joining, limits
+from queues.producer import dedupe, inline, joining, limits
 from queues.producer.write import declared_queue, waiting_unique, write_job
 
 if TYPE_CHECKING:
@@ -167,6 +167,11 @@ def enqueue(
     limit_concurrency: int | None = None,
     priority: int = 0,
     max_run_seconds: float | None = None,
+    debounce_key: str | None = None,
+    debounce_seconds: float | None = None,
+    debounce_max_seconds: float | None = None,
+    throttle_key: str | None = None,
+    throttle_seconds: float | None = None,
     **kwargs: Any,
 ) -> "Job":
     """Enqueue ``func(*args, **kwargs)`` on the declared queue ``name``; returns the rq Job (``.id``).
@@ -199,6 +204,13 @@ def enqueue(
         limit_concurrency=limit_concurrency,
         priority=priority,
         max_run_seconds=max_run_seconds,
+        dedupe_options=dict(  # validated with the other options in _enqueue (queues/producer/dedupe.py)
+            debounce_key=debounce_key,
+            debounce_seconds=debounce_seconds,
+            debounce_max_seconds=debounce_max_seconds,
+            throttle_key=throttle_key,
+            throttle_seconds=throttle_seconds,
+        ),
     )
 
 
@@ -224,6 +236,11 @@ def enqueue_call(
     limit_concurrency: int | None = None,
     priority: int = 0,
     max_run_seconds: float | None = None,
+    debounce_key: str | None = None,
+    debounce_seconds: float | None = None,
+    debounce_max_seconds: float | None = None,
+    throttle_key: str | None = None,
+    throttle_seconds: float | None = None,
 ) -> "Job":
     """Like ``enqueue`` with the job's arguments passed explicitly, so no name is reserved.
     ``meta`` may not hold a key the app owns (``check_meta_keys``)."""
@@ -245,6 +262,13 @@ def enqueue_call(
         limit_concurrency=limit_concurrency,
         priority=priority,
         max_run_seconds=max_run_seconds,
+        dedupe_options=dict(  # validated with the other options in _enqueue (queues/producer/dedupe.py)
+            debounce_key=debounce_key,
+            debounce_seconds=debounce_seconds,
+            debounce_max_seconds=debounce_max_seconds,
+            throttle_key=throttle_key,
+            throttle_seconds=throttle_seconds,
+        ),
     )
 
 
@@ -340,6 +364,7 @@ def _enqueue(
     priority=0,
     fail_fast=False,
     max_run_seconds=None,
+    dedupe_options=None,  # debounce_*/throttle_* options (queues/producer/dedupe.py)
 ):
     config = get_config(name)
     path = func_path(func)
@@ -367,6 +392,13 @@ def _enqueue(
     check_max_run_seconds(max_run_seconds)
     if meta is not None:
         _check_json(meta, "meta")
+    plan = (
+        dedupe.check(**dedupe_options, unique=unique, when=when, durable=durable, job_id=job_id, limit_key=limit_key)
+        if dedupe_options
+        else None
+    )
+    if plan is not None and plan.mode == "debounce":
+        when = _earliest(timezone.now() + dt.timedelta(seconds=plan.seconds))
 
     queue = declared_queue(name, config)
     if max_run_seconds is None:  # per enqueue, then the queue's option (conf.JOB_DEFAULTS)
@@ -390,16 +422,19 @@ def _enqueue(
     _apply_limit(job, limit)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
     with _sending_span(name, job):
-        placed = _place(
-            queue,
-            job,
-            when,
-            name=name,
-            unique=unique,
-            explicit_id=job_id is not None,
-            fail_fast=fail_fast,
-            durable=durable,
-        )
+        if plan is not None:  # a debounce or throttle key: one Lua call (queues/producer/dedupe.py)
+            placed = inline.run(job) if testing.inline_on() else dedupe.place(queue, job, when, plan)
+        else:
+            placed = _place(
+                queue,
+                job,
+                when,
+                name=name,
+                unique=unique,
+                explicit_id=job_id is not None,
+                fail_fast=fail_fast,
+                durable=durable,
+            )
     if batch is not None and placed is job and not testing.inline_on():
         batch.joined([job.id])  # a unique key's waiting job (another one) is not a member
     return placed

@@ -230,7 +230,7 @@ def test_job_status_of_a_waiting_job(api):
     body = status.json()
     assert body["job_id"] == job_id
     assert body["queue"] == "repricer"
-    assert body["state"] == "queued"
+    assert body["state"] == "scheduled"  # a product's edits are debounced: it waits for its window
     assert body["attempt"] == 1
     assert body["attempts_allowed"] == 1  # the repricer is never retried
     assert body["progress"] is None and body["result"] is None and body["error"] is None

@@ -31,7 +31,7 @@ def assert_conflict(response, key):
     assert repr(key) in body["detail"] and "the arguments differ" in body["detail"]
 
 
-def test_a_reused_key_with_other_arguments_is_409_while_the_first_job_is_queued(api):
+def test_a_reused_key_with_other_arguments_is_409_while_the_first_job_waits(api):
     first = reprice(api, 41, "19.90", "k-41")
     assert first.status_code == 202
     assert_conflict(reprice(api, 41, "29.90", "k-41"), "k-41")
@@ -39,16 +39,18 @@ def test_a_reused_key_with_other_arguments_is_409_while_the_first_job_is_queued(
     assert_conflict(reprice(api, 42, "19.90", "k-41"), "k-41")
     again = reprice(api, 41, "19.90", "k-41")  # the same change: the waiting job, as before
     assert (again.status_code, again.json()["job_id"]) == (202, first.json()["job_id"])
-    assert queues.get_queue("repricer").count == 1
-    assert job_status(api, first.json()["job_id"])["state"] == "queued"
+    repricer = queues.get_queue("repricer")
+    assert (repricer.count, repricer.scheduled_job_registry.count) == (0, 1)  # debounced: waits for its window
+    assert job_status(api, first.json()["job_id"])["state"] == "scheduled"
     change = PriceChange.objects.get()
     assert (change.product_id, str(change.price), change.job_id) == (41, "19.90", first.json()["job_id"])
 
 
 @pytest.mark.slow
 def test_a_reused_key_with_other_arguments_is_409_while_the_first_job_runs_and_after_it_finished(
-    api, marketplace, feature_worker
+    api, marketplace, feature_worker, settings
 ):
+    settings.REPRICER_DEBOUNCE_SECONDS = 1  # the product's edits are debounced (features/repricer/views.py)
     marketplace.fault("/api/v1/products/43/", {"delay": 3})
     first = reprice(api, 43, "10.00", "k-43").json()["job_id"]
     worker = feature_worker("repricer")

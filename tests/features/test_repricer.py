@@ -9,6 +9,12 @@ from tests.support.features import dead_letter, wait_job
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+@pytest.fixture(autouse=True)
+def _short_debounce(settings):
+    """A product's edits are debounced (features/repricer/views.py): a short window keeps these tests quick."""
+    settings.REPRICER_DEBOUNCE_SECONDS = 1
+
+
 def reprice(api, product_id, price, key):
     api.own(products=[product_id])
     response = api.post(
@@ -66,3 +72,20 @@ def test_a_failed_price_change_is_not_retried(api, marketplace, feature_worker):
     assert marketplace.statuses("/api/v1/products/34/") == [500]
     assert PriceChange.objects.get().status == "pending"  # an operator retry re-sends the same key
     assert not Product.objects.filter(product_id=34).exists()
+
+
+def test_a_products_edits_within_the_window_are_one_job_that_applies_the_last_price(
+    api, marketplace, feature_worker, settings
+):
+    settings.REPRICER_DEBOUNCE_SECONDS = 5  # the three edits below fall in one window
+    ids = [reprice(api, 41, price, f"k-41-{i}") for i, price in enumerate(["10.00", "11.00", "12.00"])]
+    assert len(set(ids)) == 1  # 202 with the same job id for every edit of the window
+    assert sorted(PriceChange.objects.filter(job_id=ids[0]).values_list("idempotency_key", flat=True)) == [
+        "k-41-0",
+        "k-41-1",
+        "k-41-2",
+    ]
+    status = wait_job(api, ids[0], worker=feature_worker("repricer"))
+    assert status["result"] == {"applied": True, "product_id": 41, "price": "12.00"}
+    assert marketplace.statuses("/api/v1/products/41/") == [200]  # one marketplace call for three edits
+    assert str(Product.objects.get(product_id=41).price) == "12.00"
