@@ -59,13 +59,17 @@ def rows(connection):
         row = {
             "schedule": schedule,
             "paused": schedule.id in paused,
-            "timing": f"cron {schedule.cron} (UTC)" if schedule.cron else f"every {schedule.interval} s",
+            "timing": f"cron {schedule.cron} ({schedule.tz})" if schedule.cron else f"every {schedule.interval} s",
             "missed": schedule.missed
             if isinstance(schedule.missed, str)
             else f"catch up (at most {schedule.missed['catch_up']})",
             "next_run": _next_run(score, schedule),
             "last": None,
         }
+        # formatted here: the template's date filter would turn an aware datetime back into TIME_ZONE
+        row["next_run_local"] = (
+            f"{row['next_run'].astimezone(schedule.zone):%Y-%m-%d %H:%M:%S}" if row["next_run"] else ""
+        )
         if last_id:
             job = next(jobs)
             shown = jobread.shown_id(last_id)

@@ -7,7 +7,6 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
-import crontab
 import redis
 from rq.defaults import RQ_KEY_PREFIX
 from rq.exceptions import NoSuchJobError
@@ -18,6 +17,7 @@ from queues.catalog.lookup import OptimaJob
 from queues.connection.clients import get_connection
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys
+from queues.periodic import zones
 from queues.periodic.declare import TEMPLATE_PREFIX, declared_schedules
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
@@ -41,13 +41,7 @@ def latest_ticks(schedule, first, now, limit):
         last = int((now - first).total_seconds() // schedule.interval)
         return [first + dt.timedelta(seconds=schedule.interval * k) for k in range(max(0, last - limit + 1), last + 1)]
 
-    cron, ticks, cursor = crontab.CronTab(schedule.cron), [], now + dt.timedelta(seconds=1)
-    while len(ticks) < limit:
-        cursor = cron.previous(now=cursor, return_datetime=True, default_utc=True).astimezone(dt.UTC)
-        if cursor < first:
-            break
-        if cursor <= now:
-            ticks.append(cursor)
+    ticks = zones.previous_ticks(schedule.cron, schedule.zone, now + dt.timedelta(seconds=1), first, limit)
     return ticks[::-1] or [first]
 
 
