@@ -6,3 +6,7 @@ the templates to rq-scheduler's keys; ``run`` is the scheduler that enqueues eac
 ``scheduler`` is rq-scheduler under the prefix and ``supervision`` keeps both schedulers alive
 through outages.
 """
+
+# The run history's receivers (the worker's signals) are connected when the app is ready, which imports this
+# package (apps.py imports ``declare``): ``history``'s docstring says what they write.
+from queues.periodic import history  # noqa: E402, F401

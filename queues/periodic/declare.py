@@ -48,8 +48,10 @@ class Schedule:
     # In spec()/digest() when not UTC: a zone change moves the ticks, so it reschedules (and a schedule
     # declared before zones existed keeps its digest, hence its next run, across the upgrade).
     tz: str = DEFAULT_TZ
-    # Not in spec()/digest(): where the definition comes from ("edited in the admin" is the page's business).
+    # Not in spec()/digest(): where the definition comes from (a row of the admin: ``stored``), and a pause
+    # from the admin (``enabled`` off: its ticks pass without a run, as a pause from the page).
     stored: bool = False
+    enabled: bool = True
 
     @property
     def template_id(self):
@@ -95,17 +97,23 @@ def declarations():
     return found
 
 
-def declared_schedules():
-    """Every declared Schedule, by id; settings override an app's schedule of the same id."""
+def declared_entries():
+    """{id: (where, entry)} of every declaration; settings override an app's schedule of the same id."""
     conf.raise_first_error(validate_schedules())
     result = {}
     for where, entries in declarations():
         for entry in entries:
-            result[entry["id"]] = schedule_of(entry, where)
-    return [result[k] for k in sorted(result)]
+            result[entry["id"]] = (where, entry)
+    return result
 
 
-def schedule_of(entry, where, stored=False):
+def declared_schedules():
+    """Every declared Schedule, by id; settings override an app's schedule of the same id. The schedules
+    that run are these with the admin's stored ones over them: ``stored.schedules_in_force``."""
+    return [schedule_of(entry, where) for _id, (where, entry) in sorted(declared_entries().items())]
+
+
+def schedule_of(entry, where, stored=False, enabled=True):
     """The ``Schedule`` of a valid declaration ``entry`` (a dict of ``SCHEDULE_KEYS``)."""
     return Schedule(
         id=entry["id"],
@@ -121,6 +129,7 @@ def schedule_of(entry, where, stored=False):
         missed=entry.get("missed", DEFAULT_MISSED),
         tz=entry.get("tz") or DEFAULT_TZ,
         stored=stored,
+        enabled=enabled,
     )
 
 
@@ -226,14 +235,18 @@ def validate_entry(label, entry, queue_names, check_id=True):
 
 
 def task_of(func):
-    """The Django Task ``func`` (a dotted path) names, or None when it names something else."""
-    from queues.tasks.backend import QueuesTask  # when asked for: the Tasks framework loads on first use
-
+    """The Django Task (a ``@task`` of the queues' Tasks backend) the dotted path ``func`` names, or None."""
     try:
         target = import_string(func) if isinstance(func, str) else None
     except ImportError:
         return None
-    return target if isinstance(target, QueuesTask) else None
+    return target if target is not None and catalog.unwrap(target) is not target else None
+
+
+def function_path(func):
+    """The path of the function a schedule's ``func`` runs: a Task's own function, else ``func``."""
+    task = task_of(func)
+    return f"{task.func.__module__}.{task.func.__qualname__}" if task is not None else func
 
 
 def _validate_func(label, func):
@@ -241,10 +254,9 @@ def _validate_func(label, func):
         target = import_string(func) if isinstance(func, str) else None
     except ImportError:
         target = None
-    task = task_of(func) if target is not None and not callable(target) else None
-    if task is not None:
-        return []  # a Task: the Tasks backend declared it a job when it was built (QueuesTask)
-    if target is None or not callable(target):
+    if target is not None and task_of(func) is not None:
+        func = function_path(func)  # a Task: its function, declared a job when the Task was built
+    elif target is None or not callable(target):
         return [
             conf.Problem(
                 "queues.E034",

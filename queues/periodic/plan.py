@@ -17,8 +17,8 @@ from queues.catalog.lookup import OptimaJob
 from queues.connection.clients import get_connection
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys
-from queues.periodic import zones
-from queues.periodic.declare import TEMPLATE_PREFIX, declared_schedules
+from queues.periodic import stored, zones
+from queues.periodic.declare import TEMPLATE_PREFIX
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
 
@@ -75,9 +75,9 @@ def paused_ids(connection):
 
 
 def set_paused(schedule_id, paused, connection):
-    """Pause (or resume) the declared schedule ``schedule_id``; -> the Schedule. Raises KeyError
+    """Pause (or resume) the schedule ``schedule_id`` (declared or stored); -> the Schedule. Raises KeyError
     naming the declared ids for an unknown one."""
-    declared = {s.id: s for s in declared_schedules()}
+    declared = {s.id: s for s in stored.schedules_in_force()}
     if schedule_id not in declared:
         raise KeyError(f"No periodic schedule {schedule_id!r}; declared: {', '.join(declared) or '(none)'}.")
     (connection.sadd if paused else connection.srem)(keys.schedules_paused_key(), schedule_id)
@@ -106,14 +106,19 @@ def scheduled_jobs_key():
     return f"{RQ_KEY_PREFIX}:scheduler:scheduled_jobs"  # == queues.scheduler.PrefixedScheduler's
 
 
-def register(connection=None, now=None):
-    """Make rq-scheduler's set of periodic jobs equal the declared schedules. Idempotent."""
+def register(connection=None, now=None, rows=None):
+    """Make rq-scheduler's set of periodic jobs equal the schedules in force (declared, with the admin's
+    stored ``rows`` over them: read here when not given). Idempotent. When the stored rows cannot be read,
+    no template is removed (a database outage must not drop the admin's schedules)."""
 
     connection = connection or get_connection()
     now = now or dt.datetime.now(dt.UTC)
     key = scheduled_jobs_key()
     summary = RegisterSummary()
-    desired = {s.template_id: s for s in declared_schedules()}
+    if rows is None:
+        rows = stored.read_rows()
+    complete = rows is not None
+    desired = {s.template_id: s for s in stored.schedules_in_force(rows or [])}
     for template_id, schedule in desired.items():
         try:
             current = OptimaJob.fetch(template_id, connection=connection)
@@ -149,11 +154,12 @@ def register(connection=None, now=None):
         (summary.updated if current_digest else summary.added).append(schedule.id)
     for raw in connection.zrange(key, 0, -1):
         member = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw  # bytes: no template
-        if member.startswith(TEMPLATE_PREFIX) and member not in desired:
+        if member.startswith(TEMPLATE_PREFIX) and member not in desired and complete:
             with connection.pipeline() as pipe:
                 pipe.zrem(key, raw)
                 pipe.delete(OptimaJob.key_for(member))
                 pipe.delete(keys.schedule_last_key(member[len(TEMPLATE_PREFIX) :]))
+                pipe.delete(keys.schedule_runs_key(member[len(TEMPLATE_PREFIX) :]))
                 pipe.srem(keys.schedules_paused_key(), member[len(TEMPLATE_PREFIX) :])
                 pipe.execute()
             summary.removed.append(member[len(TEMPLATE_PREFIX) :])
