@@ -53,7 +53,10 @@ def read_rows():
 def _unreadable(exc):
     """The database is down, its connection went stale, the table is not migrated yet (or a test gives no
     database): the callers keep what they had, and nothing is removed for it. Said once until it reads again."""
-    close_old_connections()
+    try:
+        close_old_connections()  # a broken connection is opened afresh by the next reading
+    except Exception:  # noqa: BLE001, S110 — closing what cannot be used: nothing more to do about it
+        pass
     if not _said:
         _said.append(True)
         logger.warning(

@@ -200,7 +200,9 @@ def test_the_page_lists_every_schedule_with_its_last_and_next_run(
     assert '<span class="schedule-last-started">2026-01-01 10:00:01</span>' in tick
     assert '<span class="schedule-last-duration">2.5</span>' in tick
     assert "cron 0 3 * * * (UTC)" in nightly
-    assert nightly.split('<td class="schedule-last">')[1].split("</td>")[0].strip() == "never"
+    last_cell = nightly.split('<td class="schedule-last">')[1].split("</td>")[0]
+    assert last_cell.split('<div class="schedule-runs">')[0].strip() == "never"
+    assert last_cell.split('<div class="schedule-runs">')[1].strip() == "no finished run kept</div>"
     assert f"{nightly_next:%Y-%m-%d %H:%M:%S}" in nightly
     assert "Pause nightly" in nightly and "schedule-state-active" in nightly
     home = acting.get("/admin/queues/").content.decode()
@@ -293,5 +295,5 @@ def test_the_page_shows_each_next_run_in_the_schedules_zone_and_in_utc(acting, q
     assert "cron 0 3 * * * (Europe/Moscow)" in moscow
     assert '<span class="schedule-next-local-time">2026-01-02 03:00:00</span>' in moscow
     assert '<span class="schedule-tz">Europe/Moscow</span>' in moscow
-    assert '<td class="schedule-next" data-timestamp="1767312000">2026-01-02 00:00:00</td>' in moscow
+    assert '<span class="schedule-next" data-timestamp="1767312000">2026-01-02 00:00:00</span> UTC' in moscow
     assert '<span class="schedule-tz">UTC</span>' in tick

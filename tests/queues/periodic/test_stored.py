@@ -201,3 +201,15 @@ def test_a_schedule_edited_in_the_admin_is_picked_up_by_a_running_rqscheduler(
     wait_for(lambda: score(queue_redis, "added") is None, timeout=30, message="the deleted schedule removed")
     assert "Stored schedules changed in the admin" in scheduler.output()
     scheduler.stop()
+
+
+def test_when_the_stored_schedules_cannot_be_read_register_removes_no_template(
+    queue_redis, settings, lifecycle_schedules
+):
+    """No database here (the test has no access): the admin's rows are unknown, so a template that is not
+    declared may be one of theirs and stays; what is declared is registered as usual."""
+    register(queue_redis)
+    settings.OPTIMA_SCHEDULES = [lifecycle_schedules[0]]
+    summary = register(queue_redis)
+    assert (summary.kept, summary.removed) == (["tick"], [])
+    assert score(queue_redis, "nightly") is not None
