@@ -223,7 +223,7 @@ class StoredSchedule(models.Model):
     ``interval`` are required) or a schedule declared in settings or an app's ``SCHEDULES``: then the row
     *overrides* it, and each field left blank keeps the declared value (pause one with ``enabled`` off,
     move one by giving a ``cron``). The database wins. Validated as the declared ones are
-    (``queues.periodic.declare.validate_entry``); the running ``rqscheduler`` sees a change within one poll.
+    (``queues.periodic.validation.validate_entry``); the running ``rqscheduler`` sees a change within one poll.
     """
 
     class Missed(models.TextChoices):

@@ -2,9 +2,10 @@
 
 An operator adds a schedule, or overrides one declared in settings or an app's ``SCHEDULES`` by giving its
 id (the fields left blank keep the declared values): pause it (``enabled`` off), move it (a ``cron`` and a
-``tz``). The form is validated as a declaration is (``queues.periodic.stored.problems_of``, the validators of
-the system checks), each error on its field. Every add, change and delete writes one audit row. The running
-``rqscheduler`` picks the change up within one poll (``queues.periodic.run.PeriodicScheduler.in_force``).
+``tz``). The form is validated as a declaration is (``queues.periodic.stored.problems_of``, the validators
+of the system checks: ``validation.validate_entry``), each error on its field. Every add, change and delete
+writes one audit row. The running ``rqscheduler`` picks the change up within one poll
+(``queues.periodic.run.PeriodicScheduler.in_force``).
 
 Permissions: Django's own ``add``/``change``/``delete``/``view_storedschedule``.
 """

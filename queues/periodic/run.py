@@ -12,9 +12,9 @@ from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
 from queues.periodic import stored
-from queues.periodic.declare import task_of
 from queues.periodic.plan import ON_TIME_SECONDS, paused_ids, plan_runs, register
 from queues.periodic.scheduler import PrefixedScheduler
+from queues.periodic.validation import task_of
 from queues.producer import api as enqueueing
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved

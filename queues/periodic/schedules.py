@@ -41,10 +41,11 @@ How it maps onto rq-scheduler 0.14 (and what it fixes of it):
   ``keys.schedules_paused_key()`` and the scheduler moves its due tick to the next one without
   running it. Each enqueued run's id is kept under ``keys.schedule_last_key(id)`` for the panel.
 
-Where it lives: ``declare`` (the declarations, their system checks, ``Schedule``), ``zones`` (cron in a
-time zone), ``stored`` (the admin's schedules, the schedules in force), ``plan`` (ticks, missed ticks,
-pauses, ``register``), ``run`` (``PeriodicScheduler``, ``run_schedule``), ``history`` (the last runs). This module
-keeps the names callers imported from it before the split.
+Where it lives: ``declare`` (the declarations, their system checks, ``Schedule``), ``validation`` (one
+declaration's problems), ``zones`` (cron in a time zone), ``stored`` (the admin's schedules, the schedules
+in force), ``plan`` (ticks, missed ticks, pauses, ``register``), ``run`` (``PeriodicScheduler``,
+``run_schedule``), ``history`` (the last runs). This module keeps the names callers imported from it
+before the split.
 """
 
 from queues.periodic.declare import (  # noqa: F401  (the names callers import from here)

@@ -3,7 +3,7 @@ schedules in force: the declared ones (settings, apps' ``SCHEDULES``) with the s
 
 A row whose id is a declared schedule's overrides it field by field (a blank field keeps the declared
 value): the database wins. Any other row is a schedule of its own. Every row is validated as a declaration
-is (``declare.validate_entry``), when saved in the admin and again when read: a row that became invalid
+is (``validation.validate_entry``), when saved in the admin and again when read: a row that became invalid
 since (its queue was removed from settings) is left out, with an ERROR naming it, and its declared
 schedule, if any, runs as declared.
 
@@ -20,7 +20,8 @@ from django.db.models import Count, Max
 
 from queues import conf
 from queues.catalog import queues as queue_declarations
-from queues.periodic.declare import DEFAULT_MISSED, declared_entries, schedule_of, validate_entry
+from queues.periodic.declare import declared_entries, schedule_of
+from queues.periodic.validation import DEFAULT_MISSED, validate_entry
 
 logger = logging.getLogger("queues.schedules")
 
@@ -105,7 +106,7 @@ def entry_of(row, declared=None):
 
 
 def problems_of(row, queue_names=None, declared=None):
-    """[(field, Problem)] of ``row`` as its declaration (``declare.validate_entry``)."""
+    """[(field, Problem)] of ``row`` as its declaration (``validation.validate_entry``)."""
     if declared is None:
         declared = {sid: entry for sid, (_where, entry) in declared_entries().items()}
     if queue_names is None:

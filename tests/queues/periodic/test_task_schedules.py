@@ -6,9 +6,10 @@ import datetime as dt
 import pytest
 from django_tasks import TaskResultStatus
 
-from queues.periodic.declare import check_schedules, declared_schedules, function_path
+from queues.periodic.declare import check_schedules, declared_schedules
 from queues.periodic.plan import register
 from queues.periodic.run import run_schedule
+from queues.periodic.validation import function_path
 from tests.jobs import tasks
 from tests.support.worker import run_burst
 
