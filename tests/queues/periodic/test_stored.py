@@ -149,18 +149,23 @@ def _prefix():
 
 @pytest.mark.django_db(transaction=True)  # the in-process worker closes the database connection
 def test_each_schedules_last_50_runs_are_kept_with_their_outcome_and_shown(
-    editor, queue_redis, lifecycle_schedules, django_capture_on_commit_callbacks
+    editor, queue_redis, settings, lifecycle_schedules, django_capture_on_commit_callbacks
 ):
+    doomed = {"id": "doomed", "queue": "lifecycle", "func": "tests.jobs.lifecycle.fail_permanently", "interval": 60}
+    settings.OPTIMA_SCHEDULES = [*lifecycle_schedules, doomed]
     tick = next(s for s in declared_schedules() if s.id == "tick")
     with django_capture_on_commit_callbacks(execute=True):
         run = run_schedule(tick, dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
         other = run_schedule(tick, dt.datetime(2026, 1, 1, 11, 0, tzinfo=UTC))
-    run_burst(queue_redis, "lifecycle")  # a real worker: its success hook writes the history
+        dead = run_schedule(declared_schedules()[0], dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
+    run_burst(queue_redis, "lifecycle")  # a real worker: its success and dead-letter hooks write the history
     runs = history.runs(queue_redis, "tick")
     assert [(r["id"], r["outcome"], r["tick"]) for r in runs] == [
         (other.id, "succeeded", "2026-01-01T11:00:00+00:00"),
         (run.id, "succeeded", "2026-01-01T10:00:00+00:00"),
     ]
+    assert [(r["id"], r["outcome"]) for r in history.runs(queue_redis, "doomed")] == [(dead.id, "dead (permanent)")]
+    assert history.runs(queue_redis, "nightly") == []
     for i in range(60):
         queue_redis.lpush(keys.schedule_runs_key("tick"), json.dumps({"id": f"old-{i}", "outcome": "succeeded"}))
     queue_redis.lpush(keys.schedule_runs_key("tick"), "not json")
