@@ -40,15 +40,18 @@ def version():
         found = _rows().aggregate(count=Count("id"), latest=Max("updated_at"))
     except Exception as exc:  # noqa: BLE001 — see _unreadable
         return _unreadable(exc)
+    _said.clear()
     return found["count"], found["latest"]
 
 
 def read_rows():
     """This environment's stored rows, or None when the database cannot be read (``_unreadable``)."""
     try:
-        return list(_rows())
+        rows = list(_rows())
     except Exception as exc:  # noqa: BLE001 — see _unreadable
         return _unreadable(exc)
+    _said.clear()
+    return rows
 
 
 def _unreadable(exc):
@@ -123,7 +126,7 @@ def problems_of(row, queue_names=None, declared=None):
                 ),
             )
         )
-    return [("missed" if key == "missed" and row.missed else key, problem) for key, problem in found]
+    return found
 
 
 def schedules_in_force(rows=None):
@@ -131,8 +134,6 @@ def schedules_in_force(rows=None):
     ``rows``: the stored rows, read here when not given (none when the database cannot be read)."""
     if rows is None:
         rows = read_rows() or []
-    else:
-        _said.clear()
     declared = declared_entries()
     result = {sid: schedule_of(entry, where) for sid, (where, entry) in declared.items()}
     queue_names = queue_declarations.names()
