@@ -3,7 +3,9 @@
 ``DeadLetter`` mirrors jobs that reached the dead letter (see ``queues/failures/deadletter.py``);
 ``FailureGroup`` gathers the dead letters of one fingerprint (``queues/failures/fingerprint.py``);
 ``AuditEntry`` records every operator action (see ``queues/audit.py``);
-``OutboxEntry`` is a job accepted but not yet in Redis (see ``queues/producer/outbox.py``).
+``OutboxEntry`` is a job accepted but not yet in Redis (see ``queues/producer/outbox.py``);
+``StoredSchedule`` is a periodic schedule kept in the database and edited in the admin
+(``queues/periodic/stored.py``).
 """
 
 from django.conf import settings
@@ -212,3 +214,53 @@ class OutboxEntry(models.Model):
 
     def __str__(self):
         return f"{self.queue}:{self.job_id} (outbox)"
+
+
+class StoredSchedule(models.Model):
+    """A periodic schedule edited in the admin (``queues/periodic/stored.py``, docs/operator.md).
+
+    Its ``schedule_id`` either names a new schedule (then ``queue``, ``func`` and one of ``cron`` and
+    ``interval`` are required) or a schedule declared in settings or an app's ``SCHEDULES``: then the row
+    *overrides* it, and each field left blank keeps the declared value (pause one with ``enabled`` off,
+    move one by giving a ``cron``). The database wins. Validated as the declared ones are
+    (``queues.periodic.validation.validate_entry``); the running ``rqscheduler`` sees a change within one poll.
+    """
+
+    class Missed(models.TextChoices):
+        ONCE = "once", "once: one run for all missed ticks"
+        SKIP = "skip", "skip: none, go on at the next tick"
+        CATCH_UP = "catch_up", "catch up: the latest N missed ticks, each its own run"
+
+    prefix = models.CharField(max_length=64)
+    schedule_id = models.CharField(
+        "id",
+        max_length=100,
+        help_text="[a-z0-9][a-z0-9_.-]*; the id of a declared schedule overrides it (blank fields keep its values)",
+    )
+    queue = models.CharField(max_length=200, blank=True)
+    func = models.CharField(
+        "job", max_length=500, blank=True, help_text="dotted path of a declared job function or of a @task"
+    )
+    args = models.JSONField("arguments", default=list, blank=True, help_text="a JSON list")
+    kwargs = models.JSONField("keyword arguments", default=dict, blank=True, help_text="a JSON object")
+    cron = models.CharField(max_length=100, blank=True, help_text="5 fields, at the wall-clock time of the zone")
+    interval = models.PositiveIntegerField(null=True, blank=True, help_text="seconds (instead of a cron)")
+    tz = models.CharField("zone", max_length=64, blank=True, help_text="an IANA time zone, e.g. Europe/Moscow; UTC")
+    missed = models.CharField(
+        "missed runs", max_length=16, choices=Missed.choices, blank=True, help_text="blank: the declared policy, once"
+    )
+    catch_up = models.PositiveIntegerField(null=True, blank=True, help_text="N, for the catch-up policy")
+    attempts = models.PositiveIntegerField(null=True, blank=True, help_text="blank: the queue's")
+    timeout = models.PositiveIntegerField(null=True, blank=True, help_text="seconds; blank: the queue's")
+    enabled = models.BooleanField(default=True, help_text="off: paused, its ticks pass without a run")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["prefix", "schedule_id"], name="queues_storedschedule_unique_id")
+        ]
+        ordering = ["schedule_id"]
+
+    def __str__(self):
+        return self.schedule_id

@@ -16,8 +16,11 @@ own read-only list; from a group, its rows (the dead-letter list filtered by ``?
 and retry or discard of its open rows (``queues.act_on_deadletter``, confirmed first), each row
 through ``retry_dead_letter``/``discard_dead_letter``, one audit row per group.
 
+Stored periodic schedules (``StoredSchedule``: added, or overriding a declared one) are edited in
+``schedules``; each add, change and delete is audited, and the running ``rqscheduler`` picks it up.
+
 Modules: ``base`` (read-only and acting model admins, the one action runner), ``filters`` (the
-dead-letter list's filters), ``deadletters``, ``groups``, ``readonly`` (audit trail, outbox).
+dead-letter list's filters), ``deadletters``, ``groups``, ``readonly`` (audit trail, outbox), ``schedules``.
 """
 
 from django.contrib import admin
@@ -25,13 +28,15 @@ from django.contrib import admin
 from queues.admin.deadletters import DeadLetterAdmin
 from queues.admin.groups import FailureGroupAdmin
 from queues.admin.readonly import AuditEntryAdmin, OutboxEntryAdmin
+from queues.admin.schedules import StoredScheduleAdmin
 from queues.board import throttle
-from queues.models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry
+from queues.models import AuditEntry, DeadLetter, FailureGroup, OutboxEntry, StoredSchedule
 
 admin.site.register(DeadLetter, DeadLetterAdmin)
 admin.site.register(FailureGroup, FailureGroupAdmin)
 admin.site.register(AuditEntry, AuditEntryAdmin)
 admin.site.register(OutboxEntry, OutboxEntryAdmin)
+admin.site.register(StoredSchedule, StoredScheduleAdmin)
 
 # The admin login form counts failed sign-ins per client address and answers 429 past
 # QUEUE_LOGIN_FAILURES (queues/board/throttle.py). Done here, before admin.site.urls is built.

@@ -1,8 +1,10 @@
-"""The panel's periodic jobs page: every declared schedule with its last and next run, and its
-pause/resume (``queues.periodic.schedules``).
+"""The panel's periodic jobs page: every schedule in force (declared, or edited or added in the admin:
+``queues.periodic.stored``) with its last runs and next run (in its zone and in UTC), and its pause/resume
+(``queues.periodic.schedules``).
 
-A GET reads, in three round trips and without writing: the templates' scores in rq-scheduler's
-sorted set (the next run) plus each schedule's last run id and the paused set, then the last runs'
+A GET reads the admin's stored schedules (one query), then, in three round trips and without writing: the
+templates' scores in rq-scheduler's sorted set (the next run) plus each schedule's last run id, its run
+history (``periodic.history``) and the paused set, then the last runs'
 job hashes as JSON (``jobread.fetch_many``: a poison hash is shown as corrupt, never unpickled). A
 key of the wrong type, an absurd score or a last-run id rq rejects is shown as unknown or corrupt
 (reported once), never a 500 or a 503.
@@ -26,7 +28,7 @@ from queues.board import bounded
 from queues.board.access import panel_context
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
-from queues.periodic import schedules
+from queues.periodic import history, schedules, stored
 
 UTC = dt.UTC
 
@@ -41,31 +43,44 @@ def _when(value):
 def rows(connection):
     """One dict per declared schedule, for the page (reads only). A key of the wrong type, an absurd
     score or a last-run id rq rejects is reported once (``entries.report``) and shown as unknown."""
-    declared = schedules.declared_schedules()
+    declared = stored.schedules_in_force()
     with connection.pipeline(transaction=False) as pipe:
         for schedule in declared:
             pipe.zscore(schedules.scheduled_jobs_key(), schedule.template_id)
             pipe.get(keys.schedule_last_key(schedule.id))
+            pipe.lrange(keys.schedule_runs_key(schedule.id), 0, history.KEPT - 1)
         pipe.smembers(keys.schedules_paused_key())
         replies = pipe.execute(raise_on_error=False)
     paused = {jobread.text(m) for m in _readable(replies[-1], keys.schedules_paused_key(), set())}
-    scores = [_readable(r, schedules.scheduled_jobs_key(), None) for r in replies[0:-1:2]]
-    last_ids = [_readable(r, keys.schedule_last_key(s.id), None) for s, r in zip(declared, replies[1:-1:2])]
+    scores = [_readable(r, schedules.scheduled_jobs_key(), None) for r in replies[0:-1:3]]
+    last_ids = [_readable(r, keys.schedule_last_key(s.id), None) for s, r in zip(declared, replies[1:-1:3])]
+    run_lists = [
+        history.parse(_readable(r, keys.schedule_runs_key(s.id), [])) for s, r in zip(declared, replies[2:-1:3])
+    ]
     last_ids = [jobread.normal_id(r) if r is not None else None for r in last_ids]
     jobs = iter(jobread.fetch_many([j for j in last_ids if j], connection, check_origin=False))
     index = get_queues_map()
     result = []
-    for schedule, score, last_id in zip(declared, scores, last_ids):
+    for schedule, score, last_id, runs in zip(declared, scores, last_ids, run_lists):
         row = {
             "schedule": schedule,
             "paused": schedule.id in paused,
-            "timing": f"cron {schedule.cron} (UTC)" if schedule.cron else f"every {schedule.interval} s",
+            "disabled": not schedule.enabled,
+            "edited": ("edited in the admin" if "over" in schedule.source else "added in the admin")
+            if schedule.stored
+            else "",
+            "runs": runs,
+            "timing": f"cron {schedule.cron} ({schedule.tz})" if schedule.cron else f"every {schedule.interval} s",
             "missed": schedule.missed
             if isinstance(schedule.missed, str)
             else f"catch up (at most {schedule.missed['catch_up']})",
             "next_run": _next_run(score, schedule),
             "last": None,
         }
+        # formatted here: the template's date filter would turn an aware datetime back into TIME_ZONE
+        row["next_run_local"] = (
+            f"{row['next_run'].astimezone(schedule.zone):%Y-%m-%d %H:%M:%S}" if row["next_run"] else ""
+        )
         if last_id:
             job = next(jobs)
             shown = jobread.shown_id(last_id)

@@ -39,6 +39,7 @@ key                                    what
 ``<p>:optima:replication-probe``       written before a WAIT confirming an earlier write (``replication.confirm``; 60 s)
 ``<p>:optima:schedule-last:<id>``      the job id of a periodic schedule's latest run (``queues.periodic.schedules``)
 ``<p>:optima:schedules-paused``        set of paused schedule ids (the scheduler skips their ticks)
+``<p>:optima:schedule-runs:<id>``      a schedule's last 50 finished runs, JSON, newest first (``periodic.history``)
 ``<p>:optima:search:queue:<q>``        job ids of queue ``<q>`` by enqueue time (search index)
 ``<p>:optima:search:func:<f>``         job ids of function ``<f>`` (dotted path) by enqueue time (search index)
 ``<p>:optima:search:owner:<o>``        job ids of owner ``<o>`` (``meta["owner"]``) by enqueue time (search index)
@@ -257,6 +258,11 @@ def history_lock_key():
 def schedule_last_key(schedule_id):
     """The job id of the latest run a scheduler enqueued for periodic schedule ``schedule_id``."""
     return conf.app_key("schedule-last", schedule_id)
+
+
+def schedule_runs_key(schedule_id):
+    """The last finished runs of periodic schedule ``schedule_id`` (``queues.periodic.history``)."""
+    return conf.app_key("schedule-runs", schedule_id)
 
 
 def schedules_paused_key():

@@ -7,7 +7,6 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
-import crontab
 import redis
 from rq.defaults import RQ_KEY_PREFIX
 from rq.exceptions import NoSuchJobError
@@ -18,7 +17,8 @@ from queues.catalog.lookup import OptimaJob
 from queues.connection.clients import get_connection
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys
-from queues.periodic.declare import TEMPLATE_PREFIX, declared_schedules
+from queues.periodic import stored, zones
+from queues.periodic.declare import TEMPLATE_PREFIX
 
 logger = logging.getLogger("queues.schedules")  # a documented logger name: kept when the module moved
 
@@ -41,13 +41,7 @@ def latest_ticks(schedule, first, now, limit):
         last = int((now - first).total_seconds() // schedule.interval)
         return [first + dt.timedelta(seconds=schedule.interval * k) for k in range(max(0, last - limit + 1), last + 1)]
 
-    cron, ticks, cursor = crontab.CronTab(schedule.cron), [], now + dt.timedelta(seconds=1)
-    while len(ticks) < limit:
-        cursor = cron.previous(now=cursor, return_datetime=True, default_utc=True).astimezone(dt.UTC)
-        if cursor < first:
-            break
-        if cursor <= now:
-            ticks.append(cursor)
+    ticks = zones.previous_ticks(schedule.cron, schedule.zone, now + dt.timedelta(seconds=1), first, limit)
     return ticks[::-1] or [first]
 
 
@@ -81,9 +75,9 @@ def paused_ids(connection):
 
 
 def set_paused(schedule_id, paused, connection):
-    """Pause (or resume) the declared schedule ``schedule_id``; -> the Schedule. Raises KeyError
+    """Pause (or resume) the schedule ``schedule_id`` (declared or stored); -> the Schedule. Raises KeyError
     naming the declared ids for an unknown one."""
-    declared = {s.id: s for s in declared_schedules()}
+    declared = {s.id: s for s in stored.schedules_in_force()}
     if schedule_id not in declared:
         raise KeyError(f"No periodic schedule {schedule_id!r}; declared: {', '.join(declared) or '(none)'}.")
     (connection.sadd if paused else connection.srem)(keys.schedules_paused_key(), schedule_id)
@@ -112,14 +106,19 @@ def scheduled_jobs_key():
     return f"{RQ_KEY_PREFIX}:scheduler:scheduled_jobs"  # == queues.scheduler.PrefixedScheduler's
 
 
-def register(connection=None, now=None):
-    """Make rq-scheduler's set of periodic jobs equal the declared schedules. Idempotent."""
+def register(connection=None, now=None, rows=None):
+    """Make rq-scheduler's set of periodic jobs equal the schedules in force (declared, with the admin's
+    stored ``rows`` over them: read here when not given). Idempotent. When the stored rows cannot be read,
+    no template is removed (a database outage must not drop the admin's schedules)."""
 
     connection = connection or get_connection()
     now = now or dt.datetime.now(dt.UTC)
     key = scheduled_jobs_key()
     summary = RegisterSummary()
-    desired = {s.template_id: s for s in declared_schedules()}
+    if rows is None:
+        rows = stored.read_rows()
+    complete = rows is not None
+    desired = {s.template_id: s for s in stored.schedules_in_force(rows or [])}
     for template_id, schedule in desired.items():
         try:
             current = OptimaJob.fetch(template_id, connection=connection)
@@ -155,11 +154,12 @@ def register(connection=None, now=None):
         (summary.updated if current_digest else summary.added).append(schedule.id)
     for raw in connection.zrange(key, 0, -1):
         member = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw  # bytes: no template
-        if member.startswith(TEMPLATE_PREFIX) and member not in desired:
+        if member.startswith(TEMPLATE_PREFIX) and member not in desired and complete:
             with connection.pipeline() as pipe:
                 pipe.zrem(key, raw)
                 pipe.delete(OptimaJob.key_for(member))
                 pipe.delete(keys.schedule_last_key(member[len(TEMPLATE_PREFIX) :]))
+                pipe.delete(keys.schedule_runs_key(member[len(TEMPLATE_PREFIX) :]))
                 pipe.srem(keys.schedules_paused_key(), member[len(TEMPLATE_PREFIX) :])
                 pipe.execute()
             summary.removed.append(member[len(TEMPLATE_PREFIX) :])

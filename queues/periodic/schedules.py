@@ -4,7 +4,7 @@ Declaring::
 
     OPTIMA_SCHEDULES = [  # settings; a feature app's queues.py may hold SCHEDULES = [...] too
         {"id": "orders-sync-all", "queue": "orders-sync", "func": "features.orders.jobs.sync_all",
-         "cron": "*/15 * * * *"},                       # cron in UTC, always
+         "cron": "*/15 * * * *"},                       # cron in UTC unless "tz" names a zone
         {"id": "prices", "queue": "repricer", "func": "features.repricer.jobs.run",
          "args": [], "kwargs": {"dry_run": False}, "interval": 300},   # seconds
     ]
@@ -24,7 +24,12 @@ How it maps onto rq-scheduler 0.14 (and what it fixes of it):
   ``queues.enqueue_call``: the queue's retry policy, timeout and ``result_ttl`` (not rq-scheduler's -1,
   which keeps every run forever). The run's id derives from the tick, so two schedulers racing on one
   tick enqueue it once.
-- Cron expressions are evaluated in UTC (rq-scheduler uses the server's local time).
+- Cron expressions are evaluated in UTC (rq-scheduler uses the server's local time), or at the wall-clock
+  time of the schedule's ``"tz"`` (an IANA zone), once across daylight-saving changes (``zones``).
+- Schedules may also be stored in the database and edited in the admin (``stored``): a row over a
+  declared schedule of its id overrides it (the database wins). The running scheduler registers again
+  when a row changed (``run.PeriodicScheduler.in_force``). Each schedule's last 50 finished runs are
+  kept in ``keys.schedule_runs_key(id)`` (``history``).
 - rq-scheduler polls every 60 s by default; ``rqscheduler`` polls every
   ``OPTIMA_QUEUES_OPTIONS['SCHEDULER_INTERVAL']`` seconds (5).
 - Missed ticks (no scheduler polled while they were due) follow the schedule's ``missed`` policy
@@ -36,9 +41,11 @@ How it maps onto rq-scheduler 0.14 (and what it fixes of it):
   ``keys.schedules_paused_key()`` and the scheduler moves its due tick to the next one without
   running it. Each enqueued run's id is kept under ``keys.schedule_last_key(id)`` for the panel.
 
-Where it lives: ``declare`` (the declarations, their system checks, ``Schedule``), ``plan`` (ticks,
-missed ticks, pauses, ``register``), ``run`` (``PeriodicScheduler``, ``run_schedule``). This module
-keeps the names callers imported from it before the split.
+Where it lives: ``declare`` (the declarations, their system checks, ``Schedule``), ``validation`` (one
+declaration's problems), ``zones`` (cron in a time zone), ``stored`` (the admin's schedules, the schedules
+in force), ``plan`` (ticks, missed ticks, pauses, ``register``), ``run`` (``PeriodicScheduler``,
+``run_schedule``), ``history`` (the last runs). This module keeps the names callers imported from it
+before the split.
 """
 
 from queues.periodic.declare import (  # noqa: F401  (the names callers import from here)

@@ -200,7 +200,9 @@ def test_the_page_lists_every_schedule_with_its_last_and_next_run(
     assert '<span class="schedule-last-started">2026-01-01 10:00:01</span>' in tick
     assert '<span class="schedule-last-duration">2.5</span>' in tick
     assert "cron 0 3 * * * (UTC)" in nightly
-    assert nightly.split('<td class="schedule-last">')[1].split("</td>")[0].strip() == "never"
+    last_cell = nightly.split('<td class="schedule-last">')[1].split("</td>")[0]
+    assert last_cell.split('<div class="schedule-runs">')[0].strip() == "never"
+    assert last_cell.split('<div class="schedule-runs">')[1].strip() == "no finished run kept</div>"
     assert f"{nightly_next:%Y-%m-%d %H:%M:%S}" in nightly
     assert "Pause nightly" in nightly and "schedule-state-active" in nightly
     home = acting.get("/admin/queues/").content.decode()
@@ -273,3 +275,25 @@ def test_pause_needs_the_csrf_token(django_user_model, prod, queue_redis, lifecy
     client.force_login(make_staff(django_user_model, "acting", "queues.act_on_queue_panel"))
     assert client.post(PAGE, {"schedule": "tick", "action": "pause"}).status_code == 403
     assert queue_redis.exists(keys.schedules_paused_key()) == 0
+
+
+@pytest.mark.django_db
+def test_the_page_shows_each_next_run_in_the_schedules_zone_and_in_utc(acting, queue_redis, settings, lifecycle_queue):
+    declare(settings)
+    settings.OPTIMA_SCHEDULES += [
+        {
+            "id": "moscow",
+            "queue": "lifecycle",
+            "func": "tests.jobs.lifecycle.quick",
+            "cron": "0 3 * * *",
+            "tz": "Europe/Moscow",
+        }
+    ]
+    register(queue_redis, now=dt.datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
+    html = acting.get(PAGE).content.decode()
+    moscow, tick = row_of(html, "moscow"), row_of(html, "tick")
+    assert "cron 0 3 * * * (Europe/Moscow)" in moscow
+    assert '<span class="schedule-next-local-time">2026-01-02 03:00:00</span>' in moscow
+    assert '<span class="schedule-tz">Europe/Moscow</span>' in moscow
+    assert '<span class="schedule-next" data-timestamp="1767312000">2026-01-02 00:00:00</span> UTC' in moscow
+    assert '<span class="schedule-tz">UTC</span>' in tick

@@ -40,6 +40,7 @@ def test_registering_twice_or_restarting_keeps_one_entry_per_schedule_and_its_ne
     assert scheduled_jobs_key() == f"{prefix()}:scheduler:scheduled_jobs"
 
 
+@pytest.mark.django_db  # register reads the admin's stored schedules; unreadable, it removes nothing
 def test_a_schedule_removed_from_settings_disappears_and_a_changed_one_is_rescheduled(
     queue_redis, settings, lifecycle_schedules
 ):
