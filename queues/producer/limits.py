@@ -76,7 +76,13 @@ def split(scoped_key):
 
 
 def is_limited(job):
+    """The job has a concurrency limit (rq's limit fields)."""
     return bool(getattr(job, "has_rate_limit", False))
+
+
+def goes_through_limit(job):
+    """The job is written through its limit key: a concurrency limit, a rate (queues/producer/rates.py) or both."""
+    return is_limited(job) or isinstance((getattr(job, "meta", None) or {}).get("limit_rate"), dict)
 
 
 def registry(job):
@@ -101,7 +107,14 @@ def enqueue_into(queue, job, pipeline):
     with one difference: rq scores a held job in whole seconds, so jobs held within one second would
     be promoted in the order of their ids; here the score is to the microsecond, so the jobs of a
     key run in the order they came. (Jobs coming back through rq's scheduler or its ``requeue``
-    keep rq's whole-second score: in order to the second.)"""
+    keep rq's whole-second score: in order to the second.)
+
+    A job with a rate (``limit_rate``) is held by its rate first (``rates.enqueue_into``)."""
+    from queues.producer import rates  # no cycle at import: rates imports this module
+
+    if rates.of(job) is not None:
+        rates.enqueue_into(queue, job, pipeline)
+        return
     reg = registry(job)
     job.origin = queue.name
     pipeline.sadd(queue.redis_queues_keys, queue.key)

@@ -1,0 +1,396 @@
+"""Rate limits per key: a limit key's jobs start no faster than N per period (issue 35, §2).
+
+``queues.enqueue(..., limit_key="seller:42", limit_rate="10/s")``, alone or with ``limit_concurrency``
+(queues/producer/limits.py). The rate is ``limits``' syntax, "N/second|minute|hour" ("10 per second",
+"2/3 seconds") or short "N/s", "N/m", "N/h".
+
+Where the rate is charged: when a job *leaves the held set for its queue* (its release). A job of a
+rate key is always written held (rq's status ``rate_limited``, the project's *held*: no attempt
+spent, never failed) into ``<p>:optima:rate:<q>:<key>:held``, and one Lua script (``RELEASE_LUA``)
+moves the oldest held jobs onto the queue while the key has budget. Charging at the enqueue would let
+a backlog pile up in the queue and start in a burst; charging in the worker's pop would put a job back
+held after a worker took it (a write on the hot path, and a release time that depends on how fast
+workers are). Charged at the release, a worker takes the job as soon as it is free, a job with a rate
+costs the worker nothing (no command on its success write), and the release times come from Redis'
+clock alone. The one difference with a start: when every worker is busy, released jobs wait in the
+queue and may start closer together than the rate (never more of them than were released).
+
+The budget is a token bucket kept as GCRA (a "theoretical arrival time" ``tat`` per key): N per
+period, refilled continuously, at most N at once. A release that finds no token knows when the next
+one comes: it scores the key by that time in ``<p>:optima:rate-due``; the RQ scheduler's loop (which
+already wakes every second, queues/periodic/supervision.py) calls ``wait`` instead of sleeping, which
+runs ``RELEASE_LUA`` on the due keys (one ZRANGEBYSCORE for all keys) and sleeps until the next due
+time — a timer, never a loop polling Redis. A late wake-up loses nothing: the tokens it missed are
+still in the bucket (up to N).
+
+With ``limit_concurrency`` too, the rate comes first: a job released by its rate is handed to rq's
+concurrency stage (rq's ``:rate_limited`` zset of the same scoped key, then rq's promotion, inline in
+the same script), so both bound it.
+
+Paused key (``pause``/``resume``, the panel's limits page through ``queues.operator``): its held jobs
+stay held, its queue's other jobs run; a resume releases what the budget allows at once.
+
+Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
+
+- ``<p>:optima:rate-keys``: set of the scoped keys that have had a rate;
+- ``<p>:optima:rate:<q>:<key>``: hash, ``count``, ``seconds`` (the latest enqueue's), ``tat``,
+  ``paused`` ("1"), ``concurrency`` (when the jobs have one); expires a day after the key went idle;
+- ``<p>:optima:rate:<q>:<key>:held``: zset of the held job ids, scored by when they were held;
+- ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
+  next token comes.
+
+Left out: a job with a rate is written held only when it is enqueued to run now (``delay``/``at`` are
+refused with a rate), and a retry of a rate-only job goes straight back to its queue (its attempt was
+charged already).
+"""
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+
+import redis
+from rq.job import Job, JobStatus
+from rq.queue import Queue
+from rq.rate_limit import RateLimitRegistry
+from rq.utils import as_text, now, utcformat
+
+from queues import conf
+from queues.exceptions import InvalidJob
+from queues.keyspace import keys
+from queues.producer import limits
+
+logger = logging.getLogger("queues.limits")
+
+META = "limit_rate"  # job.meta: {"key": scoped key, "count": N, "seconds": period}
+SHORT_UNITS = {"s": "second", "sec": "second", "m": "minute", "min": "minute", "h": "hour", "hr": "hour"}
+UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
+IDLE_TTL_SECONDS = 24 * 3600  # an idle key's hash outlives its last release by a day
+
+
+@dataclass(frozen=True)
+class Rate:
+    count: int  # jobs ...
+    seconds: float  # ... per this many seconds
+
+    def __str__(self):
+        unit = {1: "s", 60: "min", 3600: "h"}.get(int(self.seconds)) if self.seconds == int(self.seconds) else None
+        return f"{self.count}/{unit}" if unit else f"{self.count}/{self.seconds:g}s"
+
+
+def parse(text):
+    """``Rate`` of ``text`` ("10/s", "10/second", "5 per minute", "2/3 seconds"); ValueError saying why not."""
+    if not isinstance(text, str):
+        raise ValueError(f"must be a string such as '10/s', not {type(text).__name__}")
+    match = re.fullmatch(r"\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*([a-z]+)\s*", text.lower())
+    if not match:
+        raise ValueError("must read 'N/second', 'N/minute' or 'N/hour' (or 'N/s', 'N/min', 'N/h')")
+    count, multiple, unit = int(match[1]), int(match[2] or 1), match[3]
+    unit = SHORT_UNITS.get(unit, unit.rstrip("s") if unit.endswith("s") and unit[:-1] in UNIT_SECONDS else unit)
+    if unit not in UNIT_SECONDS:
+        raise ValueError(f"has the unknown period {match[3]!r}: use second, minute or hour")
+    if count < 1 or multiple < 1:
+        raise ValueError("must allow at least 1 job per period of at least 1 unit")
+    return Rate(count, float(multiple * UNIT_SECONDS[unit]))
+
+
+def checked(limit_key, limit_rate, *, when, priority):
+    """The ``Rate`` of an enqueue's ``limit_rate`` (None without one); ``InvalidJob`` saying how to fix it."""
+    if limit_rate is None:
+        return None
+    if limit_key is None:
+        raise InvalidJob(
+            f"limit_rate={limit_rate!r} without a limit_key: the rate limits the jobs sharing a key. "
+            "Pass limit_key='<key>' too (e.g. limit_key='seller:42'), or drop limit_rate."
+        )
+    problem = limits.key_problem(limit_key)
+    if problem:
+        raise InvalidJob(f"limit_key={limit_key!r} {problem}. Pass e.g. limit_key='seller:42'.")
+    try:
+        rate = parse(limit_rate)
+    except ValueError as exc:
+        raise InvalidJob(f"limit_rate={limit_rate!r} {exc}. Pass e.g. limit_rate='10/s'.") from None
+    if when is not None:
+        raise InvalidJob(
+            f"limit_rate={limit_rate!r} with delay/at: a rate-limited job is released by its key's budget, "
+            "from now. Drop delay/at, or limit_rate."
+        )
+    if priority:
+        raise InvalidJob(
+            f"priority={priority!r} with limit_rate: a held job is pushed to the normal band when its turn "
+            "comes, so the two cannot be combined. Drop priority, or limit_rate."
+        )
+    return rate
+
+
+def apply(job, limit_key, rate):
+    """Record ``rate`` on ``job`` (built, not yet signed): ``job.meta[META]``."""
+    if rate is not None:
+        job.meta[META] = {"key": limits.scoped(job.origin, limit_key), "count": rate.count, "seconds": rate.seconds}
+
+
+def of(job):
+    """(scoped key, Rate) of a job with a rate, else None."""
+    found = (getattr(job, "meta", None) or {}).get(META)
+    if not isinstance(found, dict):
+        return None
+    try:
+        return str(found["key"]), Rate(int(found["count"]), float(found["seconds"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# -- keys -------------------------------------------------------------------------------------------
+def keys_key():
+    return conf.app_key("rate-keys")
+
+
+def due_key():
+    return conf.app_key("rate-due")
+
+
+def config_key(scoped_key):
+    return conf.app_key("rate", scoped_key)
+
+
+def held_key(scoped_key):
+    return conf.app_key("rate", scoped_key, "held")
+
+
+# -- the release --------------------------------------------------------------------------------------
+# ARGV: 1 "<p>:optima:rate:", 2 the due zset, 3 rq's queue key prefix, 4 rq's job key prefix, 5 rq's limit
+# key prefix "<p>:rl:", 6 rq's set of limit keys, 7 enqueued_at (rq's text), 8 "key" or "due", 9 the scoped
+# key (mode "key"), 10 the idle TTL (s). Mode "key": release that key -> the released ids. Mode "due":
+# release every key due by now -> {seconds to the next due time, or "" when none}. Times are Redis' own.
+RELEASE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local released = {}
+
+local function promote_rq(scoped, concurrency)
+  local allowed = ARGV[5] .. scoped .. ':allowed'
+  local held = ARGV[5] .. scoped .. ':rate_limited'
+  redis.call('SADD', ARGV[6], scoped)
+  redis.call('HSET', ARGV[5] .. scoped, 'concurrency', concurrency)
+  while redis.call('ZCARD', allowed) < concurrency do
+    local popped = redis.call('ZPOPMIN', held)
+    if #popped == 0 then break end
+    local id = popped[1]
+    local f = redis.call('HMGET', ARGV[4] .. id, 'origin', 'status', 'enqueue_at_front')
+    if f[1] and f[2] == 'rate_limited' then
+      redis.call('ZADD', allowed, now, id)
+      if f[3] == '1' then redis.call('LPUSH', ARGV[3] .. f[1], id) else redis.call('RPUSH', ARGV[3] .. f[1], id) end
+      redis.call('HSET', ARGV[4] .. id, 'status', 'queued', 'enqueued_at', ARGV[7])
+    end
+  end
+end
+
+local function release(scoped)
+  local cfg_key = ARGV[1] .. scoped
+  local held_key = cfg_key .. ':held'
+  local cfg = redis.call('HMGET', cfg_key, 'count', 'seconds', 'tat', 'paused', 'concurrency')
+  local count, seconds = tonumber(cfg[1]), tonumber(cfg[2])
+  if (not count) or (not seconds) or count < 1 or seconds <= 0 or cfg[4] == '1' then
+    redis.call('ZREM', ARGV[2], scoped)
+    return
+  end
+  local step = seconds / count
+  local tau = seconds - step
+  local tat = math.max(tonumber(cfg[3]) or 0, now)
+  local to_rq = nil
+  while tat - now <= tau + 0.000001 do
+    local popped = redis.call('ZPOPMIN', held_key)
+    if #popped == 0 then break end
+    local id = popped[1]
+    local job = ARGV[4] .. id
+    local f = redis.call('HMGET', job, 'origin', 'status', 'enqueue_at_front', 'rate_limit_key')
+    if f[1] and f[2] == 'rate_limited' then
+      if f[4] and f[4] ~= '' then
+        redis.call('ZADD', ARGV[5] .. f[4] .. ':rate_limited', now, id)
+        to_rq = f[4]
+      else
+        if f[3] == '1' then redis.call('LPUSH', ARGV[3] .. f[1], id) else redis.call('RPUSH', ARGV[3] .. f[1], id) end
+        redis.call('HSET', job, 'status', 'queued', 'enqueued_at', ARGV[7])
+      end
+      released[#released + 1] = id
+      tat = tat + step
+    end
+  end
+  redis.call('HSET', cfg_key, 'tat', string.format('%.6f', tat))
+  if redis.call('ZCARD', held_key) > 0 then
+    redis.call('ZADD', ARGV[2], tat - tau, scoped)
+    redis.call('PERSIST', cfg_key)
+  else
+    redis.call('ZREM', ARGV[2], scoped)
+    redis.call('EXPIRE', cfg_key, math.ceil(tat - now) + tonumber(ARGV[10]))
+  end
+  if to_rq then
+    promote_rq(to_rq, tonumber(redis.call('HGET', ARGV[5] .. to_rq, 'concurrency')) or tonumber(cfg[5]) or 1)
+  end
+end
+
+if ARGV[8] == 'key' then
+  release(ARGV[9])
+  return released
+end
+for _, scoped in ipairs(redis.call('ZRANGEBYSCORE', ARGV[2], '-inf', now)) do
+  release(scoped)
+end
+local nxt = redis.call('ZRANGE', ARGV[2], 0, 0, 'WITHSCORES')
+if #nxt == 0 then return {''} end
+return {string.format('%.6f', math.max(0, tonumber(nxt[2]) - now))}
+"""
+
+
+def _script(connection):
+    return connection.register_script(RELEASE_LUA)
+
+
+def _args(mode, scoped_key=""):
+    return [
+        conf.app_key("rate", ""),
+        due_key(),
+        Queue.redis_queue_namespace_prefix,
+        Job.redis_job_namespace_prefix,
+        keys.limit_config_key(""),
+        keys.limit_keys_key(),
+        utcformat(now()),
+        mode,
+        scoped_key,
+        IDLE_TTL_SECONDS,
+    ]
+
+
+def enqueue_into(queue, job, pipeline):
+    """Queue on ``pipeline`` (a MULTI) the write of ``job`` held by its rate, and the release of its key
+    (the job goes onto its queue at once when the key has budget)."""
+    scoped_key, rate = of(job)
+    job.origin = queue.name
+    pipeline.sadd(queue.redis_queues_keys, queue.key)
+    pipeline.sadd(keys_key(), scoped_key)
+    config = {"count": rate.count, "seconds": repr(rate.seconds)}
+    if limits.is_limited(job):
+        config["concurrency"] = job.rate_limit_concurrency
+        RateLimitRegistry.from_job(job).register(job.rate_limit_concurrency, pipeline)
+    pipeline.hset(config_key(scoped_key), mapping=config)
+    job.set_status(JobStatus.RATE_LIMITED, pipeline=pipeline)
+    job.save(pipeline=pipeline)
+    pipeline.zadd(held_key(scoped_key), {job.id: time.time()})
+    _script(queue.connection)(keys=[], args=_args("key", scoped_key), client=pipeline)
+
+
+def release(connection, scoped_key):
+    """Release what the budget of ``scoped_key`` allows now -> the released job ids."""
+    return [as_text(i) for i in _script(connection)(keys=[], args=_args("key", scoped_key))]
+
+
+def release_due(connection):
+    """Release every key whose next token has come (one script) -> seconds until the next due key, or None."""
+    reply = _script(connection)(keys=[], args=_args("due"))
+    nxt = as_text(reply[0]) if reply else ""
+    return float(nxt) if nxt else None
+
+
+def wait(connection, seconds, should_stop):
+    """Sleep ``seconds`` (the RQ scheduler's interval), releasing the rate keys as their tokens come:
+    the scheduler's loop calls this instead of sleeping. A Redis error ends the releases of this wait
+    (the loop's next turn reports it)."""
+    from queues.connection.outage import sleep  # no cycle: outage imports nothing of producer
+
+    deadline = time.monotonic() + seconds
+    while not should_stop():
+        try:
+            nxt = release_due(connection)
+        except redis.RedisError:
+            nxt = None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        if nxt is None or nxt >= left:
+            sleep(left, should_stop, step=0.05)
+            return
+        sleep(max(nxt, 0.005), should_stop, step=0.05)
+
+
+# -- pause (the operator's actions) -------------------------------------------------------------------------
+def pause(connection, queue_name, limit_key):
+    """Hold ``limit_key``'s jobs on ``queue_name`` until ``resume`` (its jobs already queued still run)."""
+    scoped_key = limits.scoped(queue_name, limit_key)
+    with connection.pipeline() as pipe:
+        pipe.hset(config_key(scoped_key), "paused", "1")
+        pipe.persist(config_key(scoped_key))
+        pipe.sadd(keys_key(), scoped_key)
+        pipe.zrem(due_key(), scoped_key)
+        pipe.execute()
+
+
+def resume(connection, queue_name, limit_key):
+    """Release ``limit_key``'s held jobs again -> the ids released at once."""
+    scoped_key = limits.scoped(queue_name, limit_key)
+    connection.hdel(config_key(scoped_key), "paused")
+    return release(connection, scoped_key)
+
+
+def is_paused(connection, queue_name, limit_key):
+    return as_text(connection.hget(config_key(limits.scoped(queue_name, limit_key)), "paused") or b"") == "1"
+
+
+# -- reading (the panel): no writes -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class KeyState:
+    """One limit key, as the limits page shows it."""
+
+    queue: str
+    key: str
+    rate: str  # "10/s", or "" for a key with a concurrency only
+    concurrency: int | None
+    running: int | None  # rq's slots in use (queued or running); None for a rate-only key (not tracked)
+    held: int  # held by the rate and by the concurrency
+    next_release: float | None  # unix time of the next token, when jobs wait for one
+    paused: bool
+
+
+def overview(connection, limit=500):
+    """[KeyState] of every limit key (rate keys and rq's concurrency keys), paused and most held first,
+    in two pipelined round trips."""
+    members = {as_text(m) for m in connection.smembers(keys_key())}
+    members |= {as_text(m) for m in connection.smembers(keys.limit_keys_key())}
+    members = sorted(m for m in members if limits.split(m)[1])[:limit]
+    if not members:
+        return []
+    with connection.pipeline(transaction=False) as pipe:
+        for m in members:
+            pipe.hmget(config_key(m), "count", "seconds", "paused")
+            pipe.zcard(held_key(m))
+            pipe.zscore(due_key(), m)
+            pipe.hget(keys.limit_config_key(m), "concurrency")
+            pipe.zcard(keys.limit_allowed_key(m))
+            pipe.zcard(keys.limit_held_key(m))
+        replies = pipe.execute(raise_on_error=False)
+    found = []
+    for i, m in enumerate(members):
+        cfg, held, due, concurrency, in_use, rq_held = [
+            None if isinstance(r, Exception) else r for r in replies[6 * i : 6 * i + 6]
+        ]
+        count, seconds, paused = cfg or (None, None, None)
+        try:
+            rate = str(Rate(int(count), float(seconds))) if count and seconds else ""
+            concurrency = int(as_text(concurrency)) if concurrency else None
+        except ValueError:
+            continue
+        if not rate and concurrency is None:
+            continue  # an idle rate key whose hash expired
+        queue_name, limit_key = limits.split(m)
+        found.append(
+            KeyState(
+                queue=queue_name,
+                key=limit_key,
+                rate=rate,
+                concurrency=concurrency,
+                running=int(in_use or 0) if concurrency is not None else None,
+                held=int(held or 0) + int(rq_held or 0),
+                next_release=float(due) if due is not None else None,
+                paused=as_text(paused or b"") == "1",
+            )
+        )
+    return sorted(found, key=lambda s: (not s.paused, -s.held, s.queue, s.key))
