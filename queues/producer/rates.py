@@ -15,13 +15,14 @@ costs the worker nothing (no command on its success write), and the release time
 clock alone. The one difference with a start: when every worker is busy, released jobs wait in the
 queue and may start closer together than the rate (never more of them than were released).
 
-The budget is a token bucket kept as GCRA (a "theoretical arrival time" ``tat`` per key): N per
-period, refilled continuously, at most N at once. A release that finds no token knows when the next
-one comes: it scores the key by that time in ``<p>:optima:rate-due``; the RQ scheduler's loop (which
-already wakes every second, queues/periodic/supervision.py) calls ``wait`` instead of sleeping, which
-runs ``RELEASE_LUA`` on the due keys (one ZRANGEBYSCORE for all keys) and sleeps until the next due
-time — a timer, never a loop polling Redis. A late wake-up loses nothing: the tokens it missed are
-still in the bucket (up to N).
+The budget is GCRA (a "theoretical arrival time" ``tat`` per key): one job every period/N, with a
+tolerance of one such step — so at most 2 jobs of a key are released at once, and at most N + 1 in any
+period — and a release up to one step late loses nothing (the schedule does not drift). A release that
+finds no budget knows when the next one comes: it scores the key by that time in
+``<p>:optima:rate-due``; the RQ scheduler's loop (which already wakes every second,
+queues/periodic/supervision.py) calls ``wait`` instead of sleeping, which runs ``RELEASE_LUA`` on the due
+keys (one ZRANGEBYSCORE for all keys) and blocks until the next due time on ``<p>:optima:rate-wake``,
+which a hold that makes a key due sooner pushes — a timer, never a loop polling Redis.
 
 With ``limit_concurrency`` too, the rate comes first: a job released by its rate is handed to rq's
 concurrency stage (rq's ``:rate_limited`` zset of the same scoped key, then rq's promotion, inline in
@@ -153,6 +154,11 @@ def config_key(scoped_key):
     return conf.app_key("rate", scoped_key)
 
 
+def wake_key():
+    """A one-item list pushed when a key becomes the first due: the scheduler's ``wait`` blocks on it."""
+    return conf.app_key("rate-wake")
+
+
 def held_key(scoped_key):
     return conf.app_key("rate", scoped_key, "held")
 
@@ -160,7 +166,7 @@ def held_key(scoped_key):
 # -- the release --------------------------------------------------------------------------------------
 # ARGV: 1 "<p>:optima:rate:", 2 the due zset, 3 rq's queue key prefix, 4 rq's job key prefix, 5 rq's limit
 # key prefix "<p>:rl:", 6 rq's set of limit keys, 7 enqueued_at (rq's text), 8 "key" or "due", 9 the scoped
-# key (mode "key"), 10 the idle TTL (s). Mode "key": release that key -> the released ids. Mode "due":
+# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due). Mode "key": release that key -> the released ids. Mode "due":
 # release every key due by now -> {seconds to the next due time, or "" when none}. Times are Redis' own.
 RELEASE_LUA = """
 local t = redis.call('TIME')
@@ -195,7 +201,7 @@ local function release(scoped)
     return
   end
   local step = seconds / count
-  local tau = seconds - step
+  local tau = math.min(seconds - step, step)
   local tat = math.max(tonumber(cfg[3]) or 0, now)
   local to_rq = nil
   while tat - now <= tau + 0.000001 do
@@ -218,6 +224,11 @@ local function release(scoped)
   end
   redis.call('HSET', cfg_key, 'tat', string.format('%.6f', tat))
   if redis.call('ZCARD', held_key) > 0 then
+    local head = redis.call('ZRANGE', ARGV[2], 0, 0, 'WITHSCORES')
+    if #head == 0 or tonumber(head[2]) > tat - tau then
+      redis.call('LPUSH', ARGV[11], '1')
+      redis.call('LTRIM', ARGV[11], 0, 0)
+    end
     redis.call('ZADD', ARGV[2], tat - tau, scoped)
     redis.call('PERSIST', cfg_key)
   else
@@ -258,6 +269,7 @@ def _args(mode, scoped_key=""):
         mode,
         scoped_key,
         IDLE_TTL_SECONDS,
+        wake_key(),
     ]
 
 
@@ -292,24 +304,25 @@ def release_due(connection):
 
 
 def wait(connection, seconds, should_stop):
-    """Sleep ``seconds`` (the RQ scheduler's interval), releasing the rate keys as their tokens come:
-    the scheduler's loop calls this instead of sleeping. A Redis error ends the releases of this wait
-    (the loop's next turn reports it)."""
+    """Wait ``seconds`` (the RQ scheduler's interval), releasing the rate keys as their tokens come: the
+    scheduler's loop calls this instead of sleeping. It blocks (BLPOP) on ``wake_key`` until the next due
+    time, so a key that becomes due sooner (a new hold) wakes it at once: a timer, never a poll. A Redis
+    error ends this wait's releases with a plain sleep (the loop's next turn reports it)."""
     from queues.connection.outage import sleep  # no cycle: outage imports nothing of producer
 
     deadline = time.monotonic() + seconds
     while not should_stop():
-        try:
-            nxt = release_due(connection)
-        except redis.RedisError:
-            nxt = None
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        if nxt is None or nxt >= left:
-            sleep(left, should_stop, step=0.05)
+        try:
+            nxt = release_due(connection)
+            timeout = left if nxt is None else min(left, nxt)
+            if timeout >= 0.001:
+                connection.blpop([wake_key()], timeout=round(timeout, 3))
+        except redis.RedisError:
+            sleep(max(0.0, deadline - time.monotonic()), should_stop)
             return
-        sleep(max(nxt, 0.005), should_stop, step=0.05)
 
 
 # -- pause (the operator's actions) -------------------------------------------------------------------------
