@@ -166,8 +166,9 @@ def held_key(scoped_key):
 # -- the release --------------------------------------------------------------------------------------
 # ARGV: 1 "<p>:optima:rate:", 2 the due zset, 3 rq's queue key prefix, 4 rq's job key prefix, 5 rq's limit
 # key prefix "<p>:rl:", 6 rq's set of limit keys, 7 enqueued_at (rq's text), 8 "key" or "due", 9 the scoped
-# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due). Mode "key": release that key -> the released ids. Mode "due":
-# release every key due by now -> {seconds to the next due time, or "" when none}. Times are Redis' own.
+# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due).
+# Mode "key": release that key -> the released ids. Mode "due": release every key due by now -> {seconds to
+# the next due time, or "" when none}. Times are Redis' own (TIME).
 RELEASE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
