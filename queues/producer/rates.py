@@ -16,8 +16,8 @@ clock alone. The one difference with a start: when every worker is busy, release
 queue and may start closer together than the rate (never more of them than were released).
 
 The budget is GCRA (a "theoretical arrival time" ``tat`` per key): one job every period/N, with a
-tolerance of one such step — so at most 2 jobs of a key are released at once, and at most N + 1 in any
-period — and a release up to one step late loses nothing (the schedule does not drift). A release that
+tolerance of one such step (none for N = 1) — so at most 2 jobs of a key are released at once, and at
+most N + 1 in any period — and a release up to one step late loses nothing (the schedule does not drift). A release that
 finds no budget knows when the next one comes: it scores the key by that time in
 ``<p>:optima:rate-due``; the RQ scheduler's loop (which already wakes every second,
 queues/periodic/supervision.py) calls ``wait`` instead of sleeping, which runs ``RELEASE_LUA`` on the due
