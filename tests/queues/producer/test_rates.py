@@ -84,9 +84,8 @@ def test_a_paused_key_keeps_its_jobs_held_and_a_resume_releases_what_its_budget_
 
 
 def test_a_rate_with_a_concurrency_hands_its_released_jobs_to_the_concurrency_limit(queue_redis):
-    jobs = [
-        queues.enqueue("default", JOB, i, limit_key="seller:c", limit_rate="10/s", limit_concurrency=1) for i in range(3)
-    ]
+    options = {"limit_key": "seller:c", "limit_rate": "10/s", "limit_concurrency": 1}
+    jobs = [queues.enqueue("default", JOB, i, **options) for i in range(3)]
     scoped = limits.scoped("default", "seller:c")
     assert get_queue("default").job_ids == [jobs[0].id]  # released by the rate: 2; by the concurrency: 1
     assert queue_redis.zrange(keys.limit_held_key(scoped), 0, -1) == [jobs[1].id.encode()]
