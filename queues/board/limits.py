@@ -1,29 +1,92 @@
 """The panel's limits page: every limit key in use, per key its running jobs, held jobs, rate and next release,
 and its pause/resume (issue 35, §2).
 
-A GET reads in two pipelined round trips and writes nothing (``queues.producer.rates.overview``: rate keys and
+A GET reads in two pipelined round trips and writes nothing (``overview``: the rate keys and
 rq's concurrency keys, a key of the wrong type left out). A POST (the act permission, as any POST to the panel:
 ``access.guard``; CSRF) pauses or resumes one key through the operator service (``pause_key``/``resume_key``:
 one audit row each). Only a key with a rate can be paused: its held jobs wait, the rest of its queue runs.
 """
 
 import datetime as dt
+from dataclasses import dataclass
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
+from rq.utils import as_text
 
 from queues.board import bounded
 from queues.board.access import panel_context
+from queues.keyspace import keys
 from queues.operator import actions
 from queues.producer import limits, rates
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """One limit key, as the limits page shows it."""
+
+    queue: str
+    key: str
+    rate: str  # "10/s", or "" for a key with a concurrency only
+    concurrency: int | None
+    running: int | None  # rq's slots in use (queued or running); None for a rate-only key (not tracked)
+    held: int  # held by the rate and by the concurrency
+    next_release: float | None  # unix time of the next token, when jobs wait for one
+    paused: bool
+
+
+def overview(connection, limit=500):
+    """[KeyState] of every limit key (rate keys and rq's concurrency keys), paused and most held first,
+    in two pipelined round trips."""
+    members = {as_text(m) for m in connection.smembers(rates.keys_key())}
+    members |= {as_text(m) for m in connection.smembers(keys.limit_rates.keys_key())}
+    members = sorted(m for m in members if limits.split(m)[1])[:limit]
+    if not members:
+        return []
+    with connection.pipeline(transaction=False) as pipe:
+        for m in members:
+            pipe.hmget(rates.config_key(m), "count", "seconds", "paused")
+            pipe.zcard(rates.held_key(m))
+            pipe.zscore(rates.due_key(), m)
+            pipe.hget(keys.limit_rates.config_key(m), "concurrency")
+            pipe.zcard(keys.limit_allowed_key(m))
+            pipe.zcard(keys.limit_rates.held_key(m))
+        replies = pipe.execute(raise_on_error=False)
+    found = []
+    for i, m in enumerate(members):
+        cfg, held, due, concurrency, in_use, rq_held = [
+            None if isinstance(r, Exception) else r for r in replies[6 * i : 6 * i + 6]
+        ]
+        count, seconds, paused = cfg or (None, None, None)
+        try:
+            rate = str(rates.Rate(int(count), float(seconds))) if count and seconds else ""
+            concurrency = int(as_text(concurrency)) if concurrency else None
+        except ValueError:
+            continue
+        if not rate and concurrency is None:
+            continue  # an idle rate key whose hash expired
+        queue_name, limit_key = limits.split(m)
+        found.append(
+            KeyState(
+                queue=queue_name,
+                key=limit_key,
+                rate=rate,
+                concurrency=concurrency,
+                running=int(in_use or 0) if concurrency is not None else None,
+                held=int(held or 0) + int(rq_held or 0),
+                next_release=float(due) if due is not None else None,
+                paused=as_text(paused or b"") == "1",
+            )
+        )
+    return sorted(found, key=lambda s: (not s.paused, -s.held, s.queue, s.key))
 
 
 def rows(connection):
     """One dict per limit key, for the page (reads only)."""
     found = []
-    for state in rates.overview(connection):
+    for state in overview(connection):
         found.append(
             {
                 "state": state,

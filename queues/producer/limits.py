@@ -238,12 +238,22 @@ class KeyUse:
 
 def keys_in_use(connection, queue_names, per_queue=10):
     """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
-    ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Reads only."""
+    ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Held: by the concurrency
+    and by the rate (queues/producer/rates.py). Reads only."""
     from queues.keyspace import keys as redis_keys  # no cycle: to the top once issue 32's edits here are merged
+    from queues.producer import rates  # no cycle at import: rates imports this module
 
     wanted = set(queue_names)
-    members = sorted(as_text(m) for m in connection.smembers(redis_keys.limit_keys_key()))
-    members = [m for m in members if split(m)[0] in wanted and split(m)[1]]
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.smembers(redis_keys.limit_keys_key())
+        pipe.smembers(rates.keys_key())
+        sets = pipe.execute(raise_on_error=False)
+    if isinstance(sets[0], Exception):
+        raise sets[0]  # rq's set of the wrong type: the caller reports it (board/views.py)
+    members = {as_text(m) for m in sets[0]}
+    if not isinstance(sets[1], Exception):
+        members |= {as_text(m) for m in sets[1]}
+    members = sorted(m for m in members if split(m)[0] in wanted and split(m)[1])
     if not members:
         return {}
     with connection.pipeline(transaction=False) as pipe:
@@ -251,16 +261,19 @@ def keys_in_use(connection, queue_names, per_queue=10):
             pipe.hget(redis_keys.limit_config_key(member), "concurrency")
             pipe.zcard(redis_keys.limit_allowed_key(member))
             pipe.zcard(redis_keys.limit_held_key(member))
+            pipe.zcard(rates.held_key(member))
         replies = pipe.execute(raise_on_error=False)
     found = {}
     for i, member in enumerate(members):
-        concurrency, in_use, held = replies[3 * i : 3 * i + 3]
-        if any(isinstance(r, Exception) for r in (concurrency, in_use, held)):
+        concurrency, in_use, held, rate_held = replies[4 * i : 4 * i + 4]
+        if any(isinstance(r, Exception) for r in (concurrency, in_use, held, rate_held)):
             continue  # a key of the wrong type (planted): left out, never a 500
+        if not (concurrency or in_use or held or rate_held):
+            continue  # a rate key with nothing held
         queue_name, limit_key = split(member)
         try:
             concurrency = int(as_text(concurrency)) if concurrency else 0
         except ValueError:
             concurrency = 0
-        found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held)))
+        found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held) + int(rate_held)))
     return {name: sorted(uses, key=lambda u: (-u.held, u.key))[:per_queue] for name, uses in found.items()}

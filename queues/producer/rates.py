@@ -45,7 +45,6 @@ refused with a rate), and a retry of a rate-only job goes straight back to its q
 charged already).
 """
 
-import logging
 import re
 import time
 from dataclasses import dataclass
@@ -60,8 +59,7 @@ from queues import conf
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
 from queues.producer import limits
-
-logger = logging.getLogger("queues.limits")
+from queues.producer.rate_script import RELEASE_LUA
 
 META = "limit_rate"  # job.meta: {"key": scoped key, "count": N, "seconds": period}
 SHORT_UNITS = {"s": "second", "sec": "second", "m": "minute", "min": "minute", "h": "hour", "hr": "hour"}
@@ -164,96 +162,6 @@ def held_key(scoped_key):
 
 
 # -- the release --------------------------------------------------------------------------------------
-# ARGV: 1 "<p>:optima:rate:", 2 the due zset, 3 rq's queue key prefix, 4 rq's job key prefix, 5 rq's limit
-# key prefix "<p>:rl:", 6 rq's set of limit keys, 7 enqueued_at (rq's text), 8 "key" or "due", 9 the scoped
-# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due).
-# Mode "key": release that key -> the released ids. Mode "due": release every key due by now -> {seconds to
-# the next due time, or "" when none}. Times are Redis' own (TIME).
-RELEASE_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local released = {}
-
-local function promote_rq(scoped, concurrency)
-  local allowed = ARGV[5] .. scoped .. ':allowed'
-  local held = ARGV[5] .. scoped .. ':rate_limited'
-  redis.call('SADD', ARGV[6], scoped)
-  redis.call('HSET', ARGV[5] .. scoped, 'concurrency', concurrency)
-  while redis.call('ZCARD', allowed) < concurrency do
-    local popped = redis.call('ZPOPMIN', held)
-    if #popped == 0 then break end
-    local id = popped[1]
-    local f = redis.call('HMGET', ARGV[4] .. id, 'origin', 'status', 'enqueue_at_front')
-    if f[1] and f[2] == 'rate_limited' then
-      redis.call('ZADD', allowed, now, id)
-      if f[3] == '1' then redis.call('LPUSH', ARGV[3] .. f[1], id) else redis.call('RPUSH', ARGV[3] .. f[1], id) end
-      redis.call('HSET', ARGV[4] .. id, 'status', 'queued', 'enqueued_at', ARGV[7])
-    end
-  end
-end
-
-local function release(scoped)
-  local cfg_key = ARGV[1] .. scoped
-  local held_key = cfg_key .. ':held'
-  local cfg = redis.call('HMGET', cfg_key, 'count', 'seconds', 'tat', 'paused', 'concurrency')
-  local count, seconds = tonumber(cfg[1]), tonumber(cfg[2])
-  if (not count) or (not seconds) or count < 1 or seconds <= 0 or cfg[4] == '1' then
-    redis.call('ZREM', ARGV[2], scoped)
-    return
-  end
-  local step = seconds / count
-  local tau = math.min(seconds - step, step)
-  local tat = math.max(tonumber(cfg[3]) or 0, now)
-  local to_rq = nil
-  while tat - now <= tau + 0.000001 do
-    local popped = redis.call('ZPOPMIN', held_key)
-    if #popped == 0 then break end
-    local id = popped[1]
-    local job = ARGV[4] .. id
-    local f = redis.call('HMGET', job, 'origin', 'status', 'enqueue_at_front', 'rate_limit_key')
-    if f[1] and f[2] == 'rate_limited' then
-      if f[4] and f[4] ~= '' then
-        redis.call('ZADD', ARGV[5] .. f[4] .. ':rate_limited', now, id)
-        to_rq = f[4]
-      else
-        if f[3] == '1' then redis.call('LPUSH', ARGV[3] .. f[1], id) else redis.call('RPUSH', ARGV[3] .. f[1], id) end
-        redis.call('HSET', job, 'status', 'queued', 'enqueued_at', ARGV[7])
-      end
-      released[#released + 1] = id
-      tat = tat + step
-    end
-  end
-  redis.call('HSET', cfg_key, 'tat', string.format('%.6f', tat))
-  if redis.call('ZCARD', held_key) > 0 then
-    local head = redis.call('ZRANGE', ARGV[2], 0, 0, 'WITHSCORES')
-    if #head == 0 or tonumber(head[2]) > tat - tau then
-      redis.call('LPUSH', ARGV[11], '1')
-      redis.call('LTRIM', ARGV[11], 0, 0)
-    end
-    redis.call('ZADD', ARGV[2], tat - tau, scoped)
-    redis.call('PERSIST', cfg_key)
-  else
-    redis.call('ZREM', ARGV[2], scoped)
-    redis.call('EXPIRE', cfg_key, math.ceil(tat - now) + tonumber(ARGV[10]))
-  end
-  if to_rq then
-    promote_rq(to_rq, tonumber(redis.call('HGET', ARGV[5] .. to_rq, 'concurrency')) or tonumber(cfg[5]) or 1)
-  end
-end
-
-if ARGV[8] == 'key' then
-  release(ARGV[9])
-  return released
-end
-for _, scoped in ipairs(redis.call('ZRANGEBYSCORE', ARGV[2], '-inf', now)) do
-  release(scoped)
-end
-local nxt = redis.call('ZRANGE', ARGV[2], 0, 0, 'WITHSCORES')
-if #nxt == 0 then return {''} end
-return {string.format('%.6f', math.max(0, tonumber(nxt[2]) - now))}
-"""
-
-
 def _script(connection):
     return connection.register_script(RELEASE_LUA)
 
@@ -347,64 +255,3 @@ def resume(connection, queue_name, limit_key):
 
 def is_paused(connection, queue_name, limit_key):
     return as_text(connection.hget(config_key(limits.scoped(queue_name, limit_key)), "paused") or b"") == "1"
-
-
-# -- reading (the panel): no writes -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class KeyState:
-    """One limit key, as the limits page shows it."""
-
-    queue: str
-    key: str
-    rate: str  # "10/s", or "" for a key with a concurrency only
-    concurrency: int | None
-    running: int | None  # rq's slots in use (queued or running); None for a rate-only key (not tracked)
-    held: int  # held by the rate and by the concurrency
-    next_release: float | None  # unix time of the next token, when jobs wait for one
-    paused: bool
-
-
-def overview(connection, limit=500):
-    """[KeyState] of every limit key (rate keys and rq's concurrency keys), paused and most held first,
-    in two pipelined round trips."""
-    members = {as_text(m) for m in connection.smembers(keys_key())}
-    members |= {as_text(m) for m in connection.smembers(keys.limit_keys_key())}
-    members = sorted(m for m in members if limits.split(m)[1])[:limit]
-    if not members:
-        return []
-    with connection.pipeline(transaction=False) as pipe:
-        for m in members:
-            pipe.hmget(config_key(m), "count", "seconds", "paused")
-            pipe.zcard(held_key(m))
-            pipe.zscore(due_key(), m)
-            pipe.hget(keys.limit_config_key(m), "concurrency")
-            pipe.zcard(keys.limit_allowed_key(m))
-            pipe.zcard(keys.limit_held_key(m))
-        replies = pipe.execute(raise_on_error=False)
-    found = []
-    for i, m in enumerate(members):
-        cfg, held, due, concurrency, in_use, rq_held = [
-            None if isinstance(r, Exception) else r for r in replies[6 * i : 6 * i + 6]
-        ]
-        count, seconds, paused = cfg or (None, None, None)
-        try:
-            rate = str(Rate(int(count), float(seconds))) if count and seconds else ""
-            concurrency = int(as_text(concurrency)) if concurrency else None
-        except ValueError:
-            continue
-        if not rate and concurrency is None:
-            continue  # an idle rate key whose hash expired
-        queue_name, limit_key = limits.split(m)
-        found.append(
-            KeyState(
-                queue=queue_name,
-                key=limit_key,
-                rate=rate,
-                concurrency=concurrency,
-                running=int(in_use or 0) if concurrency is not None else None,
-                held=int(held or 0) + int(rq_held or 0),
-                next_release=float(due) if due is not None else None,
-                paused=as_text(paused or b"") == "1",
-            )
-        )
-    return sorted(found, key=lambda s: (not s.paused, -s.held, s.queue, s.key))

@@ -7,6 +7,7 @@ import pytest
 from rq.job import JobStatus
 
 import queues
+from queues.board.limits import overview
 from queues.catalog.lookup import fetch_job, get_queue
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
@@ -76,7 +77,7 @@ def test_a_paused_key_keeps_its_jobs_held_and_a_resume_releases_what_its_budget_
     other = queues.enqueue("default", JOB, 9)
     assert get_queue("default").job_ids == [other.id]
     assert [status(j) for j in jobs] == [JobStatus.RATE_LIMITED] * 3
-    [state] = rates.overview(queue_redis)
+    [state] = overview(queue_redis)
     assert (state.key, state.rate, state.held, state.paused, state.next_release) == ("seller:p", "2/h", 3, True, None)
 
     assert rates.resume(queue_redis, "default", "seller:p") == [jobs[0].id, jobs[1].id]
