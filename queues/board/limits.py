@@ -40,8 +40,14 @@ class KeyState:
 def overview(connection, limit=500):
     """[KeyState] of every limit key (rate keys and rq's concurrency keys), paused and most held first,
     in two pipelined round trips."""
-    members = {as_text(m) for m in connection.smembers(rates.keys_key())}
-    members |= {as_text(m) for m in connection.smembers(keys.limit_rates.keys_key())}
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.smembers(rates.keys_key())
+        pipe.smembers(keys.limit_keys_key())
+        sets = pipe.execute(raise_on_error=False)
+    members = set()
+    for found_set in sets:  # a set of the wrong type (planted) reads as empty: the page never fails on it
+        if not isinstance(found_set, Exception):
+            members |= {as_text(m) for m in found_set}
     members = sorted(m for m in members if limits.split(m)[1])[:limit]
     if not members:
         return []
@@ -50,9 +56,9 @@ def overview(connection, limit=500):
             pipe.hmget(rates.config_key(m), "count", "seconds", "paused")
             pipe.zcard(rates.held_key(m))
             pipe.zscore(rates.due_key(), m)
-            pipe.hget(keys.limit_rates.config_key(m), "concurrency")
+            pipe.hget(keys.limit_config_key(m), "concurrency")
             pipe.zcard(keys.limit_allowed_key(m))
-            pipe.zcard(keys.limit_rates.held_key(m))
+            pipe.zcard(keys.limit_held_key(m))
         replies = pipe.execute(raise_on_error=False)
     found = []
     for i, m in enumerate(members):
