@@ -12,6 +12,7 @@ from queues.catalog.lookup import fetch_job, get_queue
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
 from queues.producer import limits, rates
+from queues.producer.cancel import cancel_job
 from queues.producer.rates import Rate
 
 JOB = "tests.jobs.lifecycle.quick"
@@ -92,3 +93,10 @@ def test_a_rate_with_a_concurrency_hands_its_released_jobs_to_the_concurrency_li
     assert queue_redis.zrange(keys.limit_held_key(scoped), 0, -1) == [jobs[1].id.encode()]
     assert queue_redis.zrange(rates.held_key(scoped), 0, -1) == [jobs[2].id.encode()]
     assert [status(j) for j in jobs] == [JobStatus.QUEUED, JobStatus.RATE_LIMITED, JobStatus.RATE_LIMITED]
+
+
+def test_a_job_held_by_its_rate_can_be_canceled_and_leaves_its_keys_held_set(queue_redis):
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:x", limit_rate="2/hour") for i in range(3)]
+    assert cancel_job(jobs[2].id).outcome == "canceled"
+    assert status(jobs[2]) == JobStatus.CANCELED
+    assert queue_redis.zcard(rates.held_key(limits.scoped("default", "seller:x"))) == 0
