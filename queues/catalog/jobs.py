@@ -56,6 +56,7 @@ ENQUEUE_OPTIONS = (
     "limit_concurrency",
     "priority",
     "max_run_seconds",
+    "limit_rate",  # issue 35: queues/producer/rates.py
 )
 
 

@@ -21,7 +21,7 @@ from queues.worker.adapter import OptimaWorker
 from tests.jobs import options as option_jobs
 from tests.support import ROOT, child_json
 
-PLANNED = ("durable", "limit_key", "limit_concurrency", "priority", "max_run_seconds")
+PLANNED = ("durable", "limit_key", "limit_concurrency", "priority", "max_run_seconds", "limit_rate")
 
 
 def test_the_options_are_one_constant_that_enqueueing_shares_with_the_decorator():
