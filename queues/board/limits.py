@@ -41,7 +41,7 @@ def overview(connection, limit=500):
     """[KeyState] of every limit key (rate keys and rq's concurrency keys), paused and most held first,
     in two pipelined round trips."""
     with connection.pipeline(transaction=False) as pipe:
-        pipe.smembers(rates.keys_key())
+        pipe.zrange(rates.keys_key(), 0, -1)
         pipe.smembers(keys.limit_keys_key())
         sets = pipe.execute(raise_on_error=False)
     members = set()

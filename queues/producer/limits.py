@@ -246,7 +246,7 @@ def keys_in_use(connection, queue_names, per_queue=10):
     wanted = set(queue_names)
     with connection.pipeline(transaction=False) as pipe:
         pipe.smembers(redis_keys.limit_keys_key())
-        pipe.smembers(rates.keys_key())
+        pipe.zrange(rates.keys_key(), 0, -1)
         sets = pipe.execute(raise_on_error=False)
     if isinstance(sets[0], Exception):
         raise sets[0]  # rq's set of the wrong type: the caller reports it (board/views.py)

@@ -9,7 +9,8 @@ makes it the first due, so the RQ scheduler's ``rates.wait`` (blocked on it) loo
 
 # ARGV: 1 "<p>:optima:rate:", 2 the due zset, 3 rq's queue key prefix, 4 rq's job key prefix, 5 rq's limit
 # key prefix "<p>:rl:", 6 rq's set of limit keys, 7 enqueued_at (rq's text), 8 "key" or "due", 9 the scoped
-# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due).
+# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due), 12 the
+# zset of the keys with a rate (those idle for the TTL are forgotten, mode "due").
 # Mode "key": release that key -> the released ids. Mode "due": release every key due by now -> {seconds to
 # the next due time, or "" when none}. Times are Redis' own (TIME).
 RELEASE_LUA = """
@@ -67,6 +68,7 @@ local function release(scoped)
     end
   end
   redis.call('HSET', cfg_key, 'tat', string.format('%.6f', tat))
+  redis.call('ZADD', ARGV[12], 'GT', now, scoped)  -- in use: not forgotten while it holds jobs
   if redis.call('ZCARD', held_key) > 0 then
     local head = redis.call('ZRANGE', ARGV[2], 0, 0, 'WITHSCORES')
     if #head == 0 or tonumber(head[2]) > tat - tau then
@@ -88,6 +90,7 @@ if ARGV[8] == 'key' then
   release(ARGV[9])
   return released
 end
+redis.call('ZREMRANGEBYSCORE', ARGV[12], '-inf', now - tonumber(ARGV[10]))
 for _, scoped in ipairs(redis.call('ZRANGEBYSCORE', ARGV[2], '-inf', now)) do
   release(scoped)
 end

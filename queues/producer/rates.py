@@ -33,12 +33,14 @@ stay held, its queue's other jobs run; a resume releases what the budget allows 
 
 Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 
-- ``<p>:optima:rate-keys``: set of the scoped keys that have had a rate;
+- ``<p>:optima:rate-keys``: zset of the scoped keys with a rate, scored by their last enqueue (+inf while
+  paused), forgotten a day after;
 - ``<p>:optima:rate:<q>:<key>``: hash, ``count``, ``seconds`` (the latest enqueue's), ``tat``,
   ``paused`` ("1"), ``concurrency`` (when the jobs have one); expires a day after the key went idle;
 - ``<p>:optima:rate:<q>:<key>:held``: zset of the held job ids, scored by when they were held;
 - ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
-  next token comes.
+  next token comes;
+- ``<p>:optima:rate-wake``: a one-item list the scheduler's ``wait`` blocks on (BLPOP).
 
 Left out: a job with a rate is written held only when it is enqueued to run now (``delay``/``at`` are
 refused with a rate), and a retry of a rate-only job goes straight back to its queue (its attempt was
@@ -141,6 +143,8 @@ def of(job):
 
 # -- keys -------------------------------------------------------------------------------------------
 def keys_key():
+    """Zset of the scoped keys with a rate, scored by their last enqueue (+inf while paused); a key idle for
+    ``IDLE_TTL_SECONDS`` is forgotten by the scheduler's release."""
     return conf.app_key("rate-keys")
 
 
@@ -179,6 +183,7 @@ def _args(mode, scoped_key=""):
         scoped_key,
         IDLE_TTL_SECONDS,
         wake_key(),
+        keys_key(),
     ]
 
 
@@ -188,7 +193,7 @@ def enqueue_into(queue, job, pipeline):
     scoped_key, rate = of(job)
     job.origin = queue.name
     pipeline.sadd(queue.redis_queues_keys, queue.key)
-    pipeline.sadd(keys_key(), scoped_key)
+    pipeline.zadd(keys_key(), {scoped_key: time.time()}, gt=True)  # a paused key keeps its +inf
     config = {"count": rate.count, "seconds": repr(rate.seconds)}
     if limits.is_limited(job):
         config["concurrency"] = job.rate_limit_concurrency
@@ -241,7 +246,7 @@ def pause(connection, queue_name, limit_key):
     with connection.pipeline() as pipe:
         pipe.hset(config_key(scoped_key), "paused", "1")
         pipe.persist(config_key(scoped_key))
-        pipe.sadd(keys_key(), scoped_key)
+        pipe.zadd(keys_key(), {scoped_key: "+inf"})  # never forgotten while paused
         pipe.zrem(due_key(), scoped_key)
         pipe.execute()
 
@@ -249,7 +254,10 @@ def pause(connection, queue_name, limit_key):
 def resume(connection, queue_name, limit_key):
     """Release ``limit_key``'s held jobs again -> the ids released at once."""
     scoped_key = limits.scoped(queue_name, limit_key)
-    connection.hdel(config_key(scoped_key), "paused")
+    with connection.pipeline() as pipe:
+        pipe.hdel(config_key(scoped_key), "paused")
+        pipe.zadd(keys_key(), {scoped_key: time.time()})
+        pipe.execute()
     return release(connection, scoped_key)
 
 
