@@ -17,8 +17,8 @@ queue and may start closer together than the rate (never more of them than were 
 
 The budget is GCRA (a "theoretical arrival time" ``tat`` per key): one job every period/N, with a
 tolerance of one such step (none for N = 1) — so at most 2 jobs of a key are released at once, and at
-most N + 1 in any period — and a release up to one step late loses nothing (the schedule does not drift). A release that
-finds no budget knows when the next one comes: it scores the key by that time in
+most N + 1 in any period — and a release up to one step late loses nothing (the schedule does not
+drift). A release that finds no budget knows when the next one comes: it scores the key by that time in
 ``<p>:optima:rate-due``; the RQ scheduler's loop (which already wakes every second,
 queues/periodic/supervision.py) calls ``wait`` instead of sleeping, which runs ``RELEASE_LUA`` on the due
 keys (one ZRANGEBYSCORE for all keys) and blocks until the next due time on ``<p>:optima:rate-wake``,
@@ -43,8 +43,8 @@ Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 - ``<p>:optima:rate-wake``: a one-item list the scheduler's ``wait`` blocks on (BLPOP).
 
 Left out: a job with a rate is written held only when it is enqueued to run now (``delay``/``at`` are
-refused with a rate), and a retry of a rate-only job goes straight back to its queue (its attempt was
-charged already).
+refused with a rate), and a retry of a rate-only job goes straight back to its queue (its first start
+was charged), as does a job that rq's own scheduler or ``requeue`` puts back.
 """
 
 import re
