@@ -54,12 +54,11 @@ def test_a_key_at_5_per_second_starts_100_jobs_in_19_to_21_seconds_while_another
     fast = [queues.enqueue("default", NOOP, i, 1, limit_key="seller:fast", limit_rate="50/s") for i in range(20)]
     waited(lambda: all_finished(fast, queue_redis), worker, "the other key's 20 jobs to finish")
     fast_done = max(job.ended_at.timestamp() for job in fetched(fast, queue_redis))
-    assert fast_done - enqueued_fast_at <= 3.0
+    assert fast_done - enqueued_fast_at <= 3.0, f"the other key: {fast_done - enqueued_fast_at:.2f} s"
 
     waited(lambda: all_finished(slow, queue_redis), worker, "the 100 jobs to finish", timeout=120)
     runs = fetched(slow, queue_redis)
     starts = sorted(job.started_at.timestamp() for job in runs)
-    print(f"RATE-MEASURE span={starts[-1] - starts[0]:.3f} fast={fast_done - enqueued_fast_at:.3f}")
     assert 19.0 <= starts[-1] - starts[0] <= 21.0, f"first start to last: {starts[-1] - starts[0]:.2f} s"
     assert [job.return_value() for job in runs] == list(range(100))
     assert {jobmeta.current_attempt(job) for job in runs} == {1}  # held is no attempt spent
