@@ -39,7 +39,7 @@ from queues.keyspace import keys as redis_keys
 from queues.keyspace.keys import paused_key
 from queues.metrics import redis_memory, store
 from queues.metrics.snapshot import QueueSample, describe_error, text
-from queues.producer import limits, rates
+from queues.producer import limits
 
 logger = logging.getLogger("queues.metrics")
 
@@ -58,7 +58,6 @@ def read_redis(client, names, samples, now, batches=None):
         pipe.smembers(redis_keys.limit_keys_key())
         pipe.hgetall(redis_keys.quarantined_key())
         pipe.hgetall(redis_keys.batches_key())  # batches by the queue of their callback and state (workflows)
-        pipe.zrange(rates.keys_key(), 0, -1)  # the limit keys with a rate: their jobs held by it count as held
         for name in names:
             queue_key = redis_keys.queue_key(name)
             pipe.llen(queue_key)
@@ -87,14 +86,13 @@ def read_redis(client, names, samples, now, batches=None):
     memory = redis_memory.from_replies(*results[-2:])
     paused_result, limit_keys_result, quarantined = results[0], results[1], _quarantined(results[2])
     batches[:] = [_batches(results[3], names)]
-    rate_keys_result = results[4]
-    results = results[5:-2]
+    results = results[4:-2]
     paused = set() if isinstance(paused_result, Exception) else {text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
         logger.warning(
             "reading the paused set failed (%s); queues are reported as not paused", describe_error(paused_result)
         )
-    held_keys = _held_keys(limit_keys_result, names, rate_keys_result)
+    held_keys = _held_keys(limit_keys_result, names)
     heads, worker_sets = {}, {}
     for i, name in enumerate(names):
         row = _tolerated(name, results[i * PER_QUEUE_COMMANDS : (i + 1) * PER_QUEUE_COMMANDS])
@@ -261,10 +259,9 @@ def _counters(name, counters, sample, bounds):
         sample.counters = sample.buckets = sample.waits = sample.totals = None
 
 
-def _held_keys(members, names, rate_members=()):
+def _held_keys(members, names):
     """{queue: [held-set key, ...]} of the limit keys in use (rq's ``<p>:rl-keys``, whose members are
-    ``<queue>:<limit key>``) of the declared ``names``, and the held sets of the keys with a rate
-    (``rate_members``, queues/producer/rates.py). A failed read is logged: no held counts."""
+    ``<queue>:<limit key>``) of the declared ``names``. A failed read is logged: no held counts."""
 
     if isinstance(members, Exception):
         logger.warning("reading the limit keys failed (%s); held jobs are reported as 0", describe_error(members))
@@ -274,10 +271,6 @@ def _held_keys(members, names, rate_members=()):
         queue_name, limit_key = limits.split(text(member))
         if queue_name in wanted and limit_key:
             found.setdefault(queue_name, []).append(redis_keys.limit_held_key(text(member)))
-    for member in [] if isinstance(rate_members, Exception) else rate_members:
-        queue_name, limit_key = limits.split(text(member))
-        if queue_name in wanted and limit_key:
-            found.setdefault(queue_name, []).append(rates.held_key(text(member)))
     return {name: sorted(keys) for name, keys in found.items()}
 
 
