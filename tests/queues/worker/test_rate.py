@@ -11,8 +11,9 @@ from rq.job import JobStatus
 from rq.scheduler import RQScheduler
 
 import queues
-from queues.catalog.lookup import OptimaJob
+from queues.catalog.lookup import OptimaJob, get_queue
 from queues.jobs import meta as jobmeta
+from queues.producer import rates
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -29,11 +30,18 @@ def all_finished(jobs, connection):
 
 
 def waited(predicate, worker, message, timeout=60):
-    """``wait_for``, failing with the worker's log (its RQ scheduler releases the held jobs)."""
+    """``wait_for``, failing with where the jobs are and the worker's log (its RQ scheduler releases them)."""
     try:
         wait_for(predicate, timeout=timeout, interval=0.2, message=message)
     except pytest.fail.Exception as exc:
-        pytest.fail(f"{exc}; the worker's log:\n{worker.output()[-6000:]}")
+        connection = get_queue("default").connection
+        where = {
+            "queued": connection.llen(get_queue("default").key),
+            "held": {k: connection.zcard(rates.held_key(f"default:{k}")) for k in ("seller:slow", "seller:fast")},
+            "due": connection.zrange(rates.due_key(), 0, -1, withscores=True),
+            "redis time": connection.time(),
+        }
+        pytest.fail(f"{exc}; {where}; the worker's log:\n{worker.output()[-6000:]}")
 
 
 @pytest.mark.slow
