@@ -206,22 +206,34 @@ class Hold:
 
 # ``job``: an rq Job (Any: its limit fields are Optional to mypy until ``is_limited`` says they are set).
 def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
-    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one."""
+    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one. A job with a
+    rate too (queues/producer/rates.py) waits first in its rate's held set, behind the jobs its
+    concurrency holds: both count as held, and those count as ahead of it."""
     if not is_limited(job):
         return None
+    from queues.producer import rates  # no cycle at import: rates imports this module
+
     connection = connection or job.connection
     reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
+    rated = rates.of(job) is not None
     with connection.pipeline(transaction=False) as pipe:
         pipe.zcard(reg.allowed_key)
         pipe.zcard(reg.rate_limited_key)
         pipe.zrank(reg.rate_limited_key, job.id)
+        if rated:
+            pipe.zcard(rates.held_key(job.rate_limit_key))
+            pipe.zrank(rates.held_key(job.rate_limit_key), job.id)
         # a key of the wrong type (planted) reads as empty: a page never fails on it
-        in_use, held, rank = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
+        replies = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
+    in_use, held, rank = replies[:3]
+    rate_held, rate_rank = replies[3:] if rated else (0, None)
+    if rank is None and rate_rank is not None:
+        rank = int(held or 0) + int(rate_rank)
     return Hold(
         key=split(job.rate_limit_key)[1],
         concurrency=int(job.rate_limit_concurrency),
         in_use=int(in_use or 0),
-        held=int(held or 0),
+        held=int(held or 0) + int(rate_held or 0),
         ahead=None if rank is None else int(rank),
     )
 
