@@ -47,6 +47,7 @@ refused with a rate), and a retry of a rate-only job goes straight back to its q
 was charged), as does a job that rq's own scheduler or ``requeue`` puts back.
 """
 
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ from queues.exceptions import InvalidJob
 from queues.keyspace import keys
 from queues.producer import limits
 from queues.producer.rate_script import RELEASE_LUA
+
+logger = logging.getLogger("queues.resilience")
 
 META = "limit_rate"  # job.meta: {"key": scoped key, "count": N, "seconds": period}
 SHORT_UNITS = {"s": "second", "sec": "second", "m": "minute", "min": "minute", "h": "hour", "hr": "hour"}
@@ -234,9 +237,20 @@ def wait(connection, seconds, should_stop):
             timeout = left if nxt is None else min(left, nxt)
             if timeout >= 0.001:
                 connection.blpop([wake_key()], timeout=round(timeout, 3))
-        except redis.RedisError:
+        except redis.RedisError as exc:
+            _report(exc)
             sleep(max(0.0, deadline - time.monotonic()), should_stop)
             return
+
+
+_reported = {"at": 0.0}
+
+
+def _report(exc):
+    """A failed release of the due keys, logged at most once a minute (Redis away says so once per outage)."""
+    if time.monotonic() - _reported["at"] >= 60:
+        _reported["at"] = time.monotonic()
+        logger.warning("releasing the rate-limited jobs that are due failed: %s: %s", type(exc).__name__, exc)
 
 
 # -- pause (the operator's actions) -------------------------------------------------------------------------
