@@ -3,14 +3,14 @@
 GCRA per key (``tat``: the theoretical arrival time of its next job); one step of tolerance. A released job
 goes onto its queue (its status ``queued``, as rq's promotion Lua writes it), or, when it also has rq's
 concurrency fields, into rq's held set of the same scoped key, then rq's promotion runs inline. A key left
-with held jobs is scored in the due zset by when its next token comes; the wake list is pushed when that
-makes it the first due, so the RQ scheduler's ``rates.wait`` (blocked on it) looks again at once.
+with held jobs is scored in the due zset by when its next token comes, which the RQ scheduler's ``rates.wait``
+sleeps until.
 """
 
 # ARGV: 1 "<p>:optima:rate:", 2 the due zset, 3 rq's queue key prefix, 4 rq's job key prefix, 5 rq's limit
 # key prefix "<p>:rl:", 6 rq's set of limit keys, 7 enqueued_at (rq's text), 8 "key" or "due", 9 the scoped
-# key (mode "key"), 10 the idle TTL (s), 11 the wake list (pushed when a key becomes the first due), 12 the
-# zset of the keys with a rate (those idle for the TTL are forgotten, mode "due").
+# key (mode "key"), 10 the idle TTL (s), 11 the zset of the keys with a rate (those idle for the TTL are
+# forgotten, mode "due").
 # Mode "key": release that key -> the released ids. Mode "due": release every key due by now -> {seconds to
 # the next due time, or "" when none}. Times are Redis' own (TIME).
 RELEASE_LUA = """
@@ -68,13 +68,8 @@ local function release(scoped)
     end
   end
   redis.call('HSET', cfg_key, 'tat', string.format('%.6f', tat))
-  redis.call('ZADD', ARGV[12], 'GT', now, scoped)  -- in use: not forgotten while it holds jobs
+  redis.call('ZADD', ARGV[11], 'GT', now, scoped)  -- in use: not forgotten while it holds jobs
   if redis.call('ZCARD', held_key) > 0 then
-    local head = redis.call('ZRANGE', ARGV[2], 0, 0, 'WITHSCORES')
-    if #head == 0 or tonumber(head[2]) > tat - tau then
-      redis.call('LPUSH', ARGV[11], '1')
-      redis.call('LTRIM', ARGV[11], 0, 0)
-    end
     redis.call('ZADD', ARGV[2], tat - tau, scoped)
     redis.call('PERSIST', cfg_key)
   else
@@ -90,7 +85,7 @@ if ARGV[8] == 'key' then
   release(ARGV[9])
   return released
 end
-redis.call('ZREMRANGEBYSCORE', ARGV[12], '-inf', now - tonumber(ARGV[10]))
+redis.call('ZREMRANGEBYSCORE', ARGV[11], '-inf', now - tonumber(ARGV[10]))
 for _, scoped in ipairs(redis.call('ZRANGEBYSCORE', ARGV[2], '-inf', now)) do
   release(scoped)
 end

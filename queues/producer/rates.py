@@ -21,8 +21,9 @@ most N + 1 in any period — and a release up to one step late loses nothing (th
 drift). A release that finds no budget knows when the next one comes: it scores the key by that time in
 ``<p>:optima:rate-due``; the RQ scheduler's loop (which already wakes every second,
 queues/periodic/supervision.py) calls ``wait`` instead of sleeping, which runs ``RELEASE_LUA`` on the due
-keys (one ZRANGEBYSCORE for all keys) and blocks until the next due time on ``<p>:optima:rate-wake``,
-which a hold that makes a key due sooner pushes — a timer, never a loop polling Redis.
+keys (one ZRANGEBYSCORE for all keys) and sleeps until the next due time — a timer, never a loop
+polling Redis. Every worker also releases the due keys every 2 s (queues/worker/housekeeping.py), the
+backstop while no scheduler runs.
 
 With ``limit_concurrency`` too, the rate comes first: a job released by its rate is handed to rq's
 concurrency stage (rq's ``:rate_limited`` zset of the same scoped key, then rq's promotion, inline in
@@ -39,8 +40,7 @@ Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
   ``paused`` ("1"), ``concurrency`` (when the jobs have one); expires a day after the key went idle;
 - ``<p>:optima:rate:<q>:<key>:held``: zset of the held job ids, scored by when they were held;
 - ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
-  next token comes;
-- ``<p>:optima:rate-wake``: a one-item list the scheduler's ``wait`` blocks on (BLPOP).
+  next token comes.
 
 Left out: a job with a rate is written held only when it is enqueued to run now (``delay``/``at`` are
 refused with a rate), and a retry of a rate-only job goes straight back to its queue (its first start
@@ -159,11 +159,6 @@ def config_key(scoped_key):
     return conf.app_key("rate", scoped_key)
 
 
-def wake_key():
-    """A one-item list pushed when a key becomes the first due: the scheduler's ``wait`` blocks on it."""
-    return conf.app_key("rate-wake")
-
-
 def held_key(scoped_key):
     return conf.app_key("rate", scoped_key, "held")
 
@@ -185,7 +180,6 @@ def _args(mode, scoped_key=""):
         mode,
         scoped_key,
         IDLE_TTL_SECONDS,
-        wake_key(),
         keys_key(),
     ]
 
@@ -222,9 +216,11 @@ def release_due(connection):
 
 def wait(connection, seconds, should_stop):
     """Wait ``seconds`` (the RQ scheduler's interval), releasing the rate keys as their tokens come: the
-    scheduler's loop calls this instead of sleeping. It blocks (BLPOP) on ``wake_key`` until the next due
-    time, so a key that becomes due sooner (a new hold) wakes it at once: a timer, never a poll. A Redis
-    error ends this wait's releases with a plain sleep (the loop's next turn reports it)."""
+    scheduler's loop calls this instead of sleeping. Between releases it sleeps until the next due time
+    (or the end of the interval): a timer, never a poll. A key that becomes due while it sleeps (a new
+    hold) is seen at the next wake, within the interval; the budget's one step of tolerance absorbs most
+    of that delay. (A BLPOP on a wake-up list was tried: its replies sometimes came only at the client's
+    socket timeout, 12 s, under load.) A Redis error ends this wait's releases with a plain sleep, logged."""
     from queues.connection.outage import sleep  # no cycle: outage imports nothing of producer
 
     deadline = time.monotonic() + seconds
@@ -234,13 +230,11 @@ def wait(connection, seconds, should_stop):
             return
         try:
             nxt = release_due(connection)
-            timeout = left if nxt is None else min(left, nxt)
-            if timeout >= 0.001:
-                connection.blpop([wake_key()], timeout=round(timeout, 3))
         except redis.RedisError as exc:
             _report(exc)
             sleep(max(0.0, deadline - time.monotonic()), should_stop)
             return
+        sleep(left if nxt is None else max(min(left, nxt), 0.001), should_stop, step=0.05)
 
 
 _reported = {"at": 0.0}
