@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import queues
+from features import conf
 from features.marketplace.client import MarketplaceClient
 from features.sellers.models import Cabinet
 
@@ -29,6 +30,15 @@ from .models import Order
 QUEUE = "orders-sync"
 REPORT = "features.reports.jobs.rebuild_report"  # by name: the reports feature reads orders, not the reverse
 UPDATED_FIELDS = ["status", "total", "currency", "placed_at", "marketplace_updated_at", "synced_at"]
+
+
+def sync_options(**options):
+    """A sync's enqueue options: its jobs start no faster than the marketplace's rate (``limit_rate``, the
+    queue's limit: a sync over it waits *held*, no worker taken, no attempt spent), per owner when the caller
+    gives the owner's ``limit_key``, else per cabinet (the periodic sync). The client's own limiter
+    (features/marketplace/ratelimit.py) still paces the calls inside a job, and those made outside jobs."""
+    options.setdefault("limit_rate", conf.get("MARKETPLACE_RATE_LIMIT"))
+    return options
 
 
 @queues.job
@@ -62,7 +72,12 @@ def open_sync_batch(cabinet_ids, *, owner_id=None, meta=None, **options):
     description = f"orders sync of seller {owner_id}" if owner_id is not None else "orders sync"
     # meta: the owner of the batch (GET /batches/<id>/ answers them) and of its members (GET /jobs/<id>/).
     with queues.batch(on_success=on_success, description=description, meta=meta) as batch:
-        jobs = [queues.enqueue_call(QUEUE, sync_cabinet, [c], meta=meta, **options) for c in cabinet_ids]
+        jobs = [
+            queues.enqueue_call(
+                QUEUE, sync_cabinet, [c], meta=meta, **sync_options(**{"limit_key": f"cabinet:{c}", **options})
+            )
+            for c in cabinet_ids
+        ]
     return batch, jobs
 
 

@@ -7,8 +7,9 @@ sync dead-letters); none elsewhere unless configured. Interval: ORDERS_SYNC_INTE
 
 from features import conf
 
-# limit_concurrency: at most 2 syncs of one owner queued or running at once (the API keys each
-# sync by its owner, features/api.py); the periodic syncs have no owner and no limit.
+# limit_concurrency: at most 2 syncs of one key queued or running at once: the API keys each sync by its
+# owner (features/api.py), the periodic sync by its cabinet; and each key's syncs start no faster than
+# MARKETPLACE_RATE_LIMIT (limit_rate, features/orders/jobs.py sync_options).
 QUEUES = {"orders-sync": {"limit_concurrency": 2}}
 
 # One schedule: each run opens a batch of one sync per cabinet (per seller), whose on_success rebuilds

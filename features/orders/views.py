@@ -16,7 +16,7 @@ from features.api import (
 from features.sellers import owners
 from features.sellers.models import Cabinet
 
-from .jobs import QUEUE, open_sync_batch, sync_cabinet
+from .jobs import QUEUE, open_sync_batch, sync_cabinet, sync_options
 
 
 class SyncRequest(serializers.Serializer):
@@ -35,7 +35,8 @@ class OrdersSyncView(EnqueueView):
     def enqueue(self, data):
         cabinet_id = self.cabinet(data["cabinet_id"]).cabinet_id  # 404 unless the caller's
         # unique: while a sync of this cabinet still waits, the same owner asking again gets that job.
-        return self.enqueue_job(QUEUE, sync_cabinet, cabinet_id, unique=f"cabinet-{cabinet_id}"), QUEUE
+        options = sync_options(limit_key=f"owner:{self.owner.key}")  # the owner's key, as enqueue_job's, with a rate
+        return self.enqueue_job(QUEUE, sync_cabinet, cabinet_id, unique=f"cabinet-{cabinet_id}", **options), QUEUE
 
 
 class OrdersSyncAllView(EnqueueView):
@@ -59,9 +60,8 @@ class OrdersSyncAllView(EnqueueView):
             cabinets = [owners.owned_cabinet(owner, c).cabinet_id for c in conf.sync_cabinets()]
         else:
             cabinets = list(Cabinet.objects.filter(owner=user).values_list("cabinet_id", flat=True))
-        options = {"durable": True}
-        if queues.get_queue(QUEUE).config.options.get("limit_concurrency"):
-            options["limit_key"] = f"owner:{owner.key}"  # as EnqueueView.enqueue_job: one seller never floods
+        # as EnqueueView.enqueue_job: one seller never floods; and a rate (jobs.sync_options)
+        options = {"durable": True, "limit_key": f"owner:{owner.key}"}
         try:
             batch, jobs = open_sync_batch(cabinets, owner_id=user.pk, meta=owners.job_meta(owner), **options)
         except queues.QueueUnavailable as exc:

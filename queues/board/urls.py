@@ -18,7 +18,7 @@ bookmarked these paths, and both keep working although no view or template of dj
 
 from django.urls import path, re_path
 
-from queues.board import batches, job, lists, periodic, queue_actions, rq_actions, search, views, workers
+from queues.board import batches, job, limits, lists, periodic, queue_actions, rq_actions, search, views, workers
 from queues.board.access import guard
 from queues.board.lookups import known
 
@@ -74,6 +74,8 @@ PAGES = [
     ("batches/", batches.batches, "queues_batches", READ),
     ("batches/<str:batch_id>/", batches.batch, "queues_batch", READ),
     ("batches/<str:batch_id>/cancel/", batches.cancel, "queues_batch_cancel", ACT),
+    # Limit keys (issue 35): GET the page; POST pauses or resumes one key (a POST: act, by the guard; audited).
+    ("limits/", limits.limit_keys, "queues_limits", READ),
 ]
 # Queue-wide actions walk up to 200,000 jobs: no per-request Redis deadline (bounded.py).
 LONG_RUNNING = {"clear", "requeue_all", "delete_failed_jobs", "queues_batch_cancel"}  # a batch: every member

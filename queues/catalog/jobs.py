@@ -61,6 +61,7 @@ ENQUEUE_OPTIONS = (
     "debounce_max_seconds",
     "throttle_key",
     "throttle_seconds",
+    "limit_rate",  # issue 35: queues/producer/rates.py
 )
 
 

@@ -12,5 +12,6 @@
 - ``deadletters.py``: retry, discard and cancel-the-retry of one dead letter (over
   ``queues.failures.operations``).
 - ``others.py``: pause and resume of a queue, cancel of a batch.
+- ``limit_keys.py``: pause and resume of one limit key (its held jobs wait; the rest of its queue runs).
 - ``results.py``: the answers (``Result`` per object: done / refused / changed meanwhile; ``Outcome`` for all).
 """

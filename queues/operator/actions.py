@@ -36,6 +36,8 @@ The panel (queues/board/), the Django admin (queues/admin/) and the JSON API (``
 | empty             | queue       | queues.act_on_queue_panel | yes   | empty             |
 | delete_all_failed | queue       | queues.act_on_queue_panel | yes   | delete_all_failed |
 | requeue_all       | queue       | queues.act_on_queue_panel | no    | requeue_all       |
+| pause_key         | limit key   | queues.act_on_queue_panel | no    | pause_key         |
+| resume_key        | limit key   | queues.act_on_queue_panel | no    | resume_key        |
 
 The queue-wide actions (``QUEUE_WIDE``: "Empty" a queue, "Delete All" and "Requeue All" of its failed jobs,
 ``queues_wide.py``) take queue names: one Lua call or a walk of 200,000 failed ids in chunks, one audit row
@@ -54,7 +56,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from queues import audit
-from queues.operator import deadletters, jobs, others, queues_wide
+from queues.operator import deadletters, jobs, limit_keys, others, queues_wide
 from queues.operator.results import Outcome, Result, refused
 from queues.permissions import ACT_ON_QUEUE_PANEL
 
@@ -89,6 +91,8 @@ ACTIONS = {
         Action("empty", "queue", ACT_ON_QUEUE_PANEL, True, "empty", "emptied"),
         Action("delete_all_failed", "queue", ACT_ON_QUEUE_PANEL, True, "delete_all_failed", "deleted"),
         Action("requeue_all", "queue", ACT_ON_QUEUE_PANEL, False, "requeue_all", "requeued"),
+        Action("pause_key", "limit key", ACT_ON_QUEUE_PANEL, False, "pause_key", "paused"),
+        Action("resume_key", "limit key", ACT_ON_QUEUE_PANEL, False, "resume_key", "resumed"),
     )
 }
 QUEUE_WIDE = {name: ACTIONS[name] for name in ("empty", "delete_all_failed", "requeue_all")}  # queues_wide.py
@@ -150,7 +154,8 @@ def perform(
 ) -> Outcome:
     """Do ``name`` to each of ``targets`` as ``actor`` (an HttpRequest, preferably: the audit trail's who);
     -> ``Outcome``. Targets: job ids (with ``queue``, the rq queue they are in; a cancel finds its job's
-    queue itself), dead letters as ``(pk, queue, job_id)``, queue names, batch ids. ``reason`` prefixes each
+    queue itself), dead letters as ``(pk, queue, job_id)``, queue names, batch ids, limit keys as
+    ``"<queue>:<limit key>"``. ``reason`` prefixes each
     audit row's detail (where the action came from). ``audit_as(outcome) -> (queue, job_ids, outcome,
     detail)``: one row for the lot instead of one per target. ``options`` go to the dead-letter operation
     (``accept_unverified``)."""
@@ -192,6 +197,8 @@ def _run(action, targets, queue, options):
         return [queues_wide.run(action.name, t, queue) for t in targets]
     if action.acts_on == "queue":
         return [others.toggle(action.name, t, getattr(queue, "connection", None)) for t in targets]
+    if action.acts_on == "limit key":  # targets "<queue>:<limit key>" (limit_keys.py)
+        return [limit_keys.toggle(action.name, t, getattr(queue, "connection", None)) for t in targets]
     return [others.cancel_one_batch(t) for t in targets]
 
 
@@ -211,6 +218,8 @@ def _queue_of(action, target, queue):
         return target[1]
     if action.acts_on == "queue":
         return target
+    if action.acts_on == "limit key":
+        return str(target).partition(":")[0]
     return getattr(queue, "name", "") or ""
 
 

@@ -47,6 +47,7 @@ from queues.failures.corrupt import bury_corrupt
 from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
+from queues.producer import rates
 from queues.worker.kernel import die_with_parent
 
 logger = logging.getLogger("queues.resilience")
@@ -285,7 +286,8 @@ class ResilientRQScheduler(RQScheduler):
             backoff.reset()
             if os.getppid() != self.parent_pid:
                 break  # the worker is gone (where the kernel could not tell us)
-            sleep(self.interval, lambda: rqcompat.scheduler_stop_requested(self))
+            # the interval's sleep, releasing rate-limited jobs as their tokens come (queues/producer/rates.py)
+            rates.wait(self.connection, self.interval, lambda: rqcompat.scheduler_stop_requested(self))
         try:
             self.stop()
         except REDIS_ERRORS:

@@ -31,7 +31,7 @@ from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import signing
 from queues.keyspace import keys
-from queues.producer import dedupe, inline, joining, limits
+from queues.producer import dedupe, inline, joining, limits, rates
 from queues.producer.write import declared_queue, waiting_unique, write_job
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ def enqueue(
     durable: bool = False,
     limit_key: str | None = None,
     limit_concurrency: int | None = None,
+    limit_rate: str | None = None,
     priority: int = 0,
     max_run_seconds: float | None = None,
     debounce_key: str | None = None,
@@ -202,6 +203,7 @@ def enqueue(
         durable=durable,
         limit_key=limit_key,
         limit_concurrency=limit_concurrency,
+        limit_rate=limit_rate,
         priority=priority,
         max_run_seconds=max_run_seconds,
         dedupe_options=dict(  # validated with the other options in _enqueue (queues/producer/dedupe.py)
@@ -234,6 +236,7 @@ def enqueue_call(
     durable: bool = False,
     limit_key: str | None = None,
     limit_concurrency: int | None = None,
+    limit_rate: str | None = None,
     priority: int = 0,
     max_run_seconds: float | None = None,
     debounce_key: str | None = None,
@@ -260,6 +263,7 @@ def enqueue_call(
         durable=durable,
         limit_key=limit_key,
         limit_concurrency=limit_concurrency,
+        limit_rate=limit_rate,
         priority=priority,
         max_run_seconds=max_run_seconds,
         dedupe_options=dict(  # validated with the other options in _enqueue (queues/producer/dedupe.py)
@@ -298,6 +302,7 @@ _CALL_OPTIONS: dict[str, Any] = {
     "durable": False,
     "limit_key": None,
     "limit_concurrency": None,
+    "limit_rate": None,
     "priority": 0,
     "max_run_seconds": None,
 }
@@ -365,6 +370,7 @@ def _enqueue(
     fail_fast=False,
     max_run_seconds=None,
     dedupe_options=None,  # debounce_*/throttle_* options (queues/producer/dedupe.py)
+    limit_rate=None,
 ):
     config = get_config(name)
     path = func_path(func)
@@ -387,11 +393,24 @@ def _enqueue(
             raise InvalidJob(f"unique must be a non-empty string key (e.g. 'cabinet-42'), got {unique!r}.")
     if durable is not True and durable is not False:
         raise InvalidJob(f"durable must be True or False, got {durable!r}.")
-    limit = _check_limit(name, config, limit_key, limit_concurrency)
+    rate = rates.checked(limit_key, limit_rate, when=when, priority=priority)  # queues/producer/rates.py
+    limit = _check_limit(name, config, limit_key, limit_concurrency, rated=rate is not None)
     _check_priority(priority, limit)
     check_max_run_seconds(max_run_seconds)
     if meta is not None:
         _check_json(meta, "meta")
+    if (
+        dedupe_options
+        and rate is not None
+        and any(dedupe_options.get(k) is not None for k in ("debounce_key", "throttle_key"))
+    ):
+        # A debounced or throttled job is written by dedupe.py's Lua (scheduled, or queued at once), not through
+        # its rate's hold (rates.py): the two would disagree on when it starts.
+        which = "debounce_key" if dedupe_options.get("debounce_key") is not None else "throttle_key"
+        raise InvalidJob(
+            f"limit_rate={limit_rate!r} cannot be combined with {which}: a debounced or throttled job is not held "
+            "by a rate. Give the job's rate to the jobs it enqueues, or drop one of the two options."
+        )
     plan = (
         dedupe.check(**dedupe_options, unique=unique, when=when, durable=durable, job_id=job_id, limit_key=limit_key)
         if dedupe_options
@@ -420,6 +439,7 @@ def _enqueue(
         meta=job_meta,
     )
     _apply_limit(job, limit)
+    rates.apply(job, limit_key, rate)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
     with _sending_span(name, job):
         if plan is not None:  # a debounce or throttle key: one Lua call (queues/producer/dedupe.py)
@@ -507,7 +527,7 @@ def _check_job_id(job_id):
         )
 
 
-def _check_limit(name, config, limit_key, limit_concurrency):
+def _check_limit(name, config, limit_key, limit_concurrency, rated=False):
     """Validate the fairness options: ``(limit_key, concurrency)``, or None when the job has no
     limit. The concurrency defaults to the queue option ``limit_concurrency`` (queues/producer/limits.py)."""
     if limit_key is None and limit_concurrency is None:
@@ -526,6 +546,8 @@ def _check_limit(name, config, limit_key, limit_concurrency):
     if limit_concurrency is None:
         limit_concurrency = config.options.get("limit_concurrency")
         if limit_concurrency is None:
+            if rated:
+                return None  # a rate alone: no concurrency limit (queues/producer/rates.py)
             raise InvalidJob(
                 f"limit_key={limit_key!r} without a limit_concurrency, and queue {name!r} has no "
                 "limit_concurrency option. Pass limit_concurrency=<n> (an integer >= 1), or declare "

@@ -28,7 +28,7 @@ from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.jobs import resume
 from queues.keyspace import keys, quarantine
-from queues.producer import limits, outbox
+from queues.producer import limits, outbox, rates
 
 if TYPE_CHECKING:
     import redis
@@ -128,6 +128,8 @@ def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled
     limited = limits.is_limited(job)
     if limited:
         script_keys.append(keys.limit_held_key(job.rate_limit_key))
+    elif rates.of(job) is not None:  # held by its rate alone: its key's held set of queues/producer/rates.py
+        script_keys.append(rates.held_key(rates.of(job)[0]))
     reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now, resume.CANCEL_REQUESTED])
     if jobread.text(reply[0]) == "wrongtype":  # renamed aside (queues.keyspace.quarantine), then once more
         types = dict(zip(script_keys[1:], ("list", "list", "zset", "zset", "zset")))

@@ -76,7 +76,13 @@ def split(scoped_key):
 
 
 def is_limited(job):
+    """The job has a concurrency limit (rq's limit fields)."""
     return bool(getattr(job, "has_rate_limit", False))
+
+
+def goes_through_limit(job):
+    """The job is written through its limit key: a concurrency limit, a rate (queues/producer/rates.py) or both."""
+    return is_limited(job) or isinstance((getattr(job, "meta", None) or {}).get("limit_rate"), dict)
 
 
 def registry(job):
@@ -101,7 +107,14 @@ def enqueue_into(queue, job, pipeline):
     with one difference: rq scores a held job in whole seconds, so jobs held within one second would
     be promoted in the order of their ids; here the score is to the microsecond, so the jobs of a
     key run in the order they came. (Jobs coming back through rq's scheduler or its ``requeue``
-    keep rq's whole-second score: in order to the second.)"""
+    keep rq's whole-second score: in order to the second.)
+
+    A job with a rate (``limit_rate``) is held by its rate first (``rates.enqueue_into``)."""
+    from queues.producer import rates  # no cycle at import: rates imports this module
+
+    if rates.of(job) is not None:
+        rates.enqueue_into(queue, job, pipeline)
+        return
     reg = registry(job)
     job.origin = queue.name
     pipeline.sadd(queue.redis_queues_keys, queue.key)
@@ -193,22 +206,34 @@ class Hold:
 
 # ``job``: an rq Job (Any: its limit fields are Optional to mypy until ``is_limited`` says they are set).
 def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
-    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one."""
+    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one. A job with a
+    rate too (queues/producer/rates.py) waits first in its rate's held set, behind the jobs its
+    concurrency holds: both count as held, and those count as ahead of it."""
     if not is_limited(job):
         return None
+    from queues.producer import rates  # no cycle at import: rates imports this module
+
     connection = connection or job.connection
     reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
+    rated = rates.of(job) is not None
     with connection.pipeline(transaction=False) as pipe:
         pipe.zcard(reg.allowed_key)
         pipe.zcard(reg.rate_limited_key)
         pipe.zrank(reg.rate_limited_key, job.id)
+        if rated:
+            pipe.zcard(rates.held_key(job.rate_limit_key))
+            pipe.zrank(rates.held_key(job.rate_limit_key), job.id)
         # a key of the wrong type (planted) reads as empty: a page never fails on it
-        in_use, held, rank = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
+        replies = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
+    in_use, held, rank = replies[:3]
+    rate_held, rate_rank = replies[3:] if rated else (0, None)
+    if rank is None and rate_rank is not None:
+        rank = int(held or 0) + int(rate_rank)
     return Hold(
         key=split(job.rate_limit_key)[1],
         concurrency=int(job.rate_limit_concurrency),
         in_use=int(in_use or 0),
-        held=int(held or 0),
+        held=int(held or 0) + int(rate_held or 0),
         ahead=None if rank is None else int(rank),
     )
 
@@ -225,12 +250,22 @@ class KeyUse:
 
 def keys_in_use(connection, queue_names, per_queue=10):
     """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
-    ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Reads only."""
+    ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Held: by the concurrency
+    and by the rate (queues/producer/rates.py). Reads only."""
     from queues.keyspace import keys as redis_keys  # no cycle: to the top once issue 32's edits here are merged
+    from queues.producer import rates  # no cycle at import: rates imports this module
 
     wanted = set(queue_names)
-    members = sorted(as_text(m) for m in connection.smembers(redis_keys.limit_keys_key()))
-    members = [m for m in members if split(m)[0] in wanted and split(m)[1]]
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.smembers(redis_keys.limit_keys_key())
+        pipe.zrange(rates.keys_key(), 0, -1)
+        sets = pipe.execute(raise_on_error=False)
+    if isinstance(sets[0], Exception):
+        raise sets[0]  # rq's set of the wrong type: the caller reports it (board/views.py)
+    members = {as_text(m) for m in sets[0]}
+    if not isinstance(sets[1], Exception):
+        members |= {as_text(m) for m in sets[1]}
+    members = sorted(m for m in members if split(m)[0] in wanted and split(m)[1])
     if not members:
         return {}
     with connection.pipeline(transaction=False) as pipe:
@@ -238,16 +273,19 @@ def keys_in_use(connection, queue_names, per_queue=10):
             pipe.hget(redis_keys.limit_config_key(member), "concurrency")
             pipe.zcard(redis_keys.limit_allowed_key(member))
             pipe.zcard(redis_keys.limit_held_key(member))
+            pipe.zcard(rates.held_key(member))
         replies = pipe.execute(raise_on_error=False)
     found = {}
     for i, member in enumerate(members):
-        concurrency, in_use, held = replies[3 * i : 3 * i + 3]
-        if any(isinstance(r, Exception) for r in (concurrency, in_use, held)):
+        concurrency, in_use, held, rate_held = replies[4 * i : 4 * i + 4]
+        if any(isinstance(r, Exception) for r in (concurrency, in_use, held, rate_held)):
             continue  # a key of the wrong type (planted): left out, never a 500
+        if not (concurrency or in_use or held or rate_held):
+            continue  # a rate key with nothing held
         queue_name, limit_key = split(member)
         try:
             concurrency = int(as_text(concurrency)) if concurrency else 0
         except ValueError:
             concurrency = 0
-        found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held)))
+        found.setdefault(queue_name, []).append(KeyUse(limit_key, concurrency, int(in_use), int(held) + int(rate_held)))
     return {name: sorted(uses, key=lambda u: (-u.held, u.key))[:per_queue] for name, uses in found.items()}

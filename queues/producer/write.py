@@ -58,7 +58,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
 
     try:
         with replication.acknowledged(queue) as q:
-            if lock_key or limits.is_limited(job):
+            if lock_key or limits.goes_through_limit(job):
                 # Decided again at the write (the commit, inside a transaction): a duplicate enqueued
                 # meanwhile — even by this same transaction — is dropped, not written. A job with a
                 # limit key comes this way too (rq refuses unique=True for it, and holds it by the
@@ -241,7 +241,7 @@ def _batch_into(queue, jobs, when, pipe):
     stamp, due = time.time(), None if when is None else when.timestamp()
     for job in jobs:
         jobmeta.stamp_enqueued(job.meta, stamp, due)  # the wait/total histograms' start (jobs/meta.py)
-        if when is None and limits.is_limited(job):
+        if when is None and limits.goes_through_limit(job):
             limits.enqueue_into(queue, job, pipe)
             continue
         job.redis_server_version = version  # the rest of rq's _prepare_for_queue (create_job set the timeout)
@@ -372,7 +372,7 @@ def _write_unique(queue, job, when, lock_key, explicit_id, expected):
                     pipe.set(lock_key, job.id, ex=ttl)
                 if when is not None:
                     queue.schedule_job(job, when, pipeline=pipe)
-                elif limits.is_limited(job):
+                elif limits.goes_through_limit(job):
                     limits.enqueue_into(queue, job, pipe)
                 else:
                     queue.enqueue_job(job, pipeline=pipe)

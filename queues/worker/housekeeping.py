@@ -12,7 +12,9 @@ One object, ``Housekeeping``, so that the worker's writes share round trips:
   layer adds no round trip of its own (none at all after a success of the fork-free worker, whose
   MULTI carries its metrics and its precise score: ``fastpath.py``).
 - ``tick``: every couple of seconds, also while a job runs: the RQ scheduler keeper
-  (``periodic/supervision.py``) and the outbox relay (``producer/outbox.py``).
+  (``periodic/supervision.py``), the outbox relay (``producer/outbox.py``) and, every
+  ``RATE_BACKSTOP_SECONDS``, the release of the rate-limited keys that are due (``producer/rates.py``: the RQ
+  scheduler's timer releases them on time; this is the backstop while no scheduler runs).
 - ``maintain``: rq's maintenance every ``maintenance_interval``, plus the dead letters' reconcile and the
   search index's trim;
   nothing there (Redis away, a database down, a key of the wrong type: ``queues/keyspace/quarantine.py``)
@@ -36,13 +38,14 @@ from queues.events import hooks
 from queues.failures.deadletter import reconcile_if_due
 from queues.jobs.retention import Completions
 from queues.keyspace import quarantine
-from queues.producer import outbox
+from queues.producer import outbox, rates
 from queues.search import index as search_index
 from queues.worker import fastpath
 from queues.worker.abandoned import LIVENESS_MARK
 
 HEARTBEAT_EVERY = 5.0  # seconds between the worker's own heartbeats when nothing else is to write
 REGISTRATION_CHECK_EVERY = 30.0  # seconds between checks that Redis still knows this worker
+RATE_BACKSTOP_SECONDS = 2.0  # seconds between a worker's releases of due rate keys (one Lua call)
 
 logger = logging.getLogger("queues.metrics")  # the name its lines had when the metrics owned the pipe
 
@@ -54,6 +57,7 @@ class Housekeeping:
         self.schedulers = None  # the worker's SchedulerKeeper, once rq starts its scheduler
         self._reports = None  # (read end, write end) of the pipe the horses hand the hooks' writes through
         self._next_beat = 0.0
+        self._next_rate_release = 0.0
         self._registered_after = 0  # outage episodes seen at the latest registration check
         self._next_registration_check = 0.0
         # True while the pending metrics will be written by a running job's own write: a concurrent
@@ -153,6 +157,13 @@ class Housekeeping:
         if self.schedulers is not None:
             self.schedulers.tick()
         outbox.relay_if_due()
+        moment = time.monotonic()
+        if moment >= self._next_rate_release:
+            self._next_rate_release = moment + RATE_BACKSTOP_SECONDS
+            try:
+                rates.release_due(self.worker.connection)
+            except redis.RedisError as exc:
+                self.worker.outage.failed(exc, "release the rate-limited jobs that are due")
 
     def maintain(self, rq_maintenance):
         """rq's maintenance (``rq_maintenance()``: its registries' clean-up), then the dead letters'

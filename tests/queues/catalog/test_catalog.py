@@ -32,6 +32,7 @@ PLANNED = (
     "debounce_max_seconds",
     "throttle_key",
     "throttle_seconds",
+    "limit_rate",
 )
 
 

@@ -42,6 +42,8 @@ def test_the_table_says_what_each_action_acts_on_and_which_cannot_be_undone():
         "empty": "queue",
         "delete_all_failed": "queue",
         "requeue_all": "queue",
+        "pause_key": "limit key",
+        "resume_key": "limit key",
     }
     final = {name for name, a in actions.ACTIONS.items() if a.final}
     assert final == {

@@ -1,0 +1,102 @@
+"""Rate limits per key (queues/producer/rates.py): a key's jobs beyond its budget are held, released by its
+budget; a paused key keeps them held. Real Redis, no worker (the release on the scheduler's timer is driven
+through ``rates.release_due``, which the scheduler's ``rates.wait`` calls; real workers in
+tests/queues/worker/test_rate.py)."""
+
+import pytest
+from rq.job import JobStatus
+
+import queues
+from queues.board.limits import overview
+from queues.catalog.lookup import fetch_job, get_queue
+from queues.exceptions import InvalidJob
+from queues.keyspace import keys
+from queues.producer import limits, rates
+from queues.producer.cancel import cancel_job
+from queues.producer.rates import Rate
+
+JOB = "tests.jobs.lifecycle.quick"
+
+
+def status(job):
+    return fetch_job(job.id).get_status()
+
+
+@pytest.mark.parametrize(
+    ("text", "rate"),
+    [
+        ("10/s", Rate(10, 1.0)),
+        ("10/second", Rate(10, 1.0)),
+        ("5/min", Rate(5, 60.0)),
+        ("5 per minute", Rate(5, 60.0)),
+        ("3/hour", Rate(3, 3600.0)),
+        ("2/3 seconds", Rate(2, 3.0)),
+    ],
+)
+def test_a_rate_is_read_in_the_limits_syntax_and_its_short_form(text, rate):
+    assert rates.parse(text) == rate
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"limit_key": "seller:1", "limit_rate": "0/s"}, "limit_rate='0/s' must allow at least 1 job per period"),
+        ({"limit_key": "seller:1", "limit_rate": "10/day"}, "limit_rate='10/day' has the unknown period 'day'"),
+        ({"limit_key": "seller:1", "limit_rate": 10}, "limit_rate=10 must be a string such as '10/s', not int"),
+        ({"limit_rate": "10/s"}, "limit_rate='10/s' without a limit_key"),
+        ({"limit_key": "seller:1", "limit_rate": "10/s", "delay": 5}, "limit_rate='10/s' with delay/at"),
+        ({"limit_key": "seller:1", "limit_rate": "10/s", "priority": 1}, "priority=1 with limit_rate"),
+    ],
+)
+def test_a_bad_rate_is_refused_naming_the_argument_the_value_and_the_fix(options, says):
+    with pytest.raises(InvalidJob) as refused:
+        queues.enqueue("default", JOB, 1, **options)
+    assert str(refused.value).startswith(says)
+
+
+def test_jobs_beyond_the_budget_are_held_outside_the_queue_and_released_by_it_while_other_keys_pass(queue_redis):
+    a = [queues.enqueue("default", JOB, i, limit_key="seller:a", limit_rate="2/hour") for i in range(3)]
+    b = queues.enqueue("default", JOB, 9, limit_key="seller:b", limit_rate="2/hour")
+    assert get_queue("default").job_ids == [a[0].id, a[1].id, b.id]  # one step of tolerance: 2 at once
+    assert [status(j) for j in a] == [JobStatus.QUEUED, JobStatus.QUEUED, JobStatus.RATE_LIMITED]
+    due = queue_redis.zscore(rates.due_key(), limits.scoped("default", "seller:a"))
+    seconds, micro = queue_redis.time()
+    assert 1790 < due - (seconds + micro / 1e6) <= 1800  # the next token: period/N after the first release
+    assert rates.release_due(queue_redis) > 1790  # nothing due yet: the scheduler sleeps until then
+    assert status(a[2]) == JobStatus.RATE_LIMITED
+
+    queue_redis.hset(rates.config_key(limits.scoped("default", "seller:a")), "tat", "0")  # the hour has passed
+    queue_redis.zadd(rates.due_key(), {limits.scoped("default", "seller:a"): 0})
+    rates.release_due(queue_redis)
+    assert status(a[2]) == JobStatus.QUEUED
+    assert get_queue("default").job_ids[-1] == a[2].id
+
+
+def test_a_paused_key_keeps_its_jobs_held_and_a_resume_releases_what_its_budget_allows(queue_redis):
+    rates.pause(queue_redis, "default", "seller:p")
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:p", limit_rate="2/hour") for i in range(3)]
+    other = queues.enqueue("default", JOB, 9)
+    assert get_queue("default").job_ids == [other.id]
+    assert [status(j) for j in jobs] == [JobStatus.RATE_LIMITED] * 3
+    [state] = overview(queue_redis)
+    assert (state.key, state.rate, state.held, state.paused, state.next_release) == ("seller:p", "2/h", 3, True, None)
+
+    assert rates.resume(queue_redis, "default", "seller:p") == [jobs[0].id, jobs[1].id]
+    assert [status(j) for j in jobs] == [JobStatus.QUEUED, JobStatus.QUEUED, JobStatus.RATE_LIMITED]
+
+
+def test_a_rate_with_a_concurrency_hands_its_released_jobs_to_the_concurrency_limit(queue_redis):
+    options = {"limit_key": "seller:c", "limit_rate": "10/s", "limit_concurrency": 1}
+    jobs = [queues.enqueue("default", JOB, i, **options) for i in range(3)]
+    scoped = limits.scoped("default", "seller:c")
+    assert get_queue("default").job_ids == [jobs[0].id]  # released by the rate: 2; by the concurrency: 1
+    assert queue_redis.zrange(keys.limit_held_key(scoped), 0, -1) == [jobs[1].id.encode()]
+    assert queue_redis.zrange(rates.held_key(scoped), 0, -1) == [jobs[2].id.encode()]
+    assert [status(j) for j in jobs] == [JobStatus.QUEUED, JobStatus.RATE_LIMITED, JobStatus.RATE_LIMITED]
+
+
+def test_a_job_held_by_its_rate_can_be_canceled_and_leaves_its_keys_held_set(queue_redis):
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:x", limit_rate="2/hour") for i in range(3)]
+    assert cancel_job(jobs[2].id).outcome == "canceled"
+    assert status(jobs[2]) == JobStatus.CANCELED
+    assert queue_redis.zcard(rates.held_key(limits.scoped("default", "seller:x"))) == 0
