@@ -1,7 +1,7 @@
 """The panel's limits page: every limit key in use, per key its running jobs, held jobs, rate and next release,
 and its pause/resume (issue 35, §2).
 
-A GET reads in two pipelined round trips and writes nothing (``overview``: the rate keys and
+A GET reads in three pipelined round trips and writes nothing (``overview``: the rate keys and
 rq's concurrency keys, a key of the wrong type left out). A POST (the act permission, as any POST to the panel:
 ``access.guard``; CSRF) pauses or resumes one key through the operator service (``pause_key``/``resume_key``:
 one audit row each). Only a key with a rate can be paused: its held jobs wait, the rest of its queue runs.
@@ -39,7 +39,7 @@ class KeyState:
 
 def overview(connection, limit=500):
     """[KeyState] of every limit key (rate keys and rq's concurrency keys), paused and most held first,
-    in two pipelined round trips."""
+    in three pipelined round trips."""
     with connection.pipeline(transaction=False) as pipe:
         pipe.zrange(rates.keys_key(), 0, -1)
         pipe.smembers(keys.limit_keys_key())
