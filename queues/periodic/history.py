@@ -20,12 +20,13 @@ KEPT = 50  # runs kept per schedule
 
 def record(job, outcome, duration=None, now=None):
     """Push one finished run of a periodic schedule onto its list (nothing for another job)."""
-    schedule_id = (job.meta or {}).get(jobmeta.SCHEDULE)
+    meta = getattr(job, "meta", None)  # a signal may carry no job (job=None: the metrics' own sends)
+    schedule_id = meta.get(jobmeta.SCHEDULE) if isinstance(meta, dict) else None
     if not isinstance(schedule_id, str):
         return
     entry = {
         "id": job.id,
-        "tick": (job.meta or {}).get(jobmeta.SCHEDULED_FOR),
+        "tick": meta.get(jobmeta.SCHEDULED_FOR),
         "outcome": outcome,
         "at": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
         "attempt": jobmeta.current_attempt(job),

@@ -485,10 +485,19 @@ def test_counts_move_as_jobs_move_through_every_state_with_a_real_worker(client,
     assert 200.0 <= value(found, "optima_queue_job_duration_ms", queue="default", quantile="0.5")
 
     release.write_text("go")
+    # A job run by a work horse hands its counts to its worker, which writes them in its next pipeline (its
+    # heartbeat: queues/metrics/hook.py): they may trail the job's status, so both are waited for.
     found = wait_for(
-        lambda: (lambda f: f if jobs(f, "default")["completed"] == 2 else None)(samples(scrape(client))),
+        lambda: (
+            lambda f: (
+                f
+                if jobs(f, "default")["completed"] == 2
+                and value(f, "optima_queue_job_duration_seconds_count", queue="default") == 4.0
+                else None
+            )
+        )(samples(scrape(client))),
         60,
-        message="the released job to complete",
+        message="the released job to complete and be counted",
     )
     assert jobs(found, "default") == zeros(delayed=2, completed=2, failed=1)
     assert value(found, "optima_queue_jobs_processed_total", queue="default") == 4.0
