@@ -37,6 +37,9 @@ from rq.job import Job, JobStatus
 from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text
 
+# rates imports this module too: each uses the other's names only inside functions, so either may load first.
+from queues.producer import rates
+
 if TYPE_CHECKING:
     import redis
 
@@ -110,7 +113,6 @@ def enqueue_into(queue, job, pipeline):
     keep rq's whole-second score: in order to the second.)
 
     A job with a rate (``limit_rate``) is held by its rate first (``rates.enqueue_into``)."""
-    from queues.producer import rates  # no cycle at import: rates imports this module
 
     if rates.of(job) is not None:
         rates.enqueue_into(queue, job, pipeline)
@@ -211,7 +213,6 @@ def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
     concurrency holds: both count as held, and those count as ahead of it."""
     if not is_limited(job):
         return None
-    from queues.producer import rates  # no cycle at import: rates imports this module
 
     connection = connection or job.connection
     reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
@@ -253,7 +254,6 @@ def keys_in_use(connection, queue_names, per_queue=10):
     ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Held: by the concurrency
     and by the rate (queues/producer/rates.py). Reads only."""
     from queues.keyspace import keys as redis_keys  # no cycle: to the top once issue 32's edits here are merged
-    from queues.producer import rates  # no cycle at import: rates imports this module
 
     wanted = set(queue_names)
     with connection.pipeline(transaction=False) as pipe:

@@ -59,6 +59,7 @@ from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text, now, utcformat
 
 from queues import conf
+from queues.connection.outage import sleep
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
 from queues.producer import limits
@@ -221,7 +222,6 @@ def wait(connection, seconds, should_stop):
     hold) is seen at the next wake, within the interval; the budget's one step of tolerance absorbs most
     of that delay. (A BLPOP on a wake-up list was tried: its replies sometimes came only at the client's
     socket timeout, 12 s, under load.) A Redis error ends this wait's releases with a plain sleep, logged."""
-    from queues.connection.outage import sleep  # no cycle: outage imports nothing of producer
 
     deadline = time.monotonic() + seconds
     while not should_stop():
