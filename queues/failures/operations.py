@@ -275,15 +275,23 @@ def requeue_failed(registry, job_or_id):
         return registry.requeue(job)
     if not registry.connection.zrem(registry.key, job.id):
         raise InvalidJobOperation(f"job {job.id} is no longer in {registry.key}")
+    with registry.connection.pipeline() as pipeline:
+        push_back_into(pipeline, job, registry.connection)
+        pipeline.execute()
+    return job
+
+
+def push_back_into(pipeline, job, connection):
+    """What a requeue of a failed job writes once it is off the failed registry, queued on ``pipeline``: its
+    times and error cleared, a job of a priority band marked put back (the push says so: gate.replayed), and
+    the push through ``OptimaQueue`` (its band's list). ``requeue_failed`` and the operator's chunked requeue
+    (queues/operator/jobs.py, the ZREM inside the same MULTI) share it."""
     job.started_at = None
     job.ended_at = None
     rqcompat.clear_exc_info(job)
-    queue = OptimaQueue(job.origin, connection=registry.connection)
-    with registry.connection.pipeline() as pipeline:
-        pipeline.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_REQUEUE)  # the push says so (gate.replayed)
-        rqcompat.enqueue_prepared(queue, job, pipeline)
-        pipeline.execute()
-    return job
+    if jobmeta.band(job) != jobmeta.NORMAL:
+        pipeline.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_REQUEUE)
+    rqcompat.enqueue_prepared(OptimaQueue(job.origin, connection=connection), job, pipeline)
 
 
 def delete_job_hash(job_id, connection=None):

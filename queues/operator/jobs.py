@@ -25,12 +25,10 @@ from rq.registry import (
 )
 from rq.results import Result
 
-from queues import conf, rqcompat
-from queues.catalog.lookup import OptimaQueue
+from queues import conf
 from queues.connection.clients import get_connection
 from queues.exceptions import QueueUnavailable
-from queues.failures.operations import lives_elsewhere, mark_dead_letters, requeue
-from queues.jobs import meta as jobmeta
+from queues.failures.operations import lives_elsewhere, mark_dead_letters, push_back_into, requeue
 from queues.jobs import read as jobread
 from queues.keyspace import keys
 from queues.models import DeadLetter
@@ -227,11 +225,7 @@ def _write(action, queue, pipe, job_id, job, in_failed):
     name = queue.name
     if action == "requeue":  # operations.requeue_failed, its ZREM inside the transaction
         pipe.zrem(keys.failed_key(name), job.id)
-        job.started_at = job.ended_at = None
-        rqcompat.clear_exc_info(job)
-        if jobmeta.band(job) != jobmeta.NORMAL:
-            pipe.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_REQUEUE)
-        rqcompat.enqueue_prepared(OptimaQueue(job.origin, connection=queue.connection), job, pipe)
+        push_back_into(pipe, job, queue.connection)
         return done(job_id, "requeued", queue=name)
     if in_failed and (kept := lives_elsewhere(job, name)):
         pipe.zrem(keys.failed_key(name), job.id)  # issue 32: the job is not this queue's
