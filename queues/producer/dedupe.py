@@ -14,7 +14,7 @@ Every enqueue with a key is one Lua call (``DEDUPE_LUA``), so 200 enqueues from 
 The job's signed fields are built in Python (queues/jobs/signing.py: the signature covers the job id), so
 a replacement is signed for the id this process last saw pending under the key; the script swaps it in
 only if the key still points at that job (check and set), else answers with the pending id, and the
-enqueue signs for it and calls again. The new job's own write (``write._batch_into``: hash, schedule,
+enqueue signs for it and calls again. The new job's own write (``write.batch_into``: hash, schedule,
 search index) is queued on a pipeline that is never executed: the script replays its commands when it
 opens a window (queues/connection/batch.py encodes commands the same way), so a window opens in the same
 single call. When this process expects to replace (it saw the key's pending job last), that write is not
@@ -48,7 +48,7 @@ from queues.exceptions import InvalidJob
 from queues.jobs import signing
 from queues.keyspace import keys, quarantine
 from queues.producer import limits
-from queues.producer.write import _batch_into, _written_keys  # the job's write, replayed by the script
+from queues.producer.write import batch_into, written_keys  # the job's write, replayed by the script
 
 MARGIN_SECONDS = 1.0  # a pending job due sooner than this is left to the scheduler (its move rewrites the hash)
 KEY_TTL_EXTRA = 3600  # seconds a debounce key outlives its window's latest possible start
@@ -259,7 +259,7 @@ def place(queue, job, when, plan):
                 lambda guess=guess: {
                     dedupe_key: "hash",
                     **({_text(keys.job_key(guess)): "hash"} if guess else {}),
-                    **_written_keys(queue, job, None),
+                    **written_keys(queue, job, None),
                 },
                 lambda argv=argv: _script(connection)(keys=[dedupe_key], args=argv),
                 who=f"Enqueue of job {job.id}",
@@ -286,10 +286,10 @@ def place(queue, job, when, plan):
 
 
 def _replay(queue, job, when):
-    """The commands of ``job``'s write (``write._batch_into``: hash, schedule, search index), encoded for the
+    """The commands of ``job``'s write (``write.batch_into``: hash, schedule, search index), encoded for the
     script as queues/connection/batch.py encodes them (each command's argument count, then its arguments)."""
     with queue.connection.pipeline() as recorder:  # never executed: its commands are replayed by the script
-        _batch_into(queue, [job], when, recorder)
+        batch_into(queue, [job], when, recorder)
         commands = [args for args, _options in recorder.command_stack]
         recorder.reset()
     replay = []

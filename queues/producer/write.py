@@ -3,7 +3,7 @@
 ``write_job`` writes a built, signed job: queued now or scheduled, through its limit key
 (queues/producer/limits.py), under its ``unique=`` key, waiting for replicas when asked
 (queues/connection/replication.py); ``write_many`` a batch of them (``queues.enqueue_many``), all in
-one MULTI. Both write the job's hash with ``_batch_into``, one round trip, not rq's ``enqueue_job``.
+one MULTI. Both write the job's hash with ``batch_into``, one round trip, not rq's ``enqueue_job``.
 ``queues.enqueue`` (queues/producer/api.py) calls ``write_job`` for a direct enqueue, the outbox
 (queues/producer/outbox.py) for its pushes and relays: a module of its own so that neither of those
 two imports the other.
@@ -54,7 +54,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     who = f"Enqueue of job {job.id}"
 
     def expected():
-        return _written_keys(queue, job, lock_key)
+        return written_keys(queue, job, lock_key)
 
     try:
         with replication.acknowledged(queue) as q:
@@ -76,7 +76,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
             if not rqcompat.is_async(q):
                 _write_sync(q, job, when, explicit_id, expected)
                 return None
-            # One round trip, one MULTI (``_batch_into``, the write of ``queues.enqueue_many``). rq's
+            # One round trip, one MULTI (``batch_into``, the write of ``queues.enqueue_many``). rq's
             # enqueue_job sends the queue set's SADD in a pipeline of its own, then the job (status,
             # hash, push) in a second one: two round trips, and not one atomic step. An explicit id
             # is WATCHed and checked first (``_write_checked``): a job of that id is never overwritten.
@@ -100,7 +100,7 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
     def expected():
         found = {}
         for job in jobs:
-            found.update(_written_keys(queue, job, None))
+            found.update(written_keys(queue, job, None))
         return found
 
     try:
@@ -116,7 +116,7 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
 
 
 def _write_checked(queue, jobs, when, explicit_ids, expected, *, who):
-    """``_batch_into`` in one MULTI; with ``explicit_ids``, the job keys WATCHed and checked first: an
+    """``batch_into`` in one MULTI; with ``explicit_ids``, the job keys WATCHed and checked first: an
     id that exists raises ``DuplicateJobError`` naming it (rq's ``unique=True``), nothing written."""
     with queue.connection.pipeline() as pipe:
         while True:
@@ -128,7 +128,7 @@ def _write_checked(queue, jobs, when, explicit_ids, expected, *, who):
                         pipe.unwatch()
                         raise DuplicateJobError(", ".join(taken))
                     pipe.multi()
-                _batch_into(queue, jobs, when, pipe)
+                batch_into(queue, jobs, when, pipe)
                 _execute_once(queue.connection, pipe, expected, who=who)
                 return
             except redis.WatchError:
@@ -151,7 +151,7 @@ def _write_sync(queue, job, when, explicit_id, expected):
 
 
 # The type each command of an enqueue's MULTI expects of its key (its first argument): a failed one
-# names its key even when the table of ``_written_keys`` does not (a Lua script's keys are in it).
+# names its key even when the table of ``written_keys`` does not (a Lua script's keys are in it).
 _COMMAND_TYPES = {
     "RPUSH": "list",
     "LPUSH": "list",
@@ -214,7 +214,7 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _batch_into(queue, jobs, when, pipe):
+def batch_into(queue, jobs, when, pipe):
     """Queue on ``pipe`` (a MULTI) the write of ``jobs``, queued now or scheduled for ``when``.
 
     rq's own steps (``Queue._prepare_for_queue``, ``_persist_job``, ``push_job_id``, ``schedule_job``),
@@ -266,7 +266,7 @@ def _batch_into(queue, jobs, when, pipe):
         pipe.rpush(keys.band_key(queue.key, band), *ids)
 
 
-def _written_keys(queue, job, lock_key):
+def written_keys(queue, job, lock_key):
     """{key: Redis type} of what ``write_job`` writes (``queues.keyspace.quarantine``)."""
     written = {
         queue.redis_queues_keys: "set",
