@@ -39,6 +39,8 @@ MEMBERS = [
     (BaseWorker, "_start_scheduler", "class"),  # rq's work() starts its scheduler so; WorkerBehaviour overrides it
     (Queue, "_enqueue_job", "class"),  # push a prepared job in a pipeline (rq's own retry does it)
     (Queue, "_is_async", "instance"),  # the is_async a queue was built with (the panel's read-only copy keeps it)
+    (Job, "_handle_success", "class"),  # rq's success write of a job; OptimaJob's keeps a result per attempt
+    (Job, "_handle_failure", "class"),  # rq's failure write of a job; likewise (queues/jobs/stream.py)
     (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)
     (Job, "_status", "instance"),  # the status to_dict writes (our enqueue writes the hash with it once)
     (RQScheduler, "_process", "instance"),  # the scheduler child process of a worker

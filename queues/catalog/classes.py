@@ -7,7 +7,8 @@ re-exports them for users' settings).
 from typing import Any
 
 from rq import Queue
-from rq.job import Job
+from rq.job import Job, JobStatus
+from rq.results import Result
 from rq.serializers import JSONSerializer
 from rq.utils import as_text
 
@@ -16,6 +17,7 @@ from queues.catalog import jobs as catalog
 from queues.catalog.queues import get_config
 from queues.exceptions import NotAJob
 from queues.jobs import meta as jobmeta
+from queues.jobs import stream
 from queues.keyspace import keys
 
 
@@ -53,6 +55,55 @@ class OptimaJob(Job):
         if self.trace:
             mapping[self.TRACE_FIELD] = self.trace
         return mapping
+
+    # rq's two writes of the results stream, with its trim per attempt instead of rq's ten (queues/jobs/stream.py);
+    # the rest as rq's Job writes it in these two methods (rqcompat.MEMBERS lists both).
+    def _handle_success(
+        self,
+        result_ttl,
+        pipeline,
+        worker_name="",
+        execution_id=None,
+        execution_started_at=None,
+        execution_ended_at=None,
+    ):
+        self.set_status(JobStatus.FINISHED, pipeline=pipeline)
+        self.save(pipeline=pipeline, include_meta=False, include_result=False)  # rq's: the user's meta untouched
+        stream.record(
+            self,
+            Result.Type.SUCCESSFUL,
+            result_ttl,
+            pipeline,
+            return_value=rqcompat.cached_result(self),
+            worker_name=worker_name,
+            execution_id=execution_id,
+            execution_started_at=execution_started_at,
+            execution_ended_at=execution_ended_at,
+        )
+        if result_ttl != 0:
+            self.finished_job_registry.add(self, result_ttl, pipeline)
+
+    def _handle_failure(
+        self,
+        exc_string,
+        pipeline,
+        worker_name="",
+        execution_id=None,
+        execution_started_at=None,
+        execution_ended_at=None,
+    ):
+        self.failed_job_registry.add(self, ttl=self.failure_ttl, exc_string=exc_string, pipeline=pipeline)
+        stream.record(
+            self,
+            Result.Type.FAILED,
+            self.failure_ttl,
+            pipeline,
+            exc_string=exc_string,
+            worker_name=worker_name,
+            execution_id=execution_id,
+            execution_started_at=execution_started_at,
+            execution_ended_at=execution_ended_at,
+        )
 
     @property
     def func(self):

@@ -41,6 +41,7 @@ from queues.failures.reconcile import ReconcileSummary, reconcile, reconcile_if_
 from queues.failures.retry import exc_summary
 from queues.failures.unverified import UNVERIFIED  # noqa: F401
 from queues.jobs import meta as jobmeta
+from queues.jobs import stream
 
 
 def mark_dead(job, reason, *, exc_type="", exc_message="", worker_name=""):
@@ -86,7 +87,7 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             job.set_status(JobStatus.FAILED, pipeline=pipeline)
             job.save(pipeline=pipeline)  # meta included
             registry.add(job, ttl=ttl, exc_string=exc_string, pipeline=pipeline)
-            Result.create_failure(job, ttl, exc_string=exc_string, worker_name=worker_name, pipeline=pipeline)
+            stream.record(job, Result.Type.FAILED, ttl, pipeline, exc_string=exc_string, worker_name=worker_name)
             keep_forever(job, pipeline)
             hooks.dead_into(job, pipeline)  # what lands with the death itself: a batch member's count
             pipeline.execute()

@@ -29,7 +29,7 @@ from queues.events import hooks
 from queues.exceptions import RetryAfter
 from queues.failures import deadletter, retry
 from queues.jobs import meta as jobmeta
-from queues.jobs import resume
+from queues.jobs import resume, stream
 
 logger = logging.getLogger("queues.worker")
 
@@ -132,13 +132,13 @@ class FailureHandler:
         with worker.connection.pipeline() as pipeline:
             worker.cleanup_execution(job, pipeline=pipeline, execution=execution)
             # The failed attempt's traceback, kept in the job's results stream (rq's RETRIED type).
-            Result.create(
+            stream.record(
                 job,
                 Result.Type.RETRIED,
                 job.failure_ttl,
+                pipeline,
                 exc_string=exc_string,
                 worker_name=worker.name,
-                pipeline=pipeline,
                 execution_id=execution.id if execution else None,
                 execution_started_at=execution.created_at if execution else None,
                 execution_ended_at=job.ended_at,

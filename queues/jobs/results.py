@@ -1,6 +1,6 @@
 """Reading a job's results stream that may be poison: the results rq can restore, bounded; never an exception.
 
-rq 3 keeps a job's results in a stream ``<p>:results:<id>`` (at most 10 entries: rq's ``maxlen``),
+rq 3 keeps a job's results in a stream ``<p>:results:<id>`` (one entry per attempt: queues/jobs/stream.py),
 each entry base64 (return value: the job's serializer, JSON here) and base64 + zlib (exception
 string). rq's ``Result.restore`` raises on an entry that is not (``binascii.Error``, ``zlib.error``,
 ``ValueError``, ``KeyError``), and ``XREVRANGE`` on a key that is not a stream raises ``WRONGTYPE``:
@@ -32,7 +32,7 @@ from rq.results import Result
 from queues.catalog.classes import OptimaJob
 from queues.keyspace import entries, keys
 
-RESULTS_READ = 10  # rq trims a results stream to 10 entries (Result.save: maxlen=10)
+RESULTS_READ = 10  # the last results read by default (the stream keeps one per attempt: queues/jobs/stream.py)
 
 
 def _bounded(payload):

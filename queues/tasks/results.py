@@ -10,8 +10,9 @@ failed (dead letter), stopped, canceled            ``FAILED``
 =================================================  ==============  =======================================
 
 ``errors``: one ``TaskError`` per failed attempt of the job's current life (an operator's requeue of a dead
-job starts a new one), oldest first, from the job's results stream (rq keeps the last 10; the queues store
-each failed attempt's traceback there: ``RETRIED`` for one that is retried, ``FAILED`` for the last); the
+job starts a new one), oldest first, from the job's results stream (kept one entry per attempt,
+queues/jobs/stream.py, where rq keeps about ten; the queues store each failed attempt's traceback there:
+``RETRIED`` for one that is retried, ``FAILED`` for the last); the
 exception's class path is read from its traceback. ``worker_ids``: one name
 per counted attempt, kept in ``meta["worker_ids"]`` by the worker (queues/tasks/run.py); an attempt that
 went back to its queue without counting (worker stopped, Redis away) is left out, so the framework's
@@ -213,14 +214,18 @@ def failures_counted(job: "Job", state: str) -> int:
 
 def errors_of(job: "Job", state: str, entries: "list[Result] | None" = None) -> list[TaskError]:
     """One ``TaskError`` per failed attempt of the job's current life, oldest first, from its results stream
-    (the last 10 entries: rq trims it; ``entries``, newest first, when the caller read them), the exception's
-    class path read from each traceback."""
+    (one entry per attempt: queues/jobs/stream.py; ``entries``, newest first, when the caller read them and they
+    reach that far), the exception's class path read from each traceback."""
     wanted = failures_counted(job, state)
     if not wanted:
         return []
+    if entries is not None and len(entries) < wanted + 1 and len(entries) >= jobresults.RESULTS_READ:
+        entries = None  # the caller's read stopped short of this life's first failure: read as far as it goes
     failures = [
         entry.exc_string
-        for entry in (jobresults.read(job) if entries is None else entries)  # newest first
+        for entry in (
+            jobresults.read(job, count=max(jobresults.RESULTS_READ, wanted + 1)) if entries is None else entries
+        )  # newest first
         if entry.type in (entry.Type.FAILED, entry.Type.RETRIED) and entry.exc_string
     ][:wanted]
     return [TaskError(exception_class_path=exception_path(text), traceback=text) for text in reversed(failures)]

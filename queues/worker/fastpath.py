@@ -43,6 +43,7 @@ from queues import rqcompat
 from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS
 from queues.events import hooks
+from queues.jobs import stream
 from queues.keyspace import keys
 from queues.producer import limits
 
@@ -80,13 +81,13 @@ def finish(worker, job, queue, execution):
             worker.increment_total_working_time(job.ended_at - job.started_at, pipe)
             job.set_status(JobStatus.FINISHED, pipeline=pipe)
             job.save(pipeline=pipe, include_meta=False, include_result=False)
-            Result.create(
+            stream.record(
                 job,
                 Result.Type.SUCCESSFUL,
+                ttl,
+                pipe,
                 return_value=rqcompat.cached_result(job),
-                ttl=ttl,
                 worker_name=worker.name,
-                pipeline=pipe,
                 execution_id=execution.id,
                 execution_started_at=execution.created_at,
                 execution_ended_at=job.ended_at,

@@ -200,3 +200,27 @@ def test_checks_and_using_name_a_bad_max_attempts_or_backoff_and_the_fix():
     task = tasks.add.using(max_attempts=4, backoff="tests.queues.tasks.backoffs.at_once")
     assert (task.max_attempts, task.backoff) == (4, "tests.queues.tasks.backoffs.at_once")
     assert tasks.add.max_attempts is None and tasks.add.backoff is None  # using() made a new Task
+
+
+@pytest.mark.slow
+def test_errors_keep_one_entry_per_failed_attempt_past_rqs_ten_results_whether_the_task_succeeds_or_dies(
+    queue_redis, settings
+):
+    """rq keeps about ten entries in a job's results stream (XADD MAXLEN ~ 10): a task with more attempts lost its
+    first errors. queues/jobs/stream.py keeps one per attempt."""
+    settings.TASKS = backend_options(BACKOFF="tests.queues.tasks.backoffs.at_once")
+    succeeds = tasks.attempt_number.using(max_attempts=14).enqueue(fail_until=13)
+    dies = tasks.attempt_number.using(max_attempts=12).enqueue(fail_until=99)
+
+    run_burst(queue_redis)  # the backoff answers 0: every retry runs in the same burst
+    result = default_task_backend.get_result(succeeds.id)
+    assert (result.status, result.attempts, result.return_value["attempt"]) == (TaskResultStatus.SUCCESSFUL, 13, 13)
+    assert [e.traceback.strip().splitlines()[-1] for e in result.errors] == [
+        f"ValueError: attempt {n} fails" for n in range(1, 13)
+    ]
+    dead = default_task_backend.get_result(dies.id)
+    assert (dead.status, dead.attempts) == (TaskResultStatus.FAILED, 12)
+    assert [e.traceback.strip().splitlines()[-1] for e in dead.errors] == [
+        f"ValueError: attempt {n} fails" for n in range(1, 13)
+    ]
+    assert queue_redis.xlen(f"{settings.QUEUE_PREFIX}:results:{dies.id}") == 12
