@@ -22,7 +22,7 @@ def test_operator_sees_the_next_run_pauses_and_resumes_a_schedule(
     page.wait_for_url(f"{live_server.url}/admin/queues/periodic/")
     row = page.locator('#periodic-jobs tr[data-schedule="nightly"]')
     assert row.locator(".schedule-next").inner_text() == f"{next_run:%Y-%m-%d %H:%M:%S}"
-    assert row.locator(".schedule-next-local").inner_text() == f"{next_run:%Y-%m-%d %H:%M:%S} UTC"
+    assert row.locator(".schedule-next-local").count() == 0  # a schedule in UTC: its next run is shown once
     headers = page.locator("#periodic-jobs thead th").all_text_contents()
     assert headers[7] == "Next run (its zone, then UTC)"
     assert row.locator(".schedule-state").inner_text() == "active"
