@@ -1,5 +1,6 @@
-"""bench/peers.py with tiny counts, for this project's fork-free worker and stock rq's SimpleWorker only (the
-peers' own virtual environment is not built: too slow for CI), so the side-by-side benchmark cannot rot (issue 21).
+"""bench/peers.py and bench/redis_cost.py with tiny counts, for this project's workers and stock rq's SimpleWorker
+only (the peers' own virtual environment is not built: too slow for CI), so the side-by-side benchmarks cannot rot
+(issues 21 and 36).
 Asserts that it completes and prints a row with a rate per system and workload; never a timing.
 
 It starts its own redis-server and SQLite database, so CI's PostgreSQL pass skips it (marker ``harness``, as
@@ -50,3 +51,26 @@ def test_peers_smoke_run_prints_a_row_per_system_and_workload():
                 re.M,
             )
             assert len(row.findall(out.stdout)) == 1, f"no row for {workload} {label}:\n{out.stdout}"
+
+
+def test_redis_cost_smoke_run_prints_a_row_and_the_targets_per_system():
+    """bench/redis_cost.py (issue 36) on a few hundred jobs, ours --no-fork and --concurrency 8 and stock rq's
+    SimpleWorker: it completes, and prints each system's Redis CPU and commands per job and the target lines."""
+    labels = {
+        "ours-nofork": "ours: rqworker --no-fork",
+        "ours-c8": "ours: rqworker --concurrency 8",
+        "rq-simple": "rq: SimpleWorker",
+    }
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "redis_cost.py"), "--systems", ",".join(labels), "--jobs", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for label in labels.values():
+        row = re.compile(rf"^\| {re.escape(label)} \| \d+ µs \| [\d.]+ \| [\d,]+ \|$", re.M)
+        assert len(row.findall(out.stdout)) == 1, f"no row for {label}:\n{out.stdout}"
+    verdicts = re.findall(r"^\| rqworker [^|]+ \| [^|]+ \| (PASS|MISS) \|$", out.stdout, re.M)
+    assert len(verdicts) == 6, out.stdout  # CPU, commands and the ratio to rq, for each of ours

@@ -1,5 +1,6 @@
 """Celery's benchmark tasks (the bench's own virtual environment): Redis broker, no result backend,
-Celery's defaults otherwise (acks on receipt, prefetch multiplier 4).
+Celery's defaults otherwise (acks on receipt, prefetch multiplier 4); ``BENCH_CELERY_ACKS_LATE=1`` acks after the
+task ran (``task_acks_late``: at-least-once, as this project's workers are; bench/redis_cost.py sets it).
 
     celery -A bench.peer_jobs.celery_app worker --pool threads --concurrency 32
 """
@@ -17,6 +18,7 @@ app.conf.update(
     worker_hijack_root_logger=False,
     broker_connection_retry_on_startup=True,
     worker_redirect_stdouts=False,
+    task_acks_late=os.environ.get("BENCH_CELERY_ACKS_LATE") == "1",
 )
 
 

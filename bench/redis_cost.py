@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Redis work per job: this project's workers side by side with stock rq, Celery and dramatiq, in one run (issue 36).
+
+    python3 bench/redis_cost.py                    # 3,000 no-op jobs per system, every system
+    python3 bench/redis_cost.py --write            # ... and the table into bench/README.md
+    python3 bench/redis_cost.py --jobs 300 --systems ours-nofork,rq-simple     # the CI smoke run's size
+
+Workers scale out; the Redis they share does not: the Redis CPU a job costs sets the ceiling of the whole
+system. For each system in turn, one private redis-server (devtools/redis_server.py) is flushed, then
+``--jobs`` no-op jobs are enqueued by the system's own client (bench/peer_jobs/produce.py) and drained by its
+worker (a real process tree, started from its command line: bench/peer_jobs/systems.py). Measured on the
+server, from before the first enqueue to the last job done (enqueue, run and success, and whatever the worker
+does meanwhile: heartbeats, polls):
+
+- Redis CPU per job: INFO's ``used_cpu_sys + used_cpu_user`` (the server process, every thread) over the jobs;
+- commands per job: INFO commandstats (commands that Lua scripts call included) over the jobs; this script's
+  own INFO calls left out;
+- jobs per second one Redis core carries: 1 / the CPU per job (the projection: nothing else on that core).
+
+Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), rq-simple
+(stock rq's SimpleWorker), celery (``--pool threads --concurrency 8``, ``acks_late=True``: at-least-once as
+ours is), dramatiq (``--processes 1 --threads 8``). The peers run from bench/.venv-peers (requirements-bench.txt,
+built on first use as bench/peers.py builds it). Every run's figures are printed; ``--rounds`` repeats each
+system and keeps the median. The targets of issue 36 are printed as PASS/MISS lines.
+"""
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.peer_jobs.readme import write_section  # noqa: E402
+from bench.peer_jobs.systems import APP_BIN, BY_KEY  # noqa: E402
+
+README = ROOT / "bench" / "README.md"
+BEGIN, END = "<!-- redis_cost.py: begin (written by --write) -->", "<!-- redis_cost.py: end -->"
+THREADS = 8
+
+SYSTEMS = {
+    "ours-nofork": replace(BY_KEY["ours-nofork"], label="ours: rqworker --no-fork"),
+    "ours-c8": replace(
+        BY_KEY["ours-c32"], key="ours-c8", label=f"ours: rqworker --concurrency {THREADS}", concurrency=THREADS
+    ),
+    "rq-simple": BY_KEY["rq-simple"],
+    "celery": replace(
+        BY_KEY["celery"], label=f"Celery: --pool threads --concurrency {THREADS}, acks_late", concurrency=THREADS
+    ),
+    "dramatiq": replace(BY_KEY["dramatiq"], label=f"dramatiq: --processes 1 --threads {THREADS}", concurrency=THREADS),
+}
+TARGET_CPU_US = 100
+TARGET_COMMANDS = 20
+TARGET_RATIO = 0.2  # of stock rq's SimpleWorker's Redis CPU
+
+
+@dataclass
+class Cost:
+    system: str
+    jobs: int
+    cpu_us: float = None  # Redis CPU per job, microseconds
+    commands: float = None  # Redis commands per job
+    error: str = ""
+
+
+def server_figures(client):
+    """(Redis CPU seconds so far, commands so far): INFO cpu and commandstats, in one INFO call."""
+    info = client.info("everything")
+    cpu = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    calls = sum(v["calls"] for k, v in info.items() if k.startswith("cmdstat_"))
+    return cpu, calls
+
+
+def run_one(system, jobs, env_maker, tmp, client, stall):
+    from bench.peer_jobs import measure
+
+    name = f"{system.key}-{time.monotonic_ns()}"
+    record_dir = tmp / name
+    record_dir.mkdir()
+    env = env_maker.for_system(system, record_dir, system.concurrency)
+    if system.family == "celery":
+        env["BENCH_CELERY_ACKS_LATE"] = "1"
+    cost = Cost(system.key, jobs)
+    client.flushall()
+    with open(tmp / f"{name}.log", "w") as log:
+        producer = measure.Producer(system, "A", env, log)
+        before = server_figures(client)
+        try:
+            producer.send(jobs)
+        except RuntimeError as exc:
+            producer.close()
+            cost.error = str(exc)
+            return cost
+        process = subprocess.Popen(
+            system.command(system.concurrency, env_maker.redis_url),
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            cost.error = measure.wait_done(process, record_dir, jobs, stall, None)
+            after = server_figures(client)
+        finally:
+            producer.close()
+            measure.stop(process)
+    if cost.error:
+        cost.error += f" (log: {log.name})"
+        return cost
+    cost.cpu_us = (after[0] - before[0]) / jobs * 1e6
+    cost.commands = (after[1] - before[1] - 1) / jobs  # less the INFO that read ``after``
+    return cost
+
+
+def run_all(opts, tmp):
+    import redis
+
+    from bench.peer_jobs.systems import Env, command_offers
+    from devtools.redis_server import RedisServer
+
+    if any(SYSTEMS[k].family == "ours" for k in opts.systems) and "ours-c8" in opts.systems:
+        if not command_offers("--concurrency"):
+            sys.exit("rqworker has no --concurrency: drop ours-c8 from --systems")
+    results = []
+    with RedisServer() as server:
+        env = Env(server.url, "http://127.0.0.1:9/unused", tmp, f"cost-{uuid.uuid4().hex[:6]}")
+        if any(SYSTEMS[k].family == "ours" for k in opts.systems):
+            subprocess.run(
+                [str(APP_BIN / "python"), "manage.py", "migrate", "-v", "0"],
+                cwd=ROOT,
+                check=True,
+                env=env.for_system(SYSTEMS["ours-nofork"], tmp, 1),
+            )
+        client = redis.Redis.from_url(server.url)
+        for _ in range(opts.rounds):
+            for key in opts.systems:
+                cost = run_one(SYSTEMS[key], opts.jobs, env, tmp, client, opts.stall)
+                print(
+                    f"  {SYSTEMS[key].label:<55} "
+                    + (cost.error or f"{cost.cpu_us:7.1f} µs Redis CPU/job, {cost.commands:5.1f} commands/job"),
+                    flush=True,
+                )
+                results.append(cost)
+    return results
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summary(results, opts):
+    """{system key: (cpu µs, commands)} medians over the rounds (None when every run failed)."""
+    out = {}
+    for key in opts.systems:
+        good = [r for r in results if r.system == key and not r.error]
+        out[key] = (median([r.cpu_us for r in good]), median([r.commands for r in good])) if good else None
+    return out
+
+
+def table(costs, results, opts):
+    lines = [
+        "| system | Redis CPU per job | Redis commands per job | jobs/s one Redis core carries |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for key in opts.systems:
+        label = SYSTEMS[key].label
+        if costs[key] is None:
+            error = next(r.error for r in results if r.system == key)
+            lines.append(f"| {label} | failed: {error} | | |")
+            continue
+        cpu, commands = costs[key]
+        lines.append(f"| {label} | {cpu:.0f} µs | {commands:.1f} | {1e6 / cpu:,.0f} |")
+    return lines
+
+
+def targets(costs):
+    """Issue 36's targets, from this run: [(what, value, verdict)]."""
+    rows = []
+    rq = costs.get("rq-simple")
+    for key in ("ours-nofork", "ours-c8"):
+        if costs.get(key) is None:
+            continue
+        cpu, commands = costs[key]
+        label = SYSTEMS[key].label.removeprefix("ours: ")
+        rows.append((f"{label}: Redis CPU per job (<= {TARGET_CPU_US} µs)", f"{cpu:.0f} µs", cpu <= TARGET_CPU_US))
+        rows.append(
+            (f"{label}: Redis commands per job (<= {TARGET_COMMANDS})", f"{commands:.1f}", commands <= TARGET_COMMANDS)
+        )
+        if rq is not None:
+            ratio = cpu / rq[0]
+            rows.append(
+                (
+                    f"{label}: Redis CPU / stock rq SimpleWorker's (<= {TARGET_RATIO})",
+                    f"{ratio:.2f}x",
+                    ratio <= TARGET_RATIO,
+                )
+            )
+    return [(what, value, "PASS" if ok else "MISS") for what, value, ok in rows]
+
+
+def report(results, opts, elapsed):
+    from bench.peers import machine, versions
+
+    costs = summary(results, opts)
+    lines = table(costs, results, opts)
+    checks = ["| target | this run | result |", "| --- | ---: | --- |"]
+    checks += [f"| {what} | {value} | {verdict} |" for what, value, verdict in targets(costs)]
+    vers = ", ".join(f"{k} {v}" for k, v in versions().items())
+    head = (
+        f"{time.strftime('%Y-%m-%d')}, {machine()}; {vers}. One run of "
+        f"`{' '.join(['python3', 'bench/redis_cost.py'] + sys.argv[1:])}` ({elapsed / 60:.1f} min), "
+        f"{opts.jobs:,} no-op jobs per system, {opts.rounds} round(s) (medians)."
+    )
+    return head, lines, checks
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS))
+    parser.add_argument("--jobs", type=int, default=3000, help="no-op jobs per system (default 3,000)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each system, alternating (medians)")
+    parser.add_argument("--stall", type=float, default=60.0, help="seconds without a job done: the run failed")
+    parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
+    opts = parser.parse_args(argv)
+    opts.systems = [k.strip() for k in opts.systems.split(",") if k.strip()]
+    unknown = [k for k in opts.systems if k not in SYSTEMS]
+    if unknown:
+        parser.error(f"unknown system(s) {', '.join(unknown)}: choose from {', '.join(SYSTEMS)}")
+    if opts.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {opts.jobs}")
+    return opts
+
+
+def main():
+    from bench.peers import bootstrap
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks stop redis-server and workers
+    opts = parse()
+    bootstrap(argparse.Namespace(systems=[k for k in opts.systems if k in BY_KEY]), script=__file__)
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="optima-redis-cost-"))
+    print(f"* {', '.join(opts.systems)}; {opts.jobs:,} jobs each; logs in {tmp}", flush=True)
+    results = run_all(opts, tmp)
+    head, lines, checks = report(results, opts, time.monotonic() - started)
+    print("\n" + head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks))
+    if opts.write:
+        write_section(README, BEGIN, END, head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks))
+        print(f"\n* written into {README.relative_to(ROOT)}")
+    failed = [r for r in results if r.error]
+    if failed:
+        sys.exit(f"{len(failed)} run(s) failed: {failed[0].system}: {failed[0].error}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
