@@ -99,8 +99,10 @@ def parse(text):
     return Rate(count, float(multiple * UNIT_SECONDS[unit]))
 
 
-def checked(limit_key, limit_rate, *, when, priority):
-    """The ``Rate`` of an enqueue's ``limit_rate`` (None without one); ``InvalidJob`` saying how to fix it."""
+def checked(limit_key, limit_rate, *, priority):
+    """The ``Rate`` of an enqueue's ``limit_rate`` (None without one); ``InvalidJob`` saying how to fix it.
+    A ``delay``/``at`` is no concern here: the job is scheduled as any delayed job and held by its rate when
+    due (the RQ scheduler's move, queues/periodic/supervision.py)."""
     if limit_rate is None:
         return None
     if limit_key is None:
@@ -115,11 +117,6 @@ def checked(limit_key, limit_rate, *, when, priority):
         rate = parse(limit_rate)
     except ValueError as exc:
         raise InvalidJob(f"limit_rate={limit_rate!r} {exc}. Pass e.g. limit_rate='10/s'.") from None
-    if when is not None:
-        raise InvalidJob(
-            f"limit_rate={limit_rate!r} with delay/at: a rate-limited job is released by its key's budget, "
-            "from now. Drop delay/at, or limit_rate."
-        )
     if priority:
         raise InvalidJob(
             f"priority={priority!r} with limit_rate: a held job is pushed to the normal band when its turn "
