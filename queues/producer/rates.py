@@ -42,9 +42,16 @@ Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 - ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
   next token comes.
 
-Left out: a job with a rate is written held only when it is enqueued to run now (``delay``/``at`` are
-refused with a rate), and a retry of a rate-only job goes straight back to its queue (its first start
-was charged), as does a job that rq's own scheduler or ``requeue`` puts back.
+Every way a job comes back is charged too, since each start is: a job with a rate is written held when it
+is enqueued to run now; a delayed one (``delay``/``at``), a debounced one (queues/producer/dedupe.py) and a
+retry after its backoff are scheduled as any job and moved into their rate's hold by the RQ scheduler when
+due (``move_rated_due_jobs`` in queues/periodic/supervision.py: rq's own move would push them onto the
+queue); a retry with no delay goes back through ``limits.requeue_into``, and a requeue of a failed or
+finished job (the panel, a dead letter's retry, "Requeue All": queues/failures/operations.py,
+queues/operator/) through ``limits.enqueue_into``.
+
+Left out: a throttled job with a rate that starts now (refused, queues/producer/dedupe.py), and a rate
+with ``priority`` (refused: the release pushes onto the normal band).
 """
 
 import logging
