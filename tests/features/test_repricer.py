@@ -117,3 +117,15 @@ def test_an_owners_pushes_go_through_the_queues_rate_and_wait_held_beyond_it(
     assert state.attempt in (None, 0, 1)  # held is no attempt spent
     assert marketplace.statuses("/api/v1/products/42/") == [200]  # the second push waits for the next token
     assert PriceChange.objects.get(idempotency_key="k-42-1").status == "pending"
+
+
+def test_the_admin_lists_superseded_changes_with_the_change_that_superseded_them(admin_client):
+    applied = PriceChange.objects.create(idempotency_key="k-43-1", product_id=43, price="2.00", status="applied")
+    PriceChange.objects.create(
+        idempotency_key="k-43-0", product_id=43, price="1.00", status="superseded", superseded_by=applied
+    )
+    response = admin_client.get("/admin/repricer/pricechange/", {"status__exact": "superseded"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "k-43-0" in page and "superseded" in page
+    assert "k-43-1: product 43 -&gt; 2.00 (applied)" in page  # superseded_by, as the row reads
