@@ -24,6 +24,7 @@ DEFAULTS = {
     "ORDERS_SYNC_INTERVAL": None,  # seconds between two syncs of a cabinet; None: 60 in dev, 300 elsewhere
     "REPRICER_DEBOUNCE_SECONDS": 10.0,  # seconds: a product's price edits closer than this are one push
     "REPRICER_DEBOUNCE_MAX_SECONDS": 60.0,  # seconds: a stream of edits still pushes at least this often
+    "REPRICER_RATE": "5/s",  # price pushes started per owner, all workers together (limit_rate notation)
 }
 
 _TYPES = {k: type(v) for k, v in DEFAULTS.items() if v is not None}

@@ -15,6 +15,10 @@ blindly; an operator retries a dead letter after looking). The key is what makes
    one moves the product's price.
 
 No transaction is held open across the HTTP call.
+
+A product's edits within one debounce window run as one job, with the last edit's key and price: once that
+change is applied, the window's earlier changes (still ``pending``, the same job) become ``superseded`` in
+the same transaction (``PriceChange.supersede_earlier``), and the job's result lists their keys.
 """
 
 from decimal import Decimal
@@ -53,9 +57,13 @@ def apply_price(product_id, price, idempotency_key, owner_id=None):
         )
         if moved:
             Product.objects.update_or_create(product_id=product_id, defaults={"price": price, "price_updated_at": now})
+            superseded = change.supersede_earlier(job.id if job else "")
     if not moved:
         return {"applied": False, "reason": "applied concurrently", "product_id": product_id, "price": str(price)}
-    return {"applied": True, "product_id": product_id, "price": str(price)}
+    result = {"applied": True, "product_id": product_id, "price": str(price)}
+    if superseded:  # the window's earlier edits, closed by this one (never sent): the job's result says which
+        result["superseded"] = superseded
+    return result
 
 
 def marketplace_key(owner_id, idempotency_key):

@@ -26,11 +26,17 @@ class PriceChange(models.Model):
     already applied does nothing, so the same change can never be applied twice. Keys are the
     owner's own: another owner's identical key is another change. ``owner`` is empty on rows
     from before owners (and jobs enqueued outside the API); among those the key alone is unique.
+
+    ``superseded``: a product's edits within one debounce window are one job (features/repricer/views.py),
+    which runs with the last edit's key and price; when that change is applied, the window's earlier
+    changes (the same job, owner and product, still pending) are closed as superseded by it
+    (``superseded_by``), never sent. A change whose job failed stays pending (an operator retry re-sends).
     """
 
     class Status(models.TextChoices):
         PENDING = "pending", "pending"
         APPLIED = "applied", "applied"
+        SUPERSEDED = "superseded", "superseded"
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="price_changes"
@@ -42,6 +48,9 @@ class PriceChange(models.Model):
     job_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     applied_at = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="superseded"
+    )
 
     class Meta:
         constraints = [
@@ -76,3 +85,16 @@ class PriceChange(models.Model):
                 "for a new change."
             )
         return change, created
+
+    def supersede_earlier(self, job_id):
+        """Close the other pending changes of job ``job_id`` (the one that applied this change: its debounce
+        window's edits, the same owner and product) as superseded by this one -> their idempotency keys,
+        oldest first."""
+        if not job_id:
+            return []
+        earlier = PriceChange.objects.filter(
+            job_id=job_id, owner_id=self.owner_id, product_id=self.product_id, status=self.Status.PENDING
+        ).exclude(pk=self.pk)
+        keys = list(earlier.order_by("created_at", "pk").values_list("idempotency_key", flat=True))
+        earlier.filter(idempotency_key__in=keys).update(status=self.Status.SUPERSEDED, superseded_by=self)
+        return keys

@@ -35,7 +35,8 @@ class IdempotencyKeyConflict(APIException):
 
 class RepricerView(EnqueueView):
     """Enqueue one price change; attempts=1 (never retried blindly) and idempotent by key; a product's edits
-    within ``REPRICER_DEBOUNCE_SECONDS`` are one job (the last price), the same job id answered to each."""
+    within ``REPRICER_DEBOUNCE_SECONDS`` are one job (the last price), the same job id answered to each; an
+    owner's pushes start no faster than ``REPRICER_RATE`` (the queue's rate limit, per owner)."""
 
     serializer_class = RepriceRequest
 
@@ -80,6 +81,11 @@ class RepricerView(EnqueueView):
                     conf.get("REPRICER_DEBOUNCE_MAX_SECONDS"), conf.get("REPRICER_DEBOUNCE_SECONDS")
                 ),
                 durable=False,
+                # The queue's limit for the marketplace's calls per seller: pushes beyond REPRICER_RATE wait
+                # held (no worker taken, no attempt spent) on the owner's key, which also bounds how many run
+                # at once (the queue's limit_concurrency). A debounced job goes through it when due.
+                limit_key=f"owner:{self.owner.key}",
+                limit_rate=conf.get("REPRICER_RATE"),
             )
             if created:
                 change.job_id = job.id

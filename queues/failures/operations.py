@@ -60,6 +60,7 @@ from queues.jobs import read as jobread
 from queues.jobs.gate import NOT_A_JOB, UNSIGNED
 from queues.keyspace import entries, keys
 from queues.models import DeadLetter
+from queues.producer import limits
 from queues.producer.api import enqueue_fail_fast
 from queues.producer.cancel import cancel_job
 
@@ -259,19 +260,38 @@ def requeue(queue, job, in_failed):
 
     if in_failed:
         requeue_failed(FailedJobRegistry(queue=queue, job_class=type(job)), job)
+    elif limits.goes_through_limit(job):
+        _enqueue_through_limit(queue, job)
     else:
         requeue_job(queue, job)
+
+
+def _enqueue_through_limit(queue, job):
+    """django-rq's ``requeue_job`` (off the registry its status names, pushed onto ``queue``) for a job with a
+    limit key: through its limit instead of straight onto the queue (``limits.enqueue_into``), in one MULTI."""
+    registry = {
+        "deferred": DeferredJobRegistry,
+        "finished": FinishedJobRegistry,
+        "scheduled": ScheduledJobRegistry,
+        "failed": FailedJobRegistry,
+    }.get(str(getattr(status := job.get_status(refresh=False), "value", status) or ""))
+    with queue.connection.pipeline() as pipeline:
+        limits.enqueue_into(queue, job, pipeline)
+        if registry is not None:
+            registry(queue.name, connection=queue.connection).remove(job, pipeline=pipeline)
+        pipeline.execute()
 
 
 def requeue_failed(registry, job_or_id):
     """rq's ``FailedJobRegistry.requeue`` (ZREM — InvalidJobOperation when someone else took the job
     first —, then the push), the push through ``OptimaQueue``: rq's builds a plain ``rq.Queue``, whose
-    push ignores the job's priority band (``jobs.meta.band``). A job of the normal band, or with a limit
-    key (which has no band and comes back through its limit), keeps rq's own requeue. -> the job."""
+    push ignores the job's priority band (``jobs.meta.band``), and rq's knows a limit key's concurrency but
+    not its rate (queues/producer/rates.py): a job with a limit key (which has no band) comes back through
+    its limit here (``push_back_into``). A plain job of the normal band keeps rq's own requeue. -> the job."""
     job = job_or_id
     if not isinstance(job, Job):
         job = registry.job_class.fetch(job_or_id, connection=registry.connection, serializer=registry.serializer)
-    if jobmeta.band(job) == jobmeta.NORMAL or job.has_rate_limit:
+    if jobmeta.band(job) == jobmeta.NORMAL and not limits.goes_through_limit(job):
         return registry.requeue(job)
     if not registry.connection.zrem(registry.key, job.id):
         raise InvalidJobOperation(f"job {job.id} is no longer in {registry.key}")
@@ -284,14 +304,21 @@ def requeue_failed(registry, job_or_id):
 def push_back_into(pipeline, job, connection):
     """What a requeue of a failed job writes once it is off the failed registry, queued on ``pipeline``: its
     times and error cleared, a job of a priority band marked put back (the push says so: gate.replayed), and
-    the push through ``OptimaQueue`` (its band's list). ``requeue_failed`` and the operator's chunked requeue
-    (queues/operator/jobs.py, the ZREM inside the same MULTI) share it."""
+    the push through ``OptimaQueue`` (its band's list) — or, for a job with a limit key, the write through its
+    limit (``limits.enqueue_into``: held by its rate, its concurrency, or both, as at its enqueue; rq's own
+    requeue held a concurrency-limited job the same way, but knew no rate). ``requeue_failed`` and the
+    operator's chunked requeue (queues/operator/jobs.py, the ZREM inside the same MULTI) share it; "Requeue
+    All" (queues/operator/queues_wide.py) goes through the limit the same way."""
     job.started_at = None
     job.ended_at = None
     rqcompat.clear_exc_info(job)
+    queue = OptimaQueue(job.origin, connection=connection)
+    if limits.goes_through_limit(job):
+        limits.enqueue_into(queue, job, pipeline)
+        return
     if jobmeta.band(job) != jobmeta.NORMAL:
         pipeline.hset(job.key, jobmeta.PUT_BACK, jobmeta.PUT_BACK_REQUEUE)
-    rqcompat.enqueue_prepared(OptimaQueue(job.origin, connection=connection), job, pipeline)
+    rqcompat.enqueue_prepared(queue, job, pipeline)
 
 
 def delete_job_hash(job_id, connection=None):

@@ -172,7 +172,9 @@ def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
     A job with a limit key (queues/producer/limits.py) gives its slot back in the same MULTI — a job waiting
     for its retry holds none, and the next held job of its key is promoted — and its re-queue goes
     through the limit again: at once for no delay (held behind the key's other held jobs when no
-    slot is free), by rq's scheduler when the delay is over. Returns True when the slot was
+    slot is free), by rq's scheduler when the delay is over. A job with a rate (queues/producer/rates.py)
+    is held by its rate again either way — each start is charged, a retry's too: for no delay here, after
+    a delay by the RQ scheduler's move (queues/periodic/supervision.py). Returns True when the slot was
     released here (the caller must not release it again)."""
     failed_at = failed_at or dt.datetime.now(dt.UTC)
     jobmeta.next_attempt(job.meta, jobmeta.current_attempt(job), failed_at, reason)
@@ -190,7 +192,7 @@ def queue_retry(job, queue, delay, pipeline, *, failed_at=None, reason=""):
             limits.release_into(job, pipeline)
     else:
         job.save(pipeline=pipeline)
-        if limited:
+        if limits.goes_through_limit(job):  # a concurrency, a rate (charged again: each start is), or both
             limits.requeue_into(queue, job, pipeline)
         else:
             rqcompat.enqueue_prepared(queue, job, pipeline)  # RQ's own retry path does the same

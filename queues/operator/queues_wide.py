@@ -25,6 +25,7 @@ from queues.jobs import read as jobread
 from queues.models import DeadLetter
 from queues.operator.jobs import mark_rows
 from queues.operator.results import Result, done, refused
+from queues.producer import limits
 
 CHUNK = 500  # failed ids per chunk of "Delete All" / "Requeue All": one read and one write round trip each
 
@@ -158,5 +159,8 @@ def _delete(queue, pipe, job):
 def _requeue(queue, pipe, job):
     job.started_at = job.ended_at = None
     rqcompat.clear_exc_info(job)
+    if limits.goes_through_limit(job):  # held by its rate and/or concurrency, as at its enqueue
+        limits.enqueue_into(queue, job, pipe)
+        return
     job.set_status(JobStatus.QUEUED, pipeline=pipe)
     rqcompat.enqueue_prepared(queue, job, pipe)

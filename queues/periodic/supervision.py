@@ -17,8 +17,10 @@ scheduler of a killed worker is replaced within about ``SCHEDULER_LOCK_SECONDS``
 
 rq's move pushes each due job through a plain ``rq.Queue``, onto the queue's normal list: a job of a
 priority band (``queues.jobs.meta.band``) would come back in the normal band after its delay or its
-backoff. ``ResilientRQScheduler.enqueue_scheduled_jobs`` moves those itself first, through
-``OptimaQueue`` (whose push picks the band), and leaves the rest to rq. rq-scheduler's periodic jobs
+backoff, and a job with a rate (queues/producer/rates.py) would start uncharged by its key's budget.
+``ResilientRQScheduler.enqueue_scheduled_jobs`` moves those itself first — the rated ones into their
+rate's hold (``limits.enqueue_into``), the banded ones through ``OptimaQueue`` (whose push picks the band)
+— and leaves the rest to rq. rq-scheduler's periodic jobs
 already go through ``OptimaQueue`` (``PrefixedScheduler.queue_class``).
 
 ``run_rq_scheduler`` does the same for ``manage.py rqscheduler`` (rq-scheduler, periodic jobs), whose
@@ -47,7 +49,7 @@ from queues.failures.corrupt import bury_corrupt
 from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, quarantine
-from queues.producer import rates
+from queues.producer import limits, rates
 from queues.worker.kernel import die_with_parent
 
 logger = logging.getLogger("queues.resilience")
@@ -135,11 +137,14 @@ class ResilientRQScheduler(RQScheduler):
         return self.guarded(self.enqueue_scheduled_jobs, "move due jobs to their queues")
 
     def enqueue_scheduled_jobs(self):
-        """rq's move of the due jobs to their queues, after moving those of a priority band here.
+        """rq's move of the due jobs to their queues, after moving here those with a rate (into their rate's
+        hold) and those of a priority band.
 
-        rq pushes through a plain ``rq.Queue``, whose push ignores the band; the others keep rq's code (a
-        job with a limit key has no band: ``queues.enqueue`` refuses both)."""
+        rq pushes through a plain ``rq.Queue``, whose push ignores the band, and knows only the concurrency
+        of a limit key, not its rate; the others keep rq's code (a job with a limit key has no band:
+        ``queues.enqueue`` refuses both)."""
         self.drop_replayed_due_jobs()
+        self.move_rated_due_jobs()
         self.move_banded_due_jobs()
         return super().enqueue_scheduled_jobs()
 
@@ -186,6 +191,33 @@ class ResilientRQScheduler(RQScheduler):
                 gate.report_dropped(job_id, why)
                 dropped += 1
         return dropped
+
+    def move_rated_due_jobs(self):
+        """The due jobs with a rate (queues/producer/rates.py: a delayed enqueue, a retry after its backoff, a
+        debounced job), each queue's in one MULTI: off the scheduled registry, into their rate's hold
+        (``limits.enqueue_into``, which hands them on to their concurrency limit too, when they have one), so
+        each start is charged to its key's budget. rq's move would push them straight onto the queue (or,
+        with a concurrency, through that alone). A due id without a hash is left to rq's move, which drops
+        it; one that cannot be read raises here as it would in rq's (``move_due_jobs`` buries it). -> how
+        many moved."""
+        moved = 0
+        for name in sorted(rqcompat.scheduler_locks(self)):
+            registry = ScheduledJobRegistry(name, connection=self.connection, serializer=self.serializer)
+            job_ids = registry.get_jobs_to_schedule(current_timestamp())
+            if not job_ids:
+                continue
+            jobs = OptimaJob.fetch_many(job_ids, connection=self.connection)
+            rated = [job for job in jobs if job is not None and rates.of(job) is not None]
+            if not rated:
+                continue
+            queue = OptimaQueue(name, connection=self.connection)
+            with self.connection.pipeline() as pipeline:
+                for job in rated:
+                    registry.remove(job.id, pipeline=pipeline)
+                    limits.enqueue_into(queue, job, pipeline)
+                pipeline.execute()
+            moved += len(rated)
+        return moved
 
     def move_banded_due_jobs(self):
         """The due jobs of a high or low band, each queue's in one MULTI: off the scheduled registry, onto

@@ -393,24 +393,12 @@ def _enqueue(
             raise InvalidJob(f"unique must be a non-empty string key (e.g. 'cabinet-42'), got {unique!r}.")
     if durable is not True and durable is not False:
         raise InvalidJob(f"durable must be True or False, got {durable!r}.")
-    rate = rates.checked(limit_key, limit_rate, when=when, priority=priority)  # queues/producer/rates.py
+    rate = rates.checked(limit_key, limit_rate, priority=priority)  # queues/producer/rates.py
     limit = _check_limit(name, config, limit_key, limit_concurrency, rated=rate is not None)
     _check_priority(priority, limit)
     check_max_run_seconds(max_run_seconds)
     if meta is not None:
         _check_json(meta, "meta")
-    if (
-        dedupe_options
-        and rate is not None
-        and any(dedupe_options.get(k) is not None for k in ("debounce_key", "throttle_key"))
-    ):
-        # A debounced or throttled job is written by dedupe.py's Lua (scheduled, or queued at once), not through
-        # its rate's hold (rates.py): the two would disagree on when it starts.
-        which = "debounce_key" if dedupe_options.get("debounce_key") is not None else "throttle_key"
-        raise InvalidJob(
-            f"limit_rate={limit_rate!r} cannot be combined with {which}: a debounced or throttled job is not held "
-            "by a rate. Give the job's rate to the jobs it enqueues, or drop one of the two options."
-        )
     plan = (
         dedupe.check(**dedupe_options, unique=unique, when=when, durable=durable, job_id=job_id, limit_key=limit_key)
         if dedupe_options

@@ -25,6 +25,13 @@ time (bench/debounce.py).
 Nothing is added to the worker: the window closes when the job leaves the scheduled registry (before it
 starts), which the script reads with the ZSCORE it needs anyway.
 
+With ``limit_key``: the job is written scheduled as any debounced job, and the RQ scheduler moves it through
+its limit when it is due — with ``limit_rate`` into its rate's hold (queues/periodic/supervision.py
+``move_rated_due_jobs``), with a concurrency alone through rq's. It leaves the scheduled registry then, so
+the window closes when it is *held*, not when it starts: an edit while it waits held opens the next window
+(a second job, the new arguments), and the held one runs with what it had. A throttle with a limit key is
+refused when it would start now (``check``: its write is this one script, the limit's hold another).
+
 A job that ran and waits in the scheduled registry for a retry is no pending job: the next enqueue opens a
 window. A pending job is replaced only while it is due more than ``MARGIN_SECONDS`` ahead (Redis' clock): rq's
 scheduler reads a due job's hash and writes it back whole when it moves it, so a swap in that moment would
@@ -207,8 +214,9 @@ def check(
     if limit_key is not None and when is None:
         raise InvalidJob(
             f"throttle_key={throttle_key!r} with limit_key={limit_key!r}: a throttled job is written in one "
-            "script, and a limit key's hold is a script of rq's own. Drop limit_key, or debounce instead "
-            "(a debounced job starts later and goes through its limit then)."
+            "script, and a limit key's hold (its concurrency or its rate) is a script of its own, which a script "
+            "cannot call. Drop limit_key, or debounce instead (a debounced job starts later and goes through its "
+            "limit and its rate then)."
         )
     return Plan("throttle", _key("throttle_key", throttle_key), _seconds("throttle_seconds", throttle_seconds))
 

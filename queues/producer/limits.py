@@ -130,8 +130,10 @@ def enqueue_into(queue, job, pipeline):
 def requeue_into(queue, job, pipeline):
     """Queue on ``pipeline`` (a MULTI) a re-queue of ``job`` *through its limit*: its slot is freed
     and it is held again behind the jobs of its key already held (or pushed at once when a slot is
-    free). A retry with no delay does this, so a failing job cannot keep its key's slot for ever."""
-    pipeline.zrem(registry(job).allowed_key, job.id)
+    free). A retry with no delay does this, so a failing job cannot keep its key's slot for ever. A job
+    with a rate alone has no slot to free: it is held by its rate again, its next start charged too."""
+    if is_limited(job):
+        pipeline.zrem(registry(job).allowed_key, job.id)
     enqueue_into(queue, job, pipeline)
 
 

@@ -42,9 +42,16 @@ Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 - ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
   next token comes.
 
-Left out: a job with a rate is written held only when it is enqueued to run now (``delay``/``at`` are
-refused with a rate), and a retry of a rate-only job goes straight back to its queue (its first start
-was charged), as does a job that rq's own scheduler or ``requeue`` puts back.
+Every way a job comes back is charged too, since each start is: a job with a rate is written held when it
+is enqueued to run now; a delayed one (``delay``/``at``), a debounced one (queues/producer/dedupe.py) and a
+retry after its backoff are scheduled as any job and moved into their rate's hold by the RQ scheduler when
+due (``move_rated_due_jobs`` in queues/periodic/supervision.py: rq's own move would push them onto the
+queue); a retry with no delay goes back through ``limits.requeue_into``, and a requeue of a failed or
+finished job (the panel, a dead letter's retry, "Requeue All": queues/failures/operations.py,
+queues/operator/) through ``limits.enqueue_into``.
+
+Left out: a throttled job with a rate that starts now (refused, queues/producer/dedupe.py), and a rate
+with ``priority`` (refused: the release pushes onto the normal band).
 """
 
 import logging
@@ -99,8 +106,10 @@ def parse(text):
     return Rate(count, float(multiple * UNIT_SECONDS[unit]))
 
 
-def checked(limit_key, limit_rate, *, when, priority):
-    """The ``Rate`` of an enqueue's ``limit_rate`` (None without one); ``InvalidJob`` saying how to fix it."""
+def checked(limit_key, limit_rate, *, priority):
+    """The ``Rate`` of an enqueue's ``limit_rate`` (None without one); ``InvalidJob`` saying how to fix it.
+    A ``delay``/``at`` is no concern here: the job is scheduled as any delayed job and held by its rate when
+    due (the RQ scheduler's move, queues/periodic/supervision.py)."""
     if limit_rate is None:
         return None
     if limit_key is None:
@@ -115,11 +124,6 @@ def checked(limit_key, limit_rate, *, when, priority):
         rate = parse(limit_rate)
     except ValueError as exc:
         raise InvalidJob(f"limit_rate={limit_rate!r} {exc}. Pass e.g. limit_rate='10/s'.") from None
-    if when is not None:
-        raise InvalidJob(
-            f"limit_rate={limit_rate!r} with delay/at: a rate-limited job is released by its key's budget, "
-            "from now. Drop delay/at, or limit_rate."
-        )
     if priority:
         raise InvalidJob(
             f"priority={priority!r} with limit_rate: a held job is pushed to the normal band when its turn "

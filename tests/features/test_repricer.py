@@ -4,6 +4,7 @@ import pytest
 
 import queues
 from features.repricer.models import PriceChange, Product
+from tests.support import wait_for
 from tests.support.features import dead_letter, wait_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -86,6 +87,45 @@ def test_a_products_edits_within_the_window_are_one_job_that_applies_the_last_pr
         "k-41-2",
     ]
     status = wait_job(api, ids[0], worker=feature_worker("repricer"))
-    assert status["result"] == {"applied": True, "product_id": 41, "price": "12.00"}
+    assert status["result"] == {"applied": True, "product_id": 41, "price": "12.00", "superseded": ["k-41-0", "k-41-1"]}
     assert marketplace.statuses("/api/v1/products/41/") == [200]  # one marketplace call for three edits
     assert str(Product.objects.get(product_id=41).price) == "12.00"
+    rows = {c.idempotency_key: c for c in PriceChange.objects.filter(job_id=ids[0])}
+    assert {k: c.status for k, c in rows.items()} == {
+        "k-41-0": "superseded",
+        "k-41-1": "superseded",
+        "k-41-2": "applied",
+    }
+    assert {rows[k].superseded_by_id for k in ("k-41-0", "k-41-1")} == {rows["k-41-2"].pk}  # closed by the last
+    assert PriceChange.objects.filter(status="pending").count() == 0
+
+
+def test_an_owners_pushes_go_through_the_queues_rate_and_wait_held_beyond_it(
+    api, marketplace, feature_worker, settings, queue_redis
+):
+    """The repricer's jobs use the queue's limit (issue 35, §2): the owner's key, at ``REPRICER_RATE``. With its
+    budget spent, the next window's job is held by the rate when due: no worker taken, no attempt spent."""
+    settings.REPRICER_RATE = "1/hour"
+    worker = feature_worker("repricer")
+    first = wait_job(api, reprice(api, 42, "10.00", "k-42-0"), worker=worker)
+    assert first["result"]["applied"] is True
+    job_id = reprice(api, 42, "11.00", "k-42-1")  # a new window (the first job ran): a new job
+    key = f"repricer:owner:{api.user.pk}"
+    assert queues.fetch_job(job_id).meta["limit_rate"] == {"key": key, "count": 1, "seconds": 3600.0}
+    wait_for(lambda: queues.job_state(job_id).state == "held", timeout=60, message=f"job {job_id} held by its rate")
+    state = queues.job_state(job_id)
+    assert state.attempt in (None, 0, 1)  # held is no attempt spent
+    assert marketplace.statuses("/api/v1/products/42/") == [200]  # the second push waits for the next token
+    assert PriceChange.objects.get(idempotency_key="k-42-1").status == "pending"
+
+
+def test_the_admin_lists_superseded_changes_with_the_change_that_superseded_them(admin_client):
+    applied = PriceChange.objects.create(idempotency_key="k-43-1", product_id=43, price="2.00", status="applied")
+    PriceChange.objects.create(
+        idempotency_key="k-43-0", product_id=43, price="1.00", status="superseded", superseded_by=applied
+    )
+    response = admin_client.get("/admin/repricer/pricechange/", {"status__exact": "superseded"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "k-43-0" in page and "superseded" in page
+    assert "k-43-1: product 43 -&gt; 2.00 (applied)" in page  # superseded_by, as the row reads

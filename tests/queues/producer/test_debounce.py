@@ -132,8 +132,8 @@ def test_a_planted_key_of_another_type_is_set_aside_and_the_enqueue_goes_through
             "throttle_key='k' with limit_key='owner:1'",
         ),
         (
-            {"debounce_key": "k", "debounce_seconds": 5, "limit_key": "owner:1", "limit_rate": "5/s"},
-            "limit_rate='5/s' cannot be combined with debounce_key",
+            {"throttle_key": "k", "throttle_seconds": 5, "limit_key": "owner:1", "limit_rate": "5/s"},
+            "throttle_key='k' with limit_key='owner:1'",
         ),
     ],
 )

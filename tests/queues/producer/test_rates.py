@@ -44,7 +44,6 @@ def test_a_rate_is_read_in_the_limits_syntax_and_its_short_form(text, rate):
         ({"limit_key": "seller:1", "limit_rate": "10/day"}, "limit_rate='10/day' has the unknown period 'day'"),
         ({"limit_key": "seller:1", "limit_rate": 10}, "limit_rate=10 must be a string such as '10/s', not int"),
         ({"limit_rate": "10/s"}, "limit_rate='10/s' without a limit_key"),
-        ({"limit_key": "seller:1", "limit_rate": "10/s", "delay": 5}, "limit_rate='10/s' with delay/at"),
         ({"limit_key": "seller:1", "limit_rate": "10/s", "priority": 1}, "priority=1 with limit_rate"),
     ],
 )
