@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rq.job import Job, JobStatus
+from rq.queue import Queue
 from rq.rate_limit import RateLimitRegistry
-from rq.utils import as_text
+from rq.utils import as_text, current_timestamp, now, utcformat
 
 # rates imports this module too: each uses the other's names only inside functions, so either may load first.
 from queues.producer import rates
+from queues.producer.rate_script import HOLD_LUA
 
 if TYPE_CHECKING:
     import redis
@@ -110,7 +112,9 @@ def enqueue_into(queue, job, pipeline):
     with one difference: rq scores a held job in whole seconds, so jobs held within one second would
     be promoted in the order of their ids; here the score is to the microsecond, so the jobs of a
     key run in the order they came. (Jobs coming back through rq's scheduler or its ``requeue``
-    keep rq's whole-second score: in order to the second.)
+    keep rq's whole-second score: in order to the second.) And rq's promotion Lua is run as ``HOLD_LUA``
+    (rate_script.py, one script as before), which holds the job in its key's rate held set instead while the
+    key is paused (``rates.pause``).
 
     A job with a rate (``limit_rate``) is held by its rate first (``rates.enqueue_into``)."""
 
@@ -123,8 +127,19 @@ def enqueue_into(queue, job, pipeline):
     reg.register(job.rate_limit_concurrency, pipeline)
     job.set_status(JobStatus.RATE_LIMITED, pipeline=pipeline)
     job.save(pipeline=pipeline)
-    reg.add_to_rate_limited(job.id, pipeline, timestamp=time.time())
-    reg.acquire_and_enqueue(job.rate_limit_concurrency, pipeline=pipeline)
+    queue.connection.register_script(HOLD_LUA)(
+        keys=[reg.allowed_key, reg.rate_limited_key, rates.config_key(reg.key), rates.held_key(reg.key)],
+        args=[
+            job.rate_limit_concurrency,
+            current_timestamp(),
+            utcformat(now()),
+            Queue.redis_queue_namespace_prefix,
+            Job.redis_job_namespace_prefix,
+            job.id,
+            time.time(),
+        ],
+        client=pipeline,
+    )
 
 
 def requeue_into(queue, job, pipeline):
@@ -209,25 +224,23 @@ class Hold:
 # ``job``: an rq Job (Any: its limit fields are Optional to mypy until ``is_limited`` says they are set).
 def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
     """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one. A job with a
-    rate too (queues/producer/rates.py) waits first in its rate's held set, behind the jobs its
+    rate too (queues/producer/rates.py), or of a paused key, waits in its key's rate held set, behind the jobs its
     concurrency holds: both count as held, and those count as ahead of it."""
     if not is_limited(job):
         return None
 
     connection = connection or job.connection
     reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
-    rated = rates.of(job) is not None
     with connection.pipeline(transaction=False) as pipe:
         pipe.zcard(reg.allowed_key)
         pipe.zcard(reg.rate_limited_key)
         pipe.zrank(reg.rate_limited_key, job.id)
-        if rated:
-            pipe.zcard(rates.held_key(job.rate_limit_key))
-            pipe.zrank(rates.held_key(job.rate_limit_key), job.id)
+        # held by its rate, or by a pause of its key (rates.pause), even without a rate
+        pipe.zcard(rates.held_key(job.rate_limit_key))
+        pipe.zrank(rates.held_key(job.rate_limit_key), job.id)
         # a key of the wrong type (planted) reads as empty: a page never fails on it
         replies = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
-    in_use, held, rank = replies[:3]
-    rate_held, rate_rank = replies[3:] if rated else (0, None)
+    in_use, held, rank, rate_held, rate_rank = replies
     if rank is None and rate_rank is not None:
         rank = int(held or 0) + int(rate_rank)
     return Hold(
@@ -274,12 +287,14 @@ def keys_in_use(connection, queue_names, per_queue=10):
             pipe.zcard(redis_keys.limit_allowed_key(member))
             pipe.zcard(redis_keys.limit_held_key(member))
             pipe.zcard(rates.held_key(member))
+            pipe.hget(rates.config_key(member), "concurrency")  # a paused key's, once rq dropped its own hash
         replies = pipe.execute(raise_on_error=False)
     found = {}
     for i, member in enumerate(members):
-        concurrency, in_use, held, rate_held = replies[4 * i : 4 * i + 4]
+        concurrency, in_use, held, rate_held, kept = replies[5 * i : 5 * i + 5]
         if any(isinstance(r, Exception) for r in (concurrency, in_use, held, rate_held)):
             continue  # a key of the wrong type (planted): left out, never a 500
+        concurrency = concurrency or (None if isinstance(kept, Exception) else kept)
         if not (concurrency or in_use or held or rate_held):
             continue  # a rate key with nothing held
         queue_name, limit_key = split(member)
