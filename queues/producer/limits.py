@@ -27,6 +27,12 @@ QUEUE_PREFIX; queues/keyspace/keys.py lists them):
 
 A held job's rq status is ``rate_limited``; this project calls it *held* (the API's state, the
 panel, ``optima_queue_held_jobs``).
+
+Pause (``rates.pause``, the limits page): rq's promotion knows nothing of it, so a pause moves the key's held
+jobs out of rq's held set into the key's rate held set (queues/producer/rates.py), and ``enqueue_into`` holds a
+job of a paused key there too (``HOLD_LUA``, run in place of rq's promotion: one script as before). What
+still passes a pause: a job of the key coming back through rq's own paths (its scheduler, its registries'
+``requeue``) is held in rq's held set and promoted when a slot frees.
 """
 
 import time

@@ -41,7 +41,8 @@ Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 - ``<p>:optima:rate-keys``: zset of the scoped keys with a rate, scored by their last enqueue (+inf while
   paused), forgotten a day after;
 - ``<p>:optima:rate:<q>:<key>``: hash, ``count``, ``seconds`` (the latest enqueue's), ``tat``,
-  ``paused`` ("1"), ``concurrency`` (when the jobs have one); expires a day after the key went idle;
+  ``paused`` ("1"), ``concurrency`` (when the jobs have one, or kept by a pause); expires a day after the key
+  went idle;
 - ``<p>:optima:rate:<q>:<key>:held``: zset of the held job ids, scored by when they were held;
 - ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
   next token comes.
