@@ -44,6 +44,8 @@ from rq.queue import Queue
 from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text, current_timestamp, now, utcformat
 
+from queues.keyspace import keys as redis_keys
+
 # rates imports this module too: each uses the other's names only inside functions, so either may load first.
 from queues.producer import rates
 from queues.producer.rate_script import HOLD_LUA
@@ -209,53 +211,94 @@ def release(job):
 # -- reading (panel, API, metrics): no writes ------------------------------------------------------
 @dataclass(frozen=True)
 class Hold:
-    """Where a job stands with its limit key."""
+    """Where a job stands with its limit key: its concurrency, its rate, or both."""
 
     key: str  # the limit key as given at enqueue (not scoped)
-    concurrency: int  # jobs of the key that may be queued or running at once
-    in_use: int  # slots taken now (queued or running jobs of the key)
-    held: int  # jobs of the key held now
+    concurrency: int | None  # jobs of the key that may be queued or running at once; None for a rate alone
+    in_use: int | None  # slots taken now (queued or running jobs of the key); None for a rate alone (not tracked)
+    held: int  # jobs of the key held now (by the concurrency, the rate or a pause)
     ahead: int | None  # held jobs of the key before this one; None when this one is not held
+    rate: str | None = None  # the job's rate, e.g. "5/s" (rates.Rate); None without one
+    next_release: float | None = None  # seconds until the key's next token, while jobs wait for one; else None
+    paused: bool = False  # the key is paused (the limits page): its held jobs wait until it is resumed
 
-    def as_dict(self) -> dict[str, int | str | None]:
+    def as_dict(self) -> dict[str, int | float | str | bool | None]:
         return {
             "key": self.key,
             "concurrency": self.concurrency,
             "in_use": self.in_use,
             "held": self.held,
             "ahead": self.ahead,
+            "rate": self.rate,
+            "next_release": self.next_release,
+            "paused": self.paused,
         }
+
+
+def hold_key(job: Any) -> str | None:
+    """The scoped limit key of a job with a concurrency or a rate, or None."""
+    if is_limited(job):
+        return str(job.rate_limit_key)
+    rate = rates.of(job)
+    return rate[0] if rate is not None else None
+
+
+HOLD_READS = 7  # commands ``read_hold`` queues
+
+
+def read_hold(pipe: Any, job: Any) -> bool:
+    """Queue on ``pipe`` (not a MULTI) the ``HOLD_READS`` reads of ``job``'s hold, for ``hold_from``; False (nothing
+    queued) for a job without a limit key. The job page reads them in its own pipeline (queues/board/job.py)."""
+    scoped_key = hold_key(job)
+    if scoped_key is None:
+        return False
+    pipe.zcard(redis_keys.limit_allowed_key(scoped_key))
+    pipe.zcard(redis_keys.limit_held_key(scoped_key))
+    pipe.zrank(redis_keys.limit_held_key(scoped_key), job.id)
+    # held by its rate, or by a pause of its key (rates.pause), even without a rate
+    pipe.zcard(rates.held_key(scoped_key))
+    pipe.zrank(rates.held_key(scoped_key), job.id)
+    pipe.hget(rates.config_key(scoped_key), "paused")
+    pipe.zscore(rates.due_key(), scoped_key)
+    return True
+
+
+def hold_from(job: Any, replies: list[Any], now: float | None = None) -> Hold:
+    """The ``Hold`` of ``job`` from the ``HOLD_READS`` replies of ``read_hold`` (a key of the wrong type, planted,
+    reads as empty: a page never fails on it). A job waiting in its rate held set (a rate, or a paused key) is
+    behind the jobs its concurrency holds: both count as held, and those count as ahead of it."""
+    in_use, held, rank, rate_held, rate_rank, paused, due = [None if isinstance(r, Exception) else r for r in replies]
+    if rank is None and rate_rank is not None:
+        rank = int(held or 0) + int(rate_rank)
+    limited, rate = is_limited(job), rates.of(job)
+    paused = as_text(paused or b"") == "1"
+    try:
+        wait = None if due is None or paused else max(0.0, round(float(due) - (now or time.time()), 3))
+    except ValueError:
+        wait = None
+    return Hold(
+        key=split(hold_key(job) or "")[1],
+        concurrency=int(job.rate_limit_concurrency) if limited else None,
+        in_use=int(in_use or 0) if limited else None,
+        held=int(held or 0) + int(rate_held or 0),
+        ahead=None if rank is None else int(rank),
+        rate=str(rate[1]) if rate is not None else None,
+        next_release=wait,
+        paused=paused,
+    )
 
 
 # ``job``: an rq Job (Any: its limit fields are Optional to mypy until ``is_limited`` says they are set).
 def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
-    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one. A job with a
-    rate too (queues/producer/rates.py), or of a paused key, waits in its key's rate held set, behind the jobs its
-    concurrency holds: both count as held, and those count as ahead of it."""
-    if not is_limited(job):
+    """The ``Hold`` of a job with a limit key, a concurrency or a rate (one pipelined round trip), or None
+    without one."""
+    connection = connection or getattr(job, "connection", None)
+    if hold_key(job) is None or connection is None:
         return None
-
-    connection = connection or job.connection
-    reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
     with connection.pipeline(transaction=False) as pipe:
-        pipe.zcard(reg.allowed_key)
-        pipe.zcard(reg.rate_limited_key)
-        pipe.zrank(reg.rate_limited_key, job.id)
-        # held by its rate, or by a pause of its key (rates.pause), even without a rate
-        pipe.zcard(rates.held_key(job.rate_limit_key))
-        pipe.zrank(rates.held_key(job.rate_limit_key), job.id)
-        # a key of the wrong type (planted) reads as empty: a page never fails on it
-        replies = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
-    in_use, held, rank, rate_held, rate_rank = replies
-    if rank is None and rate_rank is not None:
-        rank = int(held or 0) + int(rate_rank)
-    return Hold(
-        key=split(job.rate_limit_key)[1],
-        concurrency=int(job.rate_limit_concurrency),
-        in_use=int(in_use or 0),
-        held=int(held or 0) + int(rate_held or 0),
-        ahead=None if rank is None else int(rank),
-    )
+        read_hold(pipe, job)
+        replies = pipe.execute(raise_on_error=False)
+    return hold_from(job, replies)
 
 
 @dataclass(frozen=True)
@@ -272,8 +315,6 @@ def keys_in_use(connection, queue_names, per_queue=10):
     """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
     ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Held: by the concurrency
     and by the rate (queues/producer/rates.py). Reads only."""
-    from queues.keyspace import keys as redis_keys  # no cycle: to the top once issue 32's edits here are merged
-
     wanted = set(queue_names)
     with connection.pipeline(transaction=False) as pipe:
         pipe.smembers(redis_keys.limit_keys_key())

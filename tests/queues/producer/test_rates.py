@@ -166,3 +166,51 @@ def test_a_job_with_a_rate_and_a_concurrency_held_by_its_rate_leaves_the_rate_he
     assert status(jobs[1]) == JobStatus.RATE_LIMITED
     assert cancel_job(jobs[1].id).outcome == "canceled"
     assert queue_redis.zcard(rates.held_key(limits.scoped("default", "seller:d"))) == 0
+
+
+# -- held_by of a job with a rate ---------------------------------------------------------------------------
+def test_a_job_held_by_its_rate_alone_says_so_in_its_state_its_rate_and_when_the_next_token_comes():
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:h", limit_rate="2/hour") for i in range(4)]
+    held_by = queues.job_state(jobs[3].id).held_by
+    next_release = held_by.pop("next_release")
+    assert held_by == {
+        "key": "seller:h",
+        "concurrency": None,
+        "in_use": None,
+        "held": 2,
+        "ahead": 1,
+        "rate": "2/h",
+        "paused": False,
+    }
+    assert 1790 < next_release <= 1800  # one job every 30 minutes
+    released = queues.job_state(jobs[0].id)
+    assert (released.state, released.held_by["ahead"], released.held_by["rate"]) == ("queued", None, "2/h")
+
+
+def test_a_job_of_a_paused_key_says_its_key_is_paused_and_no_next_release(queue_redis):
+    rates.pause(queue_redis, "default", "seller:q")
+    job = queues.enqueue("default", JOB, 1, limit_key="seller:q", limit_rate="5/s", limit_concurrency=2)
+    state = queues.job_state(job.id)
+    assert state.state == "held"
+    assert {
+        k: state.held_by[k] for k in ("concurrency", "in_use", "held", "ahead", "rate", "next_release", "paused")
+    } == {
+        "concurrency": 2,
+        "in_use": 0,
+        "held": 1,
+        "ahead": 0,
+        "rate": "5/s",
+        "next_release": None,
+        "paused": True,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_of_a_job_held_by_its_rate_shows_its_key_and_rate(operator):
+    jobs = [queues.enqueue("default", JOB, i, limit_key="seller:pg", limit_rate="2/hour") for i in range(3)]
+    html = operator.get(f"/admin/queues/queues/1/{jobs[2].id}/").content.decode()
+    assert "Held back by its limit key" in html
+    assert '<span class="job-limit-rate">2/h</span>' in html
+    assert "job-limit-in-use" not in html  # no concurrency: no slots
+    assert "This job waits for a token of its rate" in html
+    assert '<span class="job-limit-ahead">0</span>' in html
