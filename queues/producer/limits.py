@@ -45,9 +45,14 @@ from rq.rate_limit import RateLimitRegistry
 from rq.utils import as_text, current_timestamp, now, utcformat
 
 from queues.keyspace import keys as redis_keys
-
-# rates imports this module too: each uses the other's names only inside functions, so either may load first.
 from queues.producer import rates
+from queues.producer.limitkeys import MAX_KEY_LENGTH as MAX_KEY_LENGTH
+from queues.producer.limitkeys import RESERVED_SUFFIXES as RESERVED_SUFFIXES
+from queues.producer.limitkeys import goes_through_limit as goes_through_limit
+from queues.producer.limitkeys import is_limited as is_limited
+from queues.producer.limitkeys import key_problem as key_problem
+from queues.producer.limitkeys import scoped as scoped
+from queues.producer.limitkeys import split as split
 from queues.producer.rate_script import HOLD_LUA
 
 if TYPE_CHECKING:
@@ -55,47 +60,6 @@ if TYPE_CHECKING:
 
 HELD = JobStatus.RATE_LIMITED.value  # rq's status of a held job: "rate_limited"
 HOLDS_SLOT = (JobStatus.QUEUED.value, JobStatus.STARTED.value)
-MAX_KEY_LENGTH = 200
-# rq names the sets of key K "K:allowed" and "K:rate_limited", next to K's own hash "K": a limit key
-# ending in one of these would share its keys with another limit key's (and break on WRONGTYPE).
-RESERVED_SUFFIXES = (":allowed", ":rate_limited")
-
-
-def key_problem(value):
-    """Why ``value`` cannot be a ``limit_key`` (a sentence), or None."""
-    if not isinstance(value, str):
-        return f"must be a string (e.g. 'seller:42'), not {type(value).__name__}"
-    if not value:
-        return "must not be empty"
-    if len(value) > MAX_KEY_LENGTH:
-        return f"must be at most {MAX_KEY_LENGTH} characters, got {len(value)}"
-    if value != value.strip() or any(ch.isspace() or not ch.isprintable() for ch in value):
-        return "must not contain spaces, control or other non-printable characters"
-    if value.endswith(RESERVED_SUFFIXES):
-        return f"must not end in {' or '.join(RESERVED_SUFFIXES)} (rq's own names for a key's sets)"
-    return None
-
-
-def scoped(queue_name, limit_key):
-    """rq's rate-limit key of ``limit_key`` on queue ``queue_name``: the same key on two queues is
-    two limits."""
-    return f"{queue_name}:{limit_key}"
-
-
-def split(scoped_key):
-    """(queue name, limit key) of an rq rate-limit key written by ``scoped``."""
-    queue_name, _, limit_key = scoped_key.partition(":")
-    return queue_name, limit_key
-
-
-def is_limited(job):
-    """The job has a concurrency limit (rq's limit fields)."""
-    return bool(getattr(job, "has_rate_limit", False))
-
-
-def goes_through_limit(job):
-    """The job is written through its limit key: a concurrency limit, a rate (queues/producer/rates.py) or both."""
-    return is_limited(job) or isinstance((getattr(job, "meta", None) or {}).get("limit_rate"), dict)
 
 
 def registry(job):

@@ -67,7 +67,10 @@ from queues import conf
 from queues.connection.outage import sleep
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
-from queues.producer import limits
+
+# The names of a limit key (scoped, key_problem, is_limited), shared with limits.py, which imports this module:
+# named ``limits`` here, as this module always called them.
+from queues.producer import limitkeys as limits
 from queues.producer.rate_script import PAUSE_LUA, RELEASE_LUA
 
 logger = logging.getLogger("queues.resilience")
