@@ -13,7 +13,7 @@ Redis round trips of one page, whatever the job holds (``tests/queues/board/test
 | --- | --- |
 | ``lookups.known`` | the job exists (404 otherwise; a corrupt one is ``corrupt.respond``'s page) |
 | 1 | its hash, its results stream (``XREVRANGE``, at most ``RESULTS_SHOWN``), its dependents and dependencies sets |
-| 2 (only if it has a limit key, a dependency or a dependent) | the key's slots and rank, the linked jobs' hashes |
+| 2 (only if it has a limit key, a dependency or a dependent) | its key's hold (``limits.read_hold``), linked jobs |
 | ``batches.job_workflow`` (a batch's member) | the batch (1); a chain's step: the chain (1), its steps' jobs (1) |
 
 Nothing here writes, and nothing is unpickled (``jobread``: JSON only). A results stream, a dependents or
@@ -33,7 +33,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from rq.job import Job
-from rq.rate_limit import RateLimitRegistry
 from rq.results import Result
 
 from queues.board import batches, bounded
@@ -141,29 +140,19 @@ def read_page(connection, job_id):
         return {"job": job}
     dependents, dependencies = _members(dependents_key, dependents), _members(dependencies_key, dependencies)
     linked = [*dependencies[:LINKED], *dependents[:LINKED]]
-    limited = limits.is_limited(job)
+    limited = limits.hold_key(job) is not None  # a concurrency, a rate, or both
     replies = []
     if linked or limited:
         with connection.pipeline(transaction=False) as pipe:
             if limited:
-                registry = RateLimitRegistry(job.rate_limit_key, connection=connection)
-                pipe.zcard(registry.allowed_key)
-                pipe.zcard(registry.rate_limited_key)
-                pipe.zrank(registry.rate_limited_key, job.id)
+                limits.read_hold(pipe, job)
             for linked_id in linked:
                 pipe.hgetall(jobread.job_key(linked_id))
             replies = pipe.execute(raise_on_error=False)
     hold = None
     if limited:
-        in_use, held, rank = [None if isinstance(r, Exception) else r for r in replies[:3]]
-        replies = replies[3:]
-        hold = limits.Hold(
-            key=limits.split(job.rate_limit_key)[1],
-            concurrency=int(job.rate_limit_concurrency),
-            in_use=int(in_use or 0),
-            held=int(held or 0),
-            ahead=None if rank is None else int(rank),
-        )
+        hold = limits.hold_from(job, replies[: limits.HOLD_READS])
+        replies = replies[limits.HOLD_READS :]
     funcs = [_func_of(jobread.load(i, r, connection, check_origin=False)) for i, r in zip(linked, replies)]
     done = attempts(job, results_key, stream)
     return {

@@ -4,7 +4,8 @@ and its pause/resume (issue 35, §2).
 A GET reads in three pipelined round trips and writes nothing (``overview``: the rate keys and
 rq's concurrency keys, a key of the wrong type left out). A POST (the act permission, as any POST to the panel:
 ``access.guard``; CSRF) pauses or resumes one key through the operator service (``pause_key``/``resume_key``:
-one audit row each). Only a key with a rate can be paused: its held jobs wait, the rest of its queue runs.
+one audit row each). Any key can be paused, with a rate or a concurrency only: its held jobs wait (those its
+concurrency held move to the key's rate held set: ``rates.pause``), the rest of its queue runs.
 """
 
 import datetime as dt
@@ -53,7 +54,7 @@ def overview(connection, limit=500):
         return []
     with connection.pipeline(transaction=False) as pipe:
         for m in members:
-            pipe.hmget(rates.config_key(m), "count", "seconds", "paused")
+            pipe.hmget(rates.config_key(m), "count", "seconds", "paused", "concurrency")
             pipe.zcard(rates.held_key(m))
             pipe.zscore(rates.due_key(), m)
             pipe.hget(keys.limit_config_key(m), "concurrency")
@@ -65,7 +66,8 @@ def overview(connection, limit=500):
         cfg, held, due, concurrency, in_use, rq_held = [
             None if isinstance(r, Exception) else r for r in replies[6 * i : 6 * i + 6]
         ]
-        count, seconds, paused = cfg or (None, None, None)
+        count, seconds, paused, kept = cfg or (None, None, None, None)
+        concurrency = concurrency or kept  # a paused key's own, once rq dropped its hash (rates.pause)
         try:
             rate = str(rates.Rate(int(count), float(seconds))) if count and seconds else ""
             concurrency = int(as_text(concurrency)) if concurrency else None

@@ -3,8 +3,9 @@
 A job is in one of three places, and each answers with the same fields (``JobState.FIELDS``):
 
 - the outbox (accepted inside a transaction, not yet written to Redis): state ``outbox``;
-- Redis: rq's state, ``held`` for rq's ``rate_limited`` (waiting for a slot of its limit key, with
-  ``held_by``), and the last attempt's error while it is dead or waiting for a retry;
+- Redis: rq's state, ``held`` for rq's ``rate_limited`` (waiting for its limit key: a slot of its concurrency,
+  a token of its rate or a resume of the key, with ``held_by``), and the last attempt's error while it is dead or
+  waiting for a retry;
 - Redis, but unreadable (planted, or written by something else): state ``corrupt``, ``why`` says why.
 
 The producer's side of a job's state (its outbox, its limit keys) is installed into this module at the
@@ -68,7 +69,7 @@ class JobState:
     result: Any = None  # JSON: the job's return value
     error: str | None = None  # the last failed attempt's exception string (raw: may name internals)
     dead_reason: str | None = None
-    held_by: dict[str, int | str | None] | None = None
+    held_by: dict[str, int | float | str | bool | None] | None = None
     enqueued_at: dt.datetime | None = None
     started_at: dt.datetime | None = None
     ended_at: dt.datetime | None = None
@@ -151,10 +152,10 @@ def of_job(job: "Job") -> JobState:
     state: str = getattr(status, "value", status)
     meta = job.meta or {}
     if state == HELD:
-        state = "held"  # rq's "rate_limited": waiting outside the queue for a slot of its limit key
+        state = "held"  # rq's "rate_limited": waiting outside the queue for its limit key (a slot, a token, a resume)
     held_by = None
     if state in ("held", "queued", "started"):
-        hold = _producer.hold_of(job)  # None without a limit key
+        hold = _producer.hold_of(job)  # None without a limit key (a concurrency, a rate, or both)
         held_by = hold.as_dict() if hold is not None else None
     result = error = None
     if state == "finished":

@@ -26,8 +26,10 @@ optima_queue_jobs_processed_total           counter    queue             attempt
 optima_queue_jobs_failed_total              counter    queue             attempts that raised (recorder)
 optima_queue_jobs_retried_total             counter    queue             retries scheduled (recorder)
 optima_queue_jobs_dead_total                counter    queue             jobs dead-lettered (recorder)
-optima_queue_held_jobs                      gauge      queue             ZCARD of the held set of each of the
-                                                                         queue's limit keys in use (rl-keys)
+optima_queue_held_jobs                      gauge      queue             ZCARD of the held sets of each of the
+                                                                         queue's limit keys in use (rl-keys) and
+                                                                         rate keys (rate-keys): held by a
+                                                                         concurrency, a rate or a pause
 optima_queue_outbox                         gauge      queue             outbox rows not yet in Redis (database)
 optima_queue_outbox_oldest_age_seconds      gauge      queue             now - created_at of the oldest row
 optima_queue_scrape_error                   gauge      queue, source     1: source (redis, database) unread

@@ -115,7 +115,8 @@ def families(snapshot, prefix):
     dead_total = CounterMetricFamily(f"{p}_jobs_dead", "Jobs that reached the dead letter.", labels=["queue"])
     held = GaugeMetricFamily(
         f"{p}_held_jobs",
-        "Jobs held back by their limit key: over the key's limit_concurrency, waiting outside the queue for a slot.",
+        "Jobs held back by their limit key, waiting outside the queue: over the key's limit_concurrency, beyond "
+        "its limit_rate, or of a paused key.",
         labels=["queue"],
     )
     error = GaugeMetricFamily(

@@ -6,12 +6,14 @@ holds a job, the one that waits behind all others), ZCARD of the started
 (``wip``) and scheduled registries, ZCARD and ZCOUNT (the expired part) of the finished and failed
 registries, SMEMBERS of the queue's worker set, HGETALL of the recorder's counters and LRANGE of
 its last durations; plus one SMEMBERS of the paused set, one of rq's set of limit keys in use
-(``<p>:rl-keys``, queues/producer/limits.py), one HGETALL of the quarantine counts (``<p>:optima:quarantined``,
+(``<p>:rl-keys``, queues/producer/limits.py), one ZRANGE of the keys with a rate or paused
+(``<p>:optima:rate-keys``, queues/producer/rates.py), one HGETALL of the quarantine counts (``<p>:optima:quarantined``,
 queues/keyspace/repeats.py) and ``INFO memory`` / ``INFO stats`` of the server (used memory,
 maxmemory, evicted keys: queues/connection/info.py). Round trip 2 (only when a queue has a waiting job or
 a worker, or some limit key is in use): HGET ``enqueued_at`` of each queue's head job, EXISTS of each
-worker key (rq leaves a dead worker in the set until a cleanup) and ZCARD of the held set of each
-limit key of a declared queue (held jobs per queue: ``optima_queue_held_jobs``). No command writes: rq's ``.count`` on a
+worker key (rq leaves a dead worker in the set until a cleanup) and ZCARD of the held sets of each
+limit key of a declared queue, rq's (held by the concurrency) and the rate's (held by the rate, or by a pause):
+held jobs per queue, ``optima_queue_held_jobs``. No command writes: rq's ``.count`` on a
 registry runs its cleanup (and failure callbacks), which a scrape must never trigger, so the
 expired entries that cleanup would remove are counted with ZCOUNT and left out instead.
 
@@ -39,7 +41,7 @@ from queues.keyspace import keys as redis_keys
 from queues.keyspace.keys import paused_key
 from queues.metrics import redis_memory, store
 from queues.metrics.snapshot import QueueSample, describe_error, text
-from queues.producer import limits
+from queues.producer import limits, rates
 
 logger = logging.getLogger("queues.metrics")
 
@@ -58,6 +60,7 @@ def read_redis(client, names, samples, now, batches=None):
         pipe.smembers(redis_keys.limit_keys_key())
         pipe.hgetall(redis_keys.quarantined_key())
         pipe.hgetall(redis_keys.batches_key())  # batches by the queue of their callback and state (workflows)
+        pipe.zrange(rates.keys_key(), 0, -1)  # the keys with a rate, or paused: their own held sets
         for name in names:
             queue_key = redis_keys.queue_key(name)
             pipe.llen(queue_key)
@@ -86,13 +89,14 @@ def read_redis(client, names, samples, now, batches=None):
     memory = redis_memory.from_replies(*results[-2:])
     paused_result, limit_keys_result, quarantined = results[0], results[1], _quarantined(results[2])
     batches[:] = [_batches(results[3], names)]
-    results = results[4:-2]
+    rate_keys_result = results[4]
+    results = results[5:-2]
     paused = set() if isinstance(paused_result, Exception) else {text(n) for n in paused_result}
     if isinstance(paused_result, Exception):
         logger.warning(
             "reading the paused set failed (%s); queues are reported as not paused", describe_error(paused_result)
         )
-    held_keys = _held_keys(limit_keys_result, names)
+    held_keys = _held_keys(limit_keys_result, rate_keys_result, names)
     heads, worker_sets = {}, {}
     for i, name in enumerate(names):
         row = _tolerated(name, results[i * PER_QUEUE_COMMANDS : (i + 1) * PER_QUEUE_COMMANDS])
@@ -259,18 +263,24 @@ def _counters(name, counters, sample, bounds):
         sample.counters = sample.buckets = sample.waits = sample.totals = None
 
 
-def _held_keys(members, names):
-    """{queue: [held-set key, ...]} of the limit keys in use (rq's ``<p>:rl-keys``, whose members are
-    ``<queue>:<limit key>``) of the declared ``names``. A failed read is logged: no held counts."""
+def _held_keys(members, rate_members, names):
+    """{queue: [held-set key, ...]} of the limit keys in use of the declared ``names``: rq's held set of each
+    member of rq's ``<p>:rl-keys`` and the rate held set (queues/producer/rates.py) of each member of
+    ``<p>:optima:rate-keys`` (the keys with a rate, and the paused ones); both sets' members are
+    ``<queue>:<limit key>``. A failed read of either set is logged: no held counts from it."""
 
-    if isinstance(members, Exception):
-        logger.warning("reading the limit keys failed (%s); held jobs are reported as 0", describe_error(members))
-        return {}
     wanted, found = set(names), {}
-    for member in members:
-        queue_name, limit_key = limits.split(text(member))
-        if queue_name in wanted and limit_key:
-            found.setdefault(queue_name, []).append(redis_keys.limit_held_key(text(member)))
+    for reply, held_key, what in (
+        (members, redis_keys.limit_held_key, "limit keys"),
+        (rate_members, rates.held_key, "rate keys"),
+    ):
+        if isinstance(reply, Exception):
+            logger.warning("reading the %s failed (%s); their held jobs are reported as 0", what, describe_error(reply))
+            continue
+        for member in reply:
+            queue_name, limit_key = limits.split(text(member))
+            if queue_name in wanted and limit_key:
+                found.setdefault(queue_name, set()).add(held_key(text(member)))
     return {name: sorted(keys) for name, keys in found.items()}
 
 

@@ -1,8 +1,10 @@
 """Pause and resume of one limit key (the panel's limits page): its held jobs wait, the rest of its queue runs.
 
-A target is the key scoped to its queue, ``"<queue>:<limit key>"`` (``queues.producer.limits.scoped``). The
-pause is the key's rate hash's ``paused`` field (``queues.producer.rates``): its held jobs stay held, its jobs
-already queued still run, and a resume releases what the key's budget allows at once."""
+A target is the key scoped to its queue, ``"<queue>:<limit key>"`` (``queues.producer.limits.scoped``), with a
+rate or a concurrency only. The pause is the key's rate hash's ``paused`` field (``queues.producer.rates``): its
+held jobs stay held (those its concurrency held are moved to the key's rate held set, where no promotion of rq's
+looks), its jobs already queued or running still run, and a resume releases what the key's budget allows at
+once (a key without a rate: what its concurrency allows)."""
 
 from queues.catalog.lookup import get_config
 from queues.connection.clients import get_connection

@@ -39,12 +39,13 @@ if TYPE_CHECKING:
 # its id is still in its queue's list, or in the scheduled registry and not yet due; otherwise the
 # worker (or the scheduler) has it and the answer says so. KEYS: job hash, queue list,
 # intermediate list, scheduled registry, canceled registry, and for a job with a limit key its key's
-# held set (rq's ``rate_limited`` zset). ARGV: id, "due before" (unix s), now, and the hash field of a cancel
+# held sets: rq's ``rate_limited`` zset (a concurrency) and the rate's (a rate, or a paused key): a held job
+# leaves whichever it is in. ARGV: id, "due before" (unix s), now, and the hash field of a cancel
 # request (issue 34: a running long job that wrote a checkpoint, ``meta.cursor``, stops at its next one and ends
 # canceled: ``queues/jobs/resume.py``, ``CANCEL_REQUESTED``). A key of another type
 # than rq's (planted) is named before anything is written: {'wrongtype', key}.
 CANCEL_LUA = """
-local types = {'list', 'list', 'zset', 'zset', 'zset'}
+local types = {'list', 'list', 'zset', 'zset', 'zset', 'zset', 'zset'}
 for i = 2, #KEYS do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= types[i - 1] then return {'wrongtype', KEYS[i]} end
@@ -55,7 +56,7 @@ if not status then
   return {'refused', ''}
 end
 if status == 'rate_limited' and KEYS[6] then
-  redis.call('ZREM', KEYS[6], ARGV[1])
+  for i = 6, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
   redis.call('HSET', KEYS[1], 'status', 'canceled')
   redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
   return {'canceled', 'held'}
@@ -126,13 +127,13 @@ def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled
         CanceledJobRegistry(job.origin, connection=connection).key,
     ]
     limited = limits.is_limited(job)
-    if limited:
-        script_keys.append(keys.limit_held_key(job.rate_limit_key))
+    if limited:  # held by its concurrency (rq's held set), or by its rate or a pause (the rate's)
+        script_keys += [keys.limit_held_key(job.rate_limit_key), rates.held_key(job.rate_limit_key)]
     elif rates.of(job) is not None:  # held by its rate alone: its key's held set of queues/producer/rates.py
         script_keys.append(rates.held_key(rates.of(job)[0]))
     reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now, resume.CANCEL_REQUESTED])
     if jobread.text(reply[0]) == "wrongtype":  # renamed aside (queues.keyspace.quarantine), then once more
-        types = dict(zip(script_keys[1:], ("list", "list", "zset", "zset", "zset")))
+        types = dict(zip(script_keys[1:], ("list", "list", "zset", "zset", "zset", "zset", "zset")))
         quarantine.set_aside(connection, types, who=f"Cancel of job {job.id}")
         reply = script(keys=script_keys, args=[job.id, now + DUE_MARGIN_SECONDS, now, resume.CANCEL_REQUESTED])
     outcome, was = (jobread.text(r) for r in reply)

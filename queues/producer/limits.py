@@ -27,6 +27,12 @@ QUEUE_PREFIX; queues/keyspace/keys.py lists them):
 
 A held job's rq status is ``rate_limited``; this project calls it *held* (the API's state, the
 panel, ``optima_queue_held_jobs``).
+
+Pause (``rates.pause``, the limits page): rq's promotion knows nothing of it, so a pause moves the key's held
+jobs out of rq's held set into the key's rate held set (queues/producer/rates.py), and ``enqueue_into`` holds a
+job of a paused key there too (``HOLD_LUA``, run in place of rq's promotion: one script as before). What
+still passes a pause: a job of the key coming back through rq's own paths (its scheduler, its registries'
+``requeue``) is held in rq's held set and promoted when a slot frees.
 """
 
 import time
@@ -34,58 +40,26 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rq.job import Job, JobStatus
+from rq.queue import Queue
 from rq.rate_limit import RateLimitRegistry
-from rq.utils import as_text
+from rq.utils import as_text, current_timestamp, now, utcformat
 
-# rates imports this module too: each uses the other's names only inside functions, so either may load first.
+from queues.keyspace import keys as redis_keys
 from queues.producer import rates
+from queues.producer.limitkeys import MAX_KEY_LENGTH as MAX_KEY_LENGTH
+from queues.producer.limitkeys import RESERVED_SUFFIXES as RESERVED_SUFFIXES
+from queues.producer.limitkeys import goes_through_limit as goes_through_limit
+from queues.producer.limitkeys import is_limited as is_limited
+from queues.producer.limitkeys import key_problem as key_problem
+from queues.producer.limitkeys import scoped as scoped
+from queues.producer.limitkeys import split as split
+from queues.producer.rate_script import HOLD_LUA
 
 if TYPE_CHECKING:
     import redis
 
 HELD = JobStatus.RATE_LIMITED.value  # rq's status of a held job: "rate_limited"
 HOLDS_SLOT = (JobStatus.QUEUED.value, JobStatus.STARTED.value)
-MAX_KEY_LENGTH = 200
-# rq names the sets of key K "K:allowed" and "K:rate_limited", next to K's own hash "K": a limit key
-# ending in one of these would share its keys with another limit key's (and break on WRONGTYPE).
-RESERVED_SUFFIXES = (":allowed", ":rate_limited")
-
-
-def key_problem(value):
-    """Why ``value`` cannot be a ``limit_key`` (a sentence), or None."""
-    if not isinstance(value, str):
-        return f"must be a string (e.g. 'seller:42'), not {type(value).__name__}"
-    if not value:
-        return "must not be empty"
-    if len(value) > MAX_KEY_LENGTH:
-        return f"must be at most {MAX_KEY_LENGTH} characters, got {len(value)}"
-    if value != value.strip() or any(ch.isspace() or not ch.isprintable() for ch in value):
-        return "must not contain spaces, control or other non-printable characters"
-    if value.endswith(RESERVED_SUFFIXES):
-        return f"must not end in {' or '.join(RESERVED_SUFFIXES)} (rq's own names for a key's sets)"
-    return None
-
-
-def scoped(queue_name, limit_key):
-    """rq's rate-limit key of ``limit_key`` on queue ``queue_name``: the same key on two queues is
-    two limits."""
-    return f"{queue_name}:{limit_key}"
-
-
-def split(scoped_key):
-    """(queue name, limit key) of an rq rate-limit key written by ``scoped``."""
-    queue_name, _, limit_key = scoped_key.partition(":")
-    return queue_name, limit_key
-
-
-def is_limited(job):
-    """The job has a concurrency limit (rq's limit fields)."""
-    return bool(getattr(job, "has_rate_limit", False))
-
-
-def goes_through_limit(job):
-    """The job is written through its limit key: a concurrency limit, a rate (queues/producer/rates.py) or both."""
-    return is_limited(job) or isinstance((getattr(job, "meta", None) or {}).get("limit_rate"), dict)
 
 
 def registry(job):
@@ -110,7 +84,9 @@ def enqueue_into(queue, job, pipeline):
     with one difference: rq scores a held job in whole seconds, so jobs held within one second would
     be promoted in the order of their ids; here the score is to the microsecond, so the jobs of a
     key run in the order they came. (Jobs coming back through rq's scheduler or its ``requeue``
-    keep rq's whole-second score: in order to the second.)
+    keep rq's whole-second score: in order to the second.) And rq's promotion Lua is run as ``HOLD_LUA``
+    (rate_script.py, one script as before), which holds the job in its key's rate held set instead while the
+    key is paused (``rates.pause``).
 
     A job with a rate (``limit_rate``) is held by its rate first (``rates.enqueue_into``)."""
 
@@ -123,8 +99,19 @@ def enqueue_into(queue, job, pipeline):
     reg.register(job.rate_limit_concurrency, pipeline)
     job.set_status(JobStatus.RATE_LIMITED, pipeline=pipeline)
     job.save(pipeline=pipeline)
-    reg.add_to_rate_limited(job.id, pipeline, timestamp=time.time())
-    reg.acquire_and_enqueue(job.rate_limit_concurrency, pipeline=pipeline)
+    queue.connection.register_script(HOLD_LUA)(
+        keys=[reg.allowed_key, reg.rate_limited_key, rates.config_key(reg.key), rates.held_key(reg.key)],
+        args=[
+            job.rate_limit_concurrency,
+            current_timestamp(),
+            utcformat(now()),
+            Queue.redis_queue_namespace_prefix,
+            Job.redis_job_namespace_prefix,
+            job.id,
+            time.time(),
+        ],
+        client=pipeline,
+    )
 
 
 def requeue_into(queue, job, pipeline):
@@ -190,55 +177,94 @@ def release(job):
 # -- reading (panel, API, metrics): no writes ------------------------------------------------------
 @dataclass(frozen=True)
 class Hold:
-    """Where a job stands with its limit key."""
+    """Where a job stands with its limit key: its concurrency, its rate, or both."""
 
     key: str  # the limit key as given at enqueue (not scoped)
-    concurrency: int  # jobs of the key that may be queued or running at once
-    in_use: int  # slots taken now (queued or running jobs of the key)
-    held: int  # jobs of the key held now
+    concurrency: int | None  # jobs of the key that may be queued or running at once; None for a rate alone
+    in_use: int | None  # slots taken now (queued or running jobs of the key); None for a rate alone (not tracked)
+    held: int  # jobs of the key held now (by the concurrency, the rate or a pause)
     ahead: int | None  # held jobs of the key before this one; None when this one is not held
+    rate: str | None = None  # the job's rate, e.g. "5/s" (rates.Rate); None without one
+    next_release: float | None = None  # seconds until the key's next token, while jobs wait for one; else None
+    paused: bool = False  # the key is paused (the limits page): its held jobs wait until it is resumed
 
-    def as_dict(self) -> dict[str, int | str | None]:
+    def as_dict(self) -> dict[str, int | float | str | bool | None]:
         return {
             "key": self.key,
             "concurrency": self.concurrency,
             "in_use": self.in_use,
             "held": self.held,
             "ahead": self.ahead,
+            "rate": self.rate,
+            "next_release": self.next_release,
+            "paused": self.paused,
         }
+
+
+def hold_key(job: Any) -> str | None:
+    """The scoped limit key of a job with a concurrency or a rate, or None."""
+    if is_limited(job):
+        return str(job.rate_limit_key)
+    rate = rates.of(job)
+    return rate[0] if rate is not None else None
+
+
+HOLD_READS = 7  # commands ``read_hold`` queues
+
+
+def read_hold(pipe: Any, job: Any) -> bool:
+    """Queue on ``pipe`` (not a MULTI) the ``HOLD_READS`` reads of ``job``'s hold, for ``hold_from``; False (nothing
+    queued) for a job without a limit key. The job page reads them in its own pipeline (queues/board/job.py)."""
+    scoped_key = hold_key(job)
+    if scoped_key is None:
+        return False
+    pipe.zcard(redis_keys.limit_allowed_key(scoped_key))
+    pipe.zcard(redis_keys.limit_held_key(scoped_key))
+    pipe.zrank(redis_keys.limit_held_key(scoped_key), job.id)
+    # held by its rate, or by a pause of its key (rates.pause), even without a rate
+    pipe.zcard(rates.held_key(scoped_key))
+    pipe.zrank(rates.held_key(scoped_key), job.id)
+    pipe.hget(rates.config_key(scoped_key), "paused")
+    pipe.zscore(rates.due_key(), scoped_key)
+    return True
+
+
+def hold_from(job: Any, replies: list[Any], now: float | None = None) -> Hold:
+    """The ``Hold`` of ``job`` from the ``HOLD_READS`` replies of ``read_hold`` (a key of the wrong type, planted,
+    reads as empty: a page never fails on it). A job waiting in its rate held set (a rate, or a paused key) is
+    behind the jobs its concurrency holds: both count as held, and those count as ahead of it."""
+    in_use, held, rank, rate_held, rate_rank, paused, due = [None if isinstance(r, Exception) else r for r in replies]
+    if rank is None and rate_rank is not None:
+        rank = int(held or 0) + int(rate_rank)
+    limited, rate = is_limited(job), rates.of(job)
+    paused = as_text(paused or b"") == "1"
+    try:
+        wait = None if due is None or paused else max(0.0, round(float(due) - (now or time.time()), 3))
+    except ValueError:
+        wait = None
+    return Hold(
+        key=split(hold_key(job) or "")[1],
+        concurrency=int(job.rate_limit_concurrency) if limited else None,
+        in_use=int(in_use or 0) if limited else None,
+        held=int(held or 0) + int(rate_held or 0),
+        ahead=None if rank is None else int(rank),
+        rate=str(rate[1]) if rate is not None else None,
+        next_release=wait,
+        paused=paused,
+    )
 
 
 # ``job``: an rq Job (Any: its limit fields are Optional to mypy until ``is_limited`` says they are set).
 def hold_of(job: Any, connection: "redis.Redis | None" = None) -> Hold | None:
-    """The ``Hold`` of a job with a limit key (one pipelined round trip), or None without one. A job with a
-    rate too (queues/producer/rates.py) waits first in its rate's held set, behind the jobs its
-    concurrency holds: both count as held, and those count as ahead of it."""
-    if not is_limited(job):
+    """The ``Hold`` of a job with a limit key, a concurrency or a rate (one pipelined round trip), or None
+    without one."""
+    connection = connection or getattr(job, "connection", None)
+    if hold_key(job) is None or connection is None:
         return None
-
-    connection = connection or job.connection
-    reg = RateLimitRegistry(job.rate_limit_key, connection=connection)
-    rated = rates.of(job) is not None
     with connection.pipeline(transaction=False) as pipe:
-        pipe.zcard(reg.allowed_key)
-        pipe.zcard(reg.rate_limited_key)
-        pipe.zrank(reg.rate_limited_key, job.id)
-        if rated:
-            pipe.zcard(rates.held_key(job.rate_limit_key))
-            pipe.zrank(rates.held_key(job.rate_limit_key), job.id)
-        # a key of the wrong type (planted) reads as empty: a page never fails on it
-        replies = [None if isinstance(r, Exception) else r for r in pipe.execute(raise_on_error=False)]
-    in_use, held, rank = replies[:3]
-    rate_held, rate_rank = replies[3:] if rated else (0, None)
-    if rank is None and rate_rank is not None:
-        rank = int(held or 0) + int(rate_rank)
-    return Hold(
-        key=split(job.rate_limit_key)[1],
-        concurrency=int(job.rate_limit_concurrency),
-        in_use=int(in_use or 0),
-        held=int(held or 0) + int(rate_held or 0),
-        ahead=None if rank is None else int(rank),
-    )
+        read_hold(pipe, job)
+        replies = pipe.execute(raise_on_error=False)
+    return hold_from(job, replies)
 
 
 @dataclass(frozen=True)
@@ -255,8 +281,6 @@ def keys_in_use(connection, queue_names, per_queue=10):
     """{queue: [KeyUse, ...]} of the limit keys in use on ``queue_names``, most held first (at most
     ``per_queue`` each), in two pipelined round trips; the panel's "held jobs". Held: by the concurrency
     and by the rate (queues/producer/rates.py). Reads only."""
-    from queues.keyspace import keys as redis_keys  # no cycle: to the top once issue 32's edits here are merged
-
     wanted = set(queue_names)
     with connection.pipeline(transaction=False) as pipe:
         pipe.smembers(redis_keys.limit_keys_key())
@@ -276,12 +300,14 @@ def keys_in_use(connection, queue_names, per_queue=10):
             pipe.zcard(redis_keys.limit_allowed_key(member))
             pipe.zcard(redis_keys.limit_held_key(member))
             pipe.zcard(rates.held_key(member))
+            pipe.hget(rates.config_key(member), "concurrency")  # a paused key's, once rq dropped its own hash
         replies = pipe.execute(raise_on_error=False)
     found = {}
     for i, member in enumerate(members):
-        concurrency, in_use, held, rate_held = replies[4 * i : 4 * i + 4]
+        concurrency, in_use, held, rate_held, kept = replies[5 * i : 5 * i + 5]
         if any(isinstance(r, Exception) for r in (concurrency, in_use, held, rate_held)):
             continue  # a key of the wrong type (planted): left out, never a 500
+        concurrency = concurrency or (None if isinstance(kept, Exception) else kept)
         if not (concurrency or in_use or held or rate_held):
             continue  # a rate key with nothing held
         queue_name, limit_key = split(member)

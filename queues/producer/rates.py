@@ -29,15 +29,20 @@ With ``limit_concurrency`` too, the rate comes first: a job released by its rate
 concurrency stage (rq's ``:rate_limited`` zset of the same scoped key, then rq's promotion, inline in
 the same script), so both bound it.
 
-Paused key (``pause``/``resume``, the panel's limits page through ``queues.operator``): its held jobs
-stay held, its queue's other jobs run; a resume releases what the budget allows at once.
+Paused key (``pause``/``resume``, the panel's limits page through ``queues.operator``), with a rate or a
+concurrency only: its held jobs stay held, its queue's other jobs run; a resume releases what the budget allows
+at once. The jobs rq's concurrency holds are moved into the rate held set at the pause (rq's promotion, run by
+rq's worker when a slot frees, never looks there) and a concurrency-only job enqueued while paused is held there
+too (``limits.enqueue_into``); for a key without a rate the resume moves them back to rq's held set and promotes
+them (rate_script.py).
 
 Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 
 - ``<p>:optima:rate-keys``: zset of the scoped keys with a rate, scored by their last enqueue (+inf while
   paused), forgotten a day after;
 - ``<p>:optima:rate:<q>:<key>``: hash, ``count``, ``seconds`` (the latest enqueue's), ``tat``,
-  ``paused`` ("1"), ``concurrency`` (when the jobs have one); expires a day after the key went idle;
+  ``paused`` ("1"), ``concurrency`` (when the jobs have one, or kept by a pause); expires a day after the key
+  went idle;
 - ``<p>:optima:rate:<q>:<key>:held``: zset of the held job ids, scored by when they were held;
 - ``<p>:optima:rate-due``: zset of the scoped keys with held jobs and no budget, scored by when the
   next token comes.
@@ -69,8 +74,11 @@ from queues import conf
 from queues.connection.outage import sleep
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
-from queues.producer import limits
-from queues.producer.rate_script import RELEASE_LUA
+
+# The names of a limit key (scoped, key_problem, is_limited), shared with limits.py, which imports this module:
+# named ``limits`` here, as this module always called them.
+from queues.producer import limitkeys as limits
+from queues.producer.rate_script import PAUSE_LUA, RELEASE_LUA
 
 logger = logging.getLogger("queues.resilience")
 
@@ -253,18 +261,29 @@ def _report(exc):
 
 # -- pause (the operator's actions) -------------------------------------------------------------------------
 def pause(connection, queue_name, limit_key):
-    """Hold ``limit_key``'s jobs on ``queue_name`` until ``resume`` (its jobs already queued still run)."""
+    """Hold ``limit_key``'s jobs on ``queue_name`` until ``resume``, for a key with a rate or a concurrency only
+    (its jobs already queued or running still run) -> how many of the jobs held by its concurrency it moved to the
+    key's rate held set (``PAUSE_LUA``: there, no promotion of rq's takes them when a slot frees)."""
     scoped_key = limits.scoped(queue_name, limit_key)
-    with connection.pipeline() as pipe:
-        pipe.hset(config_key(scoped_key), "paused", "1")
-        pipe.persist(config_key(scoped_key))
-        pipe.zadd(keys_key(), {scoped_key: "+inf"})  # never forgotten while paused
-        pipe.zrem(due_key(), scoped_key)
-        pipe.execute()
+    script = connection.register_script(PAUSE_LUA)
+    return int(
+        script(
+            keys=[
+                config_key(scoped_key),
+                held_key(scoped_key),
+                keys.limit_held_key(scoped_key),
+                keys.limit_config_key(scoped_key),
+                keys_key(),
+                due_key(),
+            ],
+            args=[scoped_key],
+        )
+    )
 
 
 def resume(connection, queue_name, limit_key):
-    """Release ``limit_key``'s held jobs again -> the ids released at once."""
+    """Release ``limit_key``'s held jobs again -> the ids released at once: as its budget allows for a key with a
+    rate, all that its concurrency allows (back in rq's held set, promoted) for a key without one."""
     scoped_key = limits.scoped(queue_name, limit_key)
     with connection.pipeline() as pipe:
         pipe.hdel(config_key(scoped_key), "paused")

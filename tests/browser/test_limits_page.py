@@ -60,3 +60,31 @@ def test_operator_pauses_a_limit_key_its_jobs_wait_held_and_resumes_it(
         ("operator", "resume_key", "default"),
     ]
     assert worker.stop() == 0, worker.output()
+
+
+def test_operator_pauses_and_resumes_a_limit_key_without_a_rate(page, live_server, prod, operator, queue_redis):
+    jobs = [queues.enqueue("default", NOOP, i, 0, limit_key="cabinet:1", limit_concurrency=1) for i in range(3)]
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/admin/queues/limits/")
+    row = page.locator('#limit-keys tr[data-key="default:cabinet:1"]')
+    assert [row.locator(f".key-{c}").inner_text() for c in ("rate", "concurrency", "running", "held", "state")] == [
+        "—",
+        "1",
+        "1",
+        "2",
+        "active",
+    ]
+    row.locator('input[type=submit][value="Pause cabinet:1"]').click()
+    page.wait_for_load_state()
+    assert row.locator(".key-state").inner_text() == "paused"
+    assert row.locator(".key-held").inner_text() == "2"
+    assert rates.is_paused(queue_redis, "default", "cabinet:1")
+
+    row.locator('input[type=submit][value="Resume cabinet:1"]').click()
+    page.wait_for_load_state()
+    assert row.locator(".key-state").inner_text() == "active"
+    assert statuses(jobs, queue_redis) == [JobStatus.QUEUED, JobStatus.RATE_LIMITED, JobStatus.RATE_LIMITED]
+    assert list(AuditEntry.objects.order_by("pk").values_list("action", "queue")) == [
+        ("pause_key", "default"),
+        ("resume_key", "default"),
+    ]

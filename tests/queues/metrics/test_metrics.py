@@ -30,7 +30,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 STATES = ["waiting", "active", "delayed", "paused", "completed", "failed"]
 DECLARED = ["content", "default", "orders-sync", "repricer"]
-READ_COMMANDS = {"llen", "lindex", "zcard", "zcount", "smembers", "hgetall", "lrange", "hget", "exists"}
+# zrange: the keys with a rate or paused are a zset (<p>:optima:rate-keys, scored by their last use), read whole
+# once per scrape to count their held sets (optima_queue_held_jobs).
+READ_COMMANDS = {"llen", "lindex", "zcard", "zcount", "smembers", "hgetall", "lrange", "hget", "exists", "zrange"}
 # promtool's lint findings that the record's contract itself dictates (docs/metrics.md explains each).
 ACCEPTED_LINT = {
     # The record names the family optima_queue_job_duration_ms{queue, quantile}, a gauge.
@@ -282,6 +284,24 @@ def test_dead_letters_read_zero_with_an_error_when_the_database_fails(
     assert logged(caplog) == ["counting open dead letters failed"]
 
 
+def test_jobs_held_by_a_rate_count_in_the_held_gauge_beside_those_held_by_a_concurrency(client):
+    # 2/hour: two released at once (one step of tolerance), the third held by the rate.
+    for i in range(3):
+        queues.enqueue("default", "tests.jobs.sample.add", i, 0, limit_key="seller:r", limit_rate="2/hour")
+    # concurrency 1: the first queued, the other two held by the concurrency.
+    for i in range(3):
+        queues.enqueue("default", "tests.jobs.sample.add", i, 0, limit_key="seller:c", limit_concurrency=1)
+    # both: the rate releases two, the concurrency queues one of them; 1 held by each.
+    for i in range(3):
+        queues.enqueue(
+            "repricer", "tests.jobs.sample.add", i, 0, limit_key="seller:b", limit_rate="2/hour", limit_concurrency=1
+        )
+    found = samples(scrape(client))
+    assert value(found, "optima_queue_held_jobs", queue="default") == 1 + 2
+    assert value(found, "optima_queue_held_jobs", queue="repricer") == 1 + 1
+    assert value(found, "optima_queue_held_jobs", queue="content") == 0
+
+
 # --- cheap and read-only ----------------------------------------------------------------------
 
 
@@ -303,8 +323,10 @@ def test_a_scrape_costs_two_round_trips_whatever_the_number_of_queues(private_re
         calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         calls.pop("info", None)
         # 15 per queue (LLEN and LINDEX of each priority band: high, normal, low) + the paused set + the limit
-        # keys in use + the quarantine counts + the batch counts, then the head job's enqueued_at per non-empty queue.
+        # keys in use + the keys with a rate + the quarantine counts + the batch counts, then the head job's
+        # enqueued_at per non-empty queue.
         assert calls == {
+            "zrange": 1,
             "smembers": n + 2,
             "llen": 3 * n,
             "lindex": 3 * n,

@@ -368,6 +368,7 @@ def test_a_scrape_with_held_jobs_writes_nothing(client, settings, private_redis)
         "smembers",
         "hgetall",
         "lrange",
+        "zrange",
         "hget",
         "exists",
         "info",

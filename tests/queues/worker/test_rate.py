@@ -13,7 +13,10 @@ from rq.scheduler import RQScheduler
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from queues.jobs import meta as jobmeta
-from queues.producer import rates
+from queues.keyspace import keys
+from queues.models import AuditEntry
+from queues.operator import actions
+from queues.producer import limits, rates
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -70,4 +73,38 @@ def test_a_key_at_5_per_second_starts_100_jobs_in_19_to_21_seconds_while_another
     assert 19.0 <= starts[-1] - starts[0] <= 21.0, f"first start to last: {starts[-1] - starts[0]:.2f} s"
     assert [job.return_value() for job in runs] == list(range(100))
     assert {jobmeta.current_attempt(job) for job in runs} == {1}  # held is no attempt spent
+    assert worker.stop() == 0, worker.output()
+
+
+def test_a_paused_concurrency_key_keeps_its_jobs_held_through_a_freed_slot_while_its_queue_runs_and_resumes(
+    start_worker, queue_redis, tmp_path
+):
+    worker = start_worker("default", "--concurrency", "4")
+    release = tmp_path / "go"
+    cabinet = {"limit_key": "cabinet:1", "limit_concurrency": 1}
+    running = queues.enqueue(
+        "default", "tests.jobs.resilience.wait_for_file_then_return", str(tmp_path / "log"), str(release), **cabinet
+    )
+    held = [queues.enqueue("default", NOOP, i, 0, **cabinet) for i in range(2)]
+    wait_for(
+        lambda: fetched([running], queue_redis)[0].get_status() == JobStatus.STARTED, timeout=60, message="a start"
+    )
+    assert actions.one("ops", "pause_key", "default:cabinet:1").ok
+
+    others = [queues.enqueue("default", NOOP, i, 0, limit_key="cabinet:2", limit_concurrency=1) for i in range(2)]
+    others.append(queues.enqueue("default", NOOP, 2, 2))
+    waited(lambda: all_finished(others, queue_redis), worker, "the queue's other jobs to run")
+    release.touch()
+    allowed = keys.limit_allowed_key(limits.scoped("default", "cabinet:1"))
+    # rq's worker frees the slot and runs its promotion in one script: after it, nothing of the key is queued
+    waited(lambda: all_finished([running], queue_redis) and queue_redis.zcard(allowed) == 0, worker, "the slot")
+    assert [job.get_status() for job in fetched(held, queue_redis)] == [JobStatus.RATE_LIMITED] * 2
+    assert get_queue("default").job_ids == []
+
+    assert actions.one("ops", "resume_key", "default:cabinet:1").ok
+    waited(lambda: all_finished(held, queue_redis), worker, "the held jobs to run after the resume")
+    assert list(AuditEntry.objects.order_by("pk").values_list("identity", "action", "queue", "outcome")) == [
+        ("ops", "pause_key", "default", "ok"),
+        ("ops", "resume_key", "default", "ok"),
+    ]
     assert worker.stop() == 0, worker.output()
