@@ -89,10 +89,19 @@ class JobConflictSerializer(serializers.Serializer):
 
 class HeldBySerializer(serializers.Serializer):
     key = serializers.CharField(help_text="the limit key, e.g. owner:7")
-    concurrency = serializers.IntegerField(help_text="jobs of the key that may be queued or running at once")
-    in_use = serializers.IntegerField(help_text="jobs of the key queued or running now")
+    concurrency = serializers.IntegerField(
+        allow_null=True, help_text="jobs of the key that may be queued or running at once (null: a rate alone)"
+    )
+    in_use = serializers.IntegerField(
+        allow_null=True, help_text="jobs of the key queued or running now (null: a rate alone)"
+    )
     held = serializers.IntegerField(help_text="jobs of the key held now")
     ahead = serializers.IntegerField(allow_null=True, help_text="held jobs of the key before this one (null: not held)")
+    rate = serializers.CharField(allow_null=True, help_text="the key's rate, e.g. 5/s (null: no rate)")
+    next_release = serializers.FloatField(
+        allow_null=True, help_text="seconds until the key's next held job is released (null: none waits, or paused)"
+    )
+    paused = serializers.BooleanField(help_text="an operator paused the key: its jobs wait held")
 
 
 class JobStatusSerializer(serializers.Serializer):

@@ -75,9 +75,8 @@ from queues.connection.outage import sleep
 from queues.exceptions import InvalidJob
 from queues.keyspace import keys
 
-# The names of a limit key (scoped, key_problem, is_limited), shared with limits.py, which imports this module:
-# named ``limits`` here, as this module always called them.
-from queues.producer import limitkeys as limits
+# The names of a limit key (scoped, key_problem, is_limited), shared with limits.py, which imports this module.
+from queues.producer import limitkeys
 from queues.producer.rate_script import PAUSE_LUA, RELEASE_LUA
 
 logger = logging.getLogger("queues.resilience")
@@ -125,7 +124,7 @@ def checked(limit_key, limit_rate, *, priority):
             f"limit_rate={limit_rate!r} without a limit_key: the rate limits the jobs sharing a key. "
             "Pass limit_key='<key>' too (e.g. limit_key='seller:42'), or drop limit_rate."
         )
-    problem = limits.key_problem(limit_key)
+    problem = limitkeys.key_problem(limit_key)
     if problem:
         raise InvalidJob(f"limit_key={limit_key!r} {problem}. Pass e.g. limit_key='seller:42'.")
     try:
@@ -143,7 +142,7 @@ def checked(limit_key, limit_rate, *, priority):
 def apply(job, limit_key, rate):
     """Record ``rate`` on ``job`` (built, not yet signed): ``job.meta[META]``."""
     if rate is not None:
-        job.meta[META] = {"key": limits.scoped(job.origin, limit_key), "count": rate.count, "seconds": rate.seconds}
+        job.meta[META] = {"key": limitkeys.scoped(job.origin, limit_key), "count": rate.count, "seconds": rate.seconds}
 
 
 def of(job):
@@ -205,7 +204,7 @@ def enqueue_into(queue, job, pipeline):
     pipeline.sadd(queue.redis_queues_keys, queue.key)
     pipeline.zadd(keys_key(), {scoped_key: time.time()}, gt=True)  # a paused key keeps its +inf
     config = {"count": rate.count, "seconds": repr(rate.seconds)}
-    if limits.is_limited(job):
+    if limitkeys.is_limited(job):
         config["concurrency"] = job.rate_limit_concurrency
         RateLimitRegistry.from_job(job).register(job.rate_limit_concurrency, pipeline)
     pipeline.hset(config_key(scoped_key), mapping=config)
@@ -264,7 +263,7 @@ def pause(connection, queue_name, limit_key):
     """Hold ``limit_key``'s jobs on ``queue_name`` until ``resume``, for a key with a rate or a concurrency only
     (its jobs already queued or running still run) -> how many of the jobs held by its concurrency it moved to the
     key's rate held set (``PAUSE_LUA``: there, no promotion of rq's takes them when a slot frees)."""
-    scoped_key = limits.scoped(queue_name, limit_key)
+    scoped_key = limitkeys.scoped(queue_name, limit_key)
     script = connection.register_script(PAUSE_LUA)
     return int(
         script(
@@ -284,7 +283,7 @@ def pause(connection, queue_name, limit_key):
 def resume(connection, queue_name, limit_key):
     """Release ``limit_key``'s held jobs again -> the ids released at once: as its budget allows for a key with a
     rate, all that its concurrency allows (back in rq's held set, promoted) for a key without one."""
-    scoped_key = limits.scoped(queue_name, limit_key)
+    scoped_key = limitkeys.scoped(queue_name, limit_key)
     with connection.pipeline() as pipe:
         pipe.hdel(config_key(scoped_key), "paused")
         pipe.zadd(keys_key(), {scoped_key: time.time()})
@@ -293,4 +292,4 @@ def resume(connection, queue_name, limit_key):
 
 
 def is_paused(connection, queue_name, limit_key):
-    return as_text(connection.hget(config_key(limits.scoped(queue_name, limit_key)), "paused") or b"") == "1"
+    return as_text(connection.hget(config_key(limitkeys.scoped(queue_name, limit_key)), "paused") or b"") == "1"
