@@ -87,7 +87,15 @@ def bury(job, *, reason, exc_string="", worker_name=""):
             job.set_status(JobStatus.FAILED, pipeline=pipeline)
             job.save(pipeline=pipeline)  # meta included
             registry.add(job, ttl=ttl, exc_string=exc_string, pipeline=pipeline)
-            stream.record(job, Result.Type.FAILED, ttl, pipeline, exc_string=exc_string, worker_name=worker_name)
+            stream.record(
+                job,
+                Result.Type.FAILED,
+                ttl,
+                pipeline,
+                attempt=jobmeta.current_attempt(job),
+                exc_string=exc_string,
+                worker_name=worker_name,
+            )
             keep_forever(job, pipeline)
             hooks.dead_into(job, pipeline)  # what lands with the death itself: a batch member's count
             pipeline.execute()

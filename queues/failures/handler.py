@@ -137,6 +137,7 @@ class FailureHandler:
                 Result.Type.RETRIED,
                 job.failure_ttl,
                 pipeline,
+                attempt=attempt,
                 exc_string=exc_string,
                 worker_name=worker.name,
                 execution_id=execution.id if execution else None,

@@ -131,7 +131,7 @@ def _iso(when):
 def _int(value, default):
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a meta that says inf (JSON's 1e999)
         return default
 
 

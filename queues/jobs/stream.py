@@ -8,7 +8,7 @@ have any ``MAX_ATTEMPTS``: with rq's trim, the 12th attempt of a task would show
 success written by rq would cut the failures before it.
 
 So every write of the stream in this project goes through ``record``, whose trim is exact and keeps
-``kept(job)`` entries: at least rq's ten, and one per attempt of the job's current life plus one (the outcome
+``kept(attempt)`` entries: at least rq's ten, and one per attempt of the job's current life plus one (the outcome
 of the attempt being written), up to ``MAX_KEPT`` (a job with more attempts keeps its last ``MAX_KEPT``).
 rq's own writes of the stream are its Job's success and failure writes (``_handle_success`` and ``_handle_failure``,
 which ``OptimaJob`` overrides to call ``record``); the rest are the project's (queues/failures/handler.py,
@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from rq.results import Result
 
-from queues.jobs import meta as jobmeta
-
 if TYPE_CHECKING:
     from redis.client import Pipeline
     from rq.job import Job
@@ -30,9 +28,9 @@ RQ_KEPT = 10  # rq's MAXLEN (Result.save)
 MAX_KEPT = 1000  # entries at most, whatever the attempts
 
 
-def kept(job: "Job") -> int:
-    """How many entries the stream of ``job`` keeps at its next write."""
-    return min(max(RQ_KEPT, jobmeta.current_attempt(job) + 1), MAX_KEPT)
+def kept(attempt: int) -> int:
+    """How many entries a job's stream keeps at its write of ``attempt`` (1-based, ``jobs.meta.current_attempt``)."""
+    return min(max(RQ_KEPT, attempt + 1), MAX_KEPT)
 
 
 class KeptResult(Result):
@@ -55,10 +53,13 @@ class KeptResult(Result):
         return self.id
 
 
-def record(job: "Job", type: Result.Type, ttl: int | None, pipeline: "Pipeline | None" = None, **fields: Any) -> Result:
-    """Append an outcome of ``job`` to its results stream (rq's ``Result.create`` with this module's trim);
-    ``fields``: ``Result``'s (``return_value``, ``exc_string``, ``worker_name``, ``execution_*``)."""
+def record(
+    job: "Job", type: Result.Type, ttl: int | None, pipeline: "Pipeline | None" = None, *, attempt: int, **fields: Any
+) -> Result:
+    """Append the outcome of ``job``'s attempt ``attempt`` to its results stream (rq's ``Result.create`` with this
+    module's trim); ``fields``: ``Result``'s (``return_value``, ``exc_string``, ``worker_name``, ``execution_*``).
+    The caller reads ``attempt`` (``jobs.meta.current_attempt``): this module imports nothing of the project."""
     result = KeptResult(job_id=job.id, type=type, connection=job.connection, serializer=job.serializer, **fields)
-    result.keep = kept(job)
+    result.keep = kept(attempt)
     result.save(ttl=ttl, pipeline=pipeline)
     return result

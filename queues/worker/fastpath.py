@@ -43,6 +43,7 @@ from queues import rqcompat
 from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS
 from queues.events import hooks
+from queues.jobs import meta as jobmeta
 from queues.jobs import stream
 from queues.keyspace import keys
 from queues.producer import limits
@@ -86,6 +87,7 @@ def finish(worker, job, queue, execution):
                 Result.Type.SUCCESSFUL,
                 ttl,
                 pipe,
+                attempt=jobmeta.current_attempt(job),
                 return_value=rqcompat.cached_result(job),
                 worker_name=worker.name,
                 execution_id=execution.id,
