@@ -42,6 +42,7 @@ MEMBERS = [
     (Job, "_handle_success", "class"),  # rq's success write of a job; OptimaJob's keeps a result per attempt
     (Job, "_handle_failure", "class"),  # rq's failure write of a job; likewise (queues/jobs/stream.py)
     (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)
+    (Job, "_dependency_ids", "instance"),  # the ids a job depends on, as read from its hash (no fetch)
     (Job, "_status", "instance"),  # the status to_dict writes (our enqueue writes the hash with it once)
     (RQScheduler, "_process", "instance"),  # the scheduler child process of a worker
     (RQScheduler, "_acquired_locks", "instance"),
@@ -184,6 +185,11 @@ def unreadable_meta(job):
 
 def cached_result(job: Job) -> Any:
     return job._result
+
+
+def names_dependencies(job: Job) -> bool:
+    """Whether the job was enqueued depending on other jobs (its hash's ``dependency_ids``; nothing fetched)."""
+    return bool(job._dependency_ids)
 
 
 def set_execution_job(execution, job):

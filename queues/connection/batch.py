@@ -64,6 +64,36 @@ def _script(connection):
     return script
 
 
+def runs_as_a_script(pipe):
+    """Whether the commands queued on ``pipe`` can run as one call of ``BATCH_LUA``: no script of their own, no
+    command a script may not call, and no WATCH (a watched MULTI must be the EXEC that checks it)."""
+    if pipe.scripts or getattr(pipe, "watching", False):
+        return False
+    return not any(str(args[0]).upper() in NOT_IN_A_SCRIPT for args, _options in pipe.command_stack)
+
+
+def execute_each(connection, pipe):
+    """Run the commands queued on ``pipe`` in one call -> one entry per command, ``None`` for one that applied and a
+    ``redis.ResponseError`` for one that failed (the others applied, as in a MULTI's EXEC). The shape of
+    ``Pipeline.execute(raise_on_error=False)`` where only the failures matter (an enqueue's write,
+    producer/write.py: one EVALSHA instead of MULTI and EXEC, a command fewer a job, issue 36). The caller checks
+    ``runs_as_a_script`` first."""
+    count = len(pipe.command_stack)
+    argv = []
+    for args, _options in pipe.command_stack:
+        argv.append(len(args))
+        argv.extend(args)
+    try:
+        _wanted, errors = _script(connection)(args=argv) if argv else ([], [])
+    finally:
+        pipe.reset()
+    replies: list[redis.ResponseError | None] = [None] * count
+    for number, message in zip(errors[::2], errors[1::2]):
+        text = message.decode() if isinstance(message, bytes) else str(message)
+        replies[int(number) - 1] = redis.ResponseError(text)
+    return replies
+
+
 def execute(connection, pipe, want=()):
     """Run the commands queued on ``pipe`` (made by ``connection.pipeline()``) in one call on
     ``connection``; -> {index: reply} for the indexes in ``want`` (raw replies: integers, bytes,

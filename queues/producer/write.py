@@ -21,7 +21,7 @@ from rq.job import validate_job_id
 
 from queues import rqcompat
 from queues.catalog.lookup import get_queue
-from queues.connection import replication
+from queues.connection import batch, replication
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
@@ -179,7 +179,10 @@ def _execute_once(connection, pipe, expected, *, who):
     fails again, raises (a ``RedisError``: the caller's ``QueueUnavailable``), never a WRONGTYPE
     that a caller's ``retry_once`` would answer with the whole write again."""
     stack = [(args, dict(options)) for args, options in pipe.command_stack]
-    replies = pipe.execute(raise_on_error=False)
+    if batch.runs_as_a_script(pipe):  # one EVALSHA, not MULTI ... EXEC: atomic alike, a command fewer (issue 36)
+        replies = batch.execute_each(connection, pipe)
+    else:
+        replies = pipe.execute(raise_on_error=False)
     failed = [(stack[i], reply) for i, reply in enumerate(replies) if isinstance(reply, Exception)]
     if not failed:
         return replies

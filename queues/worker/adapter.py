@@ -48,7 +48,7 @@ from queues.failures.handler import FailureHandler
 from queues.jobs import resume
 from queues.keyspace import quarantine
 from queues.periodic.supervision import SchedulerKeeper
-from queues.worker import attempt, horse, settle, stop
+from queues.worker import attempt, fastpath, horse, settle, stop
 from queues.worker.abandoned import LIVENESS_MARK
 from queues.worker.attempt import NotStarted
 from queues.worker.housekeeping import Housekeeping
@@ -64,6 +64,10 @@ class WorkerBehaviour(BaseWorker):
     whether a job is running (``job_running()``) and how a stop ends it (``end_running_job()``)."""
 
     runs_jobs_in_process = False
+    # Whether the success's one write (fastpath.finish) also writes the worker IDLE. The fork-free worker leaves it
+    # to its next pop that finds nothing (intake.py): between two jobs of a drain it stays BUSY, two commands a job
+    # fewer (issue 36). The concurrent worker writes it there (its resting state: BUSY while another job runs).
+    idle_with_success = True
     log_result_lifespan = False  # rq's "result is kept for N seconds" per job: queues/logs/ writes one line
     queue_class = OptimaQueue
     job_class = OptimaJob
@@ -81,6 +85,7 @@ class WorkerBehaviour(BaseWorker):
         self.outage = OutageLog(self.log, f"Worker {self.name}")
         self.backoff = Backoff(self.resilience.redis_retry_max)
         self.failures = FailureHandler(self, horse.record_for)
+        self.success_tally = fastpath.Tally()  # rq's counters of this worker, written once a second (fastpath.py)
         self.housekeeping = Housekeeping(self)
         self.intake = Intake(self)
         self.lifeline = None
@@ -360,10 +365,12 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
     a job that crashes the interpreter takes the worker with it)."""
 
     runs_jobs_in_process = True
+    idle_with_success = False
 
     def __init__(self, *args, **kwargs):  # worker
         super().__init__(*args, **kwargs)
         self.in_process = InProcessJob(self)
+        self.housekeeping.metrics_ride_on_jobs = lambda: True  # the successes write them (fastpath.Tally)
 
     def job_running(self):  # worker
         return self.in_process.current is not None
@@ -389,8 +396,8 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
             return
         with self.in_process.running(job, queue, execution):
             self.perform_job(job, queue, execution)
-        if self.get_state() != WorkerStatus.IDLE:  # a success wrote IDLE in the MULTI that recorded it
-            self.set_state(WorkerStatus.IDLE)
+        if not fastpath.recorded(self, job) and self.get_state() != WorkerStatus.IDLE:
+            self.set_state(WorkerStatus.IDLE)  # a success recorded by fastpath stays BUSY until a pop finds nothing
         self.housekeeping.after_job(job, queue)
 
 

@@ -50,11 +50,13 @@ def begin(worker, job):
     def record():
         with worker.connection.pipeline() as pipe:
             created.append(Execution.create(job, worker.get_heartbeat_ttl(job), pipeline=pipe, worker_name=worker.name))
-            worker.set_state(WorkerStatus.BUSY, pipeline=pipe)
+            if worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost():
+                worker.set_state(WorkerStatus.BUSY, pipeline=pipe)  # not again for each job of a drain (issue 36)
             pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
             if worker.runs_jobs_in_process:  # no horse to write its side of the start: written here
                 fastpath.started_into(worker, job, pipe)
             batch.execute(worker.connection, pipe)  # the MULTI's commands in one Lua call
+        worker.intake.busy_written = worker.outage.episodes
         return created[-1]
 
     try:  # a key of another type (planted) is set aside and the MULTI runs again (its LREM is then a no-op)

@@ -109,6 +109,8 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         if slot is not None:
             slot.stopped = False
 
+    idle_with_success = True  # its resting state, written with each success (adapter.WorkerBehaviour)
+
     def job_running(self):  # worker
         return bool(self.threads.active())
 

@@ -115,19 +115,22 @@ class Housekeeping:
         if self._reports is not None:
             self._receive()
         due = bool(timeout) or moment >= self._next_beat
-        metrics = hooks.pending() and (due or idle or not self.metrics_ride_on_jobs())
+        tally = worker.success_tally  # rq's counters of the worker the successes left to write (fastpath.Tally)
+        metrics = (hooks.pending() or tally.pending()) and (due or idle or not self.metrics_ride_on_jobs())
         if due or metrics or self.completions.scores:
-            data = None
+            data = counted = None
             try:
                 with worker.connection.pipeline(transaction=False) as pipe:
                     if due:
                         worker.heartbeat(timeout, pipe)
+                    counted = tally.take_into(pipe, worker.key, None, write=True)
                     data = hooks.write_into(pipe)
                     self.completions.rescore_into(pipe)
                     pipe.execute()
             except REDIS_ERRORS as exc:
                 if data is not None:
                     hooks.restore(data)
+                tally.give_back(counted)
                 worker.outage.failed(exc, "heartbeat")
                 return
             except redis.ResponseError as exc:  # the other commands of the pipeline were applied: not merged back

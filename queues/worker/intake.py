@@ -43,10 +43,12 @@ class Intake:
             should_stop=lambda: worker.stop.requested,
             log=worker.log,
             who=f"Worker {worker.name}",
+            on_empty=self._went_empty,
         )
         self._paused_logged = set()
         self._next_suspension_check = 0.0
         self._idle_written = None  # the outage episodes seen when IDLE was last written
+        self.busy_written = None  # the outage episodes seen when BUSY was last written (attempt.begin)
 
     def suspension_due(self):
         """True at most once per ``SUSPENSION_CHECK_EVERY`` seconds: time for rq's suspension check."""
@@ -56,9 +58,20 @@ class Intake:
         self._next_suspension_check = moment + SUSPENSION_CHECK_EVERY
         return True
 
+    def busy_lost(self):
+        """Whether an outage since BUSY was last written could have lost it (``attempt.begin`` writes it again)."""
+        return self.busy_written != self.worker.outage.episodes
+
+    def _went_empty(self):
+        """The pop found no job, before it waits for one: the worker IDLE (a fork-free worker stays BUSY from one
+        job of a drain to the next: ``adapter.WorkerBehaviour.idle_with_success``) and the counts its successes
+        left to write (``fastpath.Tally``), written now rather than after the wait."""
+        self._idle()
+        self.worker.housekeeping.flush(idle=True)
+
     def _idle(self):
         """The worker's state IDLE, unless what that writes is written already (IDLE by the MULTI of a
-        success, ``fastpath.py``; BUSY while a concurrent worker's other jobs run) and no outage could
+        concurrent worker's success, ``fastpath.py``, or BUSY while its other jobs run) and no outage could
         have lost it since."""
         worker = self.worker
         if worker.get_state() == worker.resting_state() and self._idle_written == worker.outage.episodes:
@@ -70,7 +83,6 @@ class Intake:
         """(job, queue) vetted and ready to start; None when ``timeout`` (or ``max_idle_time``)
         passed with nothing to run; raises rq's StopRequested when the worker is to stop."""
         worker = self.worker
-        self._idle()
         worker.procline("Listening on " + ",".join(worker.queue_names()))
         idle_until = None if max_idle_time is None else time.monotonic() + max_idle_time
         while True:
