@@ -14,12 +14,12 @@ the start               one Lua call (``attempt.begin`` with ``started_into``): 
                         ``prepare_for_execution``), the id out of the intermediate list
 a success               one Lua call (``finish``): status, the job's hash, rq's Result stream entry,
                         the finished registry (scored to the microsecond: no re-score later), the
-                        expiries, the execution removed, the worker's counters and state, the
-                        limit key's slot, the hooks' writes (the metrics)
+                        expiries, the execution removed, the limit key's slot; once a second the
+                        worker's counters and the hooks' writes (the metrics: ``Tally``)
 both                    the commands a MULTI would hold, run by one EVALSHA (``connection/batch.py``:
                         redis-py packs and parses one command instead of ~40)
-per loop                the suspension check at most once a second; no IDLE write when the worker
-                        is idle already (``intake.py``)
+per loop                the suspension check at most once a second; no BUSY write when the worker
+                        is busy already, the IDLE write only when a pop finds nothing (``intake.py``)
 ======================  ========================================================================
 
 Kept: at least once (the start is one atomic call: the id leaves the intermediate list in the same

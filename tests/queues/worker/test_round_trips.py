@@ -25,6 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 FEW, MANY = 5, 45
 MAX_ROUND_TRIPS_PER_JOB = 6  # issue 21 (rq's SimpleWorker: 12)
+# issue 36: Redis commands (INFO commandstats, those Lua calls included) per job, its enqueue, run and success; it
+# was 52.5 (7 + 45.5), it is 34.6 (6 + 28.6); stock rq's SimpleWorker runs ~65 (bench/redis_cost.py)
+MAX_COMMANDS_PER_JOB = 35
 
 COUNTED_WORKER = """
 import runpy, sys
@@ -57,6 +60,25 @@ def test_a_fork_free_worker_makes_at_most_six_round_trips_per_job(subprocess_env
     per_job = (many - few) / (MANY - FEW)
     assert per_job <= MAX_ROUND_TRIPS_PER_JOB, f"{per_job:.2f} round trips per job ({few} for {FEW}, {many} for {MANY})"
     assert queue_redis.llen(queues.get_queue("default").key) == 0
+
+
+def commands(connection):
+    """Commands the server ran so far (INFO commandstats: those Lua scripts call included)."""
+    return sum(v["calls"] for v in connection.info("commandstats").values())
+
+
+def test_a_job_costs_redis_at_most_35_commands_enqueue_run_and_success(subprocess_env, tmp_path, queue_redis):
+    """What a job costs the Redis every worker shares, counted on the server: the enqueue and the fork-free
+    worker's run of ``MANY`` jobs less that of ``FEW`` (a burst worker's start and end cost the same either way)."""
+    costs = []
+    for name, jobs in (("few", FEW), ("many", MANY)):
+        before = commands(queue_redis)
+        burst_round_trips(subprocess_env, tmp_path / f"commands-{name}", jobs)
+        costs.append(commands(queue_redis) - before - 1)  # less this INFO
+    per_job = (costs[1] - costs[0]) / (MANY - FEW)
+    assert per_job <= MAX_COMMANDS_PER_JOB, (
+        f"{per_job:.1f} commands per job ({costs[0]} for {FEW}, {costs[1]} for {MANY})"
+    )
 
 
 def test_a_success_recorded_in_one_multi_reads_as_rq_s_own(subprocess_env, tmp_path, queue_redis):
