@@ -332,6 +332,7 @@ def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_a
     import redis
     from django.db import transaction
 
+    from queues.connection import batch
     from queues.exceptions import QueueUnavailable
     from queues.failures.operations import retry_dead_letter
 
@@ -350,8 +351,10 @@ def test_retry_inside_a_callers_transaction_marks_the_row_only_after_the_write_a
     def refuse(*args, **kwargs):
         raise redis.ConnectionError("refused")
 
-    # The write at the commit is one MULTI (queues/producer/write.py): Redis refuses it.
+    # The write at the commit is one call (queues/producer/write.py: a batch's EVALSHA, a MULTI when it WATCHes):
+    # Redis refuses it.
     monkeypatch.setattr(redis.client.Pipeline, "execute", refuse)
+    monkeypatch.setattr(batch, "execute_each", refuse)
     with pytest.raises(QueueUnavailable):
         with transaction.atomic():
             retry_dead_letter(row.pk)
