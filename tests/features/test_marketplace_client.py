@@ -3,6 +3,7 @@ the session's real Redis."""
 
 import datetime as dt
 import socket
+import uuid
 
 import pytest
 
@@ -135,11 +136,12 @@ def test_rate_limiter_keys_live_under_the_prefix_on_the_cache_connection(admin_r
     from queues.connection.clients import get_cache_connection, get_connection
 
     limiter = CabinetRateLimiter("5/second")
-    limiter.acquire("cabinet-9")
+    cabinet = f"cabinet-{uuid.uuid4().hex[:8]}"  # no other test's key (the Redis is shared) holds this name
+    limiter.acquire(cabinet)
     assert limiter.storage.storage.connection_pool is get_cache_connection().connection_pool
     assert limiter.storage.storage.connection_pool is not get_connection().connection_pool
-    keys = sorted(k.decode() for k in admin_redis.scan_iter(match="*cabinet-9*"))
-    assert keys == [f"{PREFIX}:features:ratelimit:LIMITER/cabinet-9/5/1/second"]
+    keys = sorted(k.decode() for k in admin_redis.scan_iter(match=f"*{cabinet}*"))  # under any prefix, or none
+    assert keys == [f"{PREFIX}:features:ratelimit:LIMITER/{cabinet}/5/1/second"]
     assert key_prefix() == f"{PREFIX}:features:ratelimit"
 
 
