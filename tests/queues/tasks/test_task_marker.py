@@ -12,9 +12,12 @@ MARKER = {"task": {"backend": "default"}}
 
 
 @pytest.mark.parametrize("key", ["task", "attempt", "dead", "schedule", "retry_of", "worker_ids", "queue"])
-def test_the_public_api_refuses_a_meta_key_the_app_owns_naming_the_item_the_key_and_the_fix(key, queue_redis):
+def test_the_public_api_refuses_a_meta_key_the_app_owns_naming_the_item_the_key_and_the_fix(key, queue_redis, settings):
     meta = {key: {"backend": "default"}, "why": "sale"}
-    before = set(queue_redis.keys("*:job:*"))  # an earlier test's worker may leave its jobs' keys behind
+    # This test's prefix only: other xdist workers share the Redis, and their jobs come and go meanwhile. An earlier
+    # test's worker may leave its jobs' keys behind.
+    jobs = f"{settings.QUEUE_PREFIX}:job:*"
+    before = set(queue_redis.keys(jobs))
     with pytest.raises(queues.InvalidJob) as batch:
         queues.enqueue_many("default", "tests.jobs.sample.add", [(1, 2), queues.Call(args=[3, 4], meta=meta)])
     with pytest.raises(queues.InvalidJob) as common:
@@ -26,7 +29,7 @@ def test_the_public_api_refuses_a_meta_key_the_app_owns_naming_the_item_the_key_
     for caught in (batch, common, single):
         assert f"Rename the key (e.g. {'my_' + key!r})" in str(caught.value)
         assert "meta=queues.owner_meta(...)" in str(caught.value)
-    assert set(queue_redis.keys("*:job:*")) == before  # nothing of them was written
+    assert set(queue_redis.keys(jobs)) == before  # nothing of them was written
 
 
 def test_owner_and_a_callers_own_keys_are_accepted_and_a_task_still_carries_its_marker(queue_redis):
