@@ -144,8 +144,7 @@ class ResilientRQScheduler(RQScheduler):
         of a limit key, not its rate; the others keep rq's code (a job with a limit key has no band:
         ``queues.enqueue`` refuses both)."""
         self.drop_replayed_due_jobs()
-        self.move_rated_due_jobs()
-        self.move_banded_due_jobs()
+        self.move_own_due_jobs()
         return super().enqueue_scheduled_jobs()
 
     def drop_replayed_due_jobs(self):
@@ -192,58 +191,45 @@ class ResilientRQScheduler(RQScheduler):
                 dropped += 1
         return dropped
 
-    def move_rated_due_jobs(self):
-        """The due jobs with a rate (queues/producer/rates.py: a delayed enqueue, a retry after its backoff, a
-        debounced job), each queue's in one MULTI: off the scheduled registry, into their rate's hold
-        (``limits.enqueue_into``, which hands them on to their concurrency limit too, when they have one), so
-        each start is charged to its key's budget. rq's move would push them straight onto the queue (or,
-        with a concurrency, through that alone). A due id without a hash is left to rq's move, which drops
-        it; one that cannot be read raises here as it would in rq's (``move_due_jobs`` buries it). -> how
-        many moved."""
+    def move_own_due_jobs(self):
+        """The due jobs rq's move would push wrong, each queue's read once and moved in one MULTI, off the
+        scheduled registry:
+
+        - a job with a rate (queues/producer/rates.py: a delayed enqueue, a retry after its backoff, a debounced
+          job) into its rate's hold (``limits.enqueue_into``, which hands it on to its concurrency limit too,
+          when it has one), so that each start is charged to its key's budget: rq's move would push it straight
+          onto the queue (or, with a concurrency, through that alone);
+        - a job of a high or low band onto its band (``OptimaQueue``'s push): rq's would push it onto the normal
+          band.
+
+        A due id without a hash is left to rq's move, which drops it; one that cannot be read raises here as it
+        would in rq's (``move_due_jobs`` buries it). -> how many moved."""
         moved = 0
         for name in sorted(rqcompat.scheduler_locks(self)):
             registry = ScheduledJobRegistry(name, connection=self.connection, serializer=self.serializer)
             job_ids = registry.get_jobs_to_schedule(current_timestamp())
             if not job_ids:
                 continue
-            jobs = OptimaJob.fetch_many(job_ids, connection=self.connection)
-            rated = [job for job in jobs if job is not None and rates.of(job) is not None]
-            if not rated:
+            rated, banded = [], []
+            for job in OptimaJob.fetch_many(job_ids, connection=self.connection):
+                if job is None:
+                    continue
+                if rates.of(job) is not None:
+                    rated.append(job)
+                elif jobmeta.band(job) != jobmeta.NORMAL and not job.has_rate_limit:
+                    banded.append(job)
+            if not rated and not banded:
                 continue
             queue = OptimaQueue(name, connection=self.connection)
             with self.connection.pipeline() as pipeline:
                 for job in rated:
                     registry.remove(job.id, pipeline=pipeline)
                     limits.enqueue_into(queue, job, pipeline)
-                pipeline.execute()
-            moved += len(rated)
-        return moved
-
-    def move_banded_due_jobs(self):
-        """The due jobs of a high or low band, each queue's in one MULTI: off the scheduled registry, onto
-        their band (``OptimaQueue``'s push). A due id without a hash is left to rq's move, which drops it; one
-        that cannot be read raises here as it would in rq's (``move_due_jobs`` buries it). -> how many moved."""
-        moved = 0
-        for name in sorted(rqcompat.scheduler_locks(self)):
-            registry = ScheduledJobRegistry(name, connection=self.connection, serializer=self.serializer)
-            job_ids = registry.get_jobs_to_schedule(current_timestamp())
-            if not job_ids:
-                continue
-            jobs = OptimaJob.fetch_many(job_ids, connection=self.connection)
-            banded = [
-                job
-                for job in jobs
-                if job is not None and jobmeta.band(job) != jobmeta.NORMAL and not job.has_rate_limit
-            ]
-            if not banded:
-                continue
-            queue = OptimaQueue(name, connection=self.connection)
-            with self.connection.pipeline() as pipeline:
                 for job in banded:
                     rqcompat.enqueue_prepared(queue, job, pipeline)
                     registry.remove(job.id, pipeline=pipeline)
                 pipeline.execute()
-            moved += len(banded)
+            moved += len(rated) + len(banded)
         return moved
 
     def bury_unreadable(self):

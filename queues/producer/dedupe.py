@@ -27,7 +27,7 @@ starts), which the script reads with the ZSCORE it needs anyway.
 
 With ``limit_key``: the job is written scheduled as any debounced job, and the RQ scheduler moves it through
 its limit when it is due — with ``limit_rate`` into its rate's hold (queues/periodic/supervision.py
-``move_rated_due_jobs``), with a concurrency alone through rq's. It leaves the scheduled registry then, so
+``move_own_due_jobs``), with a concurrency alone through rq's. It leaves the scheduled registry then, so
 the window closes when it is *held*, not when it starts: an edit while it waits held opens the next window
 (a second job, the new arguments), and the held one runs with what it had. A throttle with a limit key is
 refused when it would start now (``check``: its write is this one script, the limit's hold another).

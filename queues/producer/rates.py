@@ -50,7 +50,7 @@ Keys (``<p>`` = QUEUE_PREFIX; ``<q>:<key>`` scoped as ``limits.scoped``):
 Every way a job comes back is charged too, since each start is: a job with a rate is written held when it
 is enqueued to run now; a delayed one (``delay``/``at``), a debounced one (queues/producer/dedupe.py) and a
 retry after its backoff are scheduled as any job and moved into their rate's hold by the RQ scheduler when
-due (``move_rated_due_jobs`` in queues/periodic/supervision.py: rq's own move would push them onto the
+due (``move_own_due_jobs`` in queues/periodic/supervision.py: rq's own move would push them onto the
 queue); a retry with no delay goes back through ``limits.requeue_into``, and a requeue of a failed or
 finished job (the panel, a dead letter's retry, "Requeue All": queues/failures/operations.py,
 queues/operator/) through ``limits.enqueue_into``.

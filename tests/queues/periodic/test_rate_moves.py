@@ -1,4 +1,4 @@
-"""The RQ scheduler's move of due jobs with a rate (queues/periodic/supervision.py ``move_rated_due_jobs``): a
+"""The RQ scheduler's move of due jobs with a rate (queues/periodic/supervision.py ``move_own_due_jobs``): a
 delayed job, a debounced one, or one with a rate and a concurrency, is held by its rate when due, never
 pushed straight onto its queue. Real Redis; the move is the scheduler's own call, made here once it holds the
 queue's lock (a worker's runs it every second: tests/queues/worker/test_rate.py)."""
