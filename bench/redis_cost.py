@@ -69,14 +69,42 @@ class Cost:
     cpu_us: float = None  # Redis CPU per job, microseconds
     commands: float = None  # Redis commands per job
     error: str = ""
+    detail: list = None  # --detail: lines of where the CPU went
+
+
+STATS = ("total_connections_received", "total_net_input_bytes", "total_net_output_bytes", "total_commands_processed")
 
 
 def server_figures(client):
-    """(Redis CPU seconds so far, commands so far): INFO cpu and commandstats, in one INFO call."""
+    """(Redis CPU seconds so far, commands so far, the INFO read): INFO cpu and commandstats, in one INFO call."""
     info = client.info("everything")
     cpu = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
     calls = sum(v["calls"] for k, v in info.items() if k.startswith("cmdstat_"))
-    return cpu, calls
+    return cpu, calls, info
+
+
+def detail(before, after, jobs):
+    """--detail: per job, each command's calls and µs inside it (commandstats), the connections opened and the
+    bytes in and out, and the server CPU not spent inside a command (client I/O, event loop, cron)."""
+    old, new = before[2], after[2]
+    rows, inside = [], 0.0
+    for key, stat in new.items():
+        if not key.startswith("cmdstat_"):
+            continue
+        was = old.get(key, {"calls": 0, "usec": 0})
+        calls, usec = stat["calls"] - was["calls"], stat["usec"] - was["usec"]
+        if calls:
+            rows.append((usec / jobs, calls / jobs, key.removeprefix("cmdstat_")))
+    # EVAL/EVALSHA's usec includes the commands its script calls: count those once, in the script.
+    nested = {"evalsha", "eval", "fcall"}
+    inside = sum(u for u, _, name in rows if name in nested)
+    lines = [f"    {name:<22} {calls:6.2f} calls/job {usec:7.1f} µs/job" for usec, calls, name in sorted(rows)[::-1]]
+    total = (after[0] - before[0]) / jobs * 1e6
+    lines.append(f"    scripts (whole, with the commands they call): {inside:.1f} µs/job")
+    for stat in STATS:
+        lines.append(f"    {stat}: {(new[stat] - old[stat]) / jobs:.2f}/job")
+    lines.append(f"    server CPU per job: {total:.1f} µs")
+    return lines
 
 
 def run_one(system, jobs, env_maker, tmp, client, stall):
@@ -117,6 +145,7 @@ def run_one(system, jobs, env_maker, tmp, client, stall):
         cost.error += f" (log: {log.name})"
         return cost
     cost.cpu_us = (after[0] - before[0]) / jobs * 1e6
+    cost.detail = detail(before, after, jobs)
     cost.commands = (after[1] - before[1] - 1) / jobs  # less the INFO that read ``after``
     return cost
 
@@ -149,6 +178,8 @@ def run_all(opts, tmp):
                     + (cost.error or f"{cost.cpu_us:7.1f} µs Redis CPU/job, {cost.commands:5.1f} commands/job"),
                     flush=True,
                 )
+                if opts.detail and cost.detail:
+                    print("\n".join(cost.detail), flush=True)
                 results.append(cost)
     return results
 
@@ -231,6 +262,7 @@ def parse(argv=None):
     parser.add_argument("--rounds", type=int, default=1, help="runs of each system, alternating (medians)")
     parser.add_argument("--stall", type=float, default=60.0, help="seconds without a job done: the run failed")
     parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
+    parser.add_argument("--detail", action="store_true", help="print each run's commands, connections and bytes")
     opts = parser.parse_args(argv)
     opts.systems = [k.strip() for k in opts.systems.split(",") if k.strip()]
     unknown = [k for k in opts.systems if k not in SYSTEMS]

@@ -10,6 +10,11 @@ apply; the first such error is raised after the call, as ``Pipeline.execute`` ra
 replies asked for (``want``, indexes into the queued commands) come back. A pipeline holding what a
 script may not call (a script of its own: rq's limit promotion) runs as the MULTI it is.
 
+When nothing failed and every reply asked for is an integer (the worker's start and success, an enqueue), the
+script answers with one string, ``"3,0"`` (``""`` for none), not with a nested array: redis-server 6.2 writes
+each part of an array a script returns with a write(2) of its own (3 for ``{{0}, {}}``), and a write to a
+socket is the largest single cost of a job to the server (issue 36: ``bench/redis_cost.py --detail``).
+
 The keys are not declared (passed as arguments): fine on a single Redis and Sentinel, which is
 what this project runs (docs/decisions.md); a Redis Cluster would need them declared.
 """
@@ -17,25 +22,36 @@ what this project runs (docs/decisions.md); a Redis Cluster would need them decl
 import redis
 
 BATCH_LUA = """
-local wanted, errors = {}, {}
+local wanted, errors, numbers = {}, {}, true
 local i, n, c = 1, #ARGV, 0
 while i <= n do
   local argc = tonumber(ARGV[i])
   local want = argc < 0
   if want then argc = -argc end
   c = c + 1
-  local r = redis.pcall(unpack(ARGV, i + 1, i + argc))
+  local first, run, r = i + 1, true, 0
+  if ARGV[first] == '@IF_EXISTS@' then
+    run = redis.call('EXISTS', ARGV[first + 1]) == 1
+    first = first + 2
+  end
+  if run then r = redis.pcall(unpack(ARGV, first, i + argc)) end
   if type(r) == 'table' and r.err then
     errors[#errors + 1] = c
     errors[#errors + 1] = r.err
     if want then wanted[#wanted + 1] = false end
   elseif want then
     wanted[#wanted + 1] = r
+    if type(r) ~= 'number' then numbers = false end
   end
   i = i + argc + 1
 end
+if #errors == 0 and numbers then
+  return table.concat(wanted, ',')
+end
 return {wanted, errors}
 """
+
+IF_EXISTS = "@IF_EXISTS@"  # ``if_exists``: the command after it runs only when the key after it exists
 
 NOT_IN_A_SCRIPT = {
     "EVAL",
@@ -64,6 +80,22 @@ def _script(connection):
     return script
 
 
+def if_exists(pipe, key, *command):
+    """Queue on ``pipe`` a command that runs only when ``key`` exists (reply 0 when it does not): one EXISTS in
+    the script, no round trip. The worker's success writes the job's changed fields this way (``fastpath.py``): a
+    job deleted while it ran is not brought back as a hash of five fields. Run as a MULTI (a pipeline holding a
+    script of its own), the command runs whether or not the key exists, as it did before."""
+    pipe.execute_command(IF_EXISTS, key, *command)
+
+
+def _as_multi(pipe):
+    """The pipeline as a MULTI can run it: ``if_exists``'s mark taken off its commands."""
+    for number, (args, options) in enumerate(pipe.command_stack):
+        if args and args[0] == IF_EXISTS:
+            pipe.command_stack[number] = (args[2:], options)
+    return pipe
+
+
 def runs_as_a_script(pipe):
     """Whether the commands queued on ``pipe`` can run as one call of ``BATCH_LUA``: no script of their own, no
     command a script may not call, and no WATCH (a watched MULTI must be the EXEC that checks it)."""
@@ -84,7 +116,7 @@ def execute_each(connection, pipe):
         argv.append(len(args))
         argv.extend(args)
     try:
-        _wanted, errors = _script(connection)(args=argv) if argv else ([], [])
+        _wanted, errors = _replies(_script(connection)(args=argv)) if argv else ([], [])
     finally:
         pipe.reset()
     replies: list[redis.ResponseError | None] = [None] * count
@@ -100,7 +132,7 @@ def execute(connection, pipe, want=()):
     lists). Raises ``redis.ResponseError`` (the first command that failed, the others applied)
     or what the connection raises; ``pipe`` is reset either way."""
     if pipe.scripts or any(str(args[0]).upper() in NOT_IN_A_SCRIPT for args, _options in pipe.command_stack):
-        replies = pipe.execute()  # a Lua script queued (rq's limit promotion): a script cannot call EVALSHA
+        replies = _as_multi(pipe).execute()  # a script queued (rq's limit promotion): a script cannot call one
         return {index: replies[index] for index in want}
     want = set(want)
     argv = []
@@ -110,7 +142,7 @@ def execute(connection, pipe, want=()):
     try:
         if not argv:
             return {}
-        wanted, errors = _script(connection)(args=argv)
+        wanted, errors = _replies(_script(connection)(args=argv))
     finally:
         pipe.reset()
     if errors:
@@ -118,3 +150,12 @@ def execute(connection, pipe, want=()):
         message = message.decode() if isinstance(message, bytes) else message
         raise redis.ResponseError(f"Command # {number} of the batch caused error: {message}")
     return dict(zip(sorted(want), wanted))
+
+
+def _replies(reply):
+    """``BATCH_LUA``'s answer -> (the replies asked for, [command number, error, ...]): one string of integers
+    (``"3,0"``) when nothing failed and every reply asked for is an integer, else the two arrays."""
+    if isinstance(reply, bytes | str):
+        text = reply.decode() if isinstance(reply, bytes) else reply
+        return ([int(number) for number in text.split(",")] if text else []), []
+    return reply

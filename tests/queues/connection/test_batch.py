@@ -43,3 +43,37 @@ def test_a_pipeline_holding_a_script_runs_as_its_multi(queue_redis):
     pipe.incr(_key("n"))
     script(keys=[_key("n")], client=pipe)
     assert batch.execute(queue_redis, pipe, want=(1,)) == {1: 2}
+
+
+def test_integer_replies_come_back_as_one_string_and_others_as_arrays(queue_redis):
+    """The script answers integers asked for as one string (one write(2) of redis-server), anything else as the
+    arrays; execute gives the same replies either way."""
+    script = batch._script(queue_redis)
+    assert script(args=[-3, "SADD", _key("one"), "x", 3, "SADD", _key("one"), "y", -2, "SCARD", _key("one")]) == b"1,2"
+    assert script(args=[3, "SADD", _key("one"), "z"]) == b""
+    assert script(args=[-3, "HGET", _key("none"), "f"]) == [[None], []]
+    pipe = queue_redis.pipeline()
+    pipe.set(_key("str"), "v")
+    pipe.get(_key("str"))
+    pipe.scard(_key("one"))
+    assert batch.execute(queue_redis, pipe, want=(1, 2)) == {1: b"v", 2: 3}
+
+
+def test_a_command_queued_with_if_exists_runs_only_when_its_key_exists(queue_redis):
+    queue_redis.hset(_key("there"), "a", "1")
+    pipe = queue_redis.pipeline()
+    batch.if_exists(pipe, _key("there"), "HSET", _key("there"), "b", "2")
+    batch.if_exists(pipe, _key("gone"), "HSET", _key("gone"), "b", "2")
+    assert batch.execute(queue_redis, pipe, want=(0, 1)) == {0: 1, 1: 0}
+    assert queue_redis.hgetall(_key("there")) == {b"a": b"1", b"b": b"2"}
+    assert not queue_redis.exists(_key("gone"))
+
+
+def test_if_exists_in_a_pipeline_run_as_a_multi_runs_the_command(queue_redis):
+    """A pipeline holding a script runs as its MULTI, which cannot ask: the command runs, as before."""
+    script = queue_redis.register_script("return redis.call('INCR', KEYS[1])")
+    pipe = queue_redis.pipeline()
+    batch.if_exists(pipe, _key("gone2"), "HSET", _key("gone2"), "b", "2")
+    script(keys=[_key("n2")], client=pipe)
+    assert batch.execute(queue_redis, pipe, want=(1,)) == {1: 1}
+    assert queue_redis.hgetall(_key("gone2")) == {b"b": b"2"}
