@@ -40,12 +40,9 @@ class OptimaJob(Job):
         super().__init__(*args, **kwargs)
         self.signature = ""
         self.trace = ""
-        self.stored: dict[Any, Any] | None = None  # the hash as last read (restore): the worker's success writes
-        # only the fields that differ from it (queues/worker/fastpath.py)
 
     def restore(self, raw_data: dict[Any, Any]) -> None:
         super().restore(raw_data)
-        self.stored = raw_data
         value = raw_data.get(b"signature") or raw_data.get("signature") or b""
         self.signature = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
         value = raw_data.get(b"optima_trace") or raw_data.get("optima_trace") or b""

@@ -1,4 +1,5 @@
-"""A pipeline's queued commands run as one Lua call instead of a MULTI (the worker's per-job writes).
+"""A pipeline's queued commands sent in one round trip without redis-py's per-reply work: as one Lua call
+(``execute``, ``execute_each``) or as a MULTI read back raw (``execute_multi``).
 
 redis-py packs a MULTI of ~40 commands command by command and parses ~42 replies (each through its
 response callback) in Python; a worker that records thousands of jobs a second spends more of its
@@ -10,16 +11,24 @@ apply; the first such error is raised after the call, as ``Pipeline.execute`` ra
 replies asked for (``want``, indexes into the queued commands) come back. A pipeline holding what a
 script may not call (a script of its own: rq's limit promotion) runs as the MULTI it is.
 
-When nothing failed and every reply asked for is an integer (the worker's start and success, an enqueue), the
-script answers with one string, ``"3,0"`` (``""`` for none), not with a nested array: redis-server 6.2 writes
-each part of an array a script returns with a write(2) of its own (3 for ``{{0}, {}}``), and a write to a
-socket is the largest single cost of a job to the server (issue 36: ``bench/redis_cost.py --detail``).
+When nothing failed and every reply asked for is an integer (the worker's start, an enqueue), the script
+answers with one string, ``"3,0"`` (``""`` for none), not with a nested array: redis-server 6.2 writes each
+part of an array a script returns with a write(2) of its own (3 for ``{{0}, {}}``), and a write to a socket is
+the largest single cost of a job to the server (issue 36: ``bench/redis_cost.py --detail``).
+
+The script costs the server more than the MULTI would (every argument made a Lua string, each command's
+arguments and reply converted both ways): 194,000 instructions of redis-server for a success's ten commands as
+the script, 113,000 as the MULTI (callgrind, issue 36). Each is one command to Redis's count (EVALSHA) against
+two (MULTI and EXEC). So the batch with the most arguments, the worker's success (the whole job hash), goes as
+the MULTI (``execute_multi``), read back raw; the start and the enqueue stay scripts (docs/decisions.md, "Where
+the server's CPU goes").
 
 The keys are not declared (passed as arguments): fine on a single Redis and Sentinel, which is
 what this project runs (docs/decisions.md); a Redis Cluster would need them declared.
 """
 
 import redis
+from redis.exceptions import ExecAbortError
 
 BATCH_LUA = """
 local wanted, errors, numbers = {}, {}, true
@@ -29,12 +38,7 @@ while i <= n do
   local want = argc < 0
   if want then argc = -argc end
   c = c + 1
-  local first, run, r = i + 1, true, 0
-  if ARGV[first] == '@IF_EXISTS@' then
-    run = redis.call('EXISTS', ARGV[first + 1]) == 1
-    first = first + 2
-  end
-  if run then r = redis.pcall(unpack(ARGV, first, i + argc)) end
+  local r = redis.pcall(unpack(ARGV, i + 1, i + argc))
   if type(r) == 'table' and r.err then
     errors[#errors + 1] = c
     errors[#errors + 1] = r.err
@@ -50,8 +54,6 @@ if #errors == 0 and numbers then
 end
 return {wanted, errors}
 """
-
-IF_EXISTS = "@IF_EXISTS@"  # ``if_exists``: the command after it runs only when the key after it exists
 
 NOT_IN_A_SCRIPT = {
     "EVAL",
@@ -78,22 +80,6 @@ def _script(connection):
     if script is None or script.registered_client is not connection:
         script = _scripts[id(connection)] = connection.register_script(BATCH_LUA)
     return script
-
-
-def if_exists(pipe, key, *command):
-    """Queue on ``pipe`` a command that runs only when ``key`` exists (reply 0 when it does not): one EXISTS in
-    the script, no round trip. The worker's success writes the job's changed fields this way (``fastpath.py``): a
-    job deleted while it ran is not brought back as a hash of five fields. Run as a MULTI (a pipeline holding a
-    script of its own), the command runs whether or not the key exists, as it did before."""
-    pipe.execute_command(IF_EXISTS, key, *command)
-
-
-def _as_multi(pipe):
-    """The pipeline as a MULTI can run it: ``if_exists``'s mark taken off its commands."""
-    for number, (args, options) in enumerate(pipe.command_stack):
-        if args and args[0] == IF_EXISTS:
-            pipe.command_stack[number] = (args[2:], options)
-    return pipe
 
 
 def runs_as_a_script(pipe):
@@ -132,7 +118,7 @@ def execute(connection, pipe, want=()):
     lists). Raises ``redis.ResponseError`` (the first command that failed, the others applied)
     or what the connection raises; ``pipe`` is reset either way."""
     if pipe.scripts or any(str(args[0]).upper() in NOT_IN_A_SCRIPT for args, _options in pipe.command_stack):
-        replies = _as_multi(pipe).execute()  # a script queued (rq's limit promotion): a script cannot call one
+        replies = pipe.execute()  # a script queued (rq's limit promotion): a script cannot call one
         return {index: replies[index] for index in want}
     want = set(want)
     argv = []
@@ -159,3 +145,51 @@ def _replies(reply):
         text = reply.decode() if isinstance(reply, bytes) else reply
         return ([int(number) for number in text.split(",")] if text else []), []
     return reply
+
+
+def execute_multi(connection, pipe, want=()):
+    """``execute``'s contract, sent as MULTI ... EXEC instead of one call of ``BATCH_LUA``: cheaper for the server
+    (no Lua string for each argument, no conversion of each command's arguments and reply), a little dearer for
+    the client (N + 2 replies read, not one). The worker's success, the batch with the most arguments (the whole
+    job hash), goes this way: 194,000 instructions of redis-server for its commands as the script, 113,000 as the
+    MULTI (callgrind, issue 36). redis-py's own ``execute`` of the MULTI would parse each reply through its
+    response callback; here the MULTI's and each command's QUEUED are read and dropped, and EXEC's array is
+    read raw. Falls back to ``pipe.execute()`` for a pipeline holding a script of its own or a WATCH."""
+    if pipe.scripts or getattr(pipe, "watching", False):
+        replies = pipe.execute()
+        return {index: replies[index] for index in want}
+    if not pipe.command_stack:
+        pipe.reset()
+        return {}
+    replies = _exec(connection, pipe)
+    for number, reply in enumerate(replies, start=1):
+        if isinstance(reply, redis.ResponseError):
+            raise redis.ResponseError(f"Command # {number} of the batch caused error: {reply}")
+    return {index: replies[index] for index in want}
+
+
+def _exec(connection, pipe):
+    """Send ``pipe``'s commands as MULTI ... EXEC on a connection of ``connection``'s pool -> EXEC's replies (raw:
+    a failed command's error as a ``redis.ResponseError`` in its place). ``pipe`` is reset either way."""
+    commands = [args for args, _options in pipe.command_stack]
+    pipe.reset()
+    pool = connection.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command(conn.pack_commands([("MULTI",), *commands, ("EXEC",)]))
+        refused = None
+        for _ in range(len(commands) + 1):  # the MULTI's OK, then one QUEUED per command
+            try:
+                conn.read_response()
+            except redis.ResponseError as exc:  # refused when queued (arity): EXEC then answers EXECABORT
+                refused = refused or exc
+        try:
+            replies = conn.read_response()
+        except ExecAbortError:
+            raise refused or redis.ResponseError("EXECABORT") from None
+    except BaseException:
+        conn.disconnect()  # a reply may be left unread on it
+        raise
+    finally:
+        pool.release(conn)
+    return replies

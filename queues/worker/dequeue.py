@@ -46,11 +46,9 @@ from queues.worker.abandoned import give_back
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
 # intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, then the queue names.
-# -> one string: "1", the queue's (normal) key, the id, then the job's hash as HGETALL gives it (field, value,
-# ...), each as "<length>:<bytes>" (``_unpacked``): one string is one write(2) of redis-server 6.2, where the
-# array it was wrote each part with a write of its own (issue 36); or {1, the queue's key, id} when the job's key
+# -> {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key
 # is not a hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash
-# came with the pop. The hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it
+# came with the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it
 # vouches for this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there:
 # two commands a job fewer, issue 36.)
 # or {0, {paused names}, {names of empty queues marked banded}}; or {2, the queue's key, id} when the id
@@ -75,16 +73,13 @@ for q = 2, #ARGV do
         if data.err then
           return {1, KEYS[k + 1], id}
         end
-        local out = {'1:1', #KEYS[k + 1], ':', KEYS[k + 1], #id, ':', id}
-        for f = 1, #data do
-          if data[f] == '@PUT_BACK@' and f % 2 == 1 then
+        for f = 1, #data, 2 do
+          if data[f] == '@PUT_BACK@' then
             redis.call('HDEL', job, '@PUT_BACK@')
+            break
           end
-          out[#out + 1] = #data[f]
-          out[#out + 1] = ':'
-          out[#out + 1] = data[f]
         end
-        return table.concat(out)
+        return {1, KEYS[k + 1], id, data}
       end
     end
     if redis.call('EXISTS', KEYS[k + 4]) == 1 then
@@ -118,18 +113,6 @@ class Popped(tuple):
         popped = super().__new__(cls, (queue, job_id))
         popped.data = data
         return popped
-
-
-def _unpacked(blob):
-    """``POP_LUA``'s one string -> its parts: each is ``<length>:<bytes>``, one after the other."""
-    parts, at = [], 0
-    while at < len(blob):
-        colon = blob.index(b":", at)
-        start = colon + 1
-        end = start + int(blob[at:colon])
-        parts.append(blob[start:end])
-        at = end
-    return parts
 
 
 def _as_hash(flat):
@@ -202,9 +185,6 @@ class Dequeuer:
         for queue in queues:
             keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
         reply = self.script(keys=keys_, args=[keys.job_key_prefix(), *(q.name for q in queues)])
-        if isinstance(reply, bytes):
-            reply = _unpacked(reply)
-            reply = [1, reply[1], reply[2], reply[3:]]
         if reply[0] == 2:
             queue = next(q for q in queues if q.key == as_text(reply[1]))
             return self._twice(queue, reply[2])

@@ -16,8 +16,9 @@ a success               one Lua call (``finish``): status, the job's hash, rq's 
                         the finished registry (scored to the microsecond: no re-score later), the
                         expiries, the execution removed, the limit key's slot; once a second the
                         worker's counters and the hooks' writes (the metrics: ``Tally``)
-both                    the commands a MULTI would hold, run by one EVALSHA (``connection/batch.py``:
-                        redis-py packs and parses one command instead of ~40)
+both                    sent without redis-py's per-reply work (``connection/batch.py``): the start as
+                        one EVALSHA of the batch script (one reply to parse instead of ~20), a success
+                        as one MULTI read back raw (the server's cheaper way for its ~40 arguments)
 per loop                the suspension check at most once a second; no BUSY write when the worker
                         is busy already, the IDLE write only when a pop finds nothing (``intake.py``)
 ======================  ========================================================================
@@ -36,7 +37,6 @@ Nothing here keeps per-job state outside its arguments: threads of one process r
 import threading
 import time
 
-import redis
 from rq.job import JobStatus
 from rq.results import Result
 from rq.worker.base import WorkerStatus
@@ -83,7 +83,7 @@ def finish(worker, job, queue, execution):
         with worker.connection.pipeline() as pipe:
             counted = tally.take_into(pipe, worker.key, job.ended_at - job.started_at)
             rqcompat.set_status_in_hash(job, JobStatus.FINISHED)  # written by the save: one HSET, not two
-            _save_changed(job, pipe)
+            job.save(pipeline=pipe, include_meta=False, include_result=False)
             stream.record(
                 job,
                 Result.Type.SUCCESSFUL,
@@ -105,7 +105,7 @@ def finish(worker, job, queue, execution):
                 pending = hooks.write_into(pipe)
             if worker.idle_with_success:
                 worker.set_state(WorkerStatus.IDLE, pipeline=pipe)
-            replies = batch.execute(worker.connection, pipe, want=(dependents_at,))
+            replies = batch.execute_multi(worker.connection, pipe, want=(dependents_at,))
     except REDIS_ERRORS:
         if pending is not None:
             hooks.restore(pending)
@@ -170,28 +170,6 @@ class Tally:
 def tally_of(worker):
     """The worker's ``Tally`` (made with it: ``adapter.WorkerBehaviour``)."""
     return worker.success_tally
-
-
-def _save_changed(job, pipe):
-    """rq's ``job.save(include_meta=False, include_result=False)`` (one HSET of every field of the job, ``data``
-    included), of only the fields whose value differs from the hash the job was read from (``OptimaJob.stored``,
-    read with the pop): its status, start, end, heartbeat and worker, not the ~1.3 kB that did not change (issue 36:
-    the largest part of what a success sent Redis). The HSET runs only when the job's key still exists: a job
-    deleted while it ran is not brought back as a hash of five fields (rq's whole save brought it back whole)."""
-    mapping = job.to_dict(include_meta=False, include_result=False)
-    stored = getattr(job, "stored", None)
-    if stored:
-        mapping = {field: value for field, value in mapping.items() if stored.get(field.encode()) != _encoded(value)}
-    if mapping:
-        batch.if_exists(pipe, job.key, "HSET", job.key, *(item for pair in mapping.items() for item in pair))
-
-
-def _encoded(value):
-    """A field's value as redis-py sends it (what HGETALL gives back)."""
-    return _ENCODER.encode(value)
-
-
-_ENCODER = redis.connection.Encoder("utf-8", "strict", False)
 
 
 def _expire_into(job, ttl, pipe):

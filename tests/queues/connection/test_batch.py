@@ -59,21 +59,36 @@ def test_integer_replies_come_back_as_one_string_and_others_as_arrays(queue_redi
     assert batch.execute(queue_redis, pipe, want=(1, 2)) == {1: b"v", 2: 3}
 
 
-def test_a_command_queued_with_if_exists_runs_only_when_its_key_exists(queue_redis):
-    queue_redis.hset(_key("there"), "a", "1")
+@pytest.mark.parametrize("run", [batch.execute, batch.execute_multi], ids=["script", "multi"])
+def test_both_ways_apply_every_command_and_give_the_replies_asked_for(queue_redis, run):
     pipe = queue_redis.pipeline()
-    batch.if_exists(pipe, _key("there"), "HSET", _key("there"), "b", "2")
-    batch.if_exists(pipe, _key("gone"), "HSET", _key("gone"), "b", "2")
-    assert batch.execute(queue_redis, pipe, want=(0, 1)) == {0: 1, 1: 0}
-    assert queue_redis.hgetall(_key("there")) == {b"a": b"1", b"b": b"2"}
-    assert not queue_redis.exists(_key("gone"))
+    pipe.hset(_key(f"h-{run.__name__}"), mapping={"a": 1})
+    pipe.set(_key(f"s-{run.__name__}"), "v")
+    pipe.get(_key(f"s-{run.__name__}"))
+    pipe.expire(_key(f"h-{run.__name__}"), 100)
+    assert run(queue_redis, pipe, want=(2, 3)) == {2: b"v", 3: 1}
+    assert queue_redis.hget(_key(f"h-{run.__name__}"), "a") == b"1"
+    assert pipe.command_stack == []
 
 
-def test_if_exists_in_a_pipeline_run_as_a_multi_runs_the_command(queue_redis):
-    """A pipeline holding a script runs as its MULTI, which cannot ask: the command runs, as before."""
-    script = queue_redis.register_script("return redis.call('INCR', KEYS[1])")
+def test_a_failing_command_of_a_multi_fails_alone_and_its_error_is_raised(queue_redis):
+    queue_redis.set(_key("str-m"), "1")
     pipe = queue_redis.pipeline()
-    batch.if_exists(pipe, _key("gone2"), "HSET", _key("gone2"), "b", "2")
-    script(keys=[_key("n2")], client=pipe)
-    assert batch.execute(queue_redis, pipe, want=(1,)) == {1: 1}
-    assert queue_redis.hgetall(_key("gone2")) == {b"b": b"2"}
+    pipe.sadd(_key("before-m"), "x")
+    pipe.sadd(_key("str-m"), "y")  # WRONGTYPE
+    pipe.sadd(_key("after-m"), "z")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        batch.execute_multi(queue_redis, pipe)
+    assert queue_redis.smembers(_key("before-m")) == {b"x"}
+    assert queue_redis.smembers(_key("after-m")) == {b"z"}
+    assert queue_redis.ping()  # the connection the MULTI used went back to the pool with nothing left unread
+
+
+def test_a_command_refused_when_queued_aborts_the_multi_and_is_raised(queue_redis):
+    pipe = queue_redis.pipeline()
+    pipe.sadd(_key("aborted"), "x")
+    pipe.execute_command("HSET", _key("odd"), "field-without-value")  # wrong number of arguments
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        batch.execute_multi(queue_redis, pipe)
+    assert not queue_redis.exists(_key("aborted"))  # EXECABORT: nothing applied
+    assert queue_redis.ping()

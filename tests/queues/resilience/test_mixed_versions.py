@@ -2,7 +2,7 @@
 
 During a deploy, jobs, meta and Redis keys written by the release in production are read by the new
 release, and the other way round (a rollback, or old workers still draining while new web processes
-enqueue). The *old release* is frozen in ``tests/compat/release-bb8470f.tar.gz`` (tests/compat/README.md
+enqueue). The *old release* is frozen in ``tests/compat/release-a8814b4.tar.gz`` (tests/compat/README.md
 says how it was made and when to refresh it); it is extracted once per session and run as real
 ``manage.py`` processes from that tree, with this session's interpreter, Redis, ACL user, prefix and
 database. The *new release* is the working tree: this process (enqueueing) and ``start_worker``.
@@ -40,7 +40,7 @@ from tests.support.processes import WorkerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-OLD_COMMIT = "bb8470f"
+OLD_COMMIT = "a8814b4"
 TARBALL = ROOT / "tests" / "compat" / f"release-{OLD_COMMIT}.tar.gz"
 
 # Seconds. Short liveness, so that a killed worker is noticed in a few seconds (defaults: 10 / 2 / 5).
@@ -59,7 +59,7 @@ OPTIMA_QUEUES_OPTIONS = {{
 }}
 '''
 
-# Meta an enqueuer writes and every worker must read (queues.enqueue at bb8470f).
+# Meta an enqueuer writes and every worker must read (queues.enqueue since bb8470f).
 COMPAT_META = ("queue", "attempt", "attempts_allowed")
 # Meta a worker writes when a job dies, read by the other release's reconcile, panel and requeue.
 DEAD_META = ("dead", "attempts_made", "attempts_allowed", "exc_type", "exc_message", "deaths")
