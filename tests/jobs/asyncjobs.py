@@ -1,0 +1,46 @@
+"""Coroutine jobs of the ``rqworker --async`` tests (tests/queues/worker/test_async_worker.py).
+
+They log JSON lines as ``tests/jobs/concurrent.py``'s jobs do (``records`` reads them), from the worker's
+event loop: ``thread`` is the thread that ran the coroutine, ``job`` what ``get_current_job()`` says there.
+"""
+
+import asyncio
+import os
+
+import queues
+from tests.jobs.concurrent import _log
+
+
+@queues.job
+async def wait_for_file(path, release_path, wait_seconds=120):
+    """Log a start, await until ``release_path`` exists, log an end; a cancel is logged as such (its ``finally``)."""
+    _log(path, event="start")
+    ended = False
+    try:
+        deadline = asyncio.get_running_loop().time() + wait_seconds
+        while not os.path.exists(release_path):
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"{release_path} never appeared")
+            await asyncio.sleep(0.02)
+        ended = True
+        _log(path, event="end")
+        return "released"
+    except asyncio.CancelledError:
+        _log(path, event="cancelled")
+        raise
+    finally:
+        _log(path, event="finally", ended=ended)
+
+
+@queues.job
+async def fail_async(path, message):
+    """Log a start, yield once to the loop, raise RuntimeError(message)."""
+    _log(path, event="start")
+    await asyncio.sleep(0)
+    raise RuntimeError(message)
+
+
+@queues.job
+async def nap(seconds):
+    """``await asyncio.sleep(seconds)``: the benchmark's job (bench/async_jobs.py)."""
+    await asyncio.sleep(seconds)
