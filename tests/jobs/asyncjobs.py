@@ -38,9 +38,3 @@ async def fail_async(path, message):
     _log(path, event="start")
     await asyncio.sleep(0)
     raise RuntimeError(message)
-
-
-@queues.job
-async def nap(seconds):
-    """``await asyncio.sleep(seconds)``: the benchmark's job (bench/async_jobs.py)."""
-    await asyncio.sleep(seconds)
