@@ -7,8 +7,10 @@ event loop: ``thread`` is the thread that ran the coroutine, ``job`` what ``get_
 import asyncio
 import os
 
+from django_tasks import task
+
 import queues
-from tests.jobs.concurrent import _log
+from tests.jobs.concurrent import _log, records
 
 
 @queues.job
@@ -38,3 +40,16 @@ async def fail_async(path, message):
     _log(path, event="start")
     await asyncio.sleep(0)
     raise RuntimeError(message)
+
+
+@task(takes_context=True)
+async def task_together(context, path, count, wait_seconds=60):
+    """A ``@task`` coroutine (with its TaskContext): log a start, await until ``count`` runs started, log an end."""
+    _log(path, event="start", context_attempt=context.attempt)
+    deadline = asyncio.get_running_loop().time() + wait_seconds
+    while len(records(path, "start")) < count:
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"fewer than {count} runs started together")
+        await asyncio.sleep(0.02)
+    _log(path, event="end")
+    return context.task_result.id

@@ -8,12 +8,14 @@ from collections import Counter
 
 import pytest
 from django.core.management import CommandError, call_command
+from django_tasks import TaskResultStatus
 from rq.command import send_stop_job_command
 from rq.job import JobStatus
 from rq.serializers import JSONSerializer
 
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
+from tests.jobs import asyncjobs
 from tests.jobs.concurrent import records
 from tests.queues.worker.test_concurrency import assert_back_at_head, finished, most_at_once, run_command
 from tests.support import wait_for
@@ -49,6 +51,27 @@ def test_twenty_coroutine_jobs_overlap_on_one_event_loop_of_the_worker_process(s
     assert len({r["thread"] for r in runs}) == 1  # one event loop's thread, not a thread per job
     assert sorted(r["job"] for r in records(log, "start")) == sorted(job.id for job in jobs)  # get_current_job()
     assert [fetch(job.id, queue_redis).return_value() for job in jobs] == ["async done"] * 20
+    assert worker.stop() == 0, worker.output()
+
+
+@pytest.mark.slow
+def test_task_coroutines_share_the_loop_with_job_coroutines(start_worker, queue_redis, tmp_path):
+    log = tmp_path / "runs.jsonl"
+    results = [asyncjobs.task_together.enqueue(str(log), 4) for _ in range(2)]
+    jobs = [queues.enqueue("default", TOGETHER_ASYNC, str(log), 4, attempts=1) for _ in range(2)]
+    worker = start_worker("default", "--async", "4")
+    wait_for(
+        lambda: (
+            finished(jobs, queue_redis) and all(r.refresh() or r.status == TaskResultStatus.SUCCESSFUL for r in results)
+        ),
+        timeout=60,
+        message="the 2 tasks and 2 jobs to finish",
+    )
+    assert [r.return_value for r in results] == [r.id for r in results]  # its TaskContext, on the loop
+    starts = records(log, "start")
+    assert most_at_once(records(log)) == 4
+    assert len({r["thread"] for r in starts}) == 1
+    assert sorted(r["context_attempt"] for r in starts if "context_attempt" in r) == [1, 1]
     assert worker.stop() == 0, worker.output()
 
 
