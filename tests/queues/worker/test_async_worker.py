@@ -31,6 +31,11 @@ def fetch(job_id, connection):
     return OptimaJob.fetch(job_id, connection=connection)
 
 
+def succeeded(result):
+    result.refresh()
+    return result.status == TaskResultStatus.SUCCESSFUL
+
+
 def started(log, count):
     return wait_for(
         lambda: len(records(log, "start")) >= count and records(log, "start"),
@@ -61,9 +66,7 @@ def test_task_coroutines_share_the_loop_with_job_coroutines(start_worker, queue_
     jobs = [queues.enqueue("default", TOGETHER_ASYNC, str(log), 4, attempts=1) for _ in range(2)]
     worker = start_worker("default", "--async", "4")
     wait_for(
-        lambda: (
-            finished(jobs, queue_redis) and all(r.refresh() or r.status == TaskResultStatus.SUCCESSFUL for r in results)
-        ),
+        lambda: finished(jobs, queue_redis) and all(succeeded(result) for result in results),
         timeout=60,
         message="the 2 tasks and 2 jobs to finish",
     )
