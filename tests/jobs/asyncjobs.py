@@ -53,3 +53,12 @@ async def task_together(context, path, count, wait_seconds=60):
         await asyncio.sleep(0.02)
     _log(path, event="end")
     return context.task_result.id
+
+
+@queues.job
+async def pause_async(path, seconds):
+    """Log a start, ``await asyncio.sleep(seconds)``, log an end."""
+    _log(path, event="start")
+    await asyncio.sleep(seconds)  # the job's work: what it does is last ``seconds``
+    _log(path, event="end")
+    return seconds

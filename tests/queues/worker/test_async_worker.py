@@ -182,6 +182,22 @@ def test_stop_job_cancels_only_the_coroutine_it_names(start_worker, queue_redis,
     assert worker.stop() == 0, worker.output()
 
 
+@pytest.mark.slow
+def test_a_limit_key_holds_its_share_of_coroutines_on_the_loop(start_worker, queue_redis, tmp_path):
+    log = tmp_path / "runs.jsonl"
+    jobs = [
+        queues.enqueue(
+            "default", "tests.jobs.asyncjobs.pause_async", str(log), 0.3, limit_key="seller:1", limit_concurrency=2
+        )
+        for _ in range(6)
+    ]
+    free = [queues.enqueue("default", TOGETHER_ASYNC, str(tmp_path / "free.jsonl"), 3) for _ in range(3)]
+    worker = start_worker("default", "--async", "8")
+    wait_for(lambda: finished(jobs + free, queue_redis), timeout=60, message="every job to finish")
+    assert most_at_once(records(log)) == 2
+    assert worker.stop() == 0, worker.output()
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
 def test_a_bad_async_value_is_refused_naming_the_option_the_value_and_an_example(value):
     with pytest.raises(CommandError) as refused:
