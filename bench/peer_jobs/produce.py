@@ -5,8 +5,8 @@ as it can (EVERY 0) or one every EVERY seconds, then answers ``{"seconds": ...}`
     python -m bench.peer_jobs.produce ours|ours-async|rq|celery|dramatiq|arq A|B
 
 ours: ``queues.enqueue`` (declared, signed; Django set up from the environment), on queue
-``default``; ours-async: the same with the ``async def`` jobs (``rqworker --async``); rq: ``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own
-client API. Redis is ``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
+``default``; ours-async: the same with the ``async def`` jobs (``rqworker --async``); rq:
+``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own client API. Redis is ``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
 """
 
 import argparse
