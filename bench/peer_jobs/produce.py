@@ -6,7 +6,8 @@ as it can (EVERY 0) or one every EVERY seconds, then answers ``{"seconds": ...}`
 
 ours: ``queues.enqueue`` (declared, signed; Django set up from the environment), on queue
 ``default``; ours-async: the same with the ``async def`` jobs (``rqworker --async``); rq:
-``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own client API. Redis is ``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
+``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own client API. Redis is
+``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
 """
 
 import argparse
