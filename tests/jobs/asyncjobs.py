@@ -13,17 +13,22 @@ import queues
 from tests.jobs.concurrent import _log, records
 
 
+async def until(predicate, wait_seconds, timeout_message):
+    """In a coroutine job: poll ``predicate`` on the loop until it holds; past ``wait_seconds``, TimeoutError."""
+    deadline = asyncio.get_running_loop().time() + wait_seconds
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(timeout_message)
+        await asyncio.sleep(0.02)  # the poll interval of a condition wait, yielding to the other coroutines
+
+
 @queues.job
 async def wait_for_file(path, release_path, wait_seconds=120):
     """Log a start, await until ``release_path`` exists, log an end; a cancel is logged as such (its ``finally``)."""
     _log(path, event="start")
     ended = False
     try:
-        deadline = asyncio.get_running_loop().time() + wait_seconds
-        while not os.path.exists(release_path):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"{release_path} never appeared")
-            await asyncio.sleep(0.02)
+        await until(lambda: os.path.exists(release_path), wait_seconds, f"{release_path} never appeared")
         ended = True
         _log(path, event="end")
         return "released"
@@ -36,9 +41,8 @@ async def wait_for_file(path, release_path, wait_seconds=120):
 
 @queues.job
 async def fail_async(path, message):
-    """Log a start, yield once to the loop, raise RuntimeError(message)."""
+    """Log a start, raise RuntimeError(message)."""
     _log(path, event="start")
-    await asyncio.sleep(0)
     raise RuntimeError(message)
 
 
@@ -46,11 +50,7 @@ async def fail_async(path, message):
 async def task_together(context, path, count, wait_seconds=60):
     """A ``@task`` coroutine (with its TaskContext): log a start, await until ``count`` runs started, log an end."""
     _log(path, event="start", context_attempt=context.attempt)
-    deadline = asyncio.get_running_loop().time() + wait_seconds
-    while len(records(path, "start")) < count:
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"fewer than {count} runs started together")
-        await asyncio.sleep(0.02)
+    await until(lambda: len(records(path, "start")) >= count, wait_seconds, f"fewer than {count} runs started together")
     _log(path, event="end")
     return context.task_result.id
 
@@ -62,3 +62,16 @@ async def pause_async(path, seconds):
     await asyncio.sleep(seconds)  # the job's work: what it does is last ``seconds``
     _log(path, event="end")
     return seconds
+
+
+@queues.job
+async def ignore_cancel(path, seconds):
+    """Log a start, then run ``seconds`` swallowing every cancel (a coroutine a timeout cannot stop)."""
+    _log(path, event="start")
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            await until(lambda: asyncio.get_running_loop().time() >= deadline, seconds, None)
+        except asyncio.CancelledError:
+            _log(path, event="cancel ignored")
+    _log(path, event="end")

@@ -19,7 +19,7 @@ from tests.jobs import asyncjobs
 from tests.jobs.concurrent import records
 from tests.queues.worker.test_concurrency import assert_back_at_head, finished, most_at_once, run_command
 from tests.support import wait_for
-from tests.support.lifecycle import wait_row
+from tests.support.lifecycle import wait_row, wait_scheduled_for_attempt
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -151,6 +151,28 @@ def test_a_timeout_cancels_the_coroutine_and_fails_the_attempt_as_timed_out_whil
     release.touch()
     wait_for(lambda: finished([other], queue_redis), timeout=30, message="the other job to finish")
     assert worker.stop() == 0, worker.output()
+
+
+@pytest.mark.slow
+def test_a_coroutine_that_ignores_its_cancel_fails_past_the_margin_and_the_worker_exits_1_after_the_others(
+    start_worker, queue_redis, tmp_path
+):
+    log, release = tmp_path / "runs.jsonl", tmp_path / "release"
+    other = queues.enqueue("default", WAIT, str(log), str(release))
+    stubborn = queues.enqueue("default", "tests.jobs.asyncjobs.ignore_cancel", str(log), 60, timeout=1, attempts=2)
+    worker = start_worker(
+        "default", "--async", "2", "--worker-class", "tests.support.concurrent_workers.QuickToGiveUpAsyncWorker"
+    )
+    retry = wait_scheduled_for_attempt(queue_redis, "default", stubborn.id, 2)
+    assert "Task exceeded maximum timeout value (1 seconds)" in retry.results()[0].exc_string
+    assert [r["job"] for r in records(log, "cancel ignored")] == [stubborn.id]
+    late = queues.enqueue("default", WAIT, str(log), str(release))  # the worker takes no new job
+    release.touch()
+    assert worker.wait(60) == 1, worker.output()
+    assert fetch(other.id, queue_redis).get_status() == JobStatus.FINISHED
+    assert fetch(late.id, queue_redis).get_status() == JobStatus.QUEUED
+    assert [r["job"] for r in records(log, "end")] == [other.id]
+    assert "still running 2 s past its timeout of 1 s" in worker.output()
 
 
 @pytest.mark.slow
