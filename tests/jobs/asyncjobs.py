@@ -10,6 +10,7 @@ import os
 from django_tasks import task
 
 import queues
+from tests.jobs import long
 from tests.jobs.concurrent import _log, records
 
 
@@ -75,3 +76,19 @@ async def ignore_cancel(path, seconds):
         except asyncio.CancelledError:
             _log(path, event="cancel ignored")
     _log(path, event="end")
+
+
+@queues.job
+async def walk_async(path, total, hold_at=None, release=None):
+    """``tests.jobs.long.walk`` as a coroutine: items ``cursor .. total - 1``, a checkpoint after each; item
+    ``hold_at`` waits (on the loop) for the file ``release``."""
+    job = queues.current_job()
+    first = 0 if job.cursor is None else job.cursor["next"]
+    long._log(path, event="run", cursor=first)
+    for item in range(first, total):
+        long._log(path, event="start", item=item)
+        if item == hold_at:  # the test acts while this item is in flight
+            await until(lambda: os.path.exists(release), 120, f"{release} was not created")
+        long._log(path, event="done", item=item)
+        job.checkpoint({"next": item + 1}, done=item + 1, total=total)
+    return total

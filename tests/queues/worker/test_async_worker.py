@@ -15,7 +15,7 @@ from rq.serializers import JSONSerializer
 
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
-from tests.jobs import asyncjobs
+from tests.jobs import asyncjobs, long
 from tests.jobs.concurrent import records
 from tests.queues.worker.test_concurrency import assert_back_at_head, finished, most_at_once, run_command
 from tests.support import wait_for
@@ -115,6 +115,29 @@ def test_sigterm_lets_running_coroutines_finish_then_cancels_the_rest_and_puts_t
     ]  # cancelled before the exit: its finally ran
     assert [r["job"] for r in records(log, "cancelled")] == [stuck.id]
     assert "the shutdown grace period of 3 s ran out" in worker.output()
+
+
+@pytest.mark.slow
+def test_a_long_coroutine_sigtermed_mid_run_pauses_at_its_checkpoint_and_resumes_at_its_cursor(
+    start_worker, queue_redis, tmp_path
+):
+    path, release = tmp_path / "items.jsonl", tmp_path / "release"
+    job = queues.enqueue("default", "tests.jobs.asyncjobs.walk_async", str(path), 8, hold_at=3, release=str(release))
+    first = start_worker("default", "--async", "2", "--grace", "120")
+    wait_for(lambda: 3 in long.started(path), timeout=60, message="item 3 to start")
+    first.signal(signal.SIGTERM)
+    wait_for(lambda: "taking no new job" in first.output(), message="the worker to hear its SIGTERM")
+    release.touch()
+    assert first.wait(60) == 0, first.output()
+    paused = fetch(job.id, queue_redis)
+    assert paused.get_status() == JobStatus.QUEUED
+    assert (paused.meta["cursor"], paused.meta["attempt"], paused.meta["interruptions"]) == ({"next": 4}, 1, 1)
+    assert long.done(path) == [0, 1, 2, 3]
+    start_worker("default", "--async", "2")
+    wait_for(lambda: finished([job], queue_redis), timeout=60, message="the job to finish")
+    assert long.done(path) == list(range(8))  # every item once
+    assert [r["cursor"] for r in long.records(path) if r["event"] == "run"] == [0, 4]
+    assert fetch(job.id, queue_redis).return_value() == 8
 
 
 @pytest.mark.slow
