@@ -26,8 +26,13 @@ def run(coro: Coroutine[Any, Any, Any]) -> Any:
     """The coroutine's result, run by this thread's runner (an ``--async`` worker's loop) or by ``asyncio.run``."""
     runner = getattr(_here, "runner", None)
     if runner is None:
-        return asyncio.run(coro)
+        return run_alone(coro)
     return runner(coro)
+
+
+def run_alone(coro: Coroutine[Any, Any, Any]) -> Any:
+    """rq's way: the coroutine on an event loop of its own (``asyncio.run``) in this thread."""
+    return asyncio.run(coro)
 
 
 @contextmanager

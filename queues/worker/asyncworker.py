@@ -63,6 +63,8 @@ class OptimaAsyncWorker(OptimaConcurrentWorker):
     def await_on_loop(self, coro):  # a job's thread (inside rq's perform, under the job's timeout)
         """The coroutine's result, awaited on the worker's loop; what cancelled it, raised here."""
         slot = self.threads.mine()
+        if slot is None:  # not a job's thread of this worker (the runner is installed only there)
+            return coroutines.run_alone(coro)
         awaiting = Awaiting()
         try:
             with slot.lock:
