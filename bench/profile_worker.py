@@ -4,6 +4,7 @@
     .venv/bin/python bench/profile_worker.py B --jobs 1000 --concurrency 32   # 100 ms HTTP jobs, 32 at once
     .venv/bin/python bench/profile_worker.py A --jobs 3000 --concurrency 32 --html /tmp/a.html
     .venv/bin/python bench/profile_worker.py B --jobs 3000 --concurrency 32 --cycle   # a slot's cycle, no profiler
+    .venv/bin/python bench/profile_worker.py A --jobs 3000 --async 64    # rqworker --async 64, async def no-op jobs
 
 One private redis-server and (for B) peers.py's HTTP server; the jobs (``bench.peer_jobs.ours``)
 enqueued with ``queues.enqueue_many`` before the worker starts; then ``manage.py rqworker --burst``
@@ -52,11 +53,13 @@ def setup(workload, tmp, redis_url, http_url):
     call_command("migrate", verbosity=0)
 
 
-def enqueue(jobs, workload):
+def enqueue(jobs, workload, coroutines=False):
     import queues
     from bench.peer_jobs import ours
 
     func = ours.noop if workload == "A" else ours.io
+    if coroutines:
+        func = ours.noop_async if workload == "A" else ours.io_async
     for start in range(0, jobs, 500):
         queues.enqueue_many("default", func, [(time.time(),) for _ in range(min(500, jobs - start))])
 
@@ -141,6 +144,7 @@ def main():
     parser.add_argument("workload", choices=["A", "B"])
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--async", dest="async_slots", type=int, default=0, help="rqworker --async N, async def jobs")
     parser.add_argument("--html", default=None, help="also write pyinstrument's HTML here")
     parser.add_argument("--show-all", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="time a job slot's cycle instead of profiling")
@@ -158,7 +162,7 @@ def main():
             http_url = f"http://127.0.0.1:{int(httpd.stdout.readline().split()[-1])}/wait"
         try:
             setup(opts.workload, tmp, server.url, http_url)
-            enqueue(opts.jobs, opts.workload)
+            enqueue(opts.jobs, opts.workload, coroutines=bool(opts.async_slots))
             from django.core.management import call_command
             from pyinstrument import Profiler
             from pyinstrument.session import Session
@@ -175,7 +179,10 @@ def main():
                 print(f"{opts.jobs} jobs in {elapsed:.1f} s: {opts.jobs / elapsed:.0f} jobs/s (start-up included)")
                 cycle_table(events)
                 return
-            if opts.concurrency > 1:
+            if opts.async_slots:
+                profiled_threads(sessions)  # the job threads (the coroutines run on the loop's thread, unprofiled)
+                args += ["--async", str(opts.async_slots)]
+            elif opts.concurrency > 1:
                 profiled_threads(sessions)
                 args += ["--concurrency", str(opts.concurrency)]
             else:

@@ -41,6 +41,7 @@ MEMBERS = [
     (Queue, "_is_async", "instance"),  # the is_async a queue was built with (the panel's read-only copy keeps it)
     (Job, "_handle_success", "class"),  # rq's success write of a job; OptimaJob's keeps a result per attempt
     (Job, "_handle_failure", "class"),  # rq's failure write of a job; likewise (queues/jobs/stream.py)
+    (Job, "_execute", "class"),  # calls the job's function; OptimaJob's hands a coroutine to rqworker --async's loop
     (Job, "_exc_info", "instance"),  # a job's cached failure text (the panel's requeue clears it)
     (Job, "_dependency_ids", "instance"),  # the ids a job depends on, as read from its hash (no fetch)
     (Job, "_status", "instance"),  # the status to_dict writes (our enqueue writes the hash with it once)

@@ -93,7 +93,7 @@ class Producer:
         python = str((PEERS_BIN if system.peers_venv else APP_BIN) / "python")
         self.family, self.log = system.family, log
         self.process = subprocess.Popen(
-            [python, "-m", "bench.peer_jobs.produce", system.family, workload],
+            [python, "-m", "bench.peer_jobs.produce", system.producer, workload],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,

@@ -2,11 +2,12 @@
 at its enqueue as its only argument, on request: a line ``COUNT EVERY`` on stdin sends COUNT jobs, as fast
 as it can (EVERY 0) or one every EVERY seconds, then answers ``{"seconds": ...}`` on stdout.
 
-    python -m bench.peer_jobs.produce ours|rq|celery|dramatiq|arq A|B
+    python -m bench.peer_jobs.produce ours|ours-async|rq|celery|dramatiq|arq A|B
 
 ours: ``queues.enqueue`` (declared, signed; Django set up from the environment), on queue
-``default``; rq: ``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own
-client API. Redis is ``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
+``default``; ours-async: the same with the ``async def`` jobs (``rqworker --async``); rq:
+``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own client API. Redis is
+``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
 """
 
 import argparse
@@ -32,13 +33,13 @@ def sender(system, workload):
     """-> send(enqueued_at) for this system and workload."""
     name = "noop" if workload == "A" else "io"
     url = os.environ["BENCH_REDIS_URL"]
-    if system == "ours":
+    if system in ("ours", "ours-async"):
         import django
 
         django.setup()
         import queues
 
-        func = f"bench.peer_jobs.ours.{name}"
+        func = f"bench.peer_jobs.ours.{name}{'_async' if system == 'ours-async' else ''}"
         return lambda t: queues.enqueue("default", func, t)
     if system == "rq":
         from redis import Redis

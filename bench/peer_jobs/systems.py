@@ -27,6 +27,12 @@ class System:
     concurrency: int = 1  # jobs at once in one process (pool: per member)
     processes: int = 1
     needs: str = ""  # an option the command must offer ("--concurrency"), else the row is n/a
+    coroutines: bool = False  # ours: the jobs are the ``async def`` ones (bench.peer_jobs.ours.*_async)
+
+    @property
+    def producer(self):
+        """The producer's first argument (bench/peer_jobs/produce.py): the family, ``ours-async`` for coroutines."""
+        return f"{self.family}-async" if self.coroutines else self.family
 
     @property
     def peers_venv(self):
@@ -60,6 +66,15 @@ SYSTEMS = [
         OURS + ("--concurrency", "{c}"),
         concurrency=32,
         needs="--concurrency",
+    ),
+    System(
+        "ours-async",
+        "ours: rqworker --async {c}",
+        "ours",
+        OURS + ("--async", "{c}"),
+        concurrency=32,
+        needs="--async",
+        coroutines=True,
     ),
     System(
         "ours-pool2",

@@ -4,6 +4,7 @@ Settings name them as ``queues.registry.OptimaJob`` / ``queues.registry.OptimaQu
 re-exports them for users' settings).
 """
 
+import asyncio
 from typing import Any
 
 from rq import Queue
@@ -16,8 +17,8 @@ from queues import rqcompat
 from queues.catalog import jobs as catalog
 from queues.catalog.queues import get_config
 from queues.exceptions import NotAJob
+from queues.jobs import coroutines, stream
 from queues.jobs import meta as jobmeta
-from queues.jobs import stream
 from queues.keyspace import keys
 
 
@@ -110,6 +111,14 @@ class OptimaJob(Job):
     @property
     def func(self):
         return _declared_or_refuse(self.func_name, "function", self.instance)
+
+    def _execute(self):
+        # rq's, but the coroutine of an ``async def`` job goes to this thread's runner: an ``rqworker --async``
+        # worker's one event loop, else rq's ``asyncio.run`` (queues/jobs/coroutines.py; rqcompat.MEMBERS lists it).
+        result = self.func(*self.args, **self.kwargs)
+        if asyncio.iscoroutine(result):
+            return coroutines.run(result)
+        return result
 
     @property
     def success_callback(self):

@@ -122,7 +122,7 @@ class QueuesTask(Task[Any, Any]):
 class QueuesBackend(compat.BaseTaskBackend):
     task_class = QueuesTask
     supports_defer = True
-    supports_async_task = True  # rq 3 runs the coroutine an async job returns with asyncio.run (Job._execute)
+    supports_async_task = True  # rq 3 runs an async job's coroutine with asyncio.run; rqworker --async on its loop
     supports_get_result = True
     supports_priority = True  # three bands of the queue: > 0, 0, < 0 (queues.enqueue's priority=)
     logs_one_line_per_job = True  # the backport's task_started/task_finished log lines are skipped (tasks/run.py)

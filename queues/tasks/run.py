@@ -1,7 +1,8 @@
 """In the worker: what runs a Task, and the framework's ``task_started`` / ``task_finished``.
 
 - ``runner(task)``: what the catalog runs for the Task's path: its function itself (sync or ``async def``:
-  rq 3 runs the coroutine an async job returns with ``asyncio.run``), or, for ``takes_context=True``, a
+  rq 3 runs the coroutine an async job returns with ``asyncio.run``, an ``rqworker --async`` worker on its event
+  loop: ``queues/jobs/coroutines.py``), or, for ``takes_context=True``, a
   wrapper that hands it a ``TaskContext`` whose ``attempt`` is the attempt number.
 - The queues' own signals (queues/worker/signals.py) drive the framework's: ``job_started`` -> the
   attempt's worker recorded in ``meta["worker_ids"]`` (one HSET, tasks only), then ``task_started``;

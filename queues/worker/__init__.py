@@ -9,7 +9,9 @@ concerns through ``queues/events/hooks.py``.
 
 ``queues.worker.OptimaWorker`` and ``queues.worker.OptimaSimpleWorker`` are the dotted paths settings
 (``RQ['WORKER_CLASS']``) and ``rqworker --worker-class`` name; ``queues.worker.OptimaConcurrentWorker``
-(``concurrent``, over ``slots`` and ``watchdog``) is what ``rqworker --concurrency N`` runs.
+(``concurrent``, over ``slots`` and ``watchdog``) is what ``rqworker --concurrency N`` runs, and
+``queues.worker.OptimaAsyncWorker`` (``asyncworker``, over ``eventloop``: the concurrent worker with one event
+loop for the ``async def`` jobs) what ``rqworker --async N`` runs.
 """
 
 import importlib
@@ -19,6 +21,7 @@ _EXPORTS = {
     "OptimaWorker": "queues.worker.adapter",
     "OptimaSimpleWorker": "queues.worker.adapter",
     "OptimaConcurrentWorker": "queues.worker.concurrent",
+    "OptimaAsyncWorker": "queues.worker.asyncworker",
 }
 
 

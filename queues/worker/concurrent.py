@@ -291,8 +291,12 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
                 return
             slot.stopped = True
             if slot.ident is not None:
-                raise_in_thread(slot.ident, JobStopped)
+                self.interrupt(slot, JobStopped)
         self.log.warning("Worker %s: stopping job %s on request", self.name, slot.job.id)
+
+    def interrupt(self, slot, exc_class):  # pubsub or watchdog thread, holding slot.lock
+        """Stop the job of ``slot`` with ``exc_class`` (a stop, a timeout): raised into its thread."""
+        raise_in_thread(slot.ident, exc_class)
 
     def wedged(self, penalty):  # watchdog thread
         """An attempt still running ``HARD_TIMEOUT_MARGIN_SECONDS`` past its timeout (blocked in C

@@ -38,6 +38,7 @@ class Slot:
         self.state = RUNNING
         self.stopped = False  # rq's stop-job command named this job
         self.ident = None  # the thread running it
+        self.coroutine = None  # an --async worker's: the job's coroutine while on the loop (eventloop.Awaiting)
         self.lock = threading.RLock()  # a signal handler of the main thread may claim it amid a claim
 
     def claim(self, state):

@@ -53,13 +53,19 @@ def timeout_error(seconds):
     return type("JobTimeoutException", (JobTimeoutException,), {"__init__": __init__, "__module__": "rq.timeouts"})
 
 
+def time_out_in_thread(penalty):
+    """What the watchdog does at an attempt's timeout: rq's JobTimeoutException raised into its thread."""
+    raise_in_thread(penalty.ident, timeout_error(penalty.seconds))
+
+
 class Watchdog(threading.Thread):
     """One thread that times every armed attempt of a worker. ``penalty_class`` is the
     ``death_penalty_class`` rq's ``perform_job`` and job callbacks use."""
 
-    def __init__(self, on_wedged, who, margin=HARD_TIMEOUT_MARGIN_SECONDS, log=logger):
+    def __init__(self, on_wedged, who, margin=HARD_TIMEOUT_MARGIN_SECONDS, log=logger, on_timeout=None):
         super().__init__(name="optima-watchdog", daemon=True)
         self.on_wedged = on_wedged
+        self.on_timeout = on_timeout or time_out_in_thread  # at the timeout (an --async worker cancels a coroutine)
         self.who = who
         self.margin = margin
         self.log = log
@@ -116,7 +122,7 @@ class Watchdog(threading.Thread):
                 for penalty in self.armed:
                     if penalty.fired_at is None and moment >= penalty.deadline:
                         penalty.fired_at = moment
-                        raise_in_thread(penalty.ident, timeout_error(penalty.seconds))
+                        self.on_timeout(penalty)
                     elif (
                         penalty.fired_at is not None and not penalty.wedged and moment >= penalty.fired_at + self.margin
                     ):

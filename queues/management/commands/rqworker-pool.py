@@ -4,7 +4,8 @@ Replaces django-rq's command of the same name (``queues`` comes before ``django_
 INSTALLED_APPS), which runs stock rq workers with pickle. Each member is exactly what
 ``manage.py rqworker`` runs — same worker class, JSON jobs only, same queues (no names: every
 declared queue), same ``--grace``, ``--without-scheduler`` and ``--concurrency`` (N > 1: each member
-runs N jobs at once in threads, as ``rqworker --concurrency N``) — built and started by the same code
+runs N jobs at once in threads, as ``rqworker --concurrency N``) or ``--async`` (each member is what
+``rqworker --async N`` runs) — built and started by the same code
 (``rqworker.build_worker`` / ``run_worker``). What the pool adds:
 
 - memory: the master loads Django, the app and every installed app's ``jobs`` module once, freezes
@@ -41,6 +42,7 @@ from queues.catalog.lookup import OptimaJob, OptimaQueue
 from queues.connection.clients import describe, get_connection
 from queues.connection.outage import Backoff, OutageLog, wait_until_reachable
 from queues.management.commands.rqworker import (
+    async_jobs,
     build_worker,
     parse_concurrency,
     run_worker,
@@ -48,6 +50,7 @@ from queues.management.commands.rqworker import (
 )
 from queues.worker import options as config
 from queues.worker.adapter import OptimaWorker
+from queues.worker.asyncworker import OptimaAsyncWorker
 from queues.worker.concurrent import OptimaConcurrentWorker
 from queues.worker.kernel import die_with_parent
 
@@ -59,9 +62,9 @@ STOP_MARGIN_SECONDS = 10
 logger = logging.getLogger("rq.worker")
 
 
-def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1):
+def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1, on_loop=False):
     """A member's whole life, in the forked child: rqworker's build-and-work loop (``concurrency`` > 1:
-    an OptimaConcurrentWorker running that many jobs at once)."""
+    an OptimaConcurrentWorker running that many jobs at once; ``on_loop``: an OptimaAsyncWorker, --async)."""
     die_with_parent(master_pid)
     # The fork inherited the master's handlers (WorkerPool.request_stop would signal this member's
     # siblings); until the worker installs its own in bootstrap, a stop signal just ends the member:
@@ -70,7 +73,9 @@ def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1):
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     outage = OutageLog(logging.getLogger("rq.worker"), f"Pool member {name} (Redis at {describe()})")
     backoff = Backoff(config.options().redis_retry_max)
-    if concurrency > 1:
+    if on_loop:
+        build = {"worker_class": OptimaAsyncWorker, "concurrency": concurrency}
+    elif concurrency > 1:
         build = {"worker_class": OptimaConcurrentWorker, "concurrency": concurrency}
     else:
         build = {"worker_class": OptimaWorker}
@@ -87,7 +92,7 @@ def serve_member(master_pid, name, names, grace, work_kwargs, concurrency=1):
 class OptimaWorkerPool(WorkerPool):
     """rq's WorkerPool running ``serve_member`` in each member instead of rq's ``run_worker``."""
 
-    def __init__(self, names, *, num_workers, grace, with_scheduler, logging_level, concurrency=1):
+    def __init__(self, names, *, num_workers, grace, with_scheduler, logging_level, concurrency=1, on_loop=False):
         # rq's pool only keeps ``connection`` to rebuild it in its own run_worker, which we do not
         # use: members connect through django-rq's settings, as rqworker does.
         super().__init__(
@@ -101,6 +106,7 @@ class OptimaWorkerPool(WorkerPool):
         )
         self.names = list(names)
         self.concurrency = concurrency
+        self.on_loop = on_loop
         self.grace = grace
         self.with_scheduler = with_scheduler
         self.logging_level = logging_level
@@ -122,6 +128,7 @@ class OptimaWorkerPool(WorkerPool):
                 self.grace,
                 {"burst": burst, "with_scheduler": self.with_scheduler, "logging_level": self.logging_level},
                 self.concurrency,
+                self.on_loop,
             ),
         )
 
@@ -213,13 +220,22 @@ class Command(BaseCommand):
             help="Jobs each member runs at once, each in a thread (default 1: forking members, one job at a time). "
             "N > 1: every member is a fork-free queues.worker.OptimaConcurrentWorker; docs/operations.md.",
         )
+        parser.add_argument(
+            "--async",
+            dest="async_jobs",
+            default=None,
+            help="Jobs each member runs at once, async def ones as coroutines of one event loop, plain functions "
+            "each in a thread: every member is a fork-free queues.worker.OptimaAsyncWorker (not with "
+            "--concurrency); docs/operations.md.",
+        )
 
     def handle(self, *args, **options):
         if options["num_workers"] < 1:
             raise CommandError(
                 f"--num-workers must be an integer >= 1, got {options['num_workers']}. Example: --num-workers 4"
             )
-        concurrency = parse_concurrency(options["concurrency"])
+        on_loop = async_jobs(options)  # None, or --async N (refused with --concurrency)
+        concurrency = on_loop if on_loop is not None else parse_concurrency(options["concurrency"])
         names, grace, level = start_command(self, args, options)
         if not self._wait_for_redis():
             return  # stopped while waiting
@@ -232,6 +248,7 @@ class Command(BaseCommand):
             with_scheduler=not options["without_scheduler"],
             logging_level=level,
             concurrency=concurrency,
+            on_loop=on_loop is not None,
         )
         pool.start(burst=options["burst"], logging_level=level)
         if pool.killed:

@@ -13,7 +13,8 @@ queue is a capacity choice, not a safety one. docs/operations.md has the stop ti
 ``--no-fork`` runs ``queues.worker.OptimaSimpleWorker``: jobs run in the worker's own process (no
 fork per job), for trusted I/O-bound jobs; docs/operations.md says what it gives up. ``--concurrency N``
 (N > 1) runs ``queues.worker.OptimaConcurrentWorker``: up to N jobs at once, in threads of one
-fork-free process (``queues/worker/concurrent.py``).
+fork-free process (``queues/worker/concurrent.py``). ``--async N`` runs ``queues.worker.OptimaAsyncWorker``:
+up to N jobs at once, the ``async def`` ones as coroutines of one event loop (``queues/worker/asyncworker.py``).
 
 System checks: a worker runs the ones about configuration (``WORKER_CHECK_TAGS``: this app's own,
 models, caches, security), not those of URLs, templates and the admin, which import every view and
@@ -45,6 +46,7 @@ from queues.exceptions import UnknownQueue
 from queues.logs import console
 from queues.worker import kernel
 from queues.worker import options as config
+from queues.worker.asyncworker import OptimaAsyncWorker
 from queues.worker.concurrent import OptimaConcurrentWorker
 
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
@@ -100,6 +102,14 @@ class Command(rqworker.Command):
             f"{CONCURRENT} (fork-free, as --no-fork); docs/operations.md.",
         )
         parser.add_argument(
+            "--async",
+            dest="async_jobs",
+            default=None,
+            help="Jobs run at once in this process, the async def ones as coroutines of one event loop, plain "
+            f"functions each in a thread (runs {ASYNC}, fork-free as --no-fork; not with --concurrency); "
+            "docs/operations.md.",
+        )
+        parser.add_argument(
             "--grace",
             dest="grace",
             default=None,
@@ -109,7 +119,7 @@ class Command(rqworker.Command):
         )
 
     def handle(self, *args, **options):
-        chosen = worker_class(options)  # a bad --concurrency is refused before anything starts
+        chosen = worker_class(options)  # a bad --concurrency or --async is refused before anything starts
         names, grace, level = start_command(self, args, options)
         outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {describe()})")
         backoff = Backoff(config.options().redis_retry_max)
@@ -169,6 +179,7 @@ def dump_stacks_on(signum):
 
 FORK_FREE = "queues.worker.OptimaSimpleWorker"
 CONCURRENT = "queues.worker.OptimaConcurrentWorker"
+ASYNC = "queues.worker.OptimaAsyncWorker"
 
 
 def parse_concurrency(value):
@@ -187,19 +198,55 @@ def parse_concurrency(value):
     return number
 
 
+def async_jobs(options):
+    """``--async``: None when not given, else a whole number of jobs >= 1; refused with ``--concurrency``
+    (``--async N`` sizes both kinds of job: a plain function runs in a thread of its own, one of the N)."""
+    value = options.get("async_jobs")
+    if value is None:
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise CommandError(
+            f"--async must be a whole number of jobs >= 1, got {value!r}. Example: --async 500 (up to 500 jobs "
+            "at once in one process: async def jobs as coroutines of one event loop, plain ones each in a thread)."
+        )
+    if options.get("concurrency") is not None:
+        raise CommandError(
+            f"--async {number} cannot be combined with --concurrency {options['concurrency']}: --async {number} "
+            f"already runs up to {number} jobs at once (async def jobs on one event loop, plain functions each in a "
+            "thread of their own). Drop --concurrency."
+        )
+    return number
+
+
 def concurrency_kwargs(options):
-    """What the worker class is built with for ``--concurrency`` (nothing for 1: today's workers)."""
+    """What the worker class is built with for ``--concurrency`` or ``--async`` (nothing for 1: today's workers)."""
+    slots = async_jobs(options)
+    if slots is not None:
+        return {"concurrency": slots}
     number = parse_concurrency(options.get("concurrency"))
     return {"concurrency": number} if number > 1 else {}
 
 
 def worker_class(options):
-    """The dotted worker class: ``--concurrency N`` (N > 1) is OptimaConcurrentWorker, ``--no-fork``
-    OptimaSimpleWorker; else ``--worker-class`` or settings."""
+    """The dotted worker class: ``--async N`` is OptimaAsyncWorker, ``--concurrency N`` (N > 1)
+    OptimaConcurrentWorker, ``--no-fork`` OptimaSimpleWorker; else ``--worker-class`` or settings."""
     chosen = options.get("worker_class")
+    slots = async_jobs(options)
+    if slots is not None:
+        if chosen and not _subclass_of(chosen, OptimaAsyncWorker):
+            raise CommandError(
+                f"--async {slots} runs {ASYNC} (up to {slots} jobs at once in one fork-free process, async def "
+                f"jobs on one event loop); it cannot be combined with --worker-class {chosen!r}. Drop "
+                f"--worker-class (or name a subclass of {ASYNC})."
+            )
+        return chosen or ASYNC
     number = parse_concurrency(options.get("concurrency"))
     if number > 1:
-        if chosen and not _runs_concurrently(chosen):
+        if chosen and not _subclass_of(chosen, OptimaConcurrentWorker):
             raise CommandError(
                 f"--concurrency {number} runs {number} jobs at once in threads of one fork-free process "
                 f"({CONCURRENT}); it cannot be combined with --worker-class {chosen!r}, which runs one job at a "
@@ -216,12 +263,12 @@ def worker_class(options):
     return FORK_FREE
 
 
-def _runs_concurrently(dotted):
+def _subclass_of(dotted, base):
     try:
         cls = import_string(dotted) if isinstance(dotted, str) else dotted
     except ImportError as exc:
         raise CommandError(f"--worker-class {dotted!r} cannot be imported: {exc}") from None
-    return isinstance(cls, type) and issubclass(cls, OptimaConcurrentWorker)
+    return isinstance(cls, type) and issubclass(cls, base)
 
 
 def build_worker(names, grace, outage, backoff, **kwargs):
