@@ -4,6 +4,7 @@
     python3 bench/redis_cost.py                    # 3,000 no-op jobs per system, every system
     python3 bench/redis_cost.py --write            # ... and the table into bench/README.md
     python3 bench/redis_cost.py --jobs 300 --systems ours-nofork,rq-simple     # the CI smoke run's size
+    python3 bench/redis_cost.py --jobs 300 --instructions       # + redis-server's instructions (valgrind)
 
 Workers scale out; the Redis they share does not: the Redis CPU a job costs sets the ceiling of the whole
 system. For each system in turn, one private redis-server (devtools/redis_server.py) is flushed, then
@@ -15,7 +16,14 @@ does meanwhile: heartbeats, polls):
 - Redis CPU per job: INFO's ``used_cpu_sys + used_cpu_user`` (the server process, every thread) over the jobs;
 - commands per job: INFO commandstats (commands that Lua scripts call included) over the jobs; this script's
   own INFO calls left out;
-- jobs per second one Redis core carries: 1 / the CPU per job (the projection: nothing else on that core).
+- jobs per second one Redis core carries: 1 / the CPU per job (the projection: nothing else on that core);
+- with ``--instructions``: redis-server's user-space instructions per job, counted by valgrind's callgrind
+  (``Callgrind``): the same figure for the same work however busy the machine is, where the CPU seconds above
+  move by 20 % from one run to the next on a loaded 2-core box. User space only: what a round trip costs the
+  server in the kernel (the socket's read and write, the wake-up) is not in it, and that is where stock rq's
+  twelve round trips a job cost it most (it runs fewer instructions a job than ours, whose Lua scripts are
+  dear in user space: docs/decisions.md). So no target is judged on it; it says which change made the
+  server's own work smaller.
 
 Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), rq-simple
 (stock rq's SimpleWorker), celery (``--pool threads --concurrency 8``, ``acks_late=True``: at-least-once as
@@ -26,6 +34,7 @@ system and keeps the median. The targets of issue 36 are printed as PASS/MISS li
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -70,6 +79,34 @@ class Cost:
     commands: float = None  # Redis commands per job
     error: str = ""
     detail: list = None  # --detail: lines of where the CPU went
+    instructions: float = None  # --instructions: redis-server's user-space instructions per job
+
+
+class Callgrind:
+    """``--instructions``: redis-server runs under valgrind's callgrind, and each system's window is counted in
+    instructions (user space): the same count for the same work whatever else the machine does, where CPU
+    seconds on a busy 2-core box move by 20 % from run to run. The kernel's part (the socket writes, the
+    wake-ups: ~40 % of the server's CPU, docs/decisions.md) is not in it. The server runs 20-50x slower: use a
+    few hundred jobs."""
+
+    def __init__(self, tmp):
+        for tool in ("valgrind", "callgrind_control"):
+            if shutil.which(tool) is None:
+                sys.exit(f"--instructions needs {tool} on PATH (Debian: apt-get install valgrind)")
+        self.out = tmp / "callgrind"
+        self.prefix = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={self.out}.%p")
+
+    def zero(self, pid):
+        subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
+
+    def count(self, pid):
+        """The instructions since ``zero``: callgrind dumps them into a file of its own (``<out>.<pid>.<n>``)."""
+        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+        dumps = sorted(self.out.parent.glob(f"{self.out.name}.{pid}.*"), key=lambda f: f.stat().st_mtime)
+        for line in dumps[-1].read_text().splitlines():
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+        raise RuntimeError(f"no totals in {dumps[-1]}")
 
 
 STATS = ("total_connections_received", "total_net_input_bytes", "total_net_output_bytes", "total_commands_processed")
@@ -107,7 +144,7 @@ def detail(before, after, jobs):
     return lines
 
 
-def run_one(system, jobs, env_maker, tmp, client, stall):
+def run_one(system, jobs, env_maker, tmp, client, stall, callgrind=None):
     from bench.peer_jobs import measure
 
     name = f"{system.key}-{time.monotonic_ns()}"
@@ -120,6 +157,9 @@ def run_one(system, jobs, env_maker, tmp, client, stall):
     client.flushall()
     with open(tmp / f"{name}.log", "w") as log:
         producer = measure.Producer(system, "A", env, log)
+        pid = client.info("server")["process_id"]
+        if callgrind:
+            callgrind.zero(pid)
         before = server_figures(client)
         try:
             producer.send(jobs)
@@ -138,6 +178,8 @@ def run_one(system, jobs, env_maker, tmp, client, stall):
         try:
             cost.error = measure.wait_done(process, record_dir, jobs, stall, None)
             after = server_figures(client)
+            if callgrind and not cost.error:
+                cost.instructions = callgrind.count(pid) / jobs
         finally:
             producer.close()
             measure.stop(process)
@@ -160,7 +202,8 @@ def run_all(opts, tmp):
         if not command_offers("--concurrency"):
             sys.exit("rqworker has no --concurrency: drop ours-c8 from --systems")
     results = []
-    with RedisServer() as server:
+    callgrind = Callgrind(tmp) if opts.instructions else None
+    with RedisServer(prefix=callgrind.prefix if callgrind else ()) as server:
         env = Env(server.url, "http://127.0.0.1:9/unused", tmp, f"cost-{uuid.uuid4().hex[:6]}")
         if any(SYSTEMS[k].family == "ours" for k in opts.systems):
             subprocess.run(
@@ -172,10 +215,11 @@ def run_all(opts, tmp):
         client = redis.Redis.from_url(server.url)
         for _ in range(opts.rounds):
             for key in opts.systems:
-                cost = run_one(SYSTEMS[key], opts.jobs, env, tmp, client, opts.stall)
+                cost = run_one(SYSTEMS[key], opts.jobs, env, tmp, client, opts.stall, callgrind)
                 print(
                     f"  {SYSTEMS[key].label:<55} "
-                    + (cost.error or f"{cost.cpu_us:7.1f} µs Redis CPU/job, {cost.commands:5.1f} commands/job"),
+                    + (cost.error or f"{cost.cpu_us:7.1f} µs Redis CPU/job, {cost.commands:5.1f} commands/job")
+                    + (f", {cost.instructions:,.0f} instructions/job" if cost.instructions else ""),
                     flush=True,
                 )
                 if opts.detail and cost.detail:
@@ -190,27 +234,41 @@ def median(values):
 
 
 def summary(results, opts):
-    """{system key: (cpu µs, commands)} medians over the rounds (None when every run failed)."""
+    """{system key: (cpu µs, commands, instructions or None)} medians over the rounds (None when every run
+    failed)."""
     out = {}
     for key in opts.systems:
         good = [r for r in results if r.system == key and not r.error]
-        out[key] = (median([r.cpu_us for r in good]), median([r.commands for r in good])) if good else None
+        out[key] = (
+            (
+                median([r.cpu_us for r in good]),
+                median([r.commands for r in good]),
+                median([r.instructions for r in good]),
+            )
+            if good
+            else None
+        )
     return out
 
 
 def table(costs, results, opts):
+    counted = opts.instructions
     lines = [
-        "| system | Redis CPU per job | Redis commands per job | jobs/s one Redis core carries |",
-        "| --- | ---: | ---: | ---: |",
+        "| system | Redis CPU per job | Redis commands per job | jobs/s one Redis core carries |"
+        + (" redis-server instructions per job (user space) |" if counted else ""),
+        "| --- | ---: | ---: | ---: |" + (" ---: |" if counted else ""),
     ]
     for key in opts.systems:
         label = SYSTEMS[key].label
         if costs[key] is None:
             error = next(r.error for r in results if r.system == key)
-            lines.append(f"| {label} | failed: {error} | | |")
+            lines.append(f"| {label} | failed: {error} | | |" + (" |" if counted else ""))
             continue
-        cpu, commands = costs[key]
-        lines.append(f"| {label} | {cpu:.0f} µs | {commands:.1f} | {1e6 / cpu:,.0f} |")
+        cpu, commands, instructions = costs[key]
+        lines.append(
+            f"| {label} | {cpu:.0f} µs | {commands:.1f} | {1e6 / cpu:,.0f} |"
+            + (f" {instructions:,.0f} |" if counted else "")
+        )
     return lines
 
 
@@ -221,7 +279,7 @@ def targets(costs):
     for key in ("ours-nofork", "ours-c8"):
         if costs.get(key) is None:
             continue
-        cpu, commands = costs[key]
+        cpu, commands, _instructions = costs[key]
         label = SYSTEMS[key].label.removeprefix("ours: ")
         rows.append((f"{label}: Redis CPU per job (<= {TARGET_CPU_US} µs)", f"{cpu:.0f} µs", cpu <= TARGET_CPU_US))
         rows.append(
@@ -263,6 +321,11 @@ def parse(argv=None):
     parser.add_argument("--stall", type=float, default=60.0, help="seconds without a job done: the run failed")
     parser.add_argument("--write", action="store_true", help="write the table into bench/README.md")
     parser.add_argument("--detail", action="store_true", help="print each run's commands, connections and bytes")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="run redis-server under valgrind's callgrind and count its instructions per job (use ~300 jobs)",
+    )
     opts = parser.parse_args(argv)
     opts.systems = [k.strip() for k in opts.systems.split(",") if k.strip()]
     unknown = [k for k in opts.systems if k not in SYSTEMS]

@@ -38,7 +38,8 @@ def free_port():
 class RedisServer:
     """``start()``/``stop()``/``restart()`` a redis-server on 127.0.0.1:``port``."""
 
-    def __init__(self, port=None, workdir=None, logfile=None):
+    def __init__(self, port=None, workdir=None, logfile=None, prefix=()):
+        self.prefix = tuple(prefix)  # a command the server runs under (bench/redis_cost.py: valgrind)
         self.port = port or free_port()
         self.workdir = workdir or tempfile.mkdtemp(prefix="optima-redis-")
         self.logfile = logfile or os.path.join(self.workdir, "redis.log")
@@ -51,6 +52,7 @@ class RedisServer:
     def start(self, timeout=10):
         os.makedirs(self.workdir, exist_ok=True)
         args = [
+            *self.prefix,
             redis_server_binary(),
             "--port",
             str(self.port),
