@@ -375,3 +375,8 @@ def test_a_job_stopped_from_the_panel_has_a_dead_letter_stopped_by_an_operator(q
     assert client.post(f"/admin/queues/queues/{DEFAULT}/{job.id}/enqueue/").status_code == 302
     row.refresh_from_db()
     assert (row.status, row.retried_as) == ("retried", job.id)
+    # The job enqueued again sleeps 60 s in the worker: stopped too, so that the worker's stop at teardown does not
+    # wait out its shutdown grace (26 s of the suite).
+    wait_for(lambda: fetch(job.id, queue_redis).get_status(refresh=True) == JobStatus.STARTED, timeout=60)
+    assert client.post(f"/admin/queues/queues/{DEFAULT}/{job.id}/stop/").status_code == 302
+    wait_for(lambda: fetch(job.id, queue_redis).get_status(refresh=True) != JobStatus.STARTED, timeout=60)
