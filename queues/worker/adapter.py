@@ -66,7 +66,8 @@ class WorkerBehaviour(BaseWorker):
     runs_jobs_in_process = False
     # Whether the success's one write (fastpath.finish) also writes the worker IDLE. The fork-free worker leaves it
     # to its next pop that finds nothing (intake.py): between two jobs of a drain it stays BUSY, two commands a job
-    # fewer (issue 36). The concurrent worker writes it there (its resting state: BUSY while another job runs).
+    # fewer (issue 36). The concurrent worker writes its resting state there (BUSY while another job runs), when it
+    # differs from the state last written: not BUSY again with each success of a drain (a command a job fewer).
     idle_with_success = True
     log_result_lifespan = False  # rq's "result is kept for N seconds" per job: queues/logs/ writes one line
     queue_class = OptimaQueue

@@ -103,8 +103,8 @@ def finish(worker, job, queue, execution):
                 limits.release_into(job, pipe)
             if counted is not None:  # written with this success: the metrics the hooks hold too
                 pending = hooks.write_into(pipe)
-            if worker.idle_with_success:
-                worker.set_state(WorkerStatus.IDLE, pipeline=pipe)
+            if worker.idle_with_success and worker.get_state() != worker.resting_state():
+                worker.set_state(WorkerStatus.IDLE, pipeline=pipe)  # only a change: BUSY again and again is a command
             replies = batch.execute_multi(worker.connection, pipe, want=(dependents_at,))
     except REDIS_ERRORS:
         if pending is not None:
