@@ -5,13 +5,13 @@ seconds (2 ms) in each direction, so a round trip through it costs 4 ms more tha
 
 Delayed, not throttled: each direction of each connection keeps a queue of (due time, chunk); a chunk is
 written when its own due time comes, after every chunk that came before it (order kept), and chunks that
-arrive while others wait are not held any longer for it. asyncio's timers wake on epoll's whole milliseconds
-(a timer for 2 ms fires 2 to 3 ms later), so a chunk's timer is set ``EARLY`` (0.5 ms) before its due time
-and the chunks due within ``EARLY`` go out with it: each chunk is held ``delay`` +- 0.5 ms, ``delay`` on average
-(bench/peers.py prints the PING round trip through the proxy next to the direct one). Connections share nothing but the event loop,
-so one busy connection does not slow another (within what one process can forward: a few tens of
-thousands of chunks a second, well above what workload C sends). Standard library only, its own process
-(its CPU is not the worker's).
+arrive while others wait are not held any longer for it. asyncio's timers wake on epoll's whole
+milliseconds (a timer for 2 ms fires 2 to 3 ms later), so a chunk's timer is set ``EARLY`` (0.5 ms) before
+its due time and the chunks due within ``EARLY`` go out with it: each chunk is held ``delay`` +- 0.5 ms,
+``delay`` on average on a quiet machine, more on a loaded one (bench/peers.py prints the PING round trip
+through the proxy next to the direct one). Connections share nothing but the event loop, so one busy
+connection does not slow another (within what one process forwards: tens of thousands of chunks a second,
+above what workload C sends). Standard library only, in a process of its own (its CPU is not the worker's).
 
 Why a proxy and not ``tc qdisc ... netem delay 2ms`` in a network namespace: the bench runs as root here and
 ``tc`` is installed (/usr/sbin/tc), but the kernel under this container has no netem qdisc ("Specified qdisc
@@ -25,6 +25,7 @@ import asyncio
 import collections
 
 EARLY = 0.0005  # seconds: half of epoll's millisecond, by which a timer fires late
+
 
 class Side(asyncio.Protocol):
     """One end of a proxied connection: what it receives goes out of ``peer``'s transport ``delay`` seconds later."""
