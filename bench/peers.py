@@ -52,6 +52,20 @@ from bench.peer_jobs.systems import APP_BIN, BY_KEY, PEERS_BIN, PEERS_VENV, SYST
 REQS = ROOT / "requirements-bench.txt"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- peers.py: begin (written by --write) -->", "<!-- peers.py: end -->"
+
+
+def markers(workloads):
+    """bench/README.md's block for these workloads: A and B share the first; any other set has its own (appended
+    at the end of the file the first time), so a run of B-async and C leaves the A/B table alone."""
+    if set(workloads) <= {"A", "B"}:
+        return BEGIN, END
+    name = ",".join(workloads)
+    return (
+        f"<!-- peers.py --workloads {name}: begin (written by --write) -->",
+        f"<!-- peers.py --workloads {name}: end -->",
+    )
+
+
 WORKLOADS = ("A", "B", "B-async", "C")
 # seconds between two paced jobs (B: longer than one job, for serial workers)
 EVERY = {"A": 0.02, "B": 0.15, "B-async": 0.15, "C": 0.02}
@@ -235,8 +249,8 @@ def report(results, skipped, opts, elapsed):
     return head, lines, checks
 
 
-def write_readme(block):
-    write_section(README, BEGIN, END, block)
+def write_readme(block, workloads=("A", "B")):
+    write_section(README, *markers(workloads), block)
 
 
 def parse(argv=None):
@@ -322,7 +336,7 @@ def main():
     head, lines, checks = report(results, skipped, opts, time.monotonic() - started)
     print("\n" + head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks))
     if opts.write:
-        write_readme(head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks))
+        write_readme(head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks), opts.workloads)
         print(f"\n* written into {README.relative_to(ROOT)}")
     failed = [r for r in results if r.error]
     if failed:
