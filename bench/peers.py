@@ -34,7 +34,6 @@ import argparse
 import hashlib
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,15 @@ sys.path.insert(0, str(ROOT))
 from bench.peer_jobs.readme import write_section  # noqa: E402
 from bench.peer_jobs.report import machine, table, targets, versions  # noqa: E402  (machine, versions: redis_cost.py)
 from bench.peer_jobs.systems import APP_BIN, BY_KEY, PEERS_BIN, PEERS_VENV, SYSTEMS  # noqa: E402
+from bench.peer_jobs.workloads import (  # noqa: E402
+    EVERY,
+    WORKLOADS,
+    concurrency_of,
+    counts,
+    plan,
+    round_trip_ms,
+    start_server,
+)
 
 REQS = ROOT / "requirements-bench.txt"
 README = ROOT / "bench" / "README.md"
@@ -64,11 +72,6 @@ def markers(workloads):
         f"<!-- peers.py --workloads {name}: begin (written by --write) -->",
         f"<!-- peers.py --workloads {name}: end -->",
     )
-
-
-WORKLOADS = ("A", "B", "B-async", "C")
-# seconds between two paced jobs (B: longer than one job, for serial workers)
-EVERY = {"A": 0.02, "B": 0.15, "B-async": 0.15, "C": 0.02}
 
 
 # -- environments ------------------------------------------------------------------------------
@@ -109,55 +112,6 @@ def bootstrap(opts, script=__file__):
 
 
 # -- the run -----------------------------------------------------------------------------------
-def counts(system, workload, opts):
-    if workload == "A":
-        return opts.jobs_a_forking if system.key in ("ours-fork", "ours-pool2", "rq") else opts.jobs_a
-    if workload == "C":
-        return opts.jobs_c if system.concurrency > 1 else max(opts.jobs_c // 10, min(opts.jobs_c, 100))
-    if workload == "B-async":
-        return opts.jobs_b_async
-    return opts.jobs_b_serial if system.serial else opts.jobs_b
-
-
-def concurrency_of(opts):
-    """-> f(system, workload): jobs at once (B-async: ``--async-concurrency``, else ``--concurrency``; 1 if serial)."""
-
-    def of(system, workload):
-        if system.concurrency == 1:
-            return 1
-        return opts.async_concurrency if workload == "B-async" else opts.concurrency
-
-    return of
-
-
-def plan(opts):
-    """[(workload, [system keys])]: B-async only for the systems whose jobs are coroutines (arq, taskiq, ours-async)."""
-    return [(w, [k for k in opts.systems if w != "B-async" or BY_KEY[k].async_jobs]) for w in opts.workloads]
-
-
-def start_server(script, *args):
-    """A helper of ours (httpd.py, delay_proxy.py) in the app's venv; -> (process, the port it listens on)."""
-    process = subprocess.Popen(
-        [str(APP_BIN / "python"), str(ROOT / "bench" / "peer_jobs" / script), *args], stdout=subprocess.PIPE, text=True
-    )
-    return process, int(process.stdout.readline().split()[-1])
-
-
-def round_trip_ms(url, times=50):
-    """Median PING round trip to ``url``, in ms."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    client.ping()
-    spent = []
-    for _ in range(times):
-        started = time.perf_counter()
-        client.ping()
-        spent.append((time.perf_counter() - started) * 1000)
-    client.close()
-    return statistics.median(spent)
-
-
 def run_all(opts, tmp):
     import redis
 
