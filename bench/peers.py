@@ -64,10 +64,10 @@ BEGIN, END = "<!-- peers.py: begin (written by --write) -->", "<!-- peers.py: en
 
 def markers(workloads):
     """bench/README.md's block for these workloads: A and B share the first; any other set has its own (appended
-    at the end of the file the first time), so a run of B-async and C leaves the A/B table alone."""
+    at the end of the file the first time), so a run of C and B-async leaves the A/B table alone."""
     if set(workloads) <= {"A", "B"}:
         return BEGIN, END
-    name = ",".join(workloads)
+    name = ",".join(w for w in WORKLOADS if w in workloads)  # the same block whatever the order asked
     return (
         f"<!-- peers.py --workloads {name}: begin (written by --write) -->",
         f"<!-- peers.py --workloads {name}: end -->",
