@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""This project's workers side by side with stock rq, Celery, dramatiq and arq, in one run.
+"""This project's workers side by side with stock rq, Celery, dramatiq, arq and taskiq, in one run.
 
     python3 bench/peers.py                      # every system, 20,000 no-op jobs (A), 2,000 I/O jobs (B)
     python3 bench/peers.py --write              # ... and the table into bench/README.md
+    python3 bench/peers.py --workloads C,B-async --systems ours-c32,ours-async,celery,dramatiq,arq,taskiq
     python3 bench/peers.py --jobs-a 200 --jobs-b 40 --latency-jobs 5 --systems ours-nofork,rq-simple   # smoke
 
 One command: it sets up the app's ``.venv`` (dev.py) and, when a peer is asked for, the bench's own
@@ -11,23 +12,28 @@ in the app's venv. One private redis-server for everyone (devtools/redis_server.
 each run; one HTTP server (bench/peer_jobs/httpd.py) that answers workload B's requests after 100 ms.
 
 Systems (``--systems``, comma-separated keys; bench/peer_jobs/systems.py): ours-fork, ours-nofork,
-ours-c32 (``rqworker --concurrency 32``: "n/a" while the command has no such option), ours-pool2,
-rq, rq-simple, celery, dramatiq, arq; those with concurrency run at ``--concurrency`` (32).
-Workloads, each system in turn (A for all, then B for all; ``--rounds`` repeats, medians):
+ours-c32 (``rqworker --concurrency 32``), ours-async (``rqworker --async N``, its ``async def`` jobs),
+ours-pool2, rq, rq-simple, celery, dramatiq, arq, taskiq; a system whose command lacks the option it
+needs is "n/a". Those with concurrency run at ``--concurrency`` (32).
+Workloads (``--workloads``, comma list, default A,B), each system in turn (``--rounds`` repeats, medians):
 - A: ``--jobs-a`` no-op jobs (workers that fork a process per job get ``--jobs-a-forking``, 1/10);
 - B: ``--jobs-b`` jobs that each GET the 100 ms server (workers that run one job at a time get
-  ``--jobs-b-serial``, 1/10: at 10 jobs/s per process the full count adds minutes and nothing else).
+  ``--jobs-b-serial``, 1/10: at 10 jobs/s per process the full count adds minutes and nothing else);
+- B-async: ``--jobs-b-async`` jobs that GET it from an ``async def`` (asyncio streams, a keep-alive pool per
+  event loop), for the systems whose jobs are coroutines (ours-async, arq, taskiq), ``--async-concurrency``
+  (500) at once in one process;
+- C: ``--jobs-c`` no-op jobs, the workers' Redis ``--delay-ms`` (2) away each way: their Redis URL is a delay
+  proxy's (bench/peer_jobs/delay_proxy.py) in front of the private redis-server; the producers fill the queue
+  on the direct URL (the worker's round trips are what C measures, not the fill).
 Figures per run (bench/peer_jobs/measure.py): jobs/s draining a full queue, pick-up latency of
-``--latency-jobs`` jobs sent one every 20 ms (A) or 150 ms (B), or every 2 / (its jobs/s) when longer, to
-the warm, idle worker, CPU seconds
-of the worker's process tree per 1,000 jobs, its peak RSS.
+``--latency-jobs`` jobs sent one every 20 ms (A, C) or 150 ms (B, B-async), or every 2 / (its jobs/s) when
+longer, to the warm, idle worker, CPU seconds of the worker's process tree per 1,000 jobs, its peak RSS.
 """
 
 import argparse
 import hashlib
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,12 +45,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.peer_jobs.readme import write_section  # noqa: E402
+from bench.peer_jobs.report import machine, table, targets, versions  # noqa: E402  (machine, versions: redis_cost.py)
 from bench.peer_jobs.systems import APP_BIN, BY_KEY, PEERS_BIN, PEERS_VENV, SYSTEMS  # noqa: E402
+from bench.peer_jobs.workloads import (  # noqa: E402
+    EVERY,
+    WORKLOADS,
+    concurrency_of,
+    counts,
+    plan,
+    round_trip_ms,
+    start_server,
+)
 
 REQS = ROOT / "requirements-bench.txt"
 README = ROOT / "bench" / "README.md"
 BEGIN, END = "<!-- peers.py: begin (written by --write) -->", "<!-- peers.py: end -->"
-EVERY = {"A": 0.02, "B": 0.15}  # seconds between two paced jobs (B: longer than one job, for serial workers)
+
+
+def markers(workloads):
+    """bench/README.md's block for these workloads: A and B share the first; any other set has its own (appended
+    at the end of the file the first time), so a run of C and B-async leaves the A/B table alone."""
+    if set(workloads) <= {"A", "B"}:
+        return BEGIN, END
+    name = ",".join(w for w in WORKLOADS if w in workloads)  # the same block whatever the order asked
+    return (
+        f"<!-- peers.py --workloads {name}: begin (written by --write) -->",
+        f"<!-- peers.py --workloads {name}: end -->",
+    )
 
 
 # -- environments ------------------------------------------------------------------------------
@@ -85,12 +112,6 @@ def bootstrap(opts, script=__file__):
 
 
 # -- the run -----------------------------------------------------------------------------------
-def counts(system, workload, opts):
-    if workload == "A":
-        return opts.jobs_a_forking if system.key in ("ours-fork", "ours-pool2", "rq") else opts.jobs_a
-    return opts.jobs_b_serial if system.serial else opts.jobs_b
-
-
 def run_all(opts, tmp):
     import redis
 
@@ -99,15 +120,23 @@ def run_all(opts, tmp):
     from devtools.redis_server import RedisServer
 
     skipped = {}
-    if "ours-c32" in opts.systems and not command_offers("--concurrency"):
-        skipped["ours-c32"] = "n/a (no --concurrency)"
-    results = []
+    for key in opts.systems:
+        if BY_KEY[key].needs and not command_offers(BY_KEY[key].needs):
+            skipped[key] = f"n/a (no {BY_KEY[key].needs})"
+    results, servers, of = [], [], concurrency_of(opts)
     with RedisServer() as server:
-        httpd = subprocess.Popen(
-            [str(APP_BIN / "python"), str(ROOT / "bench" / "peer_jobs" / "httpd.py")], stdout=subprocess.PIPE, text=True
-        )
         try:
-            port = int(httpd.stdout.readline().split()[-1])
+            httpd, port = start_server("httpd.py")
+            servers.append(httpd)
+            proxy_url = None
+            if "C" in opts.workloads:
+                proxy, proxy_port = start_server(
+                    "delay_proxy.py", "--target", f"127.0.0.1:{server.port}", "--delay", str(opts.delay_ms / 1000)
+                )
+                servers.append(proxy)
+                proxy_url = f"redis://127.0.0.1:{proxy_port}/0"
+                opts.round_trips = (round_trip_ms(proxy_url), round_trip_ms(server.url))
+                print(f"* C: PING through the proxy {opts.round_trips[0]:.2f} ms, direct {opts.round_trips[1]:.2f} ms")
             env = Env(server.url, f"http://127.0.0.1:{port}/wait", tmp, f"peers-{uuid.uuid4().hex[:6]}")
             if any(BY_KEY[k].family == "ours" for k in opts.systems):
                 subprocess.run(
@@ -117,14 +146,14 @@ def run_all(opts, tmp):
                     env=env.for_system(BY_KEY["ours-nofork"], tmp, 1),
                 )
             client = redis.Redis.from_url(server.url)
-            for workload in opts.workloads:
+            for workload, keys in plan(opts):
                 for _ in range(opts.rounds):
-                    for key in opts.systems:
+                    for key in keys:
                         if key in skipped:
                             continue
                         system = BY_KEY[key]
-                        concurrency = opts.concurrency if system.concurrency > 1 else 1
-                        latency = opts.latency_jobs if workload == "A" else max(3, opts.latency_jobs * 2 // 5)
+                        concurrency = of(system, workload)
+                        latency = opts.latency_jobs if workload in ("A", "C") else max(3, opts.latency_jobs * 2 // 5)
                         result = measure.run(
                             system,
                             workload,
@@ -136,9 +165,10 @@ def run_all(opts, tmp):
                             latency_count=latency,
                             every=EVERY[workload],
                             stall=opts.stall,
+                            worker_redis=proxy_url if workload == "C" else None,
                         )
                         print(
-                            f"  {workload} {system.name(concurrency):<45} "
+                            f"  {workload:<7} {system.name(concurrency):<50} "
                             + (
                                 f"failed: {result.error}"
                                 if result.error
@@ -148,122 +178,15 @@ def run_all(opts, tmp):
                         )
                         results.append(result)
         finally:
-            httpd.terminate()
-            httpd.wait()
+            for process in servers:
+                process.terminate()
+                process.wait()
     return results, skipped
 
 
 # -- the report --------------------------------------------------------------------------------
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def fmt(value, spec):
-    return "n/a" if value is None else format(value, spec)
-
-
-def table(results, skipped, opts):
-    """Markdown lines, one row per system and workload (medians over the rounds)."""
-    lines = [
-        "| workload | system | jobs | jobs/s | pick-up p50 | pick-up p95 | CPU s / 1,000 jobs | peak RSS "
-        "| Redis cmds/job |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for workload in opts.workloads:
-        for key in opts.systems:
-            system = BY_KEY[key]
-            concurrency = opts.concurrency if system.concurrency > 1 else 1
-            name = system.name(concurrency)
-            if key in skipped:
-                lines.append(f"| {workload} | {name} | | {skipped[key]} | | | | | |")
-                continue
-            runs = [r for r in results if r.system == key and r.workload == workload]
-            good = [r for r in runs if not r.error]
-            if not good:
-                lines.append(
-                    f"| {workload} | {name} | {runs[0].jobs if runs else ''} | failed: "
-                    f"{runs[0].error if runs else 'not run'} | | | | | |"
-                )
-                continue
-            lines.append(
-                f"| {workload} | {name} | {good[0].jobs:,} | {fmt(median([r.rate for r in good]), ',.0f')} "
-                f"| {fmt(median([r.p50_ms for r in good]), '.1f')} ms "
-                f"| {fmt(median([r.p95_ms for r in good]), '.1f')} ms "
-                f"| {fmt(median([r.cpu_per_1000 for r in good]), '.2f')} "
-                f"| {fmt(median([r.peak_rss_mib for r in good]), '.0f')} MiB "
-                f"| {fmt(median([r.commands_per_job for r in good]), '.1f')} |"
-            )
-    return lines
-
-
-def targets(results, opts):
-    """The issue's targets, from this run: [(what, value, verdict)]."""
-
-    def rate(key, workload):
-        return median([r.rate for r in results if r.system == key and r.workload == workload and not r.error])
-
-    def ahead(a, b):
-        return None if a is None or b is None else a / b
-
-    c = opts.concurrency
-    rows = [
-        (f"B: ours --concurrency {c}, jobs/s (>= 250)", rate("ours-c32", "B"), lambda v: v >= 250, ".0f"),
-        (
-            f"B: ours --concurrency {c} / Celery threads {c}",
-            ahead(rate("ours-c32", "B"), rate("celery", "B")),
-            lambda v: v > 1,
-            ".2f",
-        ),
-        (
-            f"B: ours --concurrency {c} / dramatiq {c} threads",
-            ahead(rate("ours-c32", "B"), rate("dramatiq", "B")),
-            lambda v: v > 1,
-            ".2f",
-        ),
-        (
-            f"A: ours --no-fork / Celery threads {c}",
-            ahead(rate("ours-nofork", "A"), rate("celery", "A")),
-            lambda v: v > 1,
-            ".2f",
-        ),
-    ]
-    return [(name, fmt(v, spec), "n/a" if v is None else ("PASS" if ok(v) else "MISS")) for name, v, ok, spec in rows]
-
-
-def versions():
-    code = (
-        "import importlib.metadata as m\nfor p in %r:\n    try: print(p, m.version(p))\n"
-        "    except m.PackageNotFoundError: pass"
-    )
-    out = {}
-    for python, packages in (
-        (APP_BIN / "python", ("rq", "redis", "Django")),
-        (PEERS_BIN / "python", ("celery", "kombu", "dramatiq", "arq", "redis")),
-    ):
-        if python.exists():
-            text = subprocess.run([str(python), "-c", code % (packages,)], capture_output=True, text=True).stdout
-            venv = "app" if python.parent == APP_BIN else "peers"
-            pairs = (line.split() for line in text.splitlines())
-            out.update({f"{p} ({venv})" if p == "redis" else p: v for p, v in pairs})
-    from devtools.redis_server import redis_server_binary
-
-    server = subprocess.run([redis_server_binary(), "--version"], capture_output=True, text=True).stdout.split()
-    out["redis-server"] = next((w[2:] for w in server if w.startswith("v=")), "?")
-    return out
-
-
-def machine():
-    model = "?"
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()} cores ({model}), Python {sys.version.split()[0]}"
-
-
 def report(results, skipped, opts, elapsed):
-    lines = table(results, skipped, opts)
+    lines = table(results, skipped, plan(opts), concurrency_of(opts))
     checks = ["| target | this run | result |", "| --- | ---: | --- |"]
     checks += [f"| {name} | {value} | {verdict} |" for name, value, verdict in targets(results, opts)]
     vers = ", ".join(f"{k} {v}" for k, v in versions().items())
@@ -272,11 +195,16 @@ def report(results, skipped, opts, elapsed):
         f"`{' '.join(['python3', 'bench/peers.py'] + sys.argv[1:])}` ({elapsed / 60:.0f} min), "
         f"{opts.rounds} round(s)."
     )
+    if getattr(opts, "round_trips", None):
+        head += (
+            f" Workload C's workers reach Redis through bench/peer_jobs/delay_proxy.py, {opts.delay_ms:g} ms each "
+            f"way: PING {opts.round_trips[0]:.2f} ms through it, {opts.round_trips[1]:.2f} ms direct (medians)."
+        )
     return head, lines, checks
 
 
-def write_readme(block):
-    write_section(README, BEGIN, END, block)
+def write_readme(block, workloads=("A", "B")):
+    write_section(README, *markers(workloads), block)
 
 
 def parse(argv=None):
@@ -286,7 +214,12 @@ def parse(argv=None):
         default=",".join(s.key for s in SYSTEMS),
         help="comma-separated keys: " + ", ".join(s.key for s in SYSTEMS),
     )
-    parser.add_argument("--workloads", default="A,B", help="A (no-op), B (100 ms HTTP), or both (default)")
+    parser.add_argument(
+        "--workloads",
+        default="A,B",
+        help="comma-separated: A (no-op), B (100 ms HTTP), B-async (B's job as a coroutine), C (no-op, Redis "
+        "--delay-ms away); default A,B",
+    )
     parser.add_argument("--jobs-a", type=int, default=20000, help="no-op jobs per run (default 20,000)")
     parser.add_argument(
         "--jobs-a-forking",
@@ -307,7 +240,20 @@ def parse(argv=None):
         default=100,
         help="paced jobs for the pick-up latency (A; B gets 2/5 of them); default 100",
     )
+    parser.add_argument(
+        "--jobs-b-async", type=int, default=10000, help="B-async: coroutine I/O jobs per run (default 10,000)"
+    )
+    parser.add_argument("--jobs-c", type=int, default=5000, help="C: no-op jobs per run (default 5,000)")
     parser.add_argument("--concurrency", type=int, default=32, help="of the concurrent systems (default 32)")
+    parser.add_argument(
+        "--async-concurrency",
+        type=int,
+        default=500,
+        help="B-async: jobs at once of the asyncio systems (rqworker --async, arq max_jobs, taskiq; default 500)",
+    )
+    parser.add_argument(
+        "--delay-ms", type=float, default=2.0, help="C: ms the proxy holds each chunk, each way (default 2)"
+    )
     parser.add_argument("--rounds", type=int, default=1, help="runs of each system per workload, alternating")
     parser.add_argument(
         "--stall",
@@ -321,9 +267,11 @@ def parse(argv=None):
     unknown = [k for k in opts.systems if k not in BY_KEY]
     if unknown:
         parser.error(f"unknown system(s) {', '.join(unknown)}: choose from {', '.join(BY_KEY)}")
-    opts.workloads = [w.strip().upper() for w in opts.workloads.split(",") if w.strip()]
-    if not set(opts.workloads) <= {"A", "B"} or not opts.workloads:
-        parser.error(f"--workloads takes A, B or A,B, got {','.join(opts.workloads)!r}")
+    by_upper = {w.upper(): w for w in WORKLOADS}
+    asked = [w.strip().upper() for w in opts.workloads.split(",") if w.strip()]
+    if not asked or not set(asked) <= set(by_upper):
+        parser.error(f"--workloads takes a comma list of {', '.join(WORKLOADS)}, got {opts.workloads!r}")
+    opts.workloads = [by_upper[w] for w in asked]
     if opts.jobs_a_forking is None:
         opts.jobs_a_forking = max(opts.jobs_a // 10, min(opts.jobs_a, 100))
     if opts.jobs_b_serial is None:
@@ -342,7 +290,7 @@ def main():
     head, lines, checks = report(results, skipped, opts, time.monotonic() - started)
     print("\n" + head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks))
     if opts.write:
-        write_readme(head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks))
+        write_readme(head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(checks), opts.workloads)
         print(f"\n* written into {README.relative_to(ROOT)}")
     failed = [r for r in results if r.error]
     if failed:

@@ -155,13 +155,17 @@ def wait_done(process, record_dir, target, stall, samples):
             return f"no job done for {stall:g} s ({done} of {target})"
 
 
-def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_count, every, stall=60.0):
-    """One run; -> Result (``error`` set when it did not complete)."""
+def run(
+    system, workload, count, *, concurrency, env_maker, tmp, redis, latency_count, every, stall=60.0, worker_redis=None
+):
+    """One run; -> Result (``error`` set when it did not complete). ``worker_redis``: the worker's Redis URL when
+    not the producer's (workload C: the delay proxy's; the producer fills the queue on the direct one)."""
     name = f"{system.key}-{workload}-{time.monotonic_ns()}"
     record_dir = tmp / name
     record_dir.mkdir()
     result = Result(system.key, workload, count, concurrency)
     env = env_maker.for_system(system, record_dir, concurrency)
+    worker_env = env_maker.for_system(system, record_dir, concurrency, redis_url=worker_redis)
     redis.flushall()
     with open(tmp / f"{name}.log", "w") as log:
         producer = Producer(system, workload, env, log)
@@ -173,9 +177,9 @@ def run(system, workload, count, *, concurrency, env_maker, tmp, redis, latency_
             return result
         before = commands(redis)
         process = subprocess.Popen(
-            system.command(concurrency, env_maker.redis_url),
+            system.command(concurrency, worker_redis or env_maker.redis_url),
             cwd=ROOT,
-            env=env,
+            env=worker_env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

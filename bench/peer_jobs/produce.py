@@ -1,13 +1,14 @@
-"""The producer of one system: enqueues jobs of workload A (no-op) or B (I/O), each with ``time.time()``
+"""The producer of one system: enqueues jobs of workload A or C (no-op) or B or B-async (I/O), each with ``time.time()``
 at its enqueue as its only argument, on request: a line ``COUNT EVERY`` on stdin sends COUNT jobs, as fast
 as it can (EVERY 0) or one every EVERY seconds, then answers ``{"seconds": ...}`` on stdout.
 
-    python -m bench.peer_jobs.produce ours|ours-async|rq|celery|dramatiq|arq A|B
+    python -m bench.peer_jobs.produce ours|ours-async|rq|celery|dramatiq|arq|taskiq A|B|B-async|C
 
 ours: ``queues.enqueue`` (declared, signed; Django set up from the environment), on queue
 ``default``; ours-async: the same with the ``async def`` jobs (``rqworker --async``); rq:
 ``rq.Queue.enqueue`` (JSON) of the same functions; the peers through their own client API. Redis is
-``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done.
+``$BENCH_REDIS_URL``. Prints ``{"seconds": ...}`` when done. Workload C's jobs are A's (its worker's Redis
+is further away, not its producer's), B-async's are B's (arq's, taskiq's and ours-async's are ``async def``).
 """
 
 import argparse
@@ -29,9 +30,13 @@ def pace(count, every):
         yield n
 
 
+def job_name(workload):
+    return "noop" if workload in ("A", "C") else "io"
+
+
 def sender(system, workload):
     """-> send(enqueued_at) for this system and workload."""
-    name = "noop" if workload == "A" else "io"
+    name = job_name(workload)
     url = os.environ["BENCH_REDIS_URL"]
     if system in ("ours", "ours-async"):
         import django
@@ -69,7 +74,7 @@ async def arq_produce(workload, requests):
     from arq.connections import RedisSettings
 
     pool = await create_pool(RedisSettings.from_dsn(os.environ["BENCH_REDIS_URL"]))
-    name = "noop" if workload == "A" else "io"
+    name = job_name(workload)
     for count, every in requests:
         started, start = time.perf_counter(), time.monotonic()
         for n in range(count):
@@ -80,6 +85,24 @@ async def arq_produce(workload, requests):
             await pool.enqueue_job(name, time.time())
         answer(started)
     await pool.aclose()
+
+
+async def taskiq_produce(workload, requests):
+    from bench.peer_jobs import taskiq_jobs
+
+    broker = taskiq_jobs.broker
+    await broker.startup()  # creates the stream's consumer group (from "$": before the jobs, so they are read)
+    task = getattr(taskiq_jobs, job_name(workload))
+    for count, every in requests:
+        started, start = time.perf_counter(), time.monotonic()
+        for n in range(count):
+            if every:
+                wait = start + n * every - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            await task.kiq(time.time())
+        answer(started)
+    await broker.shutdown()
 
 
 def answer(started):
@@ -95,10 +118,13 @@ def requests():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("system")
-    parser.add_argument("workload", choices=["A", "B"])
+    parser.add_argument("workload", choices=["A", "B", "B-async", "C"])
     opts = parser.parse_args()
     if opts.system == "arq":
         asyncio.run(arq_produce(opts.workload, requests()))
+        return
+    if opts.system == "taskiq":
+        asyncio.run(taskiq_produce(opts.workload, requests()))
         return
     send = sender(opts.system, opts.workload)
     for count, every in requests():

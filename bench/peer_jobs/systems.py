@@ -3,7 +3,8 @@
 Every worker is a real process tree started from a command line, the way its users start it, with
 the environment ``Env.for_system`` builds (one private redis-server for all, flushed between runs).
 This project's and stock rq's run in the app's ``.venv`` (the same rq, 3.0, and redis-py); Celery,
-dramatiq and arq in the bench's own (``requirements-bench.txt``: arq 0.28 needs redis-py < 6).
+dramatiq, arq and taskiq in the bench's own (``requirements-bench.txt``: arq 0.28 needs redis-py < 6).
+Workload C gives the worker another Redis URL (the delay proxy's): ``Env.for_system(..., redis_url=...)``.
 """
 
 import os
@@ -22,7 +23,7 @@ QUEUE = "default"  # declared in optima_site/settings.py (OPTIMA_QUEUES)
 class System:
     key: str
     label: str
-    family: str  # the producer (bench/peer_jobs/produce.py): ours, rq, celery, dramatiq, arq
+    family: str  # the producer (bench/peer_jobs/produce.py): ours, rq, celery, dramatiq, arq, taskiq
     argv: tuple  # the worker's command; "{python}", "{bin}", "{c}" filled in
     concurrency: int = 1  # jobs at once in one process (pool: per member)
     processes: int = 1
@@ -36,7 +37,12 @@ class System:
 
     @property
     def peers_venv(self):
-        return self.family in ("celery", "dramatiq", "arq")
+        return self.family in ("celery", "dramatiq", "arq", "taskiq")
+
+    @property
+    def async_jobs(self):
+        """Its jobs are ``async def`` on one event loop: the systems of workload B-async."""
+        return self.coroutines or self.family in ("arq", "taskiq")
 
     @property
     def serial(self):
@@ -117,6 +123,23 @@ SYSTEMS = [
         ("{bin}/arq", "bench.peer_jobs.arq_jobs.WorkerSettings"),
         concurrency=32,
     ),
+    System(
+        "taskiq",
+        "taskiq: --workers 1 --max-async-tasks {c} (asyncio)",
+        "taskiq",
+        (
+            "{bin}/taskiq",
+            "worker",
+            "bench.peer_jobs.taskiq_jobs:broker",
+            "--workers",
+            "1",
+            "--max-async-tasks",
+            "{c}",
+            "--log-level",
+            "WARNING",
+        ),
+        concurrency=32,
+    ),
 ]
 BY_KEY = {s.key: s for s in SYSTEMS}
 
@@ -156,12 +179,15 @@ class Env:
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
         )
 
-    def for_system(self, system, record_dir, concurrency):
+    def for_system(self, system, record_dir, concurrency, redis_url=None):
+        """``redis_url``: the worker's Redis when not ``self.redis_url`` (workload C: the delay proxy)."""
         env = self.base(record_dir)
         env["BENCH_CONCURRENCY"] = str(concurrency)
+        if redis_url:
+            env["BENCH_REDIS_URL"] = redis_url
         if system.family == "ours":
             env.update(
-                REDIS_URL=self.redis_url,
+                REDIS_URL=redis_url or self.redis_url,
                 QUEUE_PREFIX=self.prefix,
                 RQ_KEY_PREFIX=self.prefix,
                 LOG_LEVEL="WARNING",
