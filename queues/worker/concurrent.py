@@ -45,11 +45,11 @@ from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS
 from queues.failures.handler import FailureHandler
 from queues.jobs import meta as jobmeta
-from queues.worker import horse, supervision
+from queues.worker import abandoned, horse, supervision
 from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
 from queues.worker.attempt import NotStarted
 from queues.worker.settle import STOPPED_BY_USER
-from queues.worker.slots import FINISHING, WITHDRAWN, JobThreads, Slot, Withdrawn
+from queues.worker.slots import FINISHING, RUNNING, WITHDRAWN, JobThreads, Slot, Withdrawn
 from queues.worker.watchdog import (
     HARD_TIMEOUT_MARGIN_SECONDS,
     Watchdog,
@@ -185,6 +185,9 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     def give_back(self, slot, why):  # worker
         job, queue = slot.job, slot.queue
         band = queue.band(jobmeta.band(job)) if hasattr(queue, "band") else queue
+        if slot.execution is None:  # withdrawn before its thread started it: still in the intermediate list
+            self._give_back_unstarted(job, queue, why)
+            return
         try:
             if job.get_status(refresh=True) == JobStatus.STARTED:  # not if it ended a moment ago
                 supervision.return_to_queue(self.connection, job, band, slot.execution, why)
@@ -202,6 +205,15 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
                 self.name,
                 job.id,
             )
+
+    def _give_back_unstarted(self, job, queue, why):  # worker
+        try:
+            if abandoned.give_back(self.connection, queue.key, job.id):
+                self.log.warning(
+                    "Worker %s: job %s back at the head of %s, not started: %s", self.name, job.id, queue.name, why
+                )
+        except REDIS_ERRORS:
+            pass  # left in the intermediate list: the abandoned-job scan returns it
 
     def wait_finishing(self):  # worker
         """Jobs recording their outcome right now: let them finish doing so (a few seconds at most)."""
@@ -236,18 +248,27 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         for slot in self.threads.ended():
             self.housekeeping.after_job(slot.job, slot.queue)
 
-    def execute_job(self, job, queue):  # worker: the job runs in a thread of the pool
-        try:
-            execution = self.prepare_execution(job)
-        except NotStarted:
-            return
-        self.threads.start(Slot(job, queue, execution))
+    def execute_job(self, job, queue):  # worker: the job starts and runs in a thread of the pool
+        self.threads.start(Slot(job, queue, None))
 
     # -- in a job's thread ------------------------------------------------------------------
     def run_in_thread(self, slot):  # a job's thread
+        """The job's start (``attempt.begin``: its execution, the started registry) and then the job. The start is
+        written here, not in the main thread: the main thread's round trips per job are then the pop alone, so a
+        Redis a few milliseconds away no longer caps the worker at one start per two round trips (issue 36,
+        bench/peers.py workload C). Under the slot's lock: a worker taking the job back first (``give_back``)
+        finds it unstarted, in the intermediate list, and returns it from there; one taking it back after
+        finds its execution."""
         close_old_connections()
         try:
             with slot.lock:
+                if slot.state != RUNNING:
+                    return  # taken back before it started (give_back returned it from the intermediate list)
+                try:
+                    slot.execution = self.prepare_execution(slot.job)
+                except NotStarted:
+                    slot.state = WITHDRAWN  # given back by the start itself: nothing of it is this thread's
+                    return
                 stopped = slot.stopped  # stop-job came before this thread took the job
             if stopped:
                 raise_in_thread(slot.ident, JobStopped)

@@ -116,7 +116,7 @@ class JobThreads:
                 if (
                     (job_id is not None and slot.job.id == job_id)
                     or (ident is not None and slot.ident == ident)
-                    or (execution_id is not None and slot.execution.id == execution_id)
+                    or (execution_id is not None and slot.execution is not None and slot.execution.id == execution_id)
                 ):
                     return slot
         return None
