@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 
 
 def get_queue(name: str, connection: redis.Redis | None = None) -> OptimaQueue:
-    """The RQ queue declared as ``name``: prefixed, JSON, bound to the queues' connection."""
+    """The RQ queue declared as ``name``: prefixed, JSON, bound to the connection of the Redis server it
+    lives on (its ``"redis"`` option; default: the default server)."""
     config = get_config(name)
     if connection is None:
-        connection = _connection.get_connection()
+        connection = _connection.queue_connection(name)
     return OptimaQueue(name, connection=connection, default_timeout=config.options["timeout"])
 
 

@@ -24,7 +24,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from queues import conf
-from queues.connection import failover
+from queues.connection import failover, servers
 from queues.connection.factory import make_client, mask_url
 from queues.exceptions import QueueUnavailable
 
@@ -39,6 +39,7 @@ __all__ = [
     "get_connection",
     "mask_url",
     "probe_client",
+    "queue_connection",
     "queues_url",
     "reset",
     "unavailable",
@@ -56,7 +57,8 @@ def client_kwargs():
 
 
 def queues_url():
-    return getattr(settings, "QUEUES_REDIS_URL", "redis://127.0.0.1:6379/0")
+    """The default server's URL (``QUEUES_REDIS_URL``); a queue's own server: ``servers.get(name).url``."""
+    return servers.default_url()
 
 
 def cache_url():
@@ -79,11 +81,20 @@ def _cached_client(kind, url, _opts, sentinel=None):
     )
 
 
-def get_connection() -> "redis.Redis":
-    """The queues' Redis client (lazy: nothing connects until the first command)."""
-    return _cached_client(
-        "queues", queues_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("queues")
-    )
+def get_connection(server: str | None = None) -> "redis.Redis":
+    """The queues' Redis client (lazy: nothing connects until the first command): of the default server, or of
+    the server named ``server`` (QUEUES_REDIS_SERVERS; queues/connection/servers.py)."""
+    if server is None or server == servers.DEFAULT:
+        return _cached_client(
+            "queues", queues_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("queues")
+        )
+    where = servers.get(server)
+    return _cached_client("queues", where.url, tuple(sorted(client_kwargs().items())), where.sentinel)
+
+
+def queue_connection(queue_name: str) -> "redis.Redis":
+    """The client of the server the declared queue ``queue_name`` lives on (its ``"redis"`` option)."""
+    return get_connection(servers.of_queue(queue_name))
 
 
 def get_cache_connection() -> "redis.Redis":
@@ -93,18 +104,27 @@ def get_cache_connection() -> "redis.Redis":
     )
 
 
-def probe_client(kind="queues", timeout=0.5, **options):
-    """A new client of ``kind``'s Redis ('queues' or 'cache') with ``timeout`` seconds per connect and
-    round trip, through the sentinels when there are some: for probes (/healthz, checks, scrapes)
-    that must not use the shared pool. ``options``: ``make_client``'s (``retry``, ...). The caller
-    closes it."""
-    return make_client(_url(kind), sentinel=failover.sentinel_config(kind), timeout=timeout, **options)
+def probe_client(kind="queues", timeout=0.5, *, server=None, **options):
+    """A new client of ``kind``'s Redis ('queues' or 'cache'; for the queues, of the server named ``server``,
+    default the default one) with ``timeout`` seconds per connect and round trip, through the sentinels
+    when there are some: for probes (/healthz, checks, scrapes) that must not use the shared pool.
+    ``options``: ``make_client``'s (``retry``, ...). The caller closes it."""
+    url, sentinel = _where(kind, server)
+    return make_client(url, sentinel=sentinel, timeout=timeout, **options)
 
 
-def describe(kind="queues"):
-    """Where ``kind``'s Redis is, for logs and messages: the masked URL, and the Sentinel master if any."""
-    sentinel = failover.sentinel_config(kind)
-    url = mask_url(_url(kind))
+def _where(kind, server):
+    if kind == "queues" and server not in (None, servers.DEFAULT):
+        found = servers.get(server)
+        return found.url, found.sentinel
+    return _url(kind), failover.sentinel_config(kind)
+
+
+def describe(kind="queues", server=None):
+    """Where ``kind``'s Redis is (for the queues, the server named ``server``, default the default one), for
+    logs and messages: the masked URL, and the Sentinel master if any."""
+    url, sentinel = _where(kind, server)
+    url = mask_url(url)
     if sentinel is None:
         return url
     hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
@@ -121,6 +141,7 @@ def _reset_on_setting_change(*, setting, **kwargs):
     if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
         reset()
         failover.clear_caches()
+        servers.clear_caches()
 
 
 def unavailable(exc, url=None):

@@ -22,7 +22,7 @@ from rq.job import validate_job_id
 from queues import rqcompat
 from queues.catalog.lookup import get_queue
 from queues.connection import batch, replication
-from queues.connection.clients import get_connection, unavailable
+from queues.connection.clients import unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
@@ -298,7 +298,7 @@ def declared_queue(name, config):
     cached = _queues.get(name)
     if cached is not None and cached[0] is config:
         return cached[1]
-    queue = get_queue(name, connection=get_connection())
+    queue = get_queue(name)  # on the Redis server the queue lives on (queues/connection/servers.py)
     _queues[name] = (config, queue)
     return queue
 
