@@ -121,6 +121,25 @@ def private_redis(settings):
     server.stop()
 
 
+SERVER_B_QUEUES = {"on-b": {"redis": "b"}, "on-b-2": {"redis": "b", "attempts": 2, "backoff": 0.1}}
+
+
+@pytest.fixture
+def second_redis(settings):
+    """A second redis-server of this test's own, declared as the Redis server ``b`` (QUEUES_REDIS_SERVERS) with
+    the queues ``on-b`` and ``on-b-2`` on it (SERVER_B_QUEUES); every other queue stays on the session's Redis.
+    Worker processes see the same through ``server_b_env(server)``."""
+    from devtools.redis_server import RedisServer
+
+    server = RedisServer().start()
+    settings.QUEUES_REDIS_SERVERS = {"b": server.url}
+    settings.OPTIMA_QUEUES = dict(settings.OPTIMA_QUEUES, **SERVER_B_QUEUES)
+    yield server
+    if server.process is not None:
+        server.process.send_signal(signal.SIGCONT)  # a test may have stopped it (SIGSTOP)
+    server.stop()
+
+
 def _db_url():
     from django.db import connection
 

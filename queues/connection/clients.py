@@ -144,11 +144,17 @@ def _reset_on_setting_change(*, setting, **kwargs):
         servers.clear_caches()
 
 
-def unavailable(exc, url=None):
-    """A QueueUnavailable for a redis error, naming the masked URL and never the password."""
+def unavailable(exc, url=None, *, connection=None):
+    """A QueueUnavailable for a redis error, naming the masked URL and never the password: ``url``'s, or the
+    server of ``connection`` (a client built here), or the default server's."""
+    if url is None and connection is not None:
+        url = getattr(connection, "_optima_url", None)
     where = mask_url(url) if url else describe("queues")
     reason = type(exc).__name__
     fix = "REDIS_URL is right"
-    if not url and failover.sentinel_config("queues") is not None:
+    named = [s.name for s in servers.servers().values() if s.url == url and s.name != servers.DEFAULT]
+    if named and url != queues_url():
+        fix = f"REDIS_SERVERS[{named[0]!r}] (setting QUEUES_REDIS_SERVERS) is right"
+    elif not url and failover.sentinel_config("queues") is not None:
         fix = "REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_URL (user, password, db) are right"
     return QueueUnavailable(f"Queue Redis at {where} is unavailable ({reason}). Check that it runs and that {fix}.")

@@ -488,7 +488,7 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
         try:
             return queue.fetch_job(duplicate_of) or job
         except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+            raise unavailable(exc, connection=queue.connection) from exc
     return job
 
 

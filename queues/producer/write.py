@@ -85,7 +85,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     except DuplicateJobError:
         raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
 
 
 def write_many(queue, jobs, when, *, explicit_ids=False):
@@ -112,7 +112,7 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
             "Pick other job_ids (or leave them out)."
         ) from None
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
 
 
 def _write_checked(queue, jobs, when, explicit_ids, expected, *, who):
@@ -315,7 +315,7 @@ def waiting_unique(queue, lock_key):
         holder, waiting, _why = _unique_holder(queue.connection, lock_key)
         job = jobread.fetch(holder, queue.connection) if waiting else None
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
     return None if job is None or jobread.is_corrupt(job) else job
 
 
