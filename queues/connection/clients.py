@@ -146,15 +146,23 @@ def _reset_on_setting_change(*, setting, **kwargs):
 
 def unavailable(exc, url=None, *, connection=None):
     """A QueueUnavailable for a redis error, naming the masked URL and never the password: ``url``'s, or the
-    server of ``connection`` (a client built here), or the default server's."""
+    server of ``connection`` (a client built here: its name, its sentinels), or the default server's."""
+    server = servers.DEFAULT
     if url is None and connection is not None:
-        url = getattr(connection, "_optima_url", None)
-    where = mask_url(url) if url else describe("queues")
+        server = _server_of(connection)
+        if server is None:
+            url = getattr(connection, "_optima_url", None)
+    where = mask_url(url) if url else describe("queues", server=server)
     reason = type(exc).__name__
     fix = "REDIS_URL is right"
-    named = [s.name for s in servers.servers().values() if s.url == url and s.name != servers.DEFAULT]
-    if named and url != queues_url():
-        fix = f"REDIS_SERVERS[{named[0]!r}] (setting QUEUES_REDIS_SERVERS) is right"
-    elif not url and failover.sentinel_config("queues") is not None:
+    if url is None and server != servers.DEFAULT:
+        fix = f"REDIS_SERVERS[{server!r}] (setting QUEUES_REDIS_SERVERS) is right"
+    elif url is None and failover.sentinel_config("queues") is not None:
         fix = "REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_URL (user, password, db) are right"
     return QueueUnavailable(f"Queue Redis at {where} is unavailable ({reason}). Check that it runs and that {fix}.")
+
+
+def _server_of(connection):
+    """The name of the server ``connection`` (a client built here) reaches, or None."""
+    found = (getattr(connection, "_optima_url", None), getattr(connection, "_optima_sentinel", None))
+    return next((s.name for s in servers.servers().values() if (s.url, s.sentinel) == found), None)

@@ -228,6 +228,51 @@ def of_queue(queue_name):
     return server
 
 
+def for_worker(names, server=None):
+    """The queue names a worker serves: ``names`` (default: every declared queue of ``server``, or of the
+    default server when ``server`` is None too), all of them on one Redis server. -> (names, server name).
+
+    A worker's connection is its queues' server: queues of two servers, or a name not on ``server``, are
+    refused (ValueError) naming each queue's server and the fix. With no names and no ``server`` while several
+    servers exist, the default server's queues (the others' need ``--server NAME``: ``left_out`` says which)."""
+    if server is not None and server not in servers():
+        raise ValueError(
+            f"--server {server!r} names no Redis server: the servers are {', '.join(map(repr, servers()))} ({SETTING})."
+        )
+    names = list(names) or declarations.on_server(server or DEFAULT)
+    if not names:
+        raise ValueError(
+            f'No declared queue lives on the Redis server {server!r}: give a queue\'s "redis" option '
+            f"{server!r} to serve it, or start the worker with another --server."
+        )
+    by_server = {}
+    for name in names:
+        by_server.setdefault(of_queue(name), []).append(name)
+    if server is not None and set(by_server) != {server}:
+        others = {s: q for s, q in by_server.items() if s != server}
+        raise ValueError(
+            f"--server {server!r} was given queues of other Redis servers: {_listed(others)}. A worker serves "
+            f"the queues of one server: drop those names, or start another worker with their --server."
+        )
+    if len(by_server) > 1:
+        raise ValueError(
+            f"The queues given live on {len(by_server)} Redis servers: {_listed(by_server)}. A worker serves the "
+            "queues of one server (its connection is theirs): start one worker per server, e.g. "
+            + " and ".join(f"'rqworker --server {s}'" for s in by_server)
+            + f" ({_FIX})."
+        )
+    return names, next(iter(by_server))
+
+
+def left_out(server):
+    """The servers whose queues a worker of ``server`` started without queue names does not serve."""
+    return [name for name in servers() if name != server and declarations.on_server(name)]
+
+
+def _listed(by_server):
+    return "; ".join(f"{server!r} ({', '.join(names)})" for server, names in by_server.items())
+
+
 def several():
     """Whether more than the default server is configured (one-server projects skip the per-server work)."""
     return len(servers()) > 1
