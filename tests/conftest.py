@@ -128,9 +128,9 @@ def second_redis(settings):
     """A second redis-server of this test's own, declared as the Redis server ``b`` (QUEUES_REDIS_SERVERS) with
     the queues ``on-b`` and ``on-b-2`` on it (SERVER_B_QUEUES); every other queue stays on the session's Redis.
     Worker processes see the same with the ``server_b_env`` fixture's environment."""
-    from devtools.redis_server import RedisServer
+    from tests.support.outages import DurableRedisServer  # imports rq: not before Django set its key prefix
 
-    server = RedisServer().start()
+    server = DurableRedisServer().start()  # keeps its data across a stop, as a production server would
     settings.QUEUES_REDIS_SERVERS = {"b": server.url}
     settings.OPTIMA_QUEUES = dict(settings.OPTIMA_QUEUES, **SERVER_B_QUEUES)
     yield server
