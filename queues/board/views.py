@@ -19,6 +19,7 @@ from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.board.access import panel_context
 from queues.board.stats import collect, statistics
+from queues.connection import servers
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -45,11 +46,16 @@ def home(request):
             "history_72h": lambda pipe: pipe.lrange(keys.history_coarse_key(), 0, metrics_history.COARSE_SAMPLES - 1),
         }
     )
-    paused = set(readers.members_of(keys.paused_key(), extra["paused"]))
-    names = [q["name"] for q in stats["queues"]]
+    paused = set(readers.members_of(keys.paused_key(), extra["paused"] or set()))
     # Jobs held back by their limit key (queues/producer/limits.py): outside the queue list, so not in
-    # django-rq's counts; per queue, and its busiest keys.
-    in_use = _keys_in_use(bounded.connection(), names)
+    # django-rq's counts; per queue, and its busiest keys. Each Redis server holds its own queues' keys, and its
+    # own paused set (the default server's came with the counts).
+    in_use, down = {}, {}
+    for server, names in _answering_by_server(stats["queues"], down).items():
+        connection = bounded.connection(server)
+        if server != servers.DEFAULT:
+            paused |= set(readers.members_of(keys.paused_key(), connection.smembers(keys.paused_key())))
+        in_use.update(_keys_in_use(connection, names))
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
         queue["limit_keys"] = in_use.get(queue["name"], [])
@@ -61,7 +67,10 @@ def home(request):
         **schedulers,
         # Not rq's cron schedulers: this project runs rq-scheduler, so django-rq's box is left out.
         # Completed/failed per minute, from the workers' once-a-minute samples (read with the counts, no write).
-        "history": board_history.charts_of(samples, time.time(), names),
+        "history": board_history.charts_of(samples, time.time(), [q["name"] for q in stats["queues"]]),
+        # The Redis servers that did not answer (QUEUES_REDIS_SERVERS): named above the table, their queues
+        # listed without counts; the other servers' are read as usual.
+        "servers_down": down,
         "can_act": request.queue_access.can_act,
         "access": request.queue_access,
         "prefix": conf.prefix(),
@@ -75,6 +84,18 @@ def home_json(request, token=None):
     ``canceled_jobs`` and ``problems``), behind the panel's access like every page: a token in the URL
     (django-rq's ``stats.json/<token>``) is no way around it."""
     return JsonResponse(statistics())
+
+
+def _answering_by_server(queues, down):
+    """{server: [its queue names]} of the statistics' queues whose server answered; ``down`` gets {server:
+    masked URL} of the others."""
+    found = {}
+    for queue in queues:
+        if queue.get("down"):
+            down[queue["down"]["server"]] = queue["down"]["url"]
+        else:
+            found.setdefault(servers.of_queue(queue["name"]), []).append(queue["name"])
+    return found
 
 
 def _keys_in_use(connection, names):
@@ -92,7 +113,7 @@ def _keys_in_use(connection, names):
 def _toggle(request, name, action):
     """Pause or resume through the operator service (audited; put back as it was when its row cannot be
     written, then the guard answers 503)."""
-    result = operator.one(request, action, name, confirmed=True, queue=_Bounded())
+    result = operator.one(request, action, name, confirmed=True, queue=_Bounded(name))
     if not result.ok:
         messages.error(request, result.detail)
         return redirect("django_rq:home")
@@ -101,11 +122,14 @@ def _toggle(request, name, action):
 
 
 class _Bounded:
-    """The panel's bounded Redis client, for the service's pause and resume."""
+    """The panel's bounded Redis client of the queue ``name``'s server, for the service's pause and resume."""
+
+    def __init__(self, name):
+        self.name = name
 
     @property
     def connection(self):
-        return bounded.connection()
+        return bounded.queue_connection(self.name)
 
 
 @never_cache
