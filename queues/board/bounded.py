@@ -75,6 +75,7 @@ class _Scope:
         self.timeout = timeout
         self.clients = {}
         self.servers = set()  # the names of the servers whose clients this request took
+        self.server = None  # the server ``connection()`` answers without a name (None: the default)
 
     def client_for(self, config, factory):
 
@@ -137,12 +138,22 @@ def long_running_timeout():
 
 def connection(server=None):
     """The queues' Redis for panel code — of the server named ``server`` (QUEUES_REDIS_SERVERS; None: the
-    default) —: the request's bounded client inside ``request_scope``, else the app's client."""
+    request's, ``use_server``, else the default) —: the request's bounded client inside ``request_scope``, else
+    the app's client."""
     scope = _scope.get()
     if scope is None:
         return get_connection(server)
+    server = server or scope.server  # a page of one queue: its server (``use_server``)
     scope.servers.add(server or servers.DEFAULT)
     return scope.client_for(django_rq_config(server), _ORIGINAL)
+
+
+def use_server(server):
+    """Make ``server`` the request's Redis server: what ``connection()`` answers without a name from now on (a
+    page of one queue reads that queue's server: ``lookups.known`` sets it from the URL's queue)."""
+    scope = _scope.get()
+    if scope is not None:
+        scope.server = server
 
 
 def queue_connection(name):

@@ -20,6 +20,7 @@ from queues.board import history as board_history
 from queues.board.access import panel_context
 from queues.board.stats import collect, statistics
 from queues.connection import servers
+from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -129,7 +130,10 @@ class _Bounded:
 
     @property
     def connection(self):
-        return bounded.queue_connection(self.name)
+        try:
+            return bounded.queue_connection(self.name)
+        except UnknownQueue:  # the service refuses it, naming the declared queues
+            return bounded.connection()
 
 
 @never_cache
