@@ -148,6 +148,18 @@ def resume_queue(request, name):
     return _toggle(request, name, "resume")
 
 
+def _find_anywhere(job_id):
+    """``find_job`` on each Redis server in turn (QUEUES_REDIS_SERVERS), the default first: the first that has
+    the job or a trace of it; else the default server's answer."""
+    first = None
+    for server in servers.names():
+        result = find_job(job_id, connection=bounded.connection(server))
+        if result["exists"] or result["locations"]:
+            return result
+        first = first or result
+    return first
+
+
 @never_cache
 def find(request):
     """Find a job by id in every declared queue and registry; one match goes straight to it."""
@@ -157,7 +169,7 @@ def find(request):
     if job_id and not JOB_ID_RE.fullmatch(job_id):
         context["error"] = f"{job_id[:80]!r} is not a job id (1-200 characters, no spaces or ':')."
     elif job_id:
-        result = find_job(job_id, connection=bounded.connection())
+        result = _find_anywhere(job_id)
         index = get_queues_map()
         if result["origin"] in index:
             # As the job lists show it: an id rq rejects ("a/b") still fits one URL segment.
