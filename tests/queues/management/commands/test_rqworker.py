@@ -68,3 +68,19 @@ def test_a_dead_letter_of_server_b_is_retried_and_discarded_on_b(second_redis, s
     assert operations.discard_dead_letter(row.pk).outcome == "ok"
     assert queues.fetch_job(job.id) is None
     assert list(redis.Redis.from_url(second_redis.url).scan_iter(match=f"*{job.id}*")) == []
+
+
+@pytest.mark.slow
+def test_a_worker_given_no_names_serves_the_default_servers_queues_and_says_which_it_leaves_out(
+    second_redis, server_b_env, start_worker
+):
+    on_b = queues.enqueue("on-b", "tests.jobs.sample.add", 1, 2)
+    on_default = queues.enqueue("default", "tests.jobs.sample.add", 3, 4)
+    worker = start_worker("--burst", env=server_b_env)
+    assert worker.wait(60) == 0, worker.output()
+    assert queues.fetch_job(on_default.id).return_value() == 7
+    assert queues.fetch_job(on_b.id).get_status() == "queued"
+    assert (
+        "Serving the default Redis server's queues; those of b need a worker of their own (--server NAME)."
+        in worker.output()
+    )
