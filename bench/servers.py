@@ -146,8 +146,9 @@ def main():
         block = (
             f"{time.strftime('%Y-%m-%d')}, one run of `python3 bench/servers.py --write` "
             f"({(time.monotonic() - began) / 60:.1f} min), {opts.jobs:,} no-op jobs per run.\n\n{text}\n\n"
-            f"Two servers carry **{ratio:.2f}x** one server's jobs at the same Redis CPU per job "
-            f"(wall time, workers included: one server {one[1]:.1f} s, two {two[1]:.1f} s)."
+            f"Two servers carry **{ratio:.2f}x** one server's jobs: each server's Redis CPU per job stays near one "
+            f"server's (table), so their cores' ceilings add up. Wall time, workers included (2 cores for everything): "
+            f"one server {one[1]:.1f} s, two {two[1]:.1f} s."
         )
         write_section(README, BEGIN, END, block)
 
