@@ -37,7 +37,8 @@ def home(request):
     """The panel's dashboard (queues/board.html): the counts per state of every queue (``stats``: django-rq's
     ``get_statistics`` keys), pause state, held jobs, job search, rq-scheduler's jobs and the recent history;
     no "Cron Schedulers" box (rq's cron, which we do not run). At most 4 round trips whatever the number of
-    queues: the counts with the paused set and the history samples, the head jobs, the limit keys (two)."""
+    queues: the counts with the paused set and the history samples, the head jobs, the limit keys (two); one more
+    per Redis server besides the default (QUEUES_REDIS_SERVERS: its paused set and history)."""
     # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats, schedulers, extra = collect(
@@ -49,26 +50,32 @@ def home(request):
     )
     paused = set(readers.members_of(keys.paused_key(), extra["paused"] or set()))
     # Jobs held back by their limit key (queues/producer/limits.py): outside the queue list, so not in
-    # django-rq's counts; per queue, and its busiest keys. Each Redis server holds its own queues' keys, and its
-    # own paused set (the default server's came with the counts).
-    in_use, down = {}, {}
+    # django-rq's counts; per queue, and its busiest keys. Each Redis server holds its own queues' keys, its own
+    # paused set and the history its workers sample (the default server's came with the counts): one more round
+    # trip for the other servers' sets and history, and the limit keys' two, per server.
+    in_use, down, charts, now = {}, {}, {}, time.time()
     for server, names in _answering_by_server(stats["queues"], down).items():
         connection = bounded.connection(server)
-        if server != servers.DEFAULT:
-            paused |= set(readers.members_of(keys.paused_key(), connection.smembers(keys.paused_key())))
+        if server == servers.DEFAULT:
+            raw = (extra["history"] or [], extra["history_72h"] or [])
+        else:
+            paused_reply, *raw = _server_extra(connection)
+            paused |= set(readers.members_of(keys.paused_key(), paused_reply))
         in_use.update(_keys_in_use(connection, names))
+        charts.update((row["name"], row) for row in board_history.charts_of(board_history.samples(*raw), now, names))
+    for row in board_history.charts_of(([], []), now, [q["name"] for q in stats["queues"] if q.get("down")]):
+        charts[row["name"]] = row  # a server down: no history read
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
         queue["limit_keys"] = in_use.get(queue["name"], [])
         queue["held_jobs"] = sum(use.held for use in queue["limit_keys"])
-    samples = board_history.samples(extra["history"], extra["history_72h"])
     context = {
         **panel_context(request),
         **stats,
         **schedulers,
         # Not rq's cron schedulers: this project runs rq-scheduler, so django-rq's box is left out.
         # Completed/failed per minute, from the workers' once-a-minute samples (read with the counts, no write).
-        "history": board_history.charts_of(samples, time.time(), [q["name"] for q in stats["queues"]]),
+        "history": [charts[q["name"]] for q in stats["queues"] if q["name"] in charts],
         # The Redis servers that did not answer (QUEUES_REDIS_SERVERS): named above the table, their queues
         # listed without counts; the other servers' are read as usual.
         "servers_down": down,
@@ -85,6 +92,16 @@ def home_json(request, token=None):
     ``canceled_jobs`` and ``problems``), behind the panel's access like every page: a token in the URL
     (django-rq's ``stats.json/<token>``) is no way around it."""
     return JsonResponse(statistics())
+
+
+def _server_extra(connection):
+    """(paused set, minute history, 72-hour history) replies of a server other than the default, in one round
+    trip (the default server's are read with the counts)."""
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.smembers(keys.paused_key())
+        pipe.lrange(keys.history_key(), 0, metrics_history.SAMPLES - 1)
+        pipe.lrange(keys.history_coarse_key(), 0, metrics_history.COARSE_SAMPLES - 1)
+        return pipe.execute(raise_on_error=False)
 
 
 def _answering_by_server(queues, down):

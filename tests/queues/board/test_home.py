@@ -177,3 +177,32 @@ def test_each_servers_queues_are_read_on_it_and_a_server_down_is_named_while_the
     assert page.status_code == 503
     assert f"{second_redis.url} (server &#x27;b&#x27;)" in page.content.decode()
     assert client.get(f"/admin/queues/queues/{rows['default']['index']}/").status_code == 200
+
+
+def test_each_queues_recent_history_is_read_on_its_own_server(client, queue_redis, second_redis):
+    """Issue 36: the workers of each server sample their own Redis; a queue's bars come from its server's samples
+    (the default server's list counts b's queues as 0: they are not there)."""
+    import time
+
+    import redis  # the test's own client of b
+
+    from queues.metrics import history, store
+
+    b = redis.Redis.from_url(second_redis.url)
+    now = time.time()
+    for at, (on_b, on_default) in ((now - 61, ((10, 0), (3, 0))), (now - 1, ((15, 1), (5, 0)))):
+        b.hset(store.counters_key("on-b"), mapping={store.PROCESSED: on_b[0], store.FAILED: on_b[1]})
+        queue_redis.hset(store.counters_key("default"), mapping={store.PROCESSED: on_default[0], store.FAILED: 0})
+        history.sample(b, at)
+        history.sample(queue_redis, at)
+    rows = {row["name"]: row for row in client.get("/admin/queues/").context["history"]}
+    assert (rows["on-b"]["completed"], rows["on-b"]["failed"]) == (4, 1)
+    assert (rows["default"]["completed"], rows["default"]["failed"]) == (2, 0)
+    assert [row["name"] for row in client.get("/admin/queues/").context["history"]] == [
+        "content",
+        "default",
+        "on-b",
+        "on-b-2",
+        "orders-sync",
+        "repricer",
+    ]
