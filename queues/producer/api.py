@@ -415,6 +415,7 @@ def _enqueue(
     )
     batch = joining.current()  # inside queues.batch(): the job is a member (queues/producer/joining.py)
     if batch is not None:
+        joining.check_member(name, config.server)
         job_meta[jobmeta.BATCH] = batch.id
     job = queue.create_job(
         path,
