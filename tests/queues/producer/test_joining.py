@@ -30,3 +30,9 @@ def test_a_batch_of_the_default_servers_queues_is_unchanged(second_redis):
         job = queues.enqueue("default", sample.add, 1, 2)
     assert job.meta["batch"] == b.id
     assert queues.enqueue("on-b", sample.add, 1, 2).id in get_queue("on-b").job_ids  # outside a batch: fine
+
+
+def test_a_chain_with_a_step_on_another_server_is_refused_before_anything_runs(second_redis):
+    with pytest.raises(queues.InvalidJob, match=r"^enqueue\('on-b', \.\.\.\) inside queues.batch\(\): queue 'on-b'"):
+        queues.chain(queues.call("default", sample.add, 1, 2), queues.call("on-b", sample.add, 3, 4))
+    assert get_queue("default").job_ids == [] and get_queue("on-b").job_ids == []
