@@ -118,6 +118,9 @@ QUEUE_PREFIX = os.environ.get("QUEUE_PREFIX", "optima")
 
 # The queues' Redis. Unset: the run command starts a private redis-server and sets it.
 QUEUES_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# More Redis servers for the queues (issue 36): a JSON object of name -> URL; a queue's "redis" option names
+# one (docs/settings.md#several-redis-servers). Kept as given: queues/connection/servers.py parses and checks it.
+QUEUES_REDIS_SERVERS = os.environ.get("REDIS_SERVERS", "")
 # Cache, rate limiters and other shared traffic: a separate client and pool.
 CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", QUEUES_REDIS_URL)
 # Failover (docs/settings.md#redis-failover): with sentinels the clients find the master through them

@@ -14,7 +14,7 @@ from queues.board.access import validate_basic_auth, validate_password_length
 from queues.catalog import jobs as catalog
 from queues.catalog import queues as declarations
 from queues.conf import check_messages
-from queues.connection import djangorq, failover
+from queues.connection import djangorq, failover, servers
 from queues.connection import info as redisinfo
 from queues.jobs import signing
 from queues.logs import formats
@@ -22,7 +22,9 @@ from queues.logs import formats
 
 @register(Tags.compatibility)
 def check_queue_settings(app_configs=None, **kwargs):
-    return check_messages(declarations.validate() + djangorq.validate_django_rq() + failover.validate())
+    return check_messages(
+        declarations.validate() + djangorq.validate_django_rq() + failover.validate() + servers.validate()
+    )
 
 
 @register(Tags.security)

@@ -81,6 +81,13 @@ OPTION_DEFAULTS: dict[str, Any] = {
 PREFIX_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 QUEUE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
+# A queue's Redis server (issue 36): the queue option ``"redis": NAME`` names a key of QUEUES_REDIS_SERVERS
+# (queues/connection/servers.py); a queue without it lives on the default server, QUEUES_REDIS_URL, named so.
+# Only a queue's declaration takes it, not OPTIMA_QUEUE_DEFAULTS nor an enqueue: a job is on its queue's server.
+QUEUE_SERVER_OPTION = "redis"
+DEFAULT_SERVER = "default"
+SERVER_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -283,8 +290,27 @@ def validate_declaration(where: str, declaration: Mapping[object, object]) -> li
     problems: list[Problem] = []
     for name, options in declaration.items():
         problems.extend(validate_queue_name(name, where))
+        if isinstance(options, dict) and QUEUE_SERVER_OPTION in options:
+            options = dict(options)
+            problems.extend(validate_server_option(f"{where}[{name!r}]", options.pop(QUEUE_SERVER_OPTION)))
         problems.extend(validate_job_options(f"{where}[{name!r}]", options))
     return problems
+
+
+def validate_server_option(where: str, value: object) -> list[Problem]:
+    """Problems of a queue's ``"redis"`` option as a value (E133); whether the server exists is
+    ``queues.connection.servers.validate()``'s (E130)."""
+    if not isinstance(value, str) or not SERVER_NAME_RE.fullmatch(value):
+        return [
+            Problem(
+                "queues.E133",
+                f"{where}[{QUEUE_SERVER_OPTION!r}] must be the name of a Redis server, got {value!r}.",
+                f"A key of QUEUES_REDIS_SERVERS (lower-case letters, digits, '-' and '_'), or {DEFAULT_SERVER!r} "
+                "for QUEUES_REDIS_URL; remove the option for the default server "
+                "(docs/settings.md#several-redis-servers).",
+            )
+        ]
+    return []
 
 
 def validate() -> list[Problem]:

@@ -11,6 +11,10 @@ socket timeouts (``OPTIMA_QUEUES_OPTIONS['HEALTH_TIMEOUT']``, 0.5 s by default).
 The queues' Redis also fails when its ``maxmemory-policy`` is ``allkeys-*`` (``"error":
 "EvictionPolicy"``): it may delete waiting jobs (queues/connection/info.py, check queues.E070). The cache's
 Redis may evict: only its PING counts.
+
+Every Redis server of the queues is a component (issue 36, queues/connection/servers.py): the default one is
+``queue_redis`` as before, each of ``QUEUES_REDIS_SERVERS`` is ``queue_redis:<name>``, probed the same way, so
+the answer names the server that is down.
 """
 
 import hmac
@@ -25,18 +29,20 @@ from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
 from queues import conf
 from queues.connection import info as redisinfo
+from queues.connection import servers
 from queues.connection.clients import cache_url, mask_url, probe_client, queues_url
 
 
-def _probe_redis(kind, eviction=False):
+def _probe_redis(kind, eviction=False, server=None):
     """PING (and, with ``eviction``, ``INFO memory`` in the same round trip): the queues' Redis is
     failing when its maxmemory-policy is ``allkeys-*`` (it may delete waiting jobs; queues/connection/info.py).
-    A Redis that refuses INFO (an ACL without it) is judged by its PING alone."""
+    A Redis that refuses INFO (an ACL without it) is judged by its PING alone. ``server``: which of the
+    queues' servers (None: the default)."""
     timeout = conf.options()["HEALTH_TIMEOUT"]
-    url = queues_url() if kind == "queues" else cache_url()
+    url = (servers.get(server).url if server else queues_url()) if kind == "queues" else cache_url()
     try:
         # Through the sentinels when there are some: after a failover the master is elsewhere.
-        client = probe_client(kind, timeout)
+        client = probe_client(kind, timeout, server=server)
     except (ValueError, ImproperlyConfigured) as exc:  # a malformed setting: the system checks name it
         return {"status": "error", "url": mask_url(url), "error": type(exc).__name__}
     try:
@@ -88,11 +94,21 @@ def may_see_details(request):
     return _bearer_token_matches(request) or _is_staff(request)
 
 
+def _other_servers():
+    """The queues' servers but the default; none when QUEUES_REDIS_SERVERS is bad (the checks name it, and the
+    default server's probe still answers)."""
+    try:
+        return [name for name in servers.names() if name != servers.DEFAULT]
+    except ImproperlyConfigured:
+        return []
+
+
 def healthz(request):
     started = time.monotonic()
     components = {
         "database": _probe_database(),
         "queue_redis": _probe_redis("queues", eviction=True),
+        **{f"queue_redis:{name}": _probe_redis("queues", eviction=True, server=name) for name in _other_servers()},
         "cache_redis": _probe_redis("cache"),
     }
     failing = [name for name, c in components.items() if c["status"] != "ok"]

@@ -1,5 +1,6 @@
 """Shared fixtures: the Redis of the session, clean prefix per test, real worker processes."""
 
+import json
 import os
 import signal
 
@@ -9,6 +10,7 @@ import redis
 from tests.session_env import PREFIX, delete_prefix_keys
 from tests.support.lifecycle_settings import LIFECYCLE_QUEUES, LIFECYCLE_SCHEDULES
 from tests.support.processes import WorkerProcess
+from tests.support.servers_settings import SERVER_B_QUEUES
 
 # The fixtures through which a test reaches the database (pytest-django's, and what builds on them); a test
 # whose fixture closure holds none of them, and that carries no django_db marker, has no database behaviour of
@@ -119,6 +121,31 @@ def private_redis(settings):
     if server.process is not None:
         server.process.send_signal(signal.SIGCONT)  # a test may have stopped it (SIGSTOP)
     server.stop()
+
+
+@pytest.fixture
+def second_redis(settings):
+    """A second redis-server of this test's own, declared as the Redis server ``b`` (QUEUES_REDIS_SERVERS) with
+    the queues ``on-b`` and ``on-b-2`` on it (SERVER_B_QUEUES); every other queue stays on the session's Redis.
+    Worker processes see the same with the ``server_b_env`` fixture's environment."""
+    from tests.support.outages import DurableRedisServer  # imports rq: not before Django set its key prefix
+
+    server = DurableRedisServer().start()  # keeps its data across a stop, as a production server would
+    settings.QUEUES_REDIS_SERVERS = {"b": server.url}
+    settings.OPTIMA_QUEUES = dict(settings.OPTIMA_QUEUES, **SERVER_B_QUEUES)
+    yield server
+    if server.process is not None:
+        server.process.send_signal(signal.SIGCONT)  # a test may have stopped it (SIGSTOP)
+    server.stop()
+
+
+@pytest.fixture
+def server_b_env(second_redis):
+    """The environment of a worker process that sees ``second_redis``'s server ``b`` and its queues."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "tests.support.servers_settings",
+        "REDIS_SERVERS": json.dumps({"b": second_redis.url}),
+    }
 
 
 def _db_url():

@@ -74,3 +74,21 @@ def test_redis_cost_smoke_run_prints_a_row_and_the_targets_per_system():
         assert len(row.findall(out.stdout)) == 1, f"no row for {label}:\n{out.stdout}"
     verdicts = re.findall(r"^\| rqworker [^|]+ \| [^|]+ \| (PASS|MISS) \|$", out.stdout, re.M)
     assert len(verdicts) == 6, out.stdout  # CPU, commands and the ratio to rq, for each of ours
+
+
+def test_servers_smoke_run_prints_each_servers_redis_cpu_and_the_ratio():
+    """bench/servers.py (issue 36) on 200 jobs: one server, then two; it completes and prints a row per server
+    and run, and the ratio of what two servers carry to one's."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "servers.py"), "--jobs", "200"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = re.findall(
+        r"^\| (one server|two servers) \| (default|b) \| ([\d,]+) \| [\d.]+ s \| \d+ µs \|", out.stdout, re.M
+    )
+    assert rows == [("one server", "default", "200"), ("two servers", "default", "100"), ("two servers", "b", "100")]
+    assert re.search(r"^two servers carry [\d.]+x one server's jobs", out.stdout, re.M), out.stdout

@@ -20,9 +20,8 @@ from queues import conf
 from queues.admin.base import CONFIRM_SAMPLE, DONE, ActingModelAdmin, Tally, each_outcome
 from queues.admin.filters import ExceptionFilter, FingerprintFilter, QueueFilter
 from queues.catalog.lookup import OptimaJob
-from queues.connection.clients import get_connection
 from queues.failures.corrupt import CORRUPT, decode_raw_hash
-from queues.failures.operations import NEVER_VERIFIED
+from queues.failures.operations import NEVER_VERIFIED, queue_connection
 from queues.jobs.read import preview
 from queues.models import FailureGroup
 
@@ -364,7 +363,7 @@ def _panel_link(queue, job_id):
     """A link to the job in the panel while Redis still has it."""
 
     try:
-        exists = get_connection().exists(OptimaJob.key_for(job_id))
+        exists = queue_connection(queue).exists(OptimaJob.key_for(job_id))  # on its queue's Redis server
     except Exception:
         return format_html("{} (Redis unavailable)", job_id)
     index = get_queues_map().get(queue)

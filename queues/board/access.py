@@ -50,6 +50,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from queues.board import bounded, throttle
 from queues.conf import Problem
+from queues.connection import servers
 from queues.exceptions import QueueUnavailable
 from queues.logsafe import get_logger
 from queues.permissions import ACT_ON_QUEUE_PANEL, VIEW_QUEUE_PANEL
@@ -278,10 +279,13 @@ def database_unavailable(request, exc):
 
 
 def unavailable(request, exc):
-    """503: the queue Redis did not answer; names its masked URL, never the password."""
+    """503: the queue Redis did not answer; names its masked URL (with several servers, those of the request's
+    servers that do not answer: ``bounded.failing_servers``), never the password."""
+    failing = bounded.failing_servers()
+    redis_url = ", ".join(url if name == servers.DEFAULT else f"{url} (server {name!r})" for name, url in failing)
     logger.warning(
         "queue panel: Redis at %s unavailable (%s: %s) for %s",
-        bounded.masked_url(),
+        redis_url,
         type(exc).__name__,
         exc,
         request.path,
@@ -290,7 +294,8 @@ def unavailable(request, exc):
         request,
         "queues/unavailable.html",
         {
-            "redis_url": bounded.masked_url(),
+            "redis_url": redis_url,
+            "setting": "REDIS_URL" if [n for n, _ in failing] == [servers.DEFAULT] else "REDIS_SERVERS",
             "reason": type(exc).__name__,
             "timeout": bounded.setting("QUEUE_BOARD_REDIS_TIMEOUT"),
             "deadline": bounded.setting("QUEUE_BOARD_DEADLINE"),
@@ -370,11 +375,11 @@ def guard(view=None, *, act=False, long_running=False):
             return render(request, "queues/denied.html", {"reason": "act"}, status=403)
         options = {"deadline": None, "timeout": bounded.long_running_timeout()} if long_running else {}
         _drop_foreign_targets(request)
-        try:
-            with bounded.request_scope(**options):
+        with bounded.request_scope(**options):  # the 503 page inside it: it names the servers the view used
+            try:
                 return _on_site(request, view(request, *args, **kwargs))
-        except (redis.RedisError, QueueUnavailable) as exc:
-            return unavailable(request, exc)
+            except (redis.RedisError, QueueUnavailable) as exc:
+                return unavailable(request, exc)
 
     guarded.queue_guard = {"act": act, "long_running": long_running}
     return guarded

@@ -31,7 +31,8 @@ from django_rq.connection_utils import filter_connection_params
 
 from queues import conf
 from queues.conf import Problem
-from queues.connection.clients import get_connection, mask_url, queues_url
+from queues.connection import servers
+from queues.connection.clients import get_connection, mask_url, probe_client, queues_url
 from queues.connection.djangorq import django_rq_config
 from queues.connection.factory import ReconnectOnce, restrict
 
@@ -73,6 +74,8 @@ class _Scope:
         self.deadline = deadline  # time.monotonic() value, or None
         self.timeout = timeout
         self.clients = {}
+        self.servers = set()  # the names of the servers whose clients this request took
+        self.server = None  # the server ``connection()`` answers without a name (None: the default)
 
     def client_for(self, config, factory):
 
@@ -133,17 +136,54 @@ def long_running_timeout():
     return float(conf.options()["SOCKET_TIMEOUT"])
 
 
-def connection():
-    """The queues' Redis for panel code: the request's bounded client inside ``request_scope``,
-    else the app's client."""
+def connection(server=None):
+    """The queues' Redis for panel code — of the server named ``server`` (QUEUES_REDIS_SERVERS; None: the
+    request's, ``use_server``, else the default) —: the request's bounded client inside ``request_scope``, else
+    the app's client."""
     scope = _scope.get()
     if scope is None:
-        return get_connection()
-    return scope.client_for(django_rq_config(), _ORIGINAL)
+        return get_connection(server)
+    server = server or scope.server  # a page of one queue: its server (``use_server``)
+    scope.servers.add(server or servers.DEFAULT)
+    return scope.client_for(django_rq_config(server), _ORIGINAL)
 
 
-def masked_url():
-    return mask_url(queues_url())
+def use_server(server):
+    """Make ``server`` the request's Redis server: what ``connection()`` answers without a name from now on (a
+    page of one queue reads that queue's server: ``lookups.known`` sets it from the URL's queue)."""
+    scope = _scope.get()
+    if scope is not None:
+        scope.server = server
+
+
+def queue_connection(name):
+    """``connection()`` of the server the declared queue ``name`` lives on."""
+    return connection(servers.of_queue(name))
+
+
+def masked_url(server=None):
+    return mask_url(servers.get(server).url if server else queues_url())
+
+
+def failing_servers():
+    """[(server name, masked URL)] of the servers this request used: the one, or those of them that do not
+    answer a PING now (each with the request's short timeout), or all of them when each answers (a command
+    error, or the deadline, rather than a server down). What a 503 page names."""
+    scope = _scope.get()
+    used = sorted(scope.servers) if scope is not None else [servers.DEFAULT]
+    timeout = scope.timeout if scope is not None else float(setting("QUEUE_BOARD_REDIS_TIMEOUT"))
+    down = [name for name in used if len(used) > 1 and not _answers(name, timeout)]
+    return [(name, masked_url(name)) for name in down or used or [servers.DEFAULT]]
+
+
+def _answers(server, timeout):
+    client = probe_client("queues", timeout, server=server)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
 
 
 # django-rq's factory builds a client from the connection config of ``settings.RQ_QUEUES`` (django_rq_config): the

@@ -33,6 +33,7 @@ from queues.board.corrupt import respond
 from queues.board.readers import JSONWorker
 from queues.board.readonly import get_queue_by_index
 from queues.board.stats import problems
+from queues.connection import servers
 from queues.jobs import read as jobread
 from queues.keyspace import entries
 
@@ -69,8 +70,8 @@ def known(view):
     @functools.wraps(view)
     def checked(request, *args, **kwargs):
         for name in ("queue_index", "scheduler_index"):
-            if name in kwargs:
-                queue_name_at(kwargs[name])
+            if name in kwargs:  # the page reads its queue's Redis server (QUEUES_REDIS_SERVERS)
+                bounded.use_server(servers.of_queue(queue_name_at(kwargs[name])))
         if "job_id" in kwargs and jobread.is_corrupt(job := check_job(kwargs["job_id"])):
             queue_index = kwargs.get("queue_index", 0)
             return respond(request, view.__name__, queue_index, queue_name_at(queue_index), job)

@@ -182,6 +182,7 @@ class ReadOnlyQueue(OptimaQueue):
 
 def get_queue_by_index(index):
     """The declared queue at ``index`` (the panel's URLs number queues as django-rq does: ``RQ_QUEUES``' order),
-    read-only, on the panel's client (``bounded.connection``: the request's bounded one inside a page)."""
+    read-only, on the panel's client of the queue's server (``bounded.queue_connection``: the request's bounded
+    one inside a page)."""
     name = get_queues_list()[int(index)]["name"]
-    return ReadOnlyQueue(name, connection=bounded.connection())
+    return ReadOnlyQueue(name, connection=bounded.queue_connection(name))

@@ -4,6 +4,7 @@ queues/search/). Read-only but for the search's own lazy drop of index entries w
 
 from urllib.parse import urlencode
 
+import redis
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -11,6 +12,7 @@ from django_rq.settings import get_queues_map
 
 from queues.board import bounded
 from queues.board.access import panel_context
+from queues.connection import servers
 from queues.exceptions import UnknownQueue
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -31,8 +33,12 @@ def search(request):
         "text": get.get("q", "").strip(),
     }
     index = get_queues_map()
-    connection = bounded.connection()
-    functions = _functions(connection)
+    functions = set()
+    for server in servers.names():  # each server's recent functions; one that does not answer offers none
+        try:
+            functions.update(_functions(bounded.connection(server)))
+        except redis.RedisError:
+            continue
     context = {
         **panel_context(request),
         "title": "Search jobs",
@@ -49,8 +55,11 @@ def search(request):
     }
     try:
         start = _start(get.get("start", "0") or "0")
-        found = find.search_jobs(
-            **{k: v or None for k, v in criteria.items()}, start=start, scan_limit=SCAN_LIMIT, connection=connection
+        found = find.search_jobs(  # each server on the request's bounded client of it (QUEUES_REDIS_SERVERS)
+            **{k: v or None for k, v in criteria.items()},
+            start=start,
+            scan_limit=SCAN_LIMIT,
+            connect=bounded.connection,
         )
     except (find.InvalidSearch, UnknownQueue) as exc:  # each names the criterion, its value and what it takes
         context["error"] = str(exc).strip('"')

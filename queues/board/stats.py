@@ -27,7 +27,8 @@ from redis.sentinel import SentinelConnectionPool
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 from rq.worker_registration import WORKERS_BY_QUEUE_KEY
 
-from queues.board import readonly
+from queues.board import bounded, readonly
+from queues.connection import servers
 from queues.jobs import read as jobread
 from queues.keyspace import entries
 from queues.periodic.plan import scheduled_jobs_key
@@ -237,36 +238,73 @@ def _execute(pipe):
 
 def collect(extra=None):
     """``(statistics, schedulers, extra replies)``: ``statistics()``, ``scheduler_statistics()``, and the
-    replies of the commands ``extra`` (``{name: function(pipe) queueing one command}``) asks of the first
-    queue's Redis, sent in the same first round trip (the dashboard's other reads)."""
+    replies of the commands ``extra`` (``{name: function(pipe) queueing one command}``) asks of the default
+    server's Redis (else the first queue's), sent in the same first round trip (the dashboard's other reads).
+
+    Each Redis server is read apart (QUEUES_REDIS_SERVERS); one that does not answer leaves its queues in the
+    statistics with their name, ``"down"`` (the server's name and masked URL) and no counts, and the others'
+    are read as usual. Only when every server is down does the Redis error reach the guard (its 503 page).
+    ``extra``'s replies are then None when their server was the one down."""
     reads = [_QueueRead(index, readonly.get_queue_by_index(index)) for index, _ in enumerate(get_queues_list())]
-    groups = {}  # host:port/db -> the queues read there
-    for read in reads:
+    groups = {}  # host:port/db -> the queues read there, the default server's first
+    for read in sorted(reads, key=lambda r: servers.of_queue(r.queue.name) != servers.DEFAULT):
         groups.setdefault(where(connection_kwargs(read.queue.connection)), []).append(read)
     extra = extra or {}
     extra_replies = dict.fromkeys(extra)
-    schedulers = {}
+    schedulers, failed = {}, None
     for number, (place, group) in enumerate(groups.items()):
-        with group[0].queue.connection.pipeline(transaction=False) as pipe:
-            sizes = [read.queue_commands(pipe) for read in group]
-            pipe.zcard(scheduled_jobs_key())
-            for add in extra.values() if number == 0 else ():
-                add(pipe)
-            replies = _execute(pipe)
-        for read, size in zip(group, sizes):
-            read.read(replies[:size])
-            replies = replies[size:]
+        try:
+            replies = _read_group(group, extra if number == 0 else {})
+        except redis.RedisError as exc:
+            failed = exc
+            server = servers.of_queue(group[0].queue.name)
+            for read in group:
+                read.result = _down(read, server)
+            continue
         # rq-scheduler's jobs on this Redis (one scheduler per Redis: django-rq's key is the connection).
         schedulers[place] = {"count": scheduler_count(replies.pop(0)), "index": group[0].index}
         if number == 0:
             extra_replies = dict(zip(extra, replies))
-        with group[0].queue.connection.pipeline(transaction=False) as pipe:
-            sizes = [read.second_commands(pipe) for read in group]
-            replies = _execute(pipe) if sum(sizes) else []
-        for read, size in zip(group, sizes):
-            read.result = read.finish(replies[:size])
-            replies = replies[size:]
+    if failed is not None and not schedulers:
+        raise failed  # no server answered: the guard's 503 page
     return {"queues": [read.result for read in reads]}, {"schedulers": schedulers}, extra_replies
+
+
+def _read_group(group, extra):
+    """Both round trips of the queues of one Redis; -> the replies of rq-scheduler's count and of ``extra``."""
+    with group[0].queue.connection.pipeline(transaction=False) as pipe:
+        sizes = [read.queue_commands(pipe) for read in group]
+        pipe.zcard(scheduled_jobs_key())
+        for add in extra.values():
+            add(pipe)
+        replies = _execute(pipe)
+    for read, size in zip(group, sizes):
+        read.read(replies[:size])
+        replies = replies[size:]
+    rest = replies
+    with group[0].queue.connection.pipeline(transaction=False) as pipe:
+        sizes = [read.second_commands(pipe) for read in group]
+        replies = _execute(pipe) if sum(sizes) else []
+    for read, size in zip(group, sizes):
+        read.result = read.finish(replies[:size])
+        replies = replies[size:]
+    return rest
+
+
+def _down(read, server):
+    """The statistics of a queue whose Redis server did not answer: its name, index and the server, no counts."""
+    return {
+        "name": read.queue.name,
+        "index": read.index,
+        "jobs": None,
+        "oldest_job_timestamp": "-",
+        "connection_kwargs": connection_kwargs(read.queue.connection),
+        "scheduler_pid": None,
+        "workers": None,
+        **dict.fromkeys(REGISTRY_COUNTS),
+        "problems": [],
+        "down": {"server": server, "url": bounded.masked_url(None if server == servers.DEFAULT else server)},
+    }
 
 
 def statistics():

@@ -19,6 +19,8 @@ from queues.board import bounded, readers
 from queues.board import history as board_history
 from queues.board.access import panel_context
 from queues.board.stats import collect, statistics
+from queues.connection import servers
+from queues.exceptions import UnknownQueue
 from queues.failures.operations import find_job
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -35,7 +37,8 @@ def home(request):
     """The panel's dashboard (queues/board.html): the counts per state of every queue (``stats``: django-rq's
     ``get_statistics`` keys), pause state, held jobs, job search, rq-scheduler's jobs and the recent history;
     no "Cron Schedulers" box (rq's cron, which we do not run). At most 4 round trips whatever the number of
-    queues: the counts with the paused set and the history samples, the head jobs, the limit keys (two)."""
+    queues: the counts with the paused set and the history samples, the head jobs, the limit keys (two); one more
+    per Redis server besides the default (QUEUES_REDIS_SERVERS: its paused set and history)."""
     # No maintenance on a page: rq's registry cleanup loads expired jobs and writes (readonly.py);
     # a poison head job or a key of the wrong type is shown, not raised (stats.py).
     stats, schedulers, extra = collect(
@@ -45,23 +48,37 @@ def home(request):
             "history_72h": lambda pipe: pipe.lrange(keys.history_coarse_key(), 0, metrics_history.COARSE_SAMPLES - 1),
         }
     )
-    paused = set(readers.members_of(keys.paused_key(), extra["paused"]))
-    names = [q["name"] for q in stats["queues"]]
+    paused = set(readers.members_of(keys.paused_key(), extra["paused"] or set()))
     # Jobs held back by their limit key (queues/producer/limits.py): outside the queue list, so not in
-    # django-rq's counts; per queue, and its busiest keys.
-    in_use = _keys_in_use(bounded.connection(), names)
+    # django-rq's counts; per queue, and its busiest keys. Each Redis server holds its own queues' keys, its own
+    # paused set and the history its workers sample (the default server's came with the counts): one more round
+    # trip for the other servers' sets and history, and the limit keys' two, per server.
+    in_use, down, charts, now = {}, {}, {}, time.time()
+    for server, names in _answering_by_server(stats["queues"], down).items():
+        connection = bounded.connection(server)
+        if server == servers.DEFAULT:
+            raw = (extra["history"] or [], extra["history_72h"] or [])
+        else:
+            paused_reply, *raw = _server_extra(connection)
+            paused |= set(readers.members_of(keys.paused_key(), paused_reply))
+        in_use.update(_keys_in_use(connection, names))
+        charts.update((row["name"], row) for row in board_history.charts_of(board_history.samples(*raw), now, names))
+    for row in board_history.charts_of(([], []), now, [q["name"] for q in stats["queues"] if q.get("down")]):
+        charts[row["name"]] = row  # a server down: no history read
     for queue in stats["queues"]:
         queue["paused"] = queue["name"] in paused
         queue["limit_keys"] = in_use.get(queue["name"], [])
         queue["held_jobs"] = sum(use.held for use in queue["limit_keys"])
-    samples = board_history.samples(extra["history"], extra["history_72h"])
     context = {
         **panel_context(request),
         **stats,
         **schedulers,
         # Not rq's cron schedulers: this project runs rq-scheduler, so django-rq's box is left out.
         # Completed/failed per minute, from the workers' once-a-minute samples (read with the counts, no write).
-        "history": board_history.charts_of(samples, time.time(), names),
+        "history": [charts[q["name"]] for q in stats["queues"] if q["name"] in charts],
+        # The Redis servers that did not answer (QUEUES_REDIS_SERVERS): named above the table, their queues
+        # listed without counts; the other servers' are read as usual.
+        "servers_down": down,
         "can_act": request.queue_access.can_act,
         "access": request.queue_access,
         "prefix": conf.prefix(),
@@ -75,6 +92,28 @@ def home_json(request, token=None):
     ``canceled_jobs`` and ``problems``), behind the panel's access like every page: a token in the URL
     (django-rq's ``stats.json/<token>``) is no way around it."""
     return JsonResponse(statistics())
+
+
+def _server_extra(connection):
+    """(paused set, minute history, 72-hour history) replies of a server other than the default, in one round
+    trip (the default server's are read with the counts)."""
+    with connection.pipeline(transaction=False) as pipe:
+        pipe.smembers(keys.paused_key())
+        pipe.lrange(keys.history_key(), 0, metrics_history.SAMPLES - 1)
+        pipe.lrange(keys.history_coarse_key(), 0, metrics_history.COARSE_SAMPLES - 1)
+        return pipe.execute(raise_on_error=False)
+
+
+def _answering_by_server(queues, down):
+    """{server: [its queue names]} of the statistics' queues whose server answered; ``down`` gets {server:
+    masked URL} of the others."""
+    found = {}
+    for queue in queues:
+        if queue.get("down"):
+            down[queue["down"]["server"]] = queue["down"]["url"]
+        else:
+            found.setdefault(servers.of_queue(queue["name"]), []).append(queue["name"])
+    return found
 
 
 def _keys_in_use(connection, names):
@@ -92,7 +131,7 @@ def _keys_in_use(connection, names):
 def _toggle(request, name, action):
     """Pause or resume through the operator service (audited; put back as it was when its row cannot be
     written, then the guard answers 503)."""
-    result = operator.one(request, action, name, confirmed=True, queue=_Bounded())
+    result = operator.one(request, action, name, confirmed=True, queue=_Bounded(name))
     if not result.ok:
         messages.error(request, result.detail)
         return redirect("django_rq:home")
@@ -101,11 +140,17 @@ def _toggle(request, name, action):
 
 
 class _Bounded:
-    """The panel's bounded Redis client, for the service's pause and resume."""
+    """The panel's bounded Redis client of the queue ``name``'s server, for the service's pause and resume."""
+
+    def __init__(self, name):
+        self.name = name
 
     @property
     def connection(self):
-        return bounded.connection()
+        try:
+            return bounded.queue_connection(self.name)
+        except UnknownQueue:  # the service refuses it, naming the declared queues
+            return bounded.connection()
 
 
 @never_cache
@@ -120,6 +165,18 @@ def resume_queue(request, name):
     return _toggle(request, name, "resume")
 
 
+def _find_anywhere(job_id):
+    """``find_job`` on each Redis server in turn (QUEUES_REDIS_SERVERS), the default first: the first that has
+    the job or a trace of it; else the default server's answer."""
+    first = None
+    for server in servers.names():
+        result = find_job(job_id, connection=bounded.connection(server))
+        if result["exists"] or result["locations"]:
+            return result
+        first = first or result
+    return first
+
+
 @never_cache
 def find(request):
     """Find a job by id in every declared queue and registry; one match goes straight to it."""
@@ -129,7 +186,7 @@ def find(request):
     if job_id and not JOB_ID_RE.fullmatch(job_id):
         context["error"] = f"{job_id[:80]!r} is not a job id (1-200 characters, no spaces or ':')."
     elif job_id:
-        result = find_job(job_id, connection=bounded.connection())
+        result = _find_anywhere(job_id)
         index = get_queues_map()
         if result["origin"] in index:
             # As the job lists show it: an id rq rejects ("a/b") still fits one URL segment.

@@ -38,6 +38,9 @@ class QueueConfig:
     name: str
     options: dict = field(default_factory=dict)  # resolved: global defaults < queue options
     source: str = "settings"  # "settings", or the label of the app that declared the queue first
+    # the name of the Redis server the queue lives on (its "redis" option; queues/connection/servers.py),
+    # kept out of ``options``: those are job options, which an enqueue may override, and a server is not one
+    server: str = conf.DEFAULT_SERVER
 
     def __getitem__(self, key):
         return self.options[key]
@@ -120,7 +123,8 @@ def _build():
     result = {}
     for name in sorted(merged):
         opts, source = merged[name]
-        result[name] = QueueConfig(name=name, options={**global_opts, **opts}, source=source)
+        server = opts.pop(conf.QUEUE_SERVER_OPTION, conf.DEFAULT_SERVER)
+        result[name] = QueueConfig(name=name, options={**global_opts, **opts}, source=source, server=server)
     return result
 
 
@@ -154,6 +158,11 @@ def _reset_on_setting_change(*, setting, **kwargs):
 
 def queue_names() -> list[str]:
     return list(declared())
+
+
+def on_server(server):
+    """The names of the declared queues that live on the Redis server named ``server``, sorted."""
+    return [name for name, config in declared().items() if config.server == server]
 
 
 def get_config(name):

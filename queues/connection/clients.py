@@ -24,7 +24,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from queues import conf
-from queues.connection import failover
+from queues.connection import failover, servers
 from queues.connection.factory import make_client, mask_url
 from queues.exceptions import QueueUnavailable
 
@@ -39,6 +39,7 @@ __all__ = [
     "get_connection",
     "mask_url",
     "probe_client",
+    "queue_connection",
     "queues_url",
     "reset",
     "unavailable",
@@ -56,7 +57,8 @@ def client_kwargs():
 
 
 def queues_url():
-    return getattr(settings, "QUEUES_REDIS_URL", "redis://127.0.0.1:6379/0")
+    """The default server's URL (``QUEUES_REDIS_URL``); a queue's own server: ``servers.get(name).url``."""
+    return servers.default_url()
 
 
 def cache_url():
@@ -79,11 +81,20 @@ def _cached_client(kind, url, _opts, sentinel=None):
     )
 
 
-def get_connection() -> "redis.Redis":
-    """The queues' Redis client (lazy: nothing connects until the first command)."""
-    return _cached_client(
-        "queues", queues_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("queues")
-    )
+def get_connection(server: str | None = None) -> "redis.Redis":
+    """The queues' Redis client (lazy: nothing connects until the first command): of the default server, or of
+    the server named ``server`` (QUEUES_REDIS_SERVERS; queues/connection/servers.py)."""
+    if server is None or server == servers.DEFAULT:
+        return _cached_client(
+            "queues", queues_url(), tuple(sorted(client_kwargs().items())), failover.sentinel_config("queues")
+        )
+    where = servers.get(server)
+    return _cached_client("queues", where.url, tuple(sorted(client_kwargs().items())), where.sentinel)
+
+
+def queue_connection(queue_name: str) -> "redis.Redis":
+    """The client of the server the declared queue ``queue_name`` lives on (its ``"redis"`` option)."""
+    return get_connection(servers.of_queue(queue_name))
 
 
 def get_cache_connection() -> "redis.Redis":
@@ -93,18 +104,27 @@ def get_cache_connection() -> "redis.Redis":
     )
 
 
-def probe_client(kind="queues", timeout=0.5, **options):
-    """A new client of ``kind``'s Redis ('queues' or 'cache') with ``timeout`` seconds per connect and
-    round trip, through the sentinels when there are some: for probes (/healthz, checks, scrapes)
-    that must not use the shared pool. ``options``: ``make_client``'s (``retry``, ...). The caller
-    closes it."""
-    return make_client(_url(kind), sentinel=failover.sentinel_config(kind), timeout=timeout, **options)
+def probe_client(kind="queues", timeout=0.5, *, server=None, **options):
+    """A new client of ``kind``'s Redis ('queues' or 'cache'; for the queues, of the server named ``server``,
+    default the default one) with ``timeout`` seconds per connect and round trip, through the sentinels
+    when there are some: for probes (/healthz, checks, scrapes) that must not use the shared pool.
+    ``options``: ``make_client``'s (``retry``, ...). The caller closes it."""
+    url, sentinel = _where(kind, server)
+    return make_client(url, sentinel=sentinel, timeout=timeout, **options)
 
 
-def describe(kind="queues"):
-    """Where ``kind``'s Redis is, for logs and messages: the masked URL, and the Sentinel master if any."""
-    sentinel = failover.sentinel_config(kind)
-    url = mask_url(_url(kind))
+def _where(kind, server):
+    if kind == "queues" and server not in (None, servers.DEFAULT):
+        found = servers.get(server)
+        return found.url, found.sentinel
+    return _url(kind), failover.sentinel_config(kind)
+
+
+def describe(kind="queues", server=None):
+    """Where ``kind``'s Redis is (for the queues, the server named ``server``, default the default one), for
+    logs and messages: the masked URL, and the Sentinel master if any."""
+    url, sentinel = _where(kind, server)
+    url = mask_url(url)
     if sentinel is None:
         return url
     hosts = ",".join(f"{h}:{p}" for h, p in sentinel.sentinels)
@@ -121,13 +141,28 @@ def _reset_on_setting_change(*, setting, **kwargs):
     if setting.startswith(("OPTIMA_", "QUEUE", "CACHE_REDIS")):
         reset()
         failover.clear_caches()
+        servers.clear_caches()
 
 
-def unavailable(exc, url=None):
-    """A QueueUnavailable for a redis error, naming the masked URL and never the password."""
-    where = mask_url(url) if url else describe("queues")
+def unavailable(exc, url=None, *, connection=None):
+    """A QueueUnavailable for a redis error, naming the masked URL and never the password: ``url``'s, or the
+    server of ``connection`` (a client built here: its name, its sentinels), or the default server's."""
+    server = servers.DEFAULT
+    if url is None and connection is not None:
+        server = _server_of(connection)
+        if server is None:
+            url = getattr(connection, "_optima_url", None)
+    where = mask_url(url) if url else describe("queues", server=server)
     reason = type(exc).__name__
     fix = "REDIS_URL is right"
-    if not url and failover.sentinel_config("queues") is not None:
+    if url is None and server != servers.DEFAULT:
+        fix = f"REDIS_SERVERS[{server!r}] (setting QUEUES_REDIS_SERVERS) is right"
+    elif url is None and failover.sentinel_config("queues") is not None:
         fix = "REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_URL (user, password, db) are right"
     return QueueUnavailable(f"Queue Redis at {where} is unavailable ({reason}). Check that it runs and that {fix}.")
+
+
+def _server_of(connection):
+    """The name of the server ``connection`` (a client built here) reaches, or None."""
+    found = (getattr(connection, "_optima_url", None), getattr(connection, "_optima_sentinel", None))
+    return next((s.name for s in servers.servers().values() if (s.url, s.sentinel) == found), None)

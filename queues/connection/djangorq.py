@@ -2,8 +2,10 @@
 
 django-rq reaches the same Redis as this app through ``settings.RQ_QUEUES``: ``RQQueuesSetting``
 derives it from the declared queues on every read (``rq_queues_setting()``), with the client
-timeouts of ``queues.connection.clients``; ``validate_django_rq()`` checks that the project's settings wire
-django-rq that way (queues.E009, queues.E010).
+timeouts of ``queues.connection.clients``, each queue's entry on the Redis server the queue lives on
+(its ``"redis"`` option, queues/connection/servers.py): django-rq's ``get_queue(name)`` and its workers
+then reach that server, and its ``get_worker`` refuses queues of two servers. ``validate_django_rq()``
+checks that the project's settings wire django-rq that way (queues.E009, queues.E010).
 
 The settings module imports ``RQQueuesSetting`` (as ``queues.connection.RQQueuesSetting``) before Django is
 set up: this module imports neither rq nor the app registry.
@@ -16,19 +18,19 @@ from django.conf import settings
 
 from queues import conf
 from queues.catalog import queues as declarations
-from queues.connection import failover
-from queues.connection.clients import client_kwargs, queues_url
+from queues.connection import servers
+from queues.connection.clients import client_kwargs
 from queues.connection.sentinel import django_rq_sentinel_config, master_kwargs
 
 
-def django_rq_config():
-    """A django-rq connection config for the queues' Redis.
+def django_rq_config(server=None):
+    """A django-rq connection config for the queues' Redis: the server named ``server`` (None: the default).
 
     HOST-style on purpose: django-rq passes client options (our timeouts) only for that form,
     not for 'URL' configs. With Sentinel, django-rq's SENTINELS form, with the same options.
     """
-    sentinel = failover.sentinel_config("queues")
-    url = queues_url()
+    where = servers.get(server)
+    sentinel, url = where.sentinel, where.url
     if sentinel is not None:
         return django_rq_sentinel_config(url, sentinel, client_kwargs())
     # Read as redis-py reads it (as every other client is built from it): the user and password from the
@@ -66,8 +68,11 @@ def _rq_queue_entry(config, base):
 
 def rq_queues_setting():
     """The RQ_QUEUES dict django-rq's commands and dashboard read, one entry per declared queue."""
-    base = django_rq_config()
-    return {name: _rq_queue_entry(config, base) for name, config in declarations.declared().items()}
+    bases = {}
+    for config in declarations.declared().values():
+        if config.server not in bases:
+            bases[config.server] = django_rq_config(config.server)
+    return {name: _rq_queue_entry(config, bases[config.server]) for name, config in declarations.declared().items()}
 
 
 class RQQueuesSetting(Mapping):
@@ -80,7 +85,8 @@ class RQQueuesSetting(Mapping):
     """
 
     def __getitem__(self, name):
-        return _rq_queue_entry(declarations.declared()[name], django_rq_config())
+        config = declarations.declared()[name]
+        return _rq_queue_entry(config, django_rq_config(config.server))
 
     def __iter__(self):
         return iter(declarations.declared())

@@ -55,7 +55,12 @@ class SentinelConfig:
 
 
 def _name(setting):
-    return f"{ENV[setting]} (setting {setting})"
+    return f"{ENV[setting]} (setting {setting})" if setting in ENV else setting
+
+
+def valid_master_name(master):
+    """Whether ``master`` can be a Sentinel master's name (letters, digits, '.', '_', '-')."""
+    return bool(_MASTER_NAME.fullmatch(str(master)))
 
 
 def parse_sentinels(value, setting="QUEUES_REDIS_SENTINELS"):

@@ -49,6 +49,7 @@ from rq.registry import (
 
 from queues import conf, rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue, get_queue, queue_names
+from queues.connection import clients
 from queues.connection.clients import get_connection, unavailable
 from queues.events import hooks
 from queues.exceptions import InvalidJob, QueuesError
@@ -73,6 +74,12 @@ class Outcome:
     detail: str
     job_id: str = ""  # the job that now runs, when one does
     unverified: bool = False  # skipped because the row was never verified (NEVER_VERIFIED)
+
+
+def queue_connection(name):
+    """The client of the Redis server the queue ``name`` lives on; a queue no longer declared: the default
+    server's (where every queue lived before QUEUES_REDIS_SERVERS)."""
+    return clients.queue_connection(name) if name in queue_names() else get_connection()
 
 
 def _failed_registry(queue):
@@ -136,7 +143,7 @@ def retry_dead_letter(row_id, *, accept_unverified=False):
         return Outcome("ok", f"{detail} (written at the commit of the caller's transaction)", new_id)
     if not _mark_retried(row_id, new_id):
         if new_id != row.job_id:
-            delete_job_hash(new_id)
+            delete_job_hash(new_id, queue_connection(row.queue))
         return Outcome(
             "skipped",
             f"retried meanwhile by someone else; the job {new_id} written for it was deleted"
@@ -210,7 +217,7 @@ def discard_dead_letter(row_id):
         if row.status not in (DeadLetter.Status.OPEN, DeadLetter.Status.STOPPED):  # stopped: by an operator
             return Outcome("skipped", f"status is {row.status}; only open or stopped dead letters are discarded")
         # No declared queue needed: a queue removed from the settings still has its registry in Redis.
-        connection = get_connection()
+        connection = queue_connection(row.queue)
         try:
             removed = FailedJobRegistry(row.queue, connection=connection, job_class=OptimaJob).remove(row.job_id)
         except redis.ResponseError:  # the registry key is not a sorted set: nothing of this job in it

@@ -31,7 +31,9 @@ from rq import Queue
 from rq.job import JobStatus
 
 from queues import conf
+from queues.catalog import queues as declarations
 from queues.catalog.lookup import queue_names
+from queues.connection import servers
 from queues.connection.clients import get_connection
 from queues.failures.corrupt import bury_corrupt
 from queues.failures.fingerprint import fingerprint
@@ -68,7 +70,7 @@ class ReconcileSummary:
         )
 
 
-def reconcile(queue_names=None, connection=None, chunk=500):
+def reconcile(queue_names=None, connection=None, chunk=500, server=None):
     """Bring the DeadLetter table in line with the failed registries; returns a ReconcileSummary.
 
     Cost: one pass over each failed registry and over the open rows of each queue, in chunks.
@@ -77,10 +79,24 @@ def reconcile(queue_names=None, connection=None, chunk=500):
     a hash, a hash without ``data`` and a failed registry that is not a sorted set are skipped with
     an ERROR naming the key; an open row whose job is corrupt stays open. Last, rows without a
     fingerprint are grouped (``group_ungrouped``: an index range, empty but during a deploy).
+
+    Several Redis servers (QUEUES_REDIS_SERVERS): a queue's dead jobs are in its own server's failed registry, so
+    ``connection`` (the server named ``server``, default the default one) reconciles only the queues living there
+    (an undeclared one: on the default server); without a connection every server is reconciled in turn.
     """
 
+    if connection is None and servers.several():
+        done = [reconcile(queue_names, get_connection(name), chunk, name) for name in servers.names()]
+        return ReconcileSummary(
+            queues=[q for summary in done for q in summary.queues],
+            **{f: sum(getattr(summary, f) for summary in done) for f in ("mirrored", "retried", "held", "errors")},
+            grouped=sum(summary.grouped for summary in done),
+        )
     connection = connection or get_connection()
     names = list(queue_names) if queue_names else known_queue_names(connection)
+    declared = declarations.declared()
+    here = server or servers.DEFAULT
+    names = [n for n in names if (declared[n].server if n in declared else servers.DEFAULT) == here]
     one_pass = _Reconciler(connection, chunk)
     counts = sum((one_pass.queue(name) for name in names), Counter())
     return ReconcileSummary(queues=names, grouped=group_ungrouped(conf.prefix(), chunk), **counts)
@@ -320,9 +336,11 @@ def group_ungrouped(prefix, chunk):
                         logger.exception("reconcile: could not group dead letter %s", pk)
 
 
-def reconcile_if_due(connection=None):
+def reconcile_if_due(connection=None, served=()):
     """Run ``reconcile()`` unless another process did within ``RECONCILE_INTERVAL`` seconds (a Redis
-    key with that expiry is the lock). Never raises: called from worker maintenance."""
+    key with that expiry is the lock, on ``connection``'s server). Never raises: called from worker
+    maintenance. ``served``: the names of the queues of the worker whose ``connection`` it is: their server's
+    queues are the ones reconciled (one server per worker: queues/connection/servers.py)."""
 
     interval = int(conf.options().get("RECONCILE_INTERVAL", 300))
     if interval <= 0:
@@ -332,7 +350,7 @@ def reconcile_if_due(connection=None):
         connection = connection or get_connection()
         if not connection.set(key, now().isoformat(), nx=True, ex=interval):
             return None
-        summary = reconcile(connection=connection)
+        summary = reconcile(connection=connection, server=servers.of_queue(served[0]) if served else None)
     except Exception:  # noqa: BLE001
         logger.exception("Dead-letter reconcile failed; the next maintenance will try again")
         try:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 
-from queues.connection.clients import get_connection
+from queues.catalog.lookup import job_connection
 from queues.exceptions import QueueUnavailable
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
@@ -105,7 +105,7 @@ def job_state(job_id: str, connection: redis.Redis | None = None) -> JobState | 
 
     Raises ``QueueUnavailable`` when Redis cannot be read and the outbox does not have the job (a job
     accepted while Redis is down is still answered from the outbox)."""
-    connection = connection or get_connection()
+    connection = connection or job_connection(job_id)  # the job's own server (QUEUES_REDIS_SERVERS)
     try:
         job = jobread.fetch(job_id, connection, check_origin=False)
     except (redis.RedisError, QueueUnavailable):

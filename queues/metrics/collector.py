@@ -13,6 +13,7 @@ from prometheus_client.registry import Collector
 
 from queues import conf
 from queues.catalog import lookup as registry
+from queues.connection import servers
 from queues.metrics import database, redis_memory, scrape, store
 from queues.metrics.snapshot import STATES, QueueSample, Snapshot
 
@@ -20,25 +21,54 @@ logger = logging.getLogger("queues.metrics")
 
 
 def read_snapshot(names=None, client=None, now=None):
-    """One read of every declared queue (or ``names``). Never raises for Redis or the database."""
+    """One read of every declared queue (or ``names``). Never raises for Redis or the database.
+
+    Each Redis server of the queues (QUEUES_REDIS_SERVERS) is read apart, in its own round trips, for the
+    queues that live on it: a server down zeroes only its own queues (their error gauge says so). ``client``
+    (tests, benchmarks): read every queue through that one client instead."""
 
     started = time.monotonic()
     names = list(registry.declared()) if names is None else list(names)
-    client = client or store.scrape_client()
     now = time.time() if now is None else now
     samples = {name: QueueSample() for name in names}
-    batches: list = []
-    memory, quarantined = scrape.read_redis(client, names, samples, now, batches)
+    memories, quarantined, batches = {}, None, None
+    for server, on_server in _by_server(names, client).items():
+        found: list = []
+        memory, counts = scrape.read_redis(client or store.scrape_client(server), on_server, samples, now, found)
+        memories[server] = memory
+        quarantined = _summed(quarantined, counts)
+        batches = _summed(batches, found[0] if found else None)
     database.read_dead_letters(samples)
     database.read_outbox(samples, now)
     return Snapshot(
         queues=samples,
         taken_at=now,
         read_seconds=time.monotonic() - started,
-        redis_memory=memory,
+        redis_memory=memories.get(servers.DEFAULT),
         quarantined=quarantined,
-        batches=batches[0] if batches else None,
+        batches=batches,
+        server_memory=memories,
     )
+
+
+def _by_server(names, client):
+    """{server name: its queues of ``names``}, the default server first and always there (its memory is read
+    even with no queue on it); everything on one client when ``client`` is given."""
+    if client is not None:
+        return {servers.DEFAULT: names}
+    found = {servers.DEFAULT: []}
+    for name in names:
+        found.setdefault(registry.get_config(name).server, []).append(name)
+    return found
+
+
+def _summed(total, counts):
+    """{key: count} summed over the servers; None (unknown) only when no server answered."""
+    if counts is None:
+        return total
+    if total is None:
+        return dict(counts)
+    return {key: total.get(key, 0) + counts.get(key, 0) for key in {**total, **counts}}
 
 
 class _Cache:
@@ -190,7 +220,7 @@ def families(snapshot, prefix):
         outbox,
         outbox_age,
         error,
-        *redis_memory.families(snapshot.redis_memory, prefix),
+        *redis_memory.families(snapshot.server_memory or {servers.DEFAULT: snapshot.redis_memory}, prefix),
         waits,
         totals,
         quarantined,

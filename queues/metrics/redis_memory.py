@@ -1,4 +1,4 @@
-"""The queues' Redis server in the scrape: its ``INFO memory`` / ``INFO stats`` replies (read in the
+"""The queues' Redis servers in the scrape: its ``INFO memory`` / ``INFO stats`` replies (read in the
 scrape's first round trip, parsed by queues/connection/info.py) and the ``optima_redis_*`` families.
 A Redis that refuses INFO (an ACL without it) only loses these families: left out, not zeroed.
 """
@@ -31,17 +31,24 @@ def from_replies(memory_info, stats_info):
         return None
 
 
-def families(memory, prefix):
-    """The server's memory (queues/connection/info.py): no labels, one Redis. Empty families when unknown."""
+def families(memories, prefix):
+    """Each server's memory (queues/connection/info.py), ``memories``: {server name: Memory or None}, labelled
+    ``server`` (``default``, or a name of QUEUES_REDIS_SERVERS). A server whose memory is unknown is left out."""
     p = f"{prefix}_redis"
-    used = GaugeMetricFamily(f"{p}_memory_used_bytes", "Memory the queues' Redis uses (INFO memory used_memory).")
-    limit = GaugeMetricFamily(f"{p}_memory_max_bytes", "maxmemory of the queues' Redis; 0 means no limit.")
+    used = GaugeMetricFamily(
+        f"{p}_memory_used_bytes", "Memory the queues' Redis uses (INFO memory used_memory).", labels=["server"]
+    )
+    limit = GaugeMetricFamily(
+        f"{p}_memory_max_bytes", "maxmemory of the queues' Redis; 0 means no limit.", labels=["server"]
+    )
     evicted = CounterMetricFamily(
         f"{p}_evicted_keys",
         "Keys the queues' Redis evicted since it started (INFO stats evicted_keys); with noeviction it stays 0.",
+        labels=["server"],
     )
-    if memory is not None:
-        used.add_metric([], memory.used_bytes)
-        limit.add_metric([], memory.max_bytes)
-        evicted.add_metric([], memory.evicted_keys)
+    for server, memory in memories.items():
+        if memory is not None:
+            used.add_metric([server], memory.used_bytes)
+            limit.add_metric([server], memory.max_bytes)
+            evicted.add_metric([server], memory.evicted_keys)
     return [used, limit, evicted]

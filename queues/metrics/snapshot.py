@@ -37,6 +37,9 @@ class Snapshot:
     redis_memory: redisinfo.Memory | None = None  # None: unknown (Redis or INFO failed) -> families left out
     quarantined: dict | None = None  # kind -> entries dropped, set aside or buried (keyspace/repeats.py); None: unknown
     batches: dict | None = None  # (callback queue, state) -> batches (queues/workflows/); None: unknown
+    # server name -> its redisinfo.Memory or None (issue 36: each Redis server of the queues); redis_memory is
+    # the default server's. None: only redis_memory is known (a snapshot built by hand)
+    server_memory: dict | None = None
 
 
 def text(value):

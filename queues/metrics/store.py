@@ -17,7 +17,7 @@ import math
 import re
 
 from queues import conf
-from queues.connection import failover
+from queues.connection import failover, servers
 from queues.connection.clients import queues_url
 from queues.connection.factory import ReconnectOnce, make_client
 from queues.keyspace import keys
@@ -168,8 +168,9 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def scrape_client():
-    """The Redis client of scrapes: short timeouts, no retry on timeout, no health-check PING.
+def scrape_client(server=None):
+    """The Redis client of scrapes (of the server named ``server``; None: the default): short timeouts, no
+    retry on timeout, no health-check PING.
 
     Separate from the queues' client (2 s timeouts, retries) so a Redis that does not answer
     costs a scrape METRICS_REDIS_TIMEOUT per round trip at most, and every round trip is a
@@ -178,10 +179,13 @@ def scrape_client():
     """
 
     timeout = float(conf.options()["METRICS_REDIS_TIMEOUT"])
+    if server is not None and server != servers.DEFAULT:  # a server of QUEUES_REDIS_SERVERS (issue 36)
+        found = servers.get(server)
+        return _client(found.url, timeout, found.sentinel)
     return _client(queues_url(), timeout, failover.sentinel_config("queues"))
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=16)
 def _client(url, timeout, sentinel):
 
     # With sentinels: the master they name, found again after a failover.

@@ -26,7 +26,7 @@ from rq.registry import (
 from rq.results import Result
 
 from queues import conf
-from queues.connection.clients import get_connection
+from queues.catalog.lookup import job_connection
 from queues.exceptions import QueueUnavailable
 from queues.failures.operations import lives_elsewhere, mark_dead_letters, push_back_into, requeue
 from queues.jobs import read as jobread
@@ -248,7 +248,7 @@ def _cancel(job_id, queue=None):
     canceled = cancel(job_id, connection=connection)
     name = getattr(queue, "name", "") or ""
     if not name:
-        job = jobread.fetch(job_id, connection or get_connection(), check_origin=False)
+        job = jobread.fetch(job_id, connection or job_connection(job_id), check_origin=False)  # its own server
         name = getattr(job, "origin", "") or "" if job is not None and not jobread.is_corrupt(job) else ""
     if canceled.ok:
         return done(job_id, canceled.detail, queue=name, state=canceled.state)

@@ -415,6 +415,7 @@ def _enqueue(
     )
     batch = joining.current()  # inside queues.batch(): the job is a member (queues/producer/joining.py)
     if batch is not None:
+        joining.check_member(name, config.server)
         job_meta[jobmeta.BATCH] = batch.id
     job = queue.create_job(
         path,
@@ -488,7 +489,7 @@ def _place(queue, job, when, *, name, unique, explicit_id, fail_fast, durable):
         try:
             return queue.fetch_job(duplicate_of) or job
         except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+            raise unavailable(exc, connection=queue.connection) from exc
     return job
 
 

@@ -103,6 +103,8 @@ def enqueue_many(
     queue = declared_queue(name, config)
     jobs = []
     batch = joining.current()  # inside queues.batch(): every job is a member (queues/producer/joining.py)
+    if batch is not None:
+        joining.check_member(name, config.server)
     for args, kwargs, job_id, own_meta in items:
         extra = {**meta, **own_meta} if meta and own_meta else (own_meta or meta)
         if batch is not None:

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING
 from rq.registry import CanceledJobRegistry, ScheduledJobRegistry
 
 from queues import audit
-from queues.catalog.lookup import get_queue, queue_names
-from queues.connection.clients import get_connection
+from queues.catalog.lookup import get_queue, job_connection, queue_names
 from queues.events import hooks
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
@@ -107,7 +106,7 @@ def cancel_job(job_id: str, connection: "redis.Redis | None" = None) -> Canceled
     """Cancel a queued, scheduled (delayed, or a retry waiting for its backoff) or held job, atomically
     (``CANCEL_LUA``): it ends ``canceled`` in the canceled registry and never runs. Returns a
     ``Canceled``; never raises but for Redis being unavailable (``redis.RedisError``)."""
-    connection = connection or get_connection()
+    connection = connection or job_connection(job_id)  # the job's own server (QUEUES_REDIS_SERVERS)
     job = jobread.fetch(job_id, connection, check_origin=False)
     if job is None:
         return Canceled("gone", "", f"no job {job_id!r} in Redis (never there, deleted, or expired)")
@@ -185,7 +184,7 @@ def cancel(
         queue = entry.queue
         meta = outbox.stored_meta(entry) if result.ok else {}
     else:
-        connection = connection or get_connection()
+        connection = connection or job_connection(job_id)
         job = jobread.fetch(job_id, connection, check_origin=False)
         queue = getattr(job, "origin", "") or ""
         result = cancel_job(job_id, connection=connection)

@@ -286,7 +286,7 @@ def place(queue, job, when, plan):
                 return queue.fetch_job(holder) or _answer(job, holder, None, queue.name)
             return _answer(job, holder, signature, queue.name)
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
     raise InvalidJob(
         f"{plan.mode}_key={plan.key!r}: the pending job was replaced by other enqueues {MAX_TRIES} times in a "
         "row while this one tried to; retry the enqueue."

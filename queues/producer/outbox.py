@@ -212,7 +212,7 @@ def _confirm_replicated(queue):
     try:
         replication.confirm(queue)
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
 
 
 def _already_written(queue, job):
@@ -223,7 +223,7 @@ def _already_written(queue, job):
     try:
         signature, created_at = queue.connection.hmget(job.key, "signature", "created_at")
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
     mine = job.to_dict()
     return (signature or b"").decode(errors="replace") == str(mine.get("signature", "")) and (created_at or b"").decode(
         errors="replace"
@@ -232,8 +232,9 @@ def _already_written(queue, job):
 
 # -- the relay -----------------------------------------------------------------------------------
 def relay(batch=BATCH):
-    """Push up to ``batch`` rows left in the outbox, oldest first; -> (pushed, left). Stops at the
-    first Redis failure (the rest of the batch is released for the next relay)."""
+    """Push up to ``batch`` rows left in the outbox, oldest first; -> (pushed, left). A Redis server that
+    fails a push is not tried again in this relay: its rows are released for the next one, and the rows of
+    the queues on other servers (QUEUES_REDIS_SERVERS) are still pushed: a server down stops only its own."""
     from queues.catalog.lookup import get_config  # no cycle: to the top once issue 32's edits here are merged
     from queues.producer.write import declared_queue
 
@@ -242,11 +243,15 @@ def relay(batch=BATCH):
     token = uuid.uuid4().hex
     ids = _claim(Entry, using, token, batch)
     rows = list(Entry.objects.using(using).filter(id__in=ids, claimed_by=token).order_by("id")) if ids else []
-    pushed = 0
+    pushed, down = 0, set()  # down: the servers that failed a push in this relay
     for entry in rows:
         pk = entry.pk
         try:
-            queue = declared_queue(entry.queue, get_config(entry.queue))
+            config = get_config(entry.queue)
+            if config.server in down:
+                Entry.objects.using(using).filter(pk=pk).update(claimed_until=None, claimed_by="")
+                continue
+            queue = declared_queue(entry.queue, config)
         except Exception as exc:  # noqa: BLE001 — an undeclared queue (a deploy removed it)
             Entry.objects.using(using).filter(pk=pk).update(
                 claimed_until=None,
@@ -259,8 +264,8 @@ def relay(batch=BATCH):
         job = queue.job_class(entry.job_id, connection=queue.connection, serializer=queue.serializer)
         job.restore(decode(entry.job))
         if not _push_claimed(pk, queue, job, entry.due_at, entry.unique_key or None):
-            Entry.objects.using(using).filter(claimed_by=token).update(claimed_until=None, claimed_by="")
-            break
+            down.add(config.server)  # its claim released by _push_claimed
+            continue
         pushed += 1
     return pushed, len(ids) - pushed
 

@@ -22,7 +22,7 @@ from rq.job import validate_job_id
 from queues import rqcompat
 from queues.catalog.lookup import get_queue
 from queues.connection import batch, replication
-from queues.connection.clients import get_connection, unavailable
+from queues.connection.clients import unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
@@ -85,7 +85,7 @@ def write_job(queue, job, when, *, explicit_id=False, lock_key=None):
     except DuplicateJobError:
         raise InvalidJob(f"A job with id {job.id!r} already exists in Redis; pick another job_id.") from None
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
 
 
 def write_many(queue, jobs, when, *, explicit_ids=False):
@@ -112,7 +112,7 @@ def write_many(queue, jobs, when, *, explicit_ids=False):
             "Pick other job_ids (or leave them out)."
         ) from None
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
 
 
 def _write_checked(queue, jobs, when, explicit_ids, expected, *, who):
@@ -298,7 +298,7 @@ def declared_queue(name, config):
     cached = _queues.get(name)
     if cached is not None and cached[0] is config:
         return cached[1]
-    queue = get_queue(name, connection=get_connection())
+    queue = get_queue(name)  # on the Redis server the queue lives on (queues/connection/servers.py)
     _queues[name] = (config, queue)
     return queue
 
@@ -315,7 +315,7 @@ def waiting_unique(queue, lock_key):
         holder, waiting, _why = _unique_holder(queue.connection, lock_key)
         job = jobread.fetch(holder, queue.connection) if waiting else None
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=queue.connection) from exc
     return None if job is None or jobread.is_corrupt(job) else job
 
 

@@ -24,6 +24,10 @@ pipeline), and the index entries it drops (one pipeline, only when there are som
 queue's set is read up to ``start`` plus the window: a page deep into an every-queue search reads
 more than one near its start.)
 
+With several Redis servers (QUEUES_REDIS_SERVERS) a search with a ``queue`` reads that queue's server; one
+without reads every server, one after the other (``across.py``: ``start`` runs through them end to end, and a
+server that does not answer is passed over, named in ``Found.servers_down``).
+
 ``text`` matches, case-insensitively, the job id, its description, or its arguments: the job's
 ``data`` is zlib-compressed JSON (rq's JSONSerializer, the only one this project uses), inflated
 at most to ``entries.JOB_BYTES`` and parsed with ``json`` — nothing is ever unpickled. The text is
@@ -43,15 +47,17 @@ one is refused (``InvalidSearch``), and only a WRONGTYPE reply reports an index 
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
 
 from queues.catalog.lookup import get_config
+from queues.connection import servers
 from queues.connection.clients import get_connection, unavailable
 from queues.exceptions import QueuesError
 from queues.keyspace import entries, keys
-from queues.search import sources, verify
+from queues.search import across, sources, verify
 
 STATES = ("queued", "scheduled", "held", "started", "finished", "failed", "deferred", "canceled", "stopped")
 HELD = "rate_limited"  # rq's status of a job its limit key holds back: "held" here, as ``/jobs/<id>/`` says
@@ -88,6 +94,7 @@ class Found:
     source: str = ""  # what was read, e.g. "queue default (index)", "failed jobs of default"
     gone: int = 0  # of ``scanned``, entries whose job no longer exists (dropped from an index source)
     misplaced: int = 0  # of ``scanned``, index entries whose job does not belong there (dropped: verify.py)
+    servers_down: list[str] = field(default_factory=list)  # Redis servers passed over: they did not answer
 
 
 def search_jobs(
@@ -101,12 +108,14 @@ def search_jobs(
     page_size: int = PAGE_SIZE,
     scan_limit: int = SCAN_LIMIT,
     connection: redis.Redis | None = None,
+    connect: "Callable[[str], redis.Redis] | None" = None,
 ) -> Found:
     """Live jobs matching every criterion given, newest first: a ``Found``.
 
     ``function``: a dotted path (exact); ``queue``: a declared queue; ``state``: one of ``STATES``;
     ``text``: in the id, description or arguments (case-insensitive); ``owner``: ``meta["owner"]``;
-    ``start``: the offset in the source (``Found.next_start`` of the page before). Raises
+    ``start``: the offset in the source (``Found.next_start`` of the page before); ``connection``: the one Redis
+    to read; else ``connect(server name)`` gives each server's client (default: the app's). Raises
     ``InvalidSearch`` (or ``UnknownQueue``) for a bad criterion, ``QueueUnavailable`` when Redis fails.
     """
 
@@ -123,13 +132,26 @@ def search_jobs(
         if value > limit:
             raise InvalidSearch(f"{name} must be at most {limit:,}, got {value}.")
     scan_limit = min(scan_limit, MAX_START)  # Redis takes offsets below 2**63: start + window stays far below
-    connection = connection or get_connection()
     source = sources.source_for(function, queue, state, owner)
     checks = _checks(source, function, queue, state, text)
+    connect = connect or get_connection
+    if connection is None and queue:
+        connection = connect(servers.of_queue(queue))  # the queue's own server holds its jobs and their index
+    if connection is None and servers.several():  # every server, laid end to end (queues/search/across.py)
+        clients = {server: connect(server) for server in servers.names()}
+        return across.search_servers(
+            clients,
+            lambda client, at, size, limit: _run(client, source, checks, at, size, limit),
+            start,
+            page_size,
+            scan_limit,
+            lambda exc, client: unavailable(exc, connection=client),
+        )
+    connection = connection or get_connection()
     try:
         return _run(connection, source, checks, start, page_size, scan_limit)
     except redis.RedisError as exc:
-        raise unavailable(exc) from exc
+        raise unavailable(exc, connection=connection) from exc
 
 
 def _checks(source, function, queue, state, text):

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from queues.catalog import jobs as catalog
 from queues.catalog.classes import OptimaJob
+from queues.catalog.lookup import job_connection
 from queues.connection.clients import get_connection
 from queues.exceptions import QueueUnavailable
 from queues.jobs import meta as jobmeta
@@ -263,8 +264,9 @@ def get(alias: str, result_id: str) -> TaskResult[Any]:
 
     if not isinstance(result_id, str) or not result_id or jobread.why_id(result_id) is not None:
         raise TaskResultDoesNotExist(f"{str(result_id)[:200]!r} is not a job id.")
+    connection = job_connection(result_id)  # the job's own Redis server (QUEUES_REDIS_SERVERS)
     try:
-        job = jobread.fetch(result_id, get_connection(), check_origin=False)
+        job = jobread.fetch(result_id, connection, check_origin=False)
     except (redis.RedisError, QueueUnavailable):
         job = None
         if outbox.waiting(result_id) is None:
@@ -272,7 +274,8 @@ def get(alias: str, result_id: str) -> TaskResult[Any]:
     if job is None:
         entry = outbox.waiting(result_id)
         if entry is None:
-            job = jobread.fetch(result_id, get_connection(), check_origin=False)  # pushed between the two reads
+            connection = job_connection(result_id)  # pushed between the two reads: now on its server
+            job = jobread.fetch(result_id, connection, check_origin=False)
             if job is None:
                 raise TaskResultDoesNotExist(f"No job {result_id!r} in Redis or in the outbox.")
         else:

@@ -185,7 +185,7 @@ class Housekeeping:
                 members=lambda: quarantine.worker_sets(worker.queues, worker.redis_workers_keys),
                 again=lambda: [queue.release_maintenance_lock() for queue in worker.queues],
             )
-            reconcile_if_due(worker.connection)
+            reconcile_if_due(worker.connection, [queue.name for queue in worker.queues])  # its queues' server
             search_index.trim(worker.connection, [queue.name for queue in worker.queues])  # bounded: 2 round trips
         except REDIS_ERRORS as exc:
             worker.outage.failed(exc, "run maintenance")

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queues import conf, rqcompat, testing
-from queues.catalog.lookup import fetch_job, get_config
+from queues.catalog.lookup import declared, fetch_job, get_config
 from queues.connection.clients import get_connection
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys
-from queues.producer import api
+from queues.producer import api, joining
 from queues.workflows.batches import Batch, Step, call
 
 ADVANCE = "queues.workflows.steps.advance"
@@ -91,6 +91,9 @@ def chain(
                 f"queues.chain() step {i} must be queues.call(...) or queues.group(...), got "
                 f"{type(step).__name__} {step!r:.120}."
             )
+    for name in sorted({stored[0] for step_spec in spec for stored in step_spec["calls"]}):
+        if name in declared():  # each step is a batch: queues of the default server only (an undeclared one
+            joining.check_member(name, declared()[name].server)  # is refused where its step is enqueued)
     if pass_result is not True and pass_result is not False:
         raise InvalidJob(f"pass_result must be True or False, got {pass_result!r}.")
     if meta is not None and (not isinstance(meta, dict) or set(meta) - {jobmeta.OWNER}):

@@ -39,6 +39,7 @@ from rq.worker_pool import ForkProcess, WorkerPool
 
 from queues import rqcompat
 from queues.catalog.lookup import OptimaJob, OptimaQueue
+from queues.connection import servers
 from queues.connection.clients import describe, get_connection
 from queues.connection.outage import Backoff, OutageLog, wait_until_reachable
 from queues.management.commands.rqworker import (
@@ -94,10 +95,12 @@ class OptimaWorkerPool(WorkerPool):
 
     def __init__(self, names, *, num_workers, grace, with_scheduler, logging_level, concurrency=1, on_loop=False):
         # rq's pool only keeps ``connection`` to rebuild it in its own run_worker, which we do not
-        # use: members connect through django-rq's settings, as rqworker does.
+        # use: members connect through django-rq's settings, as rqworker does. Its queues' server (one:
+        # start_command refused queues of two, queues/connection/servers.py).
+        self.server = servers.of_queue(names[0])
         super().__init__(
             names,
-            connection=get_connection(),
+            connection=get_connection(self.server),
             num_workers=num_workers,
             worker_class=OptimaWorker,
             serializer=JSONSerializer,
@@ -237,7 +240,7 @@ class Command(BaseCommand):
         on_loop = async_jobs(options)  # None, or --async N (refused with --concurrency)
         concurrency = on_loop if on_loop is not None else parse_concurrency(options["concurrency"])
         names, grace, level = start_command(self, args, options)
-        if not self._wait_for_redis():
+        if not self._wait_for_redis(servers.of_queue(names[0])):  # its queues' server: one, start_command says
             return  # stopped while waiting
         # (the job modules were imported when Django started: queues.catalog.jobs.autodiscover, shared by members)
         reset_db_connections()  # no database connection may be shared with the members
@@ -254,7 +257,7 @@ class Command(BaseCommand):
         if pool.killed:
             sys.exit(1)
 
-    def _wait_for_redis(self):
+    def _wait_for_redis(self, server):
         """True once Redis answers; False if a stop signal came first. (Members would wait for it
         too, each with its own log lines: the master waits once, before forking any.)"""
         stop = []
@@ -262,8 +265,8 @@ class Command(BaseCommand):
             sig: signal.signal(sig, lambda signum, frame: stop.append(signum))
             for sig in (signal.SIGTERM, signal.SIGINT)
         }
-        connection = get_connection()
-        outage = OutageLog(logger, f"rqworker-pool (Redis at {describe()})")
+        connection = get_connection(server)
+        outage = OutageLog(logger, f"rqworker-pool (Redis at {describe(server=server)})")
         try:
             return wait_until_reachable(
                 connection, Backoff(config.options().redis_retry_max), outage, should_stop=lambda: bool(stop)

@@ -39,7 +39,8 @@ from django_rq.workers import get_worker
 from rq.logutils import setup_loghandlers
 
 from queues import logsafe, rqcompat
-from queues.catalog.lookup import get_config, queue_names
+from queues.catalog.lookup import get_config
+from queues.connection import servers
 from queues.connection.clients import describe
 from queues.connection.outage import REDIS_ERRORS, Backoff, OutageLog
 from queues.exceptions import UnknownQueue
@@ -52,16 +53,20 @@ from queues.worker.concurrent import OptimaConcurrentWorker
 WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
 
 
-def declared_names(args):
-    """The queue names given (default: every declared queue); an unknown one is refused with the
-    declared ones listed."""
-    names = list(args) or queue_names()
+def declared_names(args, server=None):
+    """The queue names given (default: every declared queue of ``server``, or of the default server); an
+    unknown one is refused with the declared ones listed, queues of two Redis servers naming each one's
+    (queues/connection/servers.py: a worker's connection is its queues' server)."""
+    names = list(args)
     for name in names:
         try:
             get_config(name)
         except UnknownQueue as exc:
             raise CommandError(str(exc)) from None
-    return names
+    try:
+        return servers.for_worker(names, server)[0]
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def parse_grace(value):
@@ -80,6 +85,13 @@ class Command(rqworker.Command):
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
+        parser.add_argument(
+            "--server",
+            dest="server",
+            default=None,
+            help="Serve every declared queue of this Redis server (a name of QUEUES_REDIS_SERVERS, or 'default'). "
+            "A worker serves the queues of one server: queue names of two are refused.",
+        )
         parser.add_argument(
             "--without-scheduler",
             action="store_true",
@@ -121,7 +133,8 @@ class Command(rqworker.Command):
     def handle(self, *args, **options):
         chosen = worker_class(options)  # a bad --concurrency or --async is refused before anything starts
         names, grace, level = start_command(self, args, options)
-        outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {describe()})")
+        where = describe(server=servers.of_queue(names[0]))  # its queues' server
+        outage = OutageLog(logging.getLogger("rq.worker"), f"rqworker (Redis at {where})")
         backoff = Backoff(config.options().redis_retry_max)
         # The job modules were imported when Django started (queues.catalog.jobs.autodiscover, in
         # QueuesConfig.ready), so horses share them instead of each importing its own copy.
@@ -155,12 +168,17 @@ def start_command(command, args, options):
     dump_stacks_on(STACKS_SIGNAL)
     kernel.fresh_std_streams_after_fork()  # a horse or RQ's scheduler never inherits a stream's lock held
     command.check(tags=WORKER_CHECK_TAGS)
-    names = declared_names(args)
+    names = declared_names(args, options.get("server"))
     grace = config.options().shutdown_grace if options["grace"] is None else parse_grace(options["grace"])
     verbosity = options["verbosity"]
     level = "DEBUG" if verbosity >= 2 else ("WARNING" if verbosity == 0 else "INFO")
     setup_loghandlers(level)  # rq's lines on the console unless the project configured rq.worker's
     console.unless_configured(level)  # and the app's (one line per job outcome), as rq does for its own
+    if not args and options.get("server") is None and servers.left_out(servers.DEFAULT):
+        logging.getLogger("rq.worker").warning(
+            "Serving the default Redis server's queues; those of %s need a worker of their own (--server NAME).",
+            ", ".join(servers.left_out(servers.DEFAULT)),
+        )
     if options.get("pid"):
         with open(os.path.expanduser(options["pid"]), "w") as fp:
             fp.write(str(os.getpid()))

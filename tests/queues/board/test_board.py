@@ -536,3 +536,14 @@ def test_delete_all_and_requeue_all_move_the_rows_stopped_by_an_operator_too(cli
     DeadLetter.objects.filter(job_id=made[0][0].id).update(status="stopped")
     assert client.post(f"/admin/queues/queues/{DEFAULT}/{url}").status_code == 302
     assert sorted(DeadLetter.objects.values_list("status", flat=True)) == [status] * 3
+
+
+def test_find_goes_to_a_job_of_another_redis_server(client, queue_redis, enqueue, second_redis):
+    """Issue 36: the job is looked for on every server; its page reads its queue's server."""
+    job = enqueue("on-b", "tests.jobs.sample.add", 1, 2)
+    response = client.get("/admin/queues/find/", {"job_id": job.id, "go": "1"})
+    assert response.status_code == 302
+    index = {q["name"]: q["index"] for q in client.get("/admin/queues/").context["queues"]}
+    assert response["Location"] == f"/admin/queues/queues/{index['on-b']}/{job.id}/"
+    assert client.get(response["Location"]).status_code == 200
+    assert client.get("/admin/queues/find/", {"job_id": job.id}).context["result"]["locations"] == [("on-b", "queued")]

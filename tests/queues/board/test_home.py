@@ -136,3 +136,73 @@ def test_rqstats_prints_the_table_and_the_json_of_the_statistics(
     found = {q["name"]: q for q in json.loads(capsys.readouterr().out)["queues"]}
     assert set(found["default"]) >= DJANGO_RQ_KEYS
     assert (found["default"]["jobs"], found["default"]["failed_jobs"]) == (3, 1)
+
+
+@pytest.mark.django_db(transaction=True)  # the enqueues written at once
+def test_each_servers_queues_are_read_on_it_and_a_server_down_is_named_while_the_others_show(
+    client, queue_redis, second_redis
+):
+    """Issue 36: two redis-servers. The home page reads b's queues (counts, pause) on b; with b stopped it names
+    b and lists its queues without counts, the default server's still counted; b's queue page answers 503
+    naming b."""
+    import redis  # the test's own client of b
+
+    queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    for i in range(2):
+        queues.enqueue("on-b", "tests.jobs.sample.add", i, 2)
+    pause.pause("on-b")
+    b = redis.Redis.from_url(second_redis.url)
+    assert b.smembers(keys.paused_key()) == {b"on-b"} and queue_redis.smembers(keys.paused_key()) == set()
+    response = client.get("/admin/queues/")
+    assert response.status_code == 200
+    rows = {q["name"]: q for q in response.context["queues"]}
+    assert (rows["on-b"]["jobs"], rows["on-b"]["paused"], rows["default"]["jobs"]) == (2, True, 1)
+    assert rows["on-b"]["connection_kwargs"]["port"] == second_redis.port
+    assert response.context["servers_down"] == {}
+    page = client.get(f"/admin/queues/queues/{rows['on-b']['index']}/")
+    assert page.status_code == 200
+    assert len(get_queue("on-b").job_ids) == 2 and all(i in page.content.decode() for i in get_queue("on-b").job_ids)
+
+    second_redis.stop()
+    response = client.get("/admin/queues/")
+    assert response.status_code == 200
+    rows = {q["name"]: q for q in response.context["queues"]}
+    assert response.context["servers_down"] == {"b": second_redis.url}
+    assert (rows["on-b"]["jobs"], rows["on-b"]["down"]["server"], rows["on-b-2"]["down"]["server"]) == (None, "b", "b")
+    assert (rows["default"]["jobs"], "down" in rows["default"]) == (1, False)
+    html = response.content.decode()
+    assert f"Redis server <strong>b</strong> (<code>{second_redis.url}</code>) does not answer" in html
+    assert "server b down" in html
+    page = client.get(f"/admin/queues/queues/{rows['on-b']['index']}/")
+    assert page.status_code == 503
+    assert f"{second_redis.url} (server &#x27;b&#x27;)" in page.content.decode()
+    assert client.get(f"/admin/queues/queues/{rows['default']['index']}/").status_code == 200
+
+
+def test_each_queues_recent_history_is_read_on_its_own_server(client, queue_redis, second_redis):
+    """Issue 36: the workers of each server sample their own Redis; a queue's bars come from its server's samples
+    (the default server's list counts b's queues as 0: they are not there)."""
+    import time
+
+    import redis  # the test's own client of b
+
+    from queues.metrics import history, store
+
+    b = redis.Redis.from_url(second_redis.url)
+    now = time.time()
+    for at, (on_b, on_default) in ((now - 61, ((10, 0), (3, 0))), (now - 1, ((15, 1), (5, 0)))):
+        b.hset(store.counters_key("on-b"), mapping={store.PROCESSED: on_b[0], store.FAILED: on_b[1]})
+        queue_redis.hset(store.counters_key("default"), mapping={store.PROCESSED: on_default[0], store.FAILED: 0})
+        history.sample(b, at)
+        history.sample(queue_redis, at)
+    rows = {row["name"]: row for row in client.get("/admin/queues/").context["history"]}
+    assert (rows["on-b"]["completed"], rows["on-b"]["failed"]) == (4, 1)
+    assert (rows["default"]["completed"], rows["default"]["failed"]) == (2, 0)
+    assert [row["name"] for row in client.get("/admin/queues/").context["history"]] == [
+        "content",
+        "default",
+        "on-b",
+        "on-b-2",
+        "orders-sync",
+        "repricer",
+    ]

@@ -93,3 +93,21 @@ def test_a_job_planted_in_another_queue_s_index_is_not_listed_there(searcher, ad
     assert 'class="job-link"' not in html
     assert "1 more entry named a job that does not belong to this list (dropped from the index)" in html
     assert admin_redis.zscore(keys.search_queue_key("default"), content.id) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_search_page_finds_the_jobs_of_every_server_and_names_one_that_is_down(searcher, second_redis):
+    """Issue 36: a job of server b is found and opens on its page; b stopped, the default server's still are."""
+    on_a = queues.enqueue("default", sample.fail, "cabinet 1")
+    on_b = queues.enqueue("on-b", sample.fail, "cabinet 2")
+    html = searcher.get(reverse("django_rq:queues_search"), {"q": "cabinet"}).content.decode()
+    index = get_queues_map()
+    urls = [reverse("django_rq:job_detail", args=[index[q], job.id]) for q, job in (("default", on_a), ("on-b", on_b))]
+    assert html.count('class="job-link"') == 2 and all(f'href="{url}"' in html for url in urls)
+    assert searcher.get(urls[1]).status_code == 200  # b's job's page, read on b
+    second_redis.stop()
+    page = searcher.get(reverse("django_rq:queues_search"), {"q": "cabinet"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert html.count('class="job-link"') == 1 and f'href="{urls[0]}"' in html
+    assert "Redis server <strong>b</strong> does not answer" in html

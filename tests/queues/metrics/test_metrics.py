@@ -387,6 +387,31 @@ def test_a_queue_whose_redis_commands_fail_reads_zeros_and_an_error_the_others_a
     assert "WRONGTYPE" in caplog.records[-1].getMessage()
 
 
+def test_each_redis_server_is_read_for_its_own_queues_and_one_down_zeroes_only_those(client, second_redis, caplog):
+    """Issue 36: the queues of server b are read on b; its memory families carry server="b"; b stopped zeroes
+    its queues with an error and leaves its memory out, while the default server's queues read on."""
+    queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    queues.enqueue("on-b", "tests.jobs.sample.add", 1, 2)
+    queues.enqueue("on-b", "tests.jobs.sample.add", 3, 4)
+    found = samples(scrape(client))
+    assert (jobs(found, "default"), jobs(found, "on-b"), jobs(found, "on-b-2")) == (
+        zeros(waiting=1),
+        zeros(waiting=2),
+        zeros(),
+    )
+    b_used = redis.Redis.from_url(second_redis.url).info("memory")["used_memory"]
+    assert abs(value(found, "optima_redis_memory_used_bytes", server="b") - b_used) < 1024 * 1024
+    assert value(found, "optima_redis_memory_used_bytes", server="default") > 0
+    second_redis.stop()
+    with caplog.at_level(logging.WARNING, logger="queues.metrics"):
+        found = samples(scrape(client))
+    assert (jobs(found, "default"), jobs(found, "on-b")) == (zeros(waiting=1), zeros())
+    assert value(found, "optima_queue_scrape_error", queue="on-b", source="redis") == 1.0
+    assert value(found, "optima_queue_scrape_error", queue="default", source="redis") == 0.0
+    assert ("optima_redis_memory_used_bytes", frozenset({("server", "b")})) not in found
+    assert value(found, "optima_redis_memory_used_bytes", server="default") > 0
+
+
 def test_metrics_answer_200_with_zeros_within_2_seconds_when_redis_does_not_answer(private_redis, client, caplog):
     queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     assert jobs(samples(scrape(client)), "default") == zeros(waiting=1)

@@ -287,3 +287,24 @@ def test_the_admin_lists_this_environments_outbox_rows_read_only(redis_down, adm
     assert detail.status_code == 200 and "Save" not in detail.content.decode()
     settings.QUEUE_PREFIX = "another-env"
     assert job.id not in admin_client.get("/admin/queues/outboxentry/").content.decode()
+
+
+def test_a_relay_skips_a_server_that_is_down_and_pushes_the_other_servers_rows(redis_down, second_redis):
+    """Issue 36: a server down stops only its own queues. Server b's rows wait (tried once per relay), the
+    default server's are pushed behind them."""
+    second_redis.stop()
+    with transaction.atomic():
+        b1 = queues.enqueue("on-b", sample.add, 1, 2)
+        b2 = queues.enqueue("on-b", sample.add, 3, 4)
+        d1 = queues.enqueue("default", sample.add, 5, 6)
+    assert OutboxEntry.objects.count() == 3  # both servers refused at the commit
+    redis_down()  # the default server is back; b is still down
+    assert outbox.relay() == (1, 2)
+    assert get_queue("default").job_ids == [d1.id]
+    attempts = dict(OutboxEntry.objects.values_list("job_id", "push_attempts"))
+    assert attempts == {b1.id: 2, b2.id: 1}  # b2 not tried once b1 failed: b was known down
+    assert OutboxEntry.objects.filter(claimed_until__isnull=True).count() == 2
+    second_redis.start()
+    assert outbox.relay() == (2, 0)
+    assert get_queue("on-b").job_ids == [b1.id, b2.id]
+    assert get_queue("default").job_ids == [d1.id]

@@ -135,3 +135,38 @@ def test_rqscheduler_carries_on_after_redis_was_refused_for_30_s(outage_redis, s
     run_id = f"schedule-tick-{due}"
     wait_for(lambda: finished(run_id, client), timeout=60, message="the periodic job's run to finish")
     assert scheduler_process.process.poll() is None, scheduler_process.output()
+
+
+def test_a_server_stopped_mid_run_stops_only_its_own_queues_and_nothing_is_lost_on_either(
+    second_redis, server_b_env, start_worker, queue_redis, tmp_path
+):
+    """Issue 36: two redis-servers, a worker on each; server b stops while its worker runs a job and others wait,
+    stays away 10 s and comes back. The default server's jobs run on meanwhile; every job of b, the running one,
+    the waiting ones and one accepted into the outbox while b was down, finishes once b is back."""
+    import redis  # the test's own client of b
+
+    log = tmp_path / "b.jsonl"
+    worker_a = start_worker("default")
+    worker_b = start_worker("--server", "b", env=server_b_env)
+    b_client = redis.Redis.from_url(second_redis.url)
+    b_running = queues.enqueue("on-b", JOB, str(log), first_run_seconds=3, attempts=1)
+    b_waiting = [queues.enqueue("on-b", "tests.jobs.sample.add", i, 1) for i in range(3)]
+    wait_for(lambda: starts(log), timeout=60, message="b's first job to start")
+
+    second_redis.stop()
+    since = time.monotonic()
+    a_jobs = [queues.enqueue("default", "tests.jobs.sample.add", i, 2) for i in range(3)]
+    b_outbox = queues.enqueue("on-b", "tests.jobs.sample.add", 100, 1, durable=True)  # accepted, b is down
+    wait_for(lambda: all(finished(j.id, queue_redis) for j in a_jobs), timeout=60, message="a's jobs during b's outage")
+    assert not finished(b_outbox.id, b_client)
+    hold_outage(since, 10)
+    second_redis.start()
+
+    b_jobs = [b_running, *b_waiting, b_outbox]
+    wait_for(lambda: all(finished(j.id, b_client) for j in b_jobs), timeout=120, message="every job of b")
+    assert [fetch(j.id, b_client).return_value() for j in b_jobs] == ["done", 1, 2, 3, 101]
+    assert [fetch(j.id, queue_redis).return_value() for j in a_jobs] == [2, 3, 4]
+    assert FailedJobRegistry("on-b", connection=b_client).get_job_ids() == []
+    assert FailedJobRegistry("default", connection=queue_redis).get_job_ids() == []
+    assert worker_a.process.poll() is None, worker_a.output()
+    assert worker_b.process.poll() is None, worker_b.output()
