@@ -4,8 +4,9 @@
 (``slots.py``) instead of its main thread. The main thread keeps rq's loop and ours (``Intake``:
 pause, trust gate, housekeeping, stop) and pops only while a slot is free; each job starts and runs in
 its thread through the fork-free worker's own per-job path (``attempt.begin``, then ``perform_job``: the
-job, its success or ``failures/``): the main thread's only round trip per job is its pop (issue 36). ``async def`` jobs take the same path: rq runs each coroutine with its own
-``asyncio.run``, in the job's thread (docs/decisions.md says why threads and not one event loop).
+job, its success or ``failures/``): the main thread's only round trip per job is its pop (issue 36).
+``async def`` jobs take the same path: rq runs each coroutine with its own ``asyncio.run``, in the job's
+thread (``rqworker --async N``, ``asyncworker.py``, runs them on one event loop instead).
 
 What rq keeps in single slots is kept per job: the exception a failure handler holds
 (``PerJobFailures``), the stop-job mark (``rqcompat.StoppedJobPerThread`` over ``Slot.stopped``),
