@@ -1,4 +1,5 @@
-"""``GET /healthz``: each component's status, 200 when all are up, 503 naming the failing ones.
+"""``GET /healthz``: each component's status, 200 when all are up, 503 naming the failing ones (an extra queue
+server down: 200, "degraded", named; below).
 
 Anonymous callers (load balancers) get the status of each component only. The details — Redis URLs
 (password masked), the database vendor, the error class, the time taken — go to active staff users and
@@ -14,7 +15,10 @@ Redis may evict: only its PING counts.
 
 Every Redis server of the queues is a component (issue 36, queues/connection/servers.py): the default one is
 ``queue_redis`` as before, each of ``QUEUES_REDIS_SERVERS`` is ``queue_redis:<name>``, probed the same way, so
-the answer names the server that is down.
+the answer names the server that is down. An extra server that is down is named in ``failing`` with the status
+``"degraded"`` and a 200: it stops only its own queues (the others' enqueues, pages and metrics go on, and its
+enqueues wait in the outbox), so a load balancer reading the code must not take the web process out of service
+for it. The database, the default server and the cache still answer 503.
 """
 
 import hmac
@@ -112,13 +116,14 @@ def healthz(request):
         "cache_redis": _probe_redis("cache"),
     }
     failing = [name for name, c in components.items() if c["status"] != "ok"]
-    body = {"status": "ok" if not failing else "error", "failing": failing}
+    required = [name for name in failing if not name.startswith("queue_redis:")]  # an extra server: degraded
+    body = {"status": "error" if required else "degraded" if failing else "ok", "failing": failing}
     if may_see_details(request):
         body["components"] = components
         body["seconds"] = round(time.monotonic() - started, 3)
     else:
         body["components"] = {name: {"status": c["status"]} for name, c in components.items()}
-    response = JsonResponse(body, status=503 if failing else 200)
+    response = JsonResponse(body, status=503 if required else 200)
     # The body depends on who asks: no shared cache may hand a detailed answer to someone else.
     patch_vary_headers(response, ("Authorization", "Cookie"))
     add_never_cache_headers(response)
