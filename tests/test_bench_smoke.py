@@ -54,11 +54,10 @@ def test_peers_smoke_run_prints_a_row_per_system_and_workload():
 
 
 def test_redis_cost_smoke_run_prints_a_row_and_the_targets_per_system():
-    """bench/redis_cost.py (issue 36) on a few hundred jobs, ours --no-fork and --concurrency 8 and stock rq's
-    SimpleWorker: it completes, and prints each system's Redis CPU and commands per job and the target lines."""
-    labels = {
+    """bench/redis_cost.py (issue 36) on a few hundred jobs, ours --no-fork and stock rq's SimpleWorker: it
+    completes, and prints each system's Redis CPU and commands per job and the target lines."""
+    labels = {  # ours-c8 left out: the same code path of the script as ours-nofork, another worker's label
         "ours-nofork": "ours: rqworker --no-fork",
-        "ours-c8": "ours: rqworker --concurrency 8",
         "rq-simple": "rq: SimpleWorker",
     }
     out = subprocess.run(
@@ -73,7 +72,7 @@ def test_redis_cost_smoke_run_prints_a_row_and_the_targets_per_system():
         row = re.compile(rf"^\| {re.escape(label)} \| \d+ µs \| [\d.]+ \| [\d,]+ \|$", re.M)
         assert len(row.findall(out.stdout)) == 1, f"no row for {label}:\n{out.stdout}"
     verdicts = re.findall(r"^\| rqworker [^|]+ \| [^|]+ \| (PASS|MISS) \|$", out.stdout, re.M)
-    assert len(verdicts) == 6, out.stdout  # CPU, commands and the ratio to rq, for each of ours
+    assert len(verdicts) == 3, out.stdout  # CPU, commands and the ratio to rq
 
 
 def test_servers_smoke_run_prints_each_servers_redis_cpu_and_the_ratio():
