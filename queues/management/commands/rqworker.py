@@ -200,14 +200,19 @@ CONCURRENT = "queues.worker.OptimaConcurrentWorker"
 ASYNC = "queues.worker.OptimaAsyncWorker"
 
 
+def _whole_number(value):
+    """An option's value as a whole number; 0 (refused by the caller) when it is not one."""
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return 0
+
+
 def parse_concurrency(value):
     """``--concurrency``: a whole number of jobs >= 1 (None: 1)."""
     if value is None:
         return 1
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
+    number = _whole_number(value)
     if number < 1:
         raise CommandError(
             f"--concurrency must be a whole number of jobs >= 1, got {value!r}. Example: "
@@ -222,10 +227,7 @@ def async_jobs(options):
     value = options.get("async_jobs")
     if value is None:
         return None
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
+    number = _whole_number(value)
     if number < 1:
         raise CommandError(
             f"--async must be a whole number of jobs >= 1, got {value!r}. Example: --async 500 (up to 500 jobs "
