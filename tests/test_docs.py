@@ -6,6 +6,8 @@ as a bare file name (``gate.py``); docs/architecture.md also draws ``queues/`` a
 in this checkout: a renamed or moved module fails here with the doc, the line and the path.
 """
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -35,14 +37,17 @@ _PLACEHOLDER = re.compile(r"[<>*{}]|\.\.\.")
 OUTSIDE = {"manage.py", "settings.py", "urls.py", "wsgi.py", "asgi.py", "apps.py", "models.py", "views.py"}
 
 
+@functools.cache
 def _repo_files():
-    skip = {".venv", ".git", "node_modules", "__pycache__"}
+    """Every file and folder of the checkout, walked once (not per doc), without the venvs (.venv, and the bench's
+    .venv-peers: tens of thousands of files; walking them took ~20 s of this module), .git and caches."""
+    skip = {".git", "node_modules", "__pycache__"}
     files = set()
-    for p in ROOT.rglob("*"):
-        rel = p.relative_to(ROOT)
-        if skip & set(rel.parts):
-            continue
-        files.add(rel.as_posix() + ("/" if p.is_dir() else ""))
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip and not d.startswith(".venv")]
+        rel = Path(folder).relative_to(ROOT)
+        files.update((rel / d).as_posix() + "/" for d in dirs)
+        files.update((rel / n).as_posix() for n in names)
     return files
 
 

@@ -6,8 +6,10 @@ On each page: no console error or uncaught exception, no request failing (nor an
 >= 400), nothing wider than the window, no table wider than its container unless it scrolls inside its
 own box (``overflow-x: auto``) with its first column kept (``position: sticky; left: 0``), and text that
 can be read against its background, no word broken in the middle by a line break (tests/support/words.py), the
-admin's navigation sidebar open (as an operator browses) and, at every width in both schemes, no serious or
-critical accessibility violation found by axe-core (tests/support/axe.py), named by rule and node.
+admin's navigation sidebar open (as an operator browses) and, in both schemes at the narrowest width (1,280 px:
+where tables scroll in their own box, the layout axe's rules can tell apart), no serious or critical accessibility
+violation found by axe-core (tests/support/axe.py), named by rule and node. axe runs at 1,280 px only: each of its
+runs took 35-57 s of a crawl, and the wider layouts only add room (CI time, issue 36).
 
 Each width and scheme is its own test (``test_every_page[1280-light]``, ``[1280-dark]``, ... ``[1920-dark]``), each
 seeding its own jobs and rows (function-scoped, as every django_db(transaction=True) test must be): xdist spreads
@@ -267,9 +269,11 @@ def test_every_page(
 ):
     """Every page at one width in one scheme (test_every_page[1280-light], ...): each its own test, with its own
     data, so xdist spreads the six over its workers. The first (1,280 px, light) also reads the pages' words and
-    shoots docs/operator.md's images; the last (1,920 px, dark) checks every same-origin link."""
+    shoots docs/operator.md's images; the last (1,920 px, dark) checks every same-origin link; the two at 1,280 px run
+    axe on every page."""
     first = (width, scheme) == (WIDTHS[0], SCHEMES[0])
     last = (width, scheme) == (WIDTHS[-1], SCHEMES[-1])
+    audited = width == WIDTHS[0]  # axe: the narrowest width, in both schemes
     ids = jobs_in_every_state(queue_redis, start_worker, tmp_path)
     schedules.register(queue_redis)
     batch_id, chain_job = batches_of_every_kind(tmp_path)
@@ -304,7 +308,8 @@ def test_every_page(
         seen.extend(page.evaluate(BROKEN_WORDS_JS, BROKEN_SHOWN))
         if page.evaluate(SIDEBAR_JS) == "closed":
             seen.append("the admin's navigation sidebar is closed")
-        seen.extend(serious_violations(page))
+        if audited:
+            seen.extend(serious_violations(page))
         if first:
             if shot:
                 shoot(page, shot)
