@@ -147,36 +147,46 @@ def _replies(reply):
     return reply
 
 
-def execute_multi(connection, pipe, want=()):
+def execute_multi(connection, pipe, want=(), then=None):
     """``execute``'s contract, sent as MULTI ... EXEC instead of one call of ``BATCH_LUA``: cheaper for the server
     (no Lua string for each argument, no conversion of each command's arguments and reply), a little dearer for
     the client (N + 2 replies read, not one). The worker's success, the batch with the most arguments (the whole
     job hash), goes this way: 194,000 instructions of redis-server for its commands as the script, 113,000 as the
     MULTI (callgrind, issue 36). redis-py's own ``execute`` of the MULTI would parse each reply through its
     response callback; here the MULTI's and each command's QUEUED are read and dropped, and EXEC's array is
-    read raw. Falls back to ``pipe.execute()`` for a pipeline holding a script of its own or a WATCH."""
+    read raw. Falls back to ``pipe.execute()`` for a pipeline holding a script of its own or a WATCH.
+
+    ``then``: one more command (a tuple of its arguments) sent after the EXEC in the same round trip, run only once
+    the MULTI has; its raw reply (an error as a ``redis.ResponseError``, not raised) comes back under the key
+    ``"then"``. The fork-free worker's next pop rides on its success this way (``intake.Intake.pop_ahead``). Left
+    unsent (no ``"then"`` key) where the MULTI falls back to ``pipe.execute()``."""
     if pipe.scripts or getattr(pipe, "watching", False):
         replies = pipe.execute()
         return {index: replies[index] for index in want}
     if not pipe.command_stack:
         pipe.reset()
         return {}
-    replies = _exec(connection, pipe)
+    replies, after = _exec(connection, pipe, then)
     for number, reply in enumerate(replies, start=1):
         if isinstance(reply, redis.ResponseError):
             raise redis.ResponseError(f"Command # {number} of the batch caused error: {reply}")
-    return {index: replies[index] for index in want}
+    answer = {index: replies[index] for index in want}
+    if then is not None:
+        answer["then"] = after
+    return answer
 
 
-def _exec(connection, pipe):
-    """Send ``pipe``'s commands as MULTI ... EXEC on a connection of ``connection``'s pool -> EXEC's replies (raw:
-    a failed command's error as a ``redis.ResponseError`` in its place). ``pipe`` is reset either way."""
+def _exec(connection, pipe, then=None):
+    """Send ``pipe``'s commands as MULTI ... EXEC on a connection of ``connection``'s pool, then ``then`` (a
+    command, or None) -> (EXEC's replies, raw: a failed command's error as a ``redis.ResponseError`` in its place;
+    ``then``'s reply, or its error, or None). ``pipe`` is reset either way."""
     commands = [args for args, _options in pipe.command_stack]
     pipe.reset()
     pool = connection.connection_pool
     conn = pool.get_connection()
+    after = None
     try:
-        conn.send_packed_command(conn.pack_commands([("MULTI",), *commands, ("EXEC",)]))
+        conn.send_packed_command(conn.pack_commands([("MULTI",), *commands, ("EXEC",), *([then] if then else [])]))
         refused = None
         for _ in range(len(commands) + 1):  # the MULTI's OK, then one QUEUED per command
             try:
@@ -187,9 +197,14 @@ def _exec(connection, pipe):
             replies = conn.read_response()
         except ExecAbortError:
             raise refused or redis.ResponseError("EXECABORT") from None
+        if then:
+            try:
+                after = conn.read_response()
+            except redis.ResponseError as exc:
+                after = exc
     except BaseException:
         conn.disconnect()  # a reply may be left unread on it
         raise
     finally:
         pool.release(conn)
-    return replies
+    return replies, after

@@ -69,6 +69,10 @@ class WorkerBehaviour(BaseWorker):
     # fewer (issue 36). The concurrent worker writes its resting state there (BUSY while another job runs), when it
     # differs from the state last written: not BUSY again with each success of a drain (a command a job fewer).
     idle_with_success = True
+    # Whether the success's round trip also carries the next pop (intake.Intake.pop_ahead): only a worker whose one
+    # thread writes a success and then pops (the fork-free worker; not the concurrent one, whose jobs' threads write
+    # their successes while its main thread pops, nor the forking one, whose horse writes them).
+    pops_ahead = False
     log_result_lifespan = False  # rq's "result is kept for N seconds" per job: queues/logs/ writes one line
     queue_class = OptimaQueue
     job_class = OptimaJob
@@ -159,6 +163,7 @@ class WorkerBehaviour(BaseWorker):
         if self.is_horse:
             return super().teardown()
         self.housekeeping.stop()
+        self.intake.give_back_ahead()
         if self.lifeline is not None:
             self.lifeline.stop()
         try:
@@ -367,6 +372,7 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
 
     runs_jobs_in_process = True
     idle_with_success = False
+    pops_ahead = True
 
     def __init__(self, *args, **kwargs):  # worker
         super().__init__(*args, **kwargs)

@@ -111,6 +111,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
             slot.stopped = False
 
     idle_with_success = True  # its resting state, written with each success (adapter.WorkerBehaviour)
+    pops_ahead = False  # its main thread pops while the jobs' threads write their successes
 
     def job_running(self):  # worker
         return bool(self.threads.active())

@@ -148,13 +148,19 @@ class Dequeuer:
         self.banded = set()  # the worker's queues found empty but marked banded by the latest empty pop
         self._poll = FIRST_POLL_SECONDS
 
-    def pop(self, queues, wait):
+    def pop(self, queues, wait, ahead=None):
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
         wait for a job (None: do not wait, for burst mode). A key of the wrong type or an id that
-        is not text is put aside with an ERROR naming it (``_set_aside``), never raised."""
+        is not text is put aside with an ERROR naming it (``_set_aside``), never raised. ``ahead``: the
+        script's reply to ``command(queues)``, sent already (with a success: ``Intake.pop_ahead``), taken as
+        this pop's first look; an error reply (NOSCRIPT after a restart, WRONGTYPE) is dropped and the pop
+        looks again as usual."""
+        if isinstance(ahead, Exception):
+            ahead = None
         for _ in range(100):  # each round drops or sets aside one bad entry; then a last plain try
             try:
-                found = self._pop(queues, wait)
+                found = self._pop(queues, wait, ahead)
+                ahead = None
             except redis.ResponseError as exc:
                 if "WRONGTYPE" not in str(exc):
                     raise
@@ -164,8 +170,8 @@ class Dequeuer:
                 return found
         return None
 
-    def _pop(self, queues, wait):
-        found = self._pop_now(queues)
+    def _pop(self, queues, wait, ahead=None):
+        found = self._pop_now(queues) if ahead is None else self._take(queues, ahead)
         if found is None and self.on_empty is not None:
             self.on_empty()
         if found is not None or wait is None:
@@ -180,11 +186,24 @@ class Dequeuer:
             self._poll = min(self._poll * 2, self.poll_cap)
         return self._pop_now(queues)
 
-    def _pop_now(self, queues):
+    def command(self, queues):
+        """The pop's script call as a command to send (``EVALSHA``, its sha, its keys and arguments): what
+        ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``)."""
+        keys_, args = self._arguments(queues)
+        return ("EVALSHA", self.script.sha, len(keys_), *keys_, *args)
+
+    def _arguments(self, queues):
         keys_ = [keys.paused_key()]
         for queue in queues:
             keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
-        reply = self.script(keys=keys_, args=[keys.job_key_prefix(), *(q.name for q in queues)])
+        return keys_, [keys.job_key_prefix(), *(q.name for q in queues)]
+
+    def _pop_now(self, queues):
+        keys_, args = self._arguments(queues)
+        return self._take(queues, self.script(keys=keys_, args=args))
+
+    def _take(self, queues, reply):
+        """The pop script's reply -> what ``_pop_now`` returns."""
         if reply[0] == 2:
             queue = next(q for q in queues if q.key == as_text(reply[1]))
             return self._twice(queue, reply[2])

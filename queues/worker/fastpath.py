@@ -12,10 +12,12 @@ the pop                 one Lua call: the job id into the intermediate list, its
 the start               one Lua call (``attempt.begin`` with ``started_into``): the execution, the
                         started registry, the worker BUSY, the job STARTED (rq's
                         ``prepare_for_execution``), the id out of the intermediate list
-a success               one Lua call (``finish``): status, the job's hash, rq's Result stream entry,
+a success               one MULTI (``finish``): status, the job's hash, rq's Result stream entry,
                         the finished registry (scored to the microsecond: no re-score later), the
                         expiries, the execution removed, the limit key's slot; once a second the
-                        worker's counters and the hooks' writes (the metrics: ``Tally``)
+                        worker's counters and the hooks' writes (the metrics: ``Tally``); and after
+                        its EXEC, in the same round trip, the fork-free worker's next pop
+                        (``intake.Intake.pop_ahead``)
 both                    sent without redis-py's per-reply work (``connection/batch.py``): the start as
                         one EVALSHA of the batch script (one reply to parse instead of ~20), a success
                         as one MULTI read back raw (the server's cheaper way for its ~40 arguments)
@@ -105,12 +107,17 @@ def finish(worker, job, queue, execution):
                 pending = hooks.write_into(pipe)
             if worker.idle_with_success and worker.get_state() != worker.resting_state():
                 worker.set_state(WorkerStatus.IDLE, pipeline=pipe)  # only a change: BUSY again and again is a command
-            replies = batch.execute_multi(worker.connection, pipe, want=(dependents_at,))
+            ahead = worker.intake.pop_ahead()  # the next pop in the same round trip (fork-free worker)
+            replies = batch.execute_multi(
+                worker.connection, pipe, want=(dependents_at,), then=ahead[1] if ahead else None
+            )
     except REDIS_ERRORS:
         if pending is not None:
             hooks.restore(pending)
         tally.give_back(counted, job.ended_at - job.started_at)
         raise
+    if ahead and "then" in replies:
+        worker.intake.popped_ahead(ahead[0], replies["then"])
     if replies[dependents_at]:
         queue.enqueue_ready_jobs_by_queue(queue.move_dependents_to_ready(job))
 

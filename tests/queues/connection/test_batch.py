@@ -92,3 +92,17 @@ def test_a_command_refused_when_queued_aborts_the_multi_and_is_raised(queue_redi
         batch.execute_multi(queue_redis, pipe)
     assert not queue_redis.exists(_key("aborted"))  # EXECABORT: nothing applied
     assert queue_redis.ping()
+
+
+def test_a_command_sent_after_the_multi_runs_once_it_has_and_its_error_comes_back_unraised(queue_redis):
+    """``then`` (the fork-free worker's next pop riding on its success): run after the EXEC, in the same round
+    trip; its reply, or its error (NOSCRIPT after a restart, WRONGTYPE), comes back under "then", never raised."""
+    pipe = queue_redis.pipeline()
+    pipe.rpush(_key("then-list"), "a")
+    replies = batch.execute_multi(queue_redis, pipe, want=(0,), then=("LRANGE", _key("then-list"), 0, -1))
+    assert replies == {0: 1, "then": [b"a"]}  # it saw what the MULTI wrote
+    pipe.rpush(_key("then-list"), "b")
+    replies = batch.execute_multi(queue_redis, pipe, then=("EVALSHA", "0" * 40, 0))
+    assert isinstance(replies["then"], redis.exceptions.NoScriptError)
+    assert queue_redis.lrange(_key("then-list"), 0, -1) == [b"a", b"b"]
+    assert queue_redis.ping()  # nothing left unread on the connection

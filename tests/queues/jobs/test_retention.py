@@ -30,6 +30,7 @@ def enqueue_many(name, count):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and a worker process only: CI's SQLite pass (pytest.ini)
 @pytest.mark.django_db(transaction=True)
 def test_of_1500_quick_jobs_the_newest_1000_completed_remain_with_no_orphan_keys(
     start_worker, queue_redis, admin_redis

@@ -99,6 +99,7 @@ def test_job_of_a_killed_worker_with_no_attempt_left_is_dead_lettered_and_mirror
     assert len(starts(log)) == 1
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_job_of_a_killed_multi_queue_worker_runs_again(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     doomed = start_worker("default", "orders-sync")
@@ -117,6 +118,7 @@ def test_job_of_a_killed_multi_queue_worker_runs_again(start_worker, queue_redis
     assert [r["attempt"] for r in starts(log)] == [1, 2]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_job_popped_by_a_worker_that_died_before_starting_it_still_runs(start_worker, queue_redis, tmp_path):
     """The state a SIGKILL between the pop and the started registry leaves: the job id in the
     queue's intermediate list only. (rq's BLPOP of several queues would leave it nowhere.)"""
@@ -144,6 +146,7 @@ def busy(connection, pid):
     return any(w.pid == pid and w.get_current_job_id() for w in Worker.all(connection=connection))
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_no_job_is_lost_when_multi_queue_workers_are_killed_again_and_again(start_worker, queue_redis, tmp_path):
     log = tmp_path / "flood.jsonl"
     total = 60
@@ -174,6 +177,7 @@ def test_no_job_is_lost_when_multi_queue_workers_are_killed_again_and_again(star
     assert queue_redis.llen(get_queue("orders-sync").intermediate_queue_key) == 0
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_killed_worker_leaves_the_worker_registry_and_its_scheduler_is_replaced(start_worker, queue_redis, tmp_path):
     first = start_worker("default")
     wait_for(lambda: len(registered_workers(queue_redis)) == 1, message="the first worker to register")

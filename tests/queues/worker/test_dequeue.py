@@ -1,6 +1,9 @@
 """Dequeuer against the real Redis, in-process: priority order, paused queues, the intermediate list
 (queues/worker/dequeue.py)."""
 
+import redis
+
+import queues
 from queues.catalog.lookup import get_queue
 from queues.keyspace import keys
 from queues.worker import pause
@@ -111,3 +114,18 @@ def test_a_high_band_of_the_wrong_type_is_set_aside_and_the_pop_goes_on(queue_re
     assert Dequeuer(queue_redis).pop([default], None) == (default, "n1")
     assert queue_redis.exists(high) == 0
     assert len(list(queue_redis.scan_iter(high + ".corrupt-*"))) == 1
+
+
+def test_a_pop_sent_ahead_is_the_first_look_and_an_error_in_its_place_pops_as_usual(queue_redis):
+    """``Dequeuer.command`` is the pop's script as a command to send with other commands (``Intake.pop_ahead``); its
+    reply, given back as ``ahead``, is the pop's first look; an error in its place (NOSCRIPT after a restart)
+    is dropped and the pop looks again itself."""
+    default = get_queue("default")
+    first, second = (queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in (1, 2))
+    dequeuer = Dequeuer(queue_redis)
+    dequeuer.pop([default], None)  # the script is known to the server from here on
+    reply = queue_redis.execute_command(*dequeuer.command([default]))
+    found = dequeuer.pop([default], None, ahead=reply)
+    assert tuple(found) == (default, second.id) and found.data[b"status"] == b"queued"
+    assert dequeuer.pop([default], None, ahead=redis.ResponseError("NOSCRIPT No matching script")) is None
+    assert queue_redis.lrange(default.key + ":intermediate", 0, -1) == [first.id.encode(), second.id.encode()]

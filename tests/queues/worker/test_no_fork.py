@@ -109,3 +109,21 @@ def test_a_success_while_redis_is_away_is_recorded_once_it_is_back(outage_redis,
     assert fetch(job.id, client).return_value() == "done"
     assert DeadLetter.objects.filter(job_id=job.id).count() == 0
     assert worker.process.poll() is None, worker.output()
+
+
+def test_the_next_job_popped_with_a_success_goes_back_to_the_head_of_its_queue_when_the_worker_ends(
+    start_worker, queue_redis
+):
+    """The fork-free worker sends its next pop with each success (``intake.Intake.pop_ahead``): a worker that ends
+    after that success (``--max-jobs 1``) gives the job it popped back, to the head of its queue and untouched, where
+    the next worker runs it; none is left in the intermediate list for the abandoned-job scan."""
+    first, second, third = (queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in (1, 2, 3))
+    queue = queues.get_queue("default")
+    worker = start_worker("default", "--no-fork", "--max-jobs", "1")
+    assert worker.wait(60) == 0, worker.output()
+    assert fetch(first.id, queue_redis).get_status() == JobStatus.FINISHED
+    assert queue.get_job_ids() == [second.id, third.id], "the job popped with the success is back at the head"
+    assert queue_redis.llen(queue.key + ":intermediate") == 0
+    assert fetch(second.id, queue_redis).get_status() == JobStatus.QUEUED
+    start_worker("default", "--no-fork", "--burst").wait(60)
+    assert [fetch(job.id, queue_redis).return_value() for job in (second, third)] == [3, 4]

@@ -25,7 +25,9 @@ from tests.support import ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 FEW, MANY = 5, 45
-MAX_ROUND_TRIPS_PER_JOB = 6  # issue 21 (rq's SimpleWorker: 12)
+# issue 21 asked for at most 6 (rq's SimpleWorker: 12); issue 36 made it 2.65, then 1.65: the next pop rides on
+# the round trip of the success (intake.Intake.pop_ahead), so a job costs the worker its start and its success
+MAX_ROUND_TRIPS_PER_JOB = 2
 # issue 36: Redis commands (INFO commandstats, those Lua calls included) per job, its enqueue, run and success; it
 # was 52.5 (7 + 45.5), it is 34.6 (6 + 28.6); stock rq's SimpleWorker runs ~65 (bench/redis_cost.py)
 MAX_COMMANDS_PER_JOB = 35
@@ -55,7 +57,7 @@ def burst_round_trips(env, path, jobs):
     return SharedRoundTrips(path).count()
 
 
-def test_a_fork_free_worker_makes_at_most_six_round_trips_per_job(subprocess_env, tmp_path, queue_redis):
+def test_a_fork_free_worker_makes_at_most_two_round_trips_per_job(subprocess_env, tmp_path, queue_redis):
     few = burst_round_trips(subprocess_env, tmp_path / "few", FEW)
     many = burst_round_trips(subprocess_env, tmp_path / "many", MANY)
     per_job = (many - few) / (MANY - FEW)
