@@ -258,6 +258,10 @@ class WorkerBehaviour(BaseWorker):
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):  # worker
         return self.intake.next_job(timeout, max_idle_time)
 
+    def jobs_to_pop(self):  # worker
+        """How many jobs one pop may take (``dequeue.Dequeuer.pop``'s ``count``): one, for a worker that runs one."""
+        return 1
+
     # -- one job ----------------------------------------------------------------------------
     def prepare_execution(self, job):  # worker
         return attempt.begin(self, job)

@@ -60,6 +60,9 @@ from queues.worker.watchdog import (
 )
 
 FINISHING_WAIT_SECONDS = 5.0  # a job recording its outcome when the worker stops: waited for this long
+# Jobs one pop takes at most when that many slots are free: one Lua call of a bounded length (each job is ~5
+# commands inside it), the jobs shared out among workers that pop at once.
+POP_AT_MOST = 32
 
 
 class JobStopped(Exception):
@@ -177,7 +180,9 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         os._exit(self.exit_code)
 
     def give_back_all(self, why):  # worker
-        """Every job still running goes back to the head of its band, its attempt not counted."""
+        """Every job still running goes back to the head of its band, its attempt not counted; the jobs popped and
+        not yet handed to a slot, to the head of their queues."""
+        self.intake.give_back_ahead()
         for slot in self.threads.active():
             if slot.claim(WITHDRAWN):
                 self.withdrew = True
@@ -233,6 +238,11 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
             self.threads.wait_free(0.5)
         self.after_jobs()
         return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+
+    def jobs_to_pop(self):  # worker
+        """As many jobs as slots are free (at most ``POP_AT_MOST``): one pop, one round trip, for all of them; the
+        main thread takes the others from the dequeuer without Redis (issue 36)."""
+        return min(self.threads.free(), POP_AT_MOST)
 
     def run_maintenance_tasks(self):  # worker
         try:

@@ -33,6 +33,7 @@ queue by the abandoned-job scan. The alternative — one worker process per queu
 BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
 """
 
+import collections
 import logging
 import time
 
@@ -45,47 +46,58 @@ from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
-# intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, then the queue names.
-# -> {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key
-# is not a hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash
-# came with the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it
-# vouches for this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there:
-# two commands a job fewer, issue 36.)
-# or {0, {paused names}, {names of empty queues marked banded}}; or {2, the queue's key, id} when the id
-# was in the intermediate list already (``TWICE_LUA``): popped by another worker and not yet started, this
-# copy (pushed twice) is taken off again.
+# intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, how many jobs to pop at
+# most (``count``: the concurrent worker's free slots, else 1), then the queue names.
+# -> {1, {entry, ...}}: up to ``count`` jobs, in the worker's order of queues and bands, each entry
+# {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is not a
+# hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with
+# the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for
+# this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a
+# job fewer, issue 36.) An entry {2, the queue's key, id} is an id that was in the intermediate list already
+# (``TWICE_LUA``): popped by another worker and not yet started, this copy (pushed twice) is taken off again.
+# Or, when there was none, {0, {paused names}, {names of empty queues marked banded}}.
 POP_LUA = """
-local paused, banded = {}, {}
-for q = 2, #ARGV do
-  local k = 2 + (q - 2) * 5
+local paused, banded, found = {}, {}, {}
+local want = tonumber(ARGV[2])
+for q = 3, #ARGV do
+  local k = 2 + (q - 3) * 5
   if redis.call('SISMEMBER', KEYS[1], ARGV[q]) == 1 then
     paused[#paused + 1] = ARGV[q]
   else
-    for band = 0, 2 do
+    local band = 0
+    while band <= 2 and #found < want do
       local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
-      if id then
-        if #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
-          redis.call('LREM', KEYS[k + 3], -1, id)
-          return {2, KEYS[k + 1], id}
-        end
+      if not id then
+        band = band + 1
+      elseif #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
+        redis.call('LREM', KEYS[k + 3], -1, id)
+        found[#found + 1] = {2, KEYS[k + 1], id}
+      else
         local job = ARGV[1] .. id
         local data = redis.pcall('HGETALL', job)
         if data.err then
-          return {1, KEYS[k + 1], id}
-        end
-        for f = 1, #data, 2 do
-          if data[f] == '@PUT_BACK@' then
-            redis.call('HDEL', job, '@PUT_BACK@')
-            break
+          found[#found + 1] = {1, KEYS[k + 1], id}
+        else
+          for f = 1, #data, 2 do
+            if data[f] == '@PUT_BACK@' then
+              redis.call('HDEL', job, '@PUT_BACK@')
+              break
+            end
           end
+          found[#found + 1] = {1, KEYS[k + 1], id, data}
         end
-        return {1, KEYS[k + 1], id, data}
       end
     end
-    if redis.call('EXISTS', KEYS[k + 4]) == 1 then
+    if #found >= want then
+      return {1, found}
+    end
+    if #found == 0 and redis.call('EXISTS', KEYS[k + 4]) == 1 then
       banded[#banded + 1] = ARGV[q]
     end
   end
+end
+if #found > 0 then
+  return {1, found}
 end
 return {0, paused, banded}
 """.replace("@PUT_BACK@", jobmeta.PUT_BACK)
@@ -147,16 +159,26 @@ class Dequeuer:
         self.paused = set()  # the worker's queues found paused by the latest empty pop
         self.banded = set()  # the worker's queues found empty but marked banded by the latest empty pop
         self._poll = FIRST_POLL_SECONDS
+        self._count = 1  # jobs the script pops at most (``pop``'s ``count``)
+        self.popped = collections.deque()  # jobs a pop of several took beyond the first: the next pops' answers
 
-    def pop(self, queues, wait, ahead=None):
+    def pop(self, queues, wait, ahead=None, count=1):
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
         wait for a job (None: do not wait, for burst mode). A key of the wrong type or an id that
         is not text is put aside with an ERROR naming it (``_set_aside``), never raised. ``ahead``: the
         script's reply to ``command(queues)``, sent already (with a success: ``Intake.pop_ahead``), taken as
         this pop's first look; an error reply (NOSCRIPT after a restart, WRONGTYPE) is dropped and the pop
-        looks again as usual."""
+        looks again as usual.
+
+        ``count``: how many jobs one call of the script may pop (the concurrent worker's free slots: one round
+        trip for several jobs, issue 36); the first is returned, the others (``popped``, in the intermediate list
+        as any popped job) are the answers of the next calls, made without Redis. A caller that ends with some
+        left gives them back (``take_popped``). ``ahead`` is for a caller that pops one at a time."""
+        if self.popped:
+            return self.popped.popleft()
         if isinstance(ahead, Exception):
             ahead = None
+        self._count = max(1, int(count))
         for _ in range(100):  # each round drops or sets aside one bad entry; then a last plain try
             try:
                 found = self._pop(queues, wait, ahead)
@@ -186,31 +208,45 @@ class Dequeuer:
             self._poll = min(self._poll * 2, self.poll_cap)
         return self._pop_now(queues)
 
+    def take_popped(self):
+        """The jobs popped beyond the ones returned (``pop``'s ``count``), now the caller's to give back."""
+        left, self.popped = list(self.popped), collections.deque()
+        return left
+
     def command(self, queues):
-        """The pop's script call as a command to send (``EVALSHA``, its sha, its keys and arguments): what
-        ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``)."""
-        keys_, args = self._arguments(queues)
+        """The pop's script call, for one job, as a command to send (``EVALSHA``, its sha, its keys and arguments):
+        what ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``)."""
+        keys_, args = self._arguments(queues, 1)
         return ("EVALSHA", self.script.sha, len(keys_), *keys_, *args)
 
-    def _arguments(self, queues):
+    def _arguments(self, queues, count):
         keys_ = [keys.paused_key()]
         for queue in queues:
             keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
-        return keys_, [keys.job_key_prefix(), *(q.name for q in queues)]
+        return keys_, [keys.job_key_prefix(), count, *(q.name for q in queues)]
 
     def _pop_now(self, queues):
-        keys_, args = self._arguments(queues)
+        keys_, args = self._arguments(queues, self._count)
         return self._take(queues, self.script(keys=keys_, args=args))
 
     def _take(self, queues, reply):
-        """The pop script's reply -> what ``_pop_now`` returns."""
-        if reply[0] == 2:
-            queue = next(q for q in queues if q.key == as_text(reply[1]))
-            return self._twice(queue, reply[2])
+        """The pop script's reply -> what ``_pop_now`` returns: the first job of those it popped (the others into
+        ``popped``), DROPPED when it dropped every one, None when there was none."""
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
-            queue = next(q for q in queues if q.key == as_text(reply[1]))
-            return self._checked(queue, reply[2], _as_hash(reply[3]) if len(reply) > 3 else None)
+            found = []
+            for entry in reply[1]:
+                queue = next(q for q in queues if q.key == as_text(entry[1]))
+                if entry[0] == 2:
+                    self._twice(queue, entry[2])
+                    continue
+                job = self._checked(queue, entry[2], _as_hash(entry[3]) if len(entry) > 3 else None)
+                if job is not DROPPED:
+                    found.append(job)
+            if not found:
+                return DROPPED
+            self.popped.extend(found[1:])
+            return found[0]
         self.paused = {as_text(name) for name in reply[1]}
         self.banded = {as_text(name) for name in reply[2]}
         return None

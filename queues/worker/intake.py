@@ -104,16 +104,21 @@ class Intake:
         self._ahead = (queues, reply)
 
     def give_back_ahead(self):
-        """A job popped ahead and never taken goes back to the head of its queue (the worker's teardown)."""
+        """The jobs popped and never taken go back to the head of their queues (the worker's teardown, a stop past
+        its grace): the one popped ahead (``pop_ahead``) and those a pop of several took beyond the one it returned
+        (``Dequeuer.pop``'s ``count``)."""
         ahead, self._ahead = self._ahead, None
-        if ahead is None or isinstance(ahead[1], Exception) or ahead[1][0] != 1:
-            return
-        queues, reply = ahead
-        queue = next(q for q in queues if q.key == as_text(reply[1]))
-        try:
-            give_back(self.worker.connection, queue.key, as_text(reply[2]))
-        except REDIS_ERRORS:
-            pass  # left in the intermediate list: the abandoned-job scan returns it
+        left = [(queue, job_id) for queue, job_id in self.dequeuer.take_popped()]
+        if ahead is not None and not isinstance(ahead[1], Exception) and ahead[1][0] == 1:
+            queues, reply = ahead
+            for entry in reply[1]:
+                if entry[0] == 1:
+                    left.append((next(q for q in queues if q.key == as_text(entry[1])), as_text(entry[2])))
+        for queue, job_id in reversed(left):  # each to the head: the last first, so that they keep their order
+            try:
+                give_back(self.worker.connection, queue.key, job_id)
+            except REDIS_ERRORS:
+                pass  # left in the intermediate list: the abandoned-job scan returns it
 
     def next_job(self, timeout, max_idle_time=None):
         """(job, queue) vetted and ready to start; None when ``timeout`` (or ``max_idle_time``)
@@ -139,7 +144,7 @@ class Intake:
                 if ahead is not None:
                     found = self.dequeuer.pop(ahead[0], wait, ahead=ahead[1])
                 else:
-                    found = self.dequeuer.pop(rqcompat.ordered_queues(worker), wait)
+                    found = self.dequeuer.pop(rqcompat.ordered_queues(worker), wait, count=worker.jobs_to_pop())
                 self._log_paused()
                 if found is None:
                     worker.housekeeping.flush(idle=True)

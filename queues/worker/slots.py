@@ -80,6 +80,11 @@ class JobThreads:
         with self.changed:
             return len(self.slots) < self.size
 
+    def free(self):
+        """How many slots are free."""
+        with self.changed:
+            return max(0, self.size - len(self.slots))
+
     def active(self):
         """Slots whose outcome is still their thread's (RUNNING or FINISHING)."""
         with self.changed:

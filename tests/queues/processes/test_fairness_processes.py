@@ -57,5 +57,12 @@ def test_a_failing_job_frees_its_slot_while_it_waits_and_when_it_dies(start_work
     assert (dead.meta["dead"], dead.meta["attempt"]) == ("exhausted", 2)  # its retry ran, through the limit
     connection = get_queue("default").connection
     scoped = limits.scoped("default", "seller:a")
-    assert connection.zcard(keys.limit_allowed_key(scoped)) == 0  # no slot leaked
+    # No slot leaked. rq's forking worker frees a success's slot in a call of its own, after the one that writes
+    # FINISHED (rq's handle_job_success: release_slot after pipeline.execute()): the count reaches 0 a moment
+    # later, not with the status (seen at 1 under load).
+    wait_for(
+        lambda: connection.zcard(keys.limit_allowed_key(scoped)) == 0,
+        timeout=10,
+        message="the finished job's slot freed",
+    )
     assert connection.zcard(keys.limit_held_key(scoped)) == 0

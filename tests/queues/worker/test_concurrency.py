@@ -282,3 +282,22 @@ def test_the_rqworker_command_line_refuses_a_concurrency_that_is_not_a_number(su
     done = run_command("rqworker", "default", "--concurrency", "abc", env=subprocess_env)
     assert done.returncode == 1
     assert "--concurrency must be a whole number of jobs >= 1, got 'abc'. Example: --concurrency 8" in done.stderr
+
+
+@pytest.mark.slow
+def test_jobs_popped_in_one_call_for_the_free_slots_and_not_run_go_back_to_the_head_of_their_queue(
+    start_worker, queue_redis
+):
+    """One pop takes a job for each free slot (``concurrent.OptimaConcurrentWorker.jobs_to_pop``); a worker that
+    ends before handing them all to a slot (``--max-jobs 1`` at ``--concurrency 4``: four popped, one run) gives the
+    others back, in their order, to the head of their queue, none left in the intermediate list; the next worker
+    runs them."""
+    jobs = [queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in range(6)]
+    queue = get_queue("default")
+    worker = start_worker("default", "--concurrency", "4", "--max-jobs", "1")
+    assert worker.wait(60) == 0, worker.output()
+    assert fetch(jobs[0].id, queue_redis).get_status() == JobStatus.FINISHED
+    assert queue.get_job_ids() == [job.id for job in jobs[1:]], "the three popped with it back at the head, in order"
+    assert queue_redis.llen(queue.key + ":intermediate") == 0
+    start_worker("default", "--concurrency", "4", "--burst").wait(60)
+    assert [fetch(job.id, queue_redis).return_value() for job in jobs] == [n + 1 for n in range(6)]

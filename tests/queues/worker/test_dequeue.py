@@ -129,3 +129,31 @@ def test_a_pop_sent_ahead_is_the_first_look_and_an_error_in_its_place_pops_as_us
     assert tuple(found) == (default, second.id) and found.data[b"status"] == b"queued"
     assert dequeuer.pop([default], None, ahead=redis.ResponseError("NOSCRIPT No matching script")) is None
     assert queue_redis.lrange(default.key + ":intermediate", 0, -1) == [first.id.encode(), second.id.encode()]
+
+
+def test_a_pop_of_several_takes_them_in_order_in_one_call_and_hands_them_out_one_by_one(queue_redis):
+    """``count`` (the concurrent worker's free slots): one call of the script takes up to that many, across
+    queues and bands in the worker's order, skipping a paused queue and a copy pushed twice; the next pops hand
+    them out without Redis, and ``take_popped`` gives the caller those left."""
+    default, orders, repricer = get_queue("default"), get_queue("orders-sync"), get_queue("repricer")
+    queue_redis.rpush(keys.band_key(default.key, "high"), "h1")
+    queue_redis.rpush(default.key, "d1", "d2")
+    queue_redis.rpush(repricer.key, "r1")
+    queue_redis.rpush(orders.key, "o1", "o2", "o3")
+    queue_redis.rpush(keys.intermediate_key(orders.key), "o2")  # popped by another worker, not yet started
+    pause.pause("repricer", queue_redis)
+    dequeuer = Dequeuer(queue_redis)
+    sent = []
+    dequeuer.script = lambda keys, args, script=dequeuer.script: sent.append(args[1]) or script(keys=keys, args=args)
+    assert dequeuer.pop([default, repricer, orders], None, count=6) == (default, "h1")
+    assert sent == [6]
+    assert [dequeuer.pop([default, repricer, orders], None, count=6) for _ in range(3)] == [
+        (default, "d1"),
+        (default, "d2"),
+        (orders, "o1"),
+    ]
+    assert sent == [6], "handed out without a call"
+    assert _ids(queue_redis, keys.intermediate_key(orders.key)) == ["o2", "o1", "o3"]  # o2's copy taken off
+    assert dequeuer.take_popped() == [(orders, "o3")]
+    assert dequeuer.pop([default, repricer, orders], None, count=6) is None
+    assert _ids(queue_redis, repricer.key) == ["r1"] and dequeuer.paused == {"repricer"}
