@@ -9,7 +9,10 @@ the started registry loses the job outright (rq issues #1716, #2079). And rq kno
 queues in the paused set and LMOVEs the head of the first non-empty one into that queue's
 intermediate list, atomically — so a job of a queue paused a moment ago is never taken, and the
 pause costs no round trip of its own. The script also hands back the job's hash (``Popped.data``): the
-worker reads the job in the same round trip it pops it in. A queue is three lists, its priority bands
+worker reads the job in the same round trip it pops it in. It pops up to ``count`` jobs at once (the concurrent
+and async workers' free slots: ``jobs_to_pop``), the first returned and the others handed out by the next
+calls without Redis; the fork-free worker sends its one-job pop with its previous success
+(``Dequeuer.command``, ``intake.Intake.pop_ahead``). A queue is three lists, its priority bands
 (``queues.enqueue(..., priority=)``, ``keys.band_key``): the script takes its high band, then its
 normal one (rq's list), then its low one, into the queue's one intermediate list. When nothing is there:
 
