@@ -63,6 +63,9 @@ FINISHING_WAIT_SECONDS = 5.0  # a job recording its outcome when the worker stop
 # Jobs one pop takes at most when that many slots are free: one Lua call of a bounded length (each job is ~5
 # commands inside it), the jobs shared out among workers that pop at once.
 POP_AT_MOST = 32
+# Connections beyond one per slot: the main thread's, the pubsub thread's, the lifeline's, the watchdog's, the
+# scheduler keeper's and the housekeeping's, with room to spare.
+POOL_MARGIN = 16
 
 
 class JobStopped(Exception):
@@ -100,6 +103,17 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.death_penalty_class = self.watchdog.penalty_class
         self.exit_code = 0
         self.withdrew = False
+        self._size_pool()
+
+    def _size_pool(self):  # worker
+        """Room in the connection pool for every slot's round trip at once, and the worker's own threads: redis-py
+        8's pool holds 100 connections unless told otherwise, and past that a round trip fails with
+        MaxConnectionsError (seen at ``--async 500`` once a pop handed 32 jobs to slots at once: their starts
+        and successes were waited out as an outage). Only ever raised, never lowered."""
+        pool = self.connection.connection_pool
+        needed = self.concurrency + POOL_MARGIN
+        if isinstance(getattr(pool, "max_connections", None), int) and pool.max_connections < needed:
+            pool.max_connections = needed
 
     # -- rq's single slots, per job -------------------------------------------------------------
     def stopped_job_here(self):  # a job's thread

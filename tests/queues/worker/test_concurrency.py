@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 
 import pytest
+import redis
 from django.core.management import CommandError, call_command
 from rq.command import send_stop_job_command
 from rq.job import JobStatus
@@ -18,6 +19,7 @@ from rq.worker import Worker
 
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.worker.concurrent import POOL_MARGIN, OptimaConcurrentWorker
 from tests.jobs.concurrent import records
 from tests.support import ROOT, wait_for
 from tests.support.clock import past_rqs_repeat_window
@@ -301,3 +303,15 @@ def test_jobs_popped_in_one_call_for_the_free_slots_and_not_run_go_back_to_the_h
     assert queue_redis.llen(queue.key + ":intermediate") == 0
     start_worker("default", "--concurrency", "4", "--burst").wait(60)
     assert [fetch(job.id, queue_redis).return_value() for job in jobs] == [n + 1 for n in range(6)]
+
+
+def test_the_connection_pool_has_room_for_every_slot_at_once(queue_redis):
+    """redis-py's pool holds 100 connections unless told otherwise: a worker of 300 slots whose jobs all write at
+    once would fail past that (MaxConnectionsError, waited out as an outage). Its pool is raised to the slots and
+    a margin (``concurrent.POOL_MARGIN``), never lowered."""
+    connection = redis.Redis(connection_pool=redis.ConnectionPool(**queue_redis.connection_pool.connection_kwargs))
+    assert connection.connection_pool.max_connections == 100
+    OptimaConcurrentWorker([get_queue("default")], connection=connection, concurrency=300)
+    assert connection.connection_pool.max_connections == 300 + POOL_MARGIN
+    OptimaConcurrentWorker([get_queue("default")], connection=connection, concurrency=8)
+    assert connection.connection_pool.max_connections == 300 + POOL_MARGIN
