@@ -164,23 +164,24 @@ class Dequeuer:
         self._poll = FIRST_POLL_SECONDS
         self._count = 1  # jobs the script pops at most (``pop``'s ``count``)
         self.popped = collections.deque()  # jobs a pop of several took beyond the first: the next pops' answers
+        # (queues, reply) of the script sent with other commands (``sent``): the next pop's first look
+        self._ahead = None
 
-    def pop(self, queues, wait, ahead=None, count=1):
+    def pop(self, queues, wait, count=1):
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
         wait for a job (None: do not wait, for burst mode). A key of the wrong type or an id that
-        is not text is put aside with an ERROR naming it (``_set_aside``), never raised. ``ahead``: the
-        script's reply to ``command(queues)``, sent already (with a success: ``Intake.pop_ahead``), taken as
-        this pop's first look; an error reply (NOSCRIPT after a restart, WRONGTYPE) is dropped and the pop
-        looks again as usual.
+        is not text is put aside with an ERROR naming it (``_set_aside``), never raised.
 
         ``count``: how many jobs one call of the script may pop (the concurrent worker's free slots: one round
         trip for several jobs, issue 36); the first is returned, the others (``popped``, in the intermediate list
-        as any popped job) are the answers of the next calls, made without Redis. A caller that ends with some
-        left gives them back (``take_popped``). ``ahead`` is for a caller that pops one at a time."""
+        as any popped job) are the answers of the next calls, made without Redis. A reply of the script sent
+        already (``sent``) is this pop's first look. A caller that ends with jobs popped and not returned gives
+        them back (``take_popped``)."""
         if self.popped:
             return self.popped.popleft()
-        if isinstance(ahead, Exception):
-            ahead = None
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            queues, ahead = ahead
         self._count = max(1, int(count))
         for _ in range(100):  # each round drops or sets aside one bad entry; then a last plain try
             try:
@@ -212,15 +213,35 @@ class Dequeuer:
         return self._pop_now(queues)
 
     def take_popped(self):
-        """The jobs popped beyond the ones returned (``pop``'s ``count``), now the caller's to give back."""
-        left, self.popped = list(self.popped), collections.deque()
+        """The jobs popped and not returned, in their order, now the caller's to give back: those a pop of several
+        took beyond the first (``pop``'s ``count``), then those of a reply ``sent`` and not yet looked at (read as
+        a pop reads it: an entry that is not a job id dropped, a copy pushed twice reported)."""
+        left = list(self.popped)
+        self.popped.clear()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            first = self._take(*ahead)
+            if isinstance(first, Popped):
+                left.append(first)
+            left.extend(self.popped)
+            self.popped.clear()
         return left
 
     def command(self, queues):
         """The pop's script call, for one job, as a command to send (``EVALSHA``, its sha, its keys and arguments):
-        what ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``)."""
+        what ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``); its reply
+        goes to ``sent``."""
         keys_, args = self._arguments(queues, 1)
         return ("EVALSHA", self.script.sha, len(keys_), *keys_, *args)
+
+    def sent(self, queues, reply):
+        """The reply of ``command(queues)``, sent with other commands: the next pop's first look. An error in its
+        place (NOSCRIPT after a restart, WRONGTYPE) is dropped: that pop looks itself."""
+        self._ahead = None if isinstance(reply, Exception) else (queues, reply)
+
+    def holds(self):
+        """Whether jobs popped are waiting to be returned (``popped``, or a reply ``sent``)."""
+        return bool(self.popped) or self._ahead is not None
 
     def _arguments(self, queues, count):
         keys_ = [keys.paused_key()]

@@ -117,7 +117,7 @@ def finish(worker, job, queue, execution):
         tally.give_back(counted, job.ended_at - job.started_at)
         raise
     if ahead and "then" in replies:
-        worker.intake.popped_ahead(ahead[0], replies["then"])
+        worker.intake.dequeuer.sent(ahead[0], replies["then"])
     if replies[dependents_at]:
         queue.enqueue_ready_jobs_by_queue(queue.move_dependents_to_ready(job))
 

@@ -19,7 +19,6 @@ one WARNING (``gate.report_dropped``), never dead-lettered: its hash is left as 
 import time
 
 from rq.exceptions import NoSuchJobError, StopRequested
-from rq.utils import as_text
 from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
@@ -50,7 +49,6 @@ class Intake:
         self._next_suspension_check = 0.0
         self._idle_written = None  # the outage episodes seen when IDLE was last written
         self.busy_written = None  # the outage episodes seen when BUSY was last written (attempt.begin)
-        self._ahead = None  # (queues, the pop script's reply) of a pop sent with a success (pop_ahead)
 
     def suspension_due(self):
         """True at most once per ``SUSPENSION_CHECK_EVERY`` seconds: time for rq's suspension check."""
@@ -87,33 +85,26 @@ class Intake:
         (``WorkerBehaviour.pops_ahead``) pops right after writing a success anyway, so the pop rides on it and
         saves the job a round trip (3 a job, not 4, with its enqueue; issue 36). None while a stop is asked for,
         and when rq's loop has the suspension check or the maintenance to run first (a suspended worker must not
-        hold a popped job). Once sent, the reply goes to ``popped_ahead`` and is the next pop's first look
-        (``next_job``); a job so popped and then not started goes back to the head of its queue (``give_back_ahead``,
+        hold a popped job). Once sent, the reply goes to the dequeuer (``Dequeuer.sent``) and is the next pop's
+        first look; a job so popped and then not started goes back to the head of its queue (``give_back_ahead``,
         the worker's teardown). If the connection drops before the reply is read, a job it moved waits in the
         intermediate list, as after any pop lost that way, until the abandoned-job scan puts it back."""
         worker = self.worker
-        if not worker.pops_ahead or self._ahead is not None or worker.stop.requested:
+        if not worker.pops_ahead or self.dequeuer.holds() or worker.stop.requested:
             return None
         if time.monotonic() >= self._next_suspension_check or worker.should_run_maintenance_tasks:
             return None
         queues = rqcompat.ordered_queues(worker)
         return queues, self.dequeuer.command(queues)
 
-    def popped_ahead(self, queues, reply):
-        """The reply of the pop ``pop_ahead`` gave (an error as the exception: dropped by the pop)."""
-        self._ahead = (queues, reply)
-
     def give_back_ahead(self):
         """The jobs popped and never taken go back to the head of their queues (the worker's teardown, a stop past
         its grace): the one popped ahead (``pop_ahead``) and those a pop of several took beyond the one it returned
         (``Dequeuer.pop``'s ``count``)."""
-        ahead, self._ahead = self._ahead, None
-        left = [(queue, job_id) for queue, job_id in self.dequeuer.take_popped()]
-        if ahead is not None and not isinstance(ahead[1], Exception) and ahead[1][0] == 1:
-            queues, reply = ahead
-            for entry in reply[1]:
-                if entry[0] == 1:
-                    left.append((next(q for q in queues if q.key == as_text(entry[1])), as_text(entry[2])))
+        try:
+            left = self.dequeuer.take_popped()
+        except REDIS_ERRORS:
+            return  # left in the intermediate list: the abandoned-job scan returns them
         for queue, job_id in reversed(left):  # each to the head: the last first, so that they keep their order
             try:
                 give_back(self.worker.connection, queue.key, job_id)
@@ -140,11 +131,7 @@ class Intake:
                 # rq asks INFO once and caches it: asked here, inside the outage handling and before a pop (it
                 # was asked after the pop, where a failover's refused connection ended the worker).
                 version = worker.get_redis_server_version()
-                ahead, self._ahead = self._ahead, None
-                if ahead is not None:
-                    found = self.dequeuer.pop(ahead[0], wait, ahead=ahead[1])
-                else:
-                    found = self.dequeuer.pop(rqcompat.ordered_queues(worker), wait, count=worker.jobs_to_pop())
+                found = self.dequeuer.pop(rqcompat.ordered_queues(worker), wait, count=worker.jobs_to_pop())
                 self._log_paused()
                 if found is None:
                     worker.housekeeping.flush(idle=True)

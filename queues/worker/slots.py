@@ -77,8 +77,7 @@ class JobThreads:
         self.inbox.put(slot)
 
     def has_free(self):
-        with self.changed:
-            return len(self.slots) < self.size
+        return self.free() > 0
 
     def free(self):
         """How many slots are free."""

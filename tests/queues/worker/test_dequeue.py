@@ -118,16 +118,17 @@ def test_a_high_band_of_the_wrong_type_is_set_aside_and_the_pop_goes_on(queue_re
 
 def test_a_pop_sent_ahead_is_the_first_look_and_an_error_in_its_place_pops_as_usual(queue_redis):
     """``Dequeuer.command`` is the pop's script as a command to send with other commands (``Intake.pop_ahead``); its
-    reply, given back as ``ahead``, is the pop's first look; an error in its place (NOSCRIPT after a restart)
+    reply, handed to ``sent``, is the next pop's first look; an error in its place (NOSCRIPT after a restart)
     is dropped and the pop looks again itself."""
     default = get_queue("default")
     first, second = (queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in (1, 2))
     dequeuer = Dequeuer(queue_redis)
     dequeuer.pop([default], None)  # the script is known to the server from here on
-    reply = queue_redis.execute_command(*dequeuer.command([default]))
-    found = dequeuer.pop([default], None, ahead=reply)
+    dequeuer.sent([default], queue_redis.execute_command(*dequeuer.command([default])))
+    found = dequeuer.pop([default], None)
     assert tuple(found) == (default, second.id) and found.data[b"status"] == b"queued"
-    assert dequeuer.pop([default], None, ahead=redis.ResponseError("NOSCRIPT No matching script")) is None
+    dequeuer.sent([default], redis.ResponseError("NOSCRIPT No matching script"))
+    assert dequeuer.pop([default], None) is None
     assert queue_redis.lrange(default.key + ":intermediate", 0, -1) == [first.id.encode(), second.id.encode()]
 
 
