@@ -27,8 +27,12 @@ The keys are not declared (passed as arguments): fine on a single Redis and Sent
 what this project runs (docs/decisions.md); a Redis Cluster would need them declared.
 """
 
+import functools
+
 import redis
-from redis.exceptions import ExecAbortError
+from redis.exceptions import ExecAbortError, NoScriptError
+
+from queues.connection import combine
 
 BATCH_LUA = """
 local wanted, errors, numbers = {}, {}, true
@@ -128,7 +132,7 @@ def execute(connection, pipe, want=()):
     try:
         if not argv:
             return {}
-        wanted, errors = _replies(_script(connection)(args=argv))
+        wanted, errors = _replies(_call(connection, argv))
     finally:
         pipe.reset()
     if errors:
@@ -136,6 +140,24 @@ def execute(connection, pipe, want=()):
         message = message.decode() if isinstance(message, bytes) else message
         raise redis.ResponseError(f"Command # {number} of the batch caused error: {message}")
     return dict(zip(sorted(want), wanted))
+
+
+def _call(connection, argv):
+    """``BATCH_LUA`` called with ``argv`` -> its raw reply; with other threads' batches in one round trip when the
+    client's batches are combined (``combine.py``), else on its own (redis-py's ``Script``, which loads the script
+    when the server does not have it)."""
+    script = _script(connection)
+    combiner = combine.of(connection)
+    if combiner is not None:
+        try:
+            return combiner.run([("EVALSHA", script.sha, 0, *argv)], _read_one)
+        except NoScriptError:
+            pass  # loaded by the call below
+    return script(args=argv)
+
+
+def _read_one(conn):
+    return conn.read_response()
 
 
 def _replies(reply):
@@ -180,23 +202,17 @@ def _exec(connection, pipe, then=None):
     """Send ``pipe``'s commands as MULTI ... EXEC on a connection of ``connection``'s pool, then ``then`` (a
     command, or None) -> (EXEC's replies, raw: a failed command's error as a ``redis.ResponseError`` in its place;
     ``then``'s reply, or its error, or None). ``pipe`` is reset either way."""
-    commands = [args for args, _options in pipe.command_stack]
+    commands = [("MULTI",), *(args for args, _options in pipe.command_stack), ("EXEC",)]
     pipe.reset()
+    combiner = combine.of(connection)
+    if combiner is not None and then is None:  # with other threads' batches in one round trip
+        return combiner.run(commands, functools.partial(_read_multi, sent=len(commands))), None
     pool = connection.connection_pool
     conn = pool.get_connection()
     after = None
     try:
-        conn.send_packed_command(conn.pack_commands([("MULTI",), *commands, ("EXEC",), *([then] if then else [])]))
-        refused = None
-        for _ in range(len(commands) + 1):  # the MULTI's OK, then one QUEUED per command
-            try:
-                conn.read_response()
-            except redis.ResponseError as exc:  # refused when queued (arity): EXEC then answers EXECABORT
-                refused = refused or exc
-        try:
-            replies = conn.read_response()
-        except ExecAbortError:
-            raise refused or redis.ResponseError("EXECABORT") from None
+        conn.send_packed_command(conn.pack_commands([*commands, *([then] if then else [])]))
+        replies = _read_multi(conn, len(commands))
         if then:
             try:
                 after = conn.read_response()
@@ -208,3 +224,18 @@ def _exec(connection, pipe, then=None):
     finally:
         pool.release(conn)
     return replies, after
+
+
+def _read_multi(conn, sent):
+    """The replies of MULTI, its commands and EXEC (``sent`` of them in all) read from ``conn`` -> EXEC's array,
+    raw; raises the error of a command refused when queued (EXEC then answers EXECABORT)."""
+    refused = None
+    for _ in range(sent - 1):  # the MULTI's OK, then one QUEUED per command
+        try:
+            conn.read_response()
+        except redis.ResponseError as exc:  # refused when queued (arity): EXEC then answers EXECABORT
+            refused = refused or exc
+    try:
+        return conn.read_response()
+    except ExecAbortError:
+        raise refused or redis.ResponseError("EXECABORT") from None

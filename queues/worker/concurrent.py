@@ -43,6 +43,7 @@ from rq.utils import now
 from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
+from queues.connection import combine
 from queues.connection.outage import REDIS_ERRORS
 from queues.failures.handler import FailureHandler
 from queues.jobs import meta as jobmeta
@@ -104,6 +105,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.exit_code = 0
         self.withdrew = False
         self._size_pool()
+        combine.enable(self.connection)  # the jobs' starts and successes, several threads' in one round trip
 
     def _size_pool(self):  # worker
         """Room in the connection pool for every slot's round trip at once, and the worker's own threads: redis-py

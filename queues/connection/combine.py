@@ -1,0 +1,134 @@
+"""The round trips of several threads sent as one: a group commit on a client's connection pool (issue 36).
+
+A worker with many jobs in flight (``rqworker --concurrency N``, ``--async N``) writes each job's start and
+its success from the job's own thread, a round trip each. Redis pays for each round trip a read, a write and
+a wake-up, and the worker a send, a receive and the pool's checks, whatever the round trip carries: at a
+thousand jobs a second those dominate both sides' CPU. Here a thread that has a batch to send (its start's
+script call, its success's MULTI: ``connection/batch.py``) sends it at once when no other batch is on its
+way; otherwise it waits, and the thread whose batch was on its way, or the first one waiting, sends every
+batch that queued up meanwhile in one write, reads their replies in order and hands each its own. Each batch
+stays what it was: one script call or one MULTI ... EXEC, atomic on its own, and its caller gets its own
+replies or its own error, exactly as from its own round trip. A lone thread waits for nobody: a batch is
+never held back to gather others (the way PostgreSQL's commit_delay would), so a worker with one job at a
+time sends as before. This is the leader/follower group commit of databases' write-ahead logs, and the
+``flat combining`` of concurrent data structures; redis-py has no such thing (its pipelines are one
+caller's), so it is written here.
+
+A failure of the connection (a reset, a timeout) fails the batch being read and every one after it in that
+write: each caller gets the error its own round trip would have raised, and handles it as it did (the
+success's retry through an outage is idempotent, ``worker/horse.py``; the start checks whether it landed,
+``worker/attempt.py``).
+"""
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+_combiners: dict[int, "Combiner"] = {}  # id(client) -> its Combiner
+
+
+def enable(client: redis.Redis) -> "Combiner":
+    """Combine the batches sent on ``client`` from now on (idempotent) -> its combiner."""
+    combiner = of(client)
+    if combiner is None:
+        combiner = _combiners[id(client)] = Combiner(client)
+    return combiner
+
+
+def disable(client: redis.Redis) -> None:
+    _combiners.pop(id(client), None)
+
+
+def of(client: redis.Redis) -> "Combiner | None":
+    """The combiner of ``client``, or None when its batches go one by one."""
+    combiner = _combiners.get(id(client))
+    return combiner if combiner is not None and combiner.client is client else None
+
+
+class _Request:
+    __slots__ = ("commands", "read", "ready", "done", "value", "error")
+
+    def __init__(self, commands: list[tuple[Any, ...]], read: Callable[[Any], Any]) -> None:
+        self.commands = commands
+        self.read = read
+        self.ready = threading.Lock()  # held until the request is done or its thread is to send (a semaphore)
+        self.ready.acquire()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class Combiner:
+    """Batches of commands sent on ``client``'s pool, several threads' in one round trip (see the module)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._pending: list[_Request] = []
+        self._sending = False
+        self.round_trips = 0  # what it saved is told by these two (tests, benchmarks)
+        self.batches = 0
+
+    def run(self, commands: list[tuple[Any, ...]], read: Callable[[Any], Any]) -> Any:
+        """Send ``commands`` (tuples of arguments) and return ``read(connection)``: the caller's reading of their
+        replies, exactly as many as they are (a ``redis.ResponseError`` it raises is this batch's alone; anything
+        else it raises leaves the connection out of step and fails the batches after it)."""
+        request = _Request(commands, read)
+        with self._lock:
+            self._pending.append(request)
+            waits = self._sending
+            self._sending = True
+        if waits:
+            request.ready.acquire()  # until done, or handed the sending of what queued up
+            if request.done:
+                return request.outcome()
+        self._send_pending()
+        return request.outcome()
+
+    def _send_pending(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        try:
+            self._send(batch)
+        finally:
+            with self._lock:
+                following = self._pending[0] if self._pending else None
+                self._sending = following is not None
+            for request in batch:
+                request.done = True
+                request.ready.release()
+            if following is not None:
+                following.ready.release()  # not done: its thread sends what queued up meanwhile
+
+    def _send(self, batch: list[_Request]) -> None:
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        self.round_trips += 1
+        self.batches += len(batch)
+        broken: BaseException | None = None
+        try:
+            conn.send_packed_command(conn.pack_commands([command for request in batch for command in request.commands]))
+        except BaseException as exc:  # noqa: BLE001 — every batch of this write gets it, below
+            broken = exc
+        try:
+            for request in batch:
+                if broken is not None:
+                    request.error = broken
+                    continue
+                try:
+                    request.value = request.read(conn)
+                except redis.ResponseError as exc:  # its own replies read: the next ones are in step
+                    request.error = exc
+                except BaseException as exc:  # noqa: BLE001 — out of step: this one and the rest fail with it
+                    broken = request.error = exc
+        finally:
+            if broken is not None:
+                conn.disconnect()
+            pool.release(conn)

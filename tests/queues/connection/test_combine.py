@@ -1,0 +1,173 @@
+"""queues/connection/combine.py: several threads' batches in one round trip, each with its own replies."""
+
+import threading
+
+import pytest
+import redis
+
+from queues.connection import batch, combine
+from queues.keyspace import keys
+
+
+def _key(name):
+    return f"{keys.job_key_prefix()}combine-test-{name}"
+
+
+@pytest.fixture
+def client(queue_redis):
+    """A client of its own (the app's is shared), its batches combined."""
+    own = redis.Redis(connection_pool=redis.ConnectionPool(**queue_redis.connection_pool.connection_kwargs))
+    combine.enable(own)
+    yield own
+    combine.disable(own)
+    own.connection_pool.disconnect()
+
+
+def _read_one(conn):
+    return conn.read_response()
+
+
+def _held(combiner, waiting, reading):
+    """A reader that sets ``reading`` and holds its round trip open until ``waiting`` other batches queued up
+    behind it."""
+
+    def read(conn):
+        reading.set()
+        while True:
+            with combiner._lock:
+                if len(combiner._pending) >= waiting:
+                    break
+            threading.Event().wait(0.005)
+        return conn.read_response()
+
+    return read
+
+
+def test_a_lone_batch_is_sent_at_once_in_a_round_trip_of_its_own(client):
+    combiner = combine.of(client)
+    for n in range(3):
+        replies = combiner.run(
+            [("SET", _key("lone"), n), ("GET", _key("lone"))], lambda c: (_read_one(c), _read_one(c))
+        )
+        assert replies == (b"OK", str(n).encode())
+    assert (combiner.round_trips, combiner.batches) == (3, 3)
+
+
+def test_batches_that_queue_up_behind_one_on_its_way_go_together_each_with_its_own_replies(client):
+    combiner = combine.of(client)
+    reading = threading.Event()
+    others = 12
+    first = threading.Thread(target=lambda: combiner.run([("INCR", _key("first"))], _held(combiner, others, reading)))
+    first.start()
+    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
+    got = {}
+
+    def one(n):
+        got[n] = combiner.run(
+            [("SET", _key(f"k{n}"), n), ("INCRBY", _key("sum"), n + 1)],
+            lambda c: (c.read_response(), c.read_response()),
+        )
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(others)]
+    for thread in threads:
+        thread.start()
+    for thread in [first, *threads]:
+        thread.join(10)
+    assert (combiner.round_trips, combiner.batches) == (2, others + 1)
+    assert sorted(got) == list(range(others))
+    total = sum(range(1, others + 1))
+    assert all(reply[0] == b"OK" and 1 <= reply[1] <= total for reply in got.values())
+    assert len({reply[1] for reply in got.values()}) == others  # each its own INCRBY's running total
+    assert client.get(_key("sum")) == str(total).encode()
+    assert [client.get(_key(f"k{n}")) for n in range(others)] == [str(n).encode() for n in range(others)]
+
+
+def test_an_error_of_one_batch_is_its_own_and_the_others_apply(client):
+    combiner = combine.of(client)
+    client.set(_key("str"), "x")
+    reading = threading.Event()
+    outcomes = {}
+
+    def one(name, commands, read):
+        try:
+            outcomes[name] = combiner.run(commands, read)
+        except redis.ResponseError as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=one, args=("first", [("PING",)], _held(combiner, 3, reading)))
+    first.start()
+    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
+    multi = ("MULTI",), ("SADD", _key("str"), "y"), ("SADD", _key("set"), "z"), ("EXEC",)
+    refused = ("MULTI",), ("SADD", _key("before")), ("EXEC",)  # SADD without a member: refused when queued
+    threads = [
+        threading.Thread(target=one, args=("wrongtype", list(multi), lambda c: batch._read_multi(c, 4))),
+        threading.Thread(target=one, args=("refused", list(refused), lambda c: batch._read_multi(c, 3))),
+        threading.Thread(target=one, args=("after", [("SADD", _key("after"), "a")], _read_one)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in [first, *threads]:
+        thread.join(10)
+    assert combiner.round_trips == 2
+    assert outcomes["first"] == b"PONG"
+    wrongtype, applied = outcomes["wrongtype"]
+    assert isinstance(wrongtype, redis.ResponseError) and "WRONGTYPE" in str(wrongtype) and applied == 1
+    refusal = outcomes["refused"]
+    assert isinstance(refusal, redis.ResponseError) and "wrong number of arguments" in str(refusal)
+    assert outcomes["after"] == 1
+    assert client.smembers(_key("set")) == {b"z"} and client.exists(_key("before")) == 0
+
+
+def test_a_connection_lost_mid_write_fails_that_batch_and_the_ones_after_it_then_the_next_call_reconnects(client):
+    combiner = combine.of(client)
+    reading = threading.Event()
+    outcomes = {}
+
+    def lose(conn):  # the connection drops before this batch's replies are read, as redis-py then raises
+        conn.disconnect()
+        raise redis.ConnectionError("Connection closed by server.")
+
+    def one(name, commands, read):
+        try:
+            outcomes[name] = combiner.run(commands, read)
+        except (redis.ConnectionError, OSError) as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=one, args=("first", [("PING",)], _held(combiner, 2, reading)))
+    first.start()
+    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
+    second = threading.Thread(target=one, args=("second", [("INCR", _key("n"))], lose))
+    second.start()
+    while len(combiner._pending) < 1:
+        threading.Event().wait(0.001)
+    third = threading.Thread(target=one, args=("third", [("INCR", _key("n"))], _read_one))
+    third.start()
+    for thread in (first, second, third):
+        thread.join(10)
+    assert outcomes["first"] == b"PONG"
+    assert isinstance(outcomes["second"], redis.ConnectionError | OSError)
+    assert isinstance(outcomes["third"], redis.ConnectionError | OSError)  # its replies came after the loss
+    assert combiner.run([("PING",)], _read_one) == b"PONG"  # a new connection of the pool answers
+    assert combiner.round_trips == 3
+
+
+def test_the_worker_batches_give_the_same_answers_combined(client):
+    pipe = client.pipeline()
+    pipe.hset(_key("h"), mapping={"a": 1})
+    pipe.sadd(_key("s"), "m", "n")
+    pipe.scard(_key("s"))
+    assert batch.execute(client, pipe, want=(2,)) == {2: 2}
+    pipe = client.pipeline()
+    pipe.hset(_key("h"), "b", "x")
+    pipe.expire(_key("s"), 100)
+    assert batch.execute_multi(client, pipe, want=(1,)) == {1: 1}
+    assert client.hgetall(_key("h")) == {b"a": b"1", b"b": b"x"}
+    assert combine.of(client).round_trips == 2
+
+
+def test_a_script_the_server_lost_is_loaded_again(client):
+    client.script_flush()
+    pipe = client.pipeline()
+    pipe.incr(_key("after-flush"))
+    assert batch.execute(client, pipe, want=(0,)) == {0: 1}
+    assert client.get(_key("after-flush")) == b"1"
