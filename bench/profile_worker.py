@@ -5,6 +5,7 @@
     .venv/bin/python bench/profile_worker.py A --jobs 3000 --concurrency 32 --html /tmp/a.html
     .venv/bin/python bench/profile_worker.py B --jobs 3000 --concurrency 32 --cycle   # a slot's cycle, no profiler
     .venv/bin/python bench/profile_worker.py A --jobs 3000 --async 64    # rqworker --async 64, async def no-op jobs
+    .venv/bin/python bench/profile_worker.py B --jobs 5000 --async 500 --cycle   # a slot's cycle at --async 500
 
 One private redis-server and (for B) peers.py's HTTP server; the jobs (``bench.peer_jobs.ours``)
 enqueued with ``queues.enqueue_many`` before the worker starts; then ``manage.py rqworker --burst``
@@ -89,7 +90,7 @@ def profiled_threads(sessions):
 def timed_cycle():
     """Wrap the per-job steps of the concurrent worker with clocks; -> the events list (name, t, thread)."""
     from bench.peer_jobs import ours
-    from queues.worker import concurrent, fastpath, intake
+    from queues.worker import attempt, concurrent, eventloop, fastpath, intake
 
     events = []
 
@@ -111,7 +112,9 @@ def timed_cycle():
 
     wrap(concurrent.OptimaConcurrentWorker, "run_in_thread", "thread takes the job")
     wrap(concurrent.OptimaConcurrentWorker, "execute_job", "main: start it, hand it over", "main: handed over")
+    wrap(attempt, "begin", "start: one call", "started")
     wrap(fastpath, "finish", "success: one call", "success recorded")
+    wrap(eventloop.LoopThread, "submit", "coroutine handed to the loop")
     wrap(ours, "io_call", "the job's GET", "the job's answer")
     wrap(intake.Intake, "next_job", "main: wait for a slot, pop, vet", "main: job popped and vetted")
     return events
@@ -172,9 +175,13 @@ def main():
             if opts.cycle:
                 events = timed_cycle()
                 started = time.perf_counter()
-                call_command(
-                    *args, *(["--concurrency", str(opts.concurrency)] if opts.concurrency > 1 else ["--no-fork"])
-                )
+                if opts.async_slots:
+                    args += ["--async", str(opts.async_slots)]
+                elif opts.concurrency > 1:
+                    args += ["--concurrency", str(opts.concurrency)]
+                else:
+                    args += ["--no-fork"]
+                call_command(*args)
                 elapsed = time.perf_counter() - started
                 print(f"{opts.jobs} jobs in {elapsed:.1f} s: {opts.jobs / elapsed:.0f} jobs/s (start-up included)")
                 cycle_table(events)

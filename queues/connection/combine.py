@@ -48,7 +48,7 @@ def of(client: redis.Redis) -> "Combiner | None":
 
 
 class _Request:
-    __slots__ = ("commands", "read", "ready", "done", "value", "error")
+    __slots__ = ("commands", "read", "ready", "done", "value", "error", "batch")
 
     def __init__(self, commands: list[tuple[Any, ...]], read: Callable[[Any], Any]) -> None:
         self.commands = commands
@@ -58,6 +58,7 @@ class _Request:
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
+        self.batch: list[_Request] = []  # the batches its thread sends, when handed the sending
 
     def outcome(self) -> Any:
         if self.error is not None:
@@ -68,11 +69,15 @@ class _Request:
 class Combiner:
     """Batches of commands sent on ``client``'s pool, several threads' in one round trip (see the module)."""
 
+    # Round trips on their way at once, each on a connection of its own: 2 and 4 measured no faster than 1 at
+    # ``--async 500`` (bench/async_jobs.py: the worker is then bound by its CPU, not by the wait for Redis)
+    in_flight = 1
+
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._lock = threading.Lock()
         self._pending: list[_Request] = []
-        self._sending = False
+        self._sending = 0
         self.round_trips = 0  # what it saved is told by these two (tests, benchmarks)
         self.batches = 0
 
@@ -82,36 +87,51 @@ class Combiner:
         else it raises leaves the connection out of step and fails the batches after it)."""
         request = _Request(commands, read)
         with self._lock:
-            self._pending.append(request)
-            waits = self._sending
-            self._sending = True
-        if waits:
-            request.ready.acquire()  # until done, or handed the sending of what queued up
+            if self._sending < self.in_flight:
+                self._sending += 1
+                batch, self._pending = [*self._pending, request], []
+            else:
+                self._pending.append(request)
+                batch = None
+        if batch is None:
+            request.ready.acquire()  # until done, or handed the sending of what queued up behind it
             if request.done:
                 return request.outcome()
-        self._send_pending()
+            batch = request.batch
+        self._send_all(batch)
         return request.outcome()
 
-    def _send_pending(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, []
+    def _send_all(self, batch: list[_Request]) -> None:
         try:
             self._send(batch)
+        except BaseException as exc:  # noqa: BLE001 — not a batch left without an answer
+            for request in batch:
+                if request.value is None and request.error is None:
+                    request.error = exc
+            raise
         finally:
             with self._lock:
                 following = self._pending[0] if self._pending else None
-                self._sending = following is not None
+                if following is None:
+                    self._sending -= 1
+                else:  # its thread sends what queued up meanwhile
+                    following.batch, self._pending = self._pending, []
             for request in batch:
                 request.done = True
                 request.ready.release()
             if following is not None:
-                following.ready.release()  # not done: its thread sends what queued up meanwhile
+                following.ready.release()
 
     def _send(self, batch: list[_Request]) -> None:
-        pool = self.client.connection_pool
-        conn = pool.get_connection()
         self.round_trips += 1
         self.batches += len(batch)
+        pool = self.client.connection_pool
+        try:
+            conn = pool.get_connection()  # connects when the pool has none: Redis away fails here
+        except BaseException as exc:  # noqa: BLE001 — every batch gets it, as its own round trip would have raised it
+            for request in batch:
+                request.error = exc
+            return
         broken: BaseException | None = None
         try:
             conn.send_packed_command(conn.pack_commands([command for request in batch for command in request.commands]))

@@ -171,3 +171,33 @@ def test_a_script_the_server_lost_is_loaded_again(client):
     pipe.incr(_key("after-flush"))
     assert batch.execute(client, pipe, want=(0,)) == {0: 1}
     assert client.get(_key("after-flush")) == b"1"
+
+
+def test_redis_away_when_batches_are_to_go_fails_each_of_them_with_the_error_of_its_own_round_trip(client, monkeypatch):
+    combiner = combine.of(client)
+    reading = threading.Event()
+    outcomes = {}
+
+    def one(name, commands, read):
+        try:
+            outcomes[name] = combiner.run(commands, read)
+        except redis.ConnectionError as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=one, args=("first", [("PING",)], _held(combiner, 3, reading)))
+    first.start()
+    assert reading.wait(10)  # it has its connection; the next batch's will not connect
+
+    def unreachable(*args, **kwargs):
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    monkeypatch.setattr(client.connection_pool, "get_connection", unreachable)
+    others = [threading.Thread(target=one, args=(n, [("INCR", _key("away"))], _read_one)) for n in range(3)]
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join(10)
+    assert outcomes["first"] == b"PONG"
+    assert [type(outcomes[n]) for n in range(3)] == [redis.ConnectionError] * 3
+    monkeypatch.undo()
+    assert client.get(_key("away")) is None  # none of them was sent
