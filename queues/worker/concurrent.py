@@ -4,7 +4,9 @@
 (``slots.py``) instead of its main thread. The main thread keeps rq's loop and ours (``Intake``:
 pause, trust gate, housekeeping, stop) and pops only while a slot is free; each job starts and runs in
 its thread through the fork-free worker's own per-job path (``attempt.begin``, then ``perform_job``: the
-job, its success or ``failures/``): the main thread's only round trip per job is its pop (issue 36).
+job, its success or ``failures/``): the main thread's only round trip per job is its pop (issue 36). The jobs'
+threads share their round trips: a start or a success that is ready while another thread's is on its way goes
+with the others that queued up meanwhile, in one write (``connection/combine.py``).
 ``async def`` jobs take the same path: rq runs each coroutine with its own ``asyncio.run``, in the job's
 thread (``rqworker --async N``, ``asyncworker.py``, runs them on one event loop instead).
 
