@@ -172,28 +172,22 @@ def main():
 
             sessions = []
             args = ["rqworker", "default", "--burst", "-v", "0", "--without-scheduler"]
+            if opts.async_slots:
+                args += ["--async", str(opts.async_slots)]
+            elif opts.concurrency > 1:
+                args += ["--concurrency", str(opts.concurrency)]
+            else:
+                args += ["--no-fork"]
             if opts.cycle:
                 events = timed_cycle()
                 started = time.perf_counter()
-                if opts.async_slots:
-                    args += ["--async", str(opts.async_slots)]
-                elif opts.concurrency > 1:
-                    args += ["--concurrency", str(opts.concurrency)]
-                else:
-                    args += ["--no-fork"]
                 call_command(*args)
                 elapsed = time.perf_counter() - started
                 print(f"{opts.jobs} jobs in {elapsed:.1f} s: {opts.jobs / elapsed:.0f} jobs/s (start-up included)")
                 cycle_table(events)
                 return
-            if opts.async_slots:
-                profiled_threads(sessions)  # the job threads (the coroutines run on the loop's thread, unprofiled)
-                args += ["--async", str(opts.async_slots)]
-            elif opts.concurrency > 1:
-                profiled_threads(sessions)
-                args += ["--concurrency", str(opts.concurrency)]
-            else:
-                args += ["--no-fork"]
+            if opts.async_slots or opts.concurrency > 1:
+                profiled_threads(sessions)  # the job threads (an async job's coroutine runs on the loop's, unprofiled)
             profiler = Profiler(interval=0.0005)
             started = time.perf_counter()
             profiler.start()

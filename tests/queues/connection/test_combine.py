@@ -43,6 +43,31 @@ def _held(combiner, waiting, reading):
     return read
 
 
+def _run_into(outcomes, combiner, name, commands, read):
+    """``combiner.run`` (in a thread of its own): its answer, or the error it raised, kept under ``name``."""
+    try:
+        outcomes[name] = combiner.run(commands, read)
+    except (redis.RedisError, OSError) as exc:
+        outcomes[name] = exc
+
+
+def _started(outcomes, combiner, *calls):
+    """A thread for each (name, commands, read) of ``calls``, started -> the threads."""
+    threads = [threading.Thread(target=_run_into, args=(outcomes, combiner, *call)) for call in calls]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _first_on_its_way(outcomes, combiner, waiting):
+    """A PING (its answer kept under "first") whose round trip is on its way and stays open until ``waiting``
+    batches queued up behind it -> its thread."""
+    reading = threading.Event()
+    (first,) = _started(outcomes, combiner, ("first", [("PING",)], _held(combiner, waiting, reading)))
+    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
+    return first
+
+
 def test_a_lone_batch_is_sent_at_once_in_a_round_trip_of_its_own(client):
     combiner = combine.of(client)
     for n in range(3):
@@ -55,25 +80,20 @@ def test_a_lone_batch_is_sent_at_once_in_a_round_trip_of_its_own(client):
 
 def test_batches_that_queue_up_behind_one_on_its_way_go_together_each_with_its_own_replies(client):
     combiner = combine.of(client)
-    reading = threading.Event()
     others = 12
-    first = threading.Thread(target=lambda: combiner.run([("INCR", _key("first"))], _held(combiner, others, reading)))
-    first.start()
-    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
     got = {}
+    first = _first_on_its_way(got, combiner, others)
 
-    def one(n):
-        got[n] = combiner.run(
-            [("SET", _key(f"k{n}"), n), ("INCRBY", _key("sum"), n + 1)],
-            lambda c: (c.read_response(), c.read_response()),
-        )
+    def both(conn):
+        return (conn.read_response(), conn.read_response())
 
-    threads = [threading.Thread(target=one, args=(n,)) for n in range(others)]
-    for thread in threads:
-        thread.start()
+    threads = _started(
+        got, combiner, *((n, [("SET", _key(f"k{n}"), n), ("INCRBY", _key("sum"), n + 1)], both) for n in range(others))
+    )
     for thread in [first, *threads]:
         thread.join(10)
     assert (combiner.round_trips, combiner.batches) == (2, others + 1)
+    assert got.pop("first") == b"PONG"
     assert sorted(got) == list(range(others))
     total = sum(range(1, others + 1))
     assert all(reply[0] == b"OK" and 1 <= reply[1] <= total for reply in got.values())
@@ -85,27 +105,17 @@ def test_batches_that_queue_up_behind_one_on_its_way_go_together_each_with_its_o
 def test_an_error_of_one_batch_is_its_own_and_the_others_apply(client):
     combiner = combine.of(client)
     client.set(_key("str"), "x")
-    reading = threading.Event()
     outcomes = {}
-
-    def one(name, commands, read):
-        try:
-            outcomes[name] = combiner.run(commands, read)
-        except redis.ResponseError as exc:
-            outcomes[name] = exc
-
-    first = threading.Thread(target=one, args=("first", [("PING",)], _held(combiner, 3, reading)))
-    first.start()
-    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
+    first = _first_on_its_way(outcomes, combiner, 3)
     multi = ("MULTI",), ("SADD", _key("str"), "y"), ("SADD", _key("set"), "z"), ("EXEC",)
     refused = ("MULTI",), ("SADD", _key("before")), ("EXEC",)  # SADD without a member: refused when queued
-    threads = [
-        threading.Thread(target=one, args=("wrongtype", list(multi), lambda c: batch._read_multi(c, 4))),
-        threading.Thread(target=one, args=("refused", list(refused), lambda c: batch._read_multi(c, 3))),
-        threading.Thread(target=one, args=("after", [("SADD", _key("after"), "a")], _read_one)),
-    ]
-    for thread in threads:
-        thread.start()
+    threads = _started(
+        outcomes,
+        combiner,
+        ("wrongtype", list(multi), lambda c: batch._read_multi(c, 4)),
+        ("refused", list(refused), lambda c: batch._read_multi(c, 3)),
+        ("after", [("SADD", _key("after"), "a")], _read_one),
+    )
     for thread in [first, *threads]:
         thread.join(10)
     assert combiner.round_trips == 2
@@ -120,28 +130,17 @@ def test_an_error_of_one_batch_is_its_own_and_the_others_apply(client):
 
 def test_a_connection_lost_mid_write_fails_that_batch_and_the_ones_after_it_then_the_next_call_reconnects(client):
     combiner = combine.of(client)
-    reading = threading.Event()
     outcomes = {}
 
     def lose(conn):  # the connection drops before this batch's replies are read, as redis-py then raises
         conn.disconnect()
         raise redis.ConnectionError("Connection closed by server.")
 
-    def one(name, commands, read):
-        try:
-            outcomes[name] = combiner.run(commands, read)
-        except (redis.ConnectionError, OSError) as exc:
-            outcomes[name] = exc
-
-    first = threading.Thread(target=one, args=("first", [("PING",)], _held(combiner, 2, reading)))
-    first.start()
-    assert reading.wait(10)  # its round trip is on its way: what comes now queues up
-    second = threading.Thread(target=one, args=("second", [("INCR", _key("n"))], lose))
-    second.start()
+    first = _first_on_its_way(outcomes, combiner, 2)
+    (second,) = _started(outcomes, combiner, ("second", [("INCR", _key("n"))], lose))
     while len(combiner._pending) < 1:
         threading.Event().wait(0.001)
-    third = threading.Thread(target=one, args=("third", [("INCR", _key("n"))], _read_one))
-    third.start()
+    (third,) = _started(outcomes, combiner, ("third", [("INCR", _key("n"))], _read_one))
     for thread in (first, second, third):
         thread.join(10)
     assert outcomes["first"] == b"PONG"
@@ -175,26 +174,14 @@ def test_a_script_the_server_lost_is_loaded_again(client):
 
 def test_redis_away_when_batches_are_to_go_fails_each_of_them_with_the_error_of_its_own_round_trip(client, monkeypatch):
     combiner = combine.of(client)
-    reading = threading.Event()
     outcomes = {}
-
-    def one(name, commands, read):
-        try:
-            outcomes[name] = combiner.run(commands, read)
-        except redis.ConnectionError as exc:
-            outcomes[name] = exc
-
-    first = threading.Thread(target=one, args=("first", [("PING",)], _held(combiner, 3, reading)))
-    first.start()
-    assert reading.wait(10)  # it has its connection; the next batch's will not connect
+    first = _first_on_its_way(outcomes, combiner, 3)  # it has its connection; the next batch's will not connect
 
     def unreachable(*args, **kwargs):
         raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
 
     monkeypatch.setattr(client.connection_pool, "get_connection", unreachable)
-    others = [threading.Thread(target=one, args=(n, [("INCR", _key("away"))], _read_one)) for n in range(3)]
-    for thread in others:
-        thread.start()
+    others = _started(outcomes, combiner, *((n, [("INCR", _key("away"))], _read_one) for n in range(3)))
     for thread in [first, *others]:
         thread.join(10)
     assert outcomes["first"] == b"PONG"
