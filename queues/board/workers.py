@@ -6,7 +6,7 @@ stale executions, rq-scheduler's ``get_jobs`` cancels a missing job):
 
 - workers: the queue's worker set (SMEMBERS), then every worker's TYPE, queue-list length, hash and
   executions in one pipeline (``readers.read_workers``): 2 round trips for any number of workers;
-- a worker: its hash and executions (1), its executions' hashes (1), its current job (``jobread``, 1),
+- a worker: its hash and executions (1), their jobs' current executions (1), its current job (``jobread``, 1),
   after ``lookups.known``'s check of the key (1);
 - rq-scheduler's jobs: ZCARD and one page of ZRANGE WITHSCORES (1), the page's jobs (``jobread.fetch_many``, 1).
 
@@ -23,13 +23,13 @@ from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django_rq.settings import get_queues_list, get_queues_map
-from rq.executions import Execution
 from rq.utils import parse_composite_key
 from rq.worker import Worker
 
 from queues.board import readers
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index, wrong_type
+from queues.jobs import execution as execution_record
 from queues.jobs import read as jobread
 from queues.keyspace import entries
 from queues.periodic.plan import scheduled_jobs_key
@@ -78,26 +78,20 @@ def workers(request, queue_index):
     return render(request, "queues/workers.html", context)
 
 
-def current_job(connection, composite_keys):
-    """The job of the worker's first execution whose hash is still there (rq's ``get_current_job``,
-    without removing the stale ones), read through ``jobread``; None when idle."""
-    if not composite_keys:
-        return None
-    executions = []
+def current_job(connection, worker_name, composite_keys):
+    """The job of the worker's first execution that is still its job's current one (rq's ``get_current_job``,
+    without removing the stale ones: ``queues/jobs/execution.py``), read through ``jobread``; None when idle."""
+    composites = []
     for composite in composite_keys:
-        try:
-            executions.append(Execution.from_composite_key(composite, connection=connection))
-        except ValueError:
+        if ":" in composite:
+            composites.append(composite)
+        else:
             entries.report(composite, "not an execution key: left out")
-    if not executions:
+    if not composites:
         return None
-    with connection.pipeline(transaction=False) as pipe:
-        for execution in executions:
-            pipe.exists(execution.key)
-        found = pipe.execute(raise_on_error=False)
-    for execution, exists in zip(executions, found):
-        if exists is True or (isinstance(exists, int) and exists > 0):
-            return jobread.fetch(parse_composite_key(execution.composite_key)[0], connection)
+    for composite, owner in zip(composites, execution_record.owners(connection, composites)):
+        if owner == worker_name:
+            return jobread.fetch(parse_composite_key(composite)[0], connection)
     return None
 
 
@@ -115,7 +109,7 @@ def worker_details(request, queue_index, key):
         "queue_index": queue_index,
         "worker": worker,
         "queue_names": ", ".join(worker.queue_names),
-        "job": current_job(queue.connection, worker.executions),
+        "job": current_job(queue.connection, worker.name, worker.executions),
         # rq stores microseconds; django-rq's page said seconds and showed the stored number.
         "total_working_time": worker.total_working_time,
         "title": "Worker Info",

@@ -369,6 +369,13 @@ PUT_BACK_ABANDONED = "abandoned"
 PUT_BACK_GIVE_BACK = "give_back"
 PUT_BACK_PAUSE = "pause"  # a resumable job's pause (issue 34)
 
+# -- issue 36: the job's current execution ---------------------------------------------------
+# Not a meta key but a field of the job's hash: the id of the execution now running it, written by the
+# start in the HSET that writes the job STARTED. A started registry entry ``<job id>:<execution id>`` is
+# the job's current one while this field names it (``queues/jobs/execution.py``: rq's execution hash,
+# which named its worker, is not written any more).
+EXECUTION = "optima_execution"
+
 # The batch a job is a member of (issue 34, ``queues.workflows``): its id, written at the enqueue inside
 # ``queues.batch()`` / ``queues.current_batch()``; a job in no batch has no such key. Not signed: the signed
 # message is the job's ``data`` (function and arguments) and stays byte-identical; a writer to Redis who

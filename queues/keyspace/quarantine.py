@@ -191,21 +191,18 @@ def starting(worker, job):
         worker.key: "hash",
         keys.worker_executions_key(worker.name): "set",
         keys.started_key(job.origin): "zset",
-        keys.job_executions_key(job.id): "zset",
         keys.intermediate_key(keys.queue_key(job.origin)): "list",
     }
 
 
 def running(worker, job, execution):
-    """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's, its execution's and
-    the started registry."""
+    """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's and the started registry
+    (``queues/jobs/execution.py``: no execution hash)."""
 
     return {
         worker.key: "hash",
         job.key: "hash",
-        execution.key: "hash",
         keys.started_key(job.origin): "zset",
-        keys.job_executions_key(job.id): "zset",
     }
 
 

@@ -5,8 +5,10 @@ Where a job can be when its worker dies (rq 3.0 keys; ``<p>`` is QUEUE_PREFIX):
 1. Popped but not started: in ``<p>:queue:<q>:intermediate``. Every dequeue of an OptimaWorker is an
    atomic LMOVE from the queue into that list (rq does it for one queue; ``dequeue.py`` does it for
    several), and the job leaves it in the same MULTI that records it as started.
-2. Started: an entry ``<job id>:<execution id>`` in the started registry ``<p>:wip:<q>``, and the
-   execution hash ``<p>:execution:<job id>:<execution id>`` naming its worker.
+2. Started: an entry ``<job id>:<execution id>`` in the started registry ``<p>:wip:<q>``, its worker the
+   job's ``worker_name`` while the job's hash names that execution (``queues/jobs/execution.py``; a
+   release before issue 36's fifth pass wrote an execution hash ``<p>:execution:<job id>:<execution id>``
+   naming it: read first).
 
 A worker is alive while its key ``<p>:optima:alive:<worker name>`` exists: the worker's lifeline
 thread sets it every ``LIVENESS_INTERVAL_SECONDS`` to expire after ``LIVENESS_TTL_SECONDS``
@@ -50,6 +52,7 @@ from queues.catalog.lookup import OptimaQueue
 from queues.connection.outage import REDIS_ERRORS
 from queues.events import hooks
 from queues.failures import deadletter, retry
+from queues.jobs import execution as execution_record
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.keyspace import keys, quarantine
@@ -112,7 +115,8 @@ def live_workers(connection, names):
 
 
 def forget_execution(pipe, queue_name, job_id, execution_id, worker_name):
-    """Queue the deletion of one execution record (RQ's Execution.delete, without needing the job)."""
+    """Queue the deletion of one execution record (RQ's Execution.delete, without needing the job; the hash and
+    the job's set of executions a release before issue 36's fifth pass wrote too)."""
     composite = f"{job_id}:{execution_id}"
     pipe.zrem(keys.started_key(queue_name), composite)
     pipe.delete(keys.execution_key(composite))
@@ -201,13 +205,7 @@ class Scan:
         if not entries:
             return set()
         parsed = [parse_composite_key(e) for e in entries]
-        with self.connection.pipeline(transaction=False) as pipe:
-            for entry in entries:
-                pipe.hget(keys.execution_key(entry), "worker_name")
-            # An execution key of the wrong type or a name that is not UTF-8: no owner (gone).
-            owners = [
-                w.decode("utf-8", "replace") if isinstance(w, bytes) else "" for w in pipe.execute(raise_on_error=False)
-            ]
+        owners = execution_record.owners(self.connection, entries)  # "": none (a key of the wrong type too)
         alive = live_workers(self.connection, [w for w in owners if w])
         for (job_id, execution_id), owner in zip(parsed, owners):
             if owner and owner in alive:

@@ -1,9 +1,10 @@
 """One attempt of a job: its start on both sides of the fork, and its success.
 
-- In the worker (``begin``): rq's ``prepare_execution`` (the execution record, the worker BUSY)
-  plus the job leaving the intermediate list, in one MULTI. A stop request, or Redis going away
-  before the MULTI is known to have landed, gives the job back to the head of its queue instead
-  (``NotStarted``): a popped job is never stranded by this worker.
+- In the worker (``begin``): rq's ``prepare_execution`` (the execution record, written as
+  ``queues/jobs/execution.py`` says, the worker BUSY) plus the job leaving the intermediate list,
+  in one MULTI. A stop request, or Redis going away before the MULTI is known to have landed, gives
+  the job back to the head of its queue instead (``NotStarted``): a popped job is never stranded by
+  this worker.
 - In the process that runs the job (``mark_started``): rq's ``prepare_job_execution`` recorded
   through an outage (``horse.record_for``); a dead job an operator requeued starts a new life
   (its attempts counted from one again); then the hooks' ``before_process`` (``job_started``).
@@ -19,7 +20,6 @@ A failed attempt goes to ``failures/handler.py``.
 
 import datetime as dt
 
-from rq.executions import Execution
 from rq.job import JobStatus
 from rq.utils import now
 from rq.worker.base import WorkerStatus
@@ -29,7 +29,9 @@ from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.events import hooks
 from queues.failures.handler import duration
+from queues.jobs import execution as execution_record
 from queues.jobs import meta as jobmeta
+from queues.jobs.execution import Execution
 from queues.keyspace import keys, quarantine
 from queues.worker import fastpath, horse
 from queues.worker.abandoned import give_back
@@ -49,12 +51,21 @@ def begin(worker, job):
 
     def record():
         with worker.connection.pipeline() as pipe:
-            created.append(Execution.create(job, worker.get_heartbeat_ttl(job), pipeline=pipe, worker_name=worker.name))
+            execution = Execution.create(
+                job,
+                worker.get_heartbeat_ttl(job),
+                pipeline=pipe,
+                worker_name=worker.name,
+                hashed=worker.resilience.execution_hashes,
+            )
+            created.append(execution)
             if worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost():
                 worker.set_state(WorkerStatus.BUSY, pipeline=pipe)  # not again for each job of a drain (issue 36)
             pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
             if worker.runs_jobs_in_process:  # no horse to write its side of the start: written here
-                fastpath.started_into(worker, job, pipe)
+                fastpath.started_into(worker, job, pipe, execution)
+            else:
+                execution_record.named_into(job, execution, pipe)
             batch.execute(worker.connection, pipe)  # the MULTI's commands in one Lua call
         worker.intake.busy_written = worker.outage.episodes
         return created[-1]

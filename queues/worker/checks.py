@@ -1,4 +1,4 @@
-"""System checks of the resilience options (ids queues.E060, queues.E061; docs/checks.md)."""
+"""System checks of the resilience options (ids queues.E060, queues.E061, queues.E062; docs/checks.md)."""
 
 from django.core.checks import Tags, register
 

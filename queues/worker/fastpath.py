@@ -47,6 +47,7 @@ from queues import rqcompat
 from queues.connection import batch
 from queues.connection.outage import REDIS_ERRORS
 from queues.events import hooks
+from queues.jobs import execution as execution_record
 from queues.jobs import meta as jobmeta
 from queues.jobs import stream
 from queues.keyspace import keys
@@ -65,11 +66,12 @@ def recorded(worker, job):
     return job.get_status(refresh=False) == JobStatus.FINISHED and eligible(worker, job)
 
 
-def started_into(worker, job, pipe):
+def started_into(worker, job, pipe, execution):
     """Queue on ``pipe`` (the start's MULTI) what rq's ``prepare_job_execution`` writes in the job's
-    process: the job STARTED, its worker, start and heartbeat; its key persisted. (Its worker heartbeat
-    is left to the housekeeping's, every few seconds: ``housekeeping.py``.)"""
-    job.prepare_for_execution(worker.name, pipeline=pipe)
+    process: the job STARTED, its worker, start and heartbeat, and the ``execution`` it runs under
+    (``queues/jobs/execution.py``); its key persisted. (Its worker heartbeat is left to the housekeeping's,
+    every few seconds: ``housekeeping.py``.)"""
+    execution_record.started_into(job, worker.name, execution, pipe)
     pipe.persist(job.key)
 
 

@@ -21,6 +21,7 @@ class ResilienceOptions:
     redis_retry_max: float  # REDIS_RETRY_MAX_SECONDS
     outcome_wait: float  # OUTCOME_WAIT_SECONDS
     started_entry_ttl: int  # STARTED_ENTRY_TTL_SECONDS
+    execution_hashes: bool = True  # EXECUTION_HASHES (queues/jobs/execution.py)
 
     @property
     def recovery_grace(self):
@@ -63,6 +64,16 @@ def problems(opts=None):
                     f"Remove it to use the default ({conf.OPTION_DEFAULTS[key]!r}); docs/settings.md explains it.",
                 )
             )
+    hashes = opts.get("EXECUTION_HASHES", conf.OPTION_DEFAULTS["EXECUTION_HASHES"])
+    if not isinstance(hashes, bool):
+        found.append(
+            conf.Problem(
+                "queues.E062",
+                f"OPTIMA_QUEUES_OPTIONS['EXECUTION_HASHES'] must be True or False, got {hashes!r}.",
+                "True (the default) while workers of a release up to a8814b4 may run on the same Redis and prefix, "
+                "False once none does (docs/settings.md).",
+            )
+        )
     if not found:
         ttl, interval = opts["LIVENESS_TTL_SECONDS"], opts["LIVENESS_INTERVAL_SECONDS"]
         if ttl < 2 * interval:
@@ -85,4 +96,4 @@ def options():
     values = {}
     for key, (field, _, _, whole) in RULES.items():
         values[field] = int(opts[key]) if whole else float(opts[key])
-    return ResilienceOptions(**values)
+    return ResilienceOptions(**values, execution_hashes=opts["EXECUTION_HASHES"])

@@ -7,6 +7,7 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.jobs import execution as execution_record
 from queues.jobs import signing
 from queues.keyspace import keys
 from queues.worker.adapter import OptimaWorker
@@ -54,9 +55,15 @@ def assert_back_at_head_of_queue(job, connection, name="default"):
     return job
 
 
-def plant_started(connection, job, worker_name="gone-worker", execution_id="e1"):
-    """Register ``job`` as started by a worker that has no liveness key (dead)."""
+def plant_started(connection, job, worker_name="gone-worker", execution_id="e1", release="this"):
+    """Register ``job`` as started by a worker that has no liveness key (dead), as this release's worker
+    writes it (the job's hash names the execution: queues/jobs/execution.py) or, ``release="last"``, as a
+    release before issue 36's fifth pass did (an execution hash naming the worker)."""
     composite = f"{job.id}:{execution_id}"
     connection.zadd(keys.started_key(job.origin), {composite: 9999999999})
-    connection.hset(keys.execution_key(composite), mapping={"worker_name": worker_name, "job_id": job.id})
-    connection.hset(job.key, mapping={"status": JobStatus.STARTED.value, "worker_name": worker_name})
+    fields = {"status": JobStatus.STARTED.value, "worker_name": worker_name}
+    if release == "last":
+        connection.hset(keys.execution_key(composite), mapping={"worker_name": worker_name, "job_id": job.id})
+    else:
+        fields[execution_record.FIELD] = execution_id
+    connection.hset(job.key, mapping=fields)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import redis
 from django.urls import reverse
-from rq.executions import Execution
 
 from queues.board import paging
 from queues.board.readonly import REGISTRIES, wrong_type
+from queues.jobs import execution as execution_record
 from queues.jobs import read as jobread
 from queues.keyspace import entries
 from queues.search import verify
@@ -222,16 +222,13 @@ def list_page(request, queue, spec, counts, query):
 
 def rows_of(queue, state, page_ids):
     """The page's jobs (and executions of the started list), one round trip; an id whose job hash is gone is
-    left out (an execution whose hash is gone or unreadable too)."""
+    left out, and a started entry that is not its job's current execution (``jobs/execution.shown``)."""
     connection = queue.connection
     ids = [jobread.normal_id(raw) for raw, _, _ in page_ids]
     calls = [(jobread.job_key(i), "hgetall", (), None) for i in ids]
-    executions = []
     for i, (_, _, execution_id) in zip(ids, page_ids):
-        if execution_id is not None:
-            execution = Execution(id=execution_id, job_id=jobread.text(i), connection=connection)
-            executions.append(execution)
-            calls.append((execution.key, "hgetall", (), None))
+        if execution_id is not None:  # the hash a release before issue 36's fifth pass wrote
+            calls.append((execution_record.hash_key(jobread.text(i), execution_id), "hgetall", (), None))
     replies = raw_pipeline(connection, calls)
     jobs = [jobread.load(i, r, connection) for i, r in zip(ids, replies)]
     rows = []
@@ -240,12 +237,14 @@ def rows_of(queue, state, page_ids):
             continue
         row = Row(job)
         if execution_id is not None:
-            execution, data = executions[position], replies[len(ids) + position]
             try:
-                execution.restore(data)
+                row.execution = execution_record.shown(
+                    job, execution_id, replies[position], replies[len(ids) + position]
+                )
             except (KeyError, ValueError, TypeError, OverflowError, OSError, AttributeError):
-                continue  # gone, or rq cannot read it: not listed (as before)
-            row.execution = execution
+                continue  # rq cannot read it: not listed (as before)
+            if row.execution is None:
+                continue
         if state.key == "scheduled":
             row.scheduled_at = _time(_registry_key(queue, state), raw, score)
         rows.append(row)

@@ -9,7 +9,6 @@ import pytest
 import redis.connection
 from django.test import Client
 from django.utils import timezone
-from rq.executions import Execution
 from rq.job import JobStatus
 from rq.registry import (
     CanceledJobRegistry,
@@ -21,7 +20,9 @@ from rq.registry import (
 
 from queues import conf
 from queues.catalog.lookup import get_queue
+from queues.jobs import execution as execution_record
 from queues.jobs import read as jobread
+from queues.jobs.execution import Execution
 from queues.keyspace import keys
 
 pytestmark = pytest.mark.django_db
@@ -99,6 +100,8 @@ def plant(state, count, queue_name="default", start=0, func=FUNC):
             job = queue.create_job(func, args=[n, 1], meta={"queue": queue_name}, job_id=f"{state}-{start + n:04d}")
             job.origin = queue_name
             job._status = LISTS[state][1]
+            if state == "started":
+                job.started_at = job.last_heartbeat = timezone.now()
             if state in ("finished", "failed"):
                 job.ended_at = timezone.now()
             job.save(pipeline=pipe)
@@ -106,7 +109,8 @@ def plant(state, count, queue_name="default", start=0, func=FUNC):
             if state == "queued":
                 pipe.rpush(queue.key, job.id)
             elif state == "started":
-                Execution.create(job, 3600, pipeline=pipe, worker_name="lists-worker")
+                execution = Execution.create(job, 3600, pipeline=pipe, worker_name="lists-worker")
+                execution_record.named_into(job, execution, pipe)
             else:
                 # as rq scores them: an expiry (or a run time) ahead; a score already past would be cleaned by
                 # rq's own reads (registry.get_job_ids) as the test's clock passes it

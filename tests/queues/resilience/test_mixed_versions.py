@@ -595,6 +595,10 @@ def test_workers_of_both_releases_on_one_queue_run_each_job_exactly_once(
     # seconds of healthy Redis; give each a few scans of the other release's busy worker.
     scans_done_at = both_up + LIVENESS_TTL + LIVENESS_INTERVAL + 4 * ABANDONED_SCAN
     wait(lambda: time.monotonic() >= scans_done_at, "a few abandoned-job scans", timeout=60)
+    # Neither release's scans took the other's running job for stale: had one dropped its started entry, the
+    # job would never run again if its worker died now (queues/jobs/execution.py: EXECUTION_HASHES).
+    running = StartedJobRegistry("default", connection=queue_redis).get_job_ids(cleanup=False)
+    assert sorted(running) == sorted(gates.values()), f"started entries after the scans\n{describe(queue_redis, gates)}"
     release_file.touch()
 
     every = {**gates, **batch}

@@ -11,7 +11,10 @@ from rq.job import JobStatus
 
 import queues
 from queues.catalog.lookup import OptimaJob
+from queues.jobs import execution as execution_record
+from queues.keyspace import keys
 from queues.models import DeadLetter
+from queues.worker.abandoned import Scan
 from tests.jobs.resilience import ends, runs, starts
 from tests.support import wait_for
 from tests.support.outages import finished
@@ -43,14 +46,24 @@ def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_la
     assert worker.stop() == 0, worker.output()
 
 
-def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path):
-    log = tmp_path / "runs.jsonl"
+@pytest.mark.parametrize("hashes", ["1", "0"], ids=["execution-hashes", "no-execution-hashes"])
+def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path, hashes):
+    """With or without rq's execution hash (EXECUTION_HASHES, queues/jobs/execution.py), a scan leaves the running
+    job of a live worker alone and, once that worker is killed, another worker's scan finds the job abandoned."""
+    log, env = tmp_path / "runs.jsonl", {"QUEUE_EXECUTION_HASHES": hashes}
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=120, attempts=3)
-    victim = start_worker("default", "--no-fork")
+    victim = start_worker("default", "--no-fork", env=env)
     wait_for(lambda: starts(log), timeout=60, message="the job to start")
+    [entry] = [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)]
+    assert bool(queue_redis.exists(keys.execution_key(entry))) == (hashes == "1")
+    owner = fetch(job.id, queue_redis).worker_name
+    assert execution_record.owners(queue_redis, [entry]) == [owner] and owner
+    counts = Scan(queue_redis, ["default"], stale_after=10).run()  # a scan of any worker meanwhile
+    assert counts["retried"] == counts["dead"] == 0  # the job's worker is alive and runs it
+    assert [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)] == [entry]
     victim.signal(signal.SIGKILL)
     victim.wait(10)
-    start_worker("default", "--no-fork")
+    start_worker("default", "--no-fork", env=env)
     wait_for(lambda: ends(log), timeout=90, message="the job to run again on the other worker")
     wait_for(
         lambda: fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED,

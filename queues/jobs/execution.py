@@ -1,0 +1,151 @@
+"""One attempt's record in Redis: the started registry's entry and one field of the job's hash (issue 36).
+
+rq 3.0 records an execution in five keys: the started registry's entry ``<job id>:<execution id>``, a hash
+``<p>:execution:<job id>:<execution id>`` (its worker, start and heartbeat), the job's sorted set of executions
+``<p>:executions:<job id>``, the worker's set of executions, and the expiries of the last three: ten Redis
+commands a job between the start and the end. What they say is already in the job's hash (its worker, start
+and heartbeat: rq's ``prepare_for_execution`` writes them in the same start), except which execution is the
+job's current one. So an OptimaWorker writes:
+
+- at the start: the started registry's entry, the worker's set of executions (the panel's "current job",
+  rq's ``worker.executions_key``) and the execution's id in the job's hash (``FIELD``, in the HSET of the
+  start that writes the job STARTED: no command of its own);
+- at the end: the entry and the worker's set member taken off.
+
+Two commands fewer than rq's at the start (ZADD and EXPIRE of the job's executions) and one at the end (ZREM);
+three more at the start and one more at the end without rq's hash (HSET and EXPIRE; DEL), which
+``OPTIMA_QUEUES_OPTIONS["EXECUTION_HASHES"]`` (default True) still writes. The workers of a release up to
+a8814b4 tell a running job from an abandoned one by that hash alone: without it their abandoned-job scan takes
+the started entry of a job that a worker of this release runs for stale and drops it, and if that worker then
+dies the job is never run again (tests/queues/resilience/test_mixed_versions.py); their panel lists no started
+job without it. So the hash goes only once no worker of such a release runs on the same Redis and prefix (the
+option set False: docs/settings.md). Who reads the record:
+
+- the owner of a started entry (``owners``: the abandoned-job scan, the panel's worker page) is the worker its
+  hash names, or without one the job's ``worker_name`` while the job's hash names that execution; it has no
+  owner once the job runs again under another one (a stale entry);
+- the panel's list of started jobs shows the hash, or without one the start and the heartbeat of the job's
+  hash (``shown``);
+- rq's ``Job.get_executions()`` finds none (it reads the job's set of executions): nothing of this app calls it,
+  rq calls it only from ``Job.delete`` (the app deletes through ``queues/operator``) to take the job's started
+  entries off; an entry left that way has no job and is dropped by the abandoned-job scan.
+"""
+
+import uuid
+
+from rq.executions import Execution as RQExecution
+from rq.utils import now
+
+from queues import rqcompat
+from queues.jobs import meta as jobmeta
+from queues.keyspace import keys
+
+FIELD = jobmeta.EXECUTION
+
+
+class Execution(RQExecution):
+    """rq's Execution (``worker.executions``, ``stop-execution``, the Result's execution fields) written as the
+    module says: no sorted set of the job's executions, and rq's hash only when ``hashed``."""
+
+    hashed = False  # rq's hash written too (OPTIMA_QUEUES_OPTIONS["EXECUTION_HASHES"])
+
+    @classmethod
+    def create(cls, job, ttl, pipeline, worker_name="", hashed=False):
+        """Queue on ``pipeline`` the start of a new execution of ``job`` (rq's ``Execution.create`` without the
+        job's set of executions, and without its hash unless ``hashed``); the job's hash is to name it:
+        ``started_into`` or ``named_into``."""
+        execution = cls(id=uuid.uuid4().hex, job_id=job.id, connection=job.connection, worker_name=worker_name)
+        rqcompat.set_execution_job(execution, job)
+        if hashed:  # for the workers and the panel of a release up to a8814b4: they read the hash alone
+            execution.hashed = True
+            execution.save(ttl=ttl, pipeline=pipeline)
+        job.started_job_registry.add_execution(execution, pipeline=pipeline, ttl=ttl, xx=False)
+        if worker_name:  # the worker's heartbeat keeps its expiry (rq's Worker.heartbeat)
+            pipeline.sadd(execution.worker_executions_key, execution.composite_key)
+            pipeline.expire(execution.worker_executions_key, ttl + 60)
+        return execution
+
+    def delete(self, job, pipeline):
+        """Queue the end of the execution on ``pipeline``: its started entry, the worker's member (and its hash)."""
+        if self.hashed:
+            pipeline.delete(self.key)
+        job.started_job_registry.remove_execution(execution=self, pipeline=pipeline)
+        if self.worker_name:
+            pipeline.srem(self.worker_executions_key, self.composite_key)
+
+    def heartbeat(self, started_job_registry, ttl, pipeline):
+        """rq's ``maintain_heartbeats`` (the forking worker): the started entry's expiry pushed on (the job's
+        ``last_heartbeat`` is written by rq's ``Job.heartbeat`` in the same pipeline), and the hash's."""
+        self.last_heartbeat = now()
+        if self.hashed:
+            pipeline.hset(self.key, "last_heartbeat", self.last_heartbeat.timestamp())
+            pipeline.expire(self.key, ttl)
+        started_job_registry.add_execution(self, ttl=ttl, pipeline=pipeline, xx=True)
+
+
+class _Naming:
+    """The start's pipeline as rq's ``Job.prepare_for_execution`` sees it: its one HSET of the job's hash also
+    carries ``FIELD``, so naming the execution costs no command."""
+
+    def __init__(self, pipe, execution_id):
+        self._pipe, self._execution_id = pipe, execution_id
+
+    def hset(self, name, key=None, value=None, mapping=None):
+        return self._pipe.hset(name, key, value, mapping={**(mapping or {}), FIELD: self._execution_id})
+
+
+def started_into(job, worker_name, execution, pipe):
+    """Queue rq's ``prepare_for_execution`` of ``job`` (STARTED, its worker, start and heartbeat) on ``pipe``,
+    naming ``execution`` in the same HSET (a worker that runs its jobs itself: ``worker/fastpath.py``)."""
+    job.prepare_for_execution(worker_name, pipeline=_Naming(pipe, execution.id))
+
+
+def named_into(job, execution, pipe):
+    """Queue the naming of ``execution`` in ``job``'s hash alone (the forking worker, whose horse writes the rest)."""
+    pipe.hset(job.key, FIELD, execution.id)
+
+
+def hash_key(job_id, execution_id):
+    """``<p>:execution:<job id>:<execution id>``: the hash a release before issue 36's fifth pass wrote."""
+    return RQExecution(id=execution_id, job_id=job_id, connection=None).key
+
+
+def owners(connection, composites):
+    """The worker running each started entry ``<job id>:<execution id>`` of ``composites``, or "" when none
+    does (ended, run again under another execution, its job gone, a key of the wrong type, or an entry that is
+    not ``<job id>:<execution id>``). One round trip."""
+    parsed = [composite.split(":") for composite in composites]
+    with connection.pipeline(transaction=False) as pipe:
+        for composite, parts in zip(composites, parsed):
+            pipe.hget(keys.execution_key(composite) if len(parts) == 2 else "", "worker_name")  # last release's
+            pipe.hmget(keys.job_key(parts[0]), "worker_name", FIELD)
+        replies = pipe.execute(raise_on_error=False)
+    found = []
+    for i, parts in enumerate(parsed):
+        old, current = replies[2 * i], replies[2 * i + 1]
+        if len(parts) != 2:
+            found.append("")
+        elif isinstance(old, bytes):
+            found.append(old.decode("utf-8", "replace"))
+        elif isinstance(current, list) and current[1] == parts[1].encode() and isinstance(current[0], bytes):
+            found.append(current[0].decode("utf-8", "replace"))
+        else:
+            found.append("")
+    return found
+
+
+def shown(job, execution_id, job_hash, execution_hash):
+    """The execution ``execution_id`` of ``job`` as the panel's started list shows it (rq's Execution: id,
+    start, heartbeat, worker), from the job's raw hash, or from its own hash when a release from before this
+    change wrote one; None when the job's hash names another execution (a stale entry: not listed)."""
+    execution = RQExecution(id=execution_id, job_id=job.id, connection=job.connection)
+    if execution_hash:
+        execution.restore(execution_hash)  # raises on a hash rq cannot read: the caller leaves it out
+        return execution
+    if not isinstance(job_hash, dict) or job_hash.get(FIELD.encode()) != execution_id.encode():
+        return None
+    started = getattr(job, "started_at", None)  # None for a job the panel shows as corrupt
+    execution.created_at = started
+    execution.last_heartbeat = getattr(job, "last_heartbeat", None) or started
+    execution.worker_name = getattr(job, "worker_name", None) or ""
+    return execution

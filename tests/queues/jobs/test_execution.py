@@ -1,0 +1,129 @@
+"""An attempt's record (queues/jobs/execution.py) against the real Redis: what a start and an end write, who
+owns a started entry, and what the panel's started list shows; an entry a release before issue 36's fifth pass
+wrote (an execution hash) read as before."""
+
+import time
+
+import pytest
+from rq.executions import Execution as RQExecution
+from rq.executions import ExecutionRegistry
+
+import queues
+from queues.catalog.lookup import OptimaJob
+from queues.jobs import execution as execution_record
+from queues.jobs.execution import Execution
+from queues.keyspace import keys
+from tests.support.worker import plant_started, run_burst
+
+WORKER = "w-exec"
+
+
+def started(queue_redis, worker_name=WORKER, hashed=False):
+    """A job started as an OptimaWorker that runs its jobs itself starts it; ``(job, execution, commands)``."""
+    job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    queue_redis.lrem(keys.queue_key("default"), 1, job.id)
+    with queue_redis.pipeline() as pipe:
+        execution = Execution.create(job, 600, pipeline=pipe, worker_name=worker_name, hashed=hashed)
+        execution_record.started_into(job, worker_name, execution, pipe)
+        commands = len(pipe.command_stack)
+        pipe.execute()
+    return job, execution, commands
+
+
+def test_a_start_writes_the_started_entry_the_worker_s_member_and_the_job_s_hash_and_no_execution_hash(queue_redis):
+    job, execution, commands = started(queue_redis)
+    assert commands == 4  # ZADD, SADD, EXPIRE, HSET (rq's Execution.create and prepare_for_execution: 8)
+    composite = f"{job.id}:{execution.id}"
+    assert queue_redis.zscore(keys.started_key("default"), composite) > time.time() + 500
+    assert queue_redis.smembers(keys.worker_executions_key(WORKER)) == {composite.encode()}
+    assert 0 < queue_redis.ttl(keys.worker_executions_key(WORKER)) <= 660
+    fields = queue_redis.hmget(job.key, "status", "worker_name", execution_record.FIELD)
+    assert fields == [b"started", WORKER.encode(), execution.id.encode()]
+    assert not queue_redis.exists(keys.execution_key(composite), keys.job_executions_key(job.id))
+    assert job.get_executions() == []  # rq's reader finds none, and does not raise
+    assert execution_record.owners(queue_redis, [composite]) == [WORKER]
+
+
+def test_with_execution_hashes_the_start_also_writes_rq_s_hash_as_the_last_release_reads_it(queue_redis):
+    job, execution, commands = started(queue_redis, hashed=True)
+    assert commands == 6  # + HSET and EXPIRE of the hash (OPTIMA_QUEUES_OPTIONS["EXECUTION_HASHES"])
+    composite = f"{job.id}:{execution.id}"
+    assert 0 < queue_redis.ttl(keys.execution_key(composite)) <= 600
+    read = RQExecution.fetch(execution.id, job.id, connection=queue_redis)  # as the last release's panel does
+    assert (read.worker_name, read.job_id) == (WORKER, job.id)
+    assert not queue_redis.exists(keys.job_executions_key(job.id))
+    assert execution_record.owners(queue_redis, [composite]) == [WORKER]
+
+
+@pytest.mark.parametrize("hashed,commands", [(False, 2), (True, 3)])
+def test_the_end_takes_the_entry_the_member_and_the_hash_off(queue_redis, hashed, commands):
+    job, execution, _ = started(queue_redis, hashed=hashed)
+    with queue_redis.pipeline() as pipe:
+        execution.delete(job=job, pipeline=pipe)
+        assert len(pipe.command_stack) == commands  # ZREM, SREM (and DEL); rq's: DEL, ZREM, ZREM, SREM
+        pipe.execute()
+    assert queue_redis.zcard(keys.started_key("default")) == 0
+    assert not queue_redis.exists(keys.worker_executions_key(WORKER))
+    assert not queue_redis.exists(keys.execution_key(f"{job.id}:{execution.id}"))
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_a_heartbeat_pushes_the_entry_s_expiry_on_and_brings_back_no_ended_one(queue_redis, hashed):
+    job, execution, _ = started(queue_redis, hashed=hashed)
+    composite = f"{job.id}:{execution.id}"
+    registry = OptimaJob.fetch(job.id, connection=queue_redis).started_job_registry
+    with queue_redis.pipeline() as pipe:
+        execution.heartbeat(registry, 7200, pipe)
+        pipe.execute()
+    assert queue_redis.zscore(keys.started_key("default"), composite) > time.time() + 7000
+    ttl = queue_redis.ttl(keys.execution_key(composite))
+    assert ttl > 7000 if hashed else ttl == -2  # -2: no such key
+    with queue_redis.pipeline() as pipe:
+        execution.delete(job=job, pipeline=pipe)
+        execution.heartbeat(registry, 7200, pipe)  # a beat after the end (rq's race): no entry comes back
+        pipe.execute()
+    assert queue_redis.zcard(keys.started_key("default")) == 0
+
+
+def test_the_owner_of_an_entry_is_the_job_s_worker_while_the_job_names_it(queue_redis):
+    current = queues.enqueue("default", "tests.jobs.sample.add", 1, 1)
+    plant_started(queue_redis, current, worker_name="w-now", execution_id="e2")
+    last = queues.enqueue("default", "tests.jobs.sample.add", 2, 2)
+    plant_started(queue_redis, last, worker_name="w-last", release="last")
+    plain = queues.enqueue("default", "tests.jobs.sample.add", 3, 3)
+    queue_redis.set(keys.job_key("wrong-type"), "a string, not a hash")
+    composites = [
+        f"{current.id}:e2",  # the job's current execution
+        f"{current.id}:e1",  # one it has left (stale)
+        f"{last.id}:e1",  # written by the last release: its hash names the worker
+        f"{plain.id}:e1",  # a job that names no execution
+        "gone-job:e1",  # no job
+        "wrong-type:e1",  # a job key that is not a hash
+        f"{current.id}:e2:extra",  # not <job id>:<execution id>
+    ]
+    assert execution_record.owners(queue_redis, composites) == ["w-now", "", "w-last", "", "", "", ""]
+
+
+def test_the_started_list_shows_the_job_s_start_and_heartbeat_and_leaves_out_a_stale_entry(queue_redis):
+    job, execution, _ = started(queue_redis)
+    job = OptimaJob.fetch(job.id, connection=queue_redis)
+    raw = queue_redis.hgetall(job.key)
+    shown = execution_record.shown(job, execution.id, raw, {})
+    assert (shown.id, shown.worker_name) == (execution.id, WORKER)
+    assert shown.created_at == job.started_at and shown.last_heartbeat == job.last_heartbeat
+    assert execution_record.shown(job, "another", raw, {}) is None
+    now = str(time.time())
+    last = execution_record.shown(job, "another", raw, {b"created_at": now.encode(), b"last_heartbeat": b"1"})
+    assert last.created_at.timestamp() == pytest.approx(float(now)) and last.last_heartbeat.timestamp() == 1
+
+
+def test_a_burst_worker_leaves_no_execution_record_behind(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
+    run_burst(queue_redis)
+    done = OptimaJob.fetch(job.id, connection=queue_redis)
+    assert done.return_value() == 5
+    assert ExecutionRegistry(job.id, connection=queue_redis).get_execution_ids() == []
+    assert list(queue_redis.scan_iter(match=keys.execution_key(f"{job.id}:*"))) == []
+    assert queue_redis.zcard(keys.started_key("default")) == 0
+    execution_id = done.latest_result().execution_id
+    assert queue_redis.hget(job.key, execution_record.FIELD) == execution_id.encode()
