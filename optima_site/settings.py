@@ -149,9 +149,9 @@ QUEUE_JOB_MODULES = [m.strip() for m in os.environ.get("QUEUE_JOB_MODULES", "").
 QUEUE_SIGNING_KEY = os.environ.get("QUEUE_SIGNING_KEY", "")
 QUEUE_SIGNING_OLD_KEYS = [k for k in os.environ.get("QUEUE_SIGNING_OLD_KEYS", "").split(",") if k.strip()]
 QUEUE_ACCEPT_UNSIGNED_UNTIL = os.environ.get("QUEUE_ACCEPT_UNSIGNED_UNTIL", "")
-# 0 once no worker of a release up to a8814b4 runs on the same Redis and prefix: workers write no execution
-# hash, three Redis commands a job fewer (queues/jobs/execution.py, docs/settings.md). Unset or 1: written.
-OPTIMA_QUEUES_OPTIONS = {"EXECUTION_HASHES": _env_flag("QUEUE_EXECUTION_HASHES", True)}
+# 0 once no worker of a release up to a8814b4 runs on the same Redis and prefix: workers write no rq execution
+# hash and worker's set, six Redis commands a job fewer (queues/jobs/execution.py, docs/settings.md).
+OPTIMA_QUEUES_OPTIONS = {"RQ_EXECUTION_RECORDS": _env_flag("QUEUE_RQ_EXECUTION_RECORDS", True)}
 
 # Django's Tasks API runs on the queues (docs/tasks.md): @task functions in job modules, any declared queue.
 TASKS = {"default": {"BACKEND": "queues.tasks.QueuesBackend"}}

@@ -6,8 +6,8 @@ stale executions, rq-scheduler's ``get_jobs`` cancels a missing job):
 
 - workers: the queue's worker set (SMEMBERS), then every worker's TYPE, queue-list length, hash and
   executions in one pipeline (``readers.read_workers``): 2 round trips for any number of workers;
-- a worker: its hash and executions (1), their jobs' current executions (1), its current job (``jobread``, 1),
-  after ``lookups.known``'s check of the key (1);
+- a worker: its hash and executions (1), the started entries of its queues (1), their owners (1), its current
+  job (``jobread``, 1), after ``lookups.known``'s check of the key (1);
 - rq-scheduler's jobs: ZCARD and one page of ZRANGE WITHSCORES (1), the page's jobs (``jobread.fetch_many``, 1).
 
 A worker hash or set rq cannot read is left out and reported (``readers``); a scheduled entry whose score
@@ -31,10 +31,11 @@ from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index, wrong_type
 from queues.jobs import execution as execution_record
 from queues.jobs import read as jobread
-from queues.keyspace import entries
+from queues.keyspace import entries, keys
 from queues.periodic.plan import scheduled_jobs_key
 
 ITEMS_PER_PAGE = 100  # django-rq's DEFAULT_ITEMS_PER_PAGE
+STARTED_READ = 1000  # started entries read per queue of a worker to find its current job (``current_job``)
 
 
 def paginate(request, num_items, per_page=ITEMS_PER_PAGE):
@@ -78,11 +79,26 @@ def workers(request, queue_index):
     return render(request, "queues/workers.html", context)
 
 
-def current_job(connection, worker_name, composite_keys):
+def current_job(connection, worker_name, composite_keys, queue_names):
     """The job of the worker's first execution that is still its job's current one (rq's ``get_current_job``,
-    without removing the stale ones: ``queues/jobs/execution.py``), read through ``jobread``; None when idle."""
+    without removing the stale ones: ``queues/jobs/execution.py``), read through ``jobread``; None when idle.
+    Looked for among ``composite_keys`` (the worker's set of executions, written with RQ_EXECUTION_RECORDS) and
+    the first ``STARTED_READ`` started entries of each of its queues (one round trip), whose owners are read in
+    one more."""
+    with connection.pipeline(transaction=False) as pipe:
+        for name in queue_names:
+            pipe.zrange(keys.started_key(name), 0, STARTED_READ - 1)
+        replies = pipe.execute(raise_on_error=False)
+    candidates = list(composite_keys)
+    for name, reply in zip(queue_names, replies):
+        if isinstance(reply, redis.ResponseError):
+            entries.report(keys.started_key(name), f"cannot be read ({reply}): its entries left out")
+        elif isinstance(reply, Exception):
+            raise reply
+        else:
+            candidates += [m.decode("utf-8", "replace") for m in reply]
     composites = []
-    for composite in composite_keys:
+    for composite in dict.fromkeys(candidates):
         if ":" in composite:
             composites.append(composite)
         else:
@@ -109,7 +125,7 @@ def worker_details(request, queue_index, key):
         "queue_index": queue_index,
         "worker": worker,
         "queue_names": ", ".join(worker.queue_names),
-        "job": current_job(queue.connection, worker.name, worker.executions),
+        "job": current_job(queue.connection, worker.name, worker.executions, worker.queue_names),
         # rq stores microseconds; django-rq's page said seconds and showed the stored number.
         "total_working_time": worker.total_working_time,
         "title": "Worker Info",

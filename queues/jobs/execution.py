@@ -2,33 +2,32 @@
 
 rq 3.0 records an execution in five keys: the started registry's entry ``<job id>:<execution id>``, a hash
 ``<p>:execution:<job id>:<execution id>`` (its worker, start and heartbeat), the job's sorted set of executions
-``<p>:executions:<job id>``, the worker's set of executions, and the expiries of the last three: ten Redis
-commands a job between the start and the end. What they say is already in the job's hash (its worker, start
-and heartbeat: rq's ``prepare_for_execution`` writes them in the same start), except which execution is the
-job's current one. So an OptimaWorker writes:
+``<p>:executions:<job id>``, the worker's set of executions ``<p>:worker:<name>:executions``, and the expiries
+of the last three: nine Redis commands a job between the start and the end, beyond the started entry. What they
+say is already in the job's hash (its worker, start and heartbeat: rq's ``prepare_for_execution`` writes them
+in the same start), except which execution is the job's current one. So an OptimaWorker writes that as one
+more field of the job's hash (``FIELD``, in the HSET of the start that writes the job STARTED: no command of
+its own), and the started entry; the end takes the entry off. Three commands a job (ZADD at the start, ZREM at
+the end, and the field), where rq's make ten.
 
-- at the start: the started registry's entry, the worker's set of executions (the panel's "current job",
-  rq's ``worker.executions_key``) and the execution's id in the job's hash (``FIELD``, in the HSET of the
-  start that writes the job STARTED: no command of its own);
-- at the end: the entry and the worker's set member taken off.
+rq's hash and the worker's set (``RQ_EXECUTION_RECORDS``, default True: six commands a job, HSET, EXPIRE,
+SADD, EXPIRE at the start, DEL and SREM at the end) are still written for those who read them alone: the
+workers of a release up to a8814b4 tell a running job from an abandoned one by the hash, and without it their
+abandoned-job scan takes the started entry of a job that a worker of this release runs for stale and drops it:
+if that worker then dies, the job is never run again (tests/queues/resilience/test_mixed_versions.py). Their
+panel, rq's ``rq info`` and django-rq's pages find a worker's current job through both. So they go only once no
+worker of such a release runs on the same Redis and prefix (the option set False: docs/settings.md). The job's
+set of executions goes at once: nothing reads it but rq's ``Job.get_executions()``, which this app does not
+call (rq calls it from ``Job.delete``, to take the job's started entries off: the app deletes through
+``queues/operator``, and an entry left that way has no job and is dropped by the abandoned-job scan).
 
-Two commands fewer than rq's at the start (ZADD and EXPIRE of the job's executions) and one at the end (ZREM);
-three more at the start and one more at the end without rq's hash (HSET and EXPIRE; DEL), which
-``OPTIMA_QUEUES_OPTIONS["EXECUTION_HASHES"]`` (default True) still writes. The workers of a release up to
-a8814b4 tell a running job from an abandoned one by that hash alone: without it their abandoned-job scan takes
-the started entry of a job that a worker of this release runs for stale and drops it, and if that worker then
-dies the job is never run again (tests/queues/resilience/test_mixed_versions.py); their panel lists no started
-job without it. So the hash goes only once no worker of such a release runs on the same Redis and prefix (the
-option set False: docs/settings.md). Who reads the record:
+Who reads the record:
 
 - the owner of a started entry (``owners``: the abandoned-job scan, the panel's worker page) is the worker its
   hash names, or without one the job's ``worker_name`` while the job's hash names that execution; it has no
   owner once the job runs again under another one (a stale entry);
 - the panel's list of started jobs shows the hash, or without one the start and the heartbeat of the job's
-  hash (``shown``);
-- rq's ``Job.get_executions()`` finds none (it reads the job's set of executions): nothing of this app calls it,
-  rq calls it only from ``Job.delete`` (the app deletes through ``queues/operator``) to take the job's started
-  entries off; an entry left that way has no job and is dropped by the abandoned-job scan.
+  hash (``shown``); its worker page finds the worker's current job among the started entries of its queues.
 """
 
 import uuid
@@ -45,39 +44,40 @@ FIELD = jobmeta.EXECUTION
 
 class Execution(RQExecution):
     """rq's Execution (``worker.executions``, ``stop-execution``, the Result's execution fields) written as the
-    module says: no sorted set of the job's executions, and rq's hash only when ``hashed``."""
+    module says: no sorted set of the job's executions, and rq's hash and the worker's set only when
+    ``rq_records``."""
 
-    hashed = False  # rq's hash written too (OPTIMA_QUEUES_OPTIONS["EXECUTION_HASHES"])
+    rq_records = False  # OPTIMA_QUEUES_OPTIONS["RQ_EXECUTION_RECORDS"]: rq's hash and the worker's set written
 
     @classmethod
-    def create(cls, job, ttl, pipeline, worker_name="", hashed=False):
-        """Queue on ``pipeline`` the start of a new execution of ``job`` (rq's ``Execution.create`` without the
-        job's set of executions, and without its hash unless ``hashed``); the job's hash is to name it:
-        ``started_into`` or ``named_into``."""
+    def create(cls, job, ttl, pipeline, worker_name="", rq_records=False):
+        """Queue on ``pipeline`` the start of a new execution of ``job``: its started entry (rq's
+        ``Execution.create`` without the job's set of executions, and without the hash and the worker's set
+        unless ``rq_records``); the job's hash is to name it: ``started_into`` or ``named_into``."""
         execution = cls(id=uuid.uuid4().hex, job_id=job.id, connection=job.connection, worker_name=worker_name)
         rqcompat.set_execution_job(execution, job)
-        if hashed:  # for the workers and the panel of a release up to a8814b4: they read the hash alone
-            execution.hashed = True
-            execution.save(ttl=ttl, pipeline=pipeline)
         job.started_job_registry.add_execution(execution, pipeline=pipeline, ttl=ttl, xx=False)
-        if worker_name:  # the worker's heartbeat keeps its expiry (rq's Worker.heartbeat)
-            pipeline.sadd(execution.worker_executions_key, execution.composite_key)
-            pipeline.expire(execution.worker_executions_key, ttl + 60)
+        if rq_records:  # for the workers and the panel of a release up to a8814b4, and rq's own tools
+            execution.rq_records = True
+            execution.save(ttl=ttl, pipeline=pipeline)
+            if worker_name:  # the worker's heartbeat keeps its expiry (rq's Worker.heartbeat)
+                pipeline.sadd(execution.worker_executions_key, execution.composite_key)
+                pipeline.expire(execution.worker_executions_key, ttl + 60)
         return execution
 
     def delete(self, job, pipeline):
-        """Queue the end of the execution on ``pipeline``: its started entry, the worker's member (and its hash)."""
-        if self.hashed:
-            pipeline.delete(self.key)
+        """Queue the end of the execution on ``pipeline``: its started entry (and its hash and worker's member)."""
         job.started_job_registry.remove_execution(execution=self, pipeline=pipeline)
-        if self.worker_name:
-            pipeline.srem(self.worker_executions_key, self.composite_key)
+        if self.rq_records:
+            pipeline.delete(self.key)
+            if self.worker_name:
+                pipeline.srem(self.worker_executions_key, self.composite_key)
 
     def heartbeat(self, started_job_registry, ttl, pipeline):
         """rq's ``maintain_heartbeats`` (the forking worker): the started entry's expiry pushed on (the job's
         ``last_heartbeat`` is written by rq's ``Job.heartbeat`` in the same pipeline), and the hash's."""
         self.last_heartbeat = now()
-        if self.hashed:
+        if self.rq_records:
             pipeline.hset(self.key, "last_heartbeat", self.last_heartbeat.timestamp())
             pipeline.expire(self.key, ttl)
         started_job_registry.add_execution(self, ttl=ttl, pipeline=pipeline, xx=True)

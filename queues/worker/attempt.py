@@ -56,7 +56,7 @@ def begin(worker, job):
                 worker.get_heartbeat_ttl(job),
                 pipeline=pipe,
                 worker_name=worker.name,
-                hashed=worker.resilience.execution_hashes,
+                rq_records=worker.resilience.rq_execution_records,
             )
             created.append(execution)
             if worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost():

@@ -21,7 +21,7 @@ class ResilienceOptions:
     redis_retry_max: float  # REDIS_RETRY_MAX_SECONDS
     outcome_wait: float  # OUTCOME_WAIT_SECONDS
     started_entry_ttl: int  # STARTED_ENTRY_TTL_SECONDS
-    execution_hashes: bool = True  # EXECUTION_HASHES (queues/jobs/execution.py)
+    rq_execution_records: bool = True  # RQ_EXECUTION_RECORDS (queues/jobs/execution.py)
 
     @property
     def recovery_grace(self):
@@ -64,12 +64,12 @@ def problems(opts=None):
                     f"Remove it to use the default ({conf.OPTION_DEFAULTS[key]!r}); docs/settings.md explains it.",
                 )
             )
-    hashes = opts.get("EXECUTION_HASHES", conf.OPTION_DEFAULTS["EXECUTION_HASHES"])
-    if not isinstance(hashes, bool):
+    records = opts.get("RQ_EXECUTION_RECORDS", conf.OPTION_DEFAULTS["RQ_EXECUTION_RECORDS"])
+    if not isinstance(records, bool):
         found.append(
             conf.Problem(
                 "queues.E062",
-                f"OPTIMA_QUEUES_OPTIONS['EXECUTION_HASHES'] must be True or False, got {hashes!r}.",
+                f"OPTIMA_QUEUES_OPTIONS['RQ_EXECUTION_RECORDS'] must be True or False, got {records!r}.",
                 "True (the default) while workers of a release up to a8814b4 may run on the same Redis and prefix, "
                 "False once none does (docs/settings.md).",
             )
@@ -96,4 +96,4 @@ def options():
     values = {}
     for key, (field, _, _, whole) in RULES.items():
         values[field] = int(opts[key]) if whole else float(opts[key])
-    return ResilienceOptions(**values, execution_hashes=opts["EXECUTION_HASHES"])
+    return ResilienceOptions(**values, rq_execution_records=opts["RQ_EXECUTION_RECORDS"])

@@ -10,6 +10,7 @@ from rq.worker import Worker
 import queues
 from queues.catalog.lookup import get_queue
 from queues.jobs import execution as execution_record
+from queues.keyspace import keys
 from queues.periodic.plan import scheduled_jobs_key
 from queues.periodic.scheduler import PrefixedScheduler
 from tests.support.panel import prefix_dump, registered_worker
@@ -76,11 +77,12 @@ def test_a_workers_page_shows_its_current_job_in_at_most_5_round_trips_and_write
     executions = WORKER_EXECUTIONS_KEY_TEMPLATE.format("busy-one")
     stale = Execution.from_composite_key(f"{job.id}:gone", connection=queue_redis)  # not the job's current one
     live = Execution.from_composite_key(f"{job.id}:e1", connection=queue_redis)
-    if release == "this":  # the job's hash names its current execution (queues/jobs/execution.py)
+    if release == "this":  # the job's hash names its current execution; no hash, no set (queues/jobs/execution.py)
         queue_redis.hset(job.key, mapping={"worker_name": "busy-one", execution_record.FIELD: "e1"})
-    else:  # the execution hash a release before issue 36's fifth pass wrote
+    else:  # the execution hash and the worker's set a release before issue 36's fifth pass wrote
         queue_redis.hset(live.key, mapping={"worker_name": "busy-one", "started_at": "2026-01-01T00:00:00Z"})
-    queue_redis.sadd(executions, stale.composite_key, live.composite_key)
+        queue_redis.sadd(executions, stale.composite_key, live.composite_key)
+    queue_redis.zadd(keys.started_key("default"), {stale.composite_key: 1, live.composite_key: 2})
     before = dumps(queue_redis, settings)
     response = round_trips.get(client, f"/admin/queues/workers/{DEFAULT}/{key}/")
     assert response.status_code == 200

@@ -18,58 +18,59 @@ from tests.support.worker import plant_started, run_burst
 WORKER = "w-exec"
 
 
-def started(queue_redis, worker_name=WORKER, hashed=False):
+def started(queue_redis, worker_name=WORKER, rq_records=False):
     """A job started as an OptimaWorker that runs its jobs itself starts it; ``(job, execution, commands)``."""
     job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     queue_redis.lrem(keys.queue_key("default"), 1, job.id)
     with queue_redis.pipeline() as pipe:
-        execution = Execution.create(job, 600, pipeline=pipe, worker_name=worker_name, hashed=hashed)
+        execution = Execution.create(job, 600, pipeline=pipe, worker_name=worker_name, rq_records=rq_records)
         execution_record.started_into(job, worker_name, execution, pipe)
         commands = len(pipe.command_stack)
         pipe.execute()
     return job, execution, commands
 
 
-def test_a_start_writes_the_started_entry_the_worker_s_member_and_the_job_s_hash_and_no_execution_hash(queue_redis):
+def test_a_start_writes_the_started_entry_and_the_job_s_hash_and_no_other_record(queue_redis):
     job, execution, commands = started(queue_redis)
-    assert commands == 4  # ZADD, SADD, EXPIRE, HSET (rq's Execution.create and prepare_for_execution: 8)
+    assert commands == 2  # ZADD, HSET (rq's Execution.create and prepare_for_execution: 8)
     composite = f"{job.id}:{execution.id}"
     assert queue_redis.zscore(keys.started_key("default"), composite) > time.time() + 500
-    assert queue_redis.smembers(keys.worker_executions_key(WORKER)) == {composite.encode()}
-    assert 0 < queue_redis.ttl(keys.worker_executions_key(WORKER)) <= 660
     fields = queue_redis.hmget(job.key, "status", "worker_name", execution_record.FIELD)
     assert fields == [b"started", WORKER.encode(), execution.id.encode()]
-    assert not queue_redis.exists(keys.execution_key(composite), keys.job_executions_key(job.id))
+    others = (keys.execution_key(composite), keys.job_executions_key(job.id), keys.worker_executions_key(WORKER))
+    assert not queue_redis.exists(*others)
     assert job.get_executions() == []  # rq's reader finds none, and does not raise
     assert execution_record.owners(queue_redis, [composite]) == [WORKER]
 
 
-def test_with_execution_hashes_the_start_also_writes_rq_s_hash_as_the_last_release_reads_it(queue_redis):
-    job, execution, commands = started(queue_redis, hashed=True)
-    assert commands == 6  # + HSET and EXPIRE of the hash (OPTIMA_QUEUES_OPTIONS["EXECUTION_HASHES"])
+def test_with_rq_execution_records_the_start_also_writes_rq_s_hash_and_the_worker_s_set(queue_redis):
+    job, execution, commands = started(queue_redis, rq_records=True)
+    assert commands == 6  # + HSET and EXPIRE of the hash, SADD and EXPIRE of the worker's set
     composite = f"{job.id}:{execution.id}"
     assert 0 < queue_redis.ttl(keys.execution_key(composite)) <= 600
     read = RQExecution.fetch(execution.id, job.id, connection=queue_redis)  # as the last release's panel does
     assert (read.worker_name, read.job_id) == (WORKER, job.id)
+    assert queue_redis.smembers(keys.worker_executions_key(WORKER)) == {composite.encode()}
+    assert 0 < queue_redis.ttl(keys.worker_executions_key(WORKER)) <= 660
     assert not queue_redis.exists(keys.job_executions_key(job.id))
     assert execution_record.owners(queue_redis, [composite]) == [WORKER]
 
 
-@pytest.mark.parametrize("hashed,commands", [(False, 2), (True, 3)])
-def test_the_end_takes_the_entry_the_member_and_the_hash_off(queue_redis, hashed, commands):
-    job, execution, _ = started(queue_redis, hashed=hashed)
+@pytest.mark.parametrize("rq_records,commands", [(False, 1), (True, 3)])
+def test_the_end_takes_the_entry_the_member_and_the_hash_off(queue_redis, rq_records, commands):
+    job, execution, _ = started(queue_redis, rq_records=rq_records)
     with queue_redis.pipeline() as pipe:
         execution.delete(job=job, pipeline=pipe)
-        assert len(pipe.command_stack) == commands  # ZREM, SREM (and DEL); rq's: DEL, ZREM, ZREM, SREM
+        assert len(pipe.command_stack) == commands  # ZREM (and DEL, SREM); rq's: DEL, ZREM, ZREM, SREM
         pipe.execute()
     assert queue_redis.zcard(keys.started_key("default")) == 0
     assert not queue_redis.exists(keys.worker_executions_key(WORKER))
     assert not queue_redis.exists(keys.execution_key(f"{job.id}:{execution.id}"))
 
 
-@pytest.mark.parametrize("hashed", [False, True])
-def test_a_heartbeat_pushes_the_entry_s_expiry_on_and_brings_back_no_ended_one(queue_redis, hashed):
-    job, execution, _ = started(queue_redis, hashed=hashed)
+@pytest.mark.parametrize("rq_records", [False, True])
+def test_a_heartbeat_pushes_the_entry_s_expiry_on_and_brings_back_no_ended_one(queue_redis, rq_records):
+    job, execution, _ = started(queue_redis, rq_records=rq_records)
     composite = f"{job.id}:{execution.id}"
     registry = OptimaJob.fetch(job.id, connection=queue_redis).started_job_registry
     with queue_redis.pipeline() as pipe:
@@ -77,7 +78,7 @@ def test_a_heartbeat_pushes_the_entry_s_expiry_on_and_brings_back_no_ended_one(q
         pipe.execute()
     assert queue_redis.zscore(keys.started_key("default"), composite) > time.time() + 7000
     ttl = queue_redis.ttl(keys.execution_key(composite))
-    assert ttl > 7000 if hashed else ttl == -2  # -2: no such key
+    assert ttl > 7000 if rq_records else ttl == -2  # -2: no such key
     with queue_redis.pipeline() as pipe:
         execution.delete(job=job, pipeline=pipe)
         execution.heartbeat(registry, 7200, pipe)  # a beat after the end (rq's race): no entry comes back

@@ -596,7 +596,7 @@ def test_workers_of_both_releases_on_one_queue_run_each_job_exactly_once(
     scans_done_at = both_up + LIVENESS_TTL + LIVENESS_INTERVAL + 4 * ABANDONED_SCAN
     wait(lambda: time.monotonic() >= scans_done_at, "a few abandoned-job scans", timeout=60)
     # Neither release's scans took the other's running job for stale: had one dropped its started entry, the
-    # job would never run again if its worker died now (queues/jobs/execution.py: EXECUTION_HASHES).
+    # job would never run again if its worker died now (queues/jobs/execution.py: RQ_EXECUTION_RECORDS).
     running = StartedJobRegistry("default", connection=queue_redis).get_job_ids(cleanup=False)
     assert sorted(running) == sorted(gates.values()), f"started entries after the scans\n{describe(queue_redis, gates)}"
     release_file.touch()

@@ -225,16 +225,20 @@ def test_resilience_options_out_of_range_are_reported_by_the_system_checks(setti
     ]
     settings.OPTIMA_QUEUES_OPTIONS = {"LIVENESS_TTL_SECONDS": 3, "LIVENESS_INTERVAL_SECONDS": 2}
     assert [e.id for e in run_checks()] == ["queues.E061"]
-    settings.OPTIMA_QUEUES_OPTIONS = {"EXECUTION_HASHES": "0"}
+    settings.OPTIMA_QUEUES_OPTIONS = {"RQ_EXECUTION_RECORDS": "0"}
     assert run_checks() == [
         Error(
-            "OPTIMA_QUEUES_OPTIONS['EXECUTION_HASHES'] must be True or False, got '0'.",
+            "OPTIMA_QUEUES_OPTIONS['RQ_EXECUTION_RECORDS'] must be True or False, got '0'.",
             hint="True (the default) while workers of a release up to a8814b4 may run on the same Redis and prefix, "
             "False once none does (docs/settings.md).",
             id="queues.E062",
         )
     ]
-    settings.OPTIMA_QUEUES_OPTIONS = {"SHUTDOWN_GRACE_SECONDS": 0, "LIVENESS_TTL_SECONDS": 4, "EXECUTION_HASHES": False}
+    settings.OPTIMA_QUEUES_OPTIONS = {
+        "SHUTDOWN_GRACE_SECONDS": 0,
+        "LIVENESS_TTL_SECONDS": 4,
+        "RQ_EXECUTION_RECORDS": False,
+    }
     assert run_checks() == []
 
 

@@ -46,16 +46,16 @@ def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_la
     assert worker.stop() == 0, worker.output()
 
 
-@pytest.mark.parametrize("hashes", ["1", "0"], ids=["execution-hashes", "no-execution-hashes"])
-def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path, hashes):
-    """With or without rq's execution hash (EXECUTION_HASHES, queues/jobs/execution.py), a scan leaves the running
-    job of a live worker alone and, once that worker is killed, another worker's scan finds the job abandoned."""
-    log, env = tmp_path / "runs.jsonl", {"QUEUE_EXECUTION_HASHES": hashes}
+@pytest.mark.parametrize("records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
+def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path, records):
+    """With or without rq's execution records (RQ_EXECUTION_RECORDS, queues/jobs/execution.py), a scan leaves the
+    running job of a live worker alone and, once that worker is killed, another worker's scan finds it abandoned."""
+    log, env = tmp_path / "runs.jsonl", {"QUEUE_RQ_EXECUTION_RECORDS": records}
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=120, attempts=3)
     victim = start_worker("default", "--no-fork", env=env)
     wait_for(lambda: starts(log), timeout=60, message="the job to start")
     [entry] = [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)]
-    assert bool(queue_redis.exists(keys.execution_key(entry))) == (hashes == "1")
+    assert bool(queue_redis.exists(keys.execution_key(entry))) == (records == "1")
     owner = fetch(job.id, queue_redis).worker_name
     assert execution_record.owners(queue_redis, [entry]) == [owner] and owner
     counts = Scan(queue_redis, ["default"], stale_after=10).run()  # a scan of any worker meanwhile

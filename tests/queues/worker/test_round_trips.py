@@ -31,9 +31,9 @@ FEW, MANY = 5, 45
 MAX_ROUND_TRIPS_PER_JOB = 2
 # issue 36: Redis commands (INFO commandstats, those Lua calls included) per job, its enqueue, run and success; it
 # was 52.5 (7 + 45.5), then 34.6 (6 + 28.6); without rq's set of executions of the job (queues/jobs/execution.py)
-# it is 31.2, and 28.2 without its execution hash either (EXECUTION_HASHES off); stock rq's SimpleWorker runs ~65
-# (bench/redis_cost.py)
-MAX_COMMANDS_PER_JOB = {"1": 32, "0": 29}  # by QUEUE_EXECUTION_HASHES
+# it is 31.2, and 25.4 without rq's execution hash and the worker's set either (RQ_EXECUTION_RECORDS off); stock
+# rq's SimpleWorker runs ~65 (bench/redis_cost.py)
+MAX_COMMANDS_PER_JOB = {"1": 32, "0": 26}  # by QUEUE_RQ_EXECUTION_RECORDS
 
 # issue 36: a --concurrency worker's jobs that start and end together share their round trips (a start and a
 # success each, unshared: at least 2 a job with the pops), connection/combine.py
@@ -112,14 +112,14 @@ def commands(connection):
     return sum(v["calls"] for v in connection.info("commandstats").values())
 
 
-@pytest.mark.parametrize("hashes", ["1", "0"], ids=["execution-hashes", "no-execution-hashes"])
-def test_a_job_costs_redis_at_most_32_commands_29_without_execution_hashes(
-    subprocess_env, tmp_path, private_redis, hashes
+@pytest.mark.parametrize("records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
+def test_a_job_costs_redis_at_most_32_commands_26_without_rq_execution_records(
+    subprocess_env, tmp_path, private_redis, records
 ):
     """What a job costs the Redis every worker shares, counted on the server: the enqueue and the fork-free
     worker's run of ``MANY`` jobs less that of ``FEW`` (a burst worker's start and end cost the same either way).
     A redis-server of this test's own (``private_redis``): the session's serves the other test processes too."""
-    env = dict(subprocess_env, REDIS_URL=private_redis.url, QUEUE_EXECUTION_HASHES=hashes)
+    env = dict(subprocess_env, REDIS_URL=private_redis.url, QUEUE_RQ_EXECUTION_RECORDS=records)
     env.pop("CACHE_REDIS_URL", None)
     connection = redis.Redis.from_url(private_redis.url)
     finished = FinishedJobRegistry("default", connection=connection)
@@ -132,7 +132,7 @@ def test_a_job_costs_redis_at_most_32_commands_29_without_execution_hashes(
         ran += jobs
         assert done == ran, "the jobs ran on this test's own Redis"
     per_job = (costs[1] - costs[0]) / (MANY - FEW)
-    assert per_job <= MAX_COMMANDS_PER_JOB[hashes], (
+    assert per_job <= MAX_COMMANDS_PER_JOB[records], (
         f"{per_job:.1f} commands per job ({costs[0]} for {FEW}, {costs[1]} for {MANY})"
     )
 
