@@ -25,7 +25,9 @@ does meanwhile: heartbeats, polls):
   dear in user space: docs/decisions.md). So no target is judged on it; it says which change made the
   server's own work smaller.
 
-Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), rq-simple
+Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), both also
+without rq's own execution records (ours-nofork-lean, ours-c8-lean: ``QUEUE_RQ_EXECUTION_RECORDS=0``, as a deploy
+runs once no worker of a release up to a8814b4 is left: docs/settings.md), rq-simple
 (stock rq's SimpleWorker), celery (``--pool threads --concurrency 8``, ``acks_late=True``: at-least-once as
 ours is), dramatiq (``--processes 1 --threads 8``). The peers run from bench/.venv-peers (requirements-bench.txt,
 built on first use as bench/peers.py builds it). Every run's figures are printed; ``--rounds`` repeats each
@@ -59,6 +61,21 @@ SYSTEMS = {
     "ours-nofork": replace(BY_KEY["ours-nofork"], label="ours: rqworker --no-fork"),
     "ours-c8": replace(
         BY_KEY["ours-c32"], key="ours-c8", label=f"ours: rqworker --concurrency {THREADS}", concurrency=THREADS
+    ),
+    # issue 36: without rq's own execution records (queues/jobs/execution.py), as a deploy runs once no worker of a
+    # release up to a8814b4 is left (docs/settings.md, RQ_EXECUTION_RECORDS)
+    "ours-nofork-lean": replace(
+        BY_KEY["ours-nofork"],
+        key="ours-nofork-lean",
+        label="ours: rqworker --no-fork, RQ_EXECUTION_RECORDS off",
+        env=(("QUEUE_RQ_EXECUTION_RECORDS", "0"),),
+    ),
+    "ours-c8-lean": replace(
+        BY_KEY["ours-c32"],
+        key="ours-c8-lean",
+        label=f"ours: rqworker --concurrency {THREADS}, RQ_EXECUTION_RECORDS off",
+        concurrency=THREADS,
+        env=(("QUEUE_RQ_EXECUTION_RECORDS", "0"),),
     ),
     "rq-simple": BY_KEY["rq-simple"],
     "celery": replace(
@@ -198,7 +215,7 @@ def run_all(opts, tmp):
     from bench.peer_jobs.systems import Env, command_offers
     from devtools.redis_server import RedisServer
 
-    if any(SYSTEMS[k].family == "ours" for k in opts.systems) and "ours-c8" in opts.systems:
+    if any(SYSTEMS[k].family == "ours" for k in opts.systems) and {"ours-c8", "ours-c8-lean"} & set(opts.systems):
         if not command_offers("--concurrency"):
             sys.exit("rqworker has no --concurrency: drop ours-c8 from --systems")
     results = []
@@ -276,7 +293,7 @@ def targets(costs):
     """Issue 36's targets, from this run: [(what, value, verdict)]."""
     rows = []
     rq = costs.get("rq-simple")
-    for key in ("ours-nofork", "ours-c8"):
+    for key in ("ours-nofork", "ours-c8", "ours-nofork-lean", "ours-c8-lean"):
         if costs.get(key) is None:
             continue
         cpu, commands, _instructions = costs[key]

@@ -29,6 +29,7 @@ class System:
     processes: int = 1
     needs: str = ""  # an option the command must offer ("--concurrency"), else the row is n/a
     coroutines: bool = False  # ours: the jobs are the ``async def`` ones (bench.peer_jobs.ours.*_async)
+    env: tuple = ()  # (name, value) pairs the worker's and the producer's environment get on top
 
     @property
     def producer(self):
@@ -196,4 +197,5 @@ class Env:
                 DATABASE_URL=f"sqlite:///{self.tmp}/db.sqlite3",
                 QUEUE_JOB_MODULES="bench.peer_jobs.ours",
             )
+        env.update(system.env)
         return env
