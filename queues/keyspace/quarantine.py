@@ -196,14 +196,17 @@ def starting(worker, job):
 
 
 def running(worker, job, execution):
-    """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's and the started registry
-    (``queues/jobs/execution.py``: no execution hash)."""
+    """rq's ``maintain_heartbeats`` of a running job: the worker's hash, the job's, the started registry and,
+    written with RQ_EXECUTION_RECORDS, its execution's (``queues/jobs/execution.py``)."""
 
-    return {
+    expected = {
         worker.key: "hash",
         job.key: "hash",
         keys.started_key(job.origin): "zset",
     }
+    if getattr(execution, "rq_records", True):
+        expected[execution.key] = "hash"
+    return expected
 
 
 def limit(scoped_key):
