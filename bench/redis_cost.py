@@ -27,7 +27,7 @@ does meanwhile: heartbeats, polls):
 
 Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), both also
 without rq's own execution records (ours-nofork-lean, ours-c8-lean: ``QUEUE_RQ_EXECUTION_RECORDS=0``, as a deploy
-runs once no worker of a release up to a8814b4 is left: docs/settings.md), rq-simple
+runs once no worker of a release up to 6f24d7d is left: docs/settings.md), rq-simple
 (stock rq's SimpleWorker), celery (``--pool threads --concurrency 8``, ``acks_late=True``: at-least-once as
 ours is), dramatiq (``--processes 1 --threads 8``). The peers run from bench/.venv-peers (requirements-bench.txt,
 built on first use as bench/peers.py builds it). Every run's figures are printed; ``--rounds`` repeats each
@@ -63,7 +63,7 @@ SYSTEMS = {
         BY_KEY["ours-c32"], key="ours-c8", label=f"ours: rqworker --concurrency {THREADS}", concurrency=THREADS
     ),
     # issue 36: without rq's own execution records (queues/jobs/execution.py), as a deploy runs once no worker of a
-    # release up to a8814b4 is left (docs/settings.md, RQ_EXECUTION_RECORDS)
+    # release up to 6f24d7d is left (docs/settings.md, RQ_EXECUTION_RECORDS)
     "ours-nofork-lean": replace(
         BY_KEY["ours-nofork"],
         key="ours-nofork-lean",

@@ -149,7 +149,7 @@ QUEUE_JOB_MODULES = [m.strip() for m in os.environ.get("QUEUE_JOB_MODULES", "").
 QUEUE_SIGNING_KEY = os.environ.get("QUEUE_SIGNING_KEY", "")
 QUEUE_SIGNING_OLD_KEYS = [k for k in os.environ.get("QUEUE_SIGNING_OLD_KEYS", "").split(",") if k.strip()]
 QUEUE_ACCEPT_UNSIGNED_UNTIL = os.environ.get("QUEUE_ACCEPT_UNSIGNED_UNTIL", "")
-# 0 once no worker of a release up to a8814b4 runs on the same Redis and prefix: workers write no rq execution
+# 0 once no worker of a release up to 6f24d7d runs on the same Redis and prefix: workers write no rq execution
 # hash and worker's set, six Redis commands a job fewer (queues/jobs/execution.py, docs/settings.md).
 OPTIMA_QUEUES_OPTIONS = {"RQ_EXECUTION_RECORDS": _env_flag("QUEUE_RQ_EXECUTION_RECORDS", True)}
 

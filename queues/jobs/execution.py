@@ -12,7 +12,7 @@ the end, and the field), where rq's make ten.
 
 rq's hash and the worker's set (``RQ_EXECUTION_RECORDS``, default True: six commands a job, HSET, EXPIRE,
 SADD, EXPIRE at the start, DEL and SREM at the end) are still written for those who read them alone: the
-workers of a release up to a8814b4 tell a running job from an abandoned one by the hash, and without it their
+workers of a release up to 6f24d7d tell a running job from an abandoned one by the hash, and without it their
 abandoned-job scan takes the started entry of a job that a worker of this release runs for stale and drops it:
 if that worker then dies, the job is never run again (tests/queues/resilience/test_mixed_versions.py). Their
 panel, rq's ``rq info`` and django-rq's pages find a worker's current job through both. So they go only once no
@@ -57,7 +57,7 @@ class Execution(RQExecution):
         execution = cls(id=uuid.uuid4().hex, job_id=job.id, connection=job.connection, worker_name=worker_name)
         rqcompat.set_execution_job(execution, job)
         job.started_job_registry.add_execution(execution, pipeline=pipeline, ttl=ttl, xx=False)
-        if rq_records:  # for the workers and the panel of a release up to a8814b4, and rq's own tools
+        if rq_records:  # for the workers and the panel of a release up to 6f24d7d, and rq's own tools
             execution.rq_records = True
             execution.save(ttl=ttl, pipeline=pipeline)
             if worker_name:  # the worker's heartbeat keeps its expiry (rq's Worker.heartbeat)

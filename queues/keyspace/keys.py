@@ -14,7 +14,7 @@ key                                    what
 ``<p>:queue:<q>:intermediate``         jobs popped by a worker, not yet started (rq's name; one for all bands)
 ``<p>:wip:<q>``                        rq's started registry (``<job id>:<execution id>``)
 ``<p>:execution:<job>:<exec>``         rq's execution hash (names its worker): with RQ_EXECUTION_RECORDS only
-``<p>:executions:<job>``               rq's executions of one job: written by releases up to a8814b4 only
+``<p>:executions:<job>``               rq's executions of one job: written by releases up to 6f24d7d only
 ``<p>:worker:<name>:executions``       rq's executions of one worker: with RQ_EXECUTION_RECORDS only
 ``<p>:rl-keys``                        rq's set of the limit keys in use (``queues.producer.limits``: ``<q>:<key>``)
 ``<p>:rl:<q>:<key>``                   rq's hash of a limit key's ``concurrency``

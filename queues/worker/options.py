@@ -70,7 +70,7 @@ def problems(opts=None):
             conf.Problem(
                 "queues.E062",
                 f"OPTIMA_QUEUES_OPTIONS['RQ_EXECUTION_RECORDS'] must be True or False, got {records!r}.",
-                "True (the default) while workers of a release up to a8814b4 may run on the same Redis and prefix, "
+                "True (the default) while workers of a release up to 6f24d7d may run on the same Redis and prefix, "
                 "False once none does (docs/settings.md).",
             )
         )
