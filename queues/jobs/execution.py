@@ -101,8 +101,10 @@ def started_into(job, worker_name, execution, pipe):
 
 
 def named_into(job, execution, pipe):
-    """Queue the naming of ``execution`` in ``job``'s hash alone (the forking worker, whose horse writes the rest)."""
-    pipe.hset(job.key, FIELD, execution.id)
+    """Queue the naming of ``execution`` and its worker in ``job``'s hash (the forking worker, whose horse writes
+    the rest later: until then the hash would still name the worker of an earlier attempt, or none, and a scan
+    would take the job, not yet STARTED, for one whose horse never began and push it back while it starts)."""
+    pipe.hset(job.key, mapping={FIELD: execution.id, "worker_name": execution.worker_name})
 
 
 def hash_key(job_id, execution_id):

@@ -128,3 +128,19 @@ def test_a_burst_worker_leaves_no_execution_record_behind(queue_redis):
     assert queue_redis.zcard(keys.started_key("default")) == 0
     execution_id = done.latest_result().execution_id
     assert queue_redis.hget(job.key, execution_record.FIELD) == execution_id.encode()
+
+
+def test_a_forking_worker_s_start_names_the_execution_and_its_worker_before_the_horse_writes_the_rest(queue_redis):
+    job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    queue_redis.lrem(keys.queue_key("default"), 1, job.id)
+    plant_started(queue_redis, job, worker_name="w-dead", execution_id="e1")  # an earlier attempt's worker
+    queue_redis.zrem(keys.started_key("default"), f"{job.id}:e1")
+    queue_redis.hset(job.key, "status", "queued")  # its retry, popped by the next worker
+    with queue_redis.pipeline() as pipe:
+        execution = Execution.create(job, 600, pipeline=pipe, worker_name=WORKER)
+        execution_record.named_into(job, execution, pipe)
+        assert len(pipe.command_stack) == 2  # ZADD, HSET
+        pipe.execute()
+    composite = f"{job.id}:{execution.id}"
+    assert execution_record.owners(queue_redis, [composite]) == [WORKER]  # not w-dead: the scan leaves it alone
+    assert queue_redis.hget(job.key, "status") == b"queued"  # the horse writes STARTED

@@ -12,6 +12,7 @@ from rq.worker import Worker
 
 import queues
 from queues.catalog.lookup import OptimaJob, get_queue
+from queues.keyspace import keys
 from queues.keyspace.keys import alive_key
 from tests.jobs.resilience import ends, starts
 from tests.support import wait_for
@@ -43,12 +44,19 @@ def process_gone(pid):
     return False
 
 
-def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(start_worker, queue_redis, tmp_path):
-    log = tmp_path / "runs.jsonl"
-    doomed = start_worker("default")
+@pytest.mark.parametrize("rq_records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
+def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(
+    start_worker, queue_redis, tmp_path, rq_records
+):
+    """The forking worker, with or without rq's execution records (RQ_EXECUTION_RECORDS: queues/jobs/execution.py;
+    its start names the job's worker before the horse writes the rest)."""
+    log, env = tmp_path / "runs.jsonl", {"QUEUE_RQ_EXECUTION_RECORDS": rq_records}
+    doomed = start_worker("default", env=env)
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=600)
     first_run = wait_started(log)[0]
-    survivor = start_worker("default")
+    [entry] = [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)]
+    assert bool(queue_redis.exists(keys.execution_key(entry))) == (rq_records == "1")
+    survivor = start_worker("default", env=env)
 
     doomed.signal(signal.SIGKILL)
     assert doomed.wait(10) == -signal.SIGKILL
