@@ -117,17 +117,19 @@ def owners(connection, composites):
     does (ended, run again under another execution, its job gone, a key of the wrong type, or an entry that is
     not ``<job id>:<execution id>``). One round trip."""
     parsed = [composite.split(":") for composite in composites]
+    readable = [parts for parts in parsed if len(parts) == 2]
     with connection.pipeline(transaction=False) as pipe:
-        for composite, parts in zip(composites, parsed):
-            pipe.hget(keys.execution_key(composite) if len(parts) == 2 else "", "worker_name")  # last release's
-            pipe.hmget(keys.job_key(parts[0]), "worker_name", FIELD)
-        replies = pipe.execute(raise_on_error=False)
+        for job_id, execution_id in readable:
+            pipe.hget(hash_key(job_id, execution_id), "worker_name")  # a hash of rq's records, if any
+            pipe.hmget(keys.job_key(job_id), "worker_name", FIELD)
+        replies = iter(pipe.execute(raise_on_error=False))
     found = []
-    for i, parts in enumerate(parsed):
-        old, current = replies[2 * i], replies[2 * i + 1]
+    for parts in parsed:
         if len(parts) != 2:
             found.append("")
-        elif isinstance(old, bytes):
+            continue
+        old, current = next(replies), next(replies)
+        if isinstance(old, bytes):
             found.append(old.decode("utf-8", "replace"))
         elif isinstance(current, list) and current[1] == parts[1].encode() and isinstance(current[0], bytes):
             found.append(current[0].decode("utf-8", "replace"))
