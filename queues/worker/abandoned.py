@@ -201,7 +201,14 @@ class Scan:
 
         queue = OptimaQueue(name, connection=self.connection)
         wip_key = keys.started_key(name)
-        entries = [e for e in self._text_entries(wip_key, self.connection.zrange(wip_key, 0, LIMIT - 1)) if ":" in e]
+        entries = []
+        for entry in self._text_entries(wip_key, self.connection.zrange(wip_key, 0, LIMIT - 1)):
+            if entry.count(":") == 1:
+                entries.append(entry)
+            elif ":" in entry:  # planted: rq's parse_composite_key raises on it, and so stopped every scan
+                self.log.error(
+                    "Abandoned-job scan: skipped entry %r of %s: not <job id>:<execution id>", entry, wip_key
+                )
         if not entries:
             return set()
         parsed = [parse_composite_key(e) for e in entries]

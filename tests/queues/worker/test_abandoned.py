@@ -65,3 +65,13 @@ def test_an_entry_of_an_execution_its_job_has_left_is_dropped_and_the_job_s_curr
     assert counts["retried"] == counts["dead"] == 0  # the run on the live worker goes on
     assert queue_redis.zrange(keys.started_key("default"), 0, -1) == [f"{job.id}:new".encode()]
     assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "started"
+
+
+def test_a_started_entry_that_is_not_job_id_colon_execution_id_does_not_stop_the_scan(queue_redis, caplog):
+    queue_redis.zadd(keys.started_key("default"), {"planted:by:a-writer": 9999999999})
+    job = _started_job(queue_redis)
+    plant_started(queue_redis, job)  # a dead worker's job, after the planted entry in the registry's order
+    with caplog.at_level(logging.ERROR):
+        counts = Scan(queue_redis, ["default"], stale_after=10).run()
+    assert counts["retried"] == 1
+    assert any("planted:by:a-writer" in r.getMessage() for r in caplog.records), caplog.text
