@@ -5,11 +5,14 @@ import pytest
 import queues
 from queues.catalog.lookup import OptimaJob
 from queues.models import DeadLetter
+from tests.jobs.resilience import starts
 from tests.support import wait_for
 from tests.support.browser import log_in
 from tests.support.panel import BASIC_PASSWORD, BASIC_USER
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+DEFAULT = 1  # django-rq numbers queues by sorted name: content 0, default 1, orders-sync 2, repricer 3.
 
 
 def cell(page, queue, css):
@@ -102,6 +105,34 @@ def test_operator_retries_a_dead_letter_from_the_admin_and_it_succeeds(
     page.goto(f"{live_server.url}/admin/queues/auditentry/")
     assert page.locator("#result_list tbody tr").count() == 1
     shoot(page, "audit-trail")
+    worker.stop()
+
+
+def test_operator_sees_the_job_a_busy_worker_runs_and_opens_it(
+    page, live_server, prod, operator, start_worker, queue_redis, tmp_path
+):
+    """A worker without rq's execution records (``QUEUE_RQ_EXECUTION_RECORDS=0``, queues/jobs/execution.py): the
+    worker's page finds its current job among the started entries of its queues."""
+    log, release = tmp_path / "gate.jsonl", tmp_path / "release"
+    job = queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(log), str(release))
+    worker = start_worker("default", "--no-fork", env={"QUEUE_RQ_EXECUTION_RECORDS": "0"})
+    wait_for(lambda: starts(log), timeout=60, message="the job to start")
+    name = OptimaJob.fetch(job.id, connection=queue_redis).worker_name
+    log_in(page, live_server, next_url=f"/admin/queues/workers/{DEFAULT}/")
+    page.get_by_role("link", name=name).click()
+    assert job.id in page.locator("#worker-current-job").inner_text()
+    page.locator("#worker-current-job a").click()
+    page.wait_for_url(f"**/{job.id}/")
+    assert "tests.jobs.resilience.wait_for_file_then_return" in page.locator("#content").inner_text()
+    release.touch()
+    wait_for(
+        lambda: OptimaJob.fetch(job.id, connection=queue_redis).get_status() == "finished",
+        timeout=60,
+        message="the job to finish once released",
+    )
+    page.goto(f"{live_server.url}/admin/queues/workers/{DEFAULT}/")
+    page.get_by_role("link", name=name).click()
+    assert page.locator("#worker-current-job").count() == 0  # idle: no current job shown
     worker.stop()
 
 
