@@ -9,6 +9,7 @@
   outage tests, clean-up).
 """
 
+import atexit
 import os
 import secrets
 import uuid
@@ -37,6 +38,9 @@ elif not os.environ.get("REDIS_URL"):
     from devtools.redis_server import RedisServer
 
     _server = RedisServer().start()
+    # pytest_unconfigure stops it; this too, for a session that ends before this plugin was configured (an
+    # import error in a conftest left such servers running; stop() is idempotent)
+    atexit.register(_server.stop)
     os.environ["REDIS_URL"] = _server.url
 
 ADMIN_URL = os.environ["REDIS_URL"]
