@@ -107,11 +107,6 @@ def named_into(job, execution, pipe):
     pipe.hset(job.key, mapping={FIELD: execution.id, "worker_name": execution.worker_name})
 
 
-def hash_key(job_id, execution_id):
-    """``<p>:execution:<job id>:<execution id>``: the hash a release before issue 36's fifth pass wrote."""
-    return RQExecution(id=execution_id, job_id=job_id, connection=None).key
-
-
 def owners(connection, composites):
     """The worker running each started entry ``<job id>:<execution id>`` of ``composites``, or "" when none
     does (ended, run again under another execution, its job gone, a key of the wrong type, or an entry that is
@@ -120,7 +115,7 @@ def owners(connection, composites):
     readable = [parts for parts in parsed if len(parts) == 2]
     with connection.pipeline(transaction=False) as pipe:
         for job_id, execution_id in readable:
-            pipe.hget(hash_key(job_id, execution_id), "worker_name")  # a hash of rq's records, if any
+            pipe.hget(keys.execution_key(f"{job_id}:{execution_id}"), "worker_name")  # a hash of rq's records, if any
             pipe.hmget(keys.job_key(job_id), "worker_name", FIELD)
         replies = iter(pipe.execute(raise_on_error=False))
     found = []

@@ -147,8 +147,10 @@ def scheduled_key(name):
 
 
 def execution_key(composite):
-    """``<p>:execution:<job id>:<execution id>`` (rq builds it in ``Execution.key``)."""
-    return Execution.from_composite_key(composite, connection=None).key
+    """``<p>:execution:<job id>:<execution id>`` (rq builds it in ``Execution.key``), for any entry of the started
+    registry: split at its last ``:``, where rq's ``from_composite_key`` raises on a job id holding one."""
+    job_id, _, execution_id = composite.rpartition(":")
+    return Execution(id=execution_id, job_id=job_id, connection=None).key
 
 
 def job_executions_key(job_id):

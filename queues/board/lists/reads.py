@@ -14,7 +14,7 @@ from queues.board import paging
 from queues.board.readonly import REGISTRIES, wrong_type
 from queues.jobs import execution as execution_record
 from queues.jobs import read as jobread
-from queues.keyspace import entries
+from queues.keyspace import entries, keys
 from queues.search import verify
 
 BANDS = ("high", "normal", "low")
@@ -228,7 +228,7 @@ def rows_of(queue, state, page_ids):
     calls = [(jobread.job_key(i), "hgetall", (), None) for i in ids]
     for i, (_, _, execution_id) in zip(ids, page_ids):
         if execution_id is not None:  # the hash a release before issue 36's fifth pass wrote
-            calls.append((execution_record.hash_key(jobread.text(i), execution_id), "hgetall", (), None))
+            calls.append((keys.execution_key(f"{jobread.text(i)}:{execution_id}"), "hgetall", (), None))
     replies = raw_pipeline(connection, calls)
     jobs = [jobread.load(i, r, connection) for i, r in zip(ids, replies)]
     rows = []
