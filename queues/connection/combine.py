@@ -49,7 +49,7 @@ def of(client: redis.Redis) -> "Combiner | None":
 
 
 class _Request:
-    __slots__ = ("commands", "read", "ready", "done", "value", "error", "batch")
+    __slots__ = ("commands", "read", "ready", "done", "answered", "value", "error", "batch")
 
     def __init__(self, commands: list[tuple[Any, ...]], read: Callable[[Any], Any]) -> None:
         self.commands = commands
@@ -57,6 +57,7 @@ class _Request:
         self.ready = threading.Lock()  # held until the request is done or its thread is to send (a semaphore)
         self.ready.acquire()
         self.done = False
+        self.answered = False  # its value or error is set (a nil reply is a value too)
         self.value: Any = None
         self.error: BaseException | None = None
         self.batch: list[_Request] = []  # the batches its thread sends, when handed the sending
@@ -107,8 +108,8 @@ class Combiner:
             self._send(batch)
         except BaseException as exc:  # noqa: BLE001 — not a batch left without an answer
             for request in batch:
-                if request.value is None and request.error is None:
-                    request.error = exc
+                if not request.answered:
+                    request.error, request.answered = exc, True
             raise
         finally:
             with self._lock:
@@ -131,7 +132,7 @@ class Combiner:
             conn = pool.get_connection()  # connects when the pool has none: Redis away fails here
         except BaseException as exc:  # noqa: BLE001 — every batch gets it, as its own round trip would have raised it
             for request in batch:
-                request.error = exc
+                request.error, request.answered = exc, True
             return
         broken: BaseException | None = None
         try:
@@ -141,7 +142,7 @@ class Combiner:
         try:
             for request in batch:
                 if broken is not None:
-                    request.error = broken
+                    request.error, request.answered = broken, True
                     continue
                 try:
                     request.value = request.read(conn)
@@ -149,6 +150,7 @@ class Combiner:
                     request.error = exc
                 except BaseException as exc:  # noqa: BLE001 — out of step: this one and the rest fail with it
                     broken = request.error = exc
+                request.answered = True
         finally:
             if broken is not None:
                 conn.disconnect()
