@@ -3,6 +3,7 @@ checks of where a job sits after a worker let it go."""
 
 import uuid
 
+import pytest
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
@@ -67,3 +68,15 @@ def plant_started(connection, job, worker_name="gone-worker", execution_id="e1",
     else:
         fields[execution_record.FIELD] = execution_id
     connection.hset(job.key, mapping=fields)
+
+
+# A worker process with rq's own execution records (QUEUE_RQ_EXECUTION_RECORDS "1", the default) and without ("0"):
+# queues/jobs/execution.py. The test takes ``rq_records`` and passes it in the worker's environment.
+WITH_AND_WITHOUT_RQ_RECORDS = pytest.mark.parametrize(
+    "rq_records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"]
+)
+
+
+def started_entries(connection, queue="default"):
+    """The entries of ``queue``'s started registry (``<job id>:<execution id>``), as text, in its order."""
+    return [entry.decode() for entry in connection.zrange(keys.started_key(queue), 0, -1)]

@@ -16,6 +16,7 @@ from queues.keyspace import keys
 from queues.keyspace.keys import alive_key
 from tests.jobs.resilience import ends, starts
 from tests.support import wait_for
+from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, started_entries
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -44,7 +45,7 @@ def process_gone(pid):
     return False
 
 
-@pytest.mark.parametrize("rq_records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
+@WITH_AND_WITHOUT_RQ_RECORDS
 def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(
     start_worker, queue_redis, tmp_path, rq_records
 ):
@@ -54,7 +55,7 @@ def test_job_of_a_worker_killed_with_sigkill_runs_again_on_another_worker(
     doomed = start_worker("default", env=env)
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=600)
     first_run = wait_started(log)[0]
-    [entry] = [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)]
+    [entry] = started_entries(queue_redis)
     assert bool(queue_redis.exists(keys.execution_key(entry))) == (rq_records == "1")
     survivor = start_worker("default", env=env)
 

@@ -26,6 +26,7 @@ from tests.jobs.concurrent import records
 from tests.support import ROOT, wait_for
 from tests.support.clock import past_rqs_repeat_window
 from tests.support.lifecycle import wait_row, wait_scheduled_for_attempt
+from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, started_entries
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -75,13 +76,13 @@ def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rq_records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
+@WITH_AND_WITHOUT_RQ_RECORDS
 def test_sigkill_re_runs_every_job_the_process_held_once_each(start_worker, queue_redis, tmp_path, rq_records):
     log, release, env = tmp_path / "runs.jsonl", tmp_path / "release", {"QUEUE_RQ_EXECUTION_RECORDS": rq_records}
     jobs = [queues.enqueue("default", HOLD, str(log), str(release), attempts=3) for _ in range(4)]
     victim = start_worker("default", "--concurrency", "4", env=env)
     started(log, 4)
-    entries = [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)]
+    entries = started_entries(queue_redis)
     owners = execution_record.owners(queue_redis, entries)  # each of its jobs, its own: queues/jobs/execution.py
     assert len(entries) == 4 and len(set(owners)) == 1 and owners[0] == fetch(jobs[0].id, queue_redis).worker_name
     assert sum(queue_redis.exists(keys.execution_key(e)) for e in entries) == (4 if rq_records == "1" else 0)

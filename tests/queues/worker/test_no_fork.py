@@ -18,7 +18,7 @@ from queues.worker.abandoned import Scan
 from tests.jobs.resilience import ends, runs, starts
 from tests.support import wait_for
 from tests.support.outages import finished
-from tests.support.worker import assert_back_at_head_of_queue
+from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, assert_back_at_head_of_queue, started_entries
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -46,21 +46,21 @@ def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_la
     assert worker.stop() == 0, worker.output()
 
 
-@pytest.mark.parametrize("records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
-def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path, records):
+@WITH_AND_WITHOUT_RQ_RECORDS
+def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path, rq_records):
     """With or without rq's execution records (RQ_EXECUTION_RECORDS, queues/jobs/execution.py), a scan leaves the
     running job of a live worker alone and, once that worker is killed, another worker's scan finds it abandoned."""
-    log, env = tmp_path / "runs.jsonl", {"QUEUE_RQ_EXECUTION_RECORDS": records}
+    log, env = tmp_path / "runs.jsonl", {"QUEUE_RQ_EXECUTION_RECORDS": rq_records}
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=120, attempts=3)
     victim = start_worker("default", "--no-fork", env=env)
     wait_for(lambda: starts(log), timeout=60, message="the job to start")
-    [entry] = [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)]
-    assert bool(queue_redis.exists(keys.execution_key(entry))) == (records == "1")
+    [entry] = started_entries(queue_redis)
+    assert bool(queue_redis.exists(keys.execution_key(entry))) == (rq_records == "1")
     owner = fetch(job.id, queue_redis).worker_name
     assert execution_record.owners(queue_redis, [entry]) == [owner] and owner
     counts = Scan(queue_redis, ["default"], stale_after=10).run()  # a scan of any worker meanwhile
     assert counts["retried"] == counts["dead"] == 0  # the job's worker is alive and runs it
-    assert [e.decode() for e in queue_redis.zrange(keys.started_key("default"), 0, -1)] == [entry]
+    assert started_entries(queue_redis) == [entry]
     victim.signal(signal.SIGKILL)
     victim.wait(10)
     start_worker("default", "--no-fork", env=env)

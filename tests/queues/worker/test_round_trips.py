@@ -22,6 +22,7 @@ from devtools.roundtrips import SharedRoundTrips
 from queues.catalog.lookup import OptimaJob
 from queues.metrics import store
 from tests.support import ROOT
+from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -112,14 +113,14 @@ def commands(connection):
     return sum(v["calls"] for v in connection.info("commandstats").values())
 
 
-@pytest.mark.parametrize("records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"])
+@WITH_AND_WITHOUT_RQ_RECORDS
 def test_a_job_costs_redis_at_most_32_commands_26_without_rq_execution_records(
-    subprocess_env, tmp_path, private_redis, records
+    subprocess_env, tmp_path, private_redis, rq_records
 ):
     """What a job costs the Redis every worker shares, counted on the server: the enqueue and the fork-free
     worker's run of ``MANY`` jobs less that of ``FEW`` (a burst worker's start and end cost the same either way).
     A redis-server of this test's own (``private_redis``): the session's serves the other test processes too."""
-    env = dict(subprocess_env, REDIS_URL=private_redis.url, QUEUE_RQ_EXECUTION_RECORDS=records)
+    env = dict(subprocess_env, REDIS_URL=private_redis.url, QUEUE_RQ_EXECUTION_RECORDS=rq_records)
     env.pop("CACHE_REDIS_URL", None)
     connection = redis.Redis.from_url(private_redis.url)
     finished = FinishedJobRegistry("default", connection=connection)
@@ -132,7 +133,7 @@ def test_a_job_costs_redis_at_most_32_commands_26_without_rq_execution_records(
         ran += jobs
         assert done == ran, "the jobs ran on this test's own Redis"
     per_job = (costs[1] - costs[0]) / (MANY - FEW)
-    assert per_job <= MAX_COMMANDS_PER_JOB[records], (
+    assert per_job <= MAX_COMMANDS_PER_JOB[rq_records], (
         f"{per_job:.1f} commands per job ({costs[0]} for {FEW}, {costs[1]} for {MANY})"
     )
 
