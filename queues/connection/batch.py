@@ -32,7 +32,7 @@ import functools
 import redis
 from redis.exceptions import ExecAbortError, NoScriptError
 
-from queues.connection import combine
+from queues.connection import combine, wire
 
 BATCH_LUA = """
 local wanted, errors, numbers = {}, {}, true
@@ -211,7 +211,7 @@ def _exec(connection, pipe, then=None):
     conn = pool.get_connection()
     after = None
     try:
-        conn.send_packed_command(conn.pack_commands([*commands, *([then] if then else [])]))
+        conn.send_packed_command(wire.pack(conn, [*commands, *([then] if then else [])]))
         replies = _read_multi(conn, len(commands))
         if then:
             try:

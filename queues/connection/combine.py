@@ -27,6 +27,8 @@ from typing import Any
 
 import redis
 
+from queues.connection import wire
+
 _combiners: dict[int, "Combiner"] = {}  # id(client) -> its Combiner
 
 
@@ -136,7 +138,7 @@ class Combiner:
             return
         broken: BaseException | None = None
         try:
-            conn.send_packed_command(conn.pack_commands([command for request in batch for command in request.commands]))
+            conn.send_packed_command(wire.pack(conn, [command for request in batch for command in request.commands]))
         except BaseException as exc:  # noqa: BLE001 — every batch of this write gets it, below
             broken = exc
         try:
