@@ -135,10 +135,10 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     pops_ahead = False  # its main thread pops while the jobs' threads write their successes
 
     def job_running(self):  # worker
-        return bool(self.threads.active())
+        return self.threads.busy()
 
     def resting_state(self):  # worker and job threads
-        if getattr(self, "threads", None) is not None and self.threads.active():
+        if getattr(self, "threads", None) is not None and self.threads.busy():
             return WorkerStatus.BUSY  # busy while any job runs
         return WorkerStatus.IDLE
 
@@ -154,7 +154,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     def beat(self, connection):  # lifeline thread
         """The lifeline's beat while jobs run: the main thread may be waiting for a slot."""
-        if self.threads.active():
+        if self.threads.busy():
             connection.expire(self.key, self.worker_ttl + 60)
 
     def request_stop(self, signum, frame):  # worker

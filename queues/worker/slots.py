@@ -89,6 +89,12 @@ class JobThreads:
         with self.changed:
             return [slot for slot in self.slots.values() if slot.state != WITHDRAWN]
 
+    def busy(self):
+        """Whether any slot's outcome is still its thread's (``active()`` not empty), without listing them: asked
+        several times a job by the main thread (its housekeeping), over up to ``size`` slots."""
+        with self.changed:
+            return any(slot.state != WITHDRAWN for slot in self.slots.values())
+
     def stuck(self):
         """Slots withdrawn whose thread has not come back (blocked in C code, or still unwinding)."""
         with self.changed:
