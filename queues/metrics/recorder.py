@@ -150,7 +150,7 @@ _counted = threading.local()  # per thread: the job whose success count_success 
 
 
 def _observed(seconds):
-    return (store.PROCESSED, store.bucket_field(store.bucket_for(max(0.0, float(seconds or 0.0)), store.buckets())))
+    return (store.PROCESSED, store.observed_field(seconds or 0.0))
 
 
 def count_success(queue, duration, job=None):

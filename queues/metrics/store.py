@@ -12,6 +12,7 @@ Two writers, one reader:
   jobs, milliseconds, newest first).
 """
 
+import bisect
 import functools
 import math
 import re
@@ -38,14 +39,14 @@ class Histogram:
 
     def bounds(self):
         """Upper bounds in seconds, ascending, +Inf last."""
-        return tuple(sorted(float(b) for b in conf.options()[self.setting])) + (math.inf,)
+        return _buckets(self.setting, self.field)[0]
 
     def bucket_field(self, upper_bound):
         return "{}:{}".format(self.field, "inf" if math.isinf(upper_bound) else f"{float(upper_bound):g}")
 
     def observed(self, seconds):
         """The bucket field counting an observation of ``seconds``."""
-        return self.bucket_field(bucket_for(max(0.0, float(seconds)), self.bounds()))
+        return _observed_field(self.setting, self.field, seconds)
 
 
 # Wait: became due (enqueue, or the due time of a delayed job or retry) -> started, per attempt.
@@ -67,8 +68,33 @@ def bucket_field(upper_bound):
 
 def buckets():
     """The histogram's upper bounds in seconds, ascending, +Inf last."""
-    bounds = sorted(float(b) for b in conf.options()["METRICS_DURATION_BUCKETS"])
-    return tuple(bounds) + (math.inf,)
+    return _buckets("METRICS_DURATION_BUCKETS", "b")[0]
+
+
+def observed_field(seconds):
+    """The duration histogram's bucket field counting a job that ran ``seconds``."""
+    return _observed_field("METRICS_DURATION_BUCKETS", "b", seconds)
+
+
+_bucket_cache: dict[tuple[str, str], tuple[object, tuple[float, ...], tuple[str, ...]]] = {}
+
+
+def _buckets(setting, field):
+    """(bounds, their fields ``<field>:<le>``) of the histogram set by ``setting``: sorted and formatted once per
+    value of the options (``conf.options()`` is cached until a setting changes), not at each of the three
+    observations of every job (issue 36)."""
+    options = conf.options()
+    cached = _bucket_cache.get((setting, field))
+    if cached is None or cached[0] is not options:
+        bounds = tuple(sorted(float(b) for b in options[setting])) + (math.inf,)
+        fields = tuple("{}:{}".format(field, "inf" if math.isinf(b) else f"{b:g}") for b in bounds)
+        cached = _bucket_cache[(setting, field)] = (options, bounds, fields)
+    return cached[1], cached[2]
+
+
+def _observed_field(setting, field, seconds):
+    bounds, fields = _buckets(setting, field)
+    return fields[bisect.bisect_left(bounds, max(0.0, float(seconds)))]  # the smallest bound >= seconds (``le``)
 
 
 def bucket_for(seconds, bounds):

@@ -106,6 +106,23 @@ def test_a_duration_falls_in_the_smallest_bucket_at_or_above_it():
     assert store.bucket_for(99, bounds) == math.inf
 
 
+def test_the_bucket_field_a_job_counts_into_follows_the_bucket_settings_as_they_change(settings):
+    """The bounds are sorted and formatted once per value of the options (issue 36): a changed setting is seen at
+    the next observation, and the field is the one of the smallest bound at or above the value."""
+    settings.OPTIMA_QUEUES_OPTIONS = {"METRICS_DURATION_BUCKETS": [1, 0.25], "METRICS_WAIT_BUCKETS": [2]}
+    assert [store.observed_field(s) for s in (0, 0.25, 0.3, 1, 1.5, -3)] == ["b:0.25", "b:0.25", "b:1", "b:1"] + [
+        "b:inf",
+        "b:0.25",
+    ]
+    assert [store.WAIT.observed(s) for s in (2, 2.01)] == ["w:2", "w:inf"]
+    assert store.buckets() == (0.25, 1.0, math.inf)
+    settings.OPTIMA_QUEUES_OPTIONS = {"METRICS_DURATION_BUCKETS": [0.5, 3]}
+    assert [store.observed_field(s) for s in (0.3, 1, 4)] == ["b:0.5", "b:3", "b:inf"]
+    assert store.WAIT.observed(2.01) != "w:inf"  # the default wait buckets again
+    for seconds in (0, 0.1, 0.5, 2.5, 3, 1e9):
+        assert store.observed_field(seconds) == store.bucket_field(store.bucket_for(seconds, store.buckets()))
+
+
 def test_bad_metrics_options_are_reported_with_the_setting_the_value_and_a_fix(settings):
     from django.core.checks import Error, run_checks
 
