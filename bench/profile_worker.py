@@ -6,6 +6,7 @@
     .venv/bin/python bench/profile_worker.py B --jobs 3000 --concurrency 32 --cycle   # a slot's cycle, no profiler
     .venv/bin/python bench/profile_worker.py A --jobs 3000 --async 64    # rqworker --async 64, async def no-op jobs
     .venv/bin/python bench/profile_worker.py B --jobs 5000 --async 500 --cycle   # a slot's cycle at --async 500
+    .venv/bin/python bench/profile_worker.py A --jobs 10000 --async 500 --nap 0.1 --steps   # CPU a job, by step
 
 One private redis-server and (for B) peers.py's HTTP server; the jobs (``bench.peer_jobs.ours``)
 enqueued with ``queues.enqueue_many`` before the worker starts; then ``manage.py rqworker --burst``
@@ -17,6 +18,12 @@ profiled run (pyinstrument slows it down: read the shares, not the rate).
 one job's start to the next one's (the job's own function, its success recorded, the wait for the
 next job, its handover), and the main thread's pop and vetting of each job; medians and means, the
 first 10 % left out. It is what says where a slot's time beyond the job's own 100 ms goes.
+
+``--steps`` runs no profiler either: it adds up the CPU time (``time.thread_time()``: the calling thread's
+user and system time, so a wait costs nothing and a wake-up what the kernel charges) of each step of the
+per-job path, in whichever thread runs it, and prints it per job beside the whole process's. Nested steps are
+shown under the step that calls them (one "· " a level). ``--nap S`` (with ``--async``): bench/async_jobs.py's
+job, a coroutine that waits S seconds, instead of the workload's.
 """
 
 import argparse
@@ -54,15 +61,97 @@ def setup(workload, tmp, redis_url, http_url):
     call_command("migrate", verbosity=0)
 
 
-def enqueue(jobs, workload, coroutines=False):
+def enqueue(jobs, workload, coroutines=False, nap=None):
     import queues
     from bench.peer_jobs import ours
 
     func = ours.noop if workload == "A" else ours.io
     if coroutines:
         func = ours.noop_async if workload == "A" else ours.io_async
+    extra = ()
+    if nap is not None:
+        func, extra = ours.nap_async, (nap,)
     for start in range(0, jobs, 500):
-        queues.enqueue_many("default", func, [(time.time(),) for _ in range(min(500, jobs - start))])
+        queues.enqueue_many("default", func, [(time.time(), *extra) for _ in range(min(500, jobs - start))])
+
+
+# (owner module or class path, attribute, depth): the per-job steps ``--steps`` times, in the order printed
+STEPS = (
+    ("queues.worker.concurrent:OptimaConcurrentWorker", "run_in_thread", 0),
+    ("queues.worker.attempt", "begin", 1),
+    ("queues.jobs.execution:Execution", "create", 2),
+    ("queues.jobs.execution", "started_into", 2),
+    ("queues.connection.batch", "execute", 2),
+    ("queues.worker.adapter:WorkerBehaviour", "perform_job", 1),
+    ("queues.worker.attempt", "mark_started", 2),
+    ("queues.worker.attempt", "mark_succeeded", 2),
+    ("queues.events.hooks", "before_success_write", 3),
+    ("queues.worker.fastpath", "finish", 3),
+    ("rq.job:Job", "save", 4),
+    ("queues.jobs.stream", "record", 4),
+    ("queues.connection.batch", "execute_multi", 4),
+    ("queues.events.hooks", "after_success", 3),
+    ("queues.connection.combine:Combiner", "run", 0),
+    ("queues.connection.combine:Combiner", "_send", 1),
+)
+
+
+LOOP = "the event loop's thread"
+
+
+def timed_steps():
+    """Wrap each of ``STEPS`` with a count of its thread's CPU time; -> the totals {(owner, attr): seconds}."""
+    import importlib
+
+    totals = {}
+    lock = threading.Lock()
+
+    def wrap(owner, attr, label):
+        original = getattr(owner, attr)
+
+        def wrapped(*args, **kwargs):
+            started = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - started
+                with lock:
+                    totals[label] = totals.get(label, 0.0) + spent
+
+        setattr(owner, attr, wrapped)
+
+    for path, attr, _depth in STEPS:
+        module, _, cls = path.partition(":")
+        owner = importlib.import_module(module)
+        if cls:
+            owner = getattr(owner, cls)
+        wrap(owner, attr, (path, attr))
+    from queues.worker import eventloop
+
+    run = eventloop.LoopThread._run
+
+    def loop_run(self):
+        started = time.thread_time()
+        try:
+            run(self)
+        finally:
+            totals[LOOP] = time.thread_time() - started
+
+    eventloop.LoopThread._run = loop_run
+    return totals
+
+
+def steps_table(totals, jobs, main_cpu, process_cpu):
+    print(f"| step | CPU ms a job |\n| --- | ---: |\n| the process | {1000 * process_cpu / jobs:.3f} |")
+    print(f"| the main thread | {1000 * main_cpu / jobs:.3f} |")
+    loop = totals.get(LOOP)
+    if loop is not None:
+        print(f"| {LOOP} | {1000 * loop / jobs:.3f} |")
+    for path, attr, depth in STEPS:
+        spent = totals.get((path, attr))
+        if spent is not None:
+            name = f"{path.rpartition(':')[2] if ':' in path else path.rpartition('.')[2]}.{attr}"
+            print(f"| {'· ' * depth}{name} | {1000 * spent / jobs:.3f} |")
 
 
 def profiled_threads(sessions):
@@ -151,6 +240,8 @@ def main():
     parser.add_argument("--html", default=None, help="also write pyinstrument's HTML here")
     parser.add_argument("--show-all", action="store_true")
     parser.add_argument("--cycle", action="store_true", help="time a job slot's cycle instead of profiling")
+    parser.add_argument("--steps", action="store_true", help="CPU time of each per-job step instead of profiling")
+    parser.add_argument("--nap", type=float, default=None, help="with --async: coroutine jobs that wait NAP seconds")
     opts = parser.parse_args()
     from devtools.redis_server import RedisServer
 
@@ -165,7 +256,7 @@ def main():
             http_url = f"http://127.0.0.1:{int(httpd.stdout.readline().split()[-1])}/wait"
         try:
             setup(opts.workload, tmp, server.url, http_url)
-            enqueue(opts.jobs, opts.workload, coroutines=bool(opts.async_slots))
+            enqueue(opts.jobs, opts.workload, coroutines=bool(opts.async_slots), nap=opts.nap)
             from django.core.management import call_command
             from pyinstrument import Profiler
             from pyinstrument.session import Session
@@ -178,6 +269,15 @@ def main():
                 args += ["--concurrency", str(opts.concurrency)]
             else:
                 args += ["--no-fork"]
+            if opts.steps:
+                totals = timed_steps()
+                started, main_started, process_started = time.perf_counter(), time.thread_time(), time.process_time()
+                call_command(*args)
+                main_cpu, process_cpu = time.thread_time() - main_started, time.process_time() - process_started
+                elapsed = time.perf_counter() - started
+                print(f"{opts.jobs} jobs in {elapsed:.1f} s: {opts.jobs / elapsed:.0f} jobs/s (start-up included)")
+                steps_table(totals, opts.jobs, main_cpu, process_cpu)
+                return
             if opts.cycle:
                 events = timed_cycle()
                 started = time.perf_counter()
