@@ -15,7 +15,7 @@ from typing import Any
 try:
     from hiredis import pack_command
 except ImportError:  # pragma: no cover — hiredis is in requirements.txt; redis-py packs without it
-    pack_command = None
+    pack_command = None  # type: ignore[assignment]
 
 
 def pack(conn: Any, commands: Sequence[tuple[Any, ...]]) -> Any:
