@@ -155,6 +155,21 @@ def test_dev_py_test_passes_its_arguments_to_pytest_and_lists_the_slowest_tests(
     assert "slowest 10 durations" in out, out  # the --durations=10 dev.py adds
 
 
+def test_dev_py_test_keeps_compiled_modules_under_the_venv_even_where_the_environment_says_not_to(monkeypatch):
+    """The suite's hundreds of Python processes reuse their compiled modules (dev.test_env), out of the tree."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    import dev
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    env = dev.test_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPYCACHEPREFIX"] == str(ROOT / ".venv" / "pycache")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/elsewhere")  # one the caller chose is kept
+    assert dev.test_env()["PYTHONPYCACHEPREFIX"] == "/elsewhere"
+    assert env["PATH"] == os.environ["PATH"]  # the rest as it was
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_rqscheduler_logs_each_line_once(start_worker):
