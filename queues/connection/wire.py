@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 try:
-    from hiredis import pack_command
+    from hiredis import pack_command  # optional, as for redis-py: without it, redis-py packs (below)
 except ImportError:  # pragma: no cover — hiredis is in requirements.txt; redis-py packs without it
     pack_command = None  # type: ignore[assignment]
 
