@@ -12,7 +12,6 @@ Two writers, one reader:
   jobs, milliseconds, newest first).
 """
 
-import bisect
 import functools
 import math
 import re
@@ -42,7 +41,7 @@ class Histogram:
         return _buckets(self.setting, self.field)[0]
 
     def bucket_field(self, upper_bound):
-        return "{}:{}".format(self.field, "inf" if math.isinf(upper_bound) else f"{float(upper_bound):g}")
+        return _field(self.field, upper_bound)
 
     def observed(self, seconds):
         """The bucket field counting an observation of ``seconds``."""
@@ -63,7 +62,12 @@ durations_key = keys.durations_key
 
 def bucket_field(upper_bound):
     """The hash field counting jobs whose duration fell in the bucket ending at ``upper_bound`` s."""
-    return "b:inf" if math.isinf(upper_bound) else f"b:{float(upper_bound):g}"
+    return _field("b", upper_bound)
+
+
+def _field(prefix, upper_bound):
+    """A histogram's bucket field: ``<prefix>:<upper bound>`` (``%g``), ``<prefix>:inf`` for the last."""
+    return "{}:{}".format(prefix, "inf" if math.isinf(upper_bound) else f"{float(upper_bound):g}")
 
 
 def buckets():
@@ -76,25 +80,25 @@ def observed_field(seconds):
     return _observed_field("METRICS_DURATION_BUCKETS", "b", seconds)
 
 
-_bucket_cache: dict[tuple[str, str], tuple[object, tuple[float, ...], tuple[str, ...]]] = {}
+_bucket_cache: dict[tuple[str, str], tuple[object, tuple[float, ...], dict[float, str]]] = {}
 
 
 def _buckets(setting, field):
-    """(bounds, their fields ``<field>:<le>``) of the histogram set by ``setting``: sorted and formatted once per
+    """(bounds, {bound: its field ``<field>:<le>``}) of the histogram set by ``setting``: sorted and formatted once per
     value of the options (``conf.options()`` is cached until a setting changes), not at each of the three
     observations of every job (issue 36)."""
     options = conf.options()
     cached = _bucket_cache.get((setting, field))
     if cached is None or cached[0] is not options:
         bounds = tuple(sorted(float(b) for b in options[setting])) + (math.inf,)
-        fields = tuple("{}:{}".format(field, "inf" if math.isinf(b) else f"{b:g}") for b in bounds)
+        fields = {bound: _field(field, bound) for bound in bounds}
         cached = _bucket_cache[(setting, field)] = (options, bounds, fields)
     return cached[1], cached[2]
 
 
 def _observed_field(setting, field, seconds):
     bounds, fields = _buckets(setting, field)
-    return fields[bisect.bisect_left(bounds, max(0.0, float(seconds)))]  # the smallest bound >= seconds (``le``)
+    return fields[bucket_for(max(0.0, float(seconds)), bounds)]
 
 
 def bucket_for(seconds, bounds):
