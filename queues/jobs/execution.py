@@ -112,11 +112,11 @@ def owners(connection, composites):
     does (ended, run again under another execution, its job gone, a key of the wrong type, or an entry that is
     not ``<job id>:<execution id>``). One round trip."""
     parsed = [composite.split(":") for composite in composites]
-    readable = [parts for parts in parsed if len(parts) == 2]
     with connection.pipeline(transaction=False) as pipe:
-        for job_id, execution_id in readable:
-            pipe.hget(keys.execution_key(f"{job_id}:{execution_id}"), "worker_name")  # a hash of rq's records, if any
-            pipe.hmget(keys.job_key(job_id), "worker_name", FIELD)
+        for composite, parts in zip(composites, parsed):
+            if len(parts) == 2:
+                pipe.hget(keys.execution_key(composite), "worker_name")  # a hash of rq's records, if any
+                pipe.hmget(keys.job_key(parts[0]), "worker_name", FIELD)
         replies = iter(pipe.execute(raise_on_error=False))
     found = []
     for parts in parsed:
