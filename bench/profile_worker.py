@@ -128,16 +128,7 @@ def timed_steps():
         wrap(owner, attr, (path, attr))
     from queues.worker import eventloop
 
-    run = eventloop.LoopThread._run
-
-    def loop_run(self):
-        started = time.thread_time()
-        try:
-            run(self)
-        finally:
-            totals[LOOP] = time.thread_time() - started
-
-    eventloop.LoopThread._run = loop_run
+    wrap(eventloop.LoopThread, "_run", LOOP)  # the loop's whole life: one call, in its own thread
     return totals
 
 
