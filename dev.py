@@ -245,7 +245,7 @@ def test_env():
     """The suite's environment: this one, with Python's compiled modules kept (under .venv/pycache, out of the
     tree) even where PYTHONDONTWRITEBYTECODE says not to write them. The suite starts hundreds of Python processes
     (workers, schedulers, manage.py commands), and each would otherwise compile Django's, rq's and this project's
-    modules from source again: a fifth of the CPU of tests/queues/processes (51 -> 42 s of user time)."""
+    modules from source again: a quarter of the CPU of tests/queues/processes (51 -> 38 s of user time)."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.setdefault("PYTHONPYCACHEPREFIX", str(VENV / "pycache"))
