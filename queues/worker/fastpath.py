@@ -41,6 +41,7 @@ import time
 
 from rq.job import JobStatus
 from rq.results import Result
+from rq.utils import utcformat
 from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
@@ -86,8 +87,8 @@ def finish(worker, job, queue, execution):
     try:
         with worker.connection.pipeline() as pipe:
             counted = tally.take_into(pipe, worker.key, job.ended_at - job.started_at)
-            rqcompat.set_status_in_hash(job, JobStatus.FINISHED)  # written by the save: one HSET, not two
-            job.save(pipeline=pipe, include_meta=False, include_result=False)
+            rqcompat.set_status_in_hash(job, JobStatus.FINISHED)  # as rq's set_status, without an HSET of its own
+            pipe.hset(job.key, mapping=success_fields(job))
             stream.record(
                 job,
                 Result.Type.SUCCESSFUL,
@@ -179,6 +180,21 @@ class Tally:
 def tally_of(worker):
     """The worker's ``Tally`` (made with it: ``adapter.WorkerBehaviour``)."""
     return worker.success_tally
+
+
+def success_fields(job):
+    """The fields of ``job``'s hash that its success changes: its status, dates and worker. rq's
+    ``handle_job_success`` saves the whole hash (``Job.save``), the same values again for the other fields, at the
+    cost of ``to_dict``'s compression of ``data`` again and five dates formatted (18 µs a job) and an HSET of ~20
+    fields instead of 5 (issue 36). ``started_at`` too: rq's perform sets it again in the job's process, after the
+    start wrote it. The user's meta is not written, as rq's success leaves it (``include_meta=False``)."""
+    return {
+        "status": JobStatus.FINISHED.value,
+        "started_at": utcformat(job.started_at) if job.started_at else "",
+        "ended_at": utcformat(job.ended_at) if job.ended_at else "",
+        "last_heartbeat": utcformat(job.last_heartbeat) if job.last_heartbeat else "",
+        "worker_name": job.worker_name or "",
+    }
 
 
 def _expire_into(job, ttl, pipe):

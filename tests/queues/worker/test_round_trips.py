@@ -8,6 +8,7 @@ number of jobs, so the cost of a job is the difference between a run of ``MANY``
 """
 
 import subprocess
+import threading
 import sys
 from urllib.parse import urlsplit, urlunsplit
 
@@ -156,3 +157,42 @@ def test_a_success_recorded_in_one_multi_reads_as_rq_s_own(subprocess_env, tmp_p
     processed = store.PROCESSED.encode()
     assert int(after.get(processed, 0)) - int(before.get(processed, 0)) == 1
     assert queue_redis.llen(store.durations_key("default")) == 1
+
+
+def test_a_success_writes_only_the_fields_it_changes(subprocess_env, tmp_path, private_redis):
+    """rq's success saves the whole hash again (``data`` compressed again, every date formatted again); ours
+    HSETs the status, the dates and the worker (``fastpath.success_fields``, issue 36). Watched on the wire
+    (MONITOR) of a Redis of this test's own; every other field is then as the enqueue wrote it."""
+    env = dict(subprocess_env, REDIS_URL=private_redis.url)
+    env.pop("CACHE_REDIS_URL", None)
+    connection = redis.Redis.from_url(private_redis.url)
+    job = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
+    enqueued = connection.hgetall(job.key)
+    writes, ready = [], threading.Event()
+
+    def watch():
+        with connection.monitor() as monitor:
+            ready.set()
+            while True:
+                command = monitor.next_command()["command"]
+                if command == "ECHO end-of-test":
+                    return
+                if command.startswith(f"HSET {job.key} ") and " status finished" in command:
+                    writes.append(command)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert ready.wait(10)
+    burst_round_trips(env, tmp_path / "trips", 0)
+    redis.Redis.from_url(private_redis.url).echo("end-of-test")
+    watcher.join(10)
+    assert len(writes) == 1, writes  # the success's HSET (a value with a space would split: none of these has one)
+    fields = writes[0].split(" ")[2::2]
+    assert sorted(fields) == ["ended_at", "last_heartbeat", "started_at", "status", "worker_name"], writes[0]
+    done = connection.hgetall(job.key)
+    written_by_the_run = {b"status", b"started_at", b"ended_at", b"last_heartbeat", b"worker_name"}
+    written_by_the_run.add(b"optima_execution")  # the start names its execution (queues/jobs/execution.py)
+    assert {f: v for f, v in done.items() if f not in written_by_the_run} == {
+        f: v for f, v in enqueued.items() if f not in written_by_the_run
+    }
+    assert OptimaJob.fetch(job.id, connection=connection).return_value() == 5
