@@ -8,8 +8,8 @@ number of jobs, so the cost of a job is the difference between a run of ``MANY``
 """
 
 import subprocess
-import threading
 import sys
+import threading
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
