@@ -77,6 +77,10 @@ class WorkerBehaviour(BaseWorker):
     queue_class = OptimaQueue
     job_class = OptimaJob
 
+    def start_held(self):  # worker
+        """Start the jobs handed out and held back to be started together (the concurrent worker's); called before a
+        pop goes to Redis (``Intake``). Holds none here."""
+
     def __init__(self, *args, shutdown_grace=None, **kwargs):  # worker
         kwargs.update(serializer=JSONSerializer, job_class=OptimaJob, queue_class=OptimaQueue)
         kwargs.setdefault("log_job_description", False)  # rq's success line names the id, not the arguments

@@ -4,7 +4,8 @@
   ``queues/jobs/execution.py`` says, the worker BUSY) plus the job leaving the intermediate list,
   in one MULTI. A stop request, or Redis going away before the MULTI is known to have landed, gives
   the job back to the head of its queue instead (``NotStarted``): a popped job is never stranded by
-  this worker.
+  this worker. The concurrent worker's main thread writes the starts of the jobs one pop took together, in one
+  round trip (``begin_together``), and leaves to ``begin`` any it could not.
 - In the process that runs the job (``mark_started``): rq's ``prepare_job_execution`` recorded
   through an outage (``horse.record_for``); a dead job an operator requeued starts a new life
   (its attempts counted from one again); then the hooks' ``before_process`` (``job_started``).
@@ -51,21 +52,7 @@ def begin(worker, job):
 
     def record():
         with worker.connection.pipeline() as pipe:
-            execution = Execution.create(
-                job,
-                worker.get_heartbeat_ttl(job),
-                pipeline=pipe,
-                worker_name=worker.name,
-                rq_records=worker.resilience.rq_execution_records,
-            )
-            created.append(execution)
-            if worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost():
-                worker.set_state(WorkerStatus.BUSY, pipeline=pipe)  # not again for each job of a drain (issue 36)
-            pipe.lrem(keys.intermediate_key(queue_key), 1, job.id)
-            if worker.runs_jobs_in_process:  # no horse to write its side of the start: written here
-                fastpath.started_into(worker, job, pipe, execution)
-            else:
-                execution_record.named_into(job, execution, pipe)
+            created.append(_start_into(worker, job, pipe, busy=True))
             batch.execute(worker.connection, pipe)  # the MULTI's commands in one Lua call
         worker.intake.busy_written = worker.outage.episodes
         return created[-1]
@@ -90,6 +77,58 @@ def begin(worker, job):
             raise NotStarted() from None
     worker.executions[execution.id] = execution
     return execution
+
+
+def _start_into(worker, job, pipe, busy):
+    """Queue on ``pipe`` the start of ``job`` (its execution, the started registry, the id out of the intermediate
+    list, the job STARTED or named) and, when ``busy`` and it is not written already, the worker BUSY -> the
+    execution."""
+    execution = Execution.create(
+        job,
+        worker.get_heartbeat_ttl(job),
+        pipeline=pipe,
+        worker_name=worker.name,
+        rq_records=worker.resilience.rq_execution_records,
+    )
+    if busy and (worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost()):
+        worker.set_state(WorkerStatus.BUSY, pipeline=pipe)  # not again for each job of a drain (issue 36)
+    pipe.lrem(keys.intermediate_key(keys.queue_key(job.origin)), 1, job.id)
+    if worker.runs_jobs_in_process:  # no horse to write its side of the start: written here
+        fastpath.started_into(worker, job, pipe, execution)
+    else:
+        execution_record.named_into(job, execution, pipe)
+    return execution
+
+
+def begin_together(worker, jobs):
+    """The starts of several jobs (those one pop took: the concurrent worker's main thread) in one round trip, each
+    its own script call as ``begin`` writes it -> per job its execution, recorded as started, or None: its start
+    left to ``begin`` in the job's thread, as before (a stop asked for, a command refused, Redis away: ``begin``'s
+    own handling of each; a start that did apply beside an error leaves a stale started entry, which the
+    abandoned-job scan drops, as ``begin``'s retry after a planted key does). Saves each job's thread its own
+    start's round trip and the hand-overs of sharing it (issue 36)."""
+    if worker.stop.requested or not jobs:
+        return [None] * len(jobs)
+    pipes, executions = [], []
+    for number, job in enumerate(jobs):
+        pipe = worker.connection.pipeline()
+        executions.append(_start_into(worker, job, pipe, busy=number == 0))
+        pipes.append(pipe)
+    if not all(batch.runs_as_a_script(pipe) for pipe in pipes):
+        for pipe in pipes:
+            pipe.reset()
+        return [None] * len(jobs)
+    outcomes = batch.execute_together(worker.connection, pipes)
+    started = []
+    for execution, outcome in zip(executions, outcomes):
+        if isinstance(outcome, BaseException):
+            started.append(None)
+            continue
+        worker.executions[execution.id] = execution
+        started.append(execution)
+    if started and started[0] is not None:
+        worker.intake.busy_written = worker.outage.episodes
+    return started
 
 
 def _give_back(worker, job, queue_key, why):

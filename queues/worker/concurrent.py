@@ -2,11 +2,14 @@
 
 ``OptimaConcurrentWorker`` is ``OptimaSimpleWorker`` whose jobs run in a bounded pool of threads
 (``slots.py``) instead of its main thread. The main thread keeps rq's loop and ours (``Intake``:
-pause, trust gate, housekeeping, stop) and pops only while a slot is free; each job starts and runs in
-its thread through the fork-free worker's own per-job path (``attempt.begin``, then ``perform_job``: the
-job, its success or ``failures/``): the main thread's only round trip per job is its pop (issue 36). The jobs'
-threads share their round trips: a start or a success that is ready while another thread's is on its way goes
-with the others that queued up meanwhile, in one write (``connection/combine.py``).
+pause, trust gate, housekeeping, stop) and pops only while a slot is free, as many jobs in one pop as slots are
+free. The jobs one pop took are started together, in one round trip of the main thread
+(``attempt.begin_together``, ``start_held``); a job popped alone starts in its own thread (``attempt.begin``), so
+that the main thread's only round trip for it is its pop (a Redis a few milliseconds away: bench/peers.py workload
+C). Each job then runs in its thread through the fork-free worker's own per-job path (``perform_job``: the job,
+its success or ``failures/``). The jobs' threads share their round trips: a start or a success that is ready while
+another thread's is on its way goes with the others that queued up meanwhile, in one write
+(``connection/combine.py``).
 ``async def`` jobs take the same path: rq runs each coroutine with its own ``asyncio.run``, in the job's
 thread (``rqworker --async N``, ``asyncworker.py``, runs them on one event loop instead).
 
@@ -49,7 +52,7 @@ from queues.connection import combine
 from queues.connection.outage import REDIS_ERRORS
 from queues.failures.handler import FailureHandler
 from queues.jobs import meta as jobmeta
-from queues.worker import abandoned, horse, supervision
+from queues.worker import abandoned, attempt, horse, supervision
 from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
 from queues.worker.attempt import NotStarted
 from queues.worker.settle import STOPPED_BY_USER
@@ -106,6 +109,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.death_penalty_class = self.watchdog.penalty_class
         self.exit_code = 0
         self.withdrew = False
+        self.held = []  # slots of the jobs one pop took, handed out and not yet started (``start_held``)
         self._size_pool()
         combine.enable(self.connection)  # the jobs' starts and successes, several threads' in one round trip
 
@@ -166,6 +170,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     def teardown(self):  # worker
         if not self.is_horse:
+            self.start_held()
             self.drain()
         self.watchdog.halt()
         super().teardown()
@@ -200,11 +205,14 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     def give_back_all(self, why):  # worker
         """Every job still running goes back to the head of its band, its attempt not counted; the jobs popped and
         not yet handed to a slot, to the head of their queues."""
+        held, self.held = self.held, []
         self.intake.give_back_ahead()
-        for slot in self.threads.active():
+        for slot in self.threads.active():  # the held ones too: not started, they go back from the intermediate list
             if slot.claim(WITHDRAWN):
                 self.withdrew = True
                 self.give_back(slot, why)
+        for slot in held:
+            self.threads.start(slot)  # withdrawn: its thread returns at once
         self.wait_finishing()
 
     def give_back(self, slot, why):  # worker
@@ -249,6 +257,8 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     # -- the main loop ----------------------------------------------------------------------
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):  # worker
         """A job to run, once a slot is free (rq's loop pops only then)."""
+        if not self.threads.has_free():
+            self.start_held()
         while not self.threads.has_free():
             self.idle_duties()
             if self.stop.requested:
@@ -279,23 +289,50 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
             self.housekeeping.after_job(slot.job, slot.queue)
 
     def execute_job(self, job, queue):  # worker: the job starts and runs in a thread of the pool
-        self.threads.start(Slot(job, queue, None))
+        """The job held in a slot of its own; once the pop that took it has handed out its last job, the starts of
+        those it took together are written here in one round trip and each goes to its thread
+        (``start_held``). A job popped alone starts in its thread (``attempt.begin``): the main thread then waits
+        for no round trip but its pops (a Redis a few milliseconds away, bench/peers.py workload C)."""
+        slot = Slot(job, queue, None)
+        self.threads.hold(slot)
+        self.held.append(slot)
+        if not self.intake.dequeuer.popped:
+            self.start_held()
+
+    def start_held(self):  # worker
+        """The held slots to their threads, their starts written together when they are several
+        (``attempt.begin_together``): a slot whose start did not land goes with none, its thread's ``begin`` writes
+        it (or gives the job back) as for a job popped alone. Called too before the main thread pops from Redis or
+        waits for a slot (a job of the pop refused by the gate), and at its teardown. A signal handler that takes
+        the jobs back amid it (``give_back_all``) finds a slot unstarted: if its start lands all the same, the job
+        is left started by this worker, which exits, and the abandoned-job scan runs it again."""
+        slots, self.held = self.held, []
+        if not slots:
+            return
+        if len(slots) > 1:
+            live = [slot for slot in slots if slot.state == RUNNING]
+            for slot, execution in zip(live, attempt.begin_together(self, [slot.job for slot in live])):
+                with slot.lock:
+                    slot.execution = execution
+        for slot in slots:
+            self.threads.start(slot)
 
     # -- in a job's thread ------------------------------------------------------------------
     def run_in_thread(self, slot):  # a job's thread
-        """The job's start (``attempt.begin``: its execution, the started registry) and then the job. The start is
-        written here, not in the main thread: the main thread's round trips per job are then the pop alone, so a
-        Redis a few milliseconds away no longer caps the worker at one start per two round trips (issue 36,
-        bench/peers.py workload C). Under the slot's lock: a worker taking the job back first (``give_back``)
-        finds it unstarted, in the intermediate list, and returns it from there; one taking it back after
-        finds its execution."""
+        """The job's start, unless the main thread wrote it with the others of its pop (``start_held``), and then
+        the job. A job popped alone is started here (``attempt.begin``: its execution, the started registry), not
+        in the main thread: the main thread's round trips per job are then the pop alone, so a Redis a few
+        milliseconds away does not cap the worker at one start per two round trips (issue 36, bench/peers.py
+        workload C). Under the slot's lock: a worker taking the job back first (``give_back``) finds it unstarted,
+        in the intermediate list, and returns it from there; one taking it back after finds its execution."""
         close_old_connections()
         try:
             with slot.lock:
                 if slot.state != RUNNING:
                     return  # taken back before it started (give_back returned it from the intermediate list)
                 try:
-                    slot.execution = self.prepare_execution(slot.job)
+                    if slot.execution is None:  # not started with the others of its pop (``start_held``)
+                        slot.execution = self.prepare_execution(slot.job)
                 except NotStarted:
                     slot.state = WITHDRAWN  # given back by the start itself: nothing of it is this thread's
                     return

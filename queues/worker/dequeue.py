@@ -150,8 +150,12 @@ class Dequeuer:
         log=None,
         who="Worker",
         on_empty=None,
+        before_redis=None,
     ):
         self.connection = connection
+        # called before a pop goes to Redis (not for a job a pop of several took already): the concurrent worker's
+        # held jobs started first (concurrent.OptimaConcurrentWorker.start_held)
+        self.before_redis = before_redis
         self.on_empty = on_empty  # called when a pop finds no job, before it waits (intake.py: the worker IDLE)
         self.log = log or logging.getLogger("queues.resilience")
         self.who = who
@@ -179,6 +183,8 @@ class Dequeuer:
         them back (``take_popped``)."""
         if self.popped:
             return self.popped.popleft()
+        if self.before_redis is not None:
+            self.before_redis()
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             queues, ahead = ahead

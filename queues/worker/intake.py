@@ -44,6 +44,7 @@ class Intake:
             log=worker.log,
             who=f"Worker {worker.name}",
             on_empty=self._went_empty,
+            before_redis=worker.start_held,
         )
         self._paused_logged = set()
         self._next_suspension_check = 0.0

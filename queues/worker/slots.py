@@ -66,6 +66,11 @@ class JobThreads:
         self.threads = []
 
     # -- in the main thread ---------------------------------------------------------------
+    def hold(self, slot):
+        """Count ``slot`` as taken (``free``, ``find``, ``active``) before its thread starts it (``start``)."""
+        with self.changed:
+            self.slots[slot.job.id] = slot
+
     def start(self, slot):
         with self.changed:
             self.slots[slot.job.id] = slot
