@@ -179,7 +179,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     def drain(self):  # worker
         """Wait for the running jobs; past the grace of a stop, every one still running goes back."""
-        while self.threads.active():
+        while self.threads.busy():
             if self.stop.requested and self.stop.grace_over():
                 self.stop.interrupt(f"the shutdown grace period of {self.stop.grace:g} s ran out")
                 self.log.warning("Worker %s: stopping: %s", self.name, self.stop.interrupted)
