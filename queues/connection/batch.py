@@ -125,98 +125,21 @@ def execute(connection, pipe, want=()):
         replies = pipe.execute()  # a script queued (rq's limit promotion): a script cannot call one
         return {index: replies[index] for index in want}
     want = set(want)
-    argv = _argv(pipe, want)
-    try:
-        if not argv:
-            return {}
-        return _answer(_call(connection, argv), want)
-    finally:
-        pipe.reset()
-
-
-def execute_together(connection, pipes):
-    """``execute`` of several pipelines (no reply wanted of any) in one round trip: each its own call of
-    ``BATCH_LUA``, atomic on its own -> per pipeline ``{}`` or the error ``execute`` would have raised for it alone
-    (``redis.ResponseError``: the first of its commands that failed, the others applied; or what the connection
-    raised, for every one of them: whether any applied is then unknown). The concurrent worker's main thread starts
-    the jobs one pop took this way (``worker/attempt.begin_together``). Each pipeline is reset. A pipeline that
-    ``runs_as_a_script`` refuses is the caller's to run on its own (``execute``)."""
-    calls = []
-    for pipe in pipes:
-        calls.append(_argv(pipe, ()))
-        pipe.reset()
-    script = _script(connection)
-    commands = [("EVALSHA", script.sha, 0, *argv) for argv in calls]
-    outcomes = [None] * len(calls)
-    combiner = combine.of(connection)
-    try:
-        if combiner is not None:
-            replies = combiner.run(commands, functools.partial(_read_each, count=len(commands)))
-        else:
-            replies = _send_each(connection, commands)
-    except redis.ResponseError:
-        raise  # not a reply of ours (_read_each keeps each reply's error in its place)
-    except Exception as exc:  # noqa: BLE001 — the connection's error, each pipeline's own as from its own call
-        return [exc] * len(calls)
-    for index, reply in enumerate(replies):
-        if isinstance(reply, NoScriptError):  # the server lost its scripts (a restart): loaded by this call
-            try:
-                reply = script(args=calls[index])
-            except Exception as exc:  # noqa: BLE001 — as above, this one's alone
-                outcomes[index] = exc
-                continue
-        if isinstance(reply, Exception):
-            outcomes[index] = reply
-            continue
-        try:
-            outcomes[index] = _answer(reply, set())
-        except redis.ResponseError as exc:
-            outcomes[index] = exc
-    return outcomes
-
-
-def _argv(pipe, want):
-    """The commands queued on ``pipe`` as ``BATCH_LUA``'s arguments (a reply wanted: its count negative)."""
     argv = []
     for index, (args, _options) in enumerate(pipe.command_stack):
         argv.append(-len(args) if index in want else len(args))
         argv.extend(args)
-    return argv
-
-
-def _answer(reply, want):
-    """``BATCH_LUA``'s reply -> {index: reply} for the indexes in ``want``; raises the first command's error."""
-    wanted, errors = _replies(reply)
+    try:
+        if not argv:
+            return {}
+        wanted, errors = _replies(_call(connection, argv))
+    finally:
+        pipe.reset()
     if errors:
         number, message = errors[0], errors[1]
         message = message.decode() if isinstance(message, bytes) else message
         raise redis.ResponseError(f"Command # {number} of the batch caused error: {message}")
     return dict(zip(sorted(want), wanted))
-
-
-def _read_each(conn, count):
-    """``count`` replies read from ``conn``, each error (``redis.ResponseError``) in its place, not raised."""
-    replies = []
-    for _ in range(count):
-        try:
-            replies.append(conn.read_response())
-        except redis.ResponseError as exc:
-            replies.append(exc)
-    return replies
-
-
-def _send_each(connection, commands):
-    """``commands`` sent in one write on a connection of ``connection``'s pool -> their replies (``_read_each``)."""
-    pool = connection.connection_pool
-    conn = pool.get_connection()
-    try:
-        conn.send_packed_command(wire.pack(conn, commands))
-        return _read_each(conn, len(commands))
-    except BaseException:
-        conn.disconnect()  # a reply may be left unread on it
-        raise
-    finally:
-        pool.release(conn)
 
 
 def _call(connection, argv):

@@ -21,6 +21,7 @@ A failed attempt goes to ``failures/handler.py``.
 
 import datetime as dt
 
+import redis
 from rq.job import JobStatus
 from rq.utils import now
 from rq.worker.base import WorkerStatus
@@ -101,32 +102,35 @@ def _start_into(worker, job, pipe, busy):
 
 
 def begin_together(worker, jobs):
-    """The starts of several jobs (those one pop took: the concurrent worker's main thread) in one round trip, each
-    its own script call as ``begin`` writes it -> per job its execution, recorded as started, or None: its start
-    left to ``begin`` in the job's thread, as before (a stop asked for, a command refused, Redis away: ``begin``'s
-    own handling of each; a start that did apply beside an error leaves a stale started entry, which the
-    abandoned-job scan drops, as ``begin``'s retry after a planted key does). Saves each job's thread its own
-    start's round trip and the hand-overs of sharing it (issue 36)."""
+    """The starts of several jobs (those one pop took: the concurrent worker's main thread) in one call of the batch
+    script, each as ``begin`` writes it -> per job its execution, recorded as started, or None: its start left to
+    ``begin`` in the job's thread, as before (a stop asked for, a command of its start refused, Redis away:
+    ``begin``'s own handling of each). A job's commands that failed fail alone, as in a MULTI: the other jobs start;
+    one of its commands that did apply beside the error (its started entry) is left stale, and the abandoned-job scan
+    drops it, as after ``begin``'s own retry past a planted key. Saves each job's thread its own start's round
+    trip and the hand-overs of sharing it, and Redis a script call a job (issue 36)."""
     if worker.stop.requested or not jobs:
         return [None] * len(jobs)
-    pipes, executions = [], []
-    for number, job in enumerate(jobs):
-        pipe = worker.connection.pipeline()
-        executions.append(_start_into(worker, job, pipe, busy=number == 0))
-        pipes.append(pipe)
-    if not all(batch.runs_as_a_script(pipe) for pipe in pipes):
-        for pipe in pipes:
-            pipe.reset()
-        return [None] * len(jobs)
-    outcomes = batch.execute_together(worker.connection, pipes)
-    started = []
-    for execution, outcome in zip(executions, outcomes):
-        if isinstance(outcome, BaseException):
+    with worker.connection.pipeline() as pipe:
+        executions, ends = [], []
+        for number, job in enumerate(jobs):
+            executions.append(_start_into(worker, job, pipe, busy=number == 0))
+            ends.append(len(pipe.command_stack))
+        if not batch.runs_as_a_script(pipe):
+            return [None] * len(jobs)
+        try:
+            replies = batch.execute_each(worker.connection, pipe)
+        except redis.RedisError:  # Redis away, or the call refused: whether any landed is each thread's to check
+            return [None] * len(jobs)
+    started, first = [], 0
+    for execution, end in zip(executions, ends):
+        if any(replies[first:end]):  # an error in one of this job's commands
             started.append(None)
-            continue
-        worker.executions[execution.id] = execution
-        started.append(execution)
-    if started and started[0] is not None:
+        else:
+            worker.executions[execution.id] = execution
+            started.append(execution)
+        first = end
+    if started[0] is not None:
         worker.intake.busy_written = worker.outage.episodes
     return started
 

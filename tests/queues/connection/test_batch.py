@@ -108,59 +108,16 @@ def test_a_command_sent_after_the_multi_runs_once_it_has_and_its_error_comes_bac
     assert queue_redis.ping()  # nothing left unread on the connection
 
 
-@pytest.mark.parametrize("combined", [False, True], ids=["alone", "combined"])
-def test_several_pipelines_go_in_one_round_trip_each_with_its_own_outcome(queue_redis, combined, monkeypatch):
-    """``execute_together``: one call of the script per pipeline, sent together; a pipeline's failing command is
-    its own error (the rest of it applied), the others are untouched by it."""
-    import redis.connection
-
-    from queues.connection import combine
-
-    sends = []
-    original = redis.connection.AbstractConnection.send_packed_command
-
-    def counted(self, command, check_health=True):
-        sends.append(command)
-        return original(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
-    batch.execute_together(queue_redis, [queue_redis.pipeline()])  # the script loaded: not a send of this test
+def test_each_command_s_error_comes_back_in_its_place_and_the_others_apply(queue_redis):
+    """``execute_each``: one call; a failing command fails alone (as in a MULTI) and its error is in its place, the
+    others are ``None`` (the enqueue's write, and the starts of the jobs one pop took: worker/attempt.py)."""
     queue_redis.set(_key("str"), "1")
-    sends.clear()
-    pipes = [queue_redis.pipeline() for _ in range(3)]
-    pipes[0].sadd(_key("first"), "a")
-    pipes[1].sadd(_key("second"), "b")
-    pipes[1].sadd(_key("str"), "c")  # WRONGTYPE: this pipeline's alone
-    pipes[2].zadd(_key("third"), {"d": 2})
-    if combined:
-        combine.enable(queue_redis)
-    try:
-        outcomes = batch.execute_together(queue_redis, pipes)
-    finally:
-        combine.disable(queue_redis)
-    assert len(sends) == 1
-    assert outcomes[0] == {} and outcomes[2] == {}
-    assert isinstance(outcomes[1], redis.ResponseError) and "WRONGTYPE" in str(outcomes[1])
-    assert queue_redis.smembers(_key("first")) == {b"a"}
-    assert queue_redis.smembers(_key("second")) == {b"b"}
-    assert queue_redis.zscore(_key("third"), "d") == 2
-    assert all(pipe.command_stack == [] for pipe in pipes)
-
-
-def test_pipelines_sent_together_load_the_script_when_the_server_lost_it(queue_redis):
-    """After a SCRIPT FLUSH (a restarted server): NOSCRIPT for each, each then run by a call that loads it."""
-    queue_redis.script_flush()
-    pipes = [queue_redis.pipeline() for _ in range(2)]
-    pipes[0].sadd(_key("one"), "a")
-    pipes[1].sadd(_key("two"), "b")
-    assert batch.execute_together(queue_redis, pipes) == [{}, {}]
-    assert queue_redis.smembers(_key("one")) == {b"a"} and queue_redis.smembers(_key("two")) == {b"b"}
-
-
-def test_pipelines_sent_together_to_a_redis_that_is_away_each_get_the_connection_s_error():
-    client = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, retry_on_error=[])
-    pipes = [client.pipeline() for _ in range(2)]
-    for pipe in pipes:
-        pipe.sadd(_key("never"), "x")
-    outcomes = batch.execute_together(client, pipes)
-    assert len(outcomes) == 2 and all(isinstance(outcome, redis.ConnectionError) for outcome in outcomes)
+    pipe = queue_redis.pipeline()
+    pipe.sadd(_key("first"), "a")
+    pipe.sadd(_key("str"), "c")  # WRONGTYPE
+    pipe.zadd(_key("third"), {"d": 2})
+    replies = batch.execute_each(queue_redis, pipe)
+    assert replies[0] is None and replies[2] is None
+    assert isinstance(replies[1], redis.ResponseError) and "WRONGTYPE" in str(replies[1])
+    assert queue_redis.smembers(_key("first")) == {b"a"} and queue_redis.zscore(_key("third"), "d") == 2
+    assert pipe.command_stack == []
