@@ -248,3 +248,21 @@ def actor(django_user_model):
     client = Client()
     client.force_login(make_staff(django_user_model, "actor", "queues.view_deadletter", "queues.act_on_deadletter"))
     return client
+
+
+@pytest.fixture
+def round_trips(monkeypatch):
+    """Counts this process's sends to Redis (one per command, one per pipeline): ``round_trips()``."""
+    sent = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self, command, check_health=True):
+        sent.append(command)
+        return original(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+
+    def count(since=0):
+        return len(sent) - since
+
+    return count

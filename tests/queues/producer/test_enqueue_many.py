@@ -3,7 +3,6 @@
 import datetime as dt
 
 import pytest
-import redis.connection
 from django.db import transaction
 from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry
@@ -17,24 +16,6 @@ from queues.models import DeadLetter, OutboxEntry
 from tests.jobs import sample
 from tests.session_env import PREFIX
 from tests.support import wait_for
-
-
-@pytest.fixture
-def round_trips(monkeypatch):
-    """Counts this process's sends to Redis (one per command, one per pipeline): ``round_trips()``."""
-    sent = []
-    original = redis.connection.AbstractConnection.send_packed_command
-
-    def counted(self, command, check_health=True):
-        sent.append(command)
-        return original(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
-
-    def count(since=0):
-        return len(sent) - since
-
-    return count
 
 
 def job_keys(admin_redis):

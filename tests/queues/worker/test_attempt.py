@@ -3,7 +3,6 @@ thread (``begin_together``). (A job's start and success in real worker processes
 test_shutdown, test_stop.)"""
 
 import pytest
-import redis.connection
 from rq.job import JobStatus
 from rq.registry import StartedJobRegistry
 
@@ -14,20 +13,6 @@ from queues.worker import attempt
 from queues.worker.concurrent import OptimaConcurrentWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def sends(monkeypatch):
-    """Every send of this process to Redis (one per command or pipeline), recorded."""
-    sent = []
-    original = redis.connection.AbstractConnection.send_packed_command
-
-    def counted(self, command, check_health=True):
-        sent.append(command)
-        return original(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
-    return sent
 
 
 def popped(queue_redis, count):
@@ -44,11 +29,11 @@ def popped(queue_redis, count):
     return worker, jobs
 
 
-def test_the_jobs_of_one_pop_start_in_one_round_trip(queue_redis, sends):
+def test_the_jobs_of_one_pop_start_in_one_round_trip(queue_redis, round_trips):
     worker, jobs = popped(queue_redis, 3)
-    sends.clear()
+    before = round_trips()
     executions = attempt.begin_together(worker, jobs)
-    assert len(sends) == 1
+    assert round_trips(before) == 1
     started = StartedJobRegistry("default", connection=queue_redis)
     for job, execution in zip(jobs, executions):
         assert execution is not None and worker.executions[execution.id] is execution
@@ -71,10 +56,10 @@ def test_a_start_refused_by_redis_is_left_to_the_job_s_thread_and_the_others_sta
         assert OptimaJob.fetch(jobs[number].id, connection=queue_redis).get_status() == JobStatus.STARTED
 
 
-def test_no_job_starts_together_once_a_stop_is_asked_for(queue_redis, sends):
+def test_no_job_starts_together_once_a_stop_is_asked_for(queue_redis, round_trips):
     worker, jobs = popped(queue_redis, 2)
     worker.stop.request(running=True)
-    sends.clear()
+    before = round_trips()
     assert attempt.begin_together(worker, jobs) == [None, None]
-    assert sends == []
+    assert round_trips(before) == 0
     assert queue_redis.llen(keys.intermediate_key(get_queue("default").key)) == 2
