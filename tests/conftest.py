@@ -251,8 +251,9 @@ def actor(django_user_model):
 
 
 @pytest.fixture
-def round_trips(monkeypatch):
-    """Counts this process's sends to Redis (one per command, one per pipeline): ``round_trips()``."""
+def redis_sends(monkeypatch):
+    """Counts this process's sends to Redis (one per command, one per pipeline): ``redis_sends()``, or the sends since
+    ``redis_sends(before)``. (A panel page's round trips: tests/support/roundtrips.py, the board's own.)"""
     sent = []
     original = redis.connection.AbstractConnection.send_packed_command
 

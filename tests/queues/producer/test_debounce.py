@@ -2,7 +2,6 @@
 
 import multiprocessing
 import re
-import threading
 
 import pytest
 
@@ -13,6 +12,7 @@ from queues.exceptions import InvalidJob
 from queues.jobs import signing
 from queues.keyspace import keys
 from tests.support import wait_for
+from tests.support.monitor import watched
 
 QUICK = "tests.jobs.lifecycle.quick"
 SLEEP = "tests.jobs.lifecycle.sleep"
@@ -154,33 +154,24 @@ def test_200_enqueues_of_one_key_from_8_processes_leave_one_job_with_the_last_ap
     queue_redis, admin_redis
 ):
     job_key_prefix = keys.job_key("").decode() if isinstance(keys.job_key(""), bytes) else keys.job_key("")
-    writes = []  # the descriptions Redis wrote into a job hash, in the order it applied them (MONITOR)
-    monitoring = threading.Event()
 
-    def monitor():
-        with admin_redis.monitor() as m:
-            monitoring.set()
-            for entry in m.listen():
-                command = entry["command"]
-                if command == "PING done-monitoring":
-                    return
-                if command.startswith(f"HSET {job_key_prefix}") and "description" in command:
-                    found = re.search(r"description \"?tests\.jobs\.lifecycle\.quick\(\\?'(p\d+-\d+)", command)
-                    writes.append(found.group(1) if found else command)
+    def applied(command):
+        return command.startswith(f"HSET {job_key_prefix}") and "description" in command
 
-    watcher = threading.Thread(target=monitor, daemon=True)
-    watcher.start()
-    assert monitoring.wait(10)
-    context = multiprocessing.get_context("fork")
-    start = context.Barrier(8)
-    processes = [context.Process(target=_enqueue_many, args=(p, 25, start)) for p in range(8)]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(120)
-    assert [process.exitcode for process in processes] == [0] * 8
-    admin_redis.execute_command("PING", "done-monitoring")
-    watcher.join(30)
+    # the descriptions Redis wrote into a job hash, in the order it applied them (MONITOR)
+    with watched(admin_redis, applied) as commands:
+        context = multiprocessing.get_context("fork")
+        start = context.Barrier(8)
+        processes = [context.Process(target=_enqueue_many, args=(p, 25, start)) for p in range(8)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(120)
+        assert [process.exitcode for process in processes] == [0] * 8
+    writes = []
+    for command in commands:
+        found = re.search(r"description \"?tests\.jobs\.lifecycle\.quick\(\\?'(p\d+-\d+)", command)
+        writes.append(found.group(1) if found else command)
     jobs = scheduled(queue_redis)
     assert len(jobs) == 1
     assert get_queue("orders-sync").job_ids == []

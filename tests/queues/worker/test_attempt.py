@@ -29,11 +29,11 @@ def popped(queue_redis, count):
     return worker, jobs
 
 
-def test_the_jobs_of_one_pop_start_in_one_round_trip(queue_redis, round_trips):
+def test_the_jobs_of_one_pop_start_in_one_round_trip(queue_redis, redis_sends):
     worker, jobs = popped(queue_redis, 3)
-    before = round_trips()
+    before = redis_sends()
     executions = attempt.begin_together(worker, jobs)
-    assert round_trips(before) == 1
+    assert redis_sends(before) == 1
     started = StartedJobRegistry("default", connection=queue_redis)
     for job, execution in zip(jobs, executions):
         assert execution is not None and worker.executions[execution.id] is execution
@@ -56,10 +56,10 @@ def test_a_start_refused_by_redis_is_left_to_the_job_s_thread_and_the_others_sta
         assert OptimaJob.fetch(jobs[number].id, connection=queue_redis).get_status() == JobStatus.STARTED
 
 
-def test_no_job_starts_together_once_a_stop_is_asked_for(queue_redis, round_trips):
+def test_no_job_starts_together_once_a_stop_is_asked_for(queue_redis, redis_sends):
     worker, jobs = popped(queue_redis, 2)
     worker.stop.request(running=True)
-    before = round_trips()
+    before = redis_sends()
     assert attempt.begin_together(worker, jobs) == [None, None]
-    assert round_trips(before) == 0
+    assert redis_sends(before) == 0
     assert queue_redis.llen(keys.intermediate_key(get_queue("default").key)) == 2

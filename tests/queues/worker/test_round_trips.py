@@ -9,7 +9,6 @@ number of jobs, so the cost of a job is the difference between a run of ``MANY``
 
 import subprocess
 import sys
-import threading
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -23,6 +22,7 @@ from devtools.roundtrips import SharedRoundTrips
 from queues.catalog.lookup import OptimaJob
 from queues.metrics import store
 from tests.support import ROOT
+from tests.support.monitor import watched
 from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -168,24 +168,9 @@ def test_a_success_writes_only_the_fields_it_changes(subprocess_env, tmp_path, p
     connection = redis.Redis.from_url(private_redis.url)
     job = queues.enqueue("default", "tests.jobs.sample.add", 2, 3)
     enqueued = connection.hgetall(job.key)
-    writes, ready = [], threading.Event()
-
-    def watch():
-        with connection.monitor() as monitor:
-            ready.set()
-            while True:
-                command = monitor.next_command()["command"]
-                if command == "ECHO end-of-test":
-                    return
-                if command.startswith(f"HSET {job.key} ") and " status finished" in command:
-                    writes.append(command)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    assert ready.wait(10)
-    burst_round_trips(env, tmp_path / "trips", 0)
-    redis.Redis.from_url(private_redis.url).echo("end-of-test")
-    watcher.join(10)
+    success = f"HSET {job.key} "
+    with watched(connection, lambda command: command.startswith(success) and " status finished" in command) as writes:
+        burst_round_trips(env, tmp_path / "trips", 0)
     assert len(writes) == 1, writes  # the success's HSET (a value with a space would split: none of these has one)
     fields = writes[0].split(" ")[2::2]
     assert sorted(fields) == ["ended_at", "last_heartbeat", "started_at", "status", "worker_name"], writes[0]
