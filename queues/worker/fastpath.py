@@ -88,6 +88,7 @@ def finish(worker, job, queue, execution):
         with worker.connection.pipeline() as pipe:
             counted = tally.take_into(pipe, worker.key, job.ended_at - job.started_at)
             rqcompat.set_status_in_hash(job, JobStatus.FINISHED)  # as rq's set_status, without an HSET of its own
+            kept_at = _kept_into(job, ttl, pipe)  # before the HSET, which would make a deleted job's hash again
             pipe.hset(job.key, mapping=success_fields(job))
             stream.record(
                 job,
@@ -112,7 +113,7 @@ def finish(worker, job, queue, execution):
                 worker.set_state(WorkerStatus.IDLE, pipeline=pipe)  # only a change: BUSY again and again is a command
             ahead = worker.intake.pop_ahead()  # the next pop in the same round trip (fork-free worker)
             replies = batch.execute_multi(
-                worker.connection, pipe, want=(dependents_at,), then=ahead[1] if ahead else None
+                worker.connection, pipe, want=(kept_at, dependents_at), then=ahead[1] if ahead else None
             )
     except REDIS_ERRORS:
         if pending is not None:
@@ -121,6 +122,9 @@ def finish(worker, job, queue, execution):
         raise
     if ahead and "then" in replies:
         worker.intake.dequeuer.sent(ahead[0], replies["then"])
+    if not replies[kept_at]:
+        _forget_deleted(worker, job)
+        return
     if replies[dependents_at]:
         queue.enqueue_ready_jobs_by_queue(queue.move_dependents_to_ready(job))
 
@@ -197,14 +201,39 @@ def success_fields(job):
     }
 
 
-def _expire_into(job, ttl, pipe):
-    """rq's ``Job.cleanup`` of a kept success (``eligible``: ttl is not 0), which also says whether the job has
-    dependents to move: -> the index in ``pipe`` of a reply that is true when it has. rq expires the job's key and
-    its dependents' and dependencies' sets, then the success asked SCARD of the dependents: here the EXPIRE of the
-    dependents' set is that question (1 when the set exists, and an empty set does not), and the dependencies'
-    set is expired only when the job names dependencies. Two commands a job fewer (issue 36)."""
+def _kept_into(job, ttl, pipe):
+    """The job's key expired as rq's ``Job.cleanup`` of a kept success does (``eligible``: ttl is not 0; for ever:
+    left as it is), queued before the success's HSET: -> the index in ``pipe`` of a reply that is false when the key
+    was gone, the job deleted (the panel, ``queues.operator``) while it ran. The HSET of the success's fields would
+    otherwise make its hash again, five fields of it (``_forget_deleted``). The EXPIRE rq's cleanup sends anyway
+    answers it: no command more a job."""
     if ttl is not None and ttl > 0:
         pipe.expire(job.key, ttl)
+    else:
+        pipe.exists(job.key)
+    return len(pipe) - 1
+
+
+def _forget_deleted(worker, job):
+    """The success of a job deleted while it ran is not kept: the hash its HSET made, its Result and its entry in
+    the finished registry go, as the delete took the rest (rq would have saved the whole job again)."""
+    worker.log.info("Job %s was deleted while it ran: its success is not kept", job.id)
+    try:
+        with worker.connection.pipeline(transaction=False) as pipe:
+            pipe.delete(job.key, Result.get_key(job.id))
+            pipe.zrem(keys.finished_key(job.origin), job.id)
+            pipe.execute()
+    except REDIS_ERRORS as exc:  # left as rq left such a job: its registry entry and hash expire with its ttl
+        worker.log.warning("Could not remove the success of deleted job %s: %s", job.id, exc)
+
+
+def _expire_into(job, ttl, pipe):
+    """The rest of rq's ``Job.cleanup`` of a kept success (the job's key is ``_kept_into``'s), which also says
+    whether the job has dependents to move: -> the index in ``pipe`` of a reply that is true when it has. rq expires
+    the job's key and its dependents' and dependencies' sets, then the success asked SCARD of the dependents: here
+    the EXPIRE of the dependents' set is that question (1 when the set exists, and an empty set does not), and the
+    dependencies' set is expired only when the job names dependencies. Two commands a job fewer (issue 36)."""
+    if ttl is not None and ttl > 0:
         if rqcompat.names_dependencies(job):
             pipe.expire(job.dependencies_key, ttl)
         pipe.expire(job.dependents_key, ttl)
