@@ -44,6 +44,9 @@ logger = logging.getLogger("queues.retention")  # a documented logger name: kept
 # start of rq's ``description``, "<function>(<arguments>)") and its owner's (``meta["owner"]``); without
 # that the index kept every completed job for 24 h however few retention keeps (100,000 jobs: +20 MiB).
 # A description that is not rq's call string leaves the function's entry to the index's own expiry.
+# The removed jobs leave each index set in one ZREM and their keys go in one DEL (per 1,000): a trim costs an
+# HMGET a job and a few commands, not four commands a job (issue 36: a worker trims every ``TRIM_EVERY`` jobs once
+# its queues hold ``completed_max`` completed jobs, so past the cap every job paid them).
 TRIM_LUA = """
 if ARGV[5] and ARGV[5] ~= '' then
   redis.call('ZADD', KEYS[1], 'XX', ARGV[6], ARGV[5])
@@ -52,27 +55,47 @@ local n = redis.call('ZCARD', KEYS[1])
 local keep = tonumber(ARGV[1])
 if n <= keep then return 0 end
 local ids = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+local members, indexes, doomed = {}, {}, {}
+local function leaves(index, id)
+  if not members[index] then
+    members[index] = {}
+    indexes[#indexes + 1] = index
+  end
+  local list = members[index]
+  list[#list + 1] = id
+end
 for _, id in ipairs(ids) do
   local fields = redis.pcall('HMGET', ARGV[2] .. id, 'description', 'meta')
   if type(fields) == 'table' and not fields.err then
     local func = type(fields[1]) == 'string' and string.match(fields[1], '^([^(]+)%(')
-    if func then redis.pcall('ZREM', ARGV[7] .. func, id) end
+    if func then leaves(ARGV[7] .. func, id) end
     if type(fields[2]) == 'string' then
       local ok, meta = pcall(cjson.decode, fields[2])
       local owner = ok and type(meta) == 'table' and meta['owner']
       if type(owner) == 'string' or type(owner) == 'number' then
         if type(owner) == 'number' and owner == math.floor(owner) then owner = string.format('%d', owner) end
-        redis.pcall('ZREM', ARGV[8] .. tostring(owner), id)
+        leaves(ARGV[8] .. tostring(owner), id)
       end
     end
   end
-  redis.pcall('ZREM', KEYS[2], id)
-  redis.call('DEL', ARGV[2] .. id, ARGV[2] .. id .. ':dependents', ARGV[2] .. id .. ':dependencies',
-             ARGV[3] .. id, ARGV[4] .. id)
+  leaves(KEYS[2], id)
+  local job = ARGV[2] .. id
+  for _, key in ipairs({job, job .. ':dependents', job .. ':dependencies', ARGV[3] .. id, ARGV[4] .. id}) do
+    doomed[#doomed + 1] = key
+  end
+end
+for _, index in ipairs(indexes) do
+  local list = members[index]
+  for i = 1, #list, @CHUNK@ do
+    redis.pcall('ZREM', index, unpack(list, i, math.min(i + @CHUNK@ - 1, #list)))
+  end
+end
+for i = 1, #doomed, @CHUNK@ do
+  redis.call('DEL', unpack(doomed, i, math.min(i + @CHUNK@ - 1, #doomed)))
 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - keep - 1)
 return #ids
-"""
+""".replace("@CHUNK@", "1000")  # members or keys a command: Lua's unpack stops near 8,000 (LUAI_MAXCSTACK)
 
 _scripts: dict[int, "Script"] = {}  # id(connection) -> its Script
 

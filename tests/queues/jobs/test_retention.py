@@ -115,3 +115,43 @@ def test_rq_3_job_delete_removes_the_results_stream_too(queue_redis):
     queue_redis.xadd(f"{prefix()}:results:{job.id}", {"type": "1"})
     OptimaJob.fetch(job.id, connection=queue_redis).delete()
     assert queue_redis.exists(f"{prefix()}:results:{job.id}", job.key) == 0
+
+
+def test_a_trim_of_many_jobs_costs_an_hmget_a_job_and_a_few_commands(private_redis):
+    """Past the cap a worker trims every ``TRIM_EVERY`` jobs, so the trim's commands are paid by every job (issue 36):
+    the removed jobs leave each index set in one ZREM and their keys go in one DEL, a command for up to 1,000
+    of them (Lua's unpack has a limit), so 2,500 jobs removed in one call cost 2,500 HMGETs and a handful more."""
+    from queues.keyspace import keys
+
+    queue = get_queue("default")
+    connection = queue.connection
+    func, owners, count = "tests.jobs.lifecycle.quick", ["7", "anonymous"], 2_600
+    ids = [f"trim{n:05d}" for n in range(count)]
+    with connection.pipeline(transaction=False) as pipe:
+        for n, job_id in enumerate(ids):
+            owner = owners[n % 2]
+            pipe.hset(keys.job_key(job_id), mapping={"description": f"{func}({n})", "meta": f'{{"owner": "{owner}"}}'})
+            pipe.xadd(keys.results_key(job_id), {"type": "1"})
+            pipe.zadd(keys.finished_key("default"), {job_id: 2_000_000_000 + n})
+            pipe.zadd(keys.search_queue_key("default"), {job_id: n})
+            pipe.zadd(keys.search_func_key(func), {job_id: n})
+            pipe.zadd(keys.search_owner_key(owner), {job_id: n})
+        pipe.execute()
+    before = connection.info("commandstats")
+    assert enforce_completed_max(queue, keep=100) == count - 100
+    after = connection.info("commandstats")
+
+    def calls(name):
+        return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+    assert calls("hmget") == count - 100
+    assert calls("zrem") == 3 + 3 + 2 + 2  # 2,500 ids off the queue's and the function's sets, 1,250 off each owner's
+    assert calls("del") == 13  # 2,500 jobs' 5 keys each, 1,000 keys a DEL
+    kept = set(ids[-100:])
+    assert {m.decode() for m in connection.zrange(keys.finished_key("default"), 0, -1)} == kept
+    for index in (keys.search_queue_key("default"), keys.search_func_key(func)):
+        assert {m.decode() for m in connection.zrange(index, 0, -1)} == kept
+    assert {m.decode() for m in connection.zrange(keys.search_owner_key("7"), 0, -1)} == set(ids[-100::2])
+    assert connection.exists(*[keys.job_key(job_id) for job_id in ids[:-100]]) == 0
+    assert connection.exists(*[keys.results_key(job_id) for job_id in ids[:-100]]) == 0
+    assert connection.exists(*[keys.job_key(job_id) for job_id in kept]) == 100
