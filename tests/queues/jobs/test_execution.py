@@ -144,3 +144,28 @@ def test_a_forking_worker_s_start_names_the_execution_and_its_worker_before_the_
     composite = f"{job.id}:{execution.id}"
     assert execution_record.owners(queue_redis, [composite]) == [WORKER]  # not w-dead: the scan leaves it alone
     assert queue_redis.hget(job.key, "status") == b"queued"  # the horse writes STARTED
+
+
+def test_execution_ids_are_version_4_uuids_and_a_forked_child_makes_other_ones_than_its_parent():
+    """``new_id`` takes the ``random`` module's bits, not urandom's (which lets go of the GIL): its ids must still
+    be what rq's ``uuid4().hex`` makes, never repeat, and differ between a worker and the work horse it forks (the
+    module's generator is seeded again in the child; one that were not would make the parent's next ids)."""
+    import os
+    import uuid
+
+    ids = [execution_record.new_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    for value in ids[:100]:
+        parsed = uuid.UUID(hex=value)
+        assert (len(value), parsed.version, parsed.variant) == (32, 4, uuid.RFC_4122), value
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover — the child: its ids through the pipe, then gone without pytest's exit
+        os.write(write, " ".join(execution_record.new_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    mine = [execution_record.new_id() for _ in range(3)]
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read().split()
+    assert len(theirs) == 3 and not set(theirs) & set(mine)
