@@ -103,8 +103,13 @@ def _fresh_repeats():
 
 @pytest.fixture(autouse=True)
 def _clean_prefix(admin_redis):
-    """Each test starts and ends with no key under the session prefix."""
+    """Each test starts and ends with no key under the session prefix; and with no note of this process that rq's
+    set of queues holds a queue (``producer.write.queue_set_into`` writes it once a minute, as to a Redis that
+    keeps its data)."""
+    from queues.producer import write
+
     delete_prefix_keys(admin_redis)
+    write._queue_set_at.clear()
     yield
     delete_prefix_keys(admin_redis)
 

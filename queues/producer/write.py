@@ -11,6 +11,7 @@ two imports the other.
 
 import logging
 import time
+import weakref
 
 import redis
 from django.core.signals import setting_changed
@@ -236,7 +237,7 @@ def batch_into(queue, jobs, when, pipe):
     from queues.catalog.classes import mark_banded  # no cycle: to the top once issue 32's edits here are merged
 
     version = queue.get_redis_server_version()
-    pipe.sadd(queue.redis_queues_keys, queue.key)
+    queue_set_into(pipe, queue)
     search_index.add_into(pipe, queue.name, jobs)  # the search index, in the same MULTI (search/index.py)
     status = JobStatus.QUEUED if when is None else JobStatus.SCHEDULED
     enqueued_at = now() if when is None else None
@@ -267,6 +268,27 @@ def batch_into(queue, jobs, when, pipe):
         if band != jobmeta.NORMAL:
             mark_banded(pipe, queue.name)
         pipe.rpush(keys.band_key(queue.key, band), *ids)
+
+
+QUEUE_SET_EVERY_SECONDS = 60.0
+_queue_set_at: "weakref.WeakKeyDictionary[object, dict[str, float]]" = weakref.WeakKeyDictionary()
+
+
+def queue_set_into(pipe, queue):
+    """rq's SADD of the queue's key into ``<prefix>:queues`` (what rq's ``Queue.all`` and reconcile's undeclared
+    queues read), queued on ``pipe`` at most once every ``QUEUE_SET_EVERY_SECONDS`` a queue from this process to
+    each Redis (its client's pool: another server, or the same one reached anew, is written again), not with every
+    enqueue as rq does: a command a job fewer (issue 36). The set only ever gains a queue from an enqueue, so a
+    write skipped repeats one that landed; a queue taken out of it (the panel's delete of a queue, a Redis that
+    lost its data) is in it again within the minute, once it gets a job."""
+    written = _queue_set_at.get(queue.connection.connection_pool)
+    if written is None:
+        written = _queue_set_at[queue.connection.connection_pool] = {}
+    moment = time.monotonic()
+    if moment - written.get(queue.key, -QUEUE_SET_EVERY_SECONDS) < QUEUE_SET_EVERY_SECONDS:
+        return
+    written[queue.key] = moment
+    pipe.sadd(queue.redis_queues_keys, queue.key)
 
 
 def written_keys(queue, job, lock_key):

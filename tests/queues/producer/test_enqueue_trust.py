@@ -16,7 +16,7 @@ from rq.queue import Queue
 
 import queues
 from queues.keyspace import keys
-from queues.producer import limits
+from queues.producer import limits, write
 from queues.search import index as search_index
 from tests.support import wait_for
 
@@ -50,6 +50,7 @@ FAMILIES = {
 def plant(connection, key):
     """``key`` turned into a string: no write of an enqueue expects one (a SET writes any type)."""
     search_index._refreshed.clear()  # the functions list is written once a minute per process: now
+    write._queue_set_at.clear()  # and rq's set of queues
     connection.set(key, "planted: a string, of no type the enqueue writes")
 
 

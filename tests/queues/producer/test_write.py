@@ -61,3 +61,30 @@ def test_server_b_down_fails_its_enqueues_naming_it_while_the_default_servers_go
     second_redis.start()
     job_b = queues.enqueue("on-b", sample.add, 1, 2)
     assert get_queue("on-b").job_ids == [job_b.id]
+
+
+def test_rqs_set_of_queues_is_written_once_a_minute_from_a_process_to_each_redis(private_redis, monkeypatch):
+    """rq SADDs the queue into ``<prefix>:queues`` with every enqueue; ``write.queue_set_into`` once a minute a queue
+    and Redis (issue 36: a command a job fewer). A Redis reached anew (here: the test's own server, its own client
+    pool) gets it with its first job, and past the minute it is written again."""
+    from rq.queue import Queue
+
+    from queues.producer import write
+
+    connection = clients.get_connection()
+
+    def sadds():
+        return connection.info("commandstats").get("cmdstat_sadd", {}).get("calls", 0)
+
+    first = queues.enqueue("default", sample.add, 1, 2)
+    assert connection.smembers(Queue.redis_queues_keys) == {get_queue("default").key.encode()}
+    before = sadds()
+    queues.enqueue("default", sample.add, 3, 4)
+    queues.enqueue_many("default", sample.add, [(5, 6), (7, 8)])
+    assert sadds() == before
+    connection.srem(Queue.redis_queues_keys, get_queue("default").key)  # the panel's delete of the queue, say
+    monkeypatch.setattr(write, "QUEUE_SET_EVERY_SECONDS", 0.0)  # the minute gone by
+    queues.enqueue("default", sample.add, 9, 10)
+    assert sadds() == before + 1
+    assert connection.smembers(Queue.redis_queues_keys) == {get_queue("default").key.encode()}
+    assert first.connection.connection_pool is connection.connection_pool
