@@ -13,9 +13,9 @@ and ``removeOnFail: false``).
   entries it removes: it never scans the registry, so its cost does not grow with it. A worker notes
   each job it ran (``Completions``): after each job it re-scores that job with sub-second precision in
   the pipeline of its heartbeat (a ZADD XX: rq scores whole seconds, which would leave the order of
-  the jobs of one second to their ids), and trims each queue after every ``TRIM_EVERY`` jobs and
-  whenever it goes idle or stops. A queue may so hold up to ``TRIM_EVERY - 1`` jobs over the cap
-  for a moment while jobs flow.
+  the jobs of one second to their ids), and trims each queue after every ``trim_every`` jobs (100, or a
+  tenth of a smaller cap) and whenever it goes idle or stops. A queue may so hold up to 99 jobs over a cap
+  of 1,000 (at most 10 % over any cap) for a moment while jobs flow.
 - Failed (dead) jobs: ``failure_ttl`` -1 keeps them, hash and results, until an operator acts
   (queues/failures/deadletter.py). Both overridable per queue.
 """
@@ -143,7 +143,15 @@ def enforce_completed_max(queue, job=None, keep=None):
     return int(removed)
 
 
-TRIM_EVERY = 10  # jobs of a queue a worker runs between two trims (and on going idle)
+TRIM_EVERY = 100  # jobs of a queue a worker runs between two trims at most (and on going idle)
+TRIM_SHARE = 10  # ... and at most a tenth of the queue's cap: a queue holds at most 10 % over it for a moment
+
+
+def trim_every(completed_max):
+    """Jobs of a queue (``completed_max``: its cap) between two trims: ``TRIM_EVERY``, or a tenth of a smaller cap
+    (at least 1). Each trim is a round trip of the worker's main thread and five commands besides the jobs it
+    removes, so every 10 jobs cost a job 0.8 commands past the cap; every 100, 0.08 (issue 36, ninth pass)."""
+    return max(1, min(TRIM_EVERY, int(completed_max) // TRIM_SHARE))
 
 
 class Completions:
@@ -154,6 +162,7 @@ class Completions:
         self.scores = {}  # queue name -> {job id: expiry}
         self.since_trim = {}  # queue -> jobs noted since its last trim
         self.queues = {}  # queue name -> queue object
+        self.every = {}  # queue name -> its ``trim_every``
 
     def note(self, queue, job, rescore=True):
         """``rescore``: False when the job's finished entry was scored precisely already (the fork-free
@@ -164,6 +173,11 @@ class Completions:
                 self.scores.setdefault(queue.name, {})[job.id] = time.time() + ttl
             self.queues[queue.name] = queue
             self.since_trim[queue.name] = self.since_trim.get(queue.name, 0) + 1
+        if queue.name not in self.every:
+            try:
+                self.every[queue.name] = trim_every(completed_max_of(queue.name))
+            except UnknownQueue:
+                self.every[queue.name] = 1  # not declared: enforce_completed_max does nothing for it
 
     def rescore_into(self, pipe):
         """Queue the sub-second re-scores into ``pipe`` (ZADD XX: only jobs in the finished registry)."""
@@ -175,7 +189,11 @@ class Completions:
     def trim(self, idle=False):
         """Trim the queues that are due (all noted ones when ``idle``). Never raises."""
         with self._lock:
-            due = [name for name, count in self.since_trim.items() if count and (idle or count >= TRIM_EVERY)]
+            due = [
+                name
+                for name, count in self.since_trim.items()
+                if count and (idle or count >= self.every.get(name, TRIM_EVERY))
+            ]
             for name in due:
                 self.since_trim[name] = 0
         for name in due:

@@ -118,7 +118,7 @@ def test_rq_3_job_delete_removes_the_results_stream_too(queue_redis):
 
 
 def test_a_trim_of_many_jobs_costs_an_hmget_a_job_and_a_few_commands(private_redis):
-    """Past the cap a worker trims every ``TRIM_EVERY`` jobs, so the trim's commands are paid by every job (issue 36):
+    """Past the cap a worker trims every ``trim_every`` jobs, so the trim's commands are paid by every job (issue 36):
     the removed jobs leave each index set in one ZREM and their keys go in one DEL, a command for up to 1,000
     of them (Lua's unpack has a limit), so 2,500 jobs removed in one call cost 2,500 HMGETs and a handful more."""
     from queues.keyspace import keys
@@ -155,3 +155,27 @@ def test_a_trim_of_many_jobs_costs_an_hmget_a_job_and_a_few_commands(private_red
     assert connection.exists(*[keys.job_key(job_id) for job_id in ids[:-100]]) == 0
     assert connection.exists(*[keys.results_key(job_id) for job_id in ids[:-100]]) == 0
     assert connection.exists(*[keys.job_key(job_id) for job_id in kept]) == 100
+
+
+def test_a_worker_trims_a_queue_every_100_jobs_or_a_tenth_of_a_smaller_cap_and_when_it_goes_idle(monkeypatch):
+    """Each trim is a round trip of the worker's main thread: every 100 jobs of a queue capped at 1,000 (99 over
+    the cap at most, for a moment), every cap/10 under it, and whatever was noted when the worker goes idle."""
+    from queues.jobs import retention
+
+    assert [retention.trim_every(cap) for cap in (1000, 5000, 500, 10, 5, 0)] == [100, 100, 50, 1, 1, 1]
+    trimmed = []
+    monkeypatch.setattr(retention, "enforce_completed_max", lambda queue: trimmed.append(queue.name))
+    completions = retention.Completions()
+    queue, job = get_queue("default"), queues.enqueue("default", "tests.jobs.lifecycle.quick", 1)
+    for _ in range(99):
+        completions.note(queue, job, rescore=False)
+        completions.trim()
+    assert trimmed == []
+    completions.note(queue, job, rescore=False)
+    completions.trim()
+    assert trimmed == ["default"]
+    completions.note(queue, job, rescore=False)
+    completions.trim()
+    assert trimmed == ["default"]
+    completions.trim(idle=True)
+    assert trimmed == ["default", "default"]
