@@ -63,10 +63,13 @@ class FailureHandler:
             # Record the failure once Redis answers (the retry policy needs it), not half of it now.
             self.record_for(worker, worker.connection.ping, f"record the failure of job {job.id}")
         exc_info = self.take(job)
+        if not self.still_there(job):
+            self.forget_deleted(job, execution)
+            return
         if exc_info and resume.is_pause(exc_info[1]):  # issue 34: a long job stopped at its checkpoint
             self.pause(job, exc_info[1], execution)
             return
-        decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id)
+        decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id, refresh=False)
         if decision.retry:
             try:
                 self.retry(job, queue, decision.delay, exc_info, exc_string, execution)
@@ -77,6 +80,45 @@ class FailureHandler:
         self.before_burial(job, decision.reason, exc_info, exc_string)
         bury()
         self.after_burial(job, decision.reason, exc_string, exc_info=exc_info)
+
+    def still_there(self, job):
+        """Whether the job's hash is still in Redis, read with its meta (the job may have written its own while it
+        ran: ``judge`` decides on it) in one round trip. A job deleted while it ran (the panel's delete does not
+        stop it) has none: its failure would save the whole job again, and a retry would run it again from its
+        first attempt (the meta gone). What tells is the ``data`` field, not the key: rq's end of the attempt
+        (``handle_execution_ended``) has written the job's ``last_heartbeat`` by now, which makes a hash of that
+        one field where there was none. On a Redis error: True, the meta as it was (the failure is recorded as
+        before)."""
+        try:
+            with self.worker.connection.pipeline(transaction=False) as pipe:
+                pipe.hexists(job.key, "data")
+                pipe.hget(job.key, "meta")
+                exists, meta = pipe.execute()
+        except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
+            logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
+            return True
+        if not exists:
+            return False
+        job.meta = job.serializer.loads(meta) if meta else {}  # rq's get_meta(refresh=True)
+        return True
+
+    def forget_deleted(self, job, execution):
+        """The failed attempt of a job deleted while it ran: its execution ends, the hash of its ``last_heartbeat``
+        alone goes (``still_there``), and its limit key's slot goes to the next held job; no failure, retry or dead
+        letter is written, no failure counted."""
+        worker = self.worker
+        worker.log.warning(
+            "Worker %s: job %s was deleted while it ran: its failure is not recorded, nor retried", worker.name, job.id
+        )
+
+        def end():
+            with worker.connection.pipeline() as pipe:
+                worker.cleanup_execution(job, pipeline=pipe, execution=execution)
+                pipe.delete(job.key)
+                pipe.execute()
+
+        self.record_for(worker, end, f"end the execution of deleted job {job.id}")
+        rqcompat.release_slot(worker, job)
 
     def pause(self, job, pause, execution):
         """A long job stopped at a checkpoint (``queues/jobs/resume.py``): not a failure. Paused, it goes
@@ -106,13 +148,15 @@ class FailureHandler:
             pause.why,
         )
 
-    def judge(self, job, exc_info, *, stopped):
-        """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``)."""
+    def judge(self, job, exc_info, *, stopped, refresh=True):
+        """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``); ``refresh``: False when
+        the job's meta was read again already (``still_there``)."""
         if stopped:
             decision = retry.Decision(False, reason=retry.STOPPED)
         else:
             try:
-                job.get_meta(refresh=True)  # the job may have written its own meta while running
+                if refresh:
+                    job.get_meta(refresh=True)  # the job may have written its own meta while running
             except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
                 logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
             decision = retry.decide(

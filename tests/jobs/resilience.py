@@ -66,6 +66,15 @@ def wait_for_file_then_return(path, release_path, value="done", wait_seconds=120
 
 
 @queues.job
+def wait_for_file_then_fail(path, release_path, wait_seconds=120):
+    """Log a start, wait until ``release_path`` exists (the test's go signal), then raise."""
+    _log(path, event="start")
+    hold_until(lambda: os.path.exists(release_path), wait_seconds, f"{release_path} never appeared")
+    _log(path, event="end")
+    raise RuntimeError("failed once released")
+
+
+@queues.job
 def quick(path, n):
     """A short job of a flood: logs one start and one end with its number."""
     _log(path, event="start", n=n)
