@@ -8,14 +8,12 @@ import time
 
 import pytest
 from rq.job import JobStatus
-from rq.results import Result
 
 import queues
-from queues.catalog.lookup import OptimaJob, get_queue
+from queues.catalog.lookup import OptimaJob
 from queues.jobs import execution as execution_record
 from queues.keyspace import keys
 from queues.models import DeadLetter
-from queues.operator import jobs as operator_jobs
 from queues.worker.abandoned import Scan
 from tests.jobs.resilience import ends, runs, starts
 from tests.support import wait_for
@@ -142,64 +140,3 @@ def test_the_next_job_popped_with_a_success_goes_back_to_the_head_of_its_queue_w
     assert fetch(second.id, queue_redis).get_status() == JobStatus.QUEUED
     start_worker("default", "--no-fork", "--burst").wait(60)
     assert [fetch(job.id, queue_redis).return_value() for job in (second, third)] == [3, 4]
-
-
-@pytest.mark.parametrize("how", [("--no-fork",), ("--concurrency", "2")], ids=["no-fork", "concurrency"])
-def test_a_job_deleted_while_it_runs_is_not_made_again_by_its_success(start_worker, queue_redis, tmp_path, how):
-    """The success writes only the fields it changes (``fastpath.success_fields``): an HSET of them into a job the
-    panel deleted while it ran would leave a hash of five fields, listed as finished. Its success is dropped: no
-    hash, no Result, no entry in the finished registry; the worker goes on with the next job."""
-    log, release = tmp_path / "runs.jsonl", tmp_path / "release"
-    job = queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(log), str(release))
-    worker = start_worker("default", *how)
-    wait_for(lambda: starts(log), timeout=60, message="the job to start")
-    result = operator_jobs.run("delete", get_queue("default"), job.id)
-    assert result.detail == "deleted", result
-    assert not queue_redis.exists(job.key)
-    release.touch()
-    wait_for(lambda: ends(log), timeout=60, message="the job to return")
-    after = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
-    wait_for(
-        lambda: fetch(after.id, queue_redis).get_status() == JobStatus.FINISHED,
-        timeout=60,
-        message="the worker to run the next job",
-    )
-    wait_for(
-        lambda: f"Job {job.id} was deleted while it ran" in worker.output(),
-        timeout=30,
-        message="the worker to drop the deleted job's success",
-    )
-    assert not queue_redis.exists(job.key), queue_redis.hgetall(job.key)
-    assert not queue_redis.exists(Result.get_key(job.id))
-    assert queue_redis.zscore(keys.finished_key("default"), job.id) is None
-    assert started_entries(queue_redis) == []
-    assert worker.process.poll() is None, worker.output()
-
-
-@pytest.mark.parametrize("how", [(), ("--no-fork",)], ids=["forking", "no-fork"])
-def test_a_job_deleted_while_it_runs_is_neither_retried_nor_dead_lettered_when_it_fails(
-    start_worker, queue_redis, tmp_path, how
-):
-    """Its failure would save the whole job again (rq's failure path), and with its meta gone a retry would run it
-    again from a first attempt: a delete from the panel would not stick. The worker ends its execution and records
-    nothing more."""
-    log, release = tmp_path / "runs.jsonl", tmp_path / "release"
-    job = queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_fail", str(log), str(release), attempts=3)
-    worker = start_worker("default", *how)
-    wait_for(lambda: starts(log), timeout=60, message="the job to start")
-    result = operator_jobs.run("delete", get_queue("default"), job.id)
-    assert result.detail == "deleted", result
-    release.touch()
-    wait_for(
-        lambda: f"job {job.id} was deleted while it ran" in worker.output(),
-        timeout=60,
-        message=f"the worker to drop the deleted job's failure: {worker.output()[-3000:]}",
-    )
-    wait_for(lambda: started_entries(queue_redis) == [], timeout=30, message="its execution to end")
-    assert not queue_redis.exists(job.key), queue_redis.hgetall(job.key)
-    assert queue_redis.zcard(keys.scheduled_key("default")) == 0, "no retry scheduled"
-    assert get_queue("default").job_ids == []
-    assert queue_redis.zscore(keys.failed_key("default"), job.id) is None
-    assert not DeadLetter.objects.filter(job_id=job.id).exists()
-    assert len(starts(log)) == 1
-    assert worker.process.poll() is None, worker.output()
