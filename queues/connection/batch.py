@@ -101,10 +101,7 @@ def execute_each(connection, pipe):
     producer/write.py: one EVALSHA instead of MULTI and EXEC, a command fewer a job, issue 36). The caller checks
     ``runs_as_a_script`` first."""
     count = len(pipe.command_stack)
-    argv = []
-    for args, _options in pipe.command_stack:
-        argv.append(len(args))
-        argv.extend(args)
+    argv = _argv(pipe)
     try:
         _wanted, errors = _replies(_script(connection)(args=argv)) if argv else ([], [])
     finally:
@@ -125,10 +122,7 @@ def execute(connection, pipe, want=()):
         replies = pipe.execute()  # a script queued (rq's limit promotion): a script cannot call one
         return {index: replies[index] for index in want}
     want = set(want)
-    argv = []
-    for index, (args, _options) in enumerate(pipe.command_stack):
-        argv.append(-len(args) if index in want else len(args))
-        argv.extend(args)
+    argv = _argv(pipe, want)
     try:
         if not argv:
             return {}
@@ -140,6 +134,16 @@ def execute(connection, pipe, want=()):
         message = message.decode() if isinstance(message, bytes) else message
         raise redis.ResponseError(f"Command # {number} of the batch caused error: {message}")
     return dict(zip(sorted(want), wanted))
+
+
+def _argv(pipe, want=frozenset()):
+    """The commands queued on ``pipe`` as ``BATCH_LUA``'s arguments: each one's count, then its arguments (the count
+    negative for a command whose reply is wanted: its index in ``want``)."""
+    argv = []
+    for index, (args, _options) in enumerate(pipe.command_stack):
+        argv.append(-len(args) if index in want else len(args))
+        argv.extend(args)
+    return argv
 
 
 def _call(connection, argv):

@@ -69,7 +69,7 @@ class FailureHandler:
         if exc_info and resume.is_pause(exc_info[1]):  # issue 34: a long job stopped at its checkpoint
             self.pause(job, exc_info[1], execution)
             return
-        decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id, refresh=False)
+        decision = self.judge(job, exc_info, stopped=rqcompat.stopped_job_id(worker) == job.id)
         if decision.retry:
             try:
                 self.retry(job, queue, decision.delay, exc_info, exc_string, execution)
@@ -148,17 +148,12 @@ class FailureHandler:
             pause.why,
         )
 
-    def judge(self, job, exc_info, *, stopped, refresh=True):
-        """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``); ``refresh``: False when
-        the job's meta was read again already (``still_there``)."""
+    def judge(self, job, exc_info, *, stopped):
+        """The Decision for a failed attempt (the hooks' ``after_failure``: ``job_failed``), on the job's meta as
+        ``still_there`` read it again."""
         if stopped:
             decision = retry.Decision(False, reason=retry.STOPPED)
         else:
-            try:
-                if refresh:
-                    job.get_meta(refresh=True)  # the job may have written its own meta while running
-            except Exception:  # noqa: BLE001 — Redis trouble; decide on what we have
-                logger.warning("Could not refresh meta of job %s before handling its failure", job.id)
             decision = retry.decide(
                 jobmeta.current_attempt(job), retry.policy_for(job), exc_info[1] if exc_info else None
             )

@@ -45,7 +45,7 @@ logger = logging.getLogger("queues.retention")  # a documented logger name: kept
 # that the index kept every completed job for 24 h however few retention keeps (100,000 jobs: +20 MiB).
 # A description that is not rq's call string leaves the function's entry to the index's own expiry.
 # The removed jobs leave each index set in one ZREM and their keys go in one DEL (per 1,000): a trim costs an
-# HMGET a job and a few commands, not four commands a job (issue 36: a worker trims every ``TRIM_EVERY`` jobs once
+# HMGET a job and a few commands, not four commands a job (issue 36: a worker trims every ``trim_every`` jobs once
 # its queues hold ``completed_max`` completed jobs, so past the cap every job paid them).
 TRIM_LUA = """
 if ARGV[5] and ARGV[5] ~= '' then
