@@ -105,6 +105,7 @@ def test_default_policy_schedules_each_retry_1_2_4_8_seconds_after_the_failure(s
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_retry_waits_for_a_scheduler_and_runs_once_one_starts(start_worker, queue_redis, tmp_path):
     runs = tmp_path / "runs"
     job = queues.enqueue("default", "tests.jobs.lifecycle.count_runs", str(runs), fail_times=1)
@@ -137,6 +138,7 @@ def test_retry_after_schedules_the_next_attempt_after_its_delay_and_counts_as_an
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_per_queue_attempts_and_backoff_apply_and_attempts_1_per_enqueue_disables_retries(
     start_worker, queue_redis, lifecycle_queue
 ):
@@ -152,6 +154,7 @@ def test_per_queue_attempts_and_backoff_apply_and_attempts_1_per_enqueue_disable
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_worker_sends_the_lifecycle_signals(start_worker, queue_redis, tmp_path, lifecycle_queue):
     import json
 

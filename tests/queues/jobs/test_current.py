@@ -66,6 +66,7 @@ def test_a_task_sees_its_job(queue_redis):
     ],
     ids=["fork", "no-fork", "threads", "pool"],
 )
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_every_kind_of_worker_gives_the_job_its_current_job(start_worker, queue_redis, command, args):
     jobs = [queues.enqueue("default", current.report_itself) for _ in range(2)]
     start_worker("default", *args, command=command)

@@ -56,6 +56,7 @@ def assert_dead(connection, job_id, reason):
 # -- declared jobs ------------------------------------------------------------------------------
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_job_modules_are_each_apps_jobs_module_plus_queue_job_modules():
     assert {"features.orders.jobs", "features.repricer.jobs", "features.content.jobs", "tests.jobs"} <= set(
         catalog.job_modules()
@@ -80,6 +81,7 @@ def test_the_job_modules_are_each_apps_jobs_module_plus_queue_job_modules():
         (sorted, "is not a declared job"),
     ],
 )
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_enqueue_refuses_what_is_not_a_declared_job_saying_how_to_declare_it(func, says, queue_redis):
     with pytest.raises(InvalidJob) as excinfo:
         queues.enqueue("default", func, 1)
@@ -87,6 +89,7 @@ def test_enqueue_refuses_what_is_not_a_declared_job_saying_how_to_declare_it(fun
     assert queue_redis.llen(keys.queue_key("default")) == 0
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_enqueue_of_an_undeclared_path_imports_nothing():
     assert "this" not in sys.modules  # the stdlib's Zen of Python: importing it prints
     with pytest.raises(InvalidJob):
@@ -94,12 +97,14 @@ def test_enqueue_of_an_undeclared_path_imports_nothing():
     assert "this" not in sys.modules
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_decorator_returns_the_function_itself_and_refuses_what_cannot_be_a_job():
     assert sample.add(1, 2) == 3 and getattr(sample.add, catalog.MARK)
     with pytest.raises(TypeError, match="not a module-level function"):
         queues.job(lambda: None)
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_importing_a_job_module_does_not_need_django():
     code = "import bench.jobs, queues, sys, json; print(json.dumps(sorted({'django', 'rq'} & set(sys.modules))))"
     assert child_json(code) == []  # neither imported
@@ -141,6 +146,7 @@ def test_a_job_naming_an_undeclared_callback_is_dead_lettered_not_a_job(callback
     assert_ran(queue_redis, good)
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_rqs_own_import_of_a_job_refuses_an_undeclared_name(queue_redis):
     # Defence in depth: a path that skipped the gate (rq's perform, a callback) still imports nothing.
     job = OptimaJob.create("os.system", args=["true"], connection=queue_redis)
@@ -220,6 +226,7 @@ def test_key_rotation_old_keys_still_verify_a_forgotten_key_does_not(queue_redis
     assert_dead(queue_redis, signed_with_first.id, "unsigned")
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_signature_survives_retries(queue_redis):
     job = queues.enqueue("default", sample.fail, attempts=2)
     run_burst(queue_redis)
@@ -296,6 +303,7 @@ def test_a_queue_entry_that_cannot_be_a_job_is_dropped_with_an_error_naming_it(e
     assert not DeadLetter.objects.exists()
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_queue_key_of_the_wrong_type_is_set_aside_and_the_other_queues_go_on(queue_redis, caplog):
     queue_redis.hset(keys.queue_key("orders-sync"), "planted", "x")
     good = good_job()
@@ -313,6 +321,7 @@ def test_a_queue_key_of_the_wrong_type_is_set_aside_and_the_other_queues_go_on(q
 # -- periodic jobs ------------------------------------------------------------------------------
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_scheduler_runs_only_declared_schedules_whatever_the_template_in_redis_says(
     queue_redis, lifecycle_schedules, tmp_path, caplog
 ):

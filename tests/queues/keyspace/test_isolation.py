@@ -44,6 +44,7 @@ def test_the_suite_user_cannot_touch_keys_or_channels_outside_the_prefix(queue_r
     assert queue_redis.get(f"{PREFIX}:allowed") == b"1"
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_whole_lifecycle_leaves_no_key_outside_the_prefix(admin_redis, start_worker, tmp_path):
     before = keys_of_no_other_test_run(admin_redis)
     ok = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
@@ -96,6 +97,7 @@ def _enqueue_in(env, *args):
     return out.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_two_prefixes_on_one_redis_never_run_each_others_jobs(admin_redis, subprocess_env, start_worker, tmp_path):
     other, other_env = _other_prefix_env(admin_redis, subprocess_env)
     try:

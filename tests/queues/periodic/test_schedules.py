@@ -41,6 +41,7 @@ def test_registering_twice_or_restarting_keeps_one_entry_per_schedule_and_its_ne
 
 
 @pytest.mark.django_db  # register reads the admin's stored schedules; unreadable, it removes nothing
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_schedule_removed_from_settings_disappears_and_a_changed_one_is_rescheduled(
     queue_redis, settings, lifecycle_schedules
 ):
@@ -78,6 +79,7 @@ def test_a_due_schedule_runs_as_a_fresh_job_with_the_queues_retry_policy_and_res
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_rqscheduler_registers_on_start_and_overlapping_runs_do_not_share_state(
     start_worker, queue_redis, lifecycle_schedules
 ):
@@ -129,6 +131,7 @@ def test_bad_schedule_declarations_are_reported_by_system_checks(settings):
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_two_rqschedulers_running_at_once_register_each_schedule_once_and_enqueue_a_tick_once(
     start_worker, queue_redis, lifecycle_schedules
 ):

@@ -12,7 +12,8 @@ from queues.keyspace import keys
 from queues.producer import limits
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# once: Redis and worker processes only, CI's SQLite pass (pytest.ini)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.once]
 
 
 def statuses(jobs):

@@ -21,7 +21,8 @@ from tests.jobs import long
 from tests.support import wait_for
 from tests.support.lifecycle import release_now, wait_scheduled_for_attempt
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# once: Redis and worker processes only, CI's SQLite pass (pytest.ini)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.once]
 
 KINDS = {
     "forking": [],

@@ -183,6 +183,7 @@ def test_200_enqueues_of_one_key_from_8_processes_leave_one_job_with_the_last_ap
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_job_that_started_closes_its_window_and_one_pending_job_holds_the_latest_arguments(start_worker, queue_redis):
     running = queues.enqueue("orders-sync", SLEEP, 6, debounce_key="run", debounce_seconds=1)
     start_worker("orders-sync")  # with RQ's scheduler, which moves the job when it is due

@@ -132,6 +132,7 @@ IN_ORDER = [f"{band}-{i}" for band in ("high", "normal", "low") for i in range(3
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_worker_runs_every_high_job_then_normal_then_low_each_band_in_enqueue_order(start_worker, tmp_path):
     runs = tmp_path / "runs"
     _interleaved(runs)
@@ -142,6 +143,7 @@ def test_a_worker_runs_every_high_job_then_normal_then_low_each_band_in_enqueue_
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_high_job_retried_at_once_goes_back_to_the_high_band(start_worker, tmp_path):
     runs = tmp_path / "runs"
     queues.enqueue("default", RECORD, str(runs), "normal")
@@ -153,6 +155,7 @@ def test_a_high_job_retried_at_once_goes_back_to_the_high_band(start_worker, tmp
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_fork_free_worker_honours_the_bands(start_worker, tmp_path):
     runs = tmp_path / "runs"
     _interleaved(runs)
@@ -163,6 +166,7 @@ def test_a_fork_free_worker_honours_the_bands(start_worker, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_pool_member_honours_the_bands(start_worker, tmp_path):
     runs = tmp_path / "runs"
     _interleaved(runs)
@@ -255,6 +259,7 @@ def test_a_dead_high_job_retried_from_its_dead_letter_goes_back_to_the_high_band
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_high_job_retried_after_its_backoff_runs_again_from_the_high_band(
     start_worker, queue_redis, tmp_path, lifecycle_queue
 ):

@@ -423,6 +423,7 @@ HANDOVER_IDS = ["old-to-new", "new-to-old-rollback"]
 
 
 @pytest.mark.parametrize("first_second", HANDOVER, ids=HANDOVER_IDS)
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_retry_scheduled_by_a_stopped_worker_of_one_release_is_finished_by_the_other(
     first_second, releases, enqueue_with, run_worker, queue_redis, tmp_path
 ):
@@ -548,6 +549,7 @@ def test_the_job_of_a_killed_worker_of_one_release_is_run_again_by_a_worker_of_t
 # --- d: both releases on one queue ---------------------------------------------------------------
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_workers_of_both_releases_on_one_queue_run_each_job_exactly_once(
     releases, enqueue_with, run_worker, queue_redis, tmp_path
 ):

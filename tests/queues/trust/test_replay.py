@@ -119,6 +119,7 @@ def test_a_dead_job_pushed_back_does_not_run_and_stays_a_dead_letter(kind, start
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_job_started_by_a_live_worker_is_dropped_and_one_whose_worker_is_gone_runs_again(
     start_worker, queue_redis, tmp_path
 ):
@@ -143,6 +144,7 @@ def test_a_job_started_by_a_live_worker_is_dropped_and_one_whose_worker_is_gone_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["forking", "no-fork"])
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_finished_job_put_back_by_one_of_the_apps_paths_runs_once_more_and_only_once(
     kind, start_worker, queue_redis, tmp_path
 ):
@@ -163,6 +165,7 @@ def test_a_finished_job_put_back_by_one_of_the_apps_paths_runs_once_more_and_onl
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_popped_job_given_back_by_a_paused_queue_still_runs(start_worker, queue_redis, tmp_path):
     """The give-back marks the job (``abandoned.give_back``); a job given back while queued runs once."""
     from queues.worker.abandoned import give_back
@@ -177,6 +180,7 @@ def test_a_popped_job_given_back_by_a_paused_queue_still_runs(start_worker, queu
     assert runs(path) == 1
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_scheduler_does_not_move_a_finished_dead_or_foreign_job_planted_in_a_scheduled_registry(
     queue_redis, caplog, tmp_path
 ):
@@ -302,6 +306,7 @@ def test_the_panels_delete_of_defaults_failed_jobs_keeps_a_job_that_lives_in_rep
     assert DeadLetter.objects.get(pk=row.pk).status == DeadLetter.Status.DISCARDED
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_finished_jobs_id_added_to_rq_schedulers_set_is_removed_and_never_run(queue_redis, tmp_path, caplog):
     """rq-scheduler (periodic jobs) runs declared schedules only (``periodic/run.py``): a planted member is
     removed with an ERROR naming it, nothing of it run."""
@@ -325,6 +330,7 @@ def test_a_finished_jobs_id_added_to_rq_schedulers_set_is_removed_and_never_run(
 
 
 @pytest.mark.parametrize("blocking", [False, True])
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_copy_of_an_id_popped_and_not_yet_started_is_taken_off_by_the_next_pop(
     blocking, queue_redis, tmp_path, caplog
 ):
@@ -355,6 +361,7 @@ def test_a_copy_of_an_id_popped_and_not_yet_started_is_taken_off_by_the_next_pop
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_queued_job_whose_id_is_pushed_twice_more_on_its_high_band_runs_once_on_a_concurrent_worker(
     start_worker, queue_redis, tmp_path
 ):

@@ -89,6 +89,7 @@ def test_a_job_whose_signature_is_not_ascii_is_dead_lettered_corrupt_and_the_wor
         assert queue_redis.zscore(keys.failed_key("default"), job_id) == float("inf")
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_signing_verify_says_no_to_a_signature_that_is_not_ascii_instead_of_raising(queue_redis):
     job = OptimaJob.fetch(plant(queue_redis, signature="é" * 32), connection=queue_redis)
     assert signing.verify(job) is False
@@ -136,6 +137,7 @@ def test_limit_keys_of_the_wrong_type_are_set_aside_with_one_error_and_the_worke
         assert len(errors_naming(output, key + " ")) == 1, output
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_release_of_a_job_whose_limit_keys_hold_no_number_skips_it_with_an_error(queue_redis, caplog):
     from queues.producer import limits
 
@@ -151,6 +153,7 @@ def test_release_of_a_job_whose_limit_keys_hold_no_number_skips_it_with_an_error
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_workers_set_that_is_a_string_is_set_aside_and_the_worker_starts_and_runs_jobs(start_worker, queue_redis):
     queue_redis.set(REDIS_WORKER_KEYS, "poison")
     good = queues.enqueue("default", sample.add, 2, 3)
@@ -161,6 +164,7 @@ def test_a_workers_set_that_is_a_string_is_set_aside_and_the_worker_starts_and_r
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_registry_of_the_wrong_type_is_set_aside_by_maintenance_and_the_worker_goes_on(start_worker, queue_redis):
     failed = keys.failed_key("default")
     queue_redis.set(failed, "poison")
@@ -173,6 +177,7 @@ def test_a_registry_of_the_wrong_type_is_set_aside_by_maintenance_and_the_worker
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_rqs_scheduler_in_the_worker(start_worker, queue_redis):
     scheduled = keys.scheduled_key("default")
     queue_redis.set(scheduled, "poison")
@@ -199,6 +204,7 @@ def test_due_jobs_rqs_scheduler_cannot_read_are_dead_lettered_and_the_others_mov
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_the_scheduler_process_of_a_worker(
     start_worker, queue_redis
 ):
@@ -214,6 +220,7 @@ def test_a_scheduled_registry_of_the_wrong_type_does_not_stop_the_scheduler_proc
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_rqscheduler_sets_aside_a_schedule_set_of_the_wrong_type_and_registers_the_schedules(
     start_worker, queue_redis, lifecycle_schedules
 ):
@@ -236,6 +243,7 @@ def poison(connection, key):
     connection.set(key, "poison")
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_worker_records_its_state_when_its_hash_was_turned_into_a_string(queue_redis):
     worker = in_process_worker(queue_redis)
     poison(queue_redis, worker.key)
@@ -243,6 +251,7 @@ def test_a_worker_records_its_state_when_its_hash_was_turned_into_a_string(queue
     assert [queue_redis.get(k) for k in aside(queue_redis, worker.key)] == [b"poison"]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_job_starts_and_heartbeats_when_the_started_registry_was_turned_into_a_string(queue_redis):
     worker = in_process_worker(queue_redis)
     job = OptimaJob.fetch(queues.enqueue("default", sample.add, 2, 3).id, connection=queue_redis)
@@ -256,6 +265,7 @@ def test_a_job_starts_and_heartbeats_when_the_started_registry_was_turned_into_a
     assert len(aside(queue_redis, started)) == 2  # set aside twice within a second: the second name has a suffix
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_worker_settles_a_job_whose_horse_ended_when_the_started_registry_was_turned_into_a_string(queue_redis):
     from queues.worker import settle
 
@@ -296,6 +306,7 @@ def test_no_line_a_worker_writes_starts_with_text_a_job_id_chose(start_worker, q
     assert DeadLetter.objects.get(job_id=with_hash).reason == "corrupt"
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_traceback_keeps_its_lines_and_a_line_break_in_a_value_is_escaped():
     from queues import logsafe
 

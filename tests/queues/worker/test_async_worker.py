@@ -45,6 +45,7 @@ def started(log, count):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_twenty_coroutine_jobs_overlap_on_one_event_loop_of_the_worker_process(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER_ASYNC, str(log), 20, attempts=1) for _ in range(20)]
@@ -60,6 +61,7 @@ def test_twenty_coroutine_jobs_overlap_on_one_event_loop_of_the_worker_process(s
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_task_coroutines_share_the_loop_with_job_coroutines(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     results = [asyncjobs.task_together.enqueue(str(log), 4) for _ in range(2)]
@@ -79,6 +81,7 @@ def test_task_coroutines_share_the_loop_with_job_coroutines(start_worker, queue_
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_plain_job_runs_in_a_thread_of_its_own_beside_the_coroutines(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     plain = queues.enqueue("default", "tests.jobs.concurrent.together", str(log), 3, attempts=1)
@@ -93,6 +96,7 @@ def test_a_plain_job_runs_in_a_thread_of_its_own_beside_the_coroutines(start_wor
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_sigterm_lets_running_coroutines_finish_then_cancels_the_rest_and_puts_them_back(
     start_worker, queue_redis, tmp_path
 ):
@@ -118,6 +122,7 @@ def test_sigterm_lets_running_coroutines_finish_then_cancels_the_rest_and_puts_t
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_long_coroutine_sigtermed_mid_run_pauses_at_its_checkpoint_and_resumes_at_its_cursor(
     start_worker, queue_redis, tmp_path
 ):
@@ -141,6 +146,7 @@ def test_a_long_coroutine_sigtermed_mid_run_pauses_at_its_checkpoint_and_resumes
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_sigkill_re_runs_every_coroutine_job_the_process_held_once_each(start_worker, queue_redis, tmp_path):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
     jobs = [queues.enqueue("default", WAIT, str(log), str(release), attempts=3) for _ in range(4)]
@@ -177,6 +183,7 @@ def test_a_timeout_cancels_the_coroutine_and_fails_the_attempt_as_timed_out_whil
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_coroutine_that_ignores_its_cancel_fails_past_the_margin_and_the_worker_exits_1_after_the_others(
     start_worker, queue_redis, tmp_path
 ):
@@ -228,6 +235,7 @@ def test_stop_job_cancels_only_the_coroutine_it_names(start_worker, queue_redis,
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_limit_key_holds_its_share_of_coroutines_on_the_loop(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [
@@ -244,6 +252,7 @@ def test_a_limit_key_holds_its_share_of_coroutines_on_the_loop(start_worker, que
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_bad_async_value_is_refused_naming_the_option_the_value_and_an_example(value):
     with pytest.raises(CommandError) as refused:
         call_command("rqworker", "default", "--async", value)
@@ -253,6 +262,7 @@ def test_a_bad_async_value_is_refused_naming_the_option_the_value_and_an_example
     )
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_async_with_concurrency_is_refused_saying_async_sizes_both():
     with pytest.raises(CommandError) as refused:
         call_command("rqworker", "default", "--async", "50", "--concurrency", "8")
@@ -262,6 +272,7 @@ def test_async_with_concurrency_is_refused_saying_async_sizes_both():
     )
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_async_with_a_forking_worker_class_is_refused_naming_both_and_the_fix():
     with pytest.raises(CommandError) as refused:
         call_command("rqworker", "default", "--async", "4", "--worker-class", "queues.worker.OptimaConcurrentWorker")
@@ -272,6 +283,7 @@ def test_async_with_a_forking_worker_class_is_refused_naming_both_and_the_fix():
     )
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_rqworker_pool_refuses_async_with_concurrency_too(subprocess_env):
     done = run_command("rqworker-pool", "default", "--async", "4", "--concurrency", "2", env=subprocess_env)
     assert done.returncode == 1
@@ -279,6 +291,7 @@ def test_rqworker_pool_refuses_async_with_concurrency_too(subprocess_env):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_rqworker_pool_with_async_runs_the_coroutines_of_each_member_on_its_loop(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER_ASYNC, str(log), 8, attempts=1) for _ in range(8)]

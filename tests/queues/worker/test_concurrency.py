@@ -51,6 +51,7 @@ def started(log, count):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER, str(log), 8, attempts=1) for _ in range(8)]
@@ -64,6 +65,7 @@ def test_eight_jobs_run_at_once_in_one_process_with_concurrency_8(start_worker, 
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [
@@ -77,6 +79,7 @@ def test_async_jobs_run_at_once_each_with_its_own_event_loop(start_worker, queue
 
 @pytest.mark.slow
 @WITH_AND_WITHOUT_RQ_RECORDS
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_sigkill_re_runs_every_job_the_process_held_once_each(start_worker, queue_redis, tmp_path, rq_records):
     log, release, env = tmp_path / "runs.jsonl", tmp_path / "release", {"QUEUE_RQ_EXECUTION_RECORDS": rq_records}
     jobs = [queues.enqueue("default", HOLD, str(log), str(release), attempts=3) for _ in range(4)]
@@ -106,6 +109,7 @@ def assert_back_at_head(job, connection, position=0):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_puts_the_rest_back(
     start_worker, queue_redis, tmp_path
 ):
@@ -126,6 +130,7 @@ def test_sigterm_takes_no_new_job_lets_running_ones_finish_and_past_the_grace_pu
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_second_sigterm_puts_every_running_job_back_at_once(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", HOLD, str(log), str(tmp_path / "never")) for _ in range(2)]
@@ -162,6 +167,7 @@ def test_timeouts_failures_and_dead_letters_hold_per_job_while_others_run(start_
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_job_blocked_in_c_code_past_its_timeout_fails_and_the_worker_exits_1_after_the_others(
     start_worker, queue_redis, tmp_path
 ):
@@ -209,6 +215,7 @@ def most_at_once(runs):
     return most
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [
@@ -225,6 +232,7 @@ def test_a_limit_key_holds_its_share_under_concurrency(start_worker, queue_redis
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_rqworker_pool_with_concurrency_runs_members_times_threads_jobs_at_once(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     jobs = [queues.enqueue("default", TOGETHER, str(log), 8, attempts=1) for _ in range(8)]
@@ -267,6 +275,7 @@ def run_command(*args, env):
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "2.5"])
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_bad_concurrency_is_refused_naming_the_option_the_value_and_an_example(value):
     with pytest.raises(CommandError) as refused:
         call_command("rqworker", "default", "--concurrency", value)
@@ -276,6 +285,7 @@ def test_a_bad_concurrency_is_refused_naming_the_option_the_value_and_an_example
     )
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_concurrency_with_a_forking_worker_class_is_refused_naming_both_and_the_fix():
     with pytest.raises(CommandError) as refused:
         call_command("rqworker", "default", "--concurrency", "4", "--worker-class", "queues.worker.OptimaWorker")
@@ -288,6 +298,7 @@ def test_concurrency_with_a_forking_worker_class_is_refused_naming_both_and_the_
     )
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_rqworker_command_line_refuses_a_concurrency_that_is_not_a_number(subprocess_env):
     done = run_command("rqworker", "default", "--concurrency", "abc", env=subprocess_env)
     assert done.returncode == 1
@@ -295,6 +306,7 @@ def test_the_rqworker_command_line_refuses_a_concurrency_that_is_not_a_number(su
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_jobs_popped_in_one_call_for_the_free_slots_and_not_run_go_back_to_the_head_of_their_queue(
     start_worker, queue_redis
 ):
@@ -313,6 +325,7 @@ def test_jobs_popped_in_one_call_for_the_free_slots_and_not_run_go_back_to_the_h
     assert [fetch(job.id, queue_redis).return_value() for job in jobs] == [n + 1 for n in range(6)]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_connection_pool_has_room_for_every_slot_at_once(queue_redis):
     """redis-py's pool holds 100 connections unless told otherwise: a worker of 300 slots whose jobs all write at
     once would fail past that (MaxConnectionsError, waited out as an outage). Its pool is raised to the slots and

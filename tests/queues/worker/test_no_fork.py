@@ -47,6 +47,7 @@ def test_a_fork_free_worker_runs_jobs_in_its_own_process_and_dead_letters_the_la
 
 
 @WITH_AND_WITHOUT_RQ_RECORDS
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker, queue_redis, tmp_path, rq_records):
     """With or without rq's execution records (RQ_EXECUTION_RECORDS, queues/jobs/execution.py), a scan leaves the
     running job of a live worker alone and, once that worker is killed, another worker's scan finds it abandoned."""
@@ -74,6 +75,7 @@ def test_the_job_of_a_killed_fork_free_worker_runs_again_on_another(start_worker
     assert starts(log)[0]["pid"] == victim.pid
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_sigterm_lets_the_running_job_finish_within_the_grace_and_exits_0(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     job = queues.enqueue("default", JOB, str(log), first_run_seconds=3)
@@ -84,6 +86,7 @@ def test_sigterm_lets_the_running_job_finish_within_the_grace_and_exits_0(start_
     assert fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_past_the_grace_the_job_goes_back_to_the_head_of_its_queue_and_the_worker_exits(
     start_worker, queue_redis, tmp_path
 ):
@@ -124,6 +127,7 @@ def test_a_success_while_redis_is_away_is_recorded_once_it_is_back(outage_redis,
     assert worker.process.poll() is None, worker.output()
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_the_next_job_popped_with_a_success_goes_back_to_the_head_of_its_queue_when_the_worker_ends(
     start_worker, queue_redis
 ):

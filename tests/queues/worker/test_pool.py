@@ -73,6 +73,7 @@ def wait_started(log, count=1):
     return wait_for(lambda: len(starts(log)) >= count and starts(log), timeout=60, message=f"{count} start(s) in {log}")
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, tmp_path):
     log, release = tmp_path / "runs.jsonl", tmp_path / "release"
     pool = start_pool(start_worker, "default", "--num-workers", "2")
@@ -97,6 +98,7 @@ def test_pool_of_two_runs_json_jobs_on_both_members(start_worker, queue_redis, t
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_stop_signal_to_the_master_lets_the_running_job_finish_and_the_pool_exits_0(
     start_worker, queue_redis, tmp_path, sig
 ):
@@ -117,6 +119,7 @@ def test_stop_signal_to_the_master_lets_the_running_job_finish_and_the_pool_exit
     assert Worker.all(connection=queue_redis) == []
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2", "--grace", "2")
@@ -138,6 +141,7 @@ def test_job_still_running_when_the_grace_period_ends_goes_back_to_its_queue(sta
     assert gone(horse_pid)
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_sigkill_of_the_master_takes_its_members_along_and_their_job_runs_again(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2")
@@ -165,6 +169,7 @@ def test_sigkill_of_the_master_takes_its_members_along_and_their_job_runs_again(
     assert runs[1]["pid"] != horse_pid
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_member_that_dies_is_replaced_and_its_job_runs_again(start_worker, queue_redis, tmp_path):
     log = tmp_path / "runs.jsonl"
     pool = start_pool(start_worker, "default", "--num-workers", "2")
@@ -242,6 +247,7 @@ def test_pool_started_before_redis_waits_for_it_then_runs_jobs(redis_not_yet_sta
     client.close()
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_member_still_running_past_the_grace_and_margin_is_killed_and_the_pool_exits_1(start_worker, queue_redis):
     pool = start_pool(start_worker, "default", "--num-workers", "2", "--grace", "0")
     stuck, other = wait_members(pool, 2)

@@ -48,6 +48,7 @@ def waited(predicate, worker, message, timeout=60):
 
 
 @pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_key_at_5_per_second_starts_100_jobs_in_19_to_21_seconds_while_another_key_runs_at_once(
     start_worker, queue_redis
 ):

@@ -25,7 +25,8 @@ from tests.support import ROOT
 from tests.support.monitor import watched
 from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# once: Redis and worker processes only, CI's SQLite pass (pytest.ini)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.once]
 
 FEW, MANY = 5, 45
 # issue 21 asked for at most 6 (rq's SimpleWorker: 12); issue 36 made it 2.65, then 1.65: the next pop rides on

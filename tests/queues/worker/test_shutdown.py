@@ -15,7 +15,8 @@ from tests.support import wait_for
 from tests.support.clock import past_rqs_repeat_window
 from tests.support.worker import assert_back_at_head_of_queue
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# once: Redis and worker processes only, CI's SQLite pass (pytest.ini)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.once]
 
 JOB = "tests.jobs.resilience.logged_sleep"
 

@@ -21,6 +21,7 @@ def states(ids):
     return [queues.batch_state(batch_id).state for batch_id in ids]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_each_callback_runs_exactly_once_with_many_members_on_two_concurrent_workers(start_worker, tmp_path):
     record = str(tmp_path / "runs.txt")
     batches = []
@@ -50,6 +51,7 @@ def test_each_callback_runs_exactly_once_with_many_members_on_two_concurrent_wor
         assert (state.total, state.finished, state.pending, state.dead) == (200, 200, 0, 0)
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_member_killed_after_its_work_runs_again_and_counts_once(start_worker, tmp_path):
     record, work = str(tmp_path / "runs.txt"), str(tmp_path / "work.txt")
     with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
@@ -89,6 +91,7 @@ def test_a_batch_survives_a_redis_restart_mid_batch_and_fires_once(outage_redis,
     assert (queues.batch_state(b.id).total, queues.batch_state(b.id).finished) == (11, 11)
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_chain_with_a_group_step_runs_through_a_concurrent_worker(start_worker, tmp_path):
     record = str(tmp_path / "runs.txt")
     add = "tests.jobs.batches.add"

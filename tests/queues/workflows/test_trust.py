@@ -48,6 +48,7 @@ def killed_at(env, call, after, code):
     return child.returncode
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_advance_killed_after_opening_the_next_step_moves_the_chain_on_when_it_runs_again(
     queue_redis, subprocess_env, tmp_path
 ):
@@ -103,6 +104,7 @@ def test_a_member_buried_by_the_abandoned_scan_is_counted_with_its_burial_even_i
     assert sorted(lines(record)) == [f"complete {b.id} 0 1", f"death {b.id} 0 1"]  # each once
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_member_with_result_ttl_0_is_counted(queue_redis, tmp_path):
     record = str(tmp_path / "runs.txt")
     with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
@@ -118,6 +120,7 @@ def test_a_member_with_result_ttl_0_is_counted(queue_redis, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [("--no-fork",), ("--concurrency", "2")], ids=["no-fork", "concurrency"])
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_member_with_result_ttl_0_is_counted_by_every_kind_of_worker(start_worker, queue_redis, tmp_path, kind):
     record = str(tmp_path / "runs.txt")
     with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
@@ -167,6 +170,7 @@ def test_a_unique_duplicate_dropped_by_the_outbox_relay_after_the_seal_leaves_th
     assert sorted(lines(record)) == ["add 1 0", "add 9 0", f"success {b.id} 1 0"]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_member_canceled_inside_its_block_before_the_seal_leaves_the_batch(queue_redis, tmp_path):
     record = str(tmp_path / "runs.txt")
     with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
@@ -225,6 +229,7 @@ def test_a_chain_stopped_at_a_dead_letter_retried_as_a_new_job_goes_on(queue_red
     assert lines(record) == ["recovered", "add 100 0"]
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_under_inline_a_chain_passes_results(queue_redis, tmp_path):
     record = str(tmp_path / "runs.txt")
     with inline():
@@ -263,6 +268,7 @@ def test_a_batch_completed_with_dead_and_its_stopped_chain_are_kept_as_long_as_t
     assert (state.state, lines(record)) == ("succeeded", ["recovered", "add 100 0"])
 
 
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
 def test_a_batch_completed_with_dead_whose_dead_letter_is_kept_forever_is_kept_too(queue_redis, tmp_path):
     record = str(tmp_path / "runs.txt")
     with queues.batch(on_success=queues.call("default", CALLBACK, record, "success")) as b:
