@@ -73,6 +73,7 @@ class WorkerBehaviour(BaseWorker):
     # thread writes a success and then pops (the fork-free worker; not the concurrent one, whose jobs' threads write
     # their successes while its main thread pops, nor the forking one, whose horse writes them).
     pops_ahead = False
+    starts_with_pop = False  # whether its pops start the jobs they pop (popstart.py)
     log_result_lifespan = False  # rq's "result is kept for N seconds" per job: queues/logs/ writes one line
     queue_class = OptimaQueue
     job_class = OptimaJob
@@ -381,6 +382,7 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
     runs_jobs_in_process = True
     idle_with_success = False
     pops_ahead = True
+    starts_with_pop = True
 
     def __init__(self, *args, **kwargs):  # worker
         super().__init__(*args, **kwargs)

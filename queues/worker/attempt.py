@@ -35,7 +35,7 @@ from queues.jobs import execution as execution_record
 from queues.jobs import meta as jobmeta
 from queues.jobs.execution import Execution
 from queues.keyspace import keys, quarantine
-from queues.worker import fastpath, horse
+from queues.worker import fastpath, horse, popstart
 from queues.worker.abandoned import give_back
 
 
@@ -46,9 +46,17 @@ class NotStarted(Exception):
 def begin(worker, job):
     """The job's rq Execution, recorded as started; raises NotStarted when it went back instead."""
     queue_key = keys.queue_key(job.origin)
+    popped = popstart.taken(job)
     if worker.stop.requested:
+        if popped is not None:
+            try:
+                popstart.unstart(worker.connection, popped[0], popped)
+            except REDIS_ERRORS:
+                raise NotStarted() from None  # started by this worker: reclaimed when it runs on, or scanned when gone
         _give_back(worker, job, queue_key, "the worker is stopping")
         raise NotStarted()
+    if popped is not None:  # its pop wrote the start (popstart.py)
+        return popstart.adopt(worker, job, popped.started)
     created = []
 
     def record():

@@ -137,6 +137,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     idle_with_success = True  # its resting state, written with each success (adapter.WorkerBehaviour)
     pops_ahead = False  # its main thread pops while the jobs' threads write their successes
+    starts_with_pop = False  # its main thread starts the jobs of a pop together (attempt.begin_together)
 
     def job_running(self):  # worker
         return self.threads.busy()

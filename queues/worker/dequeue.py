@@ -31,9 +31,10 @@ While one of its queues is paused, no wait lasts longer than ``pause_poll`` (1 s
 within a second.
 
 The job leaves the intermediate list in the same MULTI that records it as started (the worker's
-``prepare_execution``); a job stranded there by a killed worker is pushed back to the head of its
-queue by the abandoned-job scan. The alternative — one worker process per queue — would keep rq's
-BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
+``prepare_execution``), or never enters it: the fork-free worker's pop writes the start itself (``plan``,
+``popstart.py``, the entries ``{3, ...}`` of ``POP_LUA``); a job stranded there by a killed worker is pushed
+back to the head of its queue by the abandoned-job scan. The alternative — one worker process per queue — would
+keep rq's BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
 """
 
 import collections
@@ -43,14 +44,17 @@ import time
 import redis
 from rq.utils import as_text
 
+from queues.jobs import execution as execution_record
 from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
-# intermediate list and its "banded" mark (keys.banded_key). ARGV: the job key prefix, how many jobs to pop at
-# most (``count``: the concurrent worker's free slots, else 1), then the queue names.
+# intermediate list, its "banded" mark (keys.banded_key) and its started registry. ARGV: the job key prefix, how
+# many jobs to pop at most (``count``: the concurrent worker's free slots, else 1), how many arguments of the start
+# follow (0: the pop starts nothing), those (``popstart.START_FIELDS``, then an execution id for each job the call
+# may pop), then the queue names.
 # -> {1, {entry, ...}}: up to ``count`` jobs, in the worker's order of queues and bands, each entry
 # {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is not a
 # hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with
@@ -58,26 +62,104 @@ from queues.worker.abandoned import give_back
 # this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a
 # job fewer, issue 36.) An entry {2, the queue's key, id} is an id that was in the intermediate list already
 # (``TWICE_LUA``): popped by another worker and not yet started, this copy (pushed twice) is taken off again.
+# An entry {3, the queue's key, id, the hash as it was before the start, the execution id} is a job the pop
+# started (``popstart.py``): its hash names the queue as its origin and says it runs (a status of ``gate.RUNS``, or
+# put back by one of the app's paths); its id went from the queue straight to the started registry, never into
+# the intermediate list; the job STARTED as rq's ``prepare_for_execution`` writes it, naming its execution, and
+# persisted (rq's ``prepare_job_execution``), rq's records written when asked, the worker BUSY when asked.
 # Or, when there was none, {0, {paused names}, {names of empty queues marked banded}}.
-POP_LUA = """
+POP_LUA = (
+    """
 local paused, banded, found = {}, {}, {}
 local want = tonumber(ARGV[2])
-for q = 3, #ARGV do
-  local k = 2 + (q - 3) * 5
+local s = tonumber(ARGV[3])
+local first = 4 + s
+local start, runs, started = s > 0, {}, 0
+if start then
+  for status in string.gmatch(ARGV[14], '[^,]+') do runs[status] = true end
+end
+local function begin(job, id, data, queue, registry)
+  local status, put_back, timeout, origin = '', false, nil, nil
+  for f = 1, #data, 2 do
+    local name = data[f]
+    if name == 'status' then status = data[f + 1]
+    elseif name == '@PUT_BACK@' then put_back = true
+    elseif name == 'timeout' then timeout = tonumber(data[f + 1])
+    elseif name == 'origin' then origin = data[f + 1] end
+  end
+  if origin ~= queue or not (put_back or status == '' or runs[status]) then
+    return nil
+  end
+  if #id > @ID_CHARS@ or not string.find(id, '^[%w%-_.]+$') then
+    return nil  -- an id the worker could not name in a started entry or a log line as it is: popped as before
+  end
+  local eid = ARGV[15 + started]
+  local ttl = tonumber(ARGV[8])
+  if timeout ~= -1 then
+    if timeout and timeout ~= 0 then ttl = timeout end
+    ttl = math.floor(ttl) + 60
+  end
+  ttl = ttl + tonumber(ARGV[9])
+  local composite = id .. ':' .. eid
+  local added = redis.pcall('ZADD', registry, tonumber(ARGV[6]) + ttl, composite)
+  if type(added) == 'table' and added.err then
+    return nil
+  end
+  started = started + 1
+  if put_back then
+    redis.call('HDEL', job, '@PUT_BACK@')
+  end
+  redis.call('HSET', job, 'last_heartbeat', ARGV[5], 'status', 'started', 'started_at', ARGV[5],
+    'worker_name', ARGV[4], '@FIELD@', eid)
+  redis.call('PERSIST', job)
+  if ARGV[10] == '1' then
+    local record = ARGV[11] .. composite
+    redis.pcall('HSET', record, 'id', eid, 'job_id', id, 'created_at', ARGV[7], 'last_heartbeat', ARGV[7],
+      'worker_name', ARGV[4])
+    redis.pcall('EXPIRE', record, ttl)
+    redis.pcall('SADD', ARGV[12], composite)
+    redis.pcall('EXPIRE', ARGV[12], ttl + 60)
+  end
+  if ARGV[13] ~= '' and started == 1 and redis.call('EXISTS', ARGV[13]) == 1 then
+    redis.pcall('HSET', ARGV[13], 'state', 'busy')  -- a registered worker's only: never a hash of one field
+  end
+  return eid
+end
+for q = first, #ARGV do
+  local k = 2 + (q - first) * 6
   if redis.call('SISMEMBER', KEYS[1], ARGV[q]) == 1 then
     paused[#paused + 1] = ARGV[q]
   else
     local band = 0
     while band <= 2 and #found < want do
-      local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
+      local id, data, eid
+      if start then
+        id = redis.call('LPOP', KEYS[k + band])
+        if id then
+          data = redis.pcall('HGETALL', ARGV[1] .. id)
+          if not data.err and #data > 0 then
+            eid = begin(ARGV[1] .. id, id, data, ARGV[q], KEYS[k + 5])
+          end
+          if eid then
+            found[#found + 1] = {3, KEYS[k + 1], id, data, eid}
+          else
+            redis.call('RPUSH', KEYS[k + 3], id)
+          end
+        end
+      else
+        id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
+      end
       if not id then
         band = band + 1
+      elseif eid then  -- started: in found already
       elseif #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
         redis.call('LREM', KEYS[k + 3], -1, id)
         found[#found + 1] = {2, KEYS[k + 1], id}
       else
         local job = ARGV[1] .. id
-        local data = redis.pcall('HGETALL', job)
+        if not data then
+          data = redis.pcall('HGETALL', job)
+        end
         if data.err then
           found[#found + 1] = {1, KEYS[k + 1], id}
         else
@@ -104,6 +186,9 @@ if #found > 0 then
 end
 return {0, paused, banded}
 """.replace("@PUT_BACK@", jobmeta.PUT_BACK)
+    .replace("@FIELD@", execution_record.FIELD)
+    .replace("@ID_CHARS@", str(entries.ID_CHARS))
+)
 
 # The id just moved (BLMOVE) to the tail of the intermediate list KEYS[1] is there twice: another worker
 # popped it and has not started it yet (the start takes it off that list), so this copy of an id pushed
@@ -122,11 +207,13 @@ DROPPED = object()  # what a pop returns internally for an entry it dropped (``_
 
 class Popped(tuple):
     """What ``Dequeuer.pop`` returns: ``(queue, job id)``, and in ``data`` the job's hash as read in the
-    same round trip ({field: value} bytes), or None when it could not be (then the caller reads it)."""
+    same round trip ({field: value} bytes), or None when it could not be (then the caller reads it). ``started``:
+    (the ``popstart.Plan``, the execution id) when the pop started the job too, else None."""
 
-    def __new__(cls, queue, job_id, data=None):
+    def __new__(cls, queue, job_id, data=None, started=None):
         popped = super().__new__(cls, (queue, job_id))
         popped.data = data
+        popped.started = started
         return popped
 
 
@@ -151,8 +238,11 @@ class Dequeuer:
         who="Worker",
         on_empty=None,
         before_redis=None,
+        plan=None,
     ):
         self.connection = connection
+        # ``plan(count)``: the start of a pop of up to ``count`` jobs (``popstart.plan``), or None: it pops only
+        self.plan = plan
         # called before a pop goes to Redis (not for a job a pop of several took already): the concurrent worker's
         # held jobs started first (concurrent.OptimaConcurrentWorker.start_held)
         self.before_redis = before_redis
@@ -168,8 +258,9 @@ class Dequeuer:
         self._poll = FIRST_POLL_SECONDS
         self._count = 1  # jobs the script pops at most (``pop``'s ``count``)
         self.popped = collections.deque()  # jobs a pop of several took beyond the first: the next pops' answers
-        # (queues, reply) of the script sent with other commands (``sent``): the next pop's first look
+        # (queues, reply, plan) of the script sent with other commands (``sent``): the next pop's first look
         self._ahead = None
+        self._sent_plan = None  # the start of the pop ``command`` made, until ``sent`` hears of its reply
 
     def pop(self, queues, wait, count=1):
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
@@ -187,7 +278,7 @@ class Dequeuer:
             self.before_redis()
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            queues, ahead = ahead
+            queues, *ahead = ahead
         self._count = max(1, int(count))
         for _ in range(100):  # each round drops or sets aside one bad entry; then a last plain try
             try:
@@ -203,7 +294,7 @@ class Dequeuer:
         return None
 
     def _pop(self, queues, wait, ahead=None):
-        found = self._pop_now(queues) if ahead is None else self._take(queues, ahead)
+        found = self._pop_now(queues) if ahead is None else self._take(queues, *ahead)
         if found is None and self.on_empty is not None:
             self.on_empty()
         if found is not None or wait is None:
@@ -237,29 +328,41 @@ class Dequeuer:
         """The pop's script call, for one job, as a command to send (``EVALSHA``, its sha, its keys and arguments):
         what ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``); its reply
         goes to ``sent``."""
-        keys_, args = self._arguments(queues, 1)
+        keys_, args, plan = self._arguments(queues, 1)
+        self._sent_plan = plan
         return ("EVALSHA", self.script.sha, len(keys_), *keys_, *args)
 
     def sent(self, queues, reply):
         """The reply of ``command(queues)``, sent with other commands: the next pop's first look. An error in its
-        place (NOSCRIPT after a restart, WRONGTYPE) is dropped: that pop looks itself."""
-        self._ahead = None if isinstance(reply, Exception) else (queues, reply)
+        place (NOSCRIPT after a restart, WRONGTYPE) is dropped: that pop looks itself (a script that failed started
+        nothing)."""
+        plan, self._sent_plan = self._sent_plan, None
+        self._ahead = None if isinstance(reply, Exception) else (queues, reply, plan)
 
     def holds(self):
         """Whether jobs popped are waiting to be returned (``popped``, or a reply ``sent``)."""
         return bool(self.popped) or self._ahead is not None
 
     def _arguments(self, queues, count):
+        """The script's keys and arguments for a pop of up to ``count`` jobs of ``queues``, and the start it writes
+        (a ``popstart.Plan``, or None)."""
         keys_ = [keys.paused_key()]
         for queue in queues:
-            keys_ += [*keys.band_keys(queue.key), keys.intermediate_key(queue.key), keys.banded_key(queue.name)]
-        return keys_, [keys.job_key_prefix(), count, *(q.name for q in queues)]
+            keys_ += [
+                *keys.band_keys(queue.key),
+                keys.intermediate_key(queue.key),
+                keys.banded_key(queue.name),
+                keys.started_key(queue.name),
+            ]
+        plan = self.plan(count) if self.plan is not None else None
+        start = plan.argv() if plan is not None else []
+        return keys_, [keys.job_key_prefix(), count, len(start), *start, *(q.name for q in queues)], plan
 
     def _pop_now(self, queues):
-        keys_, args = self._arguments(queues, self._count)
-        return self._take(queues, self.script(keys=keys_, args=args))
+        keys_, args, plan = self._arguments(queues, self._count)
+        return self._take(queues, self.script(keys=keys_, args=args), plan)
 
-    def _take(self, queues, reply):
+    def _take(self, queues, reply, plan=None):
         """The pop script's reply -> what ``_pop_now`` returns: the first job of those it popped (the others into
         ``popped``), DROPPED when it dropped every one, None when there was none."""
         if reply[0] == 1:
@@ -269,6 +372,9 @@ class Dequeuer:
                 queue = next(q for q in queues if q.key == as_text(entry[1]))
                 if entry[0] == 2:
                     self._twice(queue, entry[2])
+                    continue
+                if entry[0] == 3:  # started by the pop: its id is a job's, the pop read it in the queue's hash
+                    found.append(Popped(queue, as_text(entry[2]), _as_hash(entry[3]), (plan, as_text(entry[4]))))
                     continue
                 job = self._checked(queue, entry[2], _as_hash(entry[3]) if len(entry) > 3 else None)
                 if job is not DROPPED:

@@ -28,6 +28,7 @@ from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys, repeats
 from queues.producer import limits
+from queues.worker import popstart
 from queues.worker.abandoned import give_back, live_workers
 from queues.worker.dequeue import Dequeuer
 
@@ -45,7 +46,9 @@ class Intake:
             who=f"Worker {worker.name}",
             on_empty=self._went_empty,
             before_redis=worker.start_held,
+            plan=lambda count: popstart.plan(worker, count),
         )
+        self._reclaimed = worker.outage.episodes  # the outage episodes seen by the last ``popstart.reclaim``
         self._paused_logged = set()
         self._next_suspension_check = 0.0
         self._idle_written = None  # the outage episodes seen when IDLE was last written
@@ -106,11 +109,14 @@ class Intake:
             left = self.dequeuer.take_popped()
         except REDIS_ERRORS:
             return  # left in the intermediate list: the abandoned-job scan returns them
-        for queue, job_id in reversed(left):  # each to the head: the last first, so that they keep their order
+        for popped in reversed(left):  # each to the head: the last first, so that they keep their order
+            queue, job_id = popped
             try:
+                if popped.started is not None:
+                    popstart.unstart(self.worker.connection, queue, popped)
                 give_back(self.worker.connection, queue.key, job_id)
             except REDIS_ERRORS:
-                pass  # left in the intermediate list: the abandoned-job scan returns it
+                pass  # in the intermediate list, or started by a worker now gone: the abandoned-job scan returns it
 
     def next_job(self, timeout, max_idle_time=None):
         """(job, queue) vetted and ready to start; None when ``timeout`` (or ``max_idle_time``)
@@ -125,6 +131,8 @@ class Intake:
             worker.housekeeping.tick()
             if worker.stop.requested:
                 raise StopRequested()
+            if self._reclaimed != worker.outage.episodes:
+                self._reclaim()
             wait = timeout
             if wait is not None and idle_until is not None:
                 wait = max(1, min(wait, int(idle_until - time.monotonic() + 0.999)))
@@ -140,7 +148,7 @@ class Intake:
                         return None
                     continue
                 queue, job_id = found
-                job = self.fetch(queue, job_id, found.data)
+                job = self.fetch(queue, job_id, found.data, found)
             except REDIS_ERRORS as exc:
                 worker.outage.failed(exc, "dequeue")
                 wait_until_reachable(
@@ -150,6 +158,8 @@ class Intake:
             if job is None:
                 continue
             if worker.stop.requested:
+                if found.started is not None:
+                    popstart.unstart(worker.connection, queue, found)
                 give_back(worker.connection, queue.key, job.id)
                 raise StopRequested()
             worker.reorder_queues(reference_queue=queue)
@@ -157,11 +167,18 @@ class Intake:
             worker.log.debug("Worker %s: %s: %s", worker.name, queue.name, job.id)  # its outcome is the INFO line
             return job, queue
 
-    def fetch(self, queue, job_id, data=None):
+    def fetch(self, queue, job_id, data=None, popped=None):
         """The popped job, read as JSON and vetted (``gate.vet``); None when it must not run: then it
         is dead-lettered or dropped (``gate``), never the end of the worker. ``data``: its hash as the
-        pop read it (``Popped.data``), or None to read it now."""
+        pop read it (``Popped.data``), or None to read it now. A job its pop started (``popped.started``,
+        ``popstart.py``) that may run carries its pop to ``attempt.begin`` (``popstart.carry``); one that may not is
+        unstarted first, then refused or dropped as any popped job."""
         worker = self.worker
+        if popped is not None and popped.started is not None:
+            job = self._runs(queue, job_id, data)
+            if job is not None:
+                return popstart.carry(job, popped)
+            popstart.unstart(worker.connection, queue, popped)
         try:
             job = self._read(job_id, data)
         except NoSuchJobError:
@@ -219,6 +236,28 @@ class Intake:
             gate.report_dropped(job.id, f"popped from queue {queue.name} but {why}")
             return None
         return job
+
+    def _runs(self, queue, job_id, data):
+        """The popped job when it reads as JSON, belongs to ``queue``, passes the gate and is not replayed (what
+        ``fetch`` asks, without its refusals and drops); else None."""
+        try:
+            job = self._read(job_id, data)
+            if gate.elsewhere(job, queue.name) is not None or gate.vet(job, queue.name) is not None:
+                return None
+        except REDIS_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001 — ``fetch`` asks again, and refuses it as it says
+            return None
+        put_back = (data or {}).get(jobmeta.PUT_BACK.encode())
+        is_alive = lambda name: bool(live_workers(self.worker.connection, [name]))  # noqa: E731
+        return job if gate.replayed(job, put_back=put_back, is_alive=is_alive) is None else None
+
+    def _reclaim(self):
+        try:
+            popstart.reclaim(self.worker)
+        except REDIS_ERRORS:
+            return  # the next loop tries again
+        self._reclaimed = self.worker.outage.episodes
 
     def _read(self, job_id, data):
         worker = self.worker

@@ -1,0 +1,221 @@
+"""The fork-free worker's pop that starts the job it pops, in the same Lua call (issue 36).
+
+A job costs a worker two calls of its own before it runs: the pop (``dequeue.POP_LUA``: the id moved into the
+queue's intermediate list, the hash read back) and the start (``attempt.begin``: the started entry, the id out
+of the intermediate list, the job STARTED). The intermediate list only bridges the gap between the two. Here the
+pop writes the start itself for a job whose hash says it may run (``RUNS``, or put back by one of the app's
+paths): the id goes from its queue straight into the started registry, atomically, as the start's MULTI took it
+there from the intermediate list. Three commands and, for the fork-free worker, a round trip a job fewer: the
+LMOVE's twin check (LPOS) and the start's script call and LREM.
+
+What the worker still decides after the pop keeps its shape: a popped job that is not to run after all (the gate
+refuses it, a stop asked for, the teardown of a job popped ahead) is first *unstarted* (``unstart``: its started
+entry gone, its hash's start fields as they were, its id in the intermediate list), and then goes the way a job
+popped into the intermediate list always went (refused, dropped, given back to the head of its queue). A job
+whose hash the pop does not trust to run (another status, another queue's origin, no hash, a started registry
+of the wrong type) is popped as before, into the intermediate list, and vetted and started as before.
+
+The concurrent and async workers pop several jobs for their free slots and start them from their main thread
+together (``attempt.begin_together``): they pop as before (``WorkerBehaviour.starts_with_pop``).
+"""
+
+from rq.job import JobStatus
+from rq.utils import as_text, now, utcformat
+from rq.worker.base import WorkerStatus
+
+from queues import rqcompat
+from queues.jobs import execution as execution_record
+from queues.jobs import gate
+from queues.jobs.execution import Execution
+from queues.keyspace import keys
+from queues.worker.abandoned import give_back
+
+# Written by ``starting_argv`` and read by ``dequeue.POP_LUA``: the start's arguments after the pop's own, in this
+# order; then one execution id for each job the call may pop.
+START_FIELDS = (
+    "worker",  # the worker's name (the job's worker_name; the records' worker)
+    "at",  # the start as rq writes it in the job's hash (utcformat): started_at and last_heartbeat
+    "now",  # the start in whole unix seconds: the started entry's score is it plus the heartbeat ttl
+    "created",  # the start in unix seconds (rq's records: created_at, last_heartbeat)
+    "default_ttl",  # rq's SimpleWorker.get_heartbeat_ttl: DEFAULT_WORKER_TTL for a job without a timeout
+    "extra",  # STARTED_ENTRY_TTL_SECONDS (adapter.WorkerBehaviour.get_heartbeat_ttl)
+    "records",  # "1" when rq's execution hash and the worker's set of executions are written
+    "execution_prefix",  # rq's execution hash key, less "<job id>:<execution id>"
+    "worker_executions",  # the worker's set of executions
+    "busy",  # the worker's hash when the start also writes the worker BUSY, else ""
+    "runs",  # the statuses a popped job runs in (gate.RUNS), comma-separated
+)
+
+# KEYS: the job's started registry, its hash, its queue's intermediate list, its rq execution hash, the worker's
+# set of executions. ARGV: the started entry, the execution id, the job id, then (name, "1" or "0", value) of each
+# field the start wrote, as it was before it: there ("1", its value) or not ("0"). The start taken back: its
+# started entry and records gone, the fields as they were (while the hash still names this execution), the id into
+# the intermediate list, where what follows a pop (the refusal, a drop, a give back) finds a job popped and not
+# started.
+UNSTART_LUA = """
+redis.pcall('ZREM', KEYS[1], ARGV[1])
+redis.pcall('DEL', KEYS[4])
+redis.pcall('SREM', KEYS[5], ARGV[1])
+local named = redis.pcall('HGET', KEYS[2], '@FIELD@')
+if named == ARGV[2] then
+  for i = 4, #ARGV, 3 do
+    if ARGV[i + 1] == '1' then
+      redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
+    else
+      redis.call('HDEL', KEYS[2], ARGV[i])
+    end
+  end
+end
+redis.call('RPUSH', KEYS[3], ARGV[3])
+return 1
+""".replace("@FIELD@", execution_record.FIELD)
+
+_DEFAULT_WORKER_TTL = 420  # rq.defaults.DEFAULT_WORKER_TTL, which rq's SimpleWorker.get_heartbeat_ttl falls back to
+_START_FIELDS = ("last_heartbeat", "status", "started_at", "worker_name", execution_record.FIELD)
+
+
+class Plan:
+    """One pop's start: its moment and its execution ids (``starting_argv``)."""
+
+    def __init__(self, worker, count):
+        self.worker = worker
+        self.moment = now()
+        self.ids = [execution_record.new_id() for _ in range(count)]
+        self.busy = worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost()
+
+    def argv(self):
+        worker, moment = self.worker, self.moment
+        values = {
+            "worker": worker.name,
+            "at": utcformat(moment),
+            "now": str(int(moment.timestamp())),
+            "created": repr(moment.timestamp()),
+            "default_ttl": str(_DEFAULT_WORKER_TTL),
+            "extra": str(worker.resilience.started_entry_ttl),
+            "records": "1" if worker.resilience.rq_execution_records else "",
+            "execution_prefix": keys.execution_key(":").removesuffix(":"),
+            "worker_executions": keys.worker_executions_key(worker.name),
+            "busy": worker.key if self.busy else "",
+            "runs": ",".join(sorted(gate.RUNS)),
+        }
+        return [values[name] for name in START_FIELDS] + self.ids
+
+
+def plan(worker, count):
+    """The start for a pop of up to ``count`` jobs by ``worker``, or None when its pops do not start what they pop."""
+    if not worker.starts_with_pop:
+        return None
+    return Plan(worker, count)
+
+
+def adopt(worker, job, started):
+    """The execution of ``job`` that its pop started (``dequeue.Popped.started``: the plan and the execution id):
+    the job as the start left its hash (STARTED, its worker, start and heartbeat), the execution recorded as the
+    worker's, the worker BUSY when the pop wrote it -> the Execution."""
+    start_plan, execution_id = started
+    moment = start_plan.moment
+    job.worker_name = worker.name
+    job.started_at = job.last_heartbeat = moment
+    rqcompat.set_status_in_hash(job, JobStatus.STARTED)
+    execution = Execution(id=execution_id, job_id=job.id, connection=job.connection, worker_name=worker.name)
+    execution.created_at = execution.last_heartbeat = moment
+    execution.rq_records = bool(worker.resilience.rq_execution_records)
+    rqcompat.set_execution_job(execution, job)
+    if start_plan.busy:
+        # written by the pop: the state noted, no HSET of its own
+        worker.set_state(WorkerStatus.BUSY, pipeline=_Written())
+        worker.intake.busy_written = worker.outage.episodes
+        start_plan.busy = False  # one pop writes it once
+    worker.executions[execution.id] = execution
+    return execution
+
+
+def carry(job, popped):
+    """``job`` carrying its pop (``dequeue.Popped``) to ``attempt.begin`` (``taken``) -> ``job``."""
+    job.optima_popped = popped
+    return job
+
+
+def taken(job):
+    """The pop ``job`` carries (``carry``) when that pop started it, else None; the job carries it no more."""
+    popped = getattr(job, "optima_popped", None)
+    job.optima_popped = None
+    return popped if popped is not None and popped.started is not None else None
+
+
+def unstart(connection, queue, popped):
+    """Take back the start the pop wrote for ``popped`` (``dequeue.Popped``): its id then waits in its queue's
+    intermediate list, popped and not started, as a pop without a start left it."""
+    _plan, execution_id = popped.started
+    job_id = popped[1]
+    composite = f"{job_id}:{execution_id}"
+    before = []
+    data = popped.data or {}
+    for name in _START_FIELDS:
+        value = data.get(name.encode())
+        before += [name, "0", ""] if value is None else [name, "1", value]
+    connection.eval(
+        UNSTART_LUA,
+        5,
+        keys.started_key(queue.name),
+        keys.job_key(job_id),
+        keys.intermediate_key(queue.key),
+        keys.execution_key(composite),
+        keys.worker_executions_key(_plan.worker.name),
+        composite,
+        execution_id,
+        job_id,
+        *before,
+    )
+    popped.started = None
+
+
+# KEYS: the job's started registry, its hash, its queue's intermediate list. ARGV: the started entry, the execution
+# id, the job id. A start whose pop's reply was lost: its entry gone, the job QUEUED again (while its hash still
+# names this execution), its id in the intermediate list (then given back to the head of its queue) -> 1; 0 when
+# the entry was gone already.
+RECLAIM_LUA = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+if redis.pcall('HGET', KEYS[2], '@FIELD@') == ARGV[2] then
+  redis.call('HSET', KEYS[2], 'status', 'queued')
+end
+redis.call('RPUSH', KEYS[3], ARGV[3])
+return 1
+""".replace("@FIELD@", execution_record.FIELD)
+
+
+def reclaim(worker):
+    """After an outage: the jobs a pop of ``worker`` started and never handed over (the reply lost with the
+    connection, ``Dequeuer.sent``'s and ``pop``'s) back to the head of their queues. Such a job is in its started
+    registry, named as run by this worker, which is alive: the abandoned-job scan leaves it to the worker; a pop
+    without a start left it in the intermediate list, where the scan finds it. Called by the intake between jobs,
+    when the worker runs none, so every started entry naming it is such a job. -> how many went back."""
+    if not worker.starts_with_pop:
+        return 0
+    back = 0
+    for queue in worker.queues:
+        registry = keys.started_key(queue.name)
+        composites = [as_text(entry) for entry in worker.connection.zrange(registry, 0, -1)]
+        composites = [c for c in composites if c.count(":") == 1]
+        owners = execution_record.owners(worker.connection, composites) if composites else []
+        for composite, owner in zip(composites, owners):
+            job_id, execution_id = composite.split(":")
+            if owner != worker.name or execution_id in worker.executions:
+                continue
+            intermediate = keys.intermediate_key(queue.key)
+            args = (registry, keys.job_key(job_id), intermediate, composite, execution_id, job_id)
+            if worker.connection.eval(RECLAIM_LUA, 3, *args) and give_back(worker.connection, queue.key, job_id):
+                back += 1
+                worker.log.info(
+                    "Worker %s: job %s back at the head of its queue: its pop's reply was lost", worker.name, job_id
+                )
+    return back
+
+
+class _Written:
+    """A pipeline for ``set_state`` whose HSET the pop's script sent already (``adopt``)."""
+
+    def hset(self, *args, **kwargs):
+        return None

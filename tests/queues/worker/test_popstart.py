@@ -1,0 +1,123 @@
+"""The fork-free worker's pop that starts the job it pops (queues/worker/popstart.py), on the session's Redis, with
+an OptimaSimpleWorker in this process: the start the pop writes is the one ``attempt.begin`` wrote, a job that is
+not to run after all is unstarted and then goes the way of any popped job, and a start whose reply was lost goes
+back to its queue. (Real worker processes, signals and outages: test_no_fork.py, test_replay.py, the trust tests.)"""
+
+import pytest
+from rq.job import JobStatus
+
+import queues
+from queues.catalog.lookup import OptimaJob, get_queue
+from queues.jobs import execution as execution_record
+from queues.keyspace import keys
+from queues.models import DeadLetter
+from queues.worker import popstart
+from queues.worker.abandoned import give_back
+from queues.worker.adapter import OptimaSimpleWorker
+from tests.jobs import sample
+from tests.support.worker import plant
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def fork_free(queue_redis, *names):
+    return OptimaSimpleWorker([get_queue(n) for n in names or ("default",)], connection=queue_redis)
+
+
+def pop(worker):
+    return worker.intake.dequeuer.pop([get_queue("default")], None)
+
+
+@pytest.mark.parametrize("timeout", [None, -1, 1, 180, 3600])
+def test_the_pop_writes_the_start_begin_wrote_and_no_intermediate_entry(queue_redis, timeout):
+    job = queues.enqueue("default", sample.add, 1, 2, timeout=None if timeout == -1 else timeout)
+    if timeout == -1:  # never times out: rq's own enqueue allows it, ours refuses it (queues.E005)
+        queue_redis.hset(job.key, "timeout", -1)
+    worker = fork_free(queue_redis)
+    popped = pop(worker)
+    assert popped == (get_queue("default"), job.id) and popped.started is not None
+    plan, execution_id = popped.started
+    assert queue_redis.llen(keys.intermediate_key(keys.queue_key("default"))) == 0
+    assert queue_redis.llen(keys.queue_key("default")) == 0
+    entry = f"{job.id}:{execution_id}"
+    score = queue_redis.zscore(keys.started_key("default"), entry)
+    fetched = OptimaJob.fetch(job.id, connection=queue_redis)
+    assert score == int(plan.moment.timestamp()) + worker.get_heartbeat_ttl(fetched)  # rq's and ours, as begin's
+    assert fetched.get_status() == JobStatus.STARTED
+    assert fetched.worker_name == worker.name
+    assert queue_redis.hget(job.key, execution_record.FIELD).decode() == execution_id
+    assert execution_record.owners(queue_redis, [entry]) == [worker.name]
+    assert queue_redis.ttl(job.key) == -1  # persisted, as rq's prepare_job_execution does
+
+
+@pytest.mark.parametrize("records", [True, False], ids=["rq-execution-records", "no-rq-execution-records"])
+def test_rqs_records_are_written_by_the_pop_when_asked(queue_redis, settings, records):
+    settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": records}
+    job = queues.enqueue("default", sample.add, 1, 2)
+    worker = fork_free(queue_redis)
+    _plan, execution_id = pop(worker).started
+    entry = f"{job.id}:{execution_id}"
+    record = queue_redis.hgetall(keys.execution_key(entry))
+    if not records:
+        assert record == {} and not queue_redis.exists(keys.worker_executions_key(worker.name))
+        return
+    assert record[b"worker_name"].decode() == worker.name and record[b"job_id"].decode() == job.id
+    assert record[b"id"].decode() == execution_id
+    assert (
+        0
+        < queue_redis.ttl(keys.execution_key(entry))
+        <= worker.get_heartbeat_ttl(OptimaJob.fetch(job.id, connection=queue_redis))
+    )
+    assert queue_redis.sismember(keys.worker_executions_key(worker.name), entry)
+
+
+def test_a_start_taken_back_leaves_the_job_as_a_pop_without_one_and_it_runs_once_given_back(queue_redis, tmp_path):
+    job = queues.enqueue("default", sample.touch, str(tmp_path / "ran"))
+    before = queue_redis.hgetall(job.key)
+    worker = fork_free(queue_redis)
+    popped = pop(worker)
+    popstart.unstart(queue_redis, popped[0], popped)
+    assert queue_redis.zcard(keys.started_key("default")) == 0
+    assert queue_redis.hgetall(job.key) == before  # its start's fields as they were
+    assert queue_redis.lrange(keys.intermediate_key(keys.queue_key("default")), 0, -1) == [job.id.encode()]
+    assert give_back(queue_redis, keys.queue_key("default"), job.id)
+    fork_free(queue_redis).work(burst=True, with_scheduler=False)
+    assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == JobStatus.FINISHED
+    assert (tmp_path / "ran").exists()
+
+
+def test_a_job_of_another_status_or_queue_is_popped_into_the_intermediate_list_as_before(queue_redis):
+    job = queues.enqueue("default", sample.add, 1, 2)
+    queue_redis.hset(job.key, "status", "finished")  # its id pushed again: not started by the pop
+    popped = pop(fork_free(queue_redis))
+    assert popped.started is None
+    assert queue_redis.lrange(keys.intermediate_key(keys.queue_key("default")), 0, -1) == [job.id.encode()]
+    assert queue_redis.zcard(keys.started_key("default")) == 0
+
+
+def test_a_job_the_gate_refuses_is_unstarted_then_dead_lettered_and_the_next_one_runs(queue_redis, tmp_path):
+    planted = plant(queue_redis, "tests.jobs.sample.touch", [str(tmp_path / "planted")], status="queued")  # unsigned
+    good = queues.enqueue("default", sample.touch, str(tmp_path / "good"))
+    fork_free(queue_redis).work(burst=True, with_scheduler=False)
+    assert not (tmp_path / "planted").exists() and (tmp_path / "good").exists()
+    assert DeadLetter.objects.get(job_id=planted).reason == "unsigned"
+    assert queue_redis.zcard(keys.started_key("default")) == 0
+    assert queue_redis.llen(keys.intermediate_key(keys.queue_key("default"))) == 0
+    assert OptimaJob.fetch(good.id, connection=queue_redis).get_status() == JobStatus.FINISHED
+
+
+def test_a_start_whose_reply_was_lost_goes_back_to_the_head_of_its_queue_after_the_outage(queue_redis, caplog):
+    lost = queues.enqueue("default", sample.add, 1, 2)
+    worker = fork_free(queue_redis)
+    dequeuer = worker.intake.dequeuer
+    command = dequeuer.command([get_queue("default")])
+    queue_redis.execute_command(*command)  # run, and its reply never reaches the dequeuer
+    dequeuer.sent([get_queue("default")], ConnectionError("lost"))
+    assert queue_redis.zcard(keys.started_key("default")) == 1
+    worker.outage.episodes += 1  # the connection that lost the reply: an outage the intake saw
+    later = queues.enqueue("default", sample.add, 3, 4)
+    worker.work(burst=True, with_scheduler=False)
+    assert "back at the head of its queue: its pop's reply was lost" in caplog.text
+    for job in (lost, later):
+        assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == JobStatus.FINISHED
+    assert queue_redis.zcard(keys.started_key("default")) == 0
