@@ -50,9 +50,9 @@ def begin(worker, job):
     if worker.stop.requested:
         if popped is not None:
             try:
-                popstart.unstart(worker.connection, popped[0], popped)
+                worker.intake.unstart(popped[0], popped)
             except REDIS_ERRORS:
-                raise NotStarted() from None  # started by this worker: reclaimed when it runs on, or scanned when gone
+                raise NotStarted() from None  # left started by this stopping worker: the scan runs it once it is gone
         _give_back(worker, job, queue_key, "the worker is stopping")
         raise NotStarted()
     if popped is not None:  # its pop wrote the start (popstart.py)

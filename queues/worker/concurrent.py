@@ -3,13 +3,14 @@
 ``OptimaConcurrentWorker`` is ``OptimaSimpleWorker`` whose jobs run in a bounded pool of threads
 (``slots.py``) instead of its main thread. The main thread keeps rq's loop and ours (``Intake``:
 pause, trust gate, housekeeping, stop) and pops only while a slot is free, as many jobs in one pop as slots are
-free. The jobs one pop took are started together, in one round trip of the main thread
-(``attempt.begin_together``, ``start_held``); a job popped alone starts in its own thread (``attempt.begin``), so
-that the main thread's only round trip for it is its pop (a Redis a few milliseconds away: bench/peers.py workload
-C). Each job then runs in its thread through the fork-free worker's own per-job path (``perform_job``: the job,
-its success or ``failures/``). The jobs' threads share their round trips: a start or a success that is ready while
-another thread's is on its way goes with the others that queued up meanwhile, in one write
-(``connection/combine.py``).
+free. The pop starts the jobs it takes (``popstart.py``): the main thread hands each to its thread with its start
+written, and its only round trip for them is the pop (a Redis a few milliseconds away: bench/peers.py workload C).
+The jobs a pop took and could not start (``popstart.py`` says which) are started together, in one round trip of
+the main thread (``attempt.begin_together``, ``start_held``); such a job popped alone starts in its own thread
+(``attempt.begin``). Each job then runs in its thread through the fork-free worker's own per-job path
+(``perform_job``: the job, its success or ``failures/``). The jobs' threads share their round trips: a start or a
+success that is ready while another thread's is on its way goes with the others that queued up meanwhile, in one
+write (``connection/combine.py``).
 ``async def`` jobs take the same path: rq runs each coroutine with its own ``asyncio.run``, in the job's
 thread (``rqworker --async N``, ``asyncworker.py``, runs them on one event loop instead).
 
@@ -52,7 +53,7 @@ from queues.connection import combine
 from queues.connection.outage import REDIS_ERRORS
 from queues.failures.handler import FailureHandler
 from queues.jobs import meta as jobmeta
-from queues.worker import abandoned, attempt, horse, supervision
+from queues.worker import abandoned, attempt, horse, popstart, supervision
 from queues.worker.adapter import OptimaSimpleWorker, WorkerBehaviour
 from queues.worker.attempt import NotStarted
 from queues.worker.settle import STOPPED_BY_USER
@@ -137,7 +138,6 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     idle_with_success = True  # its resting state, written with each success (adapter.WorkerBehaviour)
     pops_ahead = False  # its main thread pops while the jobs' threads write their successes
-    starts_with_pop = False  # its main thread starts the jobs of a pop together (attempt.begin_together)
 
     def job_running(self):  # worker
         return self.threads.busy()
@@ -293,7 +293,15 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         """The job held in a slot of its own; once the pop that took it has handed out its last job, the starts of
         those it took together are written here in one round trip and each goes to its thread
         (``start_held``). A job popped alone starts in its thread (``attempt.begin``): the main thread then waits
-        for no round trip but its pops (a Redis a few milliseconds away, bench/peers.py workload C)."""
+        for no round trip but its pops (a Redis a few milliseconds away, bench/peers.py workload C). A job its pop
+        started (``popstart.py``: most are) goes to its thread at once, its start written already."""
+        if popstart.carried(job):  # its pop started it (popstart.py): to its thread at once, no round trip
+            try:
+                execution = self.prepare_execution(job)  # a stop asked for meanwhile: given back instead
+            except NotStarted:
+                return
+            self.threads.start(Slot(job, queue, execution))
+            return
         slot = Slot(job, queue, None)
         self.threads.hold(slot)
         self.held.append(slot)

@@ -31,7 +31,7 @@ While one of its queues is paused, no wait lasts longer than ``pause_poll`` (1 s
 within a second.
 
 The job leaves the intermediate list in the same MULTI that records it as started (the worker's
-``prepare_execution``), or never enters it: the fork-free worker's pop writes the start itself (``plan``,
+``prepare_execution``), or never enters it: the pop of a worker that runs its jobs itself writes the start (``plan``,
 ``popstart.py``, the entries ``{3, ...}`` of ``POP_LUA``); a job stranded there by a killed worker is pushed
 back to the head of its queue by the abandoned-job scan. The alternative — one worker process per queue — would
 keep rq's BLMOVE but multiply processes and lose the priority order between queues (docs/operations.md).
@@ -261,6 +261,9 @@ class Dequeuer:
         # (queues, reply, plan) of the script sent with other commands (``sent``): the next pop's first look
         self._ahead = None
         self._sent_plan = None  # the start of the pop ``command`` made, until ``sent`` hears of its reply
+        # the starts of pops whose replies were not read (a connection lost, an error amid the script): each may have
+        # started jobs this worker does not know of (``popstart.reclaim``, ``lost``)
+        self.unanswered = []
 
     def pop(self, queues, wait, count=1):
         """(queue, job id) moved into the queue's intermediate list, or None. ``wait``: seconds to
@@ -338,6 +341,16 @@ class Dequeuer:
         nothing)."""
         plan, self._sent_plan = self._sent_plan, None
         self._ahead = None if isinstance(reply, Exception) else (queues, reply, plan)
+        if self._ahead is not None:
+            self._answered(plan)
+
+    def lost(self):
+        """The execution ids of the starts of pops whose replies were not read (``unanswered``)."""
+        return {execution_id for plan in self.unanswered for execution_id in plan.ids}
+
+    def _answered(self, plan):
+        if plan is not None and plan in self.unanswered:
+            self.unanswered.remove(plan)
 
     def holds(self):
         """Whether jobs popped are waiting to be returned (``popped``, or a reply ``sent``)."""
@@ -356,11 +369,15 @@ class Dequeuer:
             ]
         plan = self.plan(count) if self.plan is not None else None
         start = plan.argv() if plan is not None else []
+        if plan is not None:
+            self.unanswered.append(plan)  # until its reply is read (``_pop_now``, ``sent``)
         return keys_, [keys.job_key_prefix(), count, len(start), *start, *(q.name for q in queues)], plan
 
     def _pop_now(self, queues):
         keys_, args, plan = self._arguments(queues, self._count)
-        return self._take(queues, self.script(keys=keys_, args=args), plan)
+        reply = self.script(keys=keys_, args=args)
+        self._answered(plan)
+        return self._take(queues, reply, plan)
 
     def _take(self, queues, reply, plan=None):
         """The pop script's reply -> what ``_pop_now`` returns: the first job of those it popped (the others into

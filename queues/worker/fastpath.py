@@ -8,7 +8,7 @@ worker, which runs this same path in several threads) writes the same keys in fe
 
 ======================  ========================================================================
 the pop                 one Lua call: the job id into the intermediate list, its hash read back
-                        (``dequeue.py``); the fork-free worker's writes the start too (``popstart.py``)
+                        (``dequeue.py``); it writes the start too (``popstart.py``), for most jobs
 the start               one Lua call (``attempt.begin`` with ``started_into``): the execution, the
                         started registry, the worker BUSY, the job STARTED (rq's
                         ``prepare_for_execution``), the id out of the intermediate list

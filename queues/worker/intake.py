@@ -48,7 +48,6 @@ class Intake:
             before_redis=worker.start_held,
             plan=lambda count: popstart.plan(worker, count),
         )
-        self._reclaimed = worker.outage.episodes  # the outage episodes seen by the last ``popstart.reclaim``
         self._paused_logged = set()
         self._next_suspension_check = 0.0
         self._idle_written = None  # the outage episodes seen when IDLE was last written
@@ -113,7 +112,7 @@ class Intake:
             queue, job_id = popped
             try:
                 if popped.started is not None:
-                    popstart.unstart(self.worker.connection, queue, popped)
+                    self.unstart(queue, popped)
                 give_back(self.worker.connection, queue.key, job_id)
             except REDIS_ERRORS:
                 pass  # in the intermediate list, or started by a worker now gone: the abandoned-job scan returns it
@@ -131,7 +130,7 @@ class Intake:
             worker.housekeeping.tick()
             if worker.stop.requested:
                 raise StopRequested()
-            if self._reclaimed != worker.outage.episodes:
+            if self.dequeuer.unanswered:  # pops whose replies were lost may have started jobs: back to their queues
                 self._reclaim()
             wait = timeout
             if wait is not None and idle_until is not None:
@@ -159,7 +158,7 @@ class Intake:
                 continue
             if worker.stop.requested:
                 if found.started is not None:
-                    popstart.unstart(worker.connection, queue, found)
+                    self.unstart(queue, found)
                 give_back(worker.connection, queue.key, job.id)
                 raise StopRequested()
             worker.reorder_queues(reference_queue=queue)
@@ -178,7 +177,7 @@ class Intake:
             job = self._runs(queue, job_id, data)
             if job is not None:
                 return popstart.carry(job, popped)
-            popstart.unstart(worker.connection, queue, popped)
+            self.unstart(queue, popped)
         try:
             job = self._read(job_id, data)
         except NoSuchJobError:
@@ -252,12 +251,22 @@ class Intake:
         is_alive = lambda name: bool(live_workers(self.worker.connection, [name]))  # noqa: E731
         return job if gate.replayed(job, put_back=put_back, is_alive=is_alive) is None else None
 
-    def _reclaim(self):
+    def unstart(self, queue, popped):
+        """``popstart.unstart``; when Redis does not answer, the start is left to ``popstart.reclaim`` (by the next
+        loop, or by the abandoned-job scan once the worker is gone) and the error raised."""
         try:
-            popstart.reclaim(self.worker)
+            popstart.unstart(self.worker.connection, queue, popped)
         except REDIS_ERRORS:
-            return  # the next loop tries again
-        self._reclaimed = self.worker.outage.episodes
+            self.dequeuer.unanswered.append(popstart.Lost([popped.started[1]]))
+            raise
+
+    def _reclaim(self):
+        lost = self.dequeuer.lost()
+        try:
+            popstart.reclaim(self.worker, lost)
+        except REDIS_ERRORS:
+            return  # Redis away still: the next loop tries again
+        self.dequeuer.unanswered.clear()
 
     def _read(self, job_id, data):
         worker = self.worker

@@ -15,12 +15,15 @@ popped into the intermediate list always went (refused, dropped, given back to t
 whose hash the pop does not trust to run (another status, another queue's origin, no hash, a started registry
 of the wrong type) is popped as before, into the intermediate list, and vetted and started as before.
 
-The concurrent and async workers pop several jobs for their free slots and start them from their main thread
-together (``attempt.begin_together``): they pop as before (``WorkerBehaviour.starts_with_pop``).
+The concurrent and async workers pop several jobs at once for their free slots: the pop starts each, and the main
+thread hands each to its thread with its start written (``concurrent.OptimaConcurrentWorker.execute_job``); the
+jobs it could not start wait in the intermediate list and are started together as before
+(``attempt.begin_together``). The forking worker does not (``WorkerBehaviour.starts_with_pop``): its horse
+writes its side of the start.
 """
 
 from rq.job import JobStatus
-from rq.utils import as_text, now, utcformat
+from rq.utils import now, utcformat
 from rq.worker.base import WorkerStatus
 
 from queues import rqcompat
@@ -74,13 +77,21 @@ _DEFAULT_WORKER_TTL = 420  # rq.defaults.DEFAULT_WORKER_TTL, which rq's SimpleWo
 _START_FIELDS = ("last_heartbeat", "status", "started_at", "worker_name", execution_record.FIELD)
 
 
-class Plan:
+class Lost:
+    """The execution ids of starts that a pop may have written and the worker holds no job of (``reclaim``): a plan
+    whose pop's reply was lost, or a start whose taking back (``unstart``) went unanswered."""
+
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+
+class Plan(Lost):
     """One pop's start: its moment and its execution ids (``starting_argv``)."""
 
     def __init__(self, worker, count):
+        super().__init__(execution_record.new_id() for _ in range(count))
         self.worker = worker
         self.moment = now()
-        self.ids = [execution_record.new_id() for _ in range(count)]
         self.busy = worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost()
 
     def argv(self):
@@ -136,6 +147,12 @@ def carry(job, popped):
     return job
 
 
+def carried(job):
+    """Whether ``job`` carries a pop that started it (``carry``)."""
+    popped = getattr(job, "optima_popped", None)
+    return popped is not None and popped.started is not None
+
+
 def taken(job):
     """The pop ``job`` carries (``carry``) when that pop started it, else None; the job carries it no more."""
     popped = getattr(job, "optima_popped", None)
@@ -186,30 +203,28 @@ return 1
 """.replace("@FIELD@", execution_record.FIELD)
 
 
-def reclaim(worker):
-    """After an outage: the jobs a pop of ``worker`` started and never handed over (the reply lost with the
-    connection, ``Dequeuer.sent``'s and ``pop``'s) back to the head of their queues. Such a job is in its started
-    registry, named as run by this worker, which is alive: the abandoned-job scan leaves it to the worker; a pop
-    without a start left it in the intermediate list, where the scan finds it. Called by the intake between jobs,
-    when the worker runs none, so every started entry naming it is such a job. -> how many went back."""
-    if not worker.starts_with_pop:
-        return 0
+def reclaim(worker, lost):
+    """The jobs that pops of ``worker`` whose replies were never read (``lost``: their execution ids,
+    ``Dequeuer.unanswered``) may have started, back to the head of their queues, their attempts not counted. Such a
+    job is in its started registry, named as run by this worker, which is alive: the abandoned-job scan leaves it to
+    the worker (a pop without a start left it in the intermediate list, where the scan finds it). Only those
+    executions: a job the worker runs is never one of them. -> how many went back."""
     back = 0
     for queue in worker.queues:
         registry = keys.started_key(queue.name)
-        composites = [as_text(entry) for entry in worker.connection.zrange(registry, 0, -1)]
-        composites = [c for c in composites if c.count(":") == 1]
-        owners = execution_record.owners(worker.connection, composites) if composites else []
-        for composite, owner in zip(composites, owners):
-            job_id, execution_id = composite.split(":")
-            if owner != worker.name or execution_id in worker.executions:
+        for entry in worker.connection.zrange(registry, 0, -1):
+            composite = entry.decode("utf-8", "replace") if isinstance(entry, bytes) else str(entry)
+            job_id, _, execution_id = composite.rpartition(":")
+            if execution_id not in lost:
                 continue
             intermediate = keys.intermediate_key(queue.key)
             args = (registry, keys.job_key(job_id), intermediate, composite, execution_id, job_id)
             if worker.connection.eval(RECLAIM_LUA, 3, *args) and give_back(worker.connection, queue.key, job_id):
                 back += 1
                 worker.log.info(
-                    "Worker %s: job %s back at the head of its queue: its pop's reply was lost", worker.name, job_id
+                    "Worker %s: job %s back at the head of its queue, not started: its pop's reply was lost",
+                    worker.name,
+                    job_id,
                 )
     return back
 

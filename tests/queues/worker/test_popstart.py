@@ -114,10 +114,29 @@ def test_a_start_whose_reply_was_lost_goes_back_to_the_head_of_its_queue_after_t
     queue_redis.execute_command(*command)  # run, and its reply never reaches the dequeuer
     dequeuer.sent([get_queue("default")], ConnectionError("lost"))
     assert queue_redis.zcard(keys.started_key("default")) == 1
-    worker.outage.episodes += 1  # the connection that lost the reply: an outage the intake saw
+    assert len(dequeuer.unanswered) == 1
     later = queues.enqueue("default", sample.add, 3, 4)
     worker.work(burst=True, with_scheduler=False)
-    assert "back at the head of its queue: its pop's reply was lost" in caplog.text
+    assert f"job {lost.id} back at the head of its queue, not started: its pop's reply was lost" in caplog.text
+    assert not dequeuer.unanswered
     for job in (lost, later):
         assert OptimaJob.fetch(job.id, connection=queue_redis).get_status() == JobStatus.FINISHED
     assert queue_redis.zcard(keys.started_key("default")) == 0
+
+
+def test_jobs_a_pop_of_several_started_and_never_handed_out_go_back_unstarted_in_their_order(queue_redis):
+    from queues.worker.concurrent import OptimaConcurrentWorker
+
+    jobs = [queues.enqueue("default", sample.add, n, n) for n in range(4)]
+    worker = OptimaConcurrentWorker([get_queue("default")], connection=queue_redis, concurrency=3)
+    first = worker.intake.dequeuer.pop([get_queue("default")], None, count=3)
+    assert first[1] == jobs[0].id and first.started is not None
+    assert [popped.started is not None for popped in worker.intake.dequeuer.popped] == [True, True]
+    assert queue_redis.zcard(keys.started_key("default")) == 3
+    worker.intake.give_back_ahead()  # the worker's teardown: the two never handed out
+    assert get_queue("default").get_job_ids() == [job.id for job in jobs[1:]]
+    assert queue_redis.zcard(keys.started_key("default")) == 1  # the first, handed out: its worker's to run
+    for job in jobs[1:]:
+        fetched = OptimaJob.fetch(job.id, connection=queue_redis)
+        assert fetched.get_status() == JobStatus.QUEUED and not fetched.worker_name
+        assert queue_redis.hget(job.key, execution_record.FIELD) is None
