@@ -16,9 +16,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def popped(queue_redis, count):
-    """A concurrent worker and ``count`` jobs it popped in one pop, read and vetted as its main thread does."""
+    """A concurrent worker and ``count`` jobs it popped in one pop, read and vetted as its main thread does, and not
+    started by the pop: as the jobs a pop could not start (queues/worker/popstart.py), which ``begin_together``
+    starts."""
     ids = [queues.enqueue("default", "tests.jobs.sample.add", n, 1).id for n in range(count)]
     worker = OptimaConcurrentWorker([get_queue("default")], connection=queue_redis, concurrency=count)
+    worker.starts_with_pop = False
     queue = get_queue("default")
     jobs = []
     for _ in range(count):
