@@ -1,12 +1,12 @@
-"""The fork-free worker's pop that starts the job it pops, in the same Lua call (issue 36).
+"""A pop that starts the job it pops, in the same Lua call (issue 36): the workers that run their jobs themselves.
 
 A job costs a worker two calls of its own before it runs: the pop (``dequeue.POP_LUA``: the id moved into the
 queue's intermediate list, the hash read back) and the start (``attempt.begin``: the started entry, the id out
 of the intermediate list, the job STARTED). The intermediate list only bridges the gap between the two. Here the
 pop writes the start itself for a job whose hash says it may run (``RUNS``, or put back by one of the app's
 paths): the id goes from its queue straight into the started registry, atomically, as the start's MULTI took it
-there from the intermediate list. Three commands and, for the fork-free worker, a round trip a job fewer: the
-LMOVE's twin check (LPOS) and the start's script call and LREM.
+there from the intermediate list. Three commands a job fewer (the LMOVE's twin check, LPOS, and the start's
+script call and LREM) and a round trip: the fork-free worker's start, the concurrent worker's main thread's.
 
 What the worker still decides after the pop keeps its shape: a popped job that is not to run after all (the gate
 refuses it, a stop asked for, the teardown of a job popped ahead) is first *unstarted* (``unstart``: its started
@@ -33,7 +33,7 @@ from queues.jobs.execution import Execution
 from queues.keyspace import keys
 from queues.worker.abandoned import give_back
 
-# Written by ``starting_argv`` and read by ``dequeue.POP_LUA``: the start's arguments after the pop's own, in this
+# Written by ``Plan.argv`` and read by ``dequeue.POP_LUA``: the start's arguments after the pop's own, in this
 # order; then one execution id for each job the call may pop.
 START_FIELDS = (
     "worker",  # the worker's name (the job's worker_name; the records' worker)
@@ -86,7 +86,7 @@ class Lost:
 
 
 class Plan(Lost):
-    """One pop's start: its moment and its execution ids (``starting_argv``)."""
+    """One pop's start: its moment and its execution ids; ``argv``, its arguments to the pop's script."""
 
     def __init__(self, worker, count):
         super().__init__(execution_record.new_id() for _ in range(count))
