@@ -261,8 +261,9 @@ class Dequeuer:
         # (queues, reply, plan) of the script sent with other commands (``sent``): the next pop's first look
         self._ahead = None
         self._sent_plan = None  # the start of the pop ``command`` made, until ``sent`` hears of its reply
-        # the starts of pops whose replies were not read (a connection lost, an error amid the script): each may have
-        # started jobs this worker does not know of (``popstart.reclaim``, ``lost``)
+        # the execution ids of each start whose reply was not read (a pop's: a connection lost, an error amid the
+        # script; or its taking back's, ``Intake.unstart``): it may have started jobs this worker does not know of
+        # (``popstart.reclaim``, ``lost``)
         self.unanswered = []
 
     def pop(self, queues, wait, count=1):
@@ -345,12 +346,12 @@ class Dequeuer:
             self._answered(plan)
 
     def lost(self):
-        """The execution ids of the starts of pops whose replies were not read (``unanswered``)."""
-        return {execution_id for plan in self.unanswered for execution_id in plan.ids}
+        """The execution ids of the starts whose replies were not read (``unanswered``)."""
+        return {execution_id for ids in self.unanswered for execution_id in ids}
 
     def _answered(self, plan):
-        if plan is not None and plan in self.unanswered:
-            self.unanswered.remove(plan)
+        if plan is not None and plan.ids in self.unanswered:
+            self.unanswered.remove(plan.ids)
 
     def holds(self):
         """Whether jobs popped are waiting to be returned (``popped``, or a reply ``sent``)."""
@@ -370,7 +371,7 @@ class Dequeuer:
         plan = self.plan(count) if self.plan is not None else None
         start = plan.argv() if plan is not None else []
         if plan is not None:
-            self.unanswered.append(plan)  # until its reply is read (``_pop_now``, ``sent``)
+            self.unanswered.append(plan.ids)  # until its reply is read (``_pop_now``, ``sent``)
         return keys_, [keys.job_key_prefix(), count, len(start), *start, *(q.name for q in queues)], plan
 
     def _pop_now(self, queues):

@@ -229,7 +229,7 @@ class Intake:
                 limits.release(job)
             return None
         put_back = (data or {}).get(jobmeta.PUT_BACK.encode())  # taken off by the pop (dequeue.py)
-        why = gate.replayed(job, put_back=put_back, is_alive=lambda name: bool(live_workers(worker.connection, [name])))
+        why = gate.replayed(job, put_back=put_back, is_alive=self._is_alive)
         if why is not None:  # its id pushed again: the job's hash is the real one's, left as it is
             worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
             gate.report_dropped(job.id, f"popped from queue {queue.name} but {why}")
@@ -248,8 +248,11 @@ class Intake:
         except Exception:  # noqa: BLE001 — ``fetch`` asks again, and refuses it as it says
             return None
         put_back = (data or {}).get(jobmeta.PUT_BACK.encode())
-        is_alive = lambda name: bool(live_workers(self.worker.connection, [name]))  # noqa: E731
-        return job if gate.replayed(job, put_back=put_back, is_alive=is_alive) is None else None
+        return job if gate.replayed(job, put_back=put_back, is_alive=self._is_alive) is None else None
+
+    def _is_alive(self, name):
+        """Whether the worker ``name`` is alive (``gate.replayed`` asks it of a started job's worker)."""
+        return bool(live_workers(self.worker.connection, [name]))
 
     def unstart(self, queue, popped):
         """``popstart.unstart``; when Redis does not answer, the start is left to ``popstart.reclaim`` (by the next
@@ -257,7 +260,7 @@ class Intake:
         try:
             popstart.unstart(self.worker.connection, queue, popped)
         except REDIS_ERRORS:
-            self.dequeuer.unanswered.append(popstart.Lost([popped.started[1]]))
+            self.dequeuer.unanswered.append([popped.started[1]])
             raise
 
     def _reclaim(self):

@@ -22,6 +22,8 @@ jobs it could not start wait in the intermediate list and are started together a
 writes its side of the start.
 """
 
+import weakref
+
 from rq.job import JobStatus
 from rq.utils import now, utcformat
 from rq.worker.base import WorkerStatus
@@ -77,39 +79,47 @@ _DEFAULT_WORKER_TTL = 420  # rq.defaults.DEFAULT_WORKER_TTL, which rq's SimpleWo
 _START_FIELDS = ("last_heartbeat", "status", "started_at", "worker_name", execution_record.FIELD)
 
 
-class Lost:
-    """The execution ids of starts that a pop may have written and the worker holds no job of (``reclaim``): a plan
-    whose pop's reply was lost, or a start whose taking back (``unstart``) went unanswered."""
-
-    def __init__(self, ids):
-        self.ids = list(ids)
-
-
-class Plan(Lost):
+class Plan:
     """One pop's start: its moment and its execution ids; ``argv``, its arguments to the pop's script."""
 
     def __init__(self, worker, count):
-        super().__init__(execution_record.new_id() for _ in range(count))
         self.worker = worker
+        self.ids = [execution_record.new_id() for _ in range(count)]
         self.moment = now()
         self.busy = worker.get_state() != WorkerStatus.BUSY or worker.intake.busy_lost()
 
     def argv(self):
-        worker, moment = self.worker, self.moment
+        moment = self.moment
         values = {
-            "worker": worker.name,
+            **_fixed(self.worker),
             "at": utcformat(moment),
             "now": str(int(moment.timestamp())),
             "created": repr(moment.timestamp()),
+            "busy": self.worker.key if self.busy else "",
+        }
+        return [values[name] for name in START_FIELDS] + self.ids
+
+
+_FIXED: weakref.WeakKeyDictionary[object, dict[str, str]] = (
+    weakref.WeakKeyDictionary()
+)  # worker -> the arguments of its starts that are the same for every pop
+
+
+def _fixed(worker):
+    """The arguments of ``worker``'s starts that do not change from one pop to the next, made with its first pop
+    (its options are read on first use: ``WorkerBehaviour.resilience``), not again with every pop."""
+    fixed = _FIXED.get(worker)
+    if fixed is None:
+        fixed = _FIXED[worker] = {
+            "worker": worker.name,
             "default_ttl": str(_DEFAULT_WORKER_TTL),
             "extra": str(worker.resilience.started_entry_ttl),
             "records": "1" if worker.resilience.rq_execution_records else "",
             "execution_prefix": keys.execution_key(":").removesuffix(":"),
             "worker_executions": keys.worker_executions_key(worker.name),
-            "busy": worker.key if self.busy else "",
             "runs": ",".join(sorted(gate.RUNS)),
         }
-        return [values[name] for name in START_FIELDS] + self.ids
+    return fixed
 
 
 def plan(worker, count):
