@@ -130,11 +130,12 @@ def read_page(connection, job_id):
     job_key, results_key = jobread.job_key(job_id), keys.results_key(job_id)
     dependents_key, dependencies_key = Job.dependents_key_for(job_id), f"{job_key}:dependencies"
     with connection.pipeline(transaction=False) as pipe:
-        pipe.hgetall(job_key)
+        jobread.read_key(pipe, job_key)
         pipe.xrevrange(results_key, "+", "-", count=RESULTS_SHOWN)
         pipe.smembers(dependents_key)
         pipe.smembers(dependencies_key)
         raw, stream, dependents, dependencies = pipe.execute(raise_on_error=False)
+    raw = jobread.hash_of(raw)
     job = jobread.load(job_id, raw, connection)
     if job is None or jobread.is_corrupt(job):
         return {"job": job}
@@ -147,7 +148,7 @@ def read_page(connection, job_id):
             if limited:
                 limits.read_hold(pipe, job)
             for linked_id in linked:
-                pipe.hgetall(jobread.job_key(linked_id))
+                jobread.read_hash(pipe, linked_id)
             replies = pipe.execute(raise_on_error=False)
     hold = None
     if limited:

@@ -184,10 +184,10 @@ class _QueueRead:
             readonly.wrong_type(self.lock_key, lock, None)
 
     def second_commands(self, pipe):
-        """HGETALL of the head job, HGET of the scheduler's PID: how many commands were queued."""
+        """The read of the head job (``jobread.read_hash``), HGET of the scheduler's PID: the commands queued."""
         queued = 0
         if self.head is not None:
-            pipe.hgetall(jobread.job_key(jobread.normal_id(self.head)))
+            jobread.read_hash(pipe, jobread.normal_id(self.head))
             queued += 1
         if self.scheduler is not None:
             pipe.hget(SCHEDULER_KEY_TEMPLATE % self.scheduler, "pid")

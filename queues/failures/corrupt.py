@@ -25,19 +25,21 @@ logger = logging.getLogger("queues.deadletter")  # a documented logger name: kep
 CORRUPT = "corrupt"
 
 
-def encode_raw_hash(fields):
-    """A job hash as HGETALL gave it (bytes -> bytes) -> JSON text ``[[field, value], ...]``, every
+def encode_raw_hash(fields, count=None):
+    """A job hash as read (bytes -> bytes; ``jobread.read_key``) -> JSON text ``[[field, value], ...]``, every
     name and value base64-encoded: storable in any text column, and lossless up to the caps of
     ``queues/keyspace/entries.py``: each name and value cut at ``RAW_VALUE_BYTES`` bytes, ending with a visible
     "… (truncated: N bytes in all, …)", at most ``RAW_FIELDS`` fields, then one ``…`` field saying how
-    many more there were. Still valid JSON that ``decode_raw_hash`` reads."""
+    many more there were (``count``: the fields the hash has, when ``fields`` holds only its first ones).
+    Still valid JSON that ``decode_raw_hash`` reads."""
     pairs = sorted((fields or {}).items())
+    count = len(pairs) if count is None else count
     kept = [
         (entries.cut_bytes(k, entries.RAW_VALUE_BYTES), entries.cut_bytes(v, entries.RAW_VALUE_BYTES))
         for k, v in pairs[: entries.RAW_FIELDS]
     ]
-    if len(pairs) > entries.RAW_FIELDS:
-        kept.append(("…".encode(), f"(truncated: {len(pairs) - entries.RAW_FIELDS} more fields not kept)".encode()))
+    if count > len(kept):
+        kept.append(("…".encode(), f"(truncated: {count - len(kept)} more fields not kept)".encode()))
     return json.dumps([[base64.b64encode(k).decode(), base64.b64encode(v).decode()] for k, v in kept])
 
 
@@ -46,7 +48,7 @@ def decode_raw_hash(text):
     return [(base64.b64decode(k), base64.b64decode(v)) for k, v in (json.loads(text) if text else [])]
 
 
-def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
+def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name="", count=None):
     """Dead-letter a job whose hash cannot be read as a job (reason ``corrupt``; ``job_id`` as
     ``jobread.shown_id`` shows it, the row's ``job_id``): its id as Redis holds it goes into
     its queue's failed registry with no expiry (its hash is left exactly as it was, nothing in it
@@ -85,7 +87,7 @@ def bury_corrupt(connection, job_id, queue_name, fields, why, worker_name=""):
         "dead_at": at,
         "worker": worker_name[:300],
         "times_dead": 1,
-        "raw_hash": encode_raw_hash(fields),
+        "raw_hash": encode_raw_hash(fields, count),
         "fingerprint": fingerprint("<corrupt job>", "CorruptJob", why),
     }
     try:

@@ -383,7 +383,7 @@ def find_job(job_id, connection=None):
     names = queue_names()
     rid = jobread.normal_id(job_id)  # an id shown escaped (not UTF-8) is looked up as Redis holds it
     with connection.pipeline(transaction=False) as pipe:
-        pipe.hgetall(jobread.job_key(rid))
+        jobread.read_hash(pipe, rid)
         for name in names:
             queue = get_queue(name, connection=connection)
             for key in keys.band_keys(queue.key):  # queued: in one of its priority bands
@@ -392,6 +392,7 @@ def find_job(job_id, connection=None):
                 pipe.zscore(cls(name, connection=connection).key, rid)
         # A key of the wrong type (the job's, a queue's, a registry's) is an answer, not a failure.
         replies = pipe.execute(raise_on_error=False)
+    replies[0] = jobread.hash_of(replies[0])
     job = jobread.load(rid, replies[0], connection)
     replies = [None if isinstance(r, redis.ResponseError) else r for r in replies]
     raw = {jobread.text(k): jobread.text(v) for k, v in (replies[0] or {}).items()}

@@ -180,7 +180,7 @@ class _Reconciler:
                 connection=self.connection,
             )
             return []
-        row = bury_corrupt(self.connection, job.id, name, dict(job.fields), job.why)
+        row = bury_corrupt(self.connection, job.id, name, dict(job.fields), job.why, count=job.count)
         return ["mirrored"] if row is not None else ["errors"]
 
     def mirror_dead(self, job_id, job, seen):

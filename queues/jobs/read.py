@@ -20,6 +20,8 @@ reconcile, the abandoned-job scan) reads through here instead:
 | ``exc_info``) or the job id that is not UTF-8     |                                                |
 | a hash over ``entries.JOB_BYTES`` (256 KiB, its  | ``CorruptJob`` "too large" (``kind``           |
 | ``data`` decompressed: never past the cap)        | ``too_large``): its fields cut for the page    |
+| a hash over ``entries.READ_BYTES`` as stored, or  | the same, and the hash never crosses the wire: |
+| with over ``entries.JOB_FIELDS`` fields           | Redis sends its first fields, cut (``READ_LUA``)|
 | ``data`` that is not a zlib/JSON job payload      | ``CorruptJob`` "data is not a JSON job payload"|
 | ``data`` whose args are no list or kwargs no      | ``CorruptJob`` "data is not [function, ...]"   |
 | object (never reported as the mapping's keys)     |                                                |
@@ -27,6 +29,9 @@ reconcile, the abandoned-job scan) reads through here instead:
 | an ``origin`` that is not a declared queue        | ``CorruptJob`` (only with ``check_origin``)    |
 | anything else                                     | the job (``results.ReadJob``: an ``OptimaJob`` |
 |                                                   | whose results stream is read without raising)  |
+
+A job hash is read with ``READ_LUA`` (``read_key``), not HGETALL: a hash planted at 100 MB would
+otherwise cross the wire whole, on every page that shows it, before ``_why_size`` found it too large.
 
 Nothing here decodes anything but JSON, and nothing writes — except ``raw_delete``, which an
 operator asks for ("Delete" of a corrupt job: DEL of its hash, its entries in its queue's list and
@@ -54,6 +59,47 @@ if TYPE_CHECKING:
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
 PREVIEW_CHARS = entries.PREVIEW_CHARS  # characters shown of each value
+
+# The size-checked read of one job hash. KEYS[1]: the hash. ARGV: the bytes it may hold as stored, the
+# fields it may have, how many fields of a larger one are sent, the bytes sent of each of their names and values.
+# Replies {0}: no key; {-1}: not a hash; {1, HGETALL}; or, for a hash over either cap, {2, its field count, its
+# size as stored (-1 when not summed: too many fields), then name, name's length, value, value's length, ...}: the
+# first fields by name (any when there are too many fields to sort), each cut. Written here because Redis has
+# no command that reads a hash only up to a size: HSTRLEN sums it where it lies.
+READ_LUA = """
+local key = KEYS[1]
+local kind = redis.call('TYPE', key)['ok']
+if kind == 'none' then return {0} end
+if kind ~= 'hash' then return {-1} end
+local budget, most, keep, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local count, size, names = redis.call('HLEN', key), -1, {}
+if count <= most then
+  names, size = redis.call('HKEYS', key), 0
+  for _, name in ipairs(names) do
+    size = size + #name + redis.call('HSTRLEN', key, name)
+  end
+  if size <= budget then return {1, redis.call('HGETALL', key)} end
+  table.sort(names)
+else
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', key, cursor, 'COUNT', keep)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do names[#names + 1] = page[2][i] end
+  until cursor == '0' or #names >= keep
+end
+local out = {2, count, size}
+for i = 1, math.min(#names, keep) do
+  local value = redis.call('HGET', key, names[i]) or ''
+  out[#out + 1] = string.sub(names[i], 1, cut)
+  out[#out + 1] = #names[i]
+  out[#out + 1] = string.sub(value, 1, cut)
+  out[#out + 1] = #value
+end
+return out
+"""
+SENT_FIELDS = entries.RAW_FIELDS  # of a hash over the caps: what a corrupt dead letter keeps, more than a page shows
+SENT_BYTES = max(entries.RAW_VALUE_BYTES, PREVIEW_CHARS * 4)  # of each name and value: both cut further
 
 
 def text(value):
@@ -102,9 +148,10 @@ def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
 
     def short(value):
         shown = text(value[: chars * 4])  # a 50 MB value is never decoded whole
-        if len(value) <= chars and len(shown) <= chars:
+        size = entries.size_of(value)
+        if size <= chars and len(shown) <= chars:
             return shown
-        return f"{shown[:chars]}… (truncated: {len(value)} bytes in all)"
+        return f"{shown[:chars]}… (truncated: {size} bytes in all)"
 
     return [(short(k), short(v)) for k, v in list(fields)[:limit]]
 
@@ -116,9 +163,10 @@ class CorruptJob:
 
     id: str  # printable, fits a URL (``shown_id``); ``raw_id`` gives what Redis holds
     why: str
-    fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as HGETALL gave them
+    fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as read (``read_key``: maybe cut)
     kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8, or rq rejects it), "too_large",
     # "content" (unreadable)
+    count: int | None = None  # the fields its hash has, when ``fields`` holds only the first (a hash over the caps)
     is_corrupt = True
     origin = ""
     description = None
@@ -176,6 +224,55 @@ def _why_size(raw):
     )
 
 
+class Oversized(dict):
+    """A job hash over ``entries.READ_BYTES`` or ``entries.JOB_FIELDS``, as ``READ_LUA`` sent it: its first
+    ``SENT_FIELDS`` fields (bytes -> bytes, each name and value an ``entries.Cut`` when cut), ``count`` the fields it
+    has in all, ``size`` its bytes as stored (-1: not summed, it has too many fields)."""
+
+    def __init__(self, pairs, count, size):
+        super().__init__(pairs)
+        self.count, self.size = count, size
+
+    @property
+    def why(self):
+        if self.size < 0:
+            return f"too large to read: its hash has {self.count} fields (at most {entries.JOB_FIELDS} here)"
+        return f"too large to read: its hash is over {entries.JOB_BYTES // 1024} KiB ({self.size} bytes as stored)"
+
+
+def read_key(pipe, key):
+    """Queue on ``pipe`` the size-checked read of the job hash at ``key`` (``READ_LUA``); ``load`` reads its reply.
+    EVAL, not EVALSHA: a page's pipeline stays one round trip, with no script to load first or again after a
+    SCRIPT FLUSH, for a script of a kilobyte."""
+    pipe.eval(READ_LUA, 1, key, entries.READ_BYTES, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES)
+
+
+def read_hash(pipe, job_id):
+    """``read_key`` of ``job_id``'s hash (str or raw bytes)."""
+    read_key(pipe, job_key(job_id))
+
+
+def hash_of(reply):
+    """A ``read_key`` reply as HGETALL's would be (a dict, ``{}`` for no key, a ``redis.ResponseError`` for a
+    key that is not a hash), or an ``Oversized``. Anything else (an HGETALL reply, an error) is returned as it is."""
+    if not isinstance(reply, list) or not reply:
+        return reply
+    if reply[0] == 0:
+        return {}
+    if reply[0] == -1:
+        return redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+    if reply[0] == 1:
+        flat = reply[1]
+        return dict(zip(flat[::2], flat[1::2]))
+    sent = reply[3:]
+
+    def value(head, size):
+        return head if len(head) == size else entries.Cut(head, size)
+
+    pairs = [(value(*sent[i : i + 2]), value(*sent[i + 2 : i + 4])) for i in range(0, len(sent), 4)]
+    return Oversized(pairs, reply[1], reply[2])
+
+
 def _why_fields(raw):
     for name, value in raw.items():
         try:
@@ -209,19 +306,24 @@ def _why_job(job, raw, check_origin):
 
 
 def load(job_id, raw, connection, check_origin=True):
-    """One job from its HGETALL reply ``raw`` (a dict, or the exception a pipeline returned)."""
+    """One job from its ``read_key`` reply ``raw`` (or an HGETALL one, a dict, or the exception a pipeline
+    returned)."""
     shown = shown_id(job_id)
+    raw = hash_of(raw)
     if isinstance(raw, redis.ResponseError):
         return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)", kind="wrong_type")
     if isinstance(raw, Exception):
         raise raw  # a connection error: the caller's own (503 on a page)
     if not raw:
         return None
+    count = raw.count if isinstance(raw, Oversized) else None
     if isinstance(job_id, bytes):
-        return CorruptJob(shown, "its id is not UTF-8", list(raw.items()), kind="id")
+        return CorruptJob(shown, "its id is not UTF-8", list(raw.items()), kind="id", count=count)
     why = why_id(job_id)
     if why is not None:
-        return CorruptJob(shown, why, list(raw.items()), kind="id")
+        return CorruptJob(shown, why, list(raw.items()), kind="id", count=count)
+    if isinstance(raw, Oversized):
+        return CorruptJob(shown, raw.why, list(raw.items()), kind="too_large", count=raw.count)
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
     why = _why_size(raw)
@@ -261,7 +363,7 @@ def fetch_many(
         return []
     with connection.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
-            pipe.hgetall(job_key(job_id))
+            read_hash(pipe, job_id)
         replies = pipe.execute(raise_on_error=False)
     return [load(j, r, connection, check_origin) for j, r in zip(job_ids, replies)]
 

@@ -11,6 +11,10 @@ cap                              value       what happens past it
 ``JOB_BYTES``                    256 KiB     a job hash (its ``data`` decompressed) this large reads as a
                                              corrupt job "too large" (``jobs/read.py``): shown as its
                                              fields cut at ``PREVIEW_CHARS``, never decompressed whole
+``READ_BYTES``                   512 KiB     a job hash larger than this as stored is not read whole at
+                                             all: Redis sends its first ``RAW_FIELDS`` fields by name, each
+                                             name and value cut at ``RAW_VALUE_BYTES`` (``Cut``)
+``JOB_FIELDS``                   1,024       a job hash with more fields is read the same way (rq's have ~30)
 ``RESULT_BYTES``                 256 KiB     a result's return value this large (base64) is shown as
                                              ``"(… bytes: not shown)"`` (``jobs/results.py``)
 ``TEXT_CHARS``                   64 KiB      a traceback, an exception message, a result's exception
@@ -46,6 +50,8 @@ from queues.connection.masking import mask_urls_in
 from queues.keyspace import repeats
 
 JOB_BYTES = 256 * 1024
+READ_BYTES = 2 * JOB_BYTES  # as stored: zlib never makes ``data`` larger by half, so no hash under JOB_BYTES is cut
+JOB_FIELDS = 1024
 RESULT_BYTES = 256 * 1024
 TEXT_CHARS = 64 * 1024
 ARGS_CHARS = 64 * 1024
@@ -121,11 +127,29 @@ def cut(value, limit=TEXT_CHARS):
     return value[:limit] + TRUNCATED.format(size=f"{len(value)} characters", kept=limit)
 
 
+class Cut(bytes):
+    """The first bytes of a value that Redis cut before sending it (``jobs/read.py``); ``size`` is the
+    length the value has there. Everything that cuts or measures a value reads ``size_of`` it."""
+
+    size: int
+
+    def __new__(cls, head, size):
+        value = super().__new__(cls, head)
+        value.size = size
+        return value
+
+
+def size_of(value):
+    """The length of ``value`` (bytes or str) where it came from: ``Cut.size`` for a value cut in Redis."""
+    return value.size if isinstance(value, Cut) else len(value)
+
+
 def cut_bytes(value, limit):
     """``value`` (bytes) cut to ``limit`` bytes, with the marker (as bytes) saying so."""
-    if len(value) <= limit:
+    size = size_of(value)
+    if size <= limit:
         return value
-    return value[:limit] + TRUNCATED.format(size=f"{len(value)} bytes", kept=limit).encode()
+    return value[:limit] + TRUNCATED.format(size=f"{size} bytes", kept=limit).encode()
 
 
 def inflate(data, limit):

@@ -282,7 +282,7 @@ class Scan:
             "dead-lettered as corrupt" if keep else "entry dropped",
         )
         if keep:
-            deadletter.bury_corrupt(self.connection, job.id, queue.name, dict(job.fields), job.why)
+            deadletter.bury_corrupt(self.connection, job.id, queue.name, dict(job.fields), job.why, count=job.count)
 
     def abandoned(self, job, queue, worker_name):
 

@@ -86,7 +86,7 @@ def queue_details(request, queue_index):
     newest_id = next((t for t in reversed(tails) if t is not None), None)
     scheduler = _text_or_none(lock_key, lock, "the lock's holder")
     ends = [i for i in (oldest_id, newest_id) if i is not None]
-    calls = [(jobread.job_key(jobread.normal_id(i)), "hgetall", (), None) for i in ends]
+    calls = [(jobread.job_key(jobread.normal_id(i)), jobread.read_key, (), None) for i in ends]
     if scheduler is not None:
         calls.append((SCHEDULER_KEY_TEMPLATE % scheduler, "hget", ("pid",), None))
     # 2: the ends and the PID (a job hash of the wrong type comes back as an error: jobread says corrupt).

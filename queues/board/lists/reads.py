@@ -66,7 +66,10 @@ def pipelined(connection, calls):
     ``empty`` (reported once), any other error is raised (a connection error: the guard's 503)."""
     with connection.pipeline(transaction=False) as pipe:
         for key, command, args, _ in calls:
-            getattr(pipe, command)(key, *args)
+            if callable(command):  # a read of the app's own (``jobread.read_key``)
+                command(pipe, key, *args)
+            else:
+                getattr(pipe, command)(key, *args)
         replies = pipe.execute(raise_on_error=False)
     read = []
     for (key, _, _, empty), reply in zip(calls, replies):
@@ -116,7 +119,10 @@ def raw_pipeline(connection, calls):
         return []
     with connection.pipeline(transaction=False) as pipe:
         for key, command, args, _ in calls:
-            getattr(pipe, command)(key, *args)
+            if callable(command):  # a read of the app's own (``jobread.read_key``)
+                command(pipe, key, *args)
+            else:
+                getattr(pipe, command)(key, *args)
         replies = pipe.execute(raise_on_error=False)
     for reply in replies:
         if isinstance(reply, Exception) and not isinstance(reply, redis.ResponseError):
@@ -225,11 +231,11 @@ def rows_of(queue, state, page_ids):
     left out, and a started entry that is not its job's current execution (``jobs/execution.shown``)."""
     connection = queue.connection
     ids = [jobread.normal_id(raw) for raw, _, _ in page_ids]
-    calls = [(jobread.job_key(i), "hgetall", (), None) for i in ids]
+    calls = [(jobread.job_key(i), jobread.read_key, (), None) for i in ids]
     for i, (_, _, execution_id) in zip(ids, page_ids):
         if execution_id is not None:  # the hash a release before issue 36's fifth pass wrote
             calls.append((keys.execution_key(f"{jobread.text(i)}:{execution_id}"), "hgetall", (), None))
-    replies = raw_pipeline(connection, calls)
+    replies = [jobread.hash_of(r) for r in raw_pipeline(connection, calls)]
     jobs = [jobread.load(i, r, connection) for i, r in zip(ids, replies)]
     rows = []
     for position, (job, (raw, score, execution_id)) in enumerate(zip(jobs, page_ids)):
