@@ -132,44 +132,62 @@ for q = first, #ARGV do
   else
     local band = 0
     while band <= 2 and #found < want do
-      local id, data, eid
+      local asked, ids = want - #found, nil
       if start then
-        id = redis.call('LPOP', KEYS[k + band])
-        if id then
-          data = redis.pcall('HGETALL', ARGV[1] .. id)
-          if not data.err and #data > 0 then
-            eid = begin(ARGV[1] .. id, id, data, ARGV[q], KEYS[k + 5])
-          end
-          if eid then
-            found[#found + 1] = {3, KEYS[k + 1], id, data, eid}
-          else
-            redis.call('RPUSH', KEYS[k + 3], id)
-          end
-        end
+        ids = redis.call('LPOP', KEYS[k + band], asked)  -- with a count (Redis 6.2): one command for them all
       else
-        id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
+        local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')
+        ids, asked = id and {id}, 1
       end
-      if not id then
+      if not ids then
         band = band + 1
-      elseif eid then  -- started: in found already
-      elseif #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
-        redis.call('LREM', KEYS[k + 3], -1, id)
-        found[#found + 1] = {2, KEYS[k + 1], id}
       else
-        local job = ARGV[1] .. id
-        if not data then
-          data = redis.pcall('HGETALL', job)
-        end
-        if data.err then
-          found[#found + 1] = {1, KEYS[k + 1], id}
-        else
-          for f = 1, #data, 2 do
-            if data[f] == '@PUT_BACK@' then
-              redis.call('HDEL', job, '@PUT_BACK@')
-              break
+        for i, id in ipairs(ids) do
+          local data, eid
+          if start then
+            data = redis.pcall('HGETALL', ARGV[1] .. id)
+            if not data.err and #data > 0 then
+              eid = begin(ARGV[1] .. id, id, data, ARGV[q], KEYS[k + 5])
+            end
+            if eid then
+              found[#found + 1] = {3, KEYS[k + 1], id, data, eid}
+            else
+              local pushed = redis.pcall('RPUSH', KEYS[k + 3], id)
+              if type(pushed) == 'table' and pushed.err then
+                -- the intermediate list is of another type: the ids taken and not started go back to the head of
+                -- their band, in their order, before the error (the worker sets the key aside, pops again, and
+                -- takes back the jobs started here: their reply is never read)
+                for j = #ids, i, -1 do
+                  redis.call('LPUSH', KEYS[k + band], ids[j])
+                end
+                return pushed
+              end
             end
           end
-          found[#found + 1] = {1, KEYS[k + 1], id, data}
+          if eid then  -- started: in found already
+          elseif #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
+            redis.call('LREM', KEYS[k + 3], -1, id)
+            found[#found + 1] = {2, KEYS[k + 1], id}
+          else
+            local job = ARGV[1] .. id
+            if not data then
+              data = redis.pcall('HGETALL', job)
+            end
+            if data.err then
+              found[#found + 1] = {1, KEYS[k + 1], id}
+            else
+              for f = 1, #data, 2 do
+                if data[f] == '@PUT_BACK@' then
+                  redis.call('HDEL', job, '@PUT_BACK@')
+                  break
+                end
+              end
+              found[#found + 1] = {1, KEYS[k + 1], id, data}
+            end
+          end
+        end
+        if #ids < asked then
+          band = band + 1  -- the band is empty now: no LPOP of it again
         end
       end
     end

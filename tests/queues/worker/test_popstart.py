@@ -140,3 +140,47 @@ def test_jobs_a_pop_of_several_started_and_never_handed_out_go_back_unstarted_in
         fetched = OptimaJob.fetch(job.id, connection=queue_redis)
         assert fetched.get_status() == JobStatus.QUEUED and not fetched.worker_name
         assert queue_redis.hget(job.key, execution_record.FIELD) is None
+
+
+def test_a_pop_of_several_takes_each_bands_jobs_in_one_lpop_in_priority_order(private_redis):
+    import redis
+
+    from queues.worker.concurrent import OptimaConcurrentWorker
+
+    connection = redis.Redis.from_url(private_redis.url)
+    high = [queues.enqueue("default", sample.add, n, n, priority=10) for n in range(2)]
+    normal = [queues.enqueue("default", sample.add, n, n) for n in range(3)]
+    worker = OptimaConcurrentWorker([get_queue("default")], connection=connection, concurrency=4)
+    connection.config_resetstat()
+    first = worker.intake.dequeuer.pop([get_queue("default")], None, count=4)
+    taken = [first, *worker.intake.dequeuer.popped]
+    assert [popped[1] for popped in taken] == [job.id for job in [*high, *normal[:2]]]
+    assert all(popped.started is not None for popped in taken)
+    # the high band's LPOP with a count of 4 gave 2: that band is not asked again; the normal one's gave the 2 asked
+    assert connection.info("commandstats")["cmdstat_lpop"]["calls"] == 2
+    assert get_queue("default", connection=connection).get_job_ids() == [normal[2].id]
+
+
+def test_an_intermediate_list_of_another_type_loses_none_of_the_jobs_a_pop_of_several_took(queue_redis):
+    from queues.worker.concurrent import OptimaConcurrentWorker
+
+    jobs = [queues.enqueue("default", sample.add, n, n) for n in range(3)]
+    queue_redis.hset(jobs[1].key, "status", "finished")  # not started by the pop: into the intermediate list
+    intermediate = keys.intermediate_key(keys.queue_key("default"))
+    queue_redis.hset(intermediate, "planted", "a hash, not a list")
+    worker = OptimaConcurrentWorker([get_queue("default")], connection=queue_redis, concurrency=3)
+    dequeuer = worker.intake.dequeuer
+    first = dequeuer.pop([get_queue("default")], None, count=3)
+    # the first call started jobs[0], then could not push jobs[1] and put it and jobs[2] back at the head; the key
+    # was set aside and the second call took them both
+    assert (first[1], first.started) == (jobs[1].id, None)
+    assert [(p[1], p.started is not None) for p in dequeuer.popped] == [(jobs[2].id, True)]
+    assert queue_redis.lrange(intermediate, 0, -1) == [jobs[1].id.encode()]
+    assert len(queue_redis.keys(f"{intermediate}.corrupt-*")) == 1
+    assert {entry.decode().partition(":")[0] for entry in queue_redis.zrange(keys.started_key("default"), 0, -1)} == {
+        jobs[0].id,
+        jobs[2].id,
+    }
+    worker.intake._reclaim()  # what the worker's next loop does first: the start of the unanswered call goes back
+    assert get_queue("default").get_job_ids() == [jobs[0].id]
+    assert OptimaJob.fetch(jobs[0].id, connection=queue_redis).get_status() == JobStatus.QUEUED
