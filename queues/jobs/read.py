@@ -60,46 +60,49 @@ BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
 PREVIEW_CHARS = entries.PREVIEW_CHARS  # characters shown of each value
 
-# The size-checked read of one job hash. KEYS[1]: the hash. ARGV: the bytes it may hold as stored, the
-# fields it may have, how many fields of a larger one are sent, the bytes sent of each of their names and values.
-# Replies {0}: no key; {-1}: not a hash; {1, HGETALL}; or, for a hash over either cap, {2, its field count, its
-# size as stored (-1 when not summed: too many fields), then name, name's length, value, value's length, ...}: the
-# first fields by name (any when there are too many fields to sort), each cut. Written here because Redis has
-# no command that reads a hash only up to a size: HSTRLEN sums it where it lies.
+# The size-checked read of one job hash. KEYS[1]: the hash. ARGV: the bytes it may hold as stored, the fields it
+# may have, how many fields of a larger one are sent, the bytes sent of each of their names and values, the largest
+# value read to be cut. Replies {0}: no key; {-1}: not a hash; {1, HGETALL}; or, for a hash over either cap, {2, its
+# field count, its size as stored (-1 when not summed: too many fields), then name, name's length, value, value's
+# length, ...}: its first fields by name (any, HRANDFIELD's, when there are too many to sort), each cut; a value
+# over the last argument is sent empty, with its length. Written here because Redis has no command that reads a
+# hash, or a field's value, only up to a size: HSTRLEN measures them where they lie, and a value is copied into the
+# script only when it is small (an HGET of a 50 MB value there held Redis for ~100 ms, longer than HGETALL).
 READ_LUA = """
 local key = KEYS[1]
 local kind = redis.call('TYPE', key)['ok']
 if kind == 'none' then return {0} end
 if kind ~= 'hash' then return {-1} end
-local budget, most, keep, cut = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local count, size, names = redis.call('HLEN', key), -1, {}
+local budget, most, keep, cut, readable =
+  tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local count, size, names, lengths = redis.call('HLEN', key), -1, {}, {}
 if count <= most then
   names, size = redis.call('HKEYS', key), 0
   for _, name in ipairs(names) do
-    size = size + #name + redis.call('HSTRLEN', key, name)
+    lengths[name] = redis.call('HSTRLEN', key, name)
+    size = size + #name + lengths[name]
   end
   if size <= budget then return {1, redis.call('HGETALL', key)} end
   table.sort(names)
 else
-  local cursor = '0'
-  repeat
-    local page = redis.call('HSCAN', key, cursor, 'COUNT', keep)
-    cursor = page[1]
-    for i = 1, #page[2], 2 do names[#names + 1] = page[2][i] end
-  until cursor == '0' or #names >= keep
+  names = redis.call('HRANDFIELD', key, keep)
 end
 local out = {2, count, size}
 for i = 1, math.min(#names, keep) do
-  local value = redis.call('HGET', key, names[i]) or ''
-  out[#out + 1] = string.sub(names[i], 1, cut)
-  out[#out + 1] = #names[i]
-  out[#out + 1] = string.sub(value, 1, cut)
-  out[#out + 1] = #value
+  local name = names[i]
+  local length = lengths[name] or redis.call('HSTRLEN', key, name)
+  local value = ''
+  if length <= readable then value = string.sub(redis.call('HGET', key, name) or '', 1, cut) end
+  out[#out + 1] = string.sub(name, 1, cut)
+  out[#out + 1] = #name
+  out[#out + 1] = value
+  out[#out + 1] = length
 end
 return out
 """
 SENT_FIELDS = entries.RAW_FIELDS  # of a hash over the caps: what a corrupt dead letter keeps, more than a page shows
 SENT_BYTES = max(entries.RAW_VALUE_BYTES, PREVIEW_CHARS * 4)  # of each name and value: both cut further
+READ_VALUE_BYTES = 64 * 1024  # a larger value of such a hash is not read at all: its length is sent, not its start
 
 
 def text(value):
@@ -151,6 +154,8 @@ def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
         size = entries.size_of(value)
         if size <= chars and len(shown) <= chars:
             return shown
+        if not value:  # too large to be read at all (``READ_VALUE_BYTES``)
+            return f"({size} bytes: too large to read)"
         return f"{shown[:chars]}… (truncated: {size} bytes in all)"
 
     return [(short(k), short(v)) for k, v in list(fields)[:limit]]
@@ -244,7 +249,7 @@ def read_key(pipe, key):
     """Queue on ``pipe`` the size-checked read of the job hash at ``key`` (``READ_LUA``); ``load`` reads its reply.
     EVAL, not EVALSHA: a page's pipeline stays one round trip, with no script to load first or again after a
     SCRIPT FLUSH, for a script of a kilobyte."""
-    pipe.eval(READ_LUA, 1, key, entries.READ_BYTES, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES)
+    pipe.eval(READ_LUA, 1, key, entries.READ_BYTES, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES, READ_VALUE_BYTES)
 
 
 def read_hash(pipe, job_id):

@@ -13,7 +13,9 @@ cap                              value       what happens past it
                                              fields cut at ``PREVIEW_CHARS``, never decompressed whole
 ``READ_BYTES``                   512 KiB     a job hash larger than this as stored is not read whole at
                                              all: Redis sends its first ``RAW_FIELDS`` fields by name, each
-                                             name and value cut at ``RAW_VALUE_BYTES`` (``Cut``)
+                                             name and value cut at ``RAW_VALUE_BYTES`` (``Cut``), a value
+                                             over 64 KiB not read at all, only its length
+                                             (``jobs/read.py``)
 ``JOB_FIELDS``                   1,024       a job hash with more fields is read the same way (rq's have ~30)
 ``RESULT_BYTES``                 256 KiB     a result's return value this large (base64) is shown as
                                              ``"(… bytes: not shown)"`` (``jobs/results.py``)
@@ -149,7 +151,8 @@ def cut_bytes(value, limit):
     size = size_of(value)
     if size <= limit:
         return value
-    return value[:limit] + TRUNCATED.format(size=f"{size} bytes", kept=limit).encode()
+    kept = value[:limit]  # a value cut in Redis may hold less (none of one too large to read: ``Cut``)
+    return kept + TRUNCATED.format(size=f"{size} bytes", kept=len(kept)).encode()
 
 
 def inflate(data, limit):

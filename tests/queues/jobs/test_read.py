@@ -27,14 +27,15 @@ def test_a_20_mb_hash_is_read_as_too_large_without_crossing_the_wire(private_red
     size = sum(len(k) + len(v) for k, v in raw.items())
     assert job.why == f"too large to read: its hash is over 256 KiB ({size} bytes as stored)"
     shown = dict(job.preview)
-    assert shown["description"] == "d" * entries.PREVIEW_CHARS + f"… (truncated: {BIG} bytes in all)"
+    assert shown["description"] == f"({BIG} bytes: too large to read)"  # Redis copies no value that large
     assert shown["origin"] == "default"  # a short value whole
     assert [name for name, _ in job.fields] == sorted(raw)  # every field, by name: fewer than RAW_FIELDS
 
 
 def test_a_corrupt_dead_letter_of_a_hash_over_the_caps_keeps_its_first_fields_and_counts_the_rest(queue_redis):
     raw = good_hash(queue_redis)
-    raw.update({b"description": b"d" * (entries.READ_BYTES + 1)})
+    readable, unread = jobread.READ_VALUE_BYTES, entries.READ_BYTES + 1
+    raw.update({b"description": b"d" * readable, b"exc_info": b"m" * unread})
     raw.update({f"extra-{i:03}".encode(): b"x" for i in range(100)})
     queue_redis.hset(keys.job_key("wide"), mapping=raw)
     job = jobread.fetch("wide", queue_redis)
@@ -42,9 +43,9 @@ def test_a_corrupt_dead_letter_of_a_hash_over_the_caps_keeps_its_first_fields_an
     kept = decode_raw_hash(encode_raw_hash(dict(job.fields), job.count))
     assert [name for name, _ in kept[:-1]] == sorted(raw)[: entries.RAW_FIELDS]
     assert kept[-1] == ("…".encode(), f"(truncated: {len(raw) - entries.RAW_FIELDS} more fields not kept)".encode())
-    description = dict(kept)[b"description"]
-    assert description.startswith(b"d" * entries.RAW_VALUE_BYTES)
-    assert description.endswith(f"(truncated: {entries.READ_BYTES + 1} bytes in all, the first 2048 kept)".encode())
+    description, meta = dict(kept)[b"description"], dict(kept)[b"exc_info"]
+    assert description == b"d" * 2048 + f"… (truncated: {readable} bytes in all, the first 2048 kept)".encode()
+    assert meta == f"… (truncated: {unread} bytes in all, the first 0 kept)".encode()  # too large to be read
 
 
 def test_a_hash_with_more_fields_than_a_job_has_is_too_large_whatever_its_bytes(queue_redis):
@@ -54,7 +55,7 @@ def test_a_hash_with_more_fields_than_a_job_has_is_too_large_whatever_its_bytes(
     job = jobread.fetch("many", queue_redis)
     assert (job.kind, job.count) == ("too_large", len(raw))
     assert job.why == f"too large to read: its hash has {len(raw)} fields (at most {entries.JOB_FIELDS} here)"
-    assert 0 < len(job.fields) <= entries.RAW_FIELDS
+    assert len(job.fields) == entries.RAW_FIELDS and all(raw[name] == value for name, value in job.fields)
 
 
 def test_a_hash_under_the_read_cap_is_read_whole_and_judged_as_before(queue_redis):
