@@ -34,6 +34,17 @@ from queues.worker.dequeue import Dequeuer
 
 SUSPENSION_CHECK_EVERY = 1.0  # seconds between two of rq's checks for ``rq suspend`` (one round trip each)
 
+# ``Intake._judge``'s verdicts on a popped job: it runs, or how ``fetch`` refuses (dead-letters) or drops it
+RUNS, NO_DATA, GONE, UNREADABLE, ELSEWHERE, REFUSED, REPLAYED = (
+    "runs",
+    "no data",
+    "gone",
+    "unreadable",
+    "elsewhere",
+    "refused",
+    "replayed",
+)
+
 
 class Intake:
     def __init__(self, worker):
@@ -171,23 +182,28 @@ class Intake:
         is dead-lettered or dropped (``gate``), never the end of the worker. ``data``: its hash as the
         pop read it (``Popped.data``), or None to read it now. A job its pop started (``popped.started``,
         ``popstart.py``) that may run carries its pop to ``attempt.begin`` (``popstart.carry``); one that may not is
-        unstarted first, then refused or dropped as any popped job."""
-        worker = self.worker
-        if popped is not None and popped.started is not None:
-            job = self._runs(queue, job_id, data)
-            if job is not None:
-                return popstart.carry(job, popped)
+        unstarted first, then refused or dropped as any popped job. The job is judged once (``_judge``), then
+        acted on."""
+        verdict, job, detail = self._judge(queue, job_id, data)
+        started = popped is not None and popped.started is not None
+        if verdict is RUNS:
+            return popstart.carry(job, popped) if started else job
+        if started:
             self.unstart(queue, popped)
-        try:
-            job = self._read(job_id, data)
-        except NoSuchJobError:
-            if worker.connection.exists(keys.job_key(job_id)):  # a hash without data
-                return self.refuse(
-                    queue=queue,
-                    job_id=job_id,
-                    bury=lambda: refused.bury_raw(worker, queue, job_id, "has no data field"),
-                )
-            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+        worker = self.worker
+        if verdict is NO_DATA:
+            return self.refuse(
+                queue=queue, job_id=job_id, bury=lambda: refused.bury_raw(worker, queue, job_id, "has no data field")
+            )
+        if verdict is UNREADABLE:
+            return self.refuse(queue=queue, job_id=job_id, bury=lambda: refused.bury_raw(worker, queue, job_id, detail))
+        if verdict is REFUSED:
+            self.refuse(queue=queue, job_id=job.id, bury=lambda: refused.refuse(worker, job, queue, detail))
+            if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
+                limits.release(job)
+            return None
+        worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
+        if verdict is GONE:
             repeats.report(  # once a minute with a count: 200,000 bogus ids were 200,000 ERROR lines (issue 32)
                 repeats.DROPPED,
                 queue.key,
@@ -199,17 +215,25 @@ class Intake:
                 log=worker.log,
                 connection=worker.connection,
             )
-            return None
+        else:  # ELSEWHERE (planted in this queue's list: the job lives in its own queue), REPLAYED (its id pushed
+            # again): the job's hash is the real one's, left as it is
+            gate.report_dropped(job.id, f"popped from queue {queue.name} but {detail}")
+        return None
+
+    def _judge(self, queue, job_id, data):
+        """What ``fetch`` does with the popped job, decided without a write: (verdict, the job or None, detail)."""
+        worker = self.worker
+        try:
+            job = self._read(job_id, data)
+        except NoSuchJobError:
+            return (NO_DATA if worker.connection.exists(keys.job_key(job_id)) else GONE), None, None  # no data field
         except REDIS_ERRORS:
             raise
         except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
-            why = f"cannot be read ({type(exc).__name__})"
-            return self.refuse(queue=queue, job_id=job_id, bury=lambda: refused.bury_raw(worker, queue, job_id, why))
+            return UNREADABLE, None, f"cannot be read ({type(exc).__name__})"
         home = gate.elsewhere(job, queue.name)
-        if home is not None:  # planted in this queue's list: the job lives in its own queue, left as it is
-            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
-            gate.report_dropped(job.id, f"popped from queue {queue.name} but its hash belongs to queue {home}")
-            return None
+        if home is not None:
+            return ELSEWHERE, job, f"its hash belongs to queue {home}"
         try:
             refusal = gate.vet(job, queue.name)
         except REDIS_ERRORS:
@@ -224,31 +248,12 @@ class Intake:
             )
             refusal = gate.Refusal(gate.CORRUPT, f"could not be vetted ({type(exc).__name__})")
         if refusal is not None:
-            self.refuse(queue=queue, job_id=job.id, bury=lambda: refused.refuse(worker, job, queue, refusal))
-            if limits.is_limited(job):  # refused without running: its limit key's slot goes to the next
-                limits.release(job)
-            return None
+            return REFUSED, job, refusal
         put_back = (data or {}).get(jobmeta.PUT_BACK.encode())  # taken off by the pop (dequeue.py)
         why = gate.replayed(job, put_back=put_back, is_alive=self._is_alive)
-        if why is not None:  # its id pushed again: the job's hash is the real one's, left as it is
-            worker.connection.lrem(keys.intermediate_key(queue.key), 1, job_id)
-            gate.report_dropped(job.id, f"popped from queue {queue.name} but {why}")
-            return None
-        return job
-
-    def _runs(self, queue, job_id, data):
-        """The popped job when it reads as JSON, belongs to ``queue``, passes the gate and is not replayed (what
-        ``fetch`` asks, without its refusals and drops); else None."""
-        try:
-            job = self._read(job_id, data)
-            if gate.elsewhere(job, queue.name) is not None or gate.vet(job, queue.name) is not None:
-                return None
-        except REDIS_ERRORS:
-            raise
-        except Exception:  # noqa: BLE001 — ``fetch`` asks again, and refuses it as it says
-            return None
-        put_back = (data or {}).get(jobmeta.PUT_BACK.encode())
-        return job if gate.replayed(job, put_back=put_back, is_alive=self._is_alive) is None else None
+        if why is not None:
+            return REPLAYED, job, why
+        return RUNS, job, None
 
     def _is_alive(self, name):
         """Whether the worker ``name`` is alive (``gate.replayed`` asks it of a started job's worker)."""
