@@ -229,13 +229,15 @@ def test(argv):
         )
     if not any(a.startswith("--durations") for a in argv):
         argv = ["--durations=10", *argv]
-    # Three test processes side by side (pytest-xdist): most of the suite waits on worker processes and Redis
-    # (two processes kept 2 cores 35 % busy), so others overlap those waits (tests/session_env.py gives each its
-    # own prefix and ACL user). `worksteal`: a process that runs dry takes tests from a busy one's share, where
+    # Four test processes side by side (pytest-xdist): most of the suite waits on worker processes and Redis
+    # (two processes kept 2 cores 35 % busy; three, 58 % over a CI run, 19-73 % in the middle of its SQLite pass),
+    # so others overlap those waits (tests/session_env.py gives each its own prefix and ACL user). Four against three,
+    # one fresh-clone `.ci/run` each on 2 cores: 17 min 31 s against 20 min 10 s (the eleventh session).
+    # `worksteal`: a process that runs dry takes tests from a busy one's share, where
     # xdist's default `load` hands 100+ tests to each at the start and ends on one process's tail.
     # OPTIMA_TEST_PROCESSES=1 (or -n 0, -p no:xdist) runs one, as pytest alone does.
     if not any(a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses=")) for a in argv):
-        argv = ["-n", os.environ.get("OPTIMA_TEST_PROCESSES", "3"), *argv]
+        argv = ["-n", os.environ.get("OPTIMA_TEST_PROCESSES", "4"), *argv]
         if not any(a.startswith(("--dist", "-d")) for a in argv):
             argv = ["--dist", "worksteal", *argv]
     return subprocess.run([str(PY), "-m", "pytest", *argv], cwd=ROOT, env=test_env()).returncode

@@ -134,7 +134,7 @@ def test_dev_py_test_passes_its_arguments_to_pytest_and_lists_the_slowest_tests(
             sys.executable,
             "dev.py",
             "test",
-            "-n",  # one process: the arguments reaching pytest is the point, not xdist's three (10 s of CI, not 30)
+            "-n",  # one process: the arguments reaching pytest is the point, not xdist's four (10 s of CI, not 30)
             "0",
             "-p",
             "no:cacheprovider",
