@@ -64,13 +64,7 @@ COLUMN_LABELS = {
 def pipelined(connection, calls):
     """One round trip: ``calls`` are ``(key, command, args, empty)``; a key of the wrong type reads as
     ``empty`` (reported once), any other error is raised (a connection error: the guard's 503)."""
-    with connection.pipeline(transaction=False) as pipe:
-        for key, command, args, _ in calls:
-            if callable(command):  # a read of the app's own (``jobread.read_key``)
-                command(pipe, key, *args)
-            else:
-                getattr(pipe, command)(key, *args)
-        replies = pipe.execute(raise_on_error=False)
+    replies = _send(connection, calls)
     read = []
     for (key, _, _, empty), reply in zip(calls, replies):
         if isinstance(reply, redis.ResponseError):
@@ -113,17 +107,23 @@ def tabs_of(queue_index, counts, current=None):
     ]
 
 
+def _send(connection, calls):
+    """``calls`` (``(key, command, args, empty)``) in one round trip -> their replies, errors in place. A command is a
+    redis-py method's name, or a function that queues a read of the app's own (``jobread.read_key``)."""
+    with connection.pipeline(transaction=False) as pipe:
+        for key, command, args, _ in calls:
+            if callable(command):
+                command(pipe, key, *args)
+            else:
+                getattr(pipe, command)(key, *args)
+        return pipe.execute(raise_on_error=False)
+
+
 def raw_pipeline(connection, calls):
     """One round trip, every reply as Redis gave it (errors included: ``jobread.load`` reads them)."""
     if not calls:
         return []
-    with connection.pipeline(transaction=False) as pipe:
-        for key, command, args, _ in calls:
-            if callable(command):  # a read of the app's own (``jobread.read_key``)
-                command(pipe, key, *args)
-            else:
-                getattr(pipe, command)(key, *args)
-        replies = pipe.execute(raise_on_error=False)
+    replies = _send(connection, calls)
     for reply in replies:
         if isinstance(reply, Exception) and not isinstance(reply, redis.ResponseError):
             raise reply
@@ -235,8 +235,9 @@ def rows_of(queue, state, page_ids):
     for i, (_, _, execution_id) in zip(ids, page_ids):
         if execution_id is not None:  # the hash a release before issue 36's fifth pass wrote
             calls.append((keys.execution_key(f"{jobread.text(i)}:{execution_id}"), "hgetall", (), None))
-    replies = [jobread.hash_of(r) for r in raw_pipeline(connection, calls)]
-    jobs = [jobread.load(i, r, connection) for i, r in zip(ids, replies)]
+    replies = raw_pipeline(connection, calls)
+    hashes = [jobread.hash_of(r) for r in replies[: len(ids)]]  # the jobs' (the executions' are HGETALL's)
+    jobs = [jobread.load(i, r, connection) for i, r in zip(ids, hashes)]
     rows = []
     for position, (job, (raw, score, execution_id)) in enumerate(zip(jobs, page_ids)):
         if job is None:
@@ -245,7 +246,7 @@ def rows_of(queue, state, page_ids):
         if execution_id is not None:
             try:
                 row.execution = execution_record.shown(
-                    job, execution_id, replies[position], replies[len(ids) + position]
+                    job, execution_id, hashes[position], replies[len(ids) + position]
                 )
             except (KeyError, ValueError, TypeError, OverflowError, OSError, AttributeError):
                 continue  # rq cannot read it: not listed (as before)
