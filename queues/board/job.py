@@ -38,6 +38,7 @@ from rq.results import Result
 from queues.board import batches, bounded
 from queues.board.access import panel_context
 from queues.board.readonly import get_queue_by_index, wrong_type
+from queues.jobs import capped
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.jobs import results as jobresults
@@ -130,12 +131,12 @@ def read_page(connection, job_id):
     job_key, results_key = jobread.job_key(job_id), keys.results_key(job_id)
     dependents_key, dependencies_key = Job.dependents_key_for(job_id), f"{job_key}:dependencies"
     with connection.pipeline(transaction=False) as pipe:
-        jobread.read_key(pipe, job_key)
+        capped.read_key(pipe, job_key)
         pipe.xrevrange(results_key, "+", "-", count=RESULTS_SHOWN)
         pipe.smembers(dependents_key)
         pipe.smembers(dependencies_key)
         raw, stream, dependents, dependencies = pipe.execute(raise_on_error=False)
-    raw = jobread.hash_of(raw)
+    raw = capped.hash_of(raw)
     job = jobread.load(job_id, raw, connection)
     if job is None or jobread.is_corrupt(job):
         return {"job": job}

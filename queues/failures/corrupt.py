@@ -26,7 +26,7 @@ CORRUPT = "corrupt"
 
 
 def encode_raw_hash(fields, count=None):
-    """A job hash as read (bytes -> bytes; ``jobread.read_key``) -> JSON text ``[[field, value], ...]``, every
+    """A job hash as read (bytes -> bytes; ``jobs/capped.py``) -> JSON text ``[[field, value], ...]``, every
     name and value base64-encoded: storable in any text column, and lossless up to the caps of
     ``queues/keyspace/entries.py``: each name and value cut at ``RAW_VALUE_BYTES`` bytes, ending with a visible
     "… (truncated: N bytes in all, …)", at most ``RAW_FIELDS`` fields, then one ``…`` field saying how

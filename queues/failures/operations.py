@@ -56,6 +56,7 @@ from queues.exceptions import InvalidJob, QueuesError
 from queues.failures.corrupt import CORRUPT
 from queues.failures.mirror import args_cut, carried
 from queues.failures.unverified import UNVERIFIED
+from queues.jobs import capped
 from queues.jobs import meta as jobmeta
 from queues.jobs import read as jobread
 from queues.jobs.gate import NOT_A_JOB, UNSIGNED
@@ -392,7 +393,7 @@ def find_job(job_id, connection=None):
                 pipe.zscore(cls(name, connection=connection).key, rid)
         # A key of the wrong type (the job's, a queue's, a registry's) is an answer, not a failure.
         replies = pipe.execute(raise_on_error=False)
-    replies[0] = jobread.hash_of(replies[0])
+    replies[0] = capped.hash_of(replies[0])
     job = jobread.load(rid, replies[0], connection)
     replies = [None if isinstance(r, redis.ResponseError) else r for r in replies]
     raw = {jobread.text(k): jobread.text(v) for k, v in (replies[0] or {}).items()}

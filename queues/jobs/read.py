@@ -21,7 +21,7 @@ reconcile, the abandoned-job scan) reads through here instead:
 | a hash over ``entries.JOB_BYTES`` (256 KiB, its  | ``CorruptJob`` "too large" (``kind``           |
 | ``data`` decompressed: never past the cap)        | ``too_large``): its fields cut for the page    |
 | a hash over ``entries.READ_BYTES`` as stored, or  | the same, and the hash never crosses the wire: |
-| with over ``entries.JOB_FIELDS`` fields           | Redis sends its first fields, cut (``READ_LUA``)|
+| with over ``entries.JOB_FIELDS`` fields           | Redis sends its first fields, cut (``capped``) |
 | ``data`` that is not a zlib/JSON job payload      | ``CorruptJob`` "data is not a JSON job payload"|
 | ``data`` whose args are no list or kwargs no      | ``CorruptJob`` "data is not [function, ...]"   |
 | object (never reported as the mapping's keys)     |                                                |
@@ -30,8 +30,9 @@ reconcile, the abandoned-job scan) reads through here instead:
 | anything else                                     | the job (``results.ReadJob``: an ``OptimaJob`` |
 |                                                   | whose results stream is read without raising)  |
 
-A job hash is read with ``READ_LUA`` (``read_key``), not HGETALL: a hash planted at 100 MB would
-otherwise cross the wire whole, on every page that shows it, before ``_why_size`` found it too large.
+A job hash is read size-checked (``capped.py``: ``read_hash``, ``capped.read_key``), not with HGETALL: a hash
+planted at 100 MB would otherwise cross the wire whole, on every page that shows it, before ``_why_size`` found it
+too large.
 
 Nothing here decodes anything but JSON, and nothing writes — except ``raw_delete``, which an
 operator asks for ("Delete" of a corrupt job: DEL of its hash, its entries in its queue's list and
@@ -50,6 +51,7 @@ from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
 from queues import rqcompat
 from queues.catalog.lookup import queue_names
+from queues.jobs import capped
 from queues.jobs.results import ReadJob
 from queues.keyspace import entries, keys
 
@@ -59,58 +61,6 @@ if TYPE_CHECKING:
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
 PREVIEW_CHARS = entries.PREVIEW_CHARS  # characters shown of each value
-
-# The size-checked read of one job hash. KEYS[1]: the hash. ARGV: the bytes it may hold as stored, the fields it
-# may have, how many fields of a larger one are sent, the bytes sent of each of their names and values, the largest
-# value read to be cut. Replies {0}: no key; {-1}: not a hash; {1, HGETALL}; or, for a hash over either cap, {2, its
-# field count, its size as stored (-1 when not summed: too many fields), then name, name's length, value, value's
-# length, ...}: its first fields by name (any, HRANDFIELD's, when there are too many to sort), each cut; a value
-# over the last argument is sent empty, with its length. Written here because Redis has no command that reads a
-# hash, or a field's value, only up to a size: MEMORY USAGE (a job's hash: one call) or HSTRLEN measure them where
-# they lie, and a value is copied into the script only when it is small (an HGET of a 50 MB value there held Redis
-# for ~100 ms, longer than HGETALL). It costs Redis ~20 µs a job where HGETALL costs 2 (a 16-field hash): a panel
-# page of 100 jobs, 2 ms.
-READ_LUA = """
-local key = KEYS[1]
-local kind = redis.call('TYPE', key)['ok']
-if kind == 'none' then return {0} end
-if kind ~= 'hash' then return {-1} end
-local budget, most, keep, cut, readable =
-  tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local count, size, names, lengths = redis.call('HLEN', key), -1, {}, {}
-local held = count <= most and redis.pcall('MEMORY', 'USAGE', key, 'SAMPLES', 0)
-if type(held) == 'number' and held <= budget then
-  -- what Redis holds for it, its overhead included, is within the cap: read at once (an ACL without MEMORY, or an
-  -- error, sums it below)
-  return {1, redis.call('HGETALL', key)}
-end
-if count <= most then
-  names, size = redis.call('HKEYS', key), 0
-  for _, name in ipairs(names) do
-    lengths[name] = redis.call('HSTRLEN', key, name)
-    size = size + #name + lengths[name]
-  end
-  if size <= budget then return {1, redis.call('HGETALL', key)} end
-  table.sort(names)
-else
-  names = redis.call('HRANDFIELD', key, keep)
-end
-local out = {2, count, size}
-for i = 1, math.min(#names, keep) do
-  local name = names[i]
-  local length = lengths[name] or redis.call('HSTRLEN', key, name)
-  local value = ''
-  if length <= readable then value = string.sub(redis.call('HGET', key, name) or '', 1, cut) end
-  out[#out + 1] = string.sub(name, 1, cut)
-  out[#out + 1] = #name
-  out[#out + 1] = value
-  out[#out + 1] = length
-end
-return out
-"""
-SENT_FIELDS = entries.RAW_FIELDS  # of a hash over the caps: what a corrupt dead letter keeps, more than a page shows
-SENT_BYTES = max(entries.RAW_VALUE_BYTES, PREVIEW_CHARS * 4)  # of each name and value: both cut further
-READ_VALUE_BYTES = 64 * 1024  # a larger value of such a hash is not read at all: its length is sent, not its start
 
 
 def text(value):
@@ -162,7 +112,7 @@ def preview(fields, limit=PREVIEW_FIELDS, chars=PREVIEW_CHARS):
         size = entries.size_of(value)
         if size <= chars and len(shown) <= chars:
             return shown
-        if not value:  # too large to be read at all (``READ_VALUE_BYTES``)
+        if not value:  # too large to be read at all (``capped.READ_VALUE_BYTES``)
             return f"({size} bytes: too large to read)"
         return f"{shown[:chars]}… (truncated: {size} bytes in all)"
 
@@ -176,7 +126,7 @@ class CorruptJob:
 
     id: str  # printable, fits a URL (``shown_id``); ``raw_id`` gives what Redis holds
     why: str
-    fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as read (``read_key``: maybe cut)
+    fields: list = field(default_factory=list)  # [(field bytes, value bytes)] as read (``capped``: maybe cut)
     kind: str = "content"  # "wrong_type" (no hash), "no_data", "id" (not UTF-8, or rq rejects it), "too_large",
     # "content" (unreadable)
     count: int | None = None  # the fields its hash has, when ``fields`` holds only the first (a hash over the caps)
@@ -237,53 +187,9 @@ def _why_size(raw):
     )
 
 
-class Oversized(dict):
-    """A job hash over ``entries.READ_BYTES`` or ``entries.JOB_FIELDS``, as ``READ_LUA`` sent it: its first
-    ``SENT_FIELDS`` fields (bytes -> bytes, each name and value an ``entries.Cut`` when cut), ``count`` the fields it
-    has in all, ``size`` its bytes as stored (-1: not summed, it has too many fields)."""
-
-    def __init__(self, pairs, count, size):
-        super().__init__(pairs)
-        self.count, self.size = count, size
-
-    @property
-    def why(self):
-        if self.size < 0:
-            return f"too large to read: its hash has {self.count} fields (at most {entries.JOB_FIELDS} here)"
-        return f"too large to read: its hash is over {entries.JOB_BYTES // 1024} KiB ({self.size} bytes as stored)"
-
-
-def read_key(pipe, key):
-    """Queue on ``pipe`` the size-checked read of the job hash at ``key`` (``READ_LUA``); ``load`` reads its reply.
-    EVAL, not EVALSHA: a page's pipeline stays one round trip, with no script to load first or again after a
-    SCRIPT FLUSH, for a script of a kilobyte."""
-    pipe.eval(READ_LUA, 1, key, entries.READ_BYTES, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES, READ_VALUE_BYTES)
-
-
 def read_hash(pipe, job_id):
-    """``read_key`` of ``job_id``'s hash (str or raw bytes)."""
-    read_key(pipe, job_key(job_id))
-
-
-def hash_of(reply):
-    """A ``read_key`` reply as HGETALL's would be (a dict, ``{}`` for no key, a ``redis.ResponseError`` for a
-    key that is not a hash), or an ``Oversized``. Anything else (an HGETALL reply, an error) is returned as it is."""
-    if not isinstance(reply, list) or not reply:
-        return reply
-    if reply[0] == 0:
-        return {}
-    if reply[0] == -1:
-        return redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
-    if reply[0] == 1:
-        flat = reply[1]
-        return dict(zip(flat[::2], flat[1::2]))
-    sent = reply[3:]
-
-    def value(head, size):
-        return head if len(head) == size else entries.Cut(head, size)
-
-    pairs = [(value(*sent[i : i + 2]), value(*sent[i + 2 : i + 4])) for i in range(0, len(sent), 4)]
-    return Oversized(pairs, reply[1], reply[2])
+    """``capped.read_key`` of ``job_id``'s hash (str or raw bytes)."""
+    capped.read_key(pipe, job_key(job_id))
 
 
 def _why_fields(raw):
@@ -319,24 +225,24 @@ def _why_job(job, raw, check_origin):
 
 
 def load(job_id, raw, connection, check_origin=True):
-    """One job from its ``read_key`` reply ``raw`` (or an HGETALL one, a dict, or the exception a pipeline
+    """One job from its ``read_hash`` reply ``raw`` (or an HGETALL one, a dict, or the exception a pipeline
     returned)."""
     shown = shown_id(job_id)
-    raw = hash_of(raw)
+    raw = capped.hash_of(raw)
     if isinstance(raw, redis.ResponseError):
         return CorruptJob(shown, f"its key {text(job_key(job_id))} is not a hash (WRONGTYPE)", kind="wrong_type")
     if isinstance(raw, Exception):
         raise raw  # a connection error: the caller's own (503 on a page)
     if not raw:
         return None
-    count = raw.count if isinstance(raw, Oversized) else None
+    count = raw.count if isinstance(raw, capped.Oversized) else None
     if isinstance(job_id, bytes):
         return CorruptJob(shown, "its id is not UTF-8", list(raw.items()), kind="id", count=count)
     why = why_id(job_id)
     if why is not None:
         return CorruptJob(shown, why, list(raw.items()), kind="id", count=count)
-    if isinstance(raw, Oversized):
-        return CorruptJob(shown, raw.why, list(raw.items()), kind="too_large", count=raw.count)
+    if isinstance(raw, capped.Oversized):
+        return CorruptJob(shown, raw.why, list(raw.items()), kind="too_large", count=count)
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
     why = _why_size(raw)

@@ -15,7 +15,7 @@ cap                              value       what happens past it
                                              all: Redis sends its first ``RAW_FIELDS`` fields by name, each
                                              name and value cut at ``RAW_VALUE_BYTES`` (``Cut``), a value
                                              over 64 KiB not read at all, only its length
-                                             (``jobs/read.py``)
+                                             (``jobs/capped.py``)
 ``JOB_FIELDS``                   1,024       a job hash with more fields is read the same way (rq's have ~30)
 ``RESULT_BYTES``                 256 KiB     a result's return value this large (base64) is shown as
                                              ``"(… bytes: not shown)"`` (``jobs/results.py``)
@@ -130,7 +130,7 @@ def cut(value, limit=TEXT_CHARS):
 
 
 class Cut(bytes):
-    """The first bytes of a value that Redis cut before sending it (``jobs/read.py``); ``size`` is the
+    """The first bytes of a value that Redis cut before sending it (``jobs/capped.py``); ``size`` is the
     length the value has there. Everything that cuts or measures a value reads ``size_of`` it."""
 
     size: int

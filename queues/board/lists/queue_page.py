@@ -19,6 +19,7 @@ from queues.board.lists.reads import (
     tabs_of,
 )
 from queues.board.readonly import get_queue_by_index, wrong_type
+from queues.jobs import capped
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from queues.producer import limits
@@ -86,7 +87,7 @@ def queue_details(request, queue_index):
     newest_id = next((t for t in reversed(tails) if t is not None), None)
     scheduler = _text_or_none(lock_key, lock, "the lock's holder")
     ends = [i for i in (oldest_id, newest_id) if i is not None]
-    calls = [(jobread.job_key(jobread.normal_id(i)), jobread.read_key, (), None) for i in ends]
+    calls = [(jobread.job_key(jobread.normal_id(i)), capped.read_key, (), None) for i in ends]
     if scheduler is not None:
         calls.append((SCHEDULER_KEY_TEMPLATE % scheduler, "hget", ("pid",), None))
     # 2: the ends and the PID (a job hash of the wrong type comes back as an error: jobread says corrupt).

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from queues.board import paging
 from queues.board.readonly import REGISTRIES, wrong_type
+from queues.jobs import capped
 from queues.jobs import execution as execution_record
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
@@ -109,7 +110,7 @@ def tabs_of(queue_index, counts, current=None):
 
 def _send(connection, calls):
     """``calls`` (``(key, command, args, empty)``) in one round trip -> their replies, errors in place. A command is a
-    redis-py method's name, or a function that queues a read of the app's own (``jobread.read_key``)."""
+    redis-py method's name, or a function that queues a read of the app's own (``capped.read_key``)."""
     with connection.pipeline(transaction=False) as pipe:
         for key, command, args, _ in calls:
             if callable(command):
@@ -231,12 +232,12 @@ def rows_of(queue, state, page_ids):
     left out, and a started entry that is not its job's current execution (``jobs/execution.shown``)."""
     connection = queue.connection
     ids = [jobread.normal_id(raw) for raw, _, _ in page_ids]
-    calls = [(jobread.job_key(i), jobread.read_key, (), None) for i in ids]
+    calls = [(jobread.job_key(i), capped.read_key, (), None) for i in ids]
     for i, (_, _, execution_id) in zip(ids, page_ids):
         if execution_id is not None:  # the hash a release before issue 36's fifth pass wrote
             calls.append((keys.execution_key(f"{jobread.text(i)}:{execution_id}"), "hgetall", (), None))
     replies = raw_pipeline(connection, calls)
-    hashes = [jobread.hash_of(r) for r in replies[: len(ids)]]  # the jobs' (the executions' are HGETALL's)
+    hashes = [capped.hash_of(r) for r in replies[: len(ids)]]  # the jobs' (the executions' are HGETALL's)
     jobs = [jobread.load(i, r, connection) for i, r in zip(ids, hashes)]
     rows = []
     for position, (job, (raw, score, execution_id)) in enumerate(zip(jobs, page_ids)):

@@ -1,9 +1,10 @@
-"""The size-checked read of a job hash (queues/jobs/read.py): a hash planted far over the caps never crosses the
-wire, and what is read of it is what a page and a corrupt dead letter need."""
+"""The size-checked read of a job hash (queues/jobs/capped.py, read by queues/jobs/read.py): a hash planted far over
+the caps never crosses the wire, and what is read of it is what a page and a corrupt dead letter need."""
 
 import redis
 
 from queues.failures.corrupt import decode_raw_hash, encode_raw_hash
+from queues.jobs import capped
 from queues.jobs import read as jobread
 from queues.keyspace import entries, keys
 from tests.support.panel import good_hash
@@ -34,7 +35,7 @@ def test_a_20_mb_hash_is_read_as_too_large_without_crossing_the_wire(private_red
 
 def test_a_corrupt_dead_letter_of_a_hash_over_the_caps_keeps_its_first_fields_and_counts_the_rest(queue_redis):
     raw = good_hash(queue_redis)
-    readable, unread = jobread.READ_VALUE_BYTES, entries.READ_BYTES + 1
+    readable, unread = capped.READ_VALUE_BYTES, entries.READ_BYTES + 1
     raw.update({b"description": b"d" * readable, b"exc_info": b"m" * unread})
     raw.update({f"extra-{i:03}".encode(): b"x" for i in range(100)})
     queue_redis.hset(keys.job_key("wide"), mapping=raw)
