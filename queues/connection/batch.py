@@ -210,7 +210,7 @@ def _exec(connection, pipe, then=None):
     pipe.reset()
     combiner = combine.of(connection)
     if combiner is not None and then is None:  # with other threads' batches in one round trip
-        return combiner.run(commands, functools.partial(_read_multi, sent=len(commands))), None
+        return combiner.run(commands, functools.partial(_read_multi, sent=len(commands)), transaction=True), None
     pool = connection.connection_pool
     conn = pool.get_connection()
     after = None

@@ -23,6 +23,16 @@ def client(queue_redis):
     own.connection_pool.disconnect()
 
 
+@pytest.fixture
+def counted(private_redis):
+    """A client of a redis-server of this test's own, its batches combined: its commandstats are this test's."""
+    own = redis.Redis.from_url(private_redis.url)
+    combine.enable(own)
+    yield own
+    combine.disable(own)
+    own.connection_pool.disconnect()
+
+
 def _read_one(conn):
     return conn.read_response()
 
@@ -43,16 +53,16 @@ def _held(combiner, waiting, reading):
     return read
 
 
-def _run_into(outcomes, combiner, name, commands, read):
+def _run_into(outcomes, combiner, name, commands, read, transaction=False):
     """``combiner.run`` (in a thread of its own): its answer, or the error it raised, kept under ``name``."""
     try:
-        outcomes[name] = combiner.run(commands, read)
+        outcomes[name] = combiner.run(commands, read, transaction=transaction)
     except (redis.RedisError, OSError) as exc:
         outcomes[name] = exc
 
 
 def _started(outcomes, combiner, *calls):
-    """A thread for each (name, commands, read) of ``calls``, started -> the threads."""
+    """A thread for each (name, commands, read[, transaction]) of ``calls``, started -> the threads."""
     threads = [threading.Thread(target=_run_into, args=(outcomes, combiner, *call)) for call in calls]
     for thread in threads:
         thread.start()
@@ -112,8 +122,8 @@ def test_an_error_of_one_batch_is_its_own_and_the_others_apply(client):
     threads = _started(
         outcomes,
         combiner,
-        ("wrongtype", list(multi), lambda c: batch._read_multi(c, 4)),
-        ("refused", list(refused), lambda c: batch._read_multi(c, 3)),
+        ("wrongtype", list(multi), lambda c: batch._read_multi(c, 4), True),
+        ("refused", list(refused), lambda c: batch._read_multi(c, 3), True),
         ("after", [("SADD", _key("after"), "a")], _read_one),
     )
     for thread in [first, *threads]:
@@ -126,6 +136,73 @@ def test_an_error_of_one_batch_is_its_own_and_the_others_apply(client):
     assert isinstance(refusal, redis.ResponseError) and "wrong number of arguments" in str(refusal)
     assert outcomes["after"] == 1
     assert client.smembers(_key("set")) == {b"z"} and client.exists(_key("before")) == 0
+
+
+def _calls(before, after, name):
+    return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+
+def test_transactions_of_one_write_go_as_one_multi_each_with_its_own_replies(counted):
+    client = counted
+    combiner = combine.of(client)
+    client.set(_key("planted"), "x")
+    others = 6
+    before = client.info("commandstats")
+    got = {}
+    first = _first_on_its_way(got, combiner, others + 1)
+
+    def transaction(n):
+        return [("MULTI",), ("SET", _key(f"t{n}"), n), ("INCRBY", _key("tsum"), n + 1), ("EXEC",)]
+
+    planted = [("MULTI",), ("SADD", _key("planted"), "y"), ("SADD", _key("tset"), "z"), ("EXEC",)]
+    threads = _started(
+        got,
+        combiner,
+        *((n, transaction(n), lambda c: batch._read_multi(c, 4), True) for n in range(others)),
+        ("planted", planted, lambda c: batch._read_multi(c, 4), True),
+    )
+    for thread in [first, *threads]:
+        thread.join(10)
+    after = client.info("commandstats")
+    assert combiner.round_trips == 2
+    assert (_calls(before, after, "multi"), _calls(before, after, "exec")) == (1, 1)  # seven transactions, one EXEC
+    assert got.pop("first") == b"PONG"
+    wrongtype, added = got.pop("planted")
+    assert isinstance(wrongtype, redis.ResponseError) and "WRONGTYPE" in str(wrongtype) and added == 1
+    total = sum(range(1, others + 1))
+    assert sorted(got) == list(range(others))
+    assert all(reply[0] == b"OK" and 1 <= reply[1] <= total for reply in got.values())
+    assert len({reply[1] for reply in got.values()}) == others  # each its own INCRBY's running total
+    assert client.get(_key("tsum")) == str(total).encode()
+    assert [client.get(_key(f"t{n}")) for n in range(others)] == [str(n).encode() for n in range(others)]
+
+
+def test_a_transaction_refused_when_queued_fails_alone_the_others_of_its_write_apply_on_their_own(counted):
+    client = counted
+    combiner = combine.of(client)
+    before = client.info("commandstats")
+    outcomes = {}
+    first = _first_on_its_way(outcomes, combiner, 4)
+    good = [("MULTI",), ("INCR", _key("good")), ("EXEC",)]
+    refused = [("MULTI",), ("INCR", _key("bad")), ("SADD", _key("bad-set")), ("EXEC",)]  # SADD without a member
+    threads = _started(
+        outcomes,
+        combiner,
+        ("one", list(good), lambda c: batch._read_multi(c, 3), True),
+        ("refused", refused, lambda c: batch._read_multi(c, 4), True),
+        ("two", list(good), lambda c: batch._read_multi(c, 3), True),
+        ("plain", [("INCR", _key("plain"))], _read_one),
+    )
+    for thread in [first, *threads]:
+        thread.join(10)
+    after = client.info("commandstats")
+    assert outcomes["first"] == b"PONG" and outcomes["plain"] == 1
+    refusal = outcomes["refused"]
+    assert isinstance(refusal, redis.ResponseError) and "wrong number of arguments" in str(refusal)
+    assert sorted([outcomes["one"], outcomes["two"]]) == [[1], [2]]  # each applied once, on its own
+    assert client.get(_key("good")) == b"2" and client.exists(_key("bad"), _key("bad-set")) == 0
+    assert _calls(before, after, "exec") == 1 + 3  # the merged one aborted, then each of the three again
+    assert _calls(before, after, "incr") == 1 + 2  # plain's, and the two good ones' once each
 
 
 def test_a_connection_lost_mid_write_fails_that_batch_and_the_ones_after_it_then_the_next_call_reconnects(client):
