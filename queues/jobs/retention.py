@@ -39,22 +39,47 @@ logger = logging.getLogger("queues.retention")  # a documented logger name: kept
 # kept; ARGV[2] job key prefix ("<prefix>:job:"); ARGV[3] results key prefix; ARGV[4] executions key
 # prefix; ARGV[5], ARGV[6] (may be ''): the job just completed and its expiry with sub-second precision —
 # RQ scores in whole seconds, which would leave the order of the jobs of one second to their ids;
-# ARGV[7], ARGV[8]: the search index's function and owner key prefixes. Returns how many jobs were removed.
+# ARGV[7], ARGV[8]: the search index's function and owner key prefixes.
 # A removed job leaves the search index with its keys: its queue's set, its function's (read from the
 # start of rq's ``description``, "<function>(<arguments>)") and its owner's (``meta["owner"]``); without
 # that the index kept every completed job for 24 h however few retention keeps (100,000 jobs: +20 MiB).
 # A description that is not rq's call string leaves the function's entry to the index's own expiry.
-# The removed jobs leave each index set in one ZREM and their keys go in one DEL (per 1,000): a trim costs an
-# HMGET a job and a few commands, not four commands a job (issue 36: a worker trims every ``trim_every`` jobs once
-# its queues hold ``completed_max`` completed jobs, so past the cap every job paid them).
+# The removed jobs leave each index set in one ZREM and their keys go in one DEL (per 1,000), and their ids,
+# descriptions and metas are read in one SORT (``BY nosort``: the sorted set's own order, its range; ``GET
+# <job prefix>*->field``: a field of each one's hash): a trim costs a few commands however many jobs it removes, not
+# four commands a job, then one HMGET a job (issue 36: a worker trims every ``trim_every`` jobs once its queues hold
+# ``completed_max`` completed jobs, so past the cap every job paid them). ARGV[9]: "1" to read with SORT. A Redis
+# that refuses it reads with an HMGET a job, as before: Redis 7 allows SORT's GET patterns only to users that may
+# read every key ("GET option of SORT denied due to insufficient ACL permissions": an ACL user confined to the
+# prefix, as docs/decisions.md advises, so there the trim costs what it did), and an ACL may deny SORT (NOPERM).
+# The script then answers {removed, 1}, and this process asks that client for no SORT again (``_refused``); else
+# it answers {removed, 0}. Redis 6.2, the private redis-server of dev.py, and a user that may read every key
+# (Redis's default user) read with SORT.
 TRIM_LUA = """
 if ARGV[5] and ARGV[5] ~= '' then
   redis.call('ZADD', KEYS[1], 'XX', ARGV[6], ARGV[5])
 end
 local n = redis.call('ZCARD', KEYS[1])
 local keep = tonumber(ARGV[1])
-if n <= keep then return 0 end
-local ids = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+if n <= keep then return {0, 0} end
+local ids, read, refused = nil, nil, 0
+if ARGV[9] == '1' then
+  local job = ARGV[2] .. '*->'
+  local got = redis.pcall('SORT', KEYS[1], 'BY', 'nosort', 'LIMIT', 0, n - keep,
+    'GET', '#', 'GET', job .. 'description', 'GET', job .. 'meta')
+  if type(got) == 'table' and not got.err then
+    ids, read = {}, {}
+    for i = 1, #got, 3 do
+      ids[#ids + 1] = got[i]
+      read[#read + 1] = {got[i + 1], got[i + 2]}
+    end
+  else
+    refused = 1
+  end
+end
+if not ids then
+  ids = redis.call('ZRANGE', KEYS[1], 0, n - keep - 1)
+end
 local members, indexes, doomed = {}, {}, {}
 local function leaves(index, id)
   if not members[index] then
@@ -64,8 +89,8 @@ local function leaves(index, id)
   local list = members[index]
   list[#list + 1] = id
 end
-for _, id in ipairs(ids) do
-  local fields = redis.pcall('HMGET', ARGV[2] .. id, 'description', 'meta')
+for k, id in ipairs(ids) do
+  local fields = read and read[k] or redis.pcall('HMGET', ARGV[2] .. id, 'description', 'meta')
   if type(fields) == 'table' and not fields.err then
     local func = type(fields[1]) == 'string' and string.match(fields[1], '^([^(]+)%(')
     if func then leaves(ARGV[7] .. func, id) end
@@ -94,10 +119,11 @@ for i = 1, #doomed, @CHUNK@ do
   redis.call('DEL', unpack(doomed, i, math.min(i + @CHUNK@ - 1, #doomed)))
 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - keep - 1)
-return #ids
+return {#ids, refused}
 """.replace("@CHUNK@", "1000")  # members or keys a command: Lua's unpack stops near 8,000 (LUAI_MAXCSTACK)
 
 _scripts: dict[int, "Script"] = {}  # id(connection) -> its Script
+_refused: set[int] = set()  # id(connection) of the clients whose Redis refused the trim's SORT (ACL)
 
 
 def _trim_script(connection):
@@ -131,10 +157,13 @@ def enforce_completed_max(queue, job=None, keep=None):
         if job is not None and ttl is not None and ttl > 0:
             rescore = [job.id, repr(time.time() + ttl)]
         index = [keys.search_func_key(""), keys.search_owner_key("")]
-        removed = _trim_script(queue.connection)(
+        sort = "" if id(queue.connection) in _refused else "1"
+        removed, refused = _trim_script(queue.connection)(
             keys=[keys.finished_key(queue.name), keys.search_queue_key(queue.name)],
-            args=[int(keep), *prefixes, *rescore, *index],
+            args=[int(keep), *prefixes, *rescore, *index, sort],
         )
+        if refused:
+            _refused.add(id(queue.connection))
     except Exception:  # noqa: BLE001 — retention must never fail a job that succeeded
         logger.exception("Could not trim the completed jobs of queue %s", getattr(queue, "name", queue))
         return 0

@@ -117,15 +117,10 @@ def test_rq_3_job_delete_removes_the_results_stream_too(queue_redis):
     assert queue_redis.exists(f"{prefix()}:results:{job.id}", job.key) == 0
 
 
-def test_a_trim_of_many_jobs_costs_an_hmget_a_job_and_a_few_commands(private_redis):
-    """Past the cap a worker trims every ``trim_every`` jobs, so the trim's commands are paid by every job (issue 36):
-    the removed jobs leave each index set in one ZREM and their keys go in one DEL, a command for up to 1,000
-    of them (Lua's unpack has a limit), so 2,500 jobs removed in one call cost 2,500 HMGETs and a handful more."""
+def _trim_many(connection, func, owners, count):
+    """``count`` completed jobs of "default" (alternating ``owners``), with their results and search index entries."""
     from queues.keyspace import keys
 
-    queue = get_queue("default")
-    connection = queue.connection
-    func, owners, count = "tests.jobs.lifecycle.quick", ["7", "anonymous"], 2_600
     ids = [f"trim{n:05d}" for n in range(count)]
     with connection.pipeline(transaction=False) as pipe:
         for n, job_id in enumerate(ids):
@@ -137,14 +132,43 @@ def test_a_trim_of_many_jobs_costs_an_hmget_a_job_and_a_few_commands(private_red
             pipe.zadd(keys.search_func_key(func), {job_id: n})
             pipe.zadd(keys.search_owner_key(owner), {job_id: n})
         pipe.execute()
-    before = connection.info("commandstats")
+    return ids
+
+
+@pytest.mark.parametrize("sort", ["allowed", "refused"])
+def test_a_trim_of_many_jobs_reads_them_in_one_sort_and_costs_a_few_commands(private_redis, sort):
+    """Past the cap a worker trims every ``trim_every`` jobs, so the trim's commands are paid by every job (issue 36):
+    the removed jobs' ids and fields are read in one SORT, they leave each index set in one ZREM and their keys go in
+    one DEL, a command for up to 1,000 of them (Lua's unpack has a limit). A Redis that refuses the SORT (an ACL,
+    as Redis 7 refuses its GET patterns to a user confined to the prefix) gets an HMGET a job instead, the same
+    removals, and is not asked for a SORT again by this process."""
+    import redis
+
+    from queues.jobs import retention
+    from queues.keyspace import keys
+
+    admin = redis.Redis.from_url(private_redis.url)
+    connection = admin
+    if sort == "refused":
+        admin.acl_setuser("trimmer", enabled=True, nopass=True, keys=["*"], commands=["+@all", "-sort"])
+        connection = redis.Redis.from_url(private_redis.url, username="trimmer")
+    queue = get_queue("default", connection=connection)
+    func, owners, count = "tests.jobs.lifecycle.quick", ["7", "anonymous"], 2_600
+    ids = _trim_many(connection, func, owners, count)
+    before = admin.info("commandstats")
     assert enforce_completed_max(queue, keep=100) == count - 100
-    after = connection.info("commandstats")
+    after = admin.info("commandstats")
 
     def calls(name):
         return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
 
-    assert calls("hmget") == count - 100
+    def refusals():  # the SORTs the ACL refused (a refused command is not in its commandstats' calls)
+        return sum(int(entry["count"]) for entry in admin.acl_log() if entry["object"] == "sort")
+
+    if sort == "allowed":
+        assert (calls("sort"), calls("hmget"), calls("zrange")) == (1, 0, 0)
+    else:
+        assert (refusals(), calls("hmget"), calls("zrange")) == (1, count - 100, 1)
     assert calls("zrem") == 3 + 3 + 2 + 2  # 2,500 ids off the queue's and the function's sets, 1,250 off each owner's
     assert calls("del") == 13  # 2,500 jobs' 5 keys each, 1,000 keys a DEL
     kept = set(ids[-100:])
@@ -152,9 +176,17 @@ def test_a_trim_of_many_jobs_costs_an_hmget_a_job_and_a_few_commands(private_red
     for index in (keys.search_queue_key("default"), keys.search_func_key(func)):
         assert {m.decode() for m in connection.zrange(index, 0, -1)} == kept
     assert {m.decode() for m in connection.zrange(keys.search_owner_key("7"), 0, -1)} == set(ids[-100::2])
+    assert {m.decode() for m in connection.zrange(keys.search_owner_key("anonymous"), 0, -1)} == set(ids[-99::2])
     assert connection.exists(*[keys.job_key(job_id) for job_id in ids[:-100]]) == 0
     assert connection.exists(*[keys.results_key(job_id) for job_id in ids[:-100]]) == 0
     assert connection.exists(*[keys.job_key(job_id) for job_id in kept]) == 100
+    _trim_many(connection, func, owners, 150)  # 50 more over the cap (the first 100 ids again, and 50 kept ones)
+    before = admin.info("commandstats")
+    assert enforce_completed_max(queue, keep=100) > 0
+    after = admin.info("commandstats")
+    assert calls("sort") == (1 if sort == "allowed" else 0)
+    assert refusals() == (0 if sort == "allowed" else 1)  # a refusal is not asked for again
+    retention._refused.discard(id(connection))
 
 
 def test_a_worker_trims_a_queue_every_100_jobs_or_a_tenth_of_a_smaller_cap_and_when_it_goes_idle(monkeypatch):
