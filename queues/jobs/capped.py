@@ -89,6 +89,23 @@ def read_key(pipe, key):
     pipe.eval(READ_LUA, 1, key, entries.READ_BYTES, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES, READ_VALUE_BYTES)
 
 
+# KEYS[1]: a job hash; ARGV[1]: a field, ARGV[2]: the most bytes read of it. Its value, nil when it has none, or its
+# length (an integer) when it is longer: Redis copies no value that large into the reply (or into Lua).
+FIELD_LUA = """
+local n = redis.call('HSTRLEN', KEYS[1], ARGV[1])
+if n > tonumber(ARGV[2]) then return n end
+return redis.call('HGET', KEYS[1], ARGV[1])
+"""
+
+
+def read_field(pipe, key, field, most=None):
+    """Queue on ``pipe`` the read of one field of the job hash at ``key``: its value (bytes, or None), or its length
+    (an int) when it is over ``most`` bytes (``entries.JOB_BYTES``: no job a producer writes has a longer one), so a
+    value planted far over the caps does not cross the wire (the panel's ``?func=`` filter reads each listed job's
+    ``data``). EVAL, as ``read_key``."""
+    pipe.eval(FIELD_LUA, 1, key, field, entries.JOB_BYTES if most is None else most)
+
+
 def hash_of(reply):
     """A ``read_key`` reply as HGETALL's would be (a dict, ``{}`` for no key, a ``redis.ResponseError`` for a
     key that is not a hash), or an ``Oversized``. Anything else (an HGETALL reply, an error) is returned as it is."""

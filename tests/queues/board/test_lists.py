@@ -445,3 +445,15 @@ def test_the_refresh_setting_is_checked(settings):
             id="queues.E029",
         )
     ]
+
+
+def test_the_function_filter_reads_no_data_longer_than_a_job_can_have(client, private_redis):
+    """``?func=`` reads each listed job's ``data`` to find its function; a ``data`` planted far over the caps is not
+    read (its length is), and its job matches no function."""
+    adds = plant("failed", 4)
+    connection = redis.Redis.from_url(private_redis.url)
+    connection.hset(keys.job_key(adds[1]), "data", b"x" * (20 * 1024 * 1024))
+    before = connection.info("stats")["total_net_output_bytes"]
+    html = client.get(f"{PANEL}/{DEFAULT}/failed/?func=add").content.decode()
+    assert connection.info("stats")["total_net_output_bytes"] - before < 1024 * 1024  # the planted data: 20 MB
+    assert listed(html) == list(reversed([adds[0], *adds[2:]]))
