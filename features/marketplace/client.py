@@ -19,8 +19,6 @@ import datetime as dt
 import email.utils
 import math
 
-import httpx
-
 import queues
 
 from .. import conf
@@ -88,6 +86,9 @@ class MarketplaceClient:
         headers = {"Accept": "application/json", "User-Agent": "optima-features/1.0"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        import httpx  # here, not at the top: httpx imports its command line (rich, pygments) when they are
+        # installed, 80 ms of every process's start-up (a worker's, the web's) that imports the job catalogue
+
         self.http = httpx.Client(
             base_url=self.base_url,
             headers=headers,
@@ -145,6 +146,8 @@ class MarketplaceClient:
 
     # --- transport ------------------------------------------------------------------------
     def request(self, method, path, *, scope, **kwargs):
+        import httpx  # imported by __init__ already (see there)
+
         self.limiter.acquire(scope)
         what = f"{method} {self.base_url}{path}"
         try:
