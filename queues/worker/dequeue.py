@@ -14,7 +14,10 @@ and async workers' free slots: ``jobs_to_pop``), the first returned and the othe
 calls without Redis; the fork-free worker sends its one-job pop with its previous success
 (``Dequeuer.command``, ``intake.Intake.pop_ahead``). A queue is three lists, its priority bands
 (``queues.enqueue(..., priority=)``, ``keys.band_key``): the script takes its high band, then its
-normal one (rq's list), then its low one, into the queue's one intermediate list. When nothing is there:
+normal one (rq's list), then its low one, into the queue's one intermediate list. A pop that starts its jobs takes
+a band's jobs in one LPOP with a count (Redis 6.2), and on Redis 7 in one LMPOP over the bands left (the first that
+holds any): a band found empty then costs no command of its own (a pop of the fork-free worker, whose high band is
+empty as a rule: two commands -> one). When nothing is there:
 
 - one queue not paused: a blocking BLMOVE on its normal band (as rq), then a SISMEMBER to see whether
   the queue was paused while the worker waited (that job goes back to the head of its queue, untouched).
@@ -75,6 +78,7 @@ local want = tonumber(ARGV[2])
 local s = tonumber(ARGV[3])
 local first = 4 + s
 local start, runs, started = s > 0, {}, 0
+local lmpop = start and (redis.REDIS_VERSION_NUM or 0) >= 0x070000  -- LMPOP: Redis 7 (6.2 has no such field)
 if start then
   for status in string.gmatch(ARGV[14], '[^,]+') do runs[status] = true end
 end
@@ -133,7 +137,22 @@ for q = first, #ARGV do
     local band = 0
     while band <= 2 and #found < want do
       local asked, ids = want - #found, nil
-      if start then
+      if lmpop then  -- the first band that holds any, its jobs in one command: no LPOP of an empty band before it
+        local call = {'LMPOP', 3 - band}
+        for b = band, 2 do call[#call + 1] = KEYS[k + b] end
+        call[#call + 1] = 'LEFT'
+        call[#call + 1] = 'COUNT'
+        call[#call + 1] = asked
+        local got = redis.call(unpack(call))
+        if got then
+          for b = band, 2 do
+            if KEYS[k + b] == got[1] then band = b end
+          end
+          ids = got[2]
+        else
+          band = 2  -- every band left is empty: the one below moves past the last
+        end
+      elseif start then
         ids = redis.call('LPOP', KEYS[k + band], asked)  -- with a count (Redis 6.2): one command for them all
       else
         local id = redis.call('LMOVE', KEYS[k + band], KEYS[k + 3], 'LEFT', 'RIGHT')

