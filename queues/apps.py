@@ -14,8 +14,10 @@ import os
 import sys
 
 from django.apps import AppConfig
+from django.core.signals import setting_changed
 
 from queues import conf, testing  # leaves: they import nothing of rq
+from queues.catalog import jobs as job_catalog  # a leaf too: it imports nothing of rq, nor of Django
 
 
 def arrange_rq_key_prefix():
@@ -24,6 +26,15 @@ def arrange_rq_key_prefix():
     prefix = conf.prefix()
     if "rq" not in sys.modules and isinstance(prefix, str):
         os.environ["RQ_KEY_PREFIX"] = prefix
+
+
+def forget_job_modules(*, setting, **kwargs):
+    """``setting_changed``: the job modules are discovered again after ``INSTALLED_APPS`` or ``QUEUE_JOB_MODULES``
+    change. ``override_settings(INSTALLED_APPS=...)`` runs every app's ``ready()`` again (so ``catalog.autodiscover``
+    with the app it adds) but not when it ends: the discovery made with the added app outlived the override, and
+    its ``jobs`` package's functions stayed declared jobs for the rest of the process."""
+    if setting in ("INSTALLED_APPS", "QUEUE_JOB_MODULES"):
+        job_catalog.forget_discovery()
 
 
 testing.isolate_test_run()  # manage.py test / pytest-django: a prefix of the run's own (queues/testing.py)
@@ -57,6 +68,7 @@ class QueuesConfig(AppConfig):
         from queues.worker import checks as resilience_checks  # noqa: F401
         from queues.workflows.hook import BatchesHook
 
+        setting_changed.connect(forget_job_modules, dispatch_uid="queues.forget_job_modules")
         rqcompat.memoize_serializer_lookup()  # ~0.2 ms of CPU per job on Python 3.11 (rqcompat.py says why)
         catalog.add_app_module("queues.workflows.steps")  # a chain's own job: its next step (docs/workflows.md)
         catalog.autodiscover()  # each app's jobs module + QUEUE_JOB_MODULES: the declared jobs

@@ -169,6 +169,14 @@ def job_modules():
     return _job_modules
 
 
+def forget_discovery():
+    """Discover the job modules again on their next use (``queues.apps.forget_job_modules`` calls it when
+    ``INSTALLED_APPS`` or ``QUEUE_JOB_MODULES`` change: ``override_settings``, at its start and at its end)."""
+    global _job_modules
+    _job_modules = None
+    _verdicts.clear()
+
+
 def configured_modules():
     """The names from the setting ``QUEUE_JOB_MODULES`` (a list, or a comma-separated string)."""
     # Django at call time: a job module, or bench/jobs.py outside Django, imports this one (docstring).

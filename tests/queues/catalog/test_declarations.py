@@ -146,3 +146,20 @@ def test_conf_and_declarations_are_leaves_that_import_no_other_queues_module(mod
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("queues"):
             imported.add(node.module)
     assert imported - allowed == set()
+
+
+def test_job_modules_found_while_an_override_installed_an_app_end_with_the_override():
+    """An app installed by ``override_settings`` (here one named ``tests.queues``, whose ``jobs`` package holds this
+    suite's test modules) makes its ``jobs`` package a job module for the override only: a discovery made inside it
+    used to outlive it, and every function decorated in those modules stayed a declared job for the rest of the
+    process (tests/queues/jobs/test_gate.py's ``declared_outside_a_job_module``, in whichever process ran this
+    first)."""
+    from queues.catalog import jobs as catalog
+
+    outside = "tests.queues.jobs.test_gate.declared_outside_a_job_module"
+    assert "tests.queues.jobs" not in catalog.job_modules()
+    with installed_with(InvoicingConfig):
+        assert "tests.queues.jobs" in catalog.job_modules()  # discovered again with the app: its jobs package
+        assert catalog.is_declared(outside)
+    assert "tests.queues.jobs" not in catalog.job_modules()
+    assert not catalog.is_declared(outside)
