@@ -98,12 +98,12 @@ return redis.call('HGET', KEYS[1], ARGV[1])
 """
 
 
-def read_field(pipe, key, field, most=None):
+def read_field(pipe, key, field):
     """Queue on ``pipe`` the read of one field of the job hash at ``key``: its value (bytes, or None), or its length
-    (an int) when it is over ``most`` bytes (``entries.JOB_BYTES``: no job a producer writes has a longer one), so a
-    value planted far over the caps does not cross the wire (the panel's ``?func=`` filter reads each listed job's
-    ``data``). EVAL, as ``read_key``."""
-    pipe.eval(FIELD_LUA, 1, key, field, entries.JOB_BYTES if most is None else most)
+    (an int) when it is over ``entries.JOB_BYTES`` (no job a producer writes has a longer one), so a value planted
+    far over the caps does not cross the wire (the panel's ``?func=`` filter reads each listed job's ``data``).
+    EVAL, as ``read_key``."""
+    pipe.eval(FIELD_LUA, 1, key, field, entries.JOB_BYTES)
 
 
 def hash_of(reply):

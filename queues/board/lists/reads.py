@@ -194,14 +194,12 @@ def functions_of(connection, entries_read):
     """The function path of each entry's job (None: gone, unreadable, or a ``data`` longer than a job's can be), from
     the opening of its ``data``: one round trip (a size-checked read of it per job, ``capped.read_field``: a planted
     100 MB ``data`` is not read; nothing unpickled, ``verify.function_of`` inflates 2 KiB at most)."""
-    calls = [(jobread.job_key(jobread.normal_id(raw)), _read_data, (), None) for raw, _, _ in entries_read]
+    calls = [
+        (jobread.job_key(jobread.normal_id(raw)), capped.read_field, ("data",), None) for raw, _, _ in entries_read
+    ]
     return [
         verify.function_of(None, data) if isinstance(data, bytes) else None for data in raw_pipeline(connection, calls)
     ]
-
-
-def _read_data(pipe, key):
-    capped.read_field(pipe, key, "data")
 
 
 @dataclass

@@ -163,9 +163,20 @@ def test_a_pop_of_several_takes_each_bands_jobs_in_one_lpop_in_priority_order(pr
     assert get_queue("default", connection=connection).get_job_ids() == [normal[2].id]
 
 
-def test_an_intermediate_list_of_another_type_loses_none_of_the_jobs_a_pop_of_several_took(queue_redis):
+@pytest.fixture(params=["suite", "redis-7"])
+def pop_redis(request):
+    """The suite's Redis (6.2: an LPOP a band), then a redis-server 7 of the test's own (an LMPOP: ``redis_7``)."""
+    if request.param == "suite":
+        return request.getfixturevalue("queue_redis")
+    import redis
+
+    return redis.Redis.from_url(request.getfixturevalue("redis_7").url)
+
+
+def test_an_intermediate_list_of_another_type_loses_none_of_the_jobs_a_pop_of_several_took(pop_redis):
     from queues.worker.concurrent import OptimaConcurrentWorker
 
+    queue_redis = pop_redis
     jobs = [queues.enqueue("default", sample.add, n, n) for n in range(3)]
     queue_redis.hset(jobs[1].key, "status", "finished")  # not started by the pop: into the intermediate list
     intermediate = keys.intermediate_key(keys.queue_key("default"))
@@ -258,23 +269,3 @@ def test_on_redis_7_a_fork_free_worker_pops_each_job_below_an_empty_band_in_one_
     lmpops, lpops = _calls(connection, "lmpop", "lpop")
     assert lpops == 0 and lmpops >= 2  # a pop a job, and the last that finds none (6.2: an LPOP a band each)
     assert [OptimaJob.fetch(job.id, connection=connection).get_status() for job in jobs] == [JobStatus.FINISHED] * 2
-
-
-def test_on_redis_7_an_intermediate_list_of_another_type_loses_none_of_the_jobs_an_lmpop_took(redis_7):
-    import redis
-
-    from queues.worker.concurrent import OptimaConcurrentWorker
-
-    connection = redis.Redis.from_url(redis_7.url)
-    jobs = [queues.enqueue("default", sample.add, n, n) for n in range(3)]
-    connection.hset(jobs[1].key, "status", "finished")  # not started by the pop: into the intermediate list
-    intermediate = keys.intermediate_key(keys.queue_key("default"))
-    connection.hset(intermediate, "planted", "a hash, not a list")
-    worker = OptimaConcurrentWorker([get_queue("default")], connection=connection, concurrency=3)
-    dequeuer = worker.intake.dequeuer
-    first = dequeuer.pop([get_queue("default")], None, count=3)
-    assert (first[1], first.started) == (jobs[1].id, None)
-    assert [(p[1], p.started is not None) for p in dequeuer.popped] == [(jobs[2].id, True)]
-    assert connection.lrange(intermediate, 0, -1) == [jobs[1].id.encode()]
-    worker.intake._reclaim()
-    assert get_queue("default", connection=connection).get_job_ids() == [jobs[0].id]
