@@ -161,6 +161,15 @@ def detail(before, after, jobs):
     return lines
 
 
+def phases(before, enqueued, after, jobs):
+    """--detail: the window cut where the producer is done (every job enqueued, before the worker starts): what the
+    enqueues cost the server and what the worker's run of them did."""
+    return [
+        f"    {name}: {(end[0] - start[0]) / jobs * 1e6:.1f} µs/job Redis CPU, {(end[1] - start[1] - 1) / jobs:.2f} commands/job"
+        for name, start, end in (("enqueue phase", before, enqueued), ("run phase", enqueued, after))
+    ]
+
+
 def run_one(system, jobs, env_maker, tmp, client, stall, callgrind=None):
     from bench.peer_jobs import measure
 
@@ -184,6 +193,7 @@ def run_one(system, jobs, env_maker, tmp, client, stall, callgrind=None):
             producer.close()
             cost.error = str(exc)
             return cost
+        enqueued = server_figures(client)
         process = subprocess.Popen(
             system.command(system.concurrency, env_maker.redis_url),
             cwd=ROOT,
@@ -204,8 +214,8 @@ def run_one(system, jobs, env_maker, tmp, client, stall, callgrind=None):
         cost.error += f" (log: {log.name})"
         return cost
     cost.cpu_us = (after[0] - before[0]) / jobs * 1e6
-    cost.detail = detail(before, after, jobs)
-    cost.commands = (after[1] - before[1] - 1) / jobs  # less the INFO that read ``after``
+    cost.detail = detail(before, after, jobs) + phases(before, enqueued, after, jobs)
+    cost.commands = (after[1] - before[1] - 2) / jobs  # less the INFO calls that read ``enqueued`` and ``after``
     return cost
 
 
