@@ -5,7 +5,7 @@ its success from the job's own thread, a round trip each. Redis pays for each ro
 a wake-up, and the worker a send, a receive, the pool's checks and a thread's wake-up, whatever the round trip
 carries: at a thousand jobs a second, a large share of the worker's CPU (``--async 500``: 1.34 ms of CPU a job
 before, 0.95 after, bench/README.md). Here a thread that has a batch to send (its start's
-script call, its success's MULTI: ``connection/batch.py``) sends it at once when no other batch is on its
+script call, its success's MULTI: ``connection/batch.py``; the main thread's pop: ``worker/dequeue.py``) sends it at once when no other batch is on its
 way; otherwise it waits, and the thread whose batch was on its way, or the first one waiting, sends every
 batch that queued up meanwhile in one write, reads their replies in order and hands each its own. Each batch
 stays what it was: one script call or one MULTI ... EXEC, atomic on its own, and its caller gets its own

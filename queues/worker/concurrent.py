@@ -10,7 +10,7 @@ the main thread (``attempt.begin_together``, ``start_held``); such a job popped 
 (``attempt.begin``). Each job then runs in its thread through the fork-free worker's own per-job path
 (``perform_job``: the job, its success or ``failures/``). The jobs' threads share their round trips: a start or a
 success that is ready while another thread's is on its way goes with the others that queued up meanwhile, in one
-write (``connection/combine.py``).
+write (``connection/combine.py``), and so does the main thread's pop (``dequeue.Dequeuer._run``).
 ``async def`` jobs take the same path: rq runs each coroutine with its own ``asyncio.run``, in the job's
 thread (``rqworker --async N``, ``asyncworker.py``, runs them on one event loop instead).
 
@@ -112,7 +112,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.withdrew = False
         self.held = []  # slots of the jobs one pop took, handed out and not yet started (``start_held``)
         self._size_pool()
-        combine.enable(self.connection)  # the jobs' starts and successes, several threads' in one round trip
+        combine.enable(self.connection)  # the jobs' starts and successes and the pops, several threads' in one round trip
 
     def _size_pool(self):  # worker
         """Room in the connection pool for every slot's round trip at once, and the worker's own threads: redis-py

@@ -45,8 +45,10 @@ import logging
 import time
 
 import redis
+from redis.exceptions import NoScriptError
 from rq.utils import as_text
 
+from queues.connection import combine
 from queues.jobs import execution as execution_record
 from queues.jobs import gate
 from queues.jobs import meta as jobmeta
@@ -254,6 +256,10 @@ class Popped(tuple):
         return popped
 
 
+def _read_one(conn):
+    return conn.read_response()
+
+
 def _as_hash(flat):
     """HGETALL's reply as Lua hands it over (a flat list), as redis-py gives it ({field: value}); None if empty."""
     if not flat:
@@ -413,9 +419,23 @@ class Dequeuer:
 
     def _pop_now(self, queues):
         keys_, args, plan = self._arguments(queues, self._count)
-        reply = self.script(keys=keys_, args=args)
+        reply = self._run(keys_, args)
         self._answered(plan)
         return self._take(queues, reply, plan)
+
+    def _run(self, keys_, args):
+        """The pop script's reply. Where the client's round trips are combined (the concurrent and async workers:
+        ``connection/combine.py``), the pop goes with the jobs' starts and successes that are ready meanwhile, in
+        one write: the main thread's pop was a round trip of its own beside them, about one in two of a
+        ``--concurrency 8`` worker's on no-op jobs (issue 36). Else, and when the server lacks the script
+        (NOSCRIPT: redis-py's ``Script`` loads it), on its own."""
+        combiner = combine.of(self.connection)
+        if combiner is not None:
+            try:
+                return combiner.run([("EVALSHA", self.script.sha, len(keys_), *keys_, *args)], _read_one)
+            except NoScriptError:
+                pass  # loaded by the call below
+        return self.script(keys=keys_, args=args)
 
     def _take(self, queues, reply, plan=None):
         """The pop script's reply -> what ``_pop_now`` returns: the first job of those it popped (the others into

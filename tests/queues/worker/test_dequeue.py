@@ -158,3 +158,42 @@ def test_a_pop_of_several_takes_them_in_order_in_one_call_and_hands_them_out_one
     assert dequeuer.take_popped() == [(orders, "o3")]
     assert dequeuer.pop([default, repricer, orders], None, count=6) is None
     assert _ids(queue_redis, repricer.key) == ["r1"] and dequeuer.paused == {"repricer"}
+
+
+def test_a_pop_on_a_client_whose_round_trips_are_combined_goes_with_the_batches_queued_beside_it(queue_redis):
+    """The concurrent and async workers combine their client's round trips (``connection/combine.py``): the main
+    thread's pop goes with the jobs' starts and successes ready meanwhile, one write for them all, not a round trip
+    of its own beside them (issue 36). A server that lost the script (NOSCRIPT) gets it loaded, and the pop goes on."""
+    import threading
+
+    from queues.connection import combine
+
+    default = get_queue("default")
+    own = redis.Redis(connection_pool=redis.ConnectionPool(**queue_redis.connection_pool.connection_kwargs))
+    combiner = combine.enable(own)
+    try:
+        queue_redis.rpush(default.key, "j1", "j2")
+        dequeuer = Dequeuer(own)
+        reading, got = threading.Event(), {}
+
+        def held(conn):  # a success on its way, its reply read once the pop queued up behind it (10 s at most)
+            reading.set()
+            queued = threading.Event()
+            for _ in range(2000):
+                if combiner._pending or queued.wait(0.005):
+                    break
+            return conn.read_response()
+
+        success = threading.Thread(target=lambda: got.update(first=combiner.run([("PING",)], held)), daemon=True)
+        success.start()
+        assert reading.wait(10)
+        assert dequeuer.pop([default], None) == (default, "j1")
+        success.join(20)
+        assert got == {"first": b"PONG"}
+        assert (combiner.round_trips, combiner.batches) == (2, 2), "the pop went in the write after the success's"
+        queue_redis.script_flush()
+        assert dequeuer.pop([default], None) == (default, "j2")
+        assert _ids(queue_redis, keys.intermediate_key(default.key)) == ["j1", "j2"]
+    finally:
+        combine.disable(own)
+        own.connection_pool.disconnect()
