@@ -165,7 +165,8 @@ def phases(before, enqueued, after, jobs):
     """--detail: the window cut where the producer is done (every job enqueued, before the worker starts): what the
     enqueues cost the server and what the worker's run of them did."""
     return [
-        f"    {name}: {(end[0] - start[0]) / jobs * 1e6:.1f} µs/job Redis CPU, {(end[1] - start[1] - 1) / jobs:.2f} commands/job"
+        f"    {name}: {(end[0] - start[0]) / jobs * 1e6:.1f} µs/job Redis CPU, "
+        f"{(end[1] - start[1] - 1) / jobs:.2f} commands/job"
         for name, start, end in (("enqueue phase", before, enqueued), ("run phase", enqueued, after))
     ]
 

@@ -1,19 +1,18 @@
 """The round trips of several threads sent as one: a group commit on a client's connection pool (issue 36).
 
-A worker with many jobs in flight (``rqworker --concurrency N``, ``--async N``) writes each job's start and
-its success from the job's own thread, a round trip each. Redis pays for each round trip a read, a write and
-a wake-up, and the worker a send, a receive, the pool's checks and a thread's wake-up, whatever the round trip
-carries: at a thousand jobs a second, a large share of the worker's CPU (``--async 500``: 1.34 ms of CPU a job
-before, 0.95 after, bench/README.md). Here a thread that has a batch to send (its start's
-script call, its success's MULTI: ``connection/batch.py``; the main thread's pop: ``worker/dequeue.py``) sends it at once when no other batch is on its
-way; otherwise it waits, and the thread whose batch was on its way, or the first one waiting, sends every
-batch that queued up meanwhile in one write, reads their replies in order and hands each its own. Each batch
-stays what it was: one script call or one MULTI ... EXEC, atomic on its own, and its caller gets its own
-replies or its own error, exactly as from its own round trip. A lone thread waits for nobody: a batch is
-never held back to gather others (the way PostgreSQL's commit_delay would), so a worker with one job at a
-time sends as before. This is the leader/follower group commit of databases' write-ahead logs, and the
-``flat combining`` of concurrent data structures; redis-py has no such thing (its pipelines are one
-caller's), so it is written here.
+A worker with many jobs in flight (``rqworker --concurrency N``, ``--async N``) writes each job's start and its
+success from the job's own thread, a round trip each. Redis pays for each round trip a read, a write and a wake-up,
+and the worker a send, a receive, the pool's checks and a thread's wake-up, whatever the round trip carries: at a
+thousand jobs a second, a large share of the worker's CPU (``--async 500``: 1.34 ms of CPU a job before, 0.95 after,
+bench/README.md). Here a thread that has a batch to send (its start's script call, its success's MULTI:
+``connection/batch.py``; the main thread's pop: ``worker/dequeue.py``) sends it at once when no other batch is on
+its way; otherwise it waits, and the thread whose batch was on its way, or the first one waiting, sends every batch
+that queued up meanwhile in one write, reads their replies in order and hands each its own. Each batch stays what it
+was: one script call or one MULTI ... EXEC, atomic on its own, and its caller gets its own replies or its own error,
+exactly as from its own round trip. A lone thread waits for nobody: a batch is never held back to gather others (the
+way PostgreSQL's commit_delay would), so a worker with one job at a time sends as before. This is the
+leader/follower group commit of databases' write-ahead logs, and the ``flat combining`` of concurrent data
+structures; redis-py has no such thing (its pipelines are one caller's), so it is written here.
 
 Transactions that go in one write go as one (``run(..., transaction=True)``: the successes' MULTI ... EXEC,
 ``batch.execute_multi``): one MULTI, their commands one after the other, one EXEC, whose replies are split back

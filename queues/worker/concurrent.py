@@ -112,7 +112,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.withdrew = False
         self.held = []  # slots of the jobs one pop took, handed out and not yet started (``start_held``)
         self._size_pool()
-        combine.enable(self.connection)  # the jobs' starts and successes and the pops, several threads' in one round trip
+        combine.enable(self.connection)  # the starts, successes and pops, several threads' in one round trip
 
     def _size_pool(self):  # worker
         """Room in the connection pool for every slot's round trip at once, and the worker's own threads: redis-py
