@@ -11,10 +11,11 @@ One command: it sets up the app's ``.venv`` (dev.py) and, when a peer is asked f
 in the app's venv. One private redis-server for everyone (devtools/redis_server.py), flushed before
 each run; one HTTP server (bench/peer_jobs/httpd.py) that answers workload B's requests after 100 ms.
 
-Systems (``--systems``, comma-separated keys; bench/peer_jobs/systems.py): ours-fork, ours-nofork,
-ours-c32 (``rqworker --concurrency 32``), ours-async (``rqworker --async N``, its ``async def`` jobs),
-ours-pool2, rq, rq-simple, celery, dramatiq, arq, taskiq; a system whose command lacks the option it
-needs is "n/a". Those with concurrency run at ``--concurrency`` (32).
+Systems (``--systems``, comma-separated keys; bench/peer_jobs/systems.py): ours-fork, ours-nofork, ours-c32
+(``rqworker --concurrency 32``), ours-async (``rqworker --async N``, its ``async def`` jobs), ours-pool2, rq,
+rq-simple, celery, celery-late (``acks_late=True``: at-least-once, as ours; issue 36's A target), dramatiq,
+arq, taskiq; a system whose command lacks the option it needs is "n/a". Those with concurrency run at
+``--concurrency`` (32).
 Workloads (``--workloads``, comma list, default A,B), each system in turn (``--rounds`` repeats, medians):
 - A: ``--jobs-a`` no-op jobs (workers that fork a process per job get ``--jobs-a-forking``, 1/10);
 - B: ``--jobs-b`` jobs that each GET the 100 ms server (workers that run one job at a time get

@@ -91,6 +91,20 @@ def targets(results, opts):
             ".2f",
         ),
         (
+            "A",
+            f"A: ours --no-fork / Celery threads {c}, acks_late (>= 1)",
+            ahead(rate("ours-nofork", "A"), rate("celery-late", "A")),
+            lambda v: v >= 1,
+            ".2f",
+        ),
+        (
+            "A",
+            f"A: ours --concurrency {c} / ours --no-fork (>= 1)",
+            ahead(rate("ours-c32", "A"), rate("ours-nofork", "A")),
+            lambda v: v >= 1,
+            ".2f",
+        ),
+        (
             "B-async",
             f"B-async: ours --async {a}, jobs/s (>= 1,500)",
             rate("ours-async", "B-async"),

@@ -111,6 +111,25 @@ SYSTEMS = [
         concurrency=32,
     ),
     System(
+        "celery-late",
+        "Celery: --pool threads --concurrency {c}, acks_late",
+        "celery",
+        (
+            "{bin}/celery",
+            "-A",
+            "bench.peer_jobs.celery_app",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "{c}",
+            "-l",
+            "WARNING",
+        ),
+        concurrency=32,
+        env=(("BENCH_CELERY_ACKS_LATE", "1"),),  # at-least-once, as ours: issue 36's A target
+    ),
+    System(
         "dramatiq",
         "dramatiq: --processes 1 --threads {c}",
         "dramatiq",
