@@ -11,7 +11,7 @@ apply; the first such error is raised after the call, as ``Pipeline.execute`` ra
 replies asked for (``want``, indexes into the queued commands) come back. A pipeline holding what a
 script may not call (a script of its own: rq's limit promotion) runs as the MULTI it is.
 
-When nothing failed and every reply asked for is an integer (the worker's start, an enqueue), the script
+When nothing failed and every reply asked for is an integer (the worker's start), the script
 answers with one string, ``"3,0"`` (``""`` for none), not with a nested array: redis-server 6.2 writes each
 part of an array a script returns with a write(2) of its own (3 for ``{{0}, {}}``), and a write to a socket is
 the largest single cost of a job to the server (issue 36: ``bench/redis_cost.py --detail``).
@@ -19,9 +19,9 @@ the largest single cost of a job to the server (issue 36: ``bench/redis_cost.py 
 The script costs the server more than the MULTI would (every argument made a Lua string, each command's
 arguments and reply converted both ways): 194,000 instructions of redis-server for a success's ten commands as
 the script, 113,000 as the MULTI (callgrind, issue 36). Each is one command to Redis's count (EVALSHA) against
-two (MULTI and EXEC). So the batch with the most arguments, the worker's success (the whole job hash), goes as
-the MULTI (``execute_multi``), read back raw; the start and the enqueue stay scripts (docs/decisions.md, "Where
-the server's CPU goes").
+two (MULTI and EXEC). So the batches with the most arguments go as MULTIs read back raw: the worker's success
+(``execute_multi``) and the enqueue (the whole job hash: ``execute_each(..., multi=True)``); the start of the jobs
+a pop took stays a script (docs/decisions.md, "Where the server's CPU goes").
 
 The keys are not declared (passed as arguments): fine on a single Redis and Sentinel, which is
 what this project runs (docs/decisions.md); a Redis Cluster would need them declared.
@@ -94,12 +94,25 @@ def runs_as_a_script(pipe):
     return not any(str(args[0]).upper() in NOT_IN_A_SCRIPT for args, _options in pipe.command_stack)
 
 
-def execute_each(connection, pipe):
-    """Run the commands queued on ``pipe`` in one call -> one entry per command, ``None`` for one that applied and a
-    ``redis.ResponseError`` for one that failed (the others applied, as in a MULTI's EXEC). The shape of
-    ``Pipeline.execute(raise_on_error=False)`` where only the failures matter (an enqueue's write,
-    producer/write.py: one EVALSHA instead of MULTI and EXEC, a command fewer a job, issue 36). The caller checks
-    ``runs_as_a_script`` first."""
+def execute_each(connection, pipe, *, multi=False):
+    """Run the commands queued on ``pipe`` in one round trip -> one entry per command, ``None`` for one that applied
+    and a ``redis.ResponseError`` for one that failed (the others applied, as in a MULTI's EXEC). The shape of
+    ``Pipeline.execute(raise_on_error=False)`` where only the failures matter. The caller checks
+    ``runs_as_a_script`` first (no script of its own, no WATCH: what both ways below need).
+
+    As one call of ``BATCH_LUA`` (one command to Redis's count: the starts of the jobs one pop took,
+    worker/attempt.py), or with ``multi`` as MULTI ... EXEC read back raw (``execute_multi``'s way; the enqueue's
+    write, producer/write.py). The MULTI is a command more and costs the server less: 40-42 µs of Redis CPU an
+    enqueue against 57-65 as the script, and the client 201-211 µs against 226-242 (20,000 single enqueues, three
+    alternated pairs, issue 36): Lua makes a string of each of the job hash's ~25 arguments and converts each
+    command's arguments and reply both ways. A command Redis refuses when queued (an arity error, an ACL's NOPERM,
+    OOM) makes EXEC answer EXECABORT: nothing of the MULTI applied, and that refusal is raised."""
+    if multi:
+        if not pipe.command_stack:
+            pipe.reset()
+            return []
+        replies, _after = _exec(connection, pipe)
+        return [reply if isinstance(reply, redis.ResponseError) else None for reply in replies]
     count = len(pipe.command_stack)
     argv = _argv(pipe)
     try:

@@ -121,3 +121,25 @@ def test_each_command_s_error_comes_back_in_its_place_and_the_others_apply(queue
     assert isinstance(replies[1], redis.ResponseError) and "WRONGTYPE" in str(replies[1])
     assert queue_redis.smembers(_key("first")) == {b"a"} and queue_redis.zscore(_key("third"), "d") == 2
     assert pipe.command_stack == []
+
+
+def test_as_a_multi_each_command_s_error_comes_back_in_its_place_and_a_refused_one_applies_nothing(queue_redis):
+    """``execute_each(..., multi=True)`` (the enqueue's write: MULTI ... EXEC read back raw): a command that fails
+    when run fails alone, its error in its place, the others applied, as the script does; a command Redis refuses
+    when queued (here an arity error) makes the whole MULTI apply nothing, and its refusal is raised."""
+    queue_redis.set(_key("str"), "1")
+    pipe = queue_redis.pipeline()
+    pipe.sadd(_key("first"), "a")
+    pipe.sadd(_key("str"), "c")  # WRONGTYPE
+    pipe.zadd(_key("third"), {"d": 2})
+    replies = batch.execute_each(queue_redis, pipe, multi=True)
+    assert replies[0] is None and replies[2] is None
+    assert isinstance(replies[1], redis.ResponseError) and "WRONGTYPE" in str(replies[1])
+    assert queue_redis.smembers(_key("first")) == {b"a"} and queue_redis.zscore(_key("third"), "d") == 2
+    assert pipe.command_stack == []
+    pipe.sadd(_key("refused"), "a")
+    pipe.execute_command("ZADD", _key("refused-z"))  # wrong number of arguments: refused when queued
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        batch.execute_each(queue_redis, pipe, multi=True)
+    assert not queue_redis.exists(_key("refused")), "nothing of the refused MULTI applied"
+    assert pipe.command_stack == [] and queue_redis.ping()
