@@ -54,6 +54,7 @@ from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
+from queues.worker.popstart import EXECUTIONS_SLACK_SECONDS
 
 # KEYS: the paused set, then per queue (in the worker's order) its high, normal and low bands, its
 # intermediate list, its "banded" mark (keys.banded_key) and its started registry. ARGV: the job key prefix, how
@@ -80,6 +81,7 @@ local want = tonumber(ARGV[2])
 local s = tonumber(ARGV[3])
 local first = 4 + s
 local start, runs, started = s > 0, {}, 0
+local lives = start and tonumber(ARGV[15]) or 0  -- the worker's set of executions lives at least until then
 local lmpop = start and (redis.REDIS_VERSION_NUM or 0) >= 0x070000  -- LMPOP: Redis 7 (6.2 has no such field)
 if start then
   for status in string.gmatch(ARGV[14], '[^,]+') do runs[status] = true end
@@ -99,7 +101,7 @@ local function begin(job, id, data, queue, registry)
   if #id > @ID_CHARS@ or not string.find(id, '^[%w%-_.]+$') then
     return nil  -- an id the worker could not name in a started entry or a log line as it is: popped as before
   end
-  local eid = ARGV[15 + started]
+  local eid = ARGV[16 + started]
   local ttl = tonumber(ARGV[8])
   if timeout ~= -1 then
     if timeout and timeout ~= 0 then ttl = timeout end
@@ -124,7 +126,11 @@ local function begin(job, id, data, queue, registry)
       'worker_name', ARGV[4])
     redis.pcall('EXPIRE', record, ttl)
     redis.pcall('SADD', ARGV[12], composite)
-    redis.pcall('EXPIRE', ARGV[12], ttl + 60)
+    local now = tonumber(ARGV[6])
+    if now + ttl + 60 > lives then  -- else it outlives this entry already (popstart.EXECUTIONS_SLACK_SECONDS)
+      lives = now + ttl + 60 + @SLACK@
+      redis.pcall('EXPIRE', ARGV[12], lives - now)
+    end
   end
   if ARGV[13] ~= '' and started == 1 and redis.call('EXISTS', ARGV[13]) == 1 then
     redis.pcall('HSET', ARGV[13], 'state', 'busy')  -- a registered worker's only: never a hash of one field
@@ -213,7 +219,7 @@ for q = first, #ARGV do
       end
     end
     if #found >= want then
-      return {1, found}
+      return {1, found, lives}
     end
     if #found == 0 and redis.call('EXISTS', KEYS[k + 4]) == 1 then
       banded[#banded + 1] = ARGV[q]
@@ -221,12 +227,13 @@ for q = first, #ARGV do
   end
 end
 if #found > 0 then
-  return {1, found}
+  return {1, found, lives}
 end
 return {0, paused, banded}
 """.replace("@PUT_BACK@", jobmeta.PUT_BACK)
     .replace("@FIELD@", execution_record.FIELD)
     .replace("@ID_CHARS@", str(entries.ID_CHARS))
+    .replace("@SLACK@", str(EXECUTIONS_SLACK_SECONDS))
 )
 
 # The id just moved (BLMOVE) to the tail of the intermediate list KEYS[1] is there twice: another worker
@@ -442,6 +449,8 @@ class Dequeuer:
         ``popped``), DROPPED when it dropped every one, None when there was none."""
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
+            if plan is not None and len(reply) > 2:
+                plan.answered(reply[2])
             found = []
             for entry in reply[1]:
                 queue = next(q for q in queues if q.key == as_text(entry[1]))

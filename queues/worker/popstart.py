@@ -49,7 +49,14 @@ START_FIELDS = (
     "worker_executions",  # the worker's set of executions
     "busy",  # the worker's hash when the start also writes the worker BUSY, else ""
     "runs",  # the statuses a popped job runs in (gate.RUNS), comma-separated
+    "executions_until",  # the unix second the worker's set of executions lives until, as far as it knows (or 0)
 )
+# rq's records (``records``): the worker's set of executions was given an EXPIRE with every start, the start's own
+# ttl + 60 s: a command a job. The pop now expires it only when a job's start needs it to live longer than the
+# worker last made it live, and then for this many seconds more than that start needs: one EXPIRE every few
+# minutes in a drain of like jobs (issue 36). The set outlives its last entry by at most as much. The worker forgets
+# what it made after an outage (Redis may have lost the set, and an SADD makes it again without an expiry).
+EXECUTIONS_SLACK_SECONDS = 300
 
 # KEYS: the job's started registry, its hash, its queue's intermediate list, its rq execution hash, the worker's
 # set of executions. ARGV: the started entry, the execution id, the job id, then (name, "1" or "0", value) of each
@@ -96,8 +103,25 @@ class Plan:
             "now": str(int(moment.timestamp())),
             "created": repr(moment.timestamp()),
             "busy": self.worker.key if self.busy else "",
+            "executions_until": str(_executions_until(self.worker)),
         }
         return [values[name] for name in START_FIELDS] + self.ids
+
+    def answered(self, lives):
+        """The pop's reply said until when the worker's set of executions lives (``EXECUTIONS_SLACK_SECONDS``)."""
+        _EXECUTIONS_UNTIL[self.worker] = (int(lives), self.worker.outage.episodes)
+
+
+# worker -> (the unix second its set of executions lives until, as its last pop said; the outage episodes then)
+_EXECUTIONS_UNTIL: weakref.WeakKeyDictionary[object, tuple[int, int]] = weakref.WeakKeyDictionary()
+
+
+def _executions_until(worker):
+    """Until when ``worker``'s set of executions lives as far as it knows: 0 (unknown) after an outage since."""
+    known = _EXECUTIONS_UNTIL.get(worker)
+    if known is None or known[1] != worker.outage.episodes:
+        return 0
+    return known[0]
 
 
 _FIXED: weakref.WeakKeyDictionary[object, dict[str, str]] = (

@@ -71,6 +71,33 @@ def test_rqs_records_are_written_by_the_pop_when_asked(queue_redis, settings, re
     assert queue_redis.sismember(keys.worker_executions_key(worker.name), entry)
 
 
+def test_the_workers_set_of_executions_is_expired_only_when_a_start_needs_it_to_live_longer(queue_redis, settings):
+    """rq's records: the pop gave the worker's set of executions an EXPIRE with every start (a command a job). Now
+    only when the start needs the set to live longer than the worker last made it live, and then for
+    ``EXECUTIONS_SLACK_SECONDS`` more; again after an outage (Redis may have lost the set)."""
+    import redis
+
+    settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": True}
+    for n in range(3):
+        queues.enqueue("default", sample.add, n, 1, timeout=180)
+    long = queues.enqueue("default", sample.add, 9, 1, timeout=7200)
+    worker = fork_free(queue_redis)
+    key = keys.worker_executions_key(worker.name)
+    first = pop(worker)
+    need = worker.get_heartbeat_ttl(OptimaJob.fetch(first[1], connection=queue_redis)) + 60
+    assert need < queue_redis.ttl(key) <= need + popstart.EXECUTIONS_SLACK_SECONDS
+    queue_redis.expire(key, need + 10)  # shorter than the pop made it, longer than a like start needs
+    second = pop(worker)
+    assert queue_redis.sismember(key, f"{second[1]}:{second.started[1]}")
+    assert need < queue_redis.ttl(key) <= need + 10, "no EXPIRE: the set outlives this start already"
+    worker.outage.failed(redis.ConnectionError("gone"), "test")  # an outage: what the worker knew is forgotten
+    pop(worker)
+    assert need + 10 < queue_redis.ttl(key) <= need + popstart.EXECUTIONS_SLACK_SECONDS
+    longest = worker.get_heartbeat_ttl(OptimaJob.fetch(long.id, connection=queue_redis)) + 60
+    assert pop(worker)[1] == long.id
+    assert longest < queue_redis.ttl(key) <= longest + popstart.EXECUTIONS_SLACK_SECONDS
+
+
 def test_a_start_taken_back_leaves_the_job_as_a_pop_without_one_and_it_runs_once_given_back(queue_redis, tmp_path):
     job = queues.enqueue("default", sample.touch, str(tmp_path / "ran"))
     before = queue_redis.hgetall(job.key)
