@@ -132,6 +132,13 @@ def targets(results, opts):
             lambda v: v >= 1,
             ".2f",
         ),
+        (
+            "C",
+            f"C: ours --concurrency {c} / Celery threads {c}, acks_late (>= 1)",
+            ahead(rate("ours-c32", "C"), rate("celery-late", "C")),
+            lambda v: v >= 1,
+            ".2f",
+        ),
     ]
     return [
         (name, fmt(v, spec), "n/a" if v is None else ("PASS" if ok(v) else "MISS"))
