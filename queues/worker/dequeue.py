@@ -61,8 +61,9 @@ from queues.worker.popstart import EXECUTIONS_SLACK_SECONDS
 # many jobs to pop at most (``count``: the concurrent worker's free slots, else 1), how many arguments of the start
 # follow (0: the pop starts nothing), those (``popstart.START_FIELDS``, then an execution id for each job the call
 # may pop), then the queue names.
-# -> {1, {entry, ...}}: up to ``count`` jobs, in the worker's order of queues and bands, each entry
-# {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is not a
+# -> {1, {entry, ...}, until}: up to ``count`` jobs (``until``: the unix second the worker's set of executions lives
+# until, as its starts left it: ``popstart.EXECUTIONS_SLACK_SECONDS``), in the worker's order of queues and bands,
+# each entry {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is not a
 # hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with
 # the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for
 # this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a
