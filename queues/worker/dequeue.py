@@ -63,18 +63,18 @@ from queues.worker.popstart import EXECUTIONS_SLACK_SECONDS
 # may pop), then the queue names.
 # -> {1, {entry, ...}, until}: up to ``count`` jobs (``until``: the unix second the worker's set of executions lives
 # until, as its starts left it: ``popstart.EXECUTIONS_SLACK_SECONDS``), in the worker's order of queues and bands,
-# each entry {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is not a
-# hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with
-# the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for
-# this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a
-# job fewer, issue 36.) An entry {2, the queue's key, id} is an id that was in the intermediate list already
-# (``TWICE_LUA``): popped by another worker and not yet started, this copy (pushed twice) is taken off again.
-# An entry {3, the queue's key, id, the hash as it was before the start, the execution id} is a job the pop
-# started (``popstart.py``): its hash names the queue as its origin and says it runs (a status of ``gate.RUNS``, or
-# put back by one of the app's paths); its id went from the queue straight to the started registry, never into
-# the intermediate list; the job STARTED as rq's ``prepare_for_execution`` writes it, naming its execution, and
-# persisted (rq's ``prepare_job_execution``), rq's records written when asked, the worker BUSY when asked.
-# Or, when there was none, {0, {paused names}, {names of empty queues marked banded}}.
+# each entry {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is
+# not a hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came
+# with the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for
+# this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a job
+# fewer, issue 36.) An entry {2, the queue's key, id} is an id that was in the intermediate list already
+# (``TWICE_LUA``): popped by another worker and not yet started, this copy (pushed twice) is taken off again. An entry
+# {3, the queue's key, id, the hash as it was before the start, the execution id} is a job the pop started
+# (``popstart.py``): its hash names the queue as its origin and says it runs (a status of ``gate.RUNS``, or put back
+# by one of the app's paths); its id went from the queue straight to the started registry, never into the intermediate
+# list; the job STARTED as rq's ``prepare_for_execution`` writes it, naming its execution, and persisted (rq's
+# ``prepare_job_execution``), rq's records written when asked, the worker BUSY when asked. Or, when there was none,
+# {0, {paused names}, {names of empty queues marked banded}}.
 POP_LUA = (
     """
 local paused, banded, found = {}, {}, {}
