@@ -78,8 +78,11 @@ SYSTEMS = {
         env=(("QUEUE_RQ_EXECUTION_RECORDS", "0"),),
     ),
     "rq-simple": BY_KEY["rq-simple"],
-    "celery": replace(
-        BY_KEY["celery"], label=f"Celery: --pool threads --concurrency {THREADS}, acks_late", concurrency=THREADS
+    "celery": replace(  # acks_late (at least once, as ours): celery-late's environment
+        BY_KEY["celery-late"],
+        key="celery",
+        label=f"Celery: --pool threads --concurrency {THREADS}, acks_late",
+        concurrency=THREADS,
     ),
     "dramatiq": replace(BY_KEY["dramatiq"], label=f"dramatiq: --processes 1 --threads {THREADS}", concurrency=THREADS),
 }
@@ -178,8 +181,6 @@ def run_one(system, jobs, env_maker, tmp, client, stall, callgrind=None):
     record_dir = tmp / name
     record_dir.mkdir()
     env = env_maker.for_system(system, record_dir, system.concurrency)
-    if system.family == "celery":
-        env["BENCH_CELERY_ACKS_LATE"] = "1"
     cost = Cost(system.key, jobs)
     client.flushall()
     with open(tmp / f"{name}.log", "w") as log:

@@ -63,6 +63,9 @@ MANAGE = ("{python}", "manage.py")
 OURS = MANAGE + ("rqworker", QUEUE, "-v", "0", "--without-scheduler")
 RQ = ("{bin}/rq", "worker", "--url", "{redis}", "--serializer", "rq.serializers.JSONSerializer", "-q")
 
+CELERY_APP = ("{bin}/celery", "-A", "bench.peer_jobs.celery_app")
+CELERY = CELERY_APP + ("worker", "--pool", "threads", "--concurrency", "{c}", "-l", "WARNING")  # celery, celery-late
+
 SYSTEMS = [
     System("ours-fork", "ours: rqworker (forks a horse per job)", "ours", OURS),
     System("ours-nofork", "ours: rqworker --no-fork", "ours", OURS + ("--no-fork",)),
@@ -96,36 +99,14 @@ SYSTEMS = [
         "celery",
         "Celery: --pool threads --concurrency {c}",
         "celery",
-        (
-            "{bin}/celery",
-            "-A",
-            "bench.peer_jobs.celery_app",
-            "worker",
-            "--pool",
-            "threads",
-            "--concurrency",
-            "{c}",
-            "-l",
-            "WARNING",
-        ),
+        CELERY,
         concurrency=32,
     ),
     System(
         "celery-late",
         "Celery: --pool threads --concurrency {c}, acks_late",
         "celery",
-        (
-            "{bin}/celery",
-            "-A",
-            "bench.peer_jobs.celery_app",
-            "worker",
-            "--pool",
-            "threads",
-            "--concurrency",
-            "{c}",
-            "-l",
-            "WARNING",
-        ),
+        CELERY,
         concurrency=32,
         env=(("BENCH_CELERY_ACKS_LATE", "1"),),  # at-least-once, as ours: issue 36's A target
     ),

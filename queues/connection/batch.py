@@ -167,14 +167,10 @@ def _call(connection, argv):
     combiner = combine.of(connection)
     if combiner is not None:
         try:
-            return combiner.run([("EVALSHA", script.sha, 0, *argv)], _read_one)
+            return combiner.run([("EVALSHA", script.sha, 0, *argv)], combine.read_one)
         except NoScriptError:
             pass  # loaded by the call below
     return script(args=argv)
-
-
-def _read_one(conn):
-    return conn.read_response()
 
 
 def _replies(reply):

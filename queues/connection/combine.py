@@ -42,6 +42,11 @@ from queues.connection import wire
 _combiners: dict[int, "Combiner"] = {}  # id(client) -> its Combiner
 
 
+def read_one(conn: Any) -> Any:
+    """``run``'s ``read`` for a batch of one command: its reply (a script call's: the pop's, the batch script's)."""
+    return conn.read_response()
+
+
 def enable(client: redis.Redis) -> "Combiner":
     """Combine the batches sent on ``client`` from now on (idempotent) -> its combiner."""
     combiner = of(client)

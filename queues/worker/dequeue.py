@@ -264,10 +264,6 @@ class Popped(tuple):
         return popped
 
 
-def _read_one(conn):
-    return conn.read_response()
-
-
 def _as_hash(flat):
     """HGETALL's reply as Lua hands it over (a flat list), as redis-py gives it ({field: value}); None if empty."""
     if not flat:
@@ -440,7 +436,7 @@ class Dequeuer:
         combiner = combine.of(self.connection)
         if combiner is not None:
             try:
-                return combiner.run([("EVALSHA", self.script.sha, len(keys_), *keys_, *args)], _read_one)
+                return combiner.run([("EVALSHA", self.script.sha, len(keys_), *keys_, *args)], combine.read_one)
             except NoScriptError:
                 pass  # loaded by the call below
         return self.script(keys=keys_, args=args)
