@@ -61,23 +61,26 @@ from queues.worker.popstart import EXECUTIONS_SLACK_SECONDS
 # many jobs to pop at most (``count``: the concurrent worker's free slots, else 1), how many arguments of the start
 # follow (0: the pop starts nothing), those (``popstart.START_FIELDS``, then an execution id for each job the call
 # may pop), then the queue names.
-# -> {1, {entry, ...}, until}: up to ``count`` jobs (``until``: the unix second the worker's set of executions lives
-# until, as its starts left it: ``popstart.EXECUTIONS_SLACK_SECONDS``), in the worker's order of queues and bands,
-# each entry {1, the queue's (normal) key, id, the job's hash as HGETALL gives it} (no 4th item when the job's key is
-# not a hash: HGETALL's WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came
-# with the pop); the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for
-# this one pop (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a job
-# fewer, issue 36.) An entry {2, the queue's key, id} is an id that was in the intermediate list already
-# (``TWICE_LUA``): popped by another worker and not yet started, this copy (pushed twice) is taken off again. An entry
-# {3, the queue's key, id, the hash as it was before the start, the execution id} is a job the pop started
-# (``popstart.py``): its hash names the queue as its origin and says it runs (a status of ``gate.RUNS``, or put back
-# by one of the app's paths); its id went from the queue straight to the started registry, never into the intermediate
-# list; the job STARTED as rq's ``prepare_for_execution`` writes it, naming its execution, and persisted (rq's
-# ``prepare_job_execution``), rq's records written when asked, the worker BUSY when asked. Or, when there was none,
-# {0, {paused names}, {names of empty queues marked banded}}.
+# -> {1, until, entry..., entry...}, flat: up to ``count`` jobs (``until``: the unix second the worker's set of
+# executions lives until, as its starts left it: ``popstart.EXECUTIONS_SLACK_SECONDS``), in the worker's order of
+# queues and bands, each entry five items and its hash: kind, the queue's (normal) key, id, execution id ('' but for
+# kind 3), n, then the n items of the job's hash as HGETALL gives it (n = 0 when the job's key is not a hash: HGETALL's
+# WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with the pop). Flat
+# because redis-server 6.2 writes each nested array of a script's reply with a write(2) of its own: the nested reply
+# this was cost 4 writes a pop of one job, this one 1 (issue 36). Kind 1: a job popped into the intermediate list;
+# the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for this one pop
+# (gate.replayed). (No TYPE before the HGETALL, no HDEL of a field that is not there: two commands a job fewer, issue
+# 36.) Kind 2: an id that was in the intermediate list already (``TWICE_LUA``): popped by another worker and not yet
+# started, this copy (pushed twice) is taken off again (no hash). Kind 3: a job the pop started (``popstart.py``), its
+# hash as it was before the start: its hash names the queue as its origin and says it runs (a status of
+# ``gate.RUNS``, or put back by one of the app's paths); its id went from the queue straight to the started registry,
+# never into the intermediate list; the job STARTED as rq's ``prepare_for_execution`` writes it, naming its
+# execution, and persisted (rq's ``prepare_job_execution``), rq's records written when asked, the worker BUSY when
+# asked. Or, when there was none, {0, how many paused names follow, paused names..., names of empty queues marked
+# banded...}.
 POP_LUA = (
     """
-local paused, banded, found = {}, {}, {}
+local paused, banded, out, n, found = {}, {}, {1, 0}, 2, 0
 local want = tonumber(ARGV[2])
 local s = tonumber(ARGV[3])
 local first = 4 + s
@@ -86,6 +89,12 @@ local lives = start and tonumber(ARGV[15]) or 0  -- the worker's set of executio
 local lmpop = start and (redis.REDIS_VERSION_NUM or 0) >= 0x070000  -- LMPOP: Redis 7 (6.2 has no such field)
 if start then
   for status in string.gmatch(ARGV[14], '[^,]+') do runs[status] = true end
+end
+local function put(kind, key, id, eid, data)  -- an entry of the reply, flat: its hash's length, then the hash
+  local m = (data and not data.err) and #data or 0
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = kind, key, id, eid or '', m
+  for i = 1, m do out[n + 5 + i] = data[i] end
+  n, found = n + 5 + m, found + 1
 end
 local function begin(job, id, data, queue, registry)
   local status, put_back, timeout, origin = '', false, nil, nil
@@ -144,8 +153,8 @@ for q = first, #ARGV do
     paused[#paused + 1] = ARGV[q]
   else
     local band = 0
-    while band <= 2 and #found < want do
-      local asked, ids = want - #found, nil
+    while band <= 2 and found < want do
+      local asked, ids = want - found, nil
       if lmpop then  -- the first band that holds any, its jobs in one command: no LPOP of an empty band before it
         local call = {'LMPOP', 3 - band}
         for b = band, 2 do call[#call + 1] = KEYS[k + b] end
@@ -178,7 +187,7 @@ for q = first, #ARGV do
               eid = begin(ARGV[1] .. id, id, data, ARGV[q], KEYS[k + 5])
             end
             if eid then
-              found[#found + 1] = {3, KEYS[k + 1], id, data, eid}
+              put(3, KEYS[k + 1], id, eid, data)
             else
               local pushed = redis.pcall('RPUSH', KEYS[k + 3], id)
               if type(pushed) == 'table' and pushed.err then
@@ -192,17 +201,17 @@ for q = first, #ARGV do
               end
             end
           end
-          if eid then  -- started: in found already
+          if eid then  -- started: in the reply already
           elseif #redis.call('LPOS', KEYS[k + 3], id, 'COUNT', 2) > 1 then
             redis.call('LREM', KEYS[k + 3], -1, id)
-            found[#found + 1] = {2, KEYS[k + 1], id}
+            put(2, KEYS[k + 1], id)
           else
             local job = ARGV[1] .. id
             if not data then
               data = redis.pcall('HGETALL', job)
             end
             if data.err then
-              found[#found + 1] = {1, KEYS[k + 1], id}
+              put(1, KEYS[k + 1], id)
             else
               for f = 1, #data, 2 do
                 if data[f] == '@PUT_BACK@' then
@@ -210,7 +219,7 @@ for q = first, #ARGV do
                   break
                 end
               end
-              found[#found + 1] = {1, KEYS[k + 1], id, data}
+              put(1, KEYS[k + 1], id, nil, data)
             end
           end
         end
@@ -219,18 +228,23 @@ for q = first, #ARGV do
         end
       end
     end
-    if #found >= want then
-      return {1, found, lives}
+    if found >= want then
+      out[2] = lives
+      return out
     end
-    if #found == 0 and redis.call('EXISTS', KEYS[k + 4]) == 1 then
+    if found == 0 and redis.call('EXISTS', KEYS[k + 4]) == 1 then
       banded[#banded + 1] = ARGV[q]
     end
   end
 end
-if #found > 0 then
-  return {1, found, lives}
+if found > 0 then
+  out[2] = lives
+  return out
 end
-return {0, paused, banded}
+local none = {0, #paused}
+for _, name in ipairs(paused) do none[#none + 1] = name end
+for _, name in ipairs(banded) do none[#none + 1] = name end
+return none
 """.replace("@PUT_BACK@", jobmeta.PUT_BACK)
     .replace("@FIELD@", execution_record.FIELD)
     .replace("@ID_CHARS@", str(entries.ID_CHARS))
@@ -268,7 +282,8 @@ def _as_hash(flat):
     """HGETALL's reply as Lua hands it over (a flat list), as redis-py gives it ({field: value}); None if empty."""
     if not flat:
         return None
-    return dict(zip(flat[::2], flat[1::2]))
+    items = iter(flat)
+    return dict(zip(items, items))
 
 
 class Dequeuer:
@@ -446,26 +461,31 @@ class Dequeuer:
         ``popped``), DROPPED when it dropped every one, None when there was none."""
         if reply[0] == 1:
             self._poll = FIRST_POLL_SECONDS
-            if plan is not None and len(reply) > 2:
-                plan.answered(reply[2])
+            if plan is not None:
+                plan.answered(reply[1])
             found = []
-            for entry in reply[1]:
-                queue = next(q for q in queues if q.key == as_text(entry[1]))
-                if entry[0] == 2:
-                    self._twice(queue, entry[2])
+            at, size = 2, len(reply)
+            while at < size:  # each entry: kind, the queue's key, id, execution id, n, then n items of its hash
+                kind, key, raw_id, execution_id, length = reply[at : at + 5]
+                data = _as_hash(reply[at + 5 : at + 5 + length])
+                at += 5 + length
+                queue = next(q for q in queues if q.key == as_text(key))
+                if kind == 2:
+                    self._twice(queue, raw_id)
                     continue
-                if entry[0] == 3:  # started by the pop: its id is a job's, the pop read it in the queue's hash
-                    found.append(Popped(queue, as_text(entry[2]), _as_hash(entry[3]), (plan, as_text(entry[4]))))
+                if kind == 3:  # started by the pop: its id is a job's, the pop read it in the queue's hash
+                    found.append(Popped(queue, as_text(raw_id), data, (plan, as_text(execution_id))))
                     continue
-                job = self._checked(queue, entry[2], _as_hash(entry[3]) if len(entry) > 3 else None)
+                job = self._checked(queue, raw_id, data)
                 if job is not DROPPED:
                     found.append(job)
             if not found:
                 return DROPPED
             self.popped.extend(found[1:])
             return found[0]
-        self.paused = {as_text(name) for name in reply[1]}
-        self.banded = {as_text(name) for name in reply[2]}
+        paused = reply[1]
+        self.paused = {as_text(name) for name in reply[2 : 2 + paused]}
+        self.banded = {as_text(name) for name in reply[2 + paused :]}
         return None
 
     def _block_on(self, queue, wait):

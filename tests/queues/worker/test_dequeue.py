@@ -132,6 +132,31 @@ def test_a_pop_sent_ahead_is_the_first_look_and_an_error_in_its_place_pops_as_us
     assert queue_redis.lrange(default.key + ":intermediate", 0, -1) == [first.id.encode(), second.id.encode()]
 
 
+def test_the_pop_answers_one_flat_array_whatever_it_pops_so_redis_6_writes_it_at_once(queue_redis):
+    """redis-server 6.2 writes each nested array of a script's reply with a write(2) of its own (4 a pop of one job
+    when the reply nested its entries and their hashes, issue 36): the pop's reply, started jobs with their hashes, a
+    copy pushed twice, a job whose key is no hash, or none with queues paused and banded, holds no array."""
+    from queues.worker.adapter import OptimaSimpleWorker
+
+    default, orders = get_queue("default"), get_queue("orders-sync")
+    started = [queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in (1, 2)]
+    queue_redis.rpush(orders.key, "twice", "twice", "nohash")
+    queue_redis.rpush(keys.intermediate_key(orders.key), "twice")
+    worker = OptimaSimpleWorker([default, orders], connection=queue_redis)
+    replies = []
+    dequeuer = worker.intake.dequeuer
+    run = dequeuer._run
+    dequeuer._run = lambda *args: replies.append(run(*args)) or replies[-1]
+    first = dequeuer.pop([default, orders], None, count=5)
+    assert first.started is not None and first.data[b"status"] == b"queued"
+    assert [job[1] for job in [first, *dequeuer.take_popped()]] == [started[0].id, started[1].id, "nohash"]
+    pause.pause("default", queue_redis)
+    queue_redis.set(keys.banded_key("orders-sync"), 1)
+    assert dequeuer.pop([default, orders], None) is None
+    assert dequeuer.paused == {"default"} and dequeuer.banded == {"orders-sync"}
+    assert len(replies) == 2 and all(not isinstance(item, list) for reply in replies for item in reply)
+
+
 def test_a_pop_of_several_takes_them_in_order_in_one_call_and_hands_them_out_one_by_one(queue_redis):
     """``count`` (the concurrent worker's free slots): one call of the script takes up to that many, across
     queues and bands in the worker's order, skipping a paused queue and a copy pushed twice; the next pops hand
