@@ -227,20 +227,46 @@ def test(argv):
             'subset:\n    python3 dev.py test -m "not slow and not browser"    (-v names each test as it starts)',
             flush=True,
         )
+    return subprocess.run([str(PY), "-m", "pytest", *pytest_argv(argv)], cwd=ROOT, env=test_env()).returncode
+
+
+def pytest_argv(argv):
+    """``dev.py test``'s arguments -> pytest's: ``--durations=10``, four processes and ``--dist worksteal`` unless
+    the arguments say otherwise.
+
+    Four test processes side by side (pytest-xdist): most of the suite waits on worker processes and Redis (two
+    processes kept 2 cores 35 % busy; three, 58 % over a CI run, 19-73 % in the middle of its SQLite pass), so others
+    overlap those waits (tests/session_env.py gives each its own prefix and ACL user). Four against three, one
+    fresh-clone `.ci/run` each on 2 cores: 17 min 31 s against 20 min 10 s (the eleventh session). `worksteal`: a
+    process that runs dry takes tests from a busy one's share, where xdist's default `load` hands 100+ tests to each at
+    the start and ends on one process's tail; also with a count of processes given (``-n 2``: the black-box tests took
+    19 min 49 s under `load`, one process idle most of the time, against 6-9 min). OPTIMA_TEST_PROCESSES=1 (or -n 0,
+    -p no:xdist) runs one, as pytest alone does."""
     if not any(a.startswith("--durations") for a in argv):
         argv = ["--durations=10", *argv]
-    # Four test processes side by side (pytest-xdist): most of the suite waits on worker processes and Redis
-    # (two processes kept 2 cores 35 % busy; three, 58 % over a CI run, 19-73 % in the middle of its SQLite pass),
-    # so others overlap those waits (tests/session_env.py gives each its own prefix and ACL user). Four against three,
-    # one fresh-clone `.ci/run` each on 2 cores: 17 min 31 s against 20 min 10 s (the eleventh session).
-    # `worksteal`: a process that runs dry takes tests from a busy one's share, where
-    # xdist's default `load` hands 100+ tests to each at the start and ends on one process's tail.
-    # OPTIMA_TEST_PROCESSES=1 (or -n 0, -p no:xdist) runs one, as pytest alone does.
-    if not any(a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses=")) for a in argv):
-        argv = ["-n", os.environ.get("OPTIMA_TEST_PROCESSES", "4"), *argv]
-        if not any(a.startswith(("--dist", "-d")) for a in argv):
-            argv = ["--dist", "worksteal", *argv]
-    return subprocess.run([str(PY), "-m", "pytest", *argv], cwd=ROOT, env=test_env()).returncode
+    processes = _processes_given(argv)
+    if processes is None:
+        processes = os.environ.get("OPTIMA_TEST_PROCESSES", "4")
+        argv = ["-n", processes, *argv]
+    if processes not in ("0", "no:xdist") and not any(a.startswith(("--dist", "-d")) for a in argv):
+        argv = ["--dist", "worksteal", *argv]
+    return argv
+
+
+def _processes_given(argv):
+    """The test processes ``argv`` asks for (``-n N``, ``-nN``, ``--numprocesses[=]N``), "no:xdist" for
+    ``-p no:xdist``, or None when it does not say."""
+    for index, arg in enumerate(argv):
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if arg in ("-n", "--numprocesses"):
+            return following
+        if arg.startswith("--numprocesses="):
+            return arg.split("=", 1)[1]
+        if arg.startswith("-n") and len(arg) > 2:
+            return arg[2:]
+        if arg == "no:xdist" or (arg == "-p" and following == "no:xdist") or arg == "-pno:xdist":
+            return "no:xdist"
+    return None
 
 
 def test_env():

@@ -170,6 +170,32 @@ def test_dev_py_test_keeps_compiled_modules_under_the_venv_even_where_the_enviro
     assert env["PATH"] == os.environ["PATH"]  # the rest as it was
 
 
+@pytest.mark.parametrize(
+    ("given", "processes", "worksteal"),
+    [
+        ([], "4", True),
+        (["-n", "2"], "2", True),  # a count given: still worksteal (under `load` one process idled most of a run)
+        (["-n2"], "2", True),
+        (["--numprocesses=3"], "3", True),
+        (["-n", "2", "--dist", "load"], "2", False),  # a distribution given is kept
+        (["-n", "0"], "0", False),  # no processes: no --dist for xdist to refuse
+        (["-p", "no:xdist"], "no:xdist", False),  # xdist not loaded: --dist would be an unknown option
+    ],
+)
+def test_dev_py_test_runs_four_processes_that_steal_work_unless_told_otherwise(
+    monkeypatch, given, processes, worksteal
+):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import dev
+
+    monkeypatch.delenv("OPTIMA_TEST_PROCESSES", raising=False)
+    argv = dev.pytest_argv([*given, "tests/test_settings.py"])
+    assert argv[-1] == "tests/test_settings.py" and "--durations=10" in argv
+    assert dev._processes_given(argv) == processes
+    assert (argv[:2] == ["--dist", "worksteal"]) is worksteal
+    assert argv.count("--dist") <= 1
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_rqscheduler_logs_each_line_once(start_worker):
