@@ -257,14 +257,13 @@ def _processes_given(argv):
     """The test processes ``argv`` asks for (``-n N``, ``-nN``, ``--numprocesses[=]N``), "no:xdist" for
     ``-p no:xdist``, or None when it does not say."""
     for index, arg in enumerate(argv):
-        following = argv[index + 1] if index + 1 < len(argv) else ""
         if arg in ("-n", "--numprocesses"):
-            return following
+            return argv[index + 1] if index + 1 < len(argv) else ""
         if arg.startswith("--numprocesses="):
             return arg.split("=", 1)[1]
         if arg.startswith("-n") and len(arg) > 2:
             return arg[2:]
-        if arg == "no:xdist" or (arg == "-p" and following == "no:xdist") or arg == "-pno:xdist":
+        if arg in ("no:xdist", "-pno:xdist"):  # ``-p no:xdist`` meets its second half here
             return "no:xdist"
     return None
 

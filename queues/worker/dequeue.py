@@ -91,7 +91,7 @@ if start then
   for status in string.gmatch(ARGV[14], '[^,]+') do runs[status] = true end
 end
 local function put(kind, key, id, eid, data)  -- an entry of the reply, flat: its hash's length, then the hash
-  local m = (data and not data.err) and #data or 0
+  local m = data and #data or 0  -- (a hash HGETALL could not read is never passed: no data, n = 0)
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = kind, key, id, eid or '', m
   for i = 1, m do out[n + 5 + i] = data[i] end
   n, found = n + 5 + m, found + 1
@@ -483,9 +483,9 @@ class Dequeuer:
                 return DROPPED
             self.popped.extend(found[1:])
             return found[0]
-        paused = reply[1]
-        self.paused = {as_text(name) for name in reply[2 : 2 + paused]}
-        self.banded = {as_text(name) for name in reply[2 + paused :]}
+        paused_end = 2 + reply[1]  # reply[1]: how many paused names follow
+        self.paused = {as_text(name) for name in reply[2:paused_end]}
+        self.banded = {as_text(name) for name in reply[paused_end:]}
         return None
 
     def _block_on(self, queue, wait):
