@@ -320,6 +320,7 @@ class Dequeuer:
         self._poll = FIRST_POLL_SECONDS
         self._count = 1  # jobs the script pops at most (``pop``'s ``count``)
         self.popped = collections.deque()  # jobs a pop of several took beyond the first: the next pops' answers
+        self.popped_at = 0.0  # time.monotonic() of the pop that took them
         # (queues, reply, plan) of the script sent with other commands (``sent``): the next pop's first look
         self._ahead = None
         self._sent_plan = None  # the start of the pop ``command`` made, until ``sent`` hears of its reply
@@ -481,7 +482,9 @@ class Dequeuer:
                     found.append(job)
             if not found:
                 return DROPPED
-            self.popped.extend(found[1:])
+            if len(found) > 1:
+                self.popped.extend(found[1:])
+                self.popped_at = time.monotonic()
             return found[0]
         paused_end = 2 + reply[1]  # reply[1]: how many paused names follow
         self.paused = {as_text(name) for name in reply[2:paused_end]}

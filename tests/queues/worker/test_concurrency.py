@@ -21,8 +21,10 @@ import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from queues.jobs import execution as execution_record
 from queues.keyspace import keys
+from queues.worker import pause
 from queues.worker.concurrent import POOL_MARGIN, OptimaConcurrentWorker
 from tests.jobs.concurrent import records
+from tests.jobs.resilience import ends, starts
 from tests.support import ROOT, wait_for
 from tests.support.clock import past_rqs_repeat_window
 from tests.support.lifecycle import wait_row, wait_scheduled_for_attempt
@@ -323,6 +325,73 @@ def test_jobs_popped_in_one_call_for_the_free_slots_and_not_run_go_back_to_the_h
     assert queue_redis.llen(queue.key + ":intermediate") == 0
     start_worker("default", "--concurrency", "4", "--burst").wait(60)
     assert [fetch(job.id, queue_redis).return_value() for job in jobs] == [n + 1 for n in range(6)]
+
+
+@pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
+def test_quick_jobs_popped_ahead_of_a_free_slot_go_back_to_their_queue_when_longer_jobs_hold_every_slot(
+    start_worker, queue_redis, tmp_path
+):
+    """While its jobs are quick, a worker's pop takes up to ``--concurrency`` jobs beyond its free slots, held until
+    a slot frees (``concurrent.OptimaConcurrentWorker.jobs_to_pop``). Two jobs that then hold both slots of a
+    ``--concurrency 2`` worker leave the two popped with them waiting: after ``PREFETCH_HOLD_SECONDS`` they go back to
+    the head of their queue, in their order, their start taken back and no attempt counted, and another worker runs
+    them while the first still holds its two. Each job runs once, at its first attempt."""
+    gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
+    warm = [queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in range(10)]
+    first = start_worker("default", "--concurrency", "2")
+    wait_for(lambda: finished(warm, queue_redis), timeout=60, message="the quick jobs to finish")
+    # Paused while the rest is enqueued, so that the first pop after the resume finds all five: the two that hold the
+    # slots, then three quick ones (a pop of four: two slots free, two more for quick jobs).
+    pause.pause("default", queue_redis)
+    gates = [
+        queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
+        for _ in range(2)
+    ]
+    after = [queues.enqueue("default", "tests.jobs.resilience.quick", str(log), n) for n in range(3)]
+    pause.resume("default", queue_redis)
+    wait_for(
+        lambda: "2 job(s) popped ahead of a free slot went back" in first.output(),
+        timeout=60,
+        message="the two jobs popped with the gates to go back",
+    )
+    assert len(starts(gate_log)) == 2 and not starts(log), first.output()
+    assert get_queue("default").get_job_ids() == [job.id for job in after], "back at the head, in their order"
+    assert sorted(entry.split(":")[0] for entry in started_entries(queue_redis)) == sorted(job.id for job in gates)
+
+    second = start_worker("default", "--burst", "--no-fork")
+    assert second.wait(60) == 0, second.output()
+    assert [fetch(job.id, queue_redis).return_value() for job in after] == [0, 1, 2]
+    assert {r["pid"] for r in starts(log)} == {second.pid}, "run by the second worker"
+    assert not ends(gate_log), "the gates still hold the first worker's slots"
+    release.touch()
+    wait_for(lambda: finished(gates, queue_redis), timeout=60, message="the gates to finish")
+    assert Counter(r["n"] for r in starts(log)) == Counter(range(3)), "each quick job ran once"
+    assert [fetch(job.id, queue_redis).meta["attempt"] for job in [*gates, *after]] == [1] * 5
+    assert first.stop() == 0, first.output()
+
+
+@pytest.mark.slow
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
+def test_a_worker_whose_jobs_are_not_quick_pops_only_for_its_free_slots(start_worker, queue_redis, tmp_path):
+    """Jobs that run longer than ``PREFETCH_BELOW_SECONDS`` (0.05 s) on average: no job is popped ahead of a free slot,
+    the queue keeps what the slots cannot take for any worker to run."""
+    gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "slow.jsonl", tmp_path / "go"
+    warm = [queues.enqueue("default", "tests.jobs.resilience.logged_sleep", str(log), 0.2, 0.2) for _ in range(3)]
+    worker = start_worker("default", "--concurrency", "2")
+    wait_for(lambda: finished(warm, queue_redis), timeout=60, message="the slow jobs to finish")
+    pause.pause("default", queue_redis)  # the first pop after the resume finds them all (see the test above)
+    gates = [
+        queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
+        for _ in range(2)
+    ]
+    after = [queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in range(2)]
+    pause.resume("default", queue_redis)
+    wait_for(lambda: len(starts(gate_log)) == 2, timeout=60, message="the gates to start")
+    assert get_queue("default").get_job_ids() == [job.id for job in after], "none popped with the gates"
+    release.touch()
+    wait_for(lambda: finished([*gates, *after], queue_redis), timeout=60, message="the rest to finish")
+    assert worker.stop() == 0, worker.output()
 
 
 @pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
