@@ -183,6 +183,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
     def teardown(self):  # worker
         if not self.is_horse:
             self.start_held()
+            self.intake.give_back_ahead()  # jobs popped ahead of a slot: for another worker now, not after the grace
             self.drain()
         self.watchdog.halt()
         super().teardown()
