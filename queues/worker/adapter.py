@@ -57,6 +57,7 @@ from queues.worker.intake import Intake
 from queues.worker.kernel import libc
 from queues.worker.liveness import Lifeline
 from queues.worker.options import options
+from queues.worker.prefetch import FORK_FREE_AHEAD, Prefetch
 
 
 class WorkerBehaviour(BaseWorker):
@@ -98,6 +99,7 @@ class WorkerBehaviour(BaseWorker):
         self.success_tally = fastpath.Tally()  # rq's counters of this worker, written once a second (fastpath.py)
         self.housekeeping = Housekeeping(self)
         self.intake = Intake(self)
+        self.prefetch = Prefetch()  # quick jobs popped ahead (prefetch.py): the fork-free and concurrent workers
         self.lifeline = None
 
     @cached_property
@@ -394,7 +396,18 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
 
     def bootstrap(self, *args, **kwargs):  # worker
         super().bootstrap(*args, **kwargs)
-        self.lifeline.on_beat = self.in_process.beat
+        self.lifeline.on_beat = self.beat
+
+    def beat(self, connection):  # worker (its lifeline thread)
+        """The lifeline's beat: the running job's heartbeat, and the jobs popped ahead of it held too long back to
+        their queues (``prefetch.py``: the main thread is in the job)."""
+        self.in_process.beat(connection)
+        self.prefetch.give_back_held(self)
+
+    def jobs_to_pop(self):  # worker
+        """One job a pop, ``FORK_FREE_AHEAD`` while the jobs are quick (``prefetch.py``): the pop on a success's
+        round trip then comes once for that many jobs, the script's own commands with it (issue 36)."""
+        return FORK_FREE_AHEAD if self.prefetch.quick() else 1
 
     def request_stop(self, signum, frame):  # worker
         super().request_stop(signum, frame)
@@ -413,6 +426,7 @@ class OptimaSimpleWorker(WorkerBehaviour, SimpleWorker):
             return
         with self.in_process.running(job, queue, execution):
             self.perform_job(job, queue, execution)
+        self.prefetch.note(job)
         if not fastpath.recorded(self, job) and self.get_state() != WorkerStatus.IDLE:
             self.set_state(WorkerStatus.IDLE)  # a success recorded by fastpath stays BUSY until a pop finds nothing
         self.housekeeping.after_job(job, queue)

@@ -42,7 +42,6 @@ database                        one Django connection per thread (Django's are t
 import logging
 import os
 import sys
-import time
 
 from django.db import close_old_connections, connections
 from rq.command import parse_payload
@@ -73,13 +72,6 @@ FINISHING_WAIT_SECONDS = 5.0  # a job recording its outcome when the worker stop
 # Jobs one pop takes at most when that many slots are free: one Lua call of a bounded length (each job is ~5
 # commands inside it), the jobs shared out among workers that pop at once.
 POP_AT_MOST = 32
-# Quick jobs (their run time, averaged over the last few dozen, under PREFETCH_BELOW_SECONDS): a pop takes up to
-# ``concurrency`` jobs beyond the free slots, held until a slot frees (``jobs_to_pop``); held longer than
-# PREFETCH_HOLD_SECONDS (every slot taken by longer jobs meanwhile), they go back to the head of their queues for
-# another worker (``give_back_prefetched``). RUN_TIME_WEIGHT: a job's weight in that average.
-PREFETCH_BELOW_SECONDS = 0.05
-PREFETCH_HOLD_SECONDS = 1.0
-RUN_TIME_WEIGHT = 0.1
 # Connections beyond one per slot: the main thread's, the pubsub thread's, the lifeline's, the watchdog's, the
 # scheduler keeper's and the housekeeping's, with room to spare.
 POOL_MARGIN = 16
@@ -121,7 +113,6 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         self.exit_code = 0
         self.withdrew = False
         self.held = []  # slots of the jobs one pop took, handed out and not yet started (``start_held``)
-        self.run_time = None  # seconds a job of this worker ran, a moving average (``jobs_to_pop``); None: none yet
         self._size_pool()
         combine.enable(self.connection)  # the starts, successes and pops, several threads' in one round trip
 
@@ -274,7 +265,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
             self.start_held()
         while not self.threads.has_free():
             self.idle_duties()
-            self.give_back_prefetched()
+            self.prefetch.give_back_held(self)
             if self.stop.requested:
                 raise StopRequested()
             self.threads.wait_free(0.5)
@@ -283,45 +274,14 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
 
     def jobs_to_pop(self):  # worker
         """As many jobs as slots are free (at most ``POP_AT_MOST``): one pop, one round trip, for all of them; the
-        main thread takes the others from the dequeuer without Redis (issue 36). While the jobs are quick
-        (``run_time`` under ``PREFETCH_BELOW_SECONDS``), up to ``concurrency`` more, held (popped and started by
-        the pop) until a slot frees: slots then free one at a time, and each would otherwise cost a pop of one job,
-        a round trip of the main thread and the script's own commands (``--concurrency 8`` no-op jobs: a command a job
-        fewer, 0.91x -> 1.04-1.08x the rate of ``--no-fork``, docs/decisions.md). dramatiq and Celery prefetch too
-        (twice and four times their threads), for every job; here only quick ones, whose wait for a slot is about
-        their run time, and a job held past ``PREFETCH_HOLD_SECONDS`` goes back (``give_back_prefetched``)."""
+        main thread takes the others from the dequeuer without Redis (issue 36). While the jobs are quick, up to
+        ``concurrency`` more, held until a slot frees (``prefetch.py``): slots then free one at a time, and each
+        would otherwise cost a pop of one job (``--concurrency 8`` no-op jobs: a command a job fewer, 0.91x ->
+        1.04-1.08x the rate of ``--no-fork``, docs/decisions.md)."""
         free = self.threads.free()
-        if self.run_time is not None and self.run_time < PREFETCH_BELOW_SECONDS:
+        if self.prefetch.quick():
             free += self.concurrency
         return min(free, POP_AT_MOST)
-
-    def give_back_prefetched(self):  # worker, while every slot is taken
-        """The jobs a pop took beyond the free slots (``jobs_to_pop``) and held longer than
-        ``PREFETCH_HOLD_SECONDS``, every slot busy with longer jobs meanwhile: back to the head of their queues, in
-        their order, their start taken back and no attempt counted (``intake.Intake.give_back_ahead``), for another
-        worker to run; and no more prefetching until the jobs are quick again."""
-        dequeuer = self.intake.dequeuer
-        if not dequeuer.popped or time.monotonic() - dequeuer.popped_at < PREFETCH_HOLD_SECONDS:
-            return
-        count = len(dequeuer.popped)
-        self.intake.give_back_ahead()
-        self.run_time = max(self.run_time or 0.0, PREFETCH_HOLD_SECONDS)
-        self.log.info(
-            "Worker %s: %d job(s) popped ahead of a free slot went back to the head of their queues: every slot "
-            "busy for over %g s",
-            self.name,
-            count,
-            PREFETCH_HOLD_SECONDS,
-        )
-
-    def note_run_time(self, job):  # worker
-        """Count the run time of ``job``, ended, into ``run_time``."""
-        if job.started_at is None or job.ended_at is None:
-            return
-        seconds = max(0.0, (job.ended_at - job.started_at).total_seconds())
-        self.run_time = (
-            seconds if self.run_time is None else self.run_time + RUN_TIME_WEIGHT * (seconds - self.run_time)
-        )
 
     def run_maintenance_tasks(self):  # worker
         try:
@@ -338,7 +298,7 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         """The per-job housekeeping of the jobs that ended, in this (the main) thread."""
         for slot in self.threads.ended():
             self.housekeeping.after_job(slot.job, slot.queue)
-            self.note_run_time(slot.job)
+            self.prefetch.note(slot.job)
 
     def execute_job(self, job, queue):  # worker: the job starts and runs in a thread of the pool
         """The job held in a slot of its own; once the pop that took it has handed out its last job, the starts of

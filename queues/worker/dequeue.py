@@ -42,6 +42,7 @@ keep rq's BLMOVE but multiply processes and lose the priority order between queu
 
 import collections
 import logging
+import threading
 import time
 
 import redis
@@ -321,6 +322,9 @@ class Dequeuer:
         self._count = 1  # jobs the script pops at most (``pop``'s ``count``)
         self.popped = collections.deque()  # jobs a pop of several took beyond the first: the next pops' answers
         self.popped_at = 0.0  # time.monotonic() of the pop that took them
+        # ``popped`` and the reply sent ahead, taken by one thread at a time: the fork-free worker's lifeline gives
+        # back the jobs held too long (worker/prefetch.py) while its main thread runs a job
+        self._lock = threading.RLock()
         # (queues, reply, plan) of the script sent with other commands (``sent``): the next pop's first look
         self._ahead = None
         self._sent_plan = None  # the start of the pop ``command`` made, until ``sent`` hears of its reply
@@ -339,11 +343,13 @@ class Dequeuer:
         as any popped job) are the answers of the next calls, made without Redis. A reply of the script sent
         already (``sent``) is this pop's first look. A caller that ends with jobs popped and not returned gives
         them back (``take_popped``)."""
-        if self.popped:
-            return self.popped.popleft()
+        with self._lock:
+            if self.popped:
+                return self.popped.popleft()
         if self.before_redis is not None:
             self.before_redis()
-        ahead, self._ahead = self._ahead, None
+        with self._lock:
+            ahead, self._ahead = self._ahead, None
         if ahead is not None:
             queues, *ahead = ahead
         self._count = max(1, int(count))
@@ -380,22 +386,23 @@ class Dequeuer:
         """The jobs popped and not returned, in their order, now the caller's to give back: those a pop of several
         took beyond the first (``pop``'s ``count``), then those of a reply ``sent`` and not yet looked at (read as
         a pop reads it: an entry that is not a job id dropped, a copy pushed twice reported)."""
-        left = list(self.popped)
-        self.popped.clear()
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            first = self._take(*ahead)
-            if isinstance(first, Popped):
-                left.append(first)
-            left.extend(self.popped)
+        with self._lock:
+            left = list(self.popped)
             self.popped.clear()
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None:
+                first = self._take(*ahead)
+                if isinstance(first, Popped):
+                    left.append(first)
+                left.extend(self.popped)
+                self.popped.clear()
         return left
 
-    def command(self, queues):
-        """The pop's script call, for one job, as a command to send (``EVALSHA``, its sha, its keys and arguments):
-        what ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``); its reply
-        goes to ``sent``."""
-        keys_, args, plan = self._arguments(queues, 1)
+    def command(self, queues, count=1):
+        """The pop's script call, for up to ``count`` jobs, as a command to send (``EVALSHA``, its sha, its keys and
+        arguments): what ``_pop_now`` runs, for a caller that sends it with other commands (``Intake.pop_ahead``);
+        its reply goes to ``sent``."""
+        keys_, args, plan = self._arguments(queues, max(1, int(count)))
         self._sent_plan = plan
         return ("EVALSHA", self.script.sha, len(keys_), *keys_, *args)
 
@@ -483,8 +490,8 @@ class Dequeuer:
             if not found:
                 return DROPPED
             if len(found) > 1:
+                self.popped_at = time.monotonic()  # first: a look at ``popped`` from another thread sees it fresh
                 self.popped.extend(found[1:])
-                self.popped_at = time.monotonic()
             return found[0]
         paused_end = 2 + reply[1]  # reply[1]: how many paused names follow
         self.paused = {as_text(name) for name in reply[2:paused_end]}

@@ -109,7 +109,7 @@ class Intake:
         if time.monotonic() >= self._next_suspension_check or worker.should_run_maintenance_tasks:
             return None
         queues = rqcompat.ordered_queues(worker)
-        return queues, self.dequeuer.command(queues)
+        return queues, self.dequeuer.command(queues, worker.jobs_to_pop())
 
     def give_back_ahead(self):
         """The jobs popped and never taken go back to the head of their queues (the worker's teardown, a stop past
