@@ -8,13 +8,15 @@ the jobs a worker ran lately are quick (``Prefetch.run_time``, a moving average 
 (``concurrent.OptimaConcurrentWorker.jobs_to_pop``), ``FORK_FREE_AHEAD`` for the fork-free worker
 (``adapter.OptimaSimpleWorker``). The jobs beyond wait in the dequeuer, started by the pop, about one job's run time.
 
-What a buffer ahead of the workers gets wrong (the one issue 21 removed; Celery's prefetch, whose users' classic
-complaint it is) is bounded two ways: only quick jobs are popped ahead, and a job held longer than
+(Issue 21 measured a buffer ahead of the slots on 100 ms jobs and left it out: it did not move their rate. On
+quick jobs it does: docs/decisions.md.) What such a buffer gets wrong, a job held behind a long one (the classic
+complaint of Celery's prefetch), is bounded two ways: only quick jobs are popped ahead, and a job held longer than
 ``PREFETCH_HOLD_SECONDS`` (a longer job took the worker meanwhile) goes back to the head of its queue, its start
 taken back and no attempt counted, for another worker (``give_back_held``, through ``intake.Intake.give_back_ahead``,
 the path of a worker that ends with jobs popped); the worker then pops ahead no more until its jobs are quick again.
-A worker asked to stop gives them back at once. The concurrent worker looks while every slot is taken (its main
-thread); the fork-free worker, whose only working thread runs the long job, from its lifeline's beat.
+The concurrent worker looks while every slot is taken (its main thread), and gives them back at once when asked to
+stop, before it waits out its running jobs' grace; the fork-free worker, whose only working thread runs the long job,
+looks from its lifeline's beat.
 """
 
 import time
