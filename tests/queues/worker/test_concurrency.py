@@ -338,7 +338,9 @@ def test_quick_jobs_popped_ahead_of_a_free_slot_go_back_to_their_queue_when_long
     the head of their queue, in their order, their start taken back and no attempt counted, and another worker runs
     them while the first still holds its two. Each job runs once, at its first attempt."""
     gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
-    warm = [queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in range(10)]
+    # Enough quick jobs for the run-time average to fall under the threshold from a slow first job (its imports: a
+    # few hundred ms on a loaded machine; each job weighs 0.1 in the average, prefetch.RUN_TIME_WEIGHT).
+    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(60)])
     first = start_worker("default", "--concurrency", "2")
     wait_for(lambda: finished(warm, queue_redis), timeout=60, message="the quick jobs to finish")
     # Paused while the rest is enqueued, so that the first pop after the resume finds all five: the two that hold the

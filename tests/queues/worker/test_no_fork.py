@@ -157,7 +157,9 @@ def test_quick_jobs_popped_ahead_of_a_long_one_go_back_to_their_queue_while_it_r
     start taken back and no attempt counted, and another worker runs them while the long one still runs. Each job
     runs once, at its first attempt."""
     gate_log, log, release = tmp_path / "gate.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
-    warm = [queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in range(10)]
+    # Enough quick jobs for the run-time average to fall under the threshold from a slow first job (its imports: a
+    # few hundred ms on a loaded machine; each job weighs 0.1 in the average, prefetch.RUN_TIME_WEIGHT).
+    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(60)])
     first = start_worker("default", "--no-fork")
     wait_for(lambda: all(fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED for job in warm), timeout=60)
     # Paused while the rest is enqueued, so that the first pop after the resume finds them all: the long job, then
