@@ -276,8 +276,8 @@ class OptimaConcurrentWorker(rqcompat.StoppedJobPerThread, OptimaSimpleWorker):
         """As many jobs as slots are free (at most ``POP_AT_MOST``): one pop, one round trip, for all of them; the
         main thread takes the others from the dequeuer without Redis (issue 36). While the jobs are quick, up to
         ``concurrency`` more, held until a slot frees (``prefetch.py``): slots then free one at a time, and each
-        would otherwise cost a pop of one job (``--concurrency 8`` no-op jobs: a command a job fewer, 0.91x ->
-        1.04-1.08x the rate of ``--no-fork``, docs/decisions.md)."""
+        would otherwise cost a pop of one job (``--concurrency 8`` no-op jobs: a command a job fewer and 5 % of
+        redis-server's instructions, docs/decisions.md)."""
         free = self.threads.free()
         if self.prefetch.quick():
             free += self.concurrency

@@ -7,11 +7,15 @@ import pytest
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
+import queues
 from queues.catalog.lookup import OptimaJob, get_queue
 from queues.jobs import execution as execution_record
 from queues.jobs import signing
 from queues.keyspace import keys
+from queues.worker import pause
 from queues.worker.adapter import OptimaWorker
+from tests.jobs.resilience import ends, runs, starts
+from tests.support import wait_for
 from tests.support.lifecycle import fetch
 
 
@@ -80,3 +84,46 @@ WITH_AND_WITHOUT_RQ_RECORDS = pytest.mark.parametrize(
 def started_entries(connection, queue="default"):
     """The entries of ``queue``'s started registry (``<job id>:<execution id>``), as text, in its order."""
     return [entry.decode() for entry in connection.zrange(keys.started_key(queue), 0, -1)]
+
+
+def assert_jobs_popped_ahead_go_back(start_worker, connection, tmp_path, worker_args, holders, held):
+    """A worker (``worker_args``) warmed with quick jobs pops ahead (queues/worker/prefetch.py); ``holders`` long jobs
+    then take all it can run at once, popped in one pop with three quick ones after them, ``held`` of which that pop
+    took. Checked: those go back to the head of their queue, in their order, their start taken back, once held past
+    ``PREFETCH_HOLD_SECONDS``; a second worker runs them while the long ones still run; each job runs once, at its
+    first attempt."""
+    gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
+    # Enough quick jobs for the run-time average to fall under the threshold from a slow first job (its imports: a
+    # few hundred ms on a loaded machine; each job weighs 0.1 in the average, prefetch.RUN_TIME_WEIGHT).
+    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(60)])
+    first = start_worker("default", *worker_args)
+    wait_for(lambda: all(fetch(job.id, connection).get_status() == JobStatus.FINISHED for job in warm), timeout=60)
+    # Paused while the rest is enqueued, so that the first pop after the resume finds them all: the long jobs, then
+    # three quick ones.
+    pause.pause("default", connection)
+    gates = [
+        queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
+        for _ in range(holders)
+    ]
+    after = [queues.enqueue("default", "tests.jobs.resilience.quick", str(log), n) for n in range(3)]
+    pause.resume("default", connection)
+    wait_for(
+        lambda: f"{held} job(s) popped ahead of a free slot went back" in first.output(),
+        timeout=60,
+        message=f"the {held} job(s) popped with the long ones to go back",
+    )
+    assert len(starts(gate_log)) == holders and not starts(log), first.output()
+    assert get_queue("default").get_job_ids() == [job.id for job in after], "back at the head, in their order"
+    assert sorted(entry.split(":")[0] for entry in started_entries(connection)) == sorted(job.id for job in gates)
+
+    second = start_worker("default", "--burst", "--no-fork")
+    assert second.wait(60) == 0, second.output()
+    assert [fetch(job.id, connection).return_value() for job in after] == [0, 1, 2]
+    assert {r["pid"] for r in starts(log)} == {second.pid}, "run by the second worker"
+    assert not ends(gate_log), "the long jobs still run in the first worker"
+    release.touch()
+    wait_for(lambda: all(fetch(job.id, connection).get_status() == JobStatus.FINISHED for job in gates), timeout=60)
+    assert sorted(r["n"] for r in starts(log)) == [0, 1, 2], "each quick job ran once"
+    assert len(runs(log)) == 6, "each quick job ran once (a start and an end each)"
+    assert [fetch(job.id, connection).meta["attempt"] for job in [*gates, *after]] == [1] * (holders + 3)
+    assert first.stop() == 0, first.output()

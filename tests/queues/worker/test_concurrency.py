@@ -24,11 +24,11 @@ from queues.keyspace import keys
 from queues.worker import pause
 from queues.worker.concurrent import POOL_MARGIN, OptimaConcurrentWorker
 from tests.jobs.concurrent import records
-from tests.jobs.resilience import ends, starts
+from tests.jobs.resilience import starts
 from tests.support import ROOT, wait_for
 from tests.support.clock import past_rqs_repeat_window
 from tests.support.lifecycle import wait_row, wait_scheduled_for_attempt
-from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, started_entries
+from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, assert_jobs_popped_ahead_go_back, started_entries
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -337,40 +337,7 @@ def test_quick_jobs_popped_ahead_of_a_free_slot_go_back_to_their_queue_when_long
     ``--concurrency 2`` worker leave the two popped with them waiting: after ``PREFETCH_HOLD_SECONDS`` they go back to
     the head of their queue, in their order, their start taken back and no attempt counted, and another worker runs
     them while the first still holds its two. Each job runs once, at its first attempt."""
-    gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
-    # Enough quick jobs for the run-time average to fall under the threshold from a slow first job (its imports: a
-    # few hundred ms on a loaded machine; each job weighs 0.1 in the average, prefetch.RUN_TIME_WEIGHT).
-    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(60)])
-    first = start_worker("default", "--concurrency", "2")
-    wait_for(lambda: finished(warm, queue_redis), timeout=60, message="the quick jobs to finish")
-    # Paused while the rest is enqueued, so that the first pop after the resume finds all five: the two that hold the
-    # slots, then three quick ones (a pop of four: two slots free, two more for quick jobs).
-    pause.pause("default", queue_redis)
-    gates = [
-        queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
-        for _ in range(2)
-    ]
-    after = [queues.enqueue("default", "tests.jobs.resilience.quick", str(log), n) for n in range(3)]
-    pause.resume("default", queue_redis)
-    wait_for(
-        lambda: "2 job(s) popped ahead of a free slot went back" in first.output(),
-        timeout=60,
-        message="the two jobs popped with the gates to go back",
-    )
-    assert len(starts(gate_log)) == 2 and not starts(log), first.output()
-    assert get_queue("default").get_job_ids() == [job.id for job in after], "back at the head, in their order"
-    assert sorted(entry.split(":")[0] for entry in started_entries(queue_redis)) == sorted(job.id for job in gates)
-
-    second = start_worker("default", "--burst", "--no-fork")
-    assert second.wait(60) == 0, second.output()
-    assert [fetch(job.id, queue_redis).return_value() for job in after] == [0, 1, 2]
-    assert {r["pid"] for r in starts(log)} == {second.pid}, "run by the second worker"
-    assert not ends(gate_log), "the gates still hold the first worker's slots"
-    release.touch()
-    wait_for(lambda: finished(gates, queue_redis), timeout=60, message="the gates to finish")
-    assert Counter(r["n"] for r in starts(log)) == Counter(range(3)), "each quick job ran once"
-    assert [fetch(job.id, queue_redis).meta["attempt"] for job in [*gates, *after]] == [1] * 5
-    assert first.stop() == 0, first.output()
+    assert_jobs_popped_ahead_go_back(start_worker, queue_redis, tmp_path, ("--concurrency", "2"), holders=2, held=2)
 
 
 @pytest.mark.slow

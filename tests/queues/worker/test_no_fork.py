@@ -14,12 +14,16 @@ from queues.catalog.lookup import OptimaJob
 from queues.jobs import execution as execution_record
 from queues.keyspace import keys
 from queues.models import DeadLetter
-from queues.worker import pause
 from queues.worker.abandoned import Scan
 from tests.jobs.resilience import ends, runs, starts
 from tests.support import wait_for
 from tests.support.outages import finished
-from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, assert_back_at_head_of_queue, started_entries
+from tests.support.worker import (
+    WITH_AND_WITHOUT_RQ_RECORDS,
+    assert_back_at_head_of_queue,
+    assert_jobs_popped_ahead_go_back,
+    started_entries,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -156,34 +160,4 @@ def test_quick_jobs_popped_ahead_of_a_long_one_go_back_to_their_queue_while_it_r
     worker's only working thread is in the job) gives them back to the head of their queue, in their order, their
     start taken back and no attempt counted, and another worker runs them while the long one still runs. Each job
     runs once, at its first attempt."""
-    gate_log, log, release = tmp_path / "gate.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
-    # Enough quick jobs for the run-time average to fall under the threshold from a slow first job (its imports: a
-    # few hundred ms on a loaded machine; each job weighs 0.1 in the average, prefetch.RUN_TIME_WEIGHT).
-    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(60)])
-    first = start_worker("default", "--no-fork")
-    wait_for(lambda: all(fetch(job.id, queue_redis).get_status() == JobStatus.FINISHED for job in warm), timeout=60)
-    # Paused while the rest is enqueued, so that the first pop after the resume finds them all: the long job, then
-    # three quick ones.
-    pause.pause("default", queue_redis)
-    gate = queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
-    after = [queues.enqueue("default", "tests.jobs.resilience.quick", str(log), n) for n in range(3)]
-    pause.resume("default", queue_redis)
-    wait_for(
-        lambda: "3 job(s) popped ahead of a free slot went back" in first.output(),
-        timeout=60,
-        message="the three jobs popped with the long one to go back",
-    )
-    assert len(starts(gate_log)) == 1 and not starts(log), first.output()
-    assert queues.get_queue("default").get_job_ids() == [job.id for job in after], "back at the head, in their order"
-    assert [entry.split(":")[0] for entry in started_entries(queue_redis)] == [gate.id]
-
-    second = start_worker("default", "--burst", "--no-fork")
-    assert second.wait(60) == 0, second.output()
-    assert [fetch(job.id, queue_redis).return_value() for job in after] == [0, 1, 2]
-    assert {r["pid"] for r in starts(log)} == {second.pid}, "run by the second worker"
-    assert not ends(gate_log), "the long job still runs in the first worker"
-    release.touch()
-    wait_for(lambda: fetch(gate.id, queue_redis).get_status() == JobStatus.FINISHED, timeout=60)
-    assert len(runs(log)) == 6, "each quick job ran once (a start and an end each)"
-    assert [fetch(job.id, queue_redis).meta["attempt"] for job in [gate, *after]] == [1] * 4
-    assert first.stop() == 0, first.output()
+    assert_jobs_popped_ahead_go_back(start_worker, queue_redis, tmp_path, ("--no-fork",), holders=1, held=3)
