@@ -25,9 +25,9 @@ does meanwhile: heartbeats, polls):
   dear in user space: docs/decisions.md). So no target is judged on it; it says which change made the
   server's own work smaller.
 
-Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), both also
-without rq's own execution records (ours-nofork-lean, ours-c8-lean: ``QUEUE_RQ_EXECUTION_RECORDS=0``, as a deploy
-runs once no worker of a release up to 6f24d7d is left: docs/settings.md), rq-simple
+Systems (``--systems``): ours-nofork (``rqworker --no-fork``), ours-c8 (``rqworker --concurrency 8``), both as
+configured by default, and both also with rq's own execution records (ours-nofork-records, ours-c8-records:
+``QUEUE_RQ_EXECUTION_RECORDS=1``, as a deploy from a release up to 6f24d7d runs: docs/settings.md), rq-simple
 (stock rq's SimpleWorker), celery (``--pool threads --concurrency 8``, ``acks_late=True``: at-least-once as
 ours is), dramatiq (``--processes 1 --threads 8``). The peers run from bench/.venv-peers (requirements-bench.txt,
 built on first use as bench/peers.py builds it). Every run's figures are printed; ``--rounds`` repeats each
@@ -62,20 +62,20 @@ SYSTEMS = {
     "ours-c8": replace(
         BY_KEY["ours-c32"], key="ours-c8", label=f"ours: rqworker --concurrency {THREADS}", concurrency=THREADS
     ),
-    # issue 36: without rq's own execution records (queues/jobs/execution.py), as a deploy runs once no worker of a
-    # release up to 6f24d7d is left (docs/settings.md, RQ_EXECUTION_RECORDS)
-    "ours-nofork-lean": replace(
+    # issue 36: with rq's own execution records (queues/jobs/execution.py), as a deploy from a release up to 6f24d7d
+    # runs until its workers are gone (docs/settings.md, RQ_EXECUTION_RECORDS; off by default)
+    "ours-nofork-records": replace(
         BY_KEY["ours-nofork"],
-        key="ours-nofork-lean",
-        label="ours: rqworker --no-fork, RQ_EXECUTION_RECORDS off",
-        env=(("QUEUE_RQ_EXECUTION_RECORDS", "0"),),
+        key="ours-nofork-records",
+        label="ours: rqworker --no-fork, RQ_EXECUTION_RECORDS on",
+        env=(("QUEUE_RQ_EXECUTION_RECORDS", "1"),),
     ),
-    "ours-c8-lean": replace(
+    "ours-c8-records": replace(
         BY_KEY["ours-c32"],
-        key="ours-c8-lean",
-        label=f"ours: rqworker --concurrency {THREADS}, RQ_EXECUTION_RECORDS off",
+        key="ours-c8-records",
+        label=f"ours: rqworker --concurrency {THREADS}, RQ_EXECUTION_RECORDS on",
         concurrency=THREADS,
-        env=(("QUEUE_RQ_EXECUTION_RECORDS", "0"),),
+        env=(("QUEUE_RQ_EXECUTION_RECORDS", "1"),),
     ),
     "rq-simple": BY_KEY["rq-simple"],
     "celery": replace(  # acks_late (at least once, as ours): celery-late's environment
@@ -227,7 +227,7 @@ def run_all(opts, tmp):
     from bench.peer_jobs.systems import Env, command_offers
     from devtools.redis_server import RedisServer
 
-    if any(SYSTEMS[k].family == "ours" for k in opts.systems) and {"ours-c8", "ours-c8-lean"} & set(opts.systems):
+    if any(SYSTEMS[k].family == "ours" for k in opts.systems) and {"ours-c8", "ours-c8-records"} & set(opts.systems):
         if not command_offers("--concurrency"):
             sys.exit("rqworker has no --concurrency: drop ours-c8 from --systems")
     results = []
@@ -305,7 +305,7 @@ def targets(costs):
     """Issue 36's targets, from this run: [(what, value, verdict)]."""
     rows = []
     rq = costs.get("rq-simple")
-    for key in ("ours-nofork", "ours-c8", "ours-nofork-lean", "ours-c8-lean"):
+    for key in ("ours-nofork", "ours-c8", "ours-nofork-records", "ours-c8-records"):
         if costs.get(key) is None:
             continue
         cpu, commands, _instructions = costs[key]

@@ -151,7 +151,7 @@ QUEUE_SIGNING_OLD_KEYS = [k for k in os.environ.get("QUEUE_SIGNING_OLD_KEYS", ""
 QUEUE_ACCEPT_UNSIGNED_UNTIL = os.environ.get("QUEUE_ACCEPT_UNSIGNED_UNTIL", "")
 # 0 once no worker of a release up to 6f24d7d runs on the same Redis and prefix: workers write no rq execution
 # hash and worker's set, six Redis commands a job fewer (queues/jobs/execution.py, docs/settings.md).
-OPTIMA_QUEUES_OPTIONS = {"RQ_EXECUTION_RECORDS": _env_flag("QUEUE_RQ_EXECUTION_RECORDS", True)}
+OPTIMA_QUEUES_OPTIONS = {"RQ_EXECUTION_RECORDS": _env_flag("QUEUE_RQ_EXECUTION_RECORDS", False)}
 
 # Django's Tasks API runs on the queues (docs/tasks.md): @task functions in job modules, any declared queue.
 TASKS = {"default": {"BACKEND": "queues.tasks.QueuesBackend"}}

@@ -50,8 +50,8 @@ class QueuesConfig(AppConfig):
         # System checks register on import: queues.E001-E010, E021-E026, E028, E029, W027, E040-E043, E059, E070,
         # W071, W082, E120, W020, E130-E133 (checks, with the validators of conf, connection, board, catalog,
         # jobs/signing, tasks, logs/formats), E030-E039 (periodic/declare), E050-E055 (metrics, via
-        # metrics.install), E060-E062 (worker options), E090 (tracing); E080/E081, E083-E086 are the Tasks backend's
-        # own check (tasks/backend.py), run by Django's tasks framework.
+        # metrics.install), E060-E062, W063 (worker options), E090 (tracing); E080/E081, E083-E086 are the Tasks
+        # backend's own check (tasks/backend.py), run by Django's tasks framework.
         from queues import checks, metrics, rqcompat  # noqa: F401
         from queues.board import access as board_access
         from queues.catalog import jobs as catalog

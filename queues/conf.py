@@ -66,7 +66,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "STARTED_ENTRY_TTL_SECONDS": 3600,  # seconds a started-job entry outlives its last heartbeat (see docs)
     # each started job also gets rq's execution hash and the worker's set, which the workers and the panel of
     # releases up to 6f24d7d read (queues/jobs/execution.py): False once none of them runs on the same Redis
-    "RQ_EXECUTION_RECORDS": True,
+    "RQ_EXECUTION_RECORDS": False,
     # The outbox (queues/producer/outbox.py, docs/operations.md#the-outbox):
     "OUTBOX_RELAY_SECONDS": 2.0,  # seconds between a worker's relays of outbox rows a commit left behind
     "OUTBOX_LEASE_SECONDS": 60,  # seconds a claimed row waits before another relay may push it (its relay died)

@@ -10,13 +10,14 @@ more field of the job's hash (``FIELD``, in the HSET of the start that writes th
 its own), and the started entry; the end takes the entry off. Three commands a job (ZADD at the start, ZREM at
 the end, and the field), where rq's make ten.
 
-rq's hash and the worker's set (``RQ_EXECUTION_RECORDS``, default True: six commands a job, HSET, EXPIRE,
-SADD, EXPIRE at the start, DEL and SREM at the end) are still written for those who read them alone: the
-workers of a release up to 6f24d7d tell a running job from an abandoned one by the hash, and without it their
-abandoned-job scan takes the started entry of a job that a worker of this release runs for stale and drops it:
-if that worker then dies, the job is never run again (tests/queues/resilience/test_mixed_versions.py). Their
-panel, rq's ``rq info`` and django-rq's pages find a worker's current job through both. So they go only once no
-worker of such a release runs on the same Redis and prefix (the option set False: docs/settings.md). The job's
+rq's hash and the worker's set (``RQ_EXECUTION_RECORDS``, default False since the release after fdf9480: six
+commands a job, HSET, EXPIRE, SADD, EXPIRE at the start, DEL and SREM at the end) are written for those who read
+them alone: the workers of a release up to 6f24d7d tell a running job from an abandoned one by the hash, and
+without it their abandoned-job scan takes the started entry of a job that a worker of this release runs for stale
+and drops it: if that worker then dies, the job is never run again (tests/queues/resilience/test_mixed_versions.py).
+Their panel, rq's ``rq info`` and django-rq's pages find a worker's current job through both. So a deploy from
+such a release turns them on until its workers are gone (docs/settings.md); the check ``queues.W063``
+(``validate``) sees such a worker at work while they are off. The job's
 set of executions goes at once: nothing reads it but rq's ``Job.get_executions()``, which this app does not
 call (rq calls it from ``Job.delete``, to take the job's started entries off: the app deletes through
 ``queues/operator``, and an entry left that way has no job and is dropped by the abandoned-job scan).
@@ -33,10 +34,14 @@ Who reads the record:
 import random
 import uuid
 
+import redis
+from django.core.exceptions import ImproperlyConfigured
 from rq.executions import Execution as RQExecution
 from rq.utils import now
 
-from queues import rqcompat
+from queues import conf, rqcompat
+from queues.catalog import queues as declarations
+from queues.connection import clients, servers
 from queues.jobs import meta as jobmeta
 from queues.keyspace import keys
 
@@ -160,3 +165,76 @@ def shown(job, execution_id, job_hash, execution_hash):
     execution.last_heartbeat = getattr(job, "last_heartbeat", None) or started
     execution.worker_name = getattr(job, "worker_name", None) or ""
     return execution
+
+
+# Started entries of each queue the check below reads: enough to see a worker of an earlier release at work on
+# any queue it serves (it holds one entry a job it runs), few enough that ``manage.py check`` stays quick.
+SAMPLE = 200
+
+
+def started_by_earlier_release(connection, queue_names, sample=SAMPLE):
+    """The ids of the STARTED jobs, among the first ``sample`` started entries of each of ``queue_names``, whose
+    hash names no execution (``FIELD``): started by a worker of a release up to 6f24d7d, which writes rq's records
+    only (every worker since names its execution in the HSET that writes the job STARTED). Two round trips; a
+    key of the wrong type reads as no entry."""
+    with connection.pipeline(transaction=False) as pipe:
+        for name in queue_names:
+            pipe.zrange(keys.started_key(name), 0, sample - 1)
+        entries = [reply for reply in pipe.execute(raise_on_error=False) if isinstance(reply, list)]
+    job_ids = sorted({entry.decode("utf-8", "replace").split(":")[0] for reply in entries for entry in reply})
+    with connection.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hmget(keys.job_key(job_id), "status", FIELD)
+        replies = pipe.execute(raise_on_error=False)
+    return [
+        job_id
+        for job_id, reply in zip(job_ids, replies)
+        if isinstance(reply, list) and reply[0] == b"started" and reply[1] is None
+    ]
+
+
+def validate(timeout=None):
+    """queues.W063: ``RQ_EXECUTION_RECORDS`` is False while a job on one of the queues' Redis servers was started
+    by a worker of a release up to 6f24d7d (``started_by_earlier_release``): that worker's abandoned-job scan
+    drops the started entry of a job a worker of this release runs, and the job is never run again if that
+    worker dies. [] when the option is True, the configuration is broken (other checks say how) or a server is
+    unreachable (with /healthz's short timeout)."""
+    if conf.options().get("RQ_EXECUTION_RECORDS") is not False or servers.validate():
+        return []
+    timeout = conf.options()["HEALTH_TIMEOUT"] if timeout is None else timeout
+    found = {}
+    try:
+        on = {server: declarations.on_server(server) for server in servers.names()}
+    except ImproperlyConfigured:  # a queue's declaration is refused: E002-E010 report it
+        return []
+    for server, names in on.items():
+        if not names:
+            continue
+        try:
+            client = clients.probe_client("queues", timeout, server=server)
+        except (ValueError, ImproperlyConfigured):  # a malformed URL or sentinel list: E040/E041/E131 say so
+            continue
+        try:
+            job_ids = started_by_earlier_release(client, names)
+        except redis.RedisError:
+            continue
+        finally:
+            client.close()
+        if job_ids:
+            found[server] = job_ids
+    if not found:
+        return []
+    seen = "; ".join(
+        f"{clients.describe('queues', server)}: {len(ids)} job(s), e.g. {ids[0]}" for server, ids in found.items()
+    )
+    return [
+        conf.Problem(
+            "queues.W063",
+            "OPTIMA_QUEUES_OPTIONS['RQ_EXECUTION_RECORDS'] is False, but workers of a release up to 6f24d7d "
+            f"run jobs on the same Redis and prefix ({seen}): their abandoned-job scan would drop the started "
+            "entry of a job this release's workers run, and the job would never run again if its worker died.",
+            "Set QUEUE_RQ_EXECUTION_RECORDS=1 (RQ_EXECUTION_RECORDS True) on this release's workers until no worker "
+            "of that release is left, then remove it (docs/settings.md, RQ_EXECUTION_RECORDS).",
+            level="warning",
+        )
+    ]

@@ -21,7 +21,7 @@ class ResilienceOptions:
     redis_retry_max: float  # REDIS_RETRY_MAX_SECONDS
     outcome_wait: float  # OUTCOME_WAIT_SECONDS
     started_entry_ttl: int  # STARTED_ENTRY_TTL_SECONDS
-    rq_execution_records: bool = True  # RQ_EXECUTION_RECORDS (queues/jobs/execution.py)
+    rq_execution_records: bool = False  # RQ_EXECUTION_RECORDS (queues/jobs/execution.py)
 
     @property
     def recovery_grace(self):
@@ -70,8 +70,8 @@ def problems(opts=None):
             conf.Problem(
                 "queues.E062",
                 f"OPTIMA_QUEUES_OPTIONS['RQ_EXECUTION_RECORDS'] must be True or False, got {records!r}.",
-                "True (the default) while workers of a release up to 6f24d7d may run on the same Redis and prefix, "
-                "False once none does (docs/settings.md).",
+                "True while workers of a release up to 6f24d7d may run on the same Redis and prefix, "
+                "False (the default) once none does (docs/settings.md).",
             )
         )
     if not found:

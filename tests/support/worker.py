@@ -74,7 +74,7 @@ def plant_started(connection, job, worker_name="gone-worker", execution_id="e1",
     connection.hset(job.key, mapping=fields)
 
 
-# A worker process with rq's own execution records (QUEUE_RQ_EXECUTION_RECORDS "1", the default) and without ("0"):
+# A worker process with rq's own execution records (QUEUE_RQ_EXECUTION_RECORDS "1") and without ("0", the default):
 # queues/jobs/execution.py. The test takes ``rq_records`` and passes it in the worker's environment.
 WITH_AND_WITHOUT_RQ_RECORDS = pytest.mark.parametrize(
     "rq_records", ["1", "0"], ids=["rq-execution-records", "no-rq-execution-records"]

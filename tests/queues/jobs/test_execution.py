@@ -169,3 +169,46 @@ def test_execution_ids_are_version_4_uuids_and_a_forked_child_makes_other_ones_t
     with os.fdopen(read) as pipe:
         theirs = pipe.read().split()
     assert len(theirs) == 3 and not set(theirs) & set(mine)
+
+
+# --- queues.W063: a worker of a release up to 6f24d7d at work while rq's records are off ---------------------
+
+
+def w063(settings, records_on=False):
+    from django.core.checks import run_checks
+
+    settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": records_on}
+    return [m for m in run_checks(tags=["redis"]) if m.id == "queues.W063"]
+
+
+def test_only_a_started_job_whose_hash_names_no_execution_reads_as_started_by_an_earlier_release(queue_redis):
+    """A release up to 6f24d7d writes rq's execution hash only; every release since names the execution in the
+    job's hash. A started entry of a finished job, an entry whose job is gone and a planted key of the wrong type
+    are not that release at work."""
+    earlier, this, finished, gone = (queues.enqueue("default", "tests.jobs.sample.add", n, 1) for n in range(4))
+    plant_started(queue_redis, earlier, "w-old", release="last")
+    plant_started(queue_redis, this, "w-new")
+    plant_started(queue_redis, finished, "w-old", release="last")
+    queue_redis.hset(finished.key, "status", "finished")
+    plant_started(queue_redis, gone, "w-old", release="last")
+    queue_redis.delete(gone.key)
+    queue_redis.set(keys.started_key("low"), "planted")
+    found = execution_record.started_by_earlier_release(queue_redis, ["default", "low", "high"])
+    assert found == [earlier.id]
+
+
+def test_w063_names_the_earlier_release_s_job_only_while_the_option_is_false(queue_redis, settings):
+    job = queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
+    assert w063(settings) == []  # nothing started
+    plant_started(queue_redis, job, "w-old", release="last")
+    (found,) = w063(settings)
+    assert found.level == 30 and f"1 job(s), e.g. {job.id}" in found.msg  # a Warning
+    assert "QUEUE_RQ_EXECUTION_RECORDS=1" in found.hint and "docs/settings.md" in found.hint
+    assert w063(settings, records_on=True) == []
+
+
+def test_w063_says_nothing_when_the_queues_redis_is_unreachable(settings):
+    from tests.support import closed_port
+
+    settings.QUEUES_REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"
+    assert w063(settings) == []

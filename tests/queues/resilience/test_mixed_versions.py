@@ -2,7 +2,7 @@
 
 During a deploy, jobs, meta and Redis keys written by the release in production are read by the new
 release, and the other way round (a rollback, or old workers still draining while new web processes
-enqueue). The *old release* is frozen in ``tests/compat/release-a8814b4.tar.gz`` (tests/compat/README.md
+enqueue). The *old release* is frozen in ``tests/compat/release-fdf9480.tar.gz`` (tests/compat/README.md
 says how it was made and when to refresh it); it is extracted once per session and run as real
 ``manage.py`` processes from that tree, with this session's interpreter, Redis, ACL user, prefix and
 database. The *new release* is the working tree: this process (enqueueing) and ``start_worker``.
@@ -40,8 +40,12 @@ from tests.support.processes import WorkerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-OLD_COMMIT = "a8814b4"
+OLD_COMMIT = "fdf9480"
 TARBALL = ROOT / "tests" / "compat" / f"release-{OLD_COMMIT}.tar.gz"
+# The release before it (kept: the one a rollback returns to), and one up to 6f24d7d: its workers tell a running
+# job from an abandoned one by rq's execution hash alone, which this release no longer writes by default
+# (RQ_EXECUTION_RECORDS, queues/jobs/execution.py; the check queues.W063 names them).
+RECORDS_COMMIT = "a8814b4"
 
 # Seconds. Short liveness, so that a killed worker is noticed in a few seconds (defaults: 10 / 2 / 5).
 # The TTL stays at six beats, so a busy machine does not make a live worker look dead (a double run
@@ -97,15 +101,22 @@ class Setup:
     settings_dir: Path
 
 
+def extracted(tmp_path_factory, commit):
+    """The frozen release ``commit``'s tree, extracted under a new temporary directory."""
+    tarball = ROOT / "tests" / "compat" / f"release-{commit}.tar.gz"
+    assert tarball.is_file(), f"{tarball} is missing: tests/compat/README.md says how to build it"
+    dest = tmp_path_factory.mktemp(f"release-{commit}")
+    with tarfile.open(tarball) as tar:
+        tar.extractall(dest, filter="data")
+    tree = dest / f"release-{commit}"
+    assert (tree / "manage.py").is_file(), f"{tarball} has no release-{commit}/manage.py"
+    return tree
+
+
 @pytest.fixture(scope="session")
 def releases(tmp_path_factory):
     """The old release extracted once per session, and the settings module both releases' workers load."""
-    assert TARBALL.is_file(), f"{TARBALL} is missing: tests/compat/README.md says how to build it"
-    dest = tmp_path_factory.mktemp("old-release")
-    with tarfile.open(TARBALL) as tar:
-        tar.extractall(dest, filter="data")
-    tree = dest / f"release-{OLD_COMMIT}"
-    assert (tree / "manage.py").is_file(), f"{TARBALL} has no release-{OLD_COMMIT}/manage.py"
+    tree = extracted(tmp_path_factory, OLD_COMMIT)
     settings_dir = tmp_path_factory.mktemp("mixed-versions-settings")
     (settings_dir / f"{SETTINGS_MODULE}.py").write_text(SETTINGS_SOURCE)
     return Setup(
@@ -628,3 +639,44 @@ def test_workers_of_both_releases_on_one_queue_run_each_job_exactly_once(
     }, f"return values and attempts\n{detail}"
     assert set(ran_by) <= {old.name, new.name}, f"jobs ran on unknown workers\n{detail}"
     assert (old.stop(), new.stop()) == (0, 0), f"SIGTERM exit codes\n{tail(old)}\n{tail(new)}"
+
+
+@pytest.mark.once  # Redis and worker processes only: CI's SQLite pass (pytest.ini)
+def test_check_w063_names_the_job_a_worker_of_a_release_up_to_6f24d7d_runs_while_rq_s_records_are_off(
+    releases, tmp_path_factory, enqueue_with, run_worker, queue_redis, tmp_path, settings
+):
+    """This release writes no rq execution hash by default; a worker of a release up to 6f24d7d (a8814b4 here)
+    needs it to tell this release's running jobs from abandoned ones. While such a worker runs a job, the
+    system check queues.W063 names it (with the option False: the default), and not the job a worker of the
+    last release or of this one runs; with the option True it says nothing."""
+    from django.core.checks import run_checks
+
+    records = Release(f"release {RECORDS_COMMIT}", extracted(tmp_path_factory, RECORDS_COMMIT))
+    gate_log, release_file = tmp_path / "gates.jsonl", tmp_path / "go"
+    workers = [run_worker(release, "default") for release in (records, releases.old, releases.new)]
+    gate = {
+        "queue": "default",
+        "func": "tests.jobs.resilience.wait_for_file_then_return",
+        "args": [str(gate_log), str(release_file)],
+    }
+    gates = enqueue_with(releases.new, {f"gate-{n}": gate for n in range(3)})
+    wait(lambda: len(starts(gate_log)) == 3, "each worker to hold a gate job", *workers)
+    by_worker = {fetch(job_id, queue_redis).worker_name: job_id for job_id in gates.values()}
+    assert sorted(by_worker) == sorted(w.name for w in workers), describe(queue_redis, gates)
+    earlier = by_worker[workers[0].name]
+
+    def w063(records_on):
+        settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": records_on}
+        return [m for m in run_checks(tags=["redis"]) if m.id == "queues.W063"]
+
+    try:
+        found = w063(False)
+        assert len(found) == 1, found
+        assert "a release up to 6f24d7d" in found[0].msg and f"1 job(s), e.g. {earlier}" in found[0].msg, found[0].msg
+        assert "QUEUE_RQ_EXECUTION_RECORDS=1" in found[0].hint
+        assert w063(True) == []
+    finally:
+        release_file.touch()
+    wait(lambda: len(ends(gate_log)) == 3, "the gate jobs to end", *workers)
+    assert w063(False) == []  # no job of that release runs any more
+    assert [w.stop() for w in workers] == [0, 0, 0], "\n".join(tail(w) for w in workers)

@@ -238,8 +238,8 @@ def test_resilience_options_out_of_range_are_reported_by_the_system_checks(setti
     assert run_checks() == [
         Error(
             "OPTIMA_QUEUES_OPTIONS['RQ_EXECUTION_RECORDS'] must be True or False, got '0'.",
-            hint="True (the default) while workers of a release up to 6f24d7d may run on the same Redis and prefix, "
-            "False once none does (docs/settings.md).",
+            hint="True while workers of a release up to 6f24d7d may run on the same Redis and prefix, "
+            "False (the default) once none does (docs/settings.md).",
             id="queues.E062",
         )
     ]
