@@ -25,20 +25,29 @@ PREFETCH_BELOW_SECONDS = 0.05  # jobs whose average run time is under this are p
 PREFETCH_HOLD_SECONDS = 1.0  # a job popped ahead and held longer than this goes back to its queue
 RUN_TIME_WEIGHT = 0.1  # a job's weight in the moving average
 FORK_FREE_AHEAD = 8  # jobs the fork-free worker's pop takes while its jobs are quick
+FIRST_RUNS_KEPT = 1_000  # job functions whose first run the worker remembers (then it forgets them all)
 
 
 class Prefetch:
     """One worker's view of its jobs' run time, and what it pops ahead because of it."""
 
     def __init__(self):
-        self.run_time = None  # seconds a job of this worker ran, a moving average; None: none ended yet
+        self.run_time = None  # seconds a job of this worker ran, a moving average; None: none counted yet
+        self.ran = set()  # the job functions this worker has run: the first run of each is not counted
 
     def quick(self):
         """Whether the jobs this worker ran lately were quick enough to pop ahead of its capacity."""
         return self.run_time is not None and self.run_time < PREFETCH_BELOW_SECONDS
 
     def note(self, job):
-        """Count the run time of ``job``, ended, into ``run_time``."""
+        """Count the run time of ``job``, ended, into ``run_time``; not the first run of its function in this
+        process, whose time includes the import of its module (and of what it imports: a few hundred ms on a busy
+        machine, which kept a fresh worker's average over the threshold for a few dozen quick jobs)."""
+        if job.func_name not in self.ran:
+            if len(self.ran) >= FIRST_RUNS_KEPT:
+                self.ran.clear()
+            self.ran.add(job.func_name)
+            return
         if job.started_at is None or job.ended_at is None:
             return
         seconds = max(0.0, (job.ended_at - job.started_at).total_seconds())

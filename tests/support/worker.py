@@ -93,9 +93,10 @@ def assert_jobs_popped_ahead_go_back(start_worker, connection, tmp_path, worker_
     ``PREFETCH_HOLD_SECONDS``; a second worker runs them while the long ones still run; each job runs once, at its
     first attempt."""
     gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
-    # Enough quick jobs for the run-time average to fall under the threshold from a slow first job (its imports: a
-    # few hundred ms on a loaded machine; each job weighs 0.1 in the average, prefetch.RUN_TIME_WEIGHT).
-    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(60)])
+    # Enough quick jobs for the run-time average to fall under the threshold even from a slow second job on a loaded
+    # machine (the first run of a function, its imports, is not counted; each job weighs 0.1 in the average,
+    # prefetch.RUN_TIME_WEIGHT).
+    warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(20)])
     first = start_worker("default", *worker_args)
     wait_for(lambda: all(fetch(job.id, connection).get_status() == JobStatus.FINISHED for job in warm), timeout=60)
     # Paused while the rest is enqueued, so that the first pop after the resume finds them all: the long jobs, then
