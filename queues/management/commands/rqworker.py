@@ -17,8 +17,10 @@ fork-free process (``queues/worker/concurrent.py``). ``--async N`` runs ``queues
 up to N jobs at once, the ``async def`` ones as coroutines of one event loop (``queues/worker/asyncworker.py``).
 
 System checks: a worker runs the ones about configuration (``WORKER_CHECK_TAGS``: this app's own,
-models, caches, security), not those of URLs, templates and the admin, which import every view and
-template (~30 MiB more per worker process, copied on every fork: ~1 ms per job). ``manage.py check``
+models, caches, security) and the queues' Redis (``queues.E070``: an evicting Redis stops it; ``queues.W063``: a
+worker of a release up to 6f24d7d at work while rq's execution records are off), not those of URLs, templates
+and the admin, which import every view and template (~30 MiB more per worker process, copied on every fork: ~1 ms
+per job). ``manage.py check``
 in the release step runs them all (docs/operations.md#deploying). Before the first fork the worker
 has every job module imported (``queues.catalog.jobs``, at Django start), so its horses do not import one per job.
 """
@@ -50,7 +52,7 @@ from queues.worker import options as config
 from queues.worker.asyncworker import OptimaAsyncWorker
 from queues.worker.concurrent import OptimaConcurrentWorker
 
-WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands]
+WORKER_CHECK_TAGS = [Tags.compatibility, Tags.models, Tags.caches, Tags.security, Tags.commands, "redis"]
 
 
 def declared_names(args, server=None):

@@ -267,3 +267,11 @@ def test_a_full_noeviction_redis_refuses_the_enqueue_loudly_instead_of_losing_a_
     with pytest.raises(QueueUnavailable):
         queues.enqueue("default", "tests.jobs.sample.add", 1, 2)
     assert admin.info("stats")["evicted_keys"] == 0
+
+
+def test_a_worker_refuses_to_start_on_a_redis_that_evicts_any_key(policy_redis, start_worker):
+    """rqworker runs the checks tagged ``redis`` (``WORKER_CHECK_TAGS``): an error stops it before it takes a job."""
+    server = policy_redis("allkeys-lru")
+    worker = start_worker("default", "--burst", env={"REDIS_URL": server.url})
+    assert worker.wait(60) != 0
+    assert "queues.E070" in worker.output() and "noeviction" in worker.output()

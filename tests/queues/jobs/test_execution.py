@@ -212,3 +212,14 @@ def test_w063_says_nothing_when_the_queues_redis_is_unreachable(settings):
 
     settings.QUEUES_REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"
     assert w063(settings) == []
+
+
+def test_a_worker_starting_while_a_job_of_an_earlier_release_runs_warns_w063(queue_redis, start_worker):
+    """rqworker runs the checks tagged ``redis``: with rq's records off (the default), its start says which job a
+    worker of a release up to 6f24d7d runs, and the worker starts all the same."""
+    job = queues.enqueue("content", "tests.jobs.sample.add", 1, 2)  # a queue this worker does not serve
+    queue_redis.lrem(keys.queue_key("content"), 1, job.id)
+    plant_started(queue_redis, job, "w-old", release="last")
+    worker = start_worker("default", "--burst", "--no-fork")
+    assert worker.wait(60) == 0, worker.output()
+    assert "queues.W063" in worker.output() and f"1 job(s), e.g. {job.id}" in worker.output(), worker.output()
