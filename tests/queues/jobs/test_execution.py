@@ -223,3 +223,19 @@ def test_a_worker_starting_while_a_job_of_an_earlier_release_runs_warns_w063(que
     worker = start_worker("default", "--burst", "--no-fork")
     assert worker.wait(60) == 0, worker.output()
     assert "queues.W063" in worker.output() and f"1 job(s), e.g. {job.id}" in worker.output(), worker.output()
+
+
+def test_w063_reads_every_redis_server_and_names_the_one_whose_job_an_earlier_release_runs(
+    queue_redis, second_redis, settings
+):
+    """Queues on two servers (``QUEUES_REDIS_SERVERS``): the check reads each server's queues on that server."""
+    import redis
+
+    job = queues.enqueue("on-b", "tests.jobs.sample.add", 1, 2)
+    on_b = redis.Redis.from_url(second_redis.url)
+    on_b.lrem(keys.queue_key("on-b"), 1, job.id)
+    plant_started(on_b, job, "w-old", release="last")
+    (found,) = w063(settings)
+    assert f"127.0.0.1:{second_redis.port}" in found.msg and f"1 job(s), e.g. {job.id}" in found.msg, found.msg
+    on_b.delete(keys.started_key("on-b"))
+    assert w063(settings) == []
