@@ -86,6 +86,19 @@ def started_entries(connection, queue="default"):
     return [entry.decode() for entry in connection.zrange(keys.started_key(queue), 0, -1)]
 
 
+def paused_seen_by(worker, connection, queue="default"):
+    """Pause ``queue`` and wait until the idle ``worker`` has seen it (its INFO line): its next pop is then the first
+    after the resume. An idle worker of one queue blocks in BLMOVE and looks at the pause only when that returns: a
+    job enqueued while it still blocks is taken, and put back only if the queue is still paused when it looks, which
+    on a loaded machine can be after the test's resume (that job then ran popped alone: CI failed on it)."""
+    pause.pause(queue, connection)
+    wait_for(
+        lambda: f"paused queues left alone: {queue}" in worker.output(),
+        timeout=30,
+        message=f"the worker to see queue {queue} paused",
+    )
+
+
 def assert_jobs_popped_ahead_go_back(start_worker, connection, tmp_path, worker_args, holders, held):
     """A worker (``worker_args``) warmed with quick jobs pops ahead (queues/worker/prefetch.py); ``holders`` long jobs
     then take all it can run at once, popped in one pop with three quick ones after them, ``held`` of which that pop
@@ -93,15 +106,14 @@ def assert_jobs_popped_ahead_go_back(start_worker, connection, tmp_path, worker_
     ``PREFETCH_HOLD_SECONDS``; a second worker runs them while the long ones still run; each job runs once, at its
     first attempt."""
     gate_log, log, release = tmp_path / "gates.jsonl", tmp_path / "quick.jsonl", tmp_path / "go"
-    # Enough quick jobs for the run-time average to fall under the threshold even from a slow second job on a loaded
-    # machine (the first run of a function, its imports, is not counted; each job weighs 0.1 in the average,
-    # prefetch.RUN_TIME_WEIGHT).
+    # Quick jobs, so that the worker's run-time average is under the threshold when the long ones come: 0.5 s in this
+    # worker (tests/support/prefetch_settings.py says why), so that a loaded machine's slow jobs keep it there.
     warm = queues.enqueue_many("default", "tests.jobs.sample.add", [(n, 1) for n in range(20)])
-    first = start_worker("default", *worker_args)
+    first = start_worker("default", *worker_args, env={"DJANGO_SETTINGS_MODULE": "tests.support.prefetch_settings"})
     wait_for(lambda: all(fetch(job.id, connection).get_status() == JobStatus.FINISHED for job in warm), timeout=60)
     # Paused while the rest is enqueued, so that the first pop after the resume finds them all: the long jobs, then
     # three quick ones.
-    pause.pause("default", connection)
+    paused_seen_by(first, connection)
     gates = [
         queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
         for _ in range(holders)

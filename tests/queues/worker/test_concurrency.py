@@ -28,7 +28,12 @@ from tests.jobs.resilience import starts
 from tests.support import ROOT, wait_for
 from tests.support.clock import past_rqs_repeat_window
 from tests.support.lifecycle import wait_row, wait_scheduled_for_attempt
-from tests.support.worker import WITH_AND_WITHOUT_RQ_RECORDS, assert_jobs_popped_ahead_go_back, started_entries
+from tests.support.worker import (
+    WITH_AND_WITHOUT_RQ_RECORDS,
+    assert_jobs_popped_ahead_go_back,
+    paused_seen_by,
+    started_entries,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -349,7 +354,7 @@ def test_a_worker_whose_jobs_are_not_quick_pops_only_for_its_free_slots(start_wo
     warm = [queues.enqueue("default", "tests.jobs.resilience.logged_sleep", str(log), 0.2, 0.2) for _ in range(3)]
     worker = start_worker("default", "--concurrency", "2")
     wait_for(lambda: finished(warm, queue_redis), timeout=60, message="the slow jobs to finish")
-    pause.pause("default", queue_redis)  # the first pop after the resume finds them all (see the test above)
+    paused_seen_by(worker, queue_redis)  # the first pop after the resume finds them all (tests/support/worker.py)
     gates = [
         queues.enqueue("default", "tests.jobs.resilience.wait_for_file_then_return", str(gate_log), str(release))
         for _ in range(2)
