@@ -65,7 +65,8 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "OUTCOME_WAIT_SECONDS": 120,  # seconds a work horse keeps trying to record its job's outcome in an outage
     "STARTED_ENTRY_TTL_SECONDS": 3600,  # seconds a started-job entry outlives its last heartbeat (see docs)
     # each started job also gets rq's execution hash and the worker's set, which the workers and the panel of
-    # releases up to 6f24d7d read (queues/jobs/execution.py): False once none of them runs on the same Redis
+    # releases up to 6f24d7d read (queues/jobs/execution.py): True only while one of them runs on the same Redis
+    # (a deploy from such a release; queues.W063 says when)
     "RQ_EXECUTION_RECORDS": False,
     # The outbox (queues/producer/outbox.py, docs/operations.md#the-outbox):
     "OUTBOX_RELAY_SECONDS": 2.0,  # seconds between a worker's relays of outbox rows a commit left behind
