@@ -382,11 +382,15 @@ class Dequeuer:
             self._poll = min(self._poll * 2, self.poll_cap)
         return self._pop_now(queues)
 
-    def take_popped(self):
+    def take_popped(self, held_over=None):
         """The jobs popped and not returned, in their order, now the caller's to give back: those a pop of several
         took beyond the first (``pop``'s ``count``), then those of a reply ``sent`` and not yet looked at (read as
-        a pop reads it: an entry that is not a job id dropped, a copy pushed twice reported)."""
+        a pop reads it: an entry that is not a job id dropped, a copy pushed twice reported). With ``held_over``
+        (seconds): none unless a pop of several took jobs beyond the first that long ago and some are still held,
+        judged under the same lock as the taking (worker/prefetch.py: another thread may pop meanwhile)."""
         with self._lock:
+            if held_over is not None and (not self.popped or time.monotonic() - self.popped_at < held_over):
+                return []
             left = list(self.popped)
             self.popped.clear()
             ahead, self._ahead = self._ahead, None

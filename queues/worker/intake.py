@@ -111,14 +111,15 @@ class Intake:
         queues = rqcompat.ordered_queues(worker)
         return queues, self.dequeuer.command(queues, worker.jobs_to_pop())
 
-    def give_back_ahead(self):
+    def give_back_ahead(self, held_over=None):
         """The jobs popped and never taken go back to the head of their queues (the worker's teardown, a stop past
         its grace): the one popped ahead (``pop_ahead``) and those a pop of several took beyond the one it returned
-        (``Dequeuer.pop``'s ``count``)."""
+        (``Dequeuer.pop``'s ``count``); with ``held_over``, only if those were popped that many seconds ago
+        (``Dequeuer.take_popped``). -> how many were taken."""
         try:
-            left = self.dequeuer.take_popped()
+            left = self.dequeuer.take_popped(held_over)
         except REDIS_ERRORS:
-            return  # left in the intermediate list: the abandoned-job scan returns them
+            return 0  # left in the intermediate list: the abandoned-job scan returns them
         for popped in reversed(left):  # each to the head: the last first, so that they keep their order
             queue, job_id = popped
             try:
@@ -127,6 +128,7 @@ class Intake:
                 give_back(self.worker.connection, queue.key, job_id)
             except REDIS_ERRORS:
                 pass  # in the intermediate list, or started by a worker now gone: the abandoned-job scan returns it
+        return len(left)
 
     def next_job(self, timeout, max_idle_time=None):
         """(job, queue) vetted and ready to start; None when ``timeout`` (or ``max_idle_time``)

@@ -19,8 +19,6 @@ stop, before it waits out its running jobs' grace; the fork-free worker, whose o
 looks from its lifeline's beat.
 """
 
-import time
-
 PREFETCH_BELOW_SECONDS = 0.05  # jobs whose average run time is under this are popped ahead
 PREFETCH_HOLD_SECONDS = 1.0  # a job popped ahead and held longer than this goes back to its queue
 RUN_TIME_WEIGHT = 0.1  # a job's weight in the moving average
@@ -59,11 +57,9 @@ class Prefetch:
         """The jobs ``worker`` popped ahead and held longer than ``PREFETCH_HOLD_SECONDS``: back to the head of their
         queues, in their order (``intake.Intake.give_back_ahead``), and no more popping ahead until the jobs are
         quick again."""
-        dequeuer = worker.intake.dequeuer
-        if not dequeuer.popped or time.monotonic() - dequeuer.popped_at < PREFETCH_HOLD_SECONDS:
+        count = worker.intake.give_back_ahead(held_over=PREFETCH_HOLD_SECONDS)
+        if not count:
             return
-        count = len(dequeuer.popped)
-        worker.intake.give_back_ahead()
         self.run_time = max(self.run_time or 0.0, PREFETCH_HOLD_SECONDS)
         worker.log.info(
             "Worker %s: %d job(s) popped ahead of a free slot went back to the head of their queues: the worker "

@@ -222,3 +222,18 @@ def test_a_pop_on_a_client_whose_round_trips_are_combined_goes_with_the_batches_
     finally:
         combine.disable(own)
         own.connection_pool.disconnect()
+
+
+def test_the_jobs_a_pop_of_several_holds_are_taken_for_giving_back_only_once_held_that_long(queue_redis):
+    """``take_popped(held_over=...)`` (worker/prefetch.py's give-back, from another thread than the pops): nothing
+    while the pop that took them is younger, or once none is held; else all of them, in order."""
+    default = get_queue("default")
+    queue_redis.rpush(default.key, "d1", "d2", "d3")
+    dequeuer = Dequeuer(queue_redis)
+    assert dequeuer.take_popped(held_over=0) == []  # nothing popped
+    assert dequeuer.pop([default], None, count=3) == (default, "d1")
+    assert dequeuer.take_popped(held_over=3600) == []
+    assert list(dequeuer.popped) == [(default, "d2"), (default, "d3")]
+    dequeuer.popped_at -= 2
+    assert dequeuer.take_popped(held_over=1) == [(default, "d2"), (default, "d3")]
+    assert not dequeuer.popped
