@@ -4,6 +4,7 @@ checks of where a job sits after a worker let it go."""
 import uuid
 
 import pytest
+from django.core.checks import run_checks
 from rq.job import JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
@@ -72,6 +73,13 @@ def plant_started(connection, job, worker_name="gone-worker", execution_id="e1",
     else:
         fields[execution_record.FIELD] = execution_id
     connection.hset(job.key, mapping=fields)
+
+
+def w063(settings, records_on=False):
+    """The ``queues.W063`` messages of the checks tagged ``redis``, with ``RQ_EXECUTION_RECORDS`` set to
+    ``records_on`` (queues/jobs/execution.py: a job a worker of a release up to 6f24d7d runs)."""
+    settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": records_on}
+    return [m for m in run_checks(tags=["redis"]) if m.id == "queues.W063"]
 
 
 # A worker process with rq's own execution records (QUEUE_RQ_EXECUTION_RECORDS "1") and without ("0", the default):

@@ -5,6 +5,7 @@ wrote (an execution hash) read as before."""
 import time
 
 import pytest
+import redis
 from rq.executions import Execution as RQExecution
 from rq.executions import ExecutionRegistry
 
@@ -13,7 +14,7 @@ from queues.catalog.lookup import OptimaJob
 from queues.jobs import execution as execution_record
 from queues.jobs.execution import Execution
 from queues.keyspace import keys
-from tests.support.worker import plant_started, run_burst
+from tests.support.worker import plant_started, run_burst, w063
 
 WORKER = "w-exec"
 
@@ -174,13 +175,6 @@ def test_execution_ids_are_version_4_uuids_and_a_forked_child_makes_other_ones_t
 # --- queues.W063: a worker of a release up to 6f24d7d at work while rq's records are off ---------------------
 
 
-def w063(settings, records_on=False):
-    from django.core.checks import run_checks
-
-    settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": records_on}
-    return [m for m in run_checks(tags=["redis"]) if m.id == "queues.W063"]
-
-
 def test_only_a_started_job_whose_hash_names_no_execution_reads_as_started_by_an_earlier_release(queue_redis):
     """A release up to 6f24d7d writes rq's execution hash only; every release since names the execution in the
     job's hash. A started entry of a finished job, an entry whose job is gone and a planted key of the wrong type
@@ -229,8 +223,6 @@ def test_w063_reads_every_redis_server_and_names_the_one_whose_job_an_earlier_re
     queue_redis, second_redis, settings
 ):
     """Queues on two servers (``QUEUES_REDIS_SERVERS``): the check reads each server's queues on that server."""
-    import redis
-
     job = queues.enqueue("on-b", "tests.jobs.sample.add", 1, 2)
     on_b = redis.Redis.from_url(second_redis.url)
     on_b.lrem(keys.queue_key("on-b"), 1, job.id)

@@ -37,6 +37,7 @@ from rq.worker import Worker
 from tests.jobs.resilience import ends, starts
 from tests.support import ROOT, poll
 from tests.support.processes import WorkerProcess
+from tests.support.worker import w063
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -649,8 +650,6 @@ def test_check_w063_names_the_job_a_worker_of_a_release_up_to_6f24d7d_runs_while
     needs it to tell this release's running jobs from abandoned ones. While such a worker runs a job, the
     system check queues.W063 names it (with the option False: the default), and not the job a worker of the
     last release or of this one runs; with the option True it says nothing."""
-    from django.core.checks import run_checks
-
     records = Release(f"release {RECORDS_COMMIT}", extracted(tmp_path_factory, RECORDS_COMMIT))
     gate_log, release_file = tmp_path / "gates.jsonl", tmp_path / "go"
     workers = [run_worker(release, "default") for release in (records, releases.old, releases.new)]
@@ -665,18 +664,14 @@ def test_check_w063_names_the_job_a_worker_of_a_release_up_to_6f24d7d_runs_while
     assert sorted(by_worker) == sorted(w.name for w in workers), describe(queue_redis, gates)
     earlier = by_worker[workers[0].name]
 
-    def w063(records_on):
-        settings.OPTIMA_QUEUES_OPTIONS = {**settings.OPTIMA_QUEUES_OPTIONS, "RQ_EXECUTION_RECORDS": records_on}
-        return [m for m in run_checks(tags=["redis"]) if m.id == "queues.W063"]
-
     try:
-        found = w063(False)
+        found = w063(settings)
         assert len(found) == 1, found
         assert "a release up to 6f24d7d" in found[0].msg and f"1 job(s), e.g. {earlier}" in found[0].msg, found[0].msg
         assert "QUEUE_RQ_EXECUTION_RECORDS=1" in found[0].hint
-        assert w063(True) == []
+        assert w063(settings, records_on=True) == []
     finally:
         release_file.touch()
     wait(lambda: len(ends(gate_log)) == 3, "the gate jobs to end", *workers)
-    assert w063(False) == []  # no job of that release runs any more
+    assert w063(settings) == []  # no job of that release runs any more
     assert [w.stop() for w in workers] == [0, 0, 0], "\n".join(tail(w) for w in workers)
