@@ -10,6 +10,7 @@ import logging
 import redis
 
 from queues.failures import deadletter
+from queues.jobs import capped
 from queues.jobs.gate import CANCELED, CORRUPT, DROPPED_NAMED_PER_MINUTE
 from queues.keyspace import keys, repeats
 
@@ -60,12 +61,16 @@ def bury_raw(worker, queue, job_id, why):
     a key that is not a hash (or is gone) is only dropped from the queue, with an ERROR naming it."""
     connection = worker.connection
     key = keys.job_key(job_id)
-    try:
-        fields = connection.hgetall(key)
-    except redis.ResponseError:  # WRONGTYPE: not a hash
+    with connection.pipeline(transaction=False) as pipe:  # size-checked: a planted 100 MB hash stays in Redis
+        capped.read_key(pipe, key)
+        fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
+    if isinstance(fields, redis.ResponseError):  # WRONGTYPE: not a hash
         fields = None
+    elif isinstance(fields, Exception):
+        raise fields
     if fields:
-        deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name)
+        count = fields.count if isinstance(fields, capped.Oversized) else None
+        deadletter.bury_corrupt(connection, job_id, queue.name, fields, why, worker_name=worker.name, count=count)
     else:
         repeats.report(
             repeats.DROPPED,

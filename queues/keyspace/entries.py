@@ -17,6 +17,13 @@ cap                              value       what happens past it
                                              over 64 KiB not read at all, only its length
                                              (``jobs/capped.py``)
 ``JOB_FIELDS``                   1,024       a job hash with more fields is read the same way (rq's have ~30)
+``RUN_BYTES``                    16 MiB      a job whose ``data`` (its function and arguments, serialized) is
+                                             larger is refused by ``queues.enqueue`` (``InvalidJob``); one
+                                             planted in Redis is refused by the worker as corrupt "too large to
+                                             run", never inflated past the cap (a zlib bomb stays small), and
+                                             a hash over ``RUN_STORED_BYTES`` as stored never crosses the wire
+                                             to the worker whole (``jobs/gate.too_large``; RabbitMQ 4's
+                                             default largest message is the same 16 MiB)
 ``RESULT_BYTES``                 256 KiB     a result's return value this large (base64) is shown as
                                              ``"(… bytes: not shown)"`` (``jobs/results.py``)
 ``TEXT_CHARS``                   64 KiB      a traceback, an exception message, a result's exception
@@ -54,6 +61,8 @@ from queues.keyspace import repeats
 JOB_BYTES = 256 * 1024
 READ_BYTES = 2 * JOB_BYTES  # as stored: zlib never makes ``data`` larger by half, so no hash under JOB_BYTES is cut
 JOB_FIELDS = 1024
+RUN_BYTES = 16 * 1024 * 1024
+RUN_STORED_BYTES = 2 * RUN_BYTES  # a job hash as stored: its data (zlib never larger by half), its meta and the rest
 RESULT_BYTES = 256 * 1024
 TEXT_CHARS = 64 * 1024
 ARGS_CHARS = 64 * 1024

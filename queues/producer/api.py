@@ -30,7 +30,7 @@ from queues.connection.clients import unavailable
 from queues.exceptions import InvalidJob
 from queues.jobs import meta as jobmeta
 from queues.jobs import signing
-from queues.keyspace import keys
+from queues.keyspace import entries, keys
 from queues.producer import dedupe, inline, joining, limits, rates
 from queues.producer.write import declared_queue, waiting_unique, write_job
 
@@ -430,6 +430,7 @@ def _enqueue(
     _apply_limit(job, limit)
     rates.apply(job, limit_key, rate)
     job.signature = signing.sign(job)  # builds job.data once; save() reuses it
+    check_size(job, f"queues.enqueue({name!r}, {path!r}, ...)")
     with _sending_span(name, job):
         if plan is not None:  # a debounce or throttle key: one Lua call (queues/producer/dedupe.py)
             placed = inline.run(job) if testing.inline_on() else dedupe.place(queue, job, when, plan)
@@ -579,6 +580,18 @@ def check_max_run_seconds(value):
         raise InvalidJob(
             f"max_run_seconds must be > 0, got {value!r}: a job paused at every checkpoint would never end. "
             "Pass e.g. max_run_seconds=600, or leave it out (no limit)."
+        )
+
+
+def check_size(job, where):
+    """Refuse a job larger than a worker runs (``entries.RUN_BYTES``, ``jobs.gate.too_large``): its ``data`` (built by
+    ``signing.sign``) is its function and arguments as stored, uncompressed. ``where``: the call, for the message."""
+    size = len(job.data)
+    if size > entries.RUN_BYTES:
+        raise InvalidJob(
+            f"{where}: the job's function and arguments serialize to "
+            f"{size} bytes, more than {entries.RUN_BYTES} (16 MiB), the largest job a worker runs. Keep the data "
+            "in the database or a file store and pass its id (or a page of ids) as the argument."
         )
 
 

@@ -123,6 +123,7 @@ def enqueue_many(
         )
         api._apply_limit(job, limit)
         job.signature = signing.sign(job)
+        api.check_size(job, f"queues.enqueue_many({name!r}, {path!r}, ...)")
         jobs.append(job)
     if not jobs:
         return []

@@ -50,8 +50,8 @@ from redis.exceptions import NoScriptError
 from rq.utils import as_text
 
 from queues.connection import combine
+from queues.jobs import capped, gate
 from queues.jobs import execution as execution_record
-from queues.jobs import gate
 from queues.jobs import meta as jobmeta
 from queues.keyspace import entries, keys, quarantine
 from queues.worker.abandoned import give_back
@@ -66,7 +66,9 @@ from queues.worker.popstart import EXECUTIONS_SLACK_SECONDS
 # executions lives until, as its starts left it: ``popstart.EXECUTIONS_SLACK_SECONDS``), in the worker's order of
 # queues and bands, each entry five items and its hash: kind, the queue's (normal) key, id, execution id ('' but for
 # kind 3), n, then the n items of the job's hash as HGETALL gives it (n = 0 when the job's key is not a hash: HGETALL's
-# WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with the pop). Flat
+# WRONGTYPE, caught, and the caller reads it, and refuses it, as it did before the hash came with the pop; n = 0 too,
+# and the job not started, for a hash too large to send: more than ``entries.JOB_FIELDS`` fields or
+# ``entries.RUN_STORED_BYTES`` bytes, which the caller reads size-checked and refuses, ``jobs.gate.too_large``). Flat
 # because redis-server 6.2 writes each nested array of a script's reply with a write(2) of its own: the nested reply
 # this was cost 4 writes a pop of one job, this one 1 (issue 36). Kind 1: a job popped into the intermediate list;
 # the hash's ``jobs.meta.PUT_BACK`` field, read with it, is taken off when it is there: it vouches for this one pop
@@ -96,6 +98,12 @@ local function put(kind, key, id, eid, data)  -- an entry of the reply, flat: it
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = kind, key, id, eid or '', m
   for i = 1, m do out[n + 5 + i] = data[i] end
   n, found = n + 5 + m, found + 1
+end
+local function fits(data)  -- a hash the worker may be sent (jobs/gate.too_large: the worker checks it again)
+  if #data > 2 * @JOB_FIELDS@ then return false end
+  local size = 0
+  for i = 1, #data do size = size + #data[i] end
+  return size <= @RUN_STORED_BYTES@
 end
 local function begin(job, id, data, queue, registry)
   local status, put_back, timeout, origin = '', false, nil, nil
@@ -184,7 +192,9 @@ for q = first, #ARGV do
           local data, eid
           if start then
             data = redis.pcall('HGETALL', ARGV[1] .. id)
-            if not data.err and #data > 0 then
+            if not data.err and not fits(data) then
+              data = {err = 'too large'}  -- not sent: popped into the intermediate list, the worker reads it capped
+            elseif not data.err and #data > 0 then
               eid = begin(ARGV[1] .. id, id, data, ARGV[q], KEYS[k + 5])
             end
             if eid then
@@ -211,7 +221,7 @@ for q = first, #ARGV do
             if not data then
               data = redis.pcall('HGETALL', job)
             end
-            if data.err then
+            if data.err or not fits(data) then
               put(1, KEYS[k + 1], id)
             else
               for f = 1, #data, 2 do
@@ -250,6 +260,8 @@ return none
     .replace("@FIELD@", execution_record.FIELD)
     .replace("@ID_CHARS@", str(entries.ID_CHARS))
     .replace("@SLACK@", str(EXECUTIONS_SLACK_SECONDS))
+    .replace("@JOB_FIELDS@", str(entries.JOB_FIELDS))
+    .replace("@RUN_STORED_BYTES@", str(entries.RUN_STORED_BYTES))
 )
 
 # The id just moved (BLMOVE) to the tail of the intermediate list KEYS[1] is there twice: another worker
@@ -513,7 +525,7 @@ class Dequeuer:
         with self.connection.pipeline() as pipe:  # one round trip (a MULTI): a copy, the pause, and the job
             pipe.eval(TWICE_LUA, 1, keys.intermediate_key(queue.key), job_id)
             pipe.sismember(keys.paused_key(), queue.name)
-            pipe.hgetall(keys.job_key(job_id))
+            capped.read_key(pipe, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)  # not HGETALL: gate.too_large
             pipe.hdel(keys.job_key(job_id), jobmeta.PUT_BACK)  # read just above: it vouches for this pop only
             twice, paused, data, _ = pipe.execute(raise_on_error=False)
         if isinstance(twice, Exception):
@@ -527,7 +539,9 @@ class Dequeuer:
             self.log.info("%s: queue %s was paused meanwhile; job %s put back", self.who, queue.name, job_id)
             self.paused.add(queue.name)
             return None
-        return Popped(queue, job_id, data if isinstance(data, dict) and data else None)
+        data = capped.hash_of(data)
+        whole = isinstance(data, dict) and data and not isinstance(data, capped.Oversized)
+        return Popped(queue, job_id, data if whole else None)  # None: the caller reads it (and refuses it)
 
     def _checked(self, queue, raw_id, data=None):
         """(queue, id) for a popped id that can be a job id; else DROPPED, the entry dropped from the

@@ -24,13 +24,18 @@ from rq.worker.base import WorkerStatus
 from queues import rqcompat
 from queues.connection.outage import REDIS_ERRORS, wait_until_reachable
 from queues.failures import refused
-from queues.jobs import gate
+from queues.jobs import capped, gate
 from queues.jobs import meta as jobmeta
-from queues.keyspace import keys, repeats
+from queues.keyspace import entries, keys, repeats
 from queues.producer import limits
 from queues.worker import popstart
 from queues.worker.abandoned import give_back, live_workers
 from queues.worker.dequeue import Dequeuer
+
+
+class TooLarge(Exception):
+    """A popped job's hash too large to run (``gate.too_large``): refused as corrupt, never inflated whole."""
+
 
 SUSPENSION_CHECK_EVERY = 1.0  # seconds between two of rq's checks for ``rq suspend`` (one round trip each)
 
@@ -231,6 +236,8 @@ class Intake:
             return (NO_DATA if worker.connection.exists(keys.job_key(job_id)) else GONE), None, None  # no data field
         except REDIS_ERRORS:
             raise
+        except TooLarge as exc:
+            return UNREADABLE, None, str(exc)
         except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
             return UNREADABLE, None, f"cannot be read ({type(exc).__name__})"
         home = gate.elsewhere(job, queue.name)
@@ -279,12 +286,37 @@ class Intake:
         self.dequeuer.unanswered.clear()
 
     def _read(self, job_id, data):
+        """The job from its hash (as the pop read it, else read now, size-checked), refused as ``TooLarge`` before
+        rq's ``restore`` inflates its ``data`` whole (``gate.too_large``)."""
         worker = self.worker
         if not data:
-            return worker.job_class.fetch(job_id, connection=worker.connection, serializer=worker.serializer)
+            data = self._read_capped(job_id)
+        why = gate.too_large(data)
+        if why is not None:
+            raise TooLarge(why)
         job = worker.job_class(job_id, connection=worker.connection, serializer=worker.serializer)
         job.restore(data)  # what rq's fetch does with the hash it reads
         return job
+
+    def _read_capped(self, job_id):
+        """The job's hash read as rq's ``Job.fetch`` reads it (NoSuchJobError for no hash, a ``WRONGTYPE`` raised), but
+        never sent whole when it is over ``entries.RUN_STORED_BYTES`` (``jobs/capped.py``): then ``TooLarge``."""
+        with self.worker.connection.pipeline(transaction=False) as pipe:
+            capped.read_key(pipe, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)
+            fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
+        if isinstance(fields, capped.Oversized):
+            if fields.size < 0:
+                raise TooLarge(
+                    f"is too large to run: its hash has {fields.count} fields (at most {entries.JOB_FIELDS})"
+                )
+            raise TooLarge(
+                f"is too large to run: its hash holds {fields.size} bytes (at most {entries.RUN_STORED_BYTES})"
+            )
+        if isinstance(fields, Exception):
+            raise fields
+        if not fields:
+            raise NoSuchJobError(f"No such job: {keys.job_key(job_id)}")
+        return fields
 
     def refuse(self, *, queue, job_id, bury):
         """Refuse a popped job: ``bury()`` (one of ``gate``'s refusals). If even that fails (other
