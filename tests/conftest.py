@@ -1,6 +1,7 @@
 """Shared fixtures: the Redis of the session, clean prefix per test, real worker processes."""
 
 import json
+import logging
 import os
 import signal
 
@@ -99,6 +100,16 @@ def _fresh_repeats():
     from queues.keyspace import repeats
 
     repeats.reporter.reset()
+
+
+@pytest.fixture(autouse=True)
+def _own_log_record_factory():
+    """A test that runs ``rqworker`` or ``rqscheduler`` in this process installs their log escaping
+    (``queues.logsafe.install``: a record factory, once per process, for good); a later test of this process then
+    read its ``queues.*`` and ``rq.*`` records escaped (``b'\\xff'``). Each test ends with the factory it found."""
+    factory = logging.getLogRecordFactory()
+    yield
+    logging.setLogRecordFactory(factory)
 
 
 @pytest.fixture(autouse=True)

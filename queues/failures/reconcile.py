@@ -151,7 +151,7 @@ class _Reconciler:
         seen = dict(rows.values_list("job_id", "times_dead"))
         open_ids = set(rows.filter(status=DeadLetter.Status.OPEN).values_list("job_id", flat=True))
         counts, missing = Counter(), set()
-        for job_id, job in zip(ids, jobread.fetch_many(ids, self.connection, check_origin=False)):
+        for job_id, job in zip(ids, jobread.fetch_many(ids, self.connection, check_origin=False, caps=jobread.RUN)):
             if job is None:
                 missing.add(job_id)
             elif job_id in open_ids:
@@ -246,7 +246,7 @@ class _Reconciler:
         those whose job is gone from Redis stay open, marked held only in the database (``held``); the
         others (a corrupt job, a job in another state) stay open as they are."""
 
-        jobs = jobread.fetch_many(ids, self.connection, check_origin=False)
+        jobs = jobread.fetch_many(ids, self.connection, check_origin=False, caps=jobread.RUN)
         retried = [
             jid
             for jid, job in zip(ids, jobs)

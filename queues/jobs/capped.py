@@ -80,6 +80,13 @@ class Oversized(dict):
             return f"too large to read: its hash has {self.count} fields (at most {entries.JOB_FIELDS} here)"
         return f"too large to read: its hash is over {entries.JOB_BYTES // 1024} KiB ({self.size} bytes as stored)"
 
+    @property
+    def why_to_run(self):
+        """``why`` for a hash read with ``entries.RUN_STORED_BYTES`` (``read_key``'s budget): too large to run."""
+        if self.size < 0:
+            return f"is too large to run: its hash has {self.count} fields (at most {entries.JOB_FIELDS})"
+        return f"is too large to run: its hash holds {self.size} bytes (at most {entries.RUN_STORED_BYTES})"
+
 
 def read_key(pipe, key, budget=entries.READ_BYTES):
     """Queue on ``pipe`` the size-checked read of the job hash at ``key`` (``READ_LUA``); ``hash_of`` reads its reply

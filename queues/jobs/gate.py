@@ -63,6 +63,9 @@ class Refusal:
     why: str
 
 
+ZLIB_MAX_RATIO = 1032  # deflate's largest expansion (zlib's technical details): a byte inflates to at most this many
+
+
 def too_large(fields):
     """Why a popped job's hash (as read: {bytes: bytes}) is too large to run, or None. Asked before rq's
     ``Job.restore``, which inflates ``data`` whole: a few kilobytes of zlib planted in Redis inflate to gigabytes
@@ -76,7 +79,7 @@ def too_large(fields):
     if size > entries.RUN_STORED_BYTES:
         return f"is too large to run: its hash holds {size} bytes (at most {entries.RUN_STORED_BYTES})"
     data = fields.get(b"data")
-    if data:
+    if data and len(data) * ZLIB_MAX_RATIO > entries.RUN_BYTES:  # else it cannot inflate past the cap: not tried
         try:
             whole = entries.inflate(data, entries.RUN_BYTES)[1]
         except zlib.error:  # not zlib: rq reads it as it is

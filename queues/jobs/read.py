@@ -19,6 +19,7 @@ reconcile, the abandoned-job scan) reads through here instead:
 | a field (other than the binary ``data`` /         | ``CorruptJob`` "field 'x' is not UTF-8"        |
 | ``exc_info``) or the job id that is not UTF-8     |                                                |
 | a hash over ``entries.JOB_BYTES`` (256 KiB, its  | ``CorruptJob`` "too large" (``kind``           |
+| ``caps=RUN``: ``entries.RUN_BYTES``, 16 MiB;      |                                                |
 | ``data`` decompressed: never past the cap)        | ``too_large``): its fields cut for the page    |
 | a hash over ``entries.READ_BYTES`` as stored, or  | the same, and the hash never crosses the wire: |
 | with over ``entries.JOB_FIELDS`` fields           | Redis sends its first fields, cut (``capped``) |
@@ -51,12 +52,27 @@ from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
 from queues import rqcompat
 from queues.catalog.lookup import queue_names
-from queues.jobs import capped
+from queues.jobs import capped, gate
 from queues.jobs.results import ReadJob
 from queues.keyspace import entries, keys
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
+
+
+@dataclass(frozen=True)
+class Caps:
+    """How large a job hash a reader takes for a job (``stored``: as stored, read whole up to it; ``inflated``: its
+    ``data`` inflated): ``PAGE`` to show it, ``RUN`` to act on it as a worker would run it (``jobs.gate.too_large``)."""
+
+    inflated: int
+    stored: int
+
+
+PAGE = Caps(entries.JOB_BYTES, entries.READ_BYTES)  # the panel's pages, /jobs/<id>/
+# The abandoned-job scan, the dead-letter reconcile and the operator's actions on a job (requeue, retry, delete):
+# a job as large as a producer writes (entries.RUN_BYTES) is a job, not a corrupt one "too large to read"
+RUN = Caps(entries.RUN_BYTES, entries.RUN_STORED_BYTES)
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
@@ -187,9 +203,9 @@ def _why_size(raw):
     )
 
 
-def read_hash(pipe, job_id):
-    """``capped.read_key`` of ``job_id``'s hash (str or raw bytes)."""
-    capped.read_key(pipe, job_key(job_id))
+def read_hash(pipe, job_id, caps=None):
+    """``capped.read_key`` of ``job_id``'s hash (str or raw bytes), whole up to ``caps``' bytes as stored."""
+    capped.read_key(pipe, job_key(job_id), budget=(caps or PAGE).stored)
 
 
 def _why_fields(raw):
@@ -224,9 +240,9 @@ def _why_job(job, raw, check_origin):
     return None
 
 
-def load(job_id, raw, connection, check_origin=True):
+def load(job_id, raw, connection, check_origin=True, caps=PAGE):
     """One job from its ``read_hash`` reply ``raw`` (or an HGETALL one, a dict, or the exception a pipeline
-    returned)."""
+    returned), judged too large by ``caps`` (read with the same)."""
     shown = shown_id(job_id)
     raw = capped.hash_of(raw)
     if isinstance(raw, redis.ResponseError):
@@ -242,10 +258,11 @@ def load(job_id, raw, connection, check_origin=True):
     if why is not None:
         return CorruptJob(shown, why, list(raw.items()), kind="id", count=count)
     if isinstance(raw, capped.Oversized):
-        return CorruptJob(shown, raw.why, list(raw.items()), kind="too_large", count=count)
+        why = raw.why if caps is PAGE else raw.why_to_run
+        return CorruptJob(shown, why, list(raw.items()), kind="too_large", count=count)
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
-    why = _why_size(raw)
+    why = _why_size(raw) if caps is PAGE else gate.too_large(raw)
     if why is not None:
         return CorruptJob(shown, why, list(raw.items()), kind="too_large")
     why = _why_fields(raw)
@@ -274,7 +291,7 @@ def normal_id(job_id):
 
 
 def fetch_many(
-    job_ids: Iterable[str | bytes], connection: redis.Redis, check_origin: bool = True
+    job_ids: Iterable[str | bytes], connection: redis.Redis, check_origin: bool = True, caps: Caps = PAGE
 ) -> list[ReadJob | CorruptJob | None]:
     """[job, CorruptJob or None per id] in one round trip (ids: str, escaped str, or bytes)."""
     job_ids = [normal_id(j) for j in job_ids]
@@ -282,13 +299,15 @@ def fetch_many(
         return []
     with connection.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
-            read_hash(pipe, job_id)
+            read_hash(pipe, job_id, caps)
         replies = pipe.execute(raise_on_error=False)
-    return [load(j, r, connection, check_origin) for j, r in zip(job_ids, replies)]
+    return [load(j, r, connection, check_origin, caps) for j, r in zip(job_ids, replies)]
 
 
-def fetch(job_id: str | bytes, connection: redis.Redis, check_origin: bool = True) -> ReadJob | CorruptJob | None:
-    return fetch_many([job_id], connection, check_origin)[0]
+def fetch(
+    job_id: str | bytes, connection: redis.Redis, check_origin: bool = True, caps: Caps = PAGE
+) -> ReadJob | CorruptJob | None:
+    return fetch_many([job_id], connection, check_origin, caps)[0]
 
 
 def is_corrupt(job: object) -> "TypeIs[CorruptJob]":

@@ -238,7 +238,7 @@ class Scan:
         wip_key = keys.started_key(queue.name)
         if self.connection.zscore(wip_key, f"{job_id}:{execution_id}") is None:
             return  # finished meanwhile
-        job = jobread.fetch(job_id, self.connection, check_origin=False)
+        job = jobread.fetch(job_id, self.connection, check_origin=False, caps=jobread.RUN)  # a job as a worker runs it
         if job is None or jobread.is_corrupt(job):
             if job is not None:
                 self.corrupt(queue, job, f"{job_id}:{execution_id}")

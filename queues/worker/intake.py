@@ -305,13 +305,7 @@ class Intake:
             capped.read_key(pipe, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)
             fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
         if isinstance(fields, capped.Oversized):
-            if fields.size < 0:
-                raise TooLarge(
-                    f"is too large to run: its hash has {fields.count} fields (at most {entries.JOB_FIELDS})"
-                )
-            raise TooLarge(
-                f"is too large to run: its hash holds {fields.size} bytes (at most {entries.RUN_STORED_BYTES})"
-            )
+            raise TooLarge(fields.why_to_run)
         if isinstance(fields, Exception):
             raise fields
         if not fields:

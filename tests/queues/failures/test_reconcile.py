@@ -9,6 +9,7 @@ from queues.connection import clients
 from queues.failures import deadletter
 from queues.models import DeadLetter
 from tests.support.lifecycle import fetch
+from tests.support.panel import dead_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,3 +38,13 @@ def test_a_reconcile_of_every_server_mirrors_bs_dead_jobs_and_judges_them_on_b(s
     assert DeadLetter.objects.get(job_id=job.id).queue == "on-b"
     get_queue("on-b").connection.delete(fetch(job.id, get_queue("on-b").connection).key)
     assert deadletter.reconcile(["on-b"]).held == 1  # gone from b: now held only in the database
+
+
+@pytest.mark.django_db
+def test_a_dead_job_of_a_mebibyte_is_mirrored_as_the_dead_letter_it_is_not_as_a_corrupt_one():
+    """Reconcile reads a dead job as large as a producer writes (``jobs.read.RUN``), not only as large as a panel page
+    shows whole: such a job became a ``corrupt`` dead letter, which is never retried."""
+    job, _ = dead_job("default", args=(2, "x" * (1024 * 1024)), row=False)
+    summary = deadletter.reconcile()
+    row = DeadLetter.objects.get(job_id=job.id)
+    assert (row.reason, row.func_path, summary.errors) == ("exhausted", "tests.jobs.sample.add", 0)

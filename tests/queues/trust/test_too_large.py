@@ -19,6 +19,7 @@ from queues.jobs import gate
 from queues.keyspace import entries, keys
 from queues.models import DeadLetter
 from tests.jobs import sample
+from tests.session_env import PREFIX
 from tests.support.worker import plant, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,7 +107,7 @@ def test_too_large_says_nothing_of_a_job_a_producer_wrote_and_names_each_cap(que
 
 
 def test_queues_enqueue_refuses_a_job_larger_than_a_worker_runs_and_writes_nothing(queue_redis):
-    written = set(queue_redis.keys())
+    written = set(queue_redis.keys(f"{PREFIX}:*"))  # this process's: the other test processes share the server
     with pytest.raises(InvalidJob) as refused:
         queues.enqueue("default", sample.add, 2, "x" * (16 * MIB))
     message = str(refused.value)
@@ -114,5 +115,5 @@ def test_queues_enqueue_refuses_a_job_larger_than_a_worker_runs_and_writes_nothi
     assert f"more than {entries.RUN_BYTES} (16 MiB)" in message and "pass its id" in message
     with pytest.raises(InvalidJob, match=r"queues.enqueue_many\('default', 'tests.jobs.sample.add', ...\)"):
         queues.enqueue_many("default", sample.add, [(2, 3), (2, "x" * (16 * MIB))])
-    assert set(queue_redis.keys()) == written  # not even the first job of the many
+    assert set(queue_redis.keys(f"{PREFIX}:*")) == written  # not even the first job of the many
     assert queues.enqueue("default", sample.add, 2, "x" * (15 * MIB)).get_status() == "queued"  # under the cap

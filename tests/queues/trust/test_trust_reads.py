@@ -348,7 +348,9 @@ def row_size(row):
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_16_mib_job_and_a_planted_150_mb_one_cost_kilobytes_in_their_dead_letters_and_admin_pages(operator, start_worker, queue_redis):
+def test_a_16_mib_job_and_a_planted_150_mb_one_cost_kilobytes_in_their_dead_letters_and_admin_pages(
+    operator, start_worker, queue_redis
+):
     import queues
     from queues.catalog.lookup import OptimaJob
     from queues.failures.deadletter import decode_raw_hash

@@ -75,3 +75,14 @@ def test_a_started_entry_that_is_not_job_id_colon_execution_id_does_not_stop_the
         counts = Scan(queue_redis, ["default"], stale_after=10).run()
     assert counts["retried"] == 1
     assert any("planted:by:a-writer" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_job_of_a_mebibyte_abandoned_by_a_dead_worker_gets_its_next_attempt_not_a_corrupt_dead_letter(queue_redis):
+    """The scan reads a started job as large as a producer writes (``entries.RUN_BYTES``), not only as large as a
+    panel page shows whole (``entries.JOB_BYTES``): such a job was dead-lettered ``corrupt``, which no retry undoes."""
+    job = queues.enqueue("default", "tests.jobs.sample.add", 1, "x" * (1024 * 1024))
+    queue_redis.lrem(keys.queue_key("default"), 1, job.id)
+    plant_started(queue_redis, job)
+    counts = Scan(queue_redis, ["default"], stale_after=10).run()
+    assert (counts["retried"], counts["dropped"]) == (1, 0)
+    assert OptimaJob.fetch(job.id, connection=queue_redis).meta["attempt"] == 2
