@@ -42,6 +42,8 @@ import logging
 import zlib
 from dataclasses import dataclass
 
+from rq.exceptions import NoSuchJobError
+
 from queues import rqcompat
 from queues.catalog import jobs as catalog
 from queues.catalog.queues import queue_names
@@ -61,6 +63,12 @@ RUNS = frozenset({"queued", "scheduled", "deferred"})  # statuses a popped job r
 class Refusal:
     reason: str
     why: str
+
+
+class TooLarge(NoSuchJobError):
+    """A job hash too large to run (``too_large``), raised by ``OptimaJob.restore`` before rq inflates its ``data``: a
+    ``NoSuchJobError``, so ``OptimaJob.fetch_many`` (a success's dependents, rq's ``Queue.move_dependents_to_ready``)
+    reads it as no job; the worker's intake dead-letters it as corrupt (``Intake._judge``). ``str()``: why."""
 
 
 ZLIB_MAX_RATIO = 1032  # deflate's largest expansion (zlib's technical details): a byte inflates to at most this many

@@ -32,11 +32,6 @@ from queues.worker import popstart
 from queues.worker.abandoned import give_back, live_workers
 from queues.worker.dequeue import Dequeuer
 
-
-class TooLarge(Exception):
-    """A popped job's hash too large to run (``gate.too_large``): refused as corrupt, never inflated whole."""
-
-
 SUSPENSION_CHECK_EVERY = 1.0  # seconds between two of rq's checks for ``rq suspend`` (one round trip each)
 
 # ``Intake._judge``'s verdicts on a popped job: it runs, or how ``fetch`` refuses (dead-letters) or drops it
@@ -232,12 +227,12 @@ class Intake:
         worker = self.worker
         try:
             job = self._read(job_id, data)
+        except gate.TooLarge as exc:  # a NoSuchJobError: first
+            return UNREADABLE, None, str(exc)
         except NoSuchJobError:
             return (NO_DATA if worker.connection.exists(keys.job_key(job_id)) else GONE), None, None  # no data field
         except REDIS_ERRORS:
             raise
-        except TooLarge as exc:
-            return UNREADABLE, None, str(exc)
         except Exception as exc:  # noqa: BLE001 — e.g. a pickled or garbled hash, a key of another type
             return UNREADABLE, None, f"cannot be read ({type(exc).__name__})"
         home = gate.elsewhere(job, queue.name)
@@ -286,26 +281,23 @@ class Intake:
         self.dequeuer.unanswered.clear()
 
     def _read(self, job_id, data):
-        """The job from its hash (as the pop read it, else read now, size-checked), refused as ``TooLarge`` before
-        rq's ``restore`` inflates its ``data`` whole (``gate.too_large``)."""
+        """The job from its hash (as the pop read it, else read now, size-checked); ``gate.TooLarge`` from
+        ``OptimaJob.restore`` before rq inflates its ``data`` whole (``gate.too_large``)."""
         worker = self.worker
         if not data:
             data = self._read_capped(job_id)
-        why = gate.too_large(data)
-        if why is not None:
-            raise TooLarge(why)
         job = worker.job_class(job_id, connection=worker.connection, serializer=worker.serializer)
         job.restore(data)  # what rq's fetch does with the hash it reads
         return job
 
     def _read_capped(self, job_id):
         """The job's hash read as rq's ``Job.fetch`` reads it (NoSuchJobError for no hash, a ``WRONGTYPE`` raised), but
-        never sent whole when it is over ``entries.RUN_STORED_BYTES`` (``jobs/capped.py``): then ``TooLarge``."""
+        never sent whole when it is over ``entries.RUN_STORED_BYTES`` (``jobs/capped.py``): then ``gate.TooLarge``."""
         with self.worker.connection.pipeline(transaction=False) as pipe:
             capped.read_key(pipe, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)
             fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
         if isinstance(fields, capped.Oversized):
-            raise TooLarge(fields.why_to_run)
+            raise gate.TooLarge(fields.why_to_run)
         if isinstance(fields, Exception):
             raise fields
         if not fields:

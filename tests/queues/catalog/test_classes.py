@@ -59,3 +59,37 @@ def test_a_job_without_dates_gets_rqs_defaults_and_a_malformed_one_rqs_error(que
     assert ours.enqueued_at is None and ours.started_at is None and ours.ended_at is None
     with pytest.raises(ValueError, match="does not match format"):
         OptimaJob(job.id, connection=queue_redis).restore(dict(raw, enqueued_at=b"2026-12-06 17:00:00"))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("planted", ["no data", "a zlib bomb"])
+@pytest.mark.parametrize("run", ["fork", "no-fork"])
+def test_an_entry_planted_in_a_jobs_dependents_is_no_job_and_the_jobs_success_stands(queue_redis, planted, run):
+    """rq moves a job's dependents after its success (``Queue.move_dependents_to_ready``), reading them with
+    ``OptimaJob.fetch_many``: a hash ``restore`` refuses is no job there (rq 3.0.0's raised, and the job, its success
+    written, was retried), and a bomb is never inflated (``gate.TooLarge``)."""
+    from queues.catalog.lookup import get_queue
+    from queues.keyspace import keys
+    from queues.models import DeadLetter
+    from queues.worker.adapter import OptimaSimpleWorker
+    from tests.queues.trust.test_too_large import bomb
+    from tests.support.worker import plant, run_burst
+
+    good = queues.enqueue("default", sample.add, 2, 3)
+    bad = plant(queue_redis, "tests.jobs.sample.add", [1], status="deferred")
+    if planted == "no data":
+        queue_redis.hdel(keys.job_key(bad), "data")
+    else:
+        queue_redis.hset(keys.job_key(bad), "data", bomb(20))
+    queue_redis.lrem(keys.queue_key("default"), 1, bad)
+    queue_redis.sadd(good.dependents_key, bad)
+    if run == "fork":
+        run_burst(queue_redis)
+    else:
+        OptimaSimpleWorker([get_queue("default", connection=queue_redis)], connection=queue_redis).work(
+            burst=True, with_scheduler=False
+        )
+    good.refresh()
+    assert (good.get_status(), good.return_value()) == ("finished", 5)
+    assert queue_redis.hget(keys.job_key(bad), "status") == b"deferred"  # never moved
+    assert not DeadLetter.objects.exists()
