@@ -19,9 +19,9 @@ from queues import rqcompat
 from queues.catalog import jobs as catalog
 from queues.catalog.queues import get_config
 from queues.exceptions import NotAJob
-from queues.jobs import coroutines, gate, stream
+from queues.jobs import coroutines, stream
 from queues.jobs import meta as jobmeta
-from queues.keyspace import keys
+from queues.keyspace import entries, keys
 
 DATE_FIELDS = ("created_at", "enqueued_at", "started_at", "ended_at", "last_heartbeat")
 
@@ -83,9 +83,9 @@ class OptimaJob(Job):
         return jobs
 
     def restore(self, raw_data: dict[Any, Any]) -> None:
-        why = gate.too_large(raw_data)  # before rq inflates ``data`` whole: a zlib bomb planted in Redis
+        why = entries.too_large(raw_data)  # before rq inflates ``data`` whole: a zlib bomb planted in Redis
         if why is not None:
-            raise gate.TooLarge(why)
+            raise entries.TooLarge(why)
         data = dict(raw_data)  # the dates are parsed here (``parse_date``), the rest by rq
         dates = [(name, data.pop(name.encode(), None) or data.pop(name, None)) for name in DATE_FIELDS]
         super().restore(data)  # (created_at: now() without one, the others None, as with an empty field)

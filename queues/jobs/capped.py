@@ -91,7 +91,7 @@ class Oversized(dict):
 def read_key(pipe, key, budget=entries.READ_BYTES):
     """Queue on ``pipe`` the size-checked read of the job hash at ``key`` (``READ_LUA``); ``hash_of`` reads its reply
     (``jobs.read.load`` calls it). ``budget``: the bytes as stored of a hash read whole (the worker's reads, which
-    run jobs of any size a producer writes, pass ``entries.RUN_STORED_BYTES``: ``jobs.gate.too_large``).
+    run jobs of any size a producer writes, pass ``entries.RUN_STORED_BYTES``: ``entries.too_large``).
     EVAL, not EVALSHA: a page's pipeline stays one round trip, with no script to load first or again after a
     SCRIPT FLUSH, for a script of a kilobyte."""
     pipe.eval(READ_LUA, 1, key, budget, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES, READ_VALUE_BYTES)

@@ -11,7 +11,7 @@ reason          the job
                 that are not JSON / not UTF-8, a wrong-typed key, an ``origin`` that is
                 no declared queue (one naming another declared queue is dropped, not
                 refused: ``elsewhere``), a ``signature`` that is not ASCII, a hash too
-                large to run (``too_large``: read before anything is inflated); or
+                large to run (``entries.too_large``: read before anything is inflated); or
                 ``vet`` itself raised on it (``Intake.fetch``). Its raw hash is kept,
                 base64-encoded, in the dead letter's ``raw_hash`` (``deadletter.bury_corrupt``).
 ``not_a_job``   names a function, an instance method or a success/failure/stopped
@@ -39,16 +39,13 @@ any path that would bypass this one.
 """
 
 import logging
-import zlib
 from dataclasses import dataclass
-
-from rq.exceptions import NoSuchJobError
 
 from queues import rqcompat
 from queues.catalog import jobs as catalog
 from queues.catalog.queues import queue_names
 from queues.jobs import signing
-from queues.keyspace import entries, repeats
+from queues.keyspace import repeats
 
 logger = logging.getLogger("queues.worker")
 
@@ -63,38 +60,6 @@ RUNS = frozenset({"queued", "scheduled", "deferred"})  # statuses a popped job r
 class Refusal:
     reason: str
     why: str
-
-
-class TooLarge(NoSuchJobError):
-    """A job hash too large to run (``too_large``), raised by ``OptimaJob.restore`` before rq inflates its ``data``: a
-    ``NoSuchJobError``, so ``OptimaJob.fetch_many`` (a success's dependents, rq's ``Queue.move_dependents_to_ready``)
-    reads it as no job; the worker's intake dead-letters it as corrupt (``Intake._judge``). ``str()``: why."""
-
-
-ZLIB_MAX_RATIO = 1032  # deflate's largest expansion (zlib's technical details): a byte inflates to at most this many
-
-
-def too_large(fields):
-    """Why a popped job's hash (as read: {bytes: bytes}) is too large to run, or None. Asked before rq's
-    ``Job.restore``, which inflates ``data`` whole: a few kilobytes of zlib planted in Redis inflate to gigabytes
-    (a "zip bomb"), and a worker killed for its memory would leave the job to the abandoned-job scan, to kill the
-    next worker. Here ``data`` is inflated no further than ``entries.RUN_BYTES`` (``queues.enqueue`` refuses a
-    larger job: none it wrote is refused here), and a hash of more fields than ``entries.JOB_FIELDS`` or more bytes
-    than ``entries.RUN_STORED_BYTES`` is refused as read (the pop does not even send it: ``dequeue.POP_LUA``)."""
-    if len(fields) > entries.JOB_FIELDS:
-        return f"is too large to run: its hash has {len(fields)} fields (at most {entries.JOB_FIELDS})"
-    size = sum(len(name) + len(value) for name, value in fields.items())
-    if size > entries.RUN_STORED_BYTES:
-        return f"is too large to run: its hash holds {size} bytes (at most {entries.RUN_STORED_BYTES})"
-    data = fields.get(b"data")
-    if data and len(data) * ZLIB_MAX_RATIO > entries.RUN_BYTES:  # else it cannot inflate past the cap: not tried
-        try:
-            whole = entries.inflate(data, entries.RUN_BYTES)[1]
-        except zlib.error:  # not zlib: rq reads it as it is
-            whole = len(data) <= entries.RUN_BYTES
-        if not whole:
-            return f"is too large to run: its data inflates past {entries.RUN_BYTES} bytes"
-    return None
 
 
 def vet(job, queue_name):

@@ -52,7 +52,7 @@ from rq.registry import CanceledJobRegistry, DeferredJobRegistry
 
 from queues import rqcompat
 from queues.catalog.lookup import queue_names
-from queues.jobs import capped, gate
+from queues.jobs import capped
 from queues.jobs.results import ReadJob
 from queues.keyspace import entries, keys
 
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Caps:
     """How large a job hash a reader takes for a job (``stored``: as stored, read whole up to it; ``inflated``: its
-    ``data`` inflated): ``PAGE`` to show it, ``RUN`` to act on it as a worker would run it (``jobs.gate.too_large``)."""
+    ``data`` inflated): ``PAGE`` to show it, ``RUN`` to act on it as a worker would run it (``entries.too_large``)."""
 
     inflated: int
     stored: int
@@ -262,7 +262,7 @@ def load(job_id, raw, connection, check_origin=True, caps=PAGE):
         return CorruptJob(shown, why, list(raw.items()), kind="too_large", count=count)
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
-    why = _why_size(raw) if caps is PAGE else gate.too_large(raw)
+    why = _why_size(raw) if caps is PAGE else entries.too_large(raw)
     if why is not None:
         return CorruptJob(shown, why, list(raw.items()), kind="too_large")
     why = _why_fields(raw)

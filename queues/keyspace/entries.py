@@ -22,7 +22,7 @@ cap                              value       what happens past it
                                              planted in Redis is refused by the worker as corrupt "too large to
                                              run", never inflated past the cap (a zlib bomb stays small), and
                                              a hash over ``RUN_STORED_BYTES`` as stored never crosses the wire
-                                             to the worker whole (``jobs/gate.too_large``; RabbitMQ 4's
+                                             to the worker whole (``too_large``; RabbitMQ 4's
                                              default largest message is the same 16 MiB)
 ``RESULT_BYTES``                 256 KiB     a result's return value this large (base64) is shown as
                                              ``"(… bytes: not shown)"`` (``jobs/results.py``)
@@ -53,6 +53,8 @@ it once; past ``MAX_REPORTED`` distinct ones, a key is one line a minute with a 
 """
 
 import zlib
+
+from rq.exceptions import NoSuchJobError
 
 from queues import logsafe
 from queues.connection.masking import mask_urls_in
@@ -174,3 +176,35 @@ def inflate(data, limit):
         out += inflater.flush()
     whole = len(out) <= limit and not inflater.unconsumed_tail
     return out[:limit], whole
+
+
+class TooLarge(NoSuchJobError):
+    """A job hash too large to run (``too_large``), raised by ``OptimaJob.restore`` before rq inflates its ``data``: a
+    ``NoSuchJobError``, so ``OptimaJob.fetch_many`` (a success's dependents, rq's ``Queue.move_dependents_to_ready``)
+    reads it as no job; the worker's intake dead-letters it as corrupt (``worker/intake.py``). ``str()``: why."""
+
+
+ZLIB_MAX_RATIO = 1032  # deflate's largest expansion (zlib's technical details): a byte inflates to at most this many
+
+
+def too_large(fields):
+    """Why a popped job's hash (as read: {bytes: bytes}) is too large to run, or None. Asked before rq's
+    ``Job.restore``, which inflates ``data`` whole: a few kilobytes of zlib planted in Redis inflate to gigabytes
+    (a "zip bomb"), and a worker killed for its memory would leave the job to the abandoned-job scan, to kill the
+    next worker. Here ``data`` is inflated no further than ``RUN_BYTES`` (``queues.enqueue`` refuses a
+    larger job: none it wrote is refused here), and a hash of more fields than ``JOB_FIELDS`` or more bytes
+    than ``RUN_STORED_BYTES`` is refused as read (the pop does not even send it: ``popscript.POP_LUA``)."""
+    if len(fields) > JOB_FIELDS:
+        return f"is too large to run: its hash has {len(fields)} fields (at most {JOB_FIELDS})"
+    size = sum(len(name) + len(value) for name, value in fields.items())
+    if size > RUN_STORED_BYTES:
+        return f"is too large to run: its hash holds {size} bytes (at most {RUN_STORED_BYTES})"
+    data = fields.get(b"data")
+    if data and len(data) * ZLIB_MAX_RATIO > RUN_BYTES:  # else it cannot inflate past the cap: not tried
+        try:
+            whole = inflate(data, RUN_BYTES)[1]
+        except zlib.error:  # not zlib: rq reads it as it is
+            whole = len(data) <= RUN_BYTES
+        if not whole:
+            return f"is too large to run: its data inflates past {RUN_BYTES} bytes"
+    return None

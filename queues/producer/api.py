@@ -584,7 +584,7 @@ def check_max_run_seconds(value):
 
 
 def check_size(job, where):
-    """Refuse a job larger than a worker runs (``entries.RUN_BYTES``, ``jobs.gate.too_large``): its ``data`` (built by
+    """Refuse a job larger than a worker runs (``entries.RUN_BYTES``, ``entries.too_large``): its ``data`` (built by
     ``signing.sign``) is its function and arguments as stored, uncompressed. ``where``: the call, for the message."""
     size = len(job.data)
     if size > entries.RUN_BYTES:

@@ -227,7 +227,7 @@ class Intake:
         worker = self.worker
         try:
             job = self._read(job_id, data)
-        except gate.TooLarge as exc:  # a NoSuchJobError: first
+        except entries.TooLarge as exc:  # a NoSuchJobError: first
             return UNREADABLE, None, str(exc)
         except NoSuchJobError:
             return (NO_DATA if worker.connection.exists(keys.job_key(job_id)) else GONE), None, None  # no data field
@@ -281,8 +281,8 @@ class Intake:
         self.dequeuer.unanswered.clear()
 
     def _read(self, job_id, data):
-        """The job from its hash (as the pop read it, else read now, size-checked); ``gate.TooLarge`` from
-        ``OptimaJob.restore`` before rq inflates its ``data`` whole (``gate.too_large``)."""
+        """The job from its hash (as the pop read it, else read now, size-checked); ``entries.TooLarge`` from
+        ``OptimaJob.restore`` before rq inflates its ``data`` whole (``entries.too_large``)."""
         worker = self.worker
         if not data:
             data = self._read_capped(job_id)
@@ -292,12 +292,12 @@ class Intake:
 
     def _read_capped(self, job_id):
         """The job's hash read as rq's ``Job.fetch`` reads it (NoSuchJobError for no hash, a ``WRONGTYPE`` raised), but
-        never sent whole when it is over ``entries.RUN_STORED_BYTES`` (``jobs/capped.py``): then ``gate.TooLarge``."""
+        never sent whole when it is over ``entries.RUN_STORED_BYTES`` (``capped``): then ``entries.TooLarge``."""
         with self.worker.connection.pipeline(transaction=False) as pipe:
             capped.read_key(pipe, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)
             fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
         if isinstance(fields, capped.Oversized):
-            raise gate.TooLarge(fields.why_to_run)
+            raise entries.TooLarge(fields.why_to_run)
         if isinstance(fields, Exception):
             raise fields
         if not fields:

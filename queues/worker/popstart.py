@@ -1,6 +1,6 @@
 """A pop that starts the job it pops, in the same Lua call (issue 36): the workers that run their jobs themselves.
 
-A job costs a worker two calls of its own before it runs: the pop (``dequeue.POP_LUA``: the id moved into the
+A job costs a worker two calls of its own before it runs: the pop (``popscript.POP_LUA``: the id moved into the
 queue's intermediate list, the hash read back) and the start (``attempt.begin``: the started entry, the id out
 of the intermediate list, the job STARTED). The intermediate list only bridges the gap between the two. Here the
 pop writes the start itself for a job whose hash says it may run (``RUNS``, or put back by one of the app's
@@ -35,7 +35,7 @@ from queues.jobs.execution import Execution
 from queues.keyspace import keys
 from queues.worker.abandoned import give_back
 
-# Written by ``Plan.argv`` and read by ``dequeue.POP_LUA``: the start's arguments after the pop's own, in this
+# Written by ``Plan.argv`` and read by ``popscript.POP_LUA``: the start's arguments after the pop's own, in this
 # order; then one execution id for each job the call may pop.
 START_FIELDS = (
     "worker",  # the worker's name (the job's worker_name; the records' worker)

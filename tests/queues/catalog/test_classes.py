@@ -67,7 +67,7 @@ def test_a_job_without_dates_gets_rqs_defaults_and_a_malformed_one_rqs_error(que
 def test_an_entry_planted_in_a_jobs_dependents_is_no_job_and_the_jobs_success_stands(queue_redis, planted, run):
     """rq moves a job's dependents after its success (``Queue.move_dependents_to_ready``), reading them with
     ``OptimaJob.fetch_many``: a hash ``restore`` refuses is no job there (rq 3.0.0's raised, and the job, its success
-    written, was retried), and a bomb is never inflated (``gate.TooLarge``)."""
+    written, was retried), and a bomb is never inflated (``entries.TooLarge``)."""
     from queues.catalog.lookup import get_queue
     from queues.keyspace import keys
     from queues.models import DeadLetter

@@ -91,7 +91,7 @@ def test_a_finished_job_pushed_back_on_its_queue_and_twice_on_its_high_band_does
     lines = dropped_lines(output, job.id)
     # Each copy dropped with a line. A worker popping one job at a time drops each as finished; the concurrent one
     # pops the three copies in one call (a job per free slot: concurrent.jobs_to_pop), and the two after the first
-    # are dropped by the pop itself as copies of an id it holds, popped and not yet started (dequeue.TWICE_LUA).
+    # are dropped by the pop itself as copies of an id it holds, popped and not yet started (popscript.TWICE_LUA).
     twice = 2 if kind == "concurrency-8" else 0
     assert sum("is finished" in line for line in lines) == 3 - twice, output
     assert sum("(pushed twice)" in line for line in lines) == twice, output

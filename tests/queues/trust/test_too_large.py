@@ -1,5 +1,5 @@
 """A job too large to run never makes a worker inflate it or read it whole, and none is enqueued
-(queues/jobs/gate.py ``too_large``, ``entries.RUN_BYTES``).
+(queues/keyspace/entries.py ``too_large``, ``entries.RUN_BYTES``).
 
 Whoever can write to the queues' Redis plants a job whose ``data`` is a zlib bomb (64 KiB that inflate to 64 MiB:
 rq's ``Job.restore`` inflates it whole, and a bomb a thousand times larger kills the worker for its memory, and
@@ -15,7 +15,6 @@ import pytest
 
 import queues
 from queues.exceptions import InvalidJob
-from queues.jobs import gate
 from queues.keyspace import entries, keys
 from queues.models import DeadLetter
 from tests.jobs import sample
@@ -97,13 +96,13 @@ def test_the_forking_workers_pop_of_a_bomb_refuses_it_in_the_process(queue_redis
 def test_too_large_says_nothing_of_a_job_a_producer_wrote_and_names_each_cap(queue_redis):
     job = queues.enqueue("default", sample.add, 2, "x" * MIB)
     fields = queue_redis.hgetall(job.key)
-    assert gate.too_large(fields) is None
-    assert "inflates past" in gate.too_large({**fields, b"data": bomb(17)})
+    assert entries.too_large(fields) is None
+    assert "inflates past" in entries.too_large({**fields, b"data": bomb(17)})
     not_zlib = json.dumps(["tests.jobs.sample.add", None, ["a" * (17 * MIB)], {}]).encode()
-    assert "inflates past" in gate.too_large({**fields, b"data": not_zlib})  # rq reads it as it is
-    assert gate.too_large({**fields, b"data": not_zlib[: 15 * MIB]}) is None
-    assert "1025 fields" in gate.too_large({str(i).encode(): b"" for i in range(entries.JOB_FIELDS + 1)})
-    assert "holds" in gate.too_large({**fields, b"description": b"d" * entries.RUN_STORED_BYTES})
+    assert "inflates past" in entries.too_large({**fields, b"data": not_zlib})  # rq reads it as it is
+    assert entries.too_large({**fields, b"data": not_zlib[: 15 * MIB]}) is None
+    assert "1025 fields" in entries.too_large({str(i).encode(): b"" for i in range(entries.JOB_FIELDS + 1)})
+    assert "holds" in entries.too_large({**fields, b"description": b"d" * entries.RUN_STORED_BYTES})
 
 
 def test_queues_enqueue_refuses_a_job_larger_than_a_worker_runs_and_writes_nothing(queue_redis):
