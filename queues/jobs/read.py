@@ -70,8 +70,8 @@ class Caps:
 
 
 PAGE = Caps(entries.JOB_BYTES, entries.READ_BYTES)  # the panel's pages, /jobs/<id>/
-# The abandoned-job scan, the dead-letter reconcile and the operator's actions on a job (requeue, retry, delete):
-# a job as large as a producer writes (entries.RUN_BYTES) is a job, not a corrupt one "too large to read"
+# The abandoned-job scan and the dead-letter reconcile: a job as large as a producer writes (entries.RUN_BYTES) is a
+# job, not a corrupt one "too large to read" (the panel's pages and actions keep PAGE: docs/operator.md, "Size caps")
 RUN = Caps(entries.RUN_BYTES, entries.RUN_STORED_BYTES)
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
@@ -203,9 +203,9 @@ def _why_size(raw):
     )
 
 
-def read_hash(pipe, job_id, caps=None):
+def read_hash(pipe, job_id, caps=PAGE):
     """``capped.read_key`` of ``job_id``'s hash (str or raw bytes), whole up to ``caps``' bytes as stored."""
-    capped.read_key(pipe, job_key(job_id), budget=(caps or PAGE).stored)
+    capped.read_key(pipe, job_key(job_id), budget=caps.stored)
 
 
 def _why_fields(raw):
