@@ -61,9 +61,7 @@ def bury_raw(worker, queue, job_id, why):
     a key that is not a hash (or is gone) is only dropped from the queue, with an ERROR naming it."""
     connection = worker.connection
     key = keys.job_key(job_id)
-    with connection.pipeline(transaction=False) as pipe:  # size-checked: a planted 100 MB hash stays in Redis
-        capped.read_key(pipe, key)
-        fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
+    fields = capped.read(connection, key)  # size-checked: a planted 100 MB hash stays in Redis
     if isinstance(fields, redis.ResponseError):  # WRONGTYPE: not a hash
         fields = None
     elif isinstance(fields, Exception):

@@ -83,9 +83,7 @@ class Oversized(dict):
     @property
     def why_to_run(self):
         """``why`` for a hash read with ``entries.RUN_STORED_BYTES`` (``read_key``'s budget): too large to run."""
-        if self.size < 0:
-            return f"is too large to run: its hash has {self.count} fields (at most {entries.JOB_FIELDS})"
-        return f"is too large to run: its hash holds {self.size} bytes (at most {entries.RUN_STORED_BYTES})"
+        return entries.too_large_hash(self.count, self.size) or self.why
 
 
 def read_key(pipe, key, budget=entries.READ_BYTES):
@@ -95,6 +93,13 @@ def read_key(pipe, key, budget=entries.READ_BYTES):
     EVAL, not EVALSHA: a page's pipeline stays one round trip, with no script to load first or again after a
     SCRIPT FLUSH, for a script of a kilobyte."""
     pipe.eval(READ_LUA, 1, key, budget, entries.JOB_FIELDS, SENT_FIELDS, SENT_BYTES, READ_VALUE_BYTES)
+
+
+def read(connection, key, budget=entries.READ_BYTES):
+    """``read_key`` of one hash in a round trip of its own -> ``hash_of``'s answer (a connection error raised)."""
+    with connection.pipeline(transaction=False) as pipe:
+        read_key(pipe, key, budget)
+        return hash_of(pipe.execute(raise_on_error=False)[0])
 
 
 # KEYS[1]: a job hash; ARGV[1]: a field, ARGV[2]: the most bytes read of it. Its value, nil when it has none, or its

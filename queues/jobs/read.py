@@ -42,7 +42,7 @@ registries).
 
 import codecs
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -62,17 +62,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Caps:
-    """How large a job hash a reader takes for a job (``stored``: as stored, read whole up to it; ``inflated``: its
-    ``data`` inflated): ``PAGE`` to show it, ``RUN`` to act on it as a worker would run it (``entries.too_large``)."""
+    """How large a job hash a reader takes for a job: ``stored``, the bytes as stored of a hash read whole;
+    ``why_size``, why a hash read whole is too large (None when it is not); ``why_oversized``, why one read cut
+    (``capped.Oversized``) is. ``PAGE`` to show it, ``RUN`` to act on it as a worker would run it."""
 
-    inflated: int
     stored: int
+    why_size: Callable[[dict], str | None]
+    why_oversized: Callable[[capped.Oversized], str]
 
-
-PAGE = Caps(entries.JOB_BYTES, entries.READ_BYTES)  # the panel's pages, /jobs/<id>/
-# The abandoned-job scan and the dead-letter reconcile: a job as large as a producer writes (entries.RUN_BYTES) is a
-# job, not a corrupt one "too large to read" (the panel's pages and actions keep PAGE: docs/operator.md, "Size caps")
-RUN = Caps(entries.RUN_BYTES, entries.RUN_STORED_BYTES)
 
 BINARY_FIELDS = {b"data", b"exc_info"}  # zlib-compressed by rq: bytes by design
 PREVIEW_FIELDS = 50  # fields shown of a corrupt hash
@@ -203,6 +200,12 @@ def _why_size(raw):
     )
 
 
+PAGE = Caps(entries.READ_BYTES, _why_size, lambda oversized: oversized.why)  # the panel's pages, /jobs/<id>/
+# The abandoned-job scan and the dead-letter reconcile: a job as large as a producer writes (entries.RUN_BYTES) is a
+# job, not a corrupt one "too large to read" (the panel's pages and actions keep PAGE: docs/operator.md, "Size caps")
+RUN = Caps(entries.RUN_STORED_BYTES, entries.too_large, lambda oversized: oversized.why_to_run)
+
+
 def read_hash(pipe, job_id, caps=PAGE):
     """``capped.read_key`` of ``job_id``'s hash (str or raw bytes), whole up to ``caps``' bytes as stored."""
     capped.read_key(pipe, job_key(job_id), budget=caps.stored)
@@ -258,11 +261,10 @@ def load(job_id, raw, connection, check_origin=True, caps=PAGE):
     if why is not None:
         return CorruptJob(shown, why, list(raw.items()), kind="id", count=count)
     if isinstance(raw, capped.Oversized):
-        why = raw.why if caps is PAGE else raw.why_to_run
-        return CorruptJob(shown, why, list(raw.items()), kind="too_large", count=count)
+        return CorruptJob(shown, caps.why_oversized(raw), list(raw.items()), kind="too_large", count=count)
     if b"data" not in raw:
         return CorruptJob(shown, "its hash has no data field", list(raw.items()), kind="no_data")
-    why = _why_size(raw) if caps is PAGE else entries.too_large(raw)
+    why = caps.why_size(raw)
     if why is not None:
         return CorruptJob(shown, why, list(raw.items()), kind="too_large")
     why = _why_fields(raw)

@@ -194,11 +194,9 @@ def too_large(fields):
     next worker. Here ``data`` is inflated no further than ``RUN_BYTES`` (``queues.enqueue`` refuses a
     larger job: none it wrote is refused here), and a hash of more fields than ``JOB_FIELDS`` or more bytes
     than ``RUN_STORED_BYTES`` is refused as read (the pop does not even send it: ``popscript.POP_LUA``)."""
-    if len(fields) > JOB_FIELDS:
-        return f"is too large to run: its hash has {len(fields)} fields (at most {JOB_FIELDS})"
-    size = sum(len(name) + len(value) for name, value in fields.items())
-    if size > RUN_STORED_BYTES:
-        return f"is too large to run: its hash holds {size} bytes (at most {RUN_STORED_BYTES})"
+    why = too_large_hash(len(fields), sum(len(name) + len(value) for name, value in fields.items()))
+    if why is not None:
+        return why
     data = fields.get(b"data")
     if data and len(data) * ZLIB_MAX_RATIO > RUN_BYTES:  # else it cannot inflate past the cap: not tried
         try:
@@ -207,4 +205,14 @@ def too_large(fields):
             whole = len(data) <= RUN_BYTES
         if not whole:
             return f"is too large to run: its data inflates past {RUN_BYTES} bytes"
+    return None
+
+
+def too_large_hash(count, size):
+    """Why a job hash of ``count`` fields and ``size`` bytes as stored (-1: not summed) is too large to run, or None:
+    ``too_large``'s first look, and ``capped.Oversized.why_to_run``'s, so that both say it alike."""
+    if count > JOB_FIELDS:
+        return f"is too large to run: its hash has {count} fields (at most {JOB_FIELDS})"
+    if size > RUN_STORED_BYTES:
+        return f"is too large to run: its hash holds {size} bytes (at most {RUN_STORED_BYTES})"
     return None

@@ -293,9 +293,7 @@ class Intake:
     def _read_capped(self, job_id):
         """The job's hash read as rq's ``Job.fetch`` reads it (NoSuchJobError for no hash, a ``WRONGTYPE`` raised), but
         never sent whole when it is over ``entries.RUN_STORED_BYTES`` (``capped``): then ``entries.TooLarge``."""
-        with self.worker.connection.pipeline(transaction=False) as pipe:
-            capped.read_key(pipe, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)
-            fields = capped.hash_of(pipe.execute(raise_on_error=False)[0])
+        fields = capped.read(self.worker.connection, keys.job_key(job_id), budget=entries.RUN_STORED_BYTES)
         if isinstance(fields, capped.Oversized):
             raise entries.TooLarge(fields.why_to_run)
         if isinstance(fields, Exception):

@@ -2,6 +2,7 @@
 checks of where a job sits after a worker let it go."""
 
 import uuid
+import zlib
 
 import pytest
 from django.core.checks import run_checks
@@ -148,3 +149,18 @@ def assert_jobs_popped_ahead_go_back(start_worker, connection, tmp_path, worker_
     assert len(runs(log)) == 6, "each quick job ran once (a start and an end each)"
     assert [fetch(job.id, connection).meta["attempt"] for job in [*gates, *after]] == [1] * (holders + 3)
     assert first.stop() == 0, first.output()
+
+
+MIB = 1024 * 1024
+
+
+def bomb(megabytes):
+    """rq's JSON ``data`` of ``sample.add`` with one argument of ``megabytes`` MiB, zlib-compressed a MiB at a time
+    (never held inflated here)."""
+    packer = zlib.compressobj()
+    parts = [packer.compress(b'["tests.jobs.sample.add", null, ["')]
+    chunk = b"a" * MIB
+    parts.extend(packer.compress(chunk) for _ in range(megabytes))
+    parts.append(packer.compress(b'"], {}]'))
+    parts.append(packer.flush())
+    return b"".join(parts)

@@ -72,8 +72,7 @@ def test_an_entry_planted_in_a_jobs_dependents_is_no_job_and_the_jobs_success_st
     from queues.keyspace import keys
     from queues.models import DeadLetter
     from queues.worker.adapter import OptimaSimpleWorker
-    from tests.queues.trust.test_too_large import bomb
-    from tests.support.worker import plant, run_burst
+    from tests.support.worker import bomb, plant, run_burst
 
     good = queues.enqueue("default", sample.add, 2, 3)
     bad = plant(queue_redis, "tests.jobs.sample.add", [1], status="deferred")

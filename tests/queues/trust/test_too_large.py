@@ -9,7 +9,6 @@ count of the bytes it sent), and a good job queued behind runs. ``queues.enqueue
 """
 
 import json
-import zlib
 
 import pytest
 
@@ -19,23 +18,9 @@ from queues.keyspace import entries, keys
 from queues.models import DeadLetter
 from tests.jobs import sample
 from tests.session_env import PREFIX
-from tests.support.worker import plant, run_burst
+from tests.support.worker import MIB, bomb, plant, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-MIB = 1024 * 1024
-
-
-def bomb(megabytes):
-    """rq's JSON ``data`` of ``sample.add`` with one argument of ``megabytes`` MiB, zlib-compressed a MiB at a time
-    (never held inflated here)."""
-    packer = zlib.compressobj()
-    parts = [packer.compress(b'["tests.jobs.sample.add", null, ["')]
-    chunk = b"a" * MIB
-    parts.extend(packer.compress(chunk) for _ in range(megabytes))
-    parts.append(packer.compress(b'"], {}]'))
-    parts.append(packer.flush())
-    return b"".join(parts)
 
 
 def sent_bytes(connection):
